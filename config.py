@@ -1,0 +1,108 @@
+"""Parley's settings: every knob is an environment variable (or a line in an optional `.env`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ChannelMode = Literal["mention-only", "normal", "chatty"]
+
+
+class Settings(BaseSettings):
+    """Parley's configuration, read from the environment and an optional `.env` file."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    discord_token: SecretStr = Field(description="Bot token from the Discord developer portal.")
+
+    llm_model: str = Field(
+        "openai:gpt-4.1-mini",
+        description="pydantic-ai model string; with LLM_BASE_URL set, the model's name on that server, verbatim.",
+    )
+    llm_base_url: str | None = Field(None, description="Any OpenAI-compatible chat-completions server.")
+    llm_api_key: SecretStr | None = Field(None, description="Key for LLM_BASE_URL's server.")
+
+    conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")
+    followup_window_seconds: float = Field(
+        60, ge=0, description="How long after the bot speaks a message can be a follow-up."
+    )
+    max_conversation_messages: int = Field(
+        500, ge=1, description="Messages a conversation keeps in memory; older ones live in the archive."
+    )
+    context_message_count: int = Field(
+        20, ge=0, description="Recent channel messages loaded when a conversation starts."
+    )
+    context_max_age_minutes: float = Field(
+        60, ge=0, description="Oldest message loaded when a conversation starts."
+    )
+
+    use_llm_judge: bool = Field(False, description="Ask an LLM judge about ambiguous messages.")
+    judge_model: str | None = Field(None, description="Model for the judge; defaults to LLM_MODEL.")
+    judge_timeout_seconds: float = Field(5, gt=0, description="A judge slower than this means no answer.")
+
+    response_timeout_seconds: float = Field(90, gt=0, description="Time limit for one answer, tools included.")
+    model_retries: int = Field(3, ge=0, description="Retries of a transient provider error (429, 5xx, timeout).")
+    max_model_requests: int = Field(8, ge=1, description="Model requests one answer may make (tool rounds).")
+    history_token_budget: int = Field(
+        12000, ge=500, description="Approximate tokens of conversation history sent to the model."
+    )
+
+    database_url: str = Field(
+        "sqlite:///data/parley.db", description="The SQLite archive; empty turns it and its tools off."
+    )
+    history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+
+    discord_api_base_url: str | None = Field(None, description="REST proxy, e.g. a local fake in tests.")
+    discord_gateway_url: str | None = Field(None, description="Gateway proxy, e.g. a local fake in tests.")
+    ignore_other_bots: bool = Field(True, description="Never react to other bots.")
+    guild_id: int | None = Field(None, description="Guild for instant slash-command sync while developing.")
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Console log level.")
+
+    @field_validator("discord_token")
+    @classmethod
+    def _token_not_blank(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("llm_model")
+    @classmethod
+    def _model_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("database_url")
+    @classmethod
+    def _sqlite_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith("sqlite:///"):
+            raise ValueError("must look like sqlite:///relative/path.db or sqlite:////absolute/path.db, or be empty")
+        if value == "sqlite:///":
+            raise ValueError("names no file")
+        return value
+
+    @model_validator(mode="after")
+    def _judge_defaults_to_responder(self) -> Settings:
+        if not self.judge_model:
+            self.judge_model = self.llm_model
+        return self
+
+    @property
+    def archive_enabled(self) -> bool:
+        return bool(self.database_url)
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """One readable line naming each bad variable and what is wrong with it."""
+    problems = []
+    for item in error.errors():
+        variable = "_".join(str(part) for part in item["loc"]).upper() or "settings"
+        if item["type"] == "missing":
+            problems.append(f"{variable} is not set")
+        else:
+            problems.append(f"{variable} is invalid: {item['msg']}")
+    return "Configuration error: " + "; ".join(problems)

@@ -1,0 +1,404 @@
+"""Tests for the conversation engine: the manager's lifetime rules and the decider's tiers."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import logging
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from conversation import (
+    ChannelConversation,
+    ConversationManager,
+    Decision,
+    MessageRecord,
+    ResponseDecider,
+)
+
+BOT = 1
+ALICE = 10
+BOB = 11
+OTHER_BOT = 99
+CHANNEL = 500
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+_ids = iter(range(1000, 10**9))
+
+
+def msg(
+    author_id: int = ALICE,
+    content: str = "hello there",
+    *,
+    at: datetime | None = None,
+    channel_id: int = CHANNEL,
+    mentions: frozenset[int] = frozenset(),
+    reply_to: int | None = None,
+    is_bot: bool = False,
+) -> MessageRecord:
+    return MessageRecord(
+        message_id=next(_ids),
+        channel_id=channel_id,
+        author_id=author_id,
+        author=f"user{author_id}",
+        content=content,
+        timestamp=at or datetime.now(timezone.utc),
+        is_bot=is_bot,
+        mention_ids=mentions,
+        reply_to_author_id=reply_to,
+    )
+
+
+class Clock:
+    """A hand-driven clock, as a replay drives the engine from message timestamps."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def manager(clock: Clock) -> ConversationManager:
+    return ConversationManager(timeout_seconds=60, clock=clock)
+
+
+@pytest.fixture
+def decider(clock: Clock) -> ResponseDecider:
+    return ResponseDecider(followup_window_seconds=60, clock=clock)
+
+
+def engaged(manager: ConversationManager, clock: Clock, answered: int = ALICE) -> ChannelConversation:
+    """A conversation in which `answered` mentioned the bot and the bot replied to them."""
+    manager.start(CHANNEL, [])
+    manager.record_message(CHANNEL, msg(answered, "<@1> how do I mount a disk?", at=clock.now, mentions=frozenset({BOT})))
+    clock.advance(5)
+    conversation = manager.record_message(
+        CHANNEL, msg(BOT, "Use `mount`.", at=clock.now, reply_to=answered, is_bot=True)
+    )
+    assert conversation is not None
+    clock.advance(5)
+    return conversation
+
+
+# --- ConversationManager ----------------------------------------------------------------------
+
+
+def test_conversation_expires_after_timeout(manager: ConversationManager, clock: Clock) -> None:
+    """A conversation idle for longer than the timeout is gone."""
+    manager.start(CHANNEL, [])
+    clock.advance(60)
+    assert manager.get(CHANNEL) is not None
+    clock.advance(1)
+    assert manager.get(CHANNEL) is None
+
+
+def test_default_clock_follows_freezegun() -> None:
+    """Without an injected clock the manager reads the current time at call time."""
+    with freeze_time("2026-01-01 12:00:00") as frozen:
+        manager = ConversationManager(timeout_seconds=60)
+        manager.start(CHANNEL, [])
+        frozen.tick(timedelta(seconds=61))
+        assert manager.get(CHANNEL) is None
+
+
+def test_any_message_bumps_timeout(manager: ConversationManager, clock: Clock) -> None:
+    """A message the bot does not answer still keeps the conversation alive."""
+    conversation = manager.start(CHANNEL, [])
+    original = conversation.last_activity
+    clock.advance(50)
+    manager.record_message(CHANNEL, msg(BOB, "unrelated chatter", at=clock.now))
+    assert conversation.last_activity > original
+    clock.advance(50)
+    assert manager.get(CHANNEL) is conversation
+
+
+def test_channels_are_isolated(manager: ConversationManager, clock: Clock) -> None:
+    """Activity in one channel neither feeds nor extends another's conversation."""
+    manager.start(CHANNEL, [])
+    manager.start(CHANNEL + 1, [])
+    clock.advance(40)
+    manager.record_message(CHANNEL + 1, msg(ALICE, "hi", channel_id=CHANNEL + 1, at=clock.now))
+    clock.advance(30)
+    assert manager.get(CHANNEL) is None
+    other = manager.get(CHANNEL + 1)
+    assert other is not None and [m.content for m in other.messages] == ["hi"]
+
+
+def test_end_ends_the_conversation(manager: ConversationManager) -> None:
+    """`end` removes the conversation at once, and ending a missing one is harmless."""
+    manager.start(CHANNEL, [])
+    assert manager.end(CHANNEL) is not None
+    assert manager.get(CHANNEL) is None
+    assert manager.end(CHANNEL) is None
+
+
+def test_record_without_conversation_keeps_nothing(manager: ConversationManager) -> None:
+    """Messages in a channel with no conversation are not stored by the engine."""
+    assert manager.record_message(CHANNEL, msg()) is None
+    assert len(manager) == 0
+
+
+def test_start_keeps_initial_messages_as_context(manager: ConversationManager, clock: Clock) -> None:
+    """Earlier channel messages seed the transcript but do not make their authors participants."""
+    earlier = [msg(BOB, "earlier", at=clock.now - timedelta(minutes=5))]
+    conversation = manager.start(CHANNEL, earlier)
+    manager.record_message(CHANNEL, msg(ALICE, "<@1> hi", at=clock.now, mentions=frozenset({BOT})))
+    assert [m.content for m in conversation.messages] == ["earlier", "<@1> hi"]
+    assert conversation.participants == {ALICE}
+
+
+def test_bot_messages_are_kept_but_are_not_participants(manager: ConversationManager, clock: Clock) -> None:
+    """The bot's own posts are part of the transcript, but participants are people."""
+    conversation = engaged(manager, clock)
+    assert conversation.messages[-1].author_id == BOT
+    assert conversation.participants == {ALICE}
+
+
+def test_record_bot_response_stores_history(manager: ConversationManager, clock: Clock) -> None:
+    """A successful answer replaces the model history and counts a turn."""
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    manager.start(CHANNEL, [])
+    history = [ModelRequest(parts=[UserPromptPart(content="hi")])]
+    manager.record_bot_response(CHANNEL, history)
+    conversation = manager.get(CHANNEL)
+    assert conversation is not None
+    assert conversation.llm_history == history and conversation.llm_history is not history
+    assert conversation.bot_turns == 1
+
+
+def test_expired_conversations_are_evicted_without_their_channel_speaking(clock: Clock) -> None:
+    """Dead conversations are dropped even if their channels never speak again."""
+    manager = ConversationManager(timeout_seconds=60, clock=clock)
+    for channel in range(10_000):
+        manager.start(channel, [])
+    assert len(manager) == 10_000
+    clock.advance(61)
+    manager.start(20_000, [])
+    assert len(manager) == 1
+
+
+def test_message_count_is_bounded_in_a_channel_that_never_falls_silent(clock: Clock) -> None:
+    """A never-silent channel keeps only the newest `max_messages` messages in memory."""
+    manager = ConversationManager(timeout_seconds=60, max_messages=50, clock=clock)
+    manager.start(CHANNEL, [msg(BOB, f"old {i}") for i in range(100)])
+    for i in range(1000):
+        clock.advance(1)
+        manager.record_message(CHANNEL, msg(ALICE, f"message {i}", at=clock.now))
+    conversation = manager.get(CHANNEL)
+    assert conversation is not None
+    assert len(conversation.messages) == 50
+    assert conversation.messages[0].content == "message 950"
+    assert conversation.messages[-1].content == "message 999"
+
+
+def test_messages_since_the_bot_spoke(manager: ConversationManager, clock: Clock) -> None:
+    """`messages_since` returns what was said after the bot's latest message."""
+    conversation = engaged(manager, clock)
+    manager.record_message(CHANNEL, msg(BOB, "one", at=clock.now))
+    manager.record_message(CHANNEL, msg(ALICE, "two", at=clock.now))
+    assert [m.content for m in conversation.messages_since(BOT)] == ["one", "two"]
+
+
+# --- ResponseDecider: starting ----------------------------------------------------------------
+
+
+def test_mention_starts_a_conversation(decider: ResponseDecider) -> None:
+    """An @mention of the bot starts a conversation."""
+    assert decider.should_start_conversation(msg(mentions=frozenset({BOT})), BOT) == (True, "mention")
+
+
+def test_reply_to_bot_starts_a_conversation(decider: ResponseDecider) -> None:
+    """A reply to one of the bot's messages starts a conversation."""
+    assert decider.should_start_conversation(msg(reply_to=BOT), BOT) == (True, "reply_to_bot")
+
+
+def test_chatter_does_not_start_a_conversation(decider: ResponseDecider) -> None:
+    """Ordinary chatter, or a mention of someone else, starts nothing."""
+    assert decider.should_start_conversation(msg(), BOT) == (False, "no_conversation")
+    assert decider.should_start_conversation(msg(mentions=frozenset({BOB})), BOT) == (False, "no_conversation")
+
+
+# --- ResponseDecider: tiers inside a conversation ---------------------------------------------
+
+
+async def test_mention_is_always_answered(manager: ConversationManager, decider: ResponseDecider, clock: Clock) -> None:
+    """A mention is answered even outside the follow-up window and amid other mentions."""
+    conversation = engaged(manager, clock)
+    clock.advance(600)
+    message = msg(BOB, "<@1> <@10> thoughts?", at=clock.now, mentions=frozenset({BOT, ALICE}))
+    assert await decider.should_respond(message, conversation, BOT) == (True, "mention")
+
+
+async def test_reply_to_bot_is_answered(manager: ConversationManager, decider: ResponseDecider, clock: Clock) -> None:
+    """A reply to the bot is answered whoever sends it."""
+    conversation = engaged(manager, clock)
+    message = msg(BOB, "that's wrong", at=clock.now, reply_to=BOT)
+    assert await decider.should_respond(message, conversation, BOT) == (True, "reply_to_bot")
+
+
+async def test_message_addressed_to_someone_else_is_left_alone(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """Mentioning or replying to another person is not for the bot, even from its interlocutor."""
+    conversation = engaged(manager, clock)
+    mention = msg(ALICE, "<@11> did that work for you?", at=clock.now, mentions=frozenset({BOB}))
+    reply = msg(ALICE, "did that work for you?", at=clock.now, reply_to=BOB)
+    assert await decider.should_respond(mention, conversation, BOT) == (False, "addressed_to_other")
+    assert await decider.should_respond(reply, conversation, BOT) == (False, "reply_to_other")
+
+
+async def test_other_bots_are_left_alone(manager: ConversationManager, decider: ResponseDecider, clock: Clock) -> None:
+    """Another bot's message is never answered without an explicit trigger."""
+    conversation = engaged(manager, clock)
+    message = msg(OTHER_BOT, "beep", at=clock.now, is_bot=True)
+    assert await decider.should_respond(message, conversation, BOT) == (False, "other_bot")
+
+
+async def test_followup_inside_window_is_answered(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """The person the bot just answered, continuing without an @mention, gets an answer."""
+    conversation = engaged(manager, clock)
+    message = msg(ALICE, "which filesystem should I pick", at=clock.now)
+    assert await decider.should_respond(message, conversation, BOT) == (True, "followup")
+
+
+async def test_followup_outside_window_is_not_answered(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """The same follow-up after the window has closed is left alone."""
+    conversation = engaged(manager, clock)
+    clock.advance(61)
+    message = msg(ALICE, "which filesystem should I pick", at=clock.now)
+    assert await decider.should_respond(message, conversation, BOT) == (False, "outside_window")
+
+
+async def test_bystander_is_not_answered(manager: ConversationManager, decider: ResponseDecider, clock: Clock) -> None:
+    """Someone the bot was not talking to, chatting inside the window, is left alone."""
+    conversation = engaged(manager, clock)
+    message = msg(BOB, "anyone watching the game tonight?", at=clock.now)
+    assert await decider.should_respond(message, conversation, BOT) == (False, "not_for_bot")
+
+
+async def test_silent_bot_has_no_followups(manager: ConversationManager, decider: ResponseDecider, clock: Clock) -> None:
+    """Before the bot has said anything, nothing is a follow-up."""
+    conversation = manager.start(CHANNEL, [])
+    assert await decider.should_respond(msg(ALICE, "so?", at=clock.now), conversation, BOT) == (False, "bot_silent")
+
+
+# --- ResponseDecider: the judge ---------------------------------------------------------------
+
+
+class RecordingJudge:
+    """A judge that records what it was asked and answers as told."""
+
+    def __init__(self, verdict: tuple = (True, "continues the thread", 0.9), delay: float = 0.0) -> None:
+        self.verdict = verdict
+        self.delay = delay
+        self.asked: list[MessageRecord] = []
+
+    async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple:
+        self.asked.append(message)
+        await asyncio.sleep(self.delay)
+        if isinstance(self.verdict, Exception):
+            raise self.verdict
+        return self.verdict
+
+
+async def test_judge_is_asked_only_about_ambiguous_messages(
+    manager: ConversationManager, clock: Clock
+) -> None:
+    """Clear-cut messages never reach the judge; the ambiguous one does and its verdict stands."""
+    judge = RecordingJudge()
+    decider = ResponseDecider(followup_window_seconds=60, judge=judge, clock=clock)
+    conversation = engaged(manager, clock)
+    clear_cut = [
+        msg(BOB, "<@1> hi", at=clock.now, mentions=frozenset({BOT})),
+        msg(BOB, "<@10> hi", at=clock.now, mentions=frozenset({ALICE})),
+        msg(ALICE, "and for ext4?", at=clock.now),
+    ]
+    for message in clear_cut:
+        await decider.should_respond(message, conversation, BOT)
+    assert judge.asked == []
+    ambiguous = msg(BOB, "is that the same on fedora", at=clock.now)
+    assert await decider.should_respond(ambiguous, conversation, BOT) == (True, "judge_yes")
+    assert judge.asked == [ambiguous]
+    assert decider.judge_calls == 1
+
+
+async def test_judge_confidence_and_words_are_kept(manager: ConversationManager, clock: Clock) -> None:
+    """`decide` keeps the judge's confidence and its own explanation for operators."""
+    decider = ResponseDecider(judge=RecordingJudge((False, "side talk", 0.3)), clock=clock)
+    conversation = engaged(manager, clock)
+    decision = await decider.decide(msg(BOB, "lol", at=clock.now), conversation, BOT)
+    assert decision == Decision(False, "judge_no", "judge", 0.3, "side talk")
+
+
+async def test_judge_error_means_no_answer(manager: ConversationManager, clock: Clock) -> None:
+    """A judge that raises leads to silence, with a reason saying so."""
+    decider = ResponseDecider(judge=RecordingJudge(RuntimeError("provider down")), clock=clock)
+    conversation = engaged(manager, clock)
+    assert await decider.should_respond(msg(BOB, "hm", at=clock.now), conversation, BOT) == (False, "judge_error")
+
+
+async def test_judge_timeout_means_no_answer(manager: ConversationManager, clock: Clock) -> None:
+    """A judge slower than its timeout leads to silence, with a reason saying so."""
+    decider = ResponseDecider(judge=RecordingJudge(delay=1.0), judge_timeout_seconds=0.01, clock=clock)
+    conversation = engaged(manager, clock)
+    assert await decider.should_respond(msg(BOB, "hm", at=clock.now), conversation, BOT) == (False, "judge_timeout")
+
+
+# --- Logging and pluggability -----------------------------------------------------------------
+
+
+async def test_every_decision_is_logged_with_its_reason(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each decision is one structured log record carrying channel, message, author, reason and tier."""
+    conversation = engaged(manager, clock)
+    message = msg(BOB, "anyone around?", at=clock.now)
+    with caplog.at_level(logging.INFO, logger="parley.decisions"):
+        await decider.should_respond(message, conversation, BOT)
+    [record] = caplog.records
+    assert (record.channel_id, record.message_id, record.author_id) == (CHANNEL, message.message_id, BOB)
+    assert (record.respond, record.reason, record.tier) == (False, "not_for_bot", "followup")
+    assert "ignore" in record.getMessage() and "not_for_bot" in record.getMessage()
+
+
+async def test_decision_listener_sees_every_decision(manager: ConversationManager, clock: Clock) -> None:
+    """An `on_decision` listener receives each decision, for per-channel audit buffers."""
+    seen: list[tuple[int, Decision]] = []
+    decider = ResponseDecider(clock=clock, on_decision=lambda m, d: seen.append((m.message_id, d)))
+    conversation = engaged(manager, clock)
+    start = msg(BOB)
+    decider.should_start_conversation(start, BOT)
+    follow = msg(ALICE, "thanks!", at=clock.now)
+    await decider.should_respond(follow, conversation, BOT)
+    assert [(mid, d.reason) for mid, d in seen] == [(start.message_id, "no_conversation"), (follow.message_id, "followup")]
+
+
+def test_conversation_module_imports_nothing_from_discord() -> None:
+    """The engine stays free of discord imports, so replays and tests drive it directly."""
+    source = Path(__file__).resolve().parents[1].joinpath("conversation.py").read_text()
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert "discord" not in imported
+    assert imported  # the walk itself found the module's imports
