@@ -89,18 +89,21 @@ class ConversationManager:
         self.max_messages = max_messages
         self.clock = clock
         self._conversations: OrderedDict[int, ChannelConversation] = OrderedDict()
+        # No conversation can expire before this instant, so the per-call sweep is one comparison.
+        self._nothing_expires_before = datetime.max.replace(tzinfo=timezone.utc)
 
     def __len__(self) -> int:
         return len(self._conversations)
 
     def get(self, channel_id: int) -> ChannelConversation | None:
         """The channel's conversation, or None if there is none or it has expired."""
-        self.evict_expired()
+        self._evict_expired(self.clock())
         return self._conversations.get(channel_id)
 
     def start(self, channel_id: int, initial_messages: Iterable[MessageRecord] = ()) -> ChannelConversation:
         """Start (or restart) the channel's conversation with earlier messages as context."""
         now = self.clock()
+        self._evict_expired(now)
         conversation = ChannelConversation(
             channel_id=channel_id,
             started_at=now,
@@ -110,8 +113,7 @@ class ConversationManager:
         for message in conversation.messages:
             conversation.last_message_by_author[message.author_id] = message
         self._conversations[channel_id] = conversation
-        self._conversations.move_to_end(channel_id)
-        self.evict_expired()
+        self._touch(conversation, now)
         return conversation
 
     def record_message(self, channel_id: int, message: MessageRecord) -> ChannelConversation | None:
@@ -119,14 +121,16 @@ class ConversationManager:
 
         Returns the conversation, or None when the channel has none (the message is not kept).
         """
-        conversation = self.get(channel_id)
+        now = self.clock()
+        self._evict_expired(now)
+        conversation = self._conversations.get(channel_id)
         if conversation is None:
             return None
         conversation.messages.append(message)
         conversation.last_message_by_author[message.author_id] = message
         if not message.is_bot:
             conversation.participants.add(message.author_id)
-        self._touch(conversation)
+        self._touch(conversation, now)
         return conversation
 
     def record_bot_response(self, channel_id: int, llm_history: list[ModelMessage]) -> None:
@@ -136,7 +140,7 @@ class ConversationManager:
             return
         conversation.llm_history = list(llm_history)
         conversation.bot_turns += 1
-        self._touch(conversation)
+        self._touch(conversation, self.clock())
 
     def end(self, channel_id: int) -> ChannelConversation | None:
         """End the channel's conversation now; returns it, or None if there was none."""
@@ -144,24 +148,36 @@ class ConversationManager:
 
     def active(self) -> list[ChannelConversation]:
         """Every live conversation, least recently active first."""
-        self.evict_expired()
+        self._evict_expired(self.clock())
         return list(self._conversations.values())
 
     def evict_expired(self) -> int:
         """Drop every conversation idle for longer than the timeout; returns how many."""
-        deadline = self.clock() - self.timeout
+        return self._evict_expired(self.clock())
+
+    def _evict_expired(self, now: datetime) -> int:
+        if now <= self._nothing_expires_before:
+            return 0
+        deadline = now - self.timeout
         evicted = 0
-        while self._conversations:
-            oldest = next(iter(self._conversations.values()))
+        conversations = self._conversations
+        while conversations:
+            oldest = next(iter(conversations.values()))
             if oldest.last_activity >= deadline:
-                break
-            self._conversations.popitem(last=False)
+                self._nothing_expires_before = oldest.last_activity + self.timeout
+                return evicted
+            conversations.popitem(last=False)
             evicted += 1
+        self._nothing_expires_before = datetime.max.replace(tzinfo=timezone.utc)
+        if evicted:
+            # A dict never shrinks its table on deletion; a fresh one gives the memory back.
+            self._conversations = OrderedDict()
         return evicted
 
-    def _touch(self, conversation: ChannelConversation) -> None:
-        conversation.last_activity = self.clock()
+    def _touch(self, conversation: ChannelConversation, now: datetime) -> None:
+        conversation.last_activity = now
         self._conversations.move_to_end(conversation.channel_id)
+        self._nothing_expires_before = min(self._nothing_expires_before, now + self.timeout)
 
 
 # --- Deciding ---------------------------------------------------------------------------------

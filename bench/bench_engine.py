@@ -1,0 +1,164 @@
+"""Benchmark the conversation engine: record-and-decide throughput and memory.
+
+    python bench/bench_engine.py [--messages 1000000] [--channels 10000]
+
+Throughput: messages per second through the bot's per-message path (get, start on a trigger,
+record_message, should_respond) on one core, over pre-built `MessageRecord`s, with decision
+logging at its production default (one INFO record per decision, here with no handler attached
+below WARNING, as when the console level is WARNING). Memory: a second pass that builds
+messages lazily, so only the engine holds them: the process's resident memory at the start, with
+every conversation live, and once every conversation has expired (after `gc` and `malloc_trim`, so
+freed pages are really returned).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import gc
+import random
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from conversation import ConversationManager, MessageRecord, ResponseDecider  # noqa: E402
+
+BOT_ID = 1
+FIRST_USER = 1_000
+USERS_PER_CHANNEL = 12
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+WORDS = "the a to is it how do i install ubuntu disk mount why what kernel driver works thanks ok".split()
+
+
+class SimulatedClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def message_stream(count: int, channels: int, seed: int = 7) -> Iterator[MessageRecord]:
+    """A realistic mix: mostly chatter, some mentions of the bot, of others, replies, bot posts."""
+    rng = random.Random(seed)
+    step = timedelta(milliseconds=1)
+    for index in range(count):
+        channel = rng.randrange(channels)
+        author = FIRST_USER + channel * USERS_PER_CHANNEL + rng.randrange(USERS_PER_CHANNEL)
+        roll = rng.random()
+        mentions: frozenset[int] = frozenset()
+        reply_to = None
+        is_bot = False
+        if roll < 0.02:
+            mentions = frozenset({BOT_ID})
+        elif roll < 0.04:
+            author, is_bot, reply_to = BOT_ID, True, author
+        elif roll < 0.08:
+            mentions = frozenset({author + 1})
+        elif roll < 0.10:
+            reply_to = author + 1
+        yield MessageRecord(
+            message_id=index + 1,
+            channel_id=channel,
+            author_id=author,
+            author="bot" if is_bot else f"user{author}",
+            content=" ".join(rng.choices(WORDS, k=rng.randint(2, 14))) + ("?" if roll > 0.8 else ""),
+            timestamp=START + step * index,
+            is_bot=is_bot,
+            mention_ids=mentions,
+            reply_to_author_id=reply_to,
+        )
+
+
+async def process(messages, manager: ConversationManager, decider: ResponseDecider, clock: SimulatedClock) -> int:
+    """The bot's per-message path, as in bot.py's on_message; returns how many were answered."""
+    answered = 0
+    get, start, record, respond = (
+        manager.get,
+        manager.start,
+        manager.record_message,
+        decider.should_respond,
+    )
+    for message in messages:
+        clock.now = message.timestamp
+        channel_id = message.channel_id
+        conversation = get(channel_id)
+        if message.author_id == BOT_ID:
+            if conversation is None:
+                start(channel_id, ())
+            record(channel_id, message)
+            continue
+        if conversation is None:
+            if not decider.should_start_conversation(message, BOT_ID)[0]:
+                continue
+            start(channel_id, ())
+        conversation = record(channel_id, message)
+        if (await respond(message, conversation, BOT_ID))[0]:
+            answered += 1
+    return answered
+
+
+def build_engine(clock: SimulatedClock) -> tuple[ConversationManager, ResponseDecider]:
+    return ConversationManager(timeout_seconds=120, clock=clock), ResponseDecider(followup_window_seconds=60, clock=clock)
+
+
+async def throughput(count: int, channels: int) -> tuple[float, int, int]:
+    messages = list(message_stream(count, channels))
+    clock = SimulatedClock()
+    manager, decider = build_engine(clock)
+    gc.collect()
+    began = time.perf_counter()
+    answered = await process(messages, manager, decider, clock)
+    elapsed = time.perf_counter() - began
+    return count / elapsed, answered, len(manager)
+
+
+def resident_bytes() -> int:
+    """Current resident set size, after returning freed heap pages to the OS."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
+
+
+async def memory(count: int, channels: int) -> tuple[int, int, int, int]:
+    """Resident memory before, at the peak of and after a run whose messages only the engine holds."""
+    clock = SimulatedClock()
+    manager, decider = build_engine(clock)
+    started = resident_bytes()
+    await process(message_stream(count, channels), manager, decider, clock)
+    live = len(manager)
+    peak = resident_bytes()
+    clock.now += timedelta(seconds=121)
+    manager.evict_expired()
+    after = resident_bytes()
+    return started, peak, after, live
+
+
+def mib(size: int) -> str:
+    return f"{size / 2**20:,.1f} MiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--channels", type=int, default=10_000)
+    args = parser.parse_args()
+
+    rate, answered, live = asyncio.run(throughput(args.messages, args.channels))
+    started, peak, after, live_in_memory_pass = asyncio.run(memory(args.messages, args.channels))
+    growth = (after - started) / max(started, 1)
+    print(f"messages: {args.messages:,} across {args.channels:,} channels (Python {sys.version.split()[0]})")
+    print(f"record-and-decide: {rate:,.0f} messages/s on one core ({answered:,} answered, {live:,} live conversations)")
+    print(f"resident memory at start: {mib(started)}")
+    print(f"resident memory with every conversation live: {mib(peak)} ({live_in_memory_pass:,} conversations)")
+    print(f"resident memory once every conversation expired: {mib(after)} ({growth:+.1%} vs start)")
+
+
+if __name__ == "__main__":
+    main()
