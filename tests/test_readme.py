@@ -1,0 +1,28 @@
+"""Tests that the README stays true to the code: every setting documented, two commands."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from config import Settings
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    """The settings table names every variable, with the default the code actually uses."""
+    for name, field in Settings.model_fields.items():
+        row = re.search(rf"^\| `{name.upper()}` \| (.+?) \|", README, re.MULTILINE)
+        assert row, f"{name.upper()} missing from the README's settings table"
+        if not field.is_required() and field.default is not None and name != "judge_model":
+            default = str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+            assert row.group(1) == f"`{default}`", name
+
+
+def test_readme_gives_the_install_and_test_commands() -> None:
+    """The README's quick start has exactly the run command and the test command CI uses."""
+    assert "pip install -e . && python bot.py" in README
+    assert 'pip install -e ".[dev]" && pytest' in README
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().endswith("pytest")
