@@ -204,9 +204,10 @@ class Parley(discord.Client):
 
     async def close(self) -> None:
         await super().close()
-        if self.archive is not None:
-            await self.archive.close()
-            self.archive = None
+        # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
+        archive, self.archive = self.archive, None
+        if archive is not None:
+            await archive.close()
 
     async def on_ready(self) -> None:
         log.info("connected as %s to %d guild(s)", self.user, len(self.guilds))

@@ -126,7 +126,7 @@ class ConversationManager:
         conversation = self._conversations.get(channel_id)
         if conversation is None:
             return None
-        conversation.messages.append(message)
+        _insert_in_order(conversation.messages, message)
         conversation.last_message_by_author[message.author_id] = message
         if not message.is_bot:
             conversation.participants.add(message.author_id)
@@ -180,6 +180,21 @@ class ConversationManager:
         self._nothing_expires_before = min(self._nothing_expires_before, now + self.timeout)
 
 
+def _insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> None:
+    """Append, or slot a late arrival in by id: Discord ids grow with time, and the bot's own post
+    is often recorded after messages that reached the gateway while its send request was in flight.
+    """
+    if not messages or messages[-1].message_id < message.message_id:
+        messages.append(message)
+        return
+    if len(messages) == messages.maxlen:
+        messages.popleft()
+    position = len(messages)
+    while position > 0 and messages[position - 1].message_id > message.message_id:
+        position -= 1
+    messages.insert(position, message)
+
+
 # --- Deciding ---------------------------------------------------------------------------------
 
 
@@ -210,28 +225,74 @@ class DecisionPolicy(Protocol):
     ) -> tuple[bool, str]: ...
 
 
-_CONTINUATION = re.compile(r"^(and|also|what about|how about|why|but|so|then|ok|okay|thanks|thank you)\b", re.I)
+# Decisions that carry nothing message-specific are built once, so deciding allocates none.
+_MENTION = Decision(True, "mention", "explicit")
+_REPLY_TO_BOT = Decision(True, "reply_to_bot", "explicit")
+_NO_CONVERSATION = Decision(False, "no_conversation", "start")
+_OTHER_BOT = Decision(False, "other_bot", "gate")
+_REPLY_TO_OTHER = Decision(False, "reply_to_other", "gate")
+_ADDRESSED_TO_OTHER = Decision(False, "addressed_to_other", "gate")
+_NO_TEXT = Decision(False, "no_text", "gate")
+_FOLLOWUP = Decision(True, "followup", "followup")
+_FOLLOWUP_IMPLICIT = Decision(True, "followup_implicit", "followup")
+_BOT_SILENT = Decision(False, "bot_silent", "followup")
+_OUTSIDE_WINDOW = Decision(False, "outside_window", "followup")
+_ALREADY_FOLLOWED_UP = Decision(False, "already_followed_up", "followup")
+_CUT_IN = Decision(False, "cut_in", "followup")
+_NOT_FOR_BOT = Decision(False, "not_for_bot", "followup")
 
 
 class ResponseDecider:
     """Decides in tiers whether Parley answers a message; every decision is logged with its reason.
 
-    1. explicit: a mention of the bot or a reply to it is always answered;
-    2. gates: a message addressed to someone else, or from another bot, is left alone;
-    3. follow-up: inside the follow-up window, a message from the person the bot was just
-       answering, with nobody else having cut in, is answered;
-    4. judge: what is still ambiguous goes to the LLM judge, when one is configured;
+    1. explicit: a mention of the bot (`mention`) or a reply to it (`reply_to_bot`) is always
+       answered;
+    2. gates: a message from another bot (`other_bot`), replying to someone else
+       (`reply_to_other`), mentioning someone else (`addressed_to_other`) or without text
+       (`no_text`) is left alone;
+    3. follow-up: a message answering the bot's latest turn addressed to its author is answered.
+       Looking back over at most `followup_scan_messages` messages for that turn:
+       - `followup`: the turn mentioned or replied to the author;
+       - `followup_implicit`: the turn named nobody and came right after the author's own
+         mention of (or reply to) the bot: it answered them without naming them;
+       as long as the turn is inside the follow-up window (else `outside_window`), this is the
+       author's first message since it (else `already_followed_up`: the follow-up was said), and
+       nobody else has addressed the author since (else `cut_in`). Without such a turn, the
+       message is `not_for_bot`; if the bot has not spoken (`bot_silent`) or not inside the
+       window (`outside_window`), nothing is a follow-up;
+    4. judge: with a judge configured, a message the follow-up tier turned down although the bot
+       spoke inside the window goes to the LLM judge;
     5. otherwise no answer.
+
+    Every rule except the judge can be switched off by its reason (`disabled_rules`, see `RULES`)
+    to measure what it contributes (`replay.py --ablation`).
     """
+
+    #: The rules `disabled_rules` can switch off, named by the reason they give.
+    RULES: tuple[str, ...] = (
+        "mention",
+        "reply_to_bot",
+        "other_bot",
+        "reply_to_other",
+        "addressed_to_other",
+        "no_text",
+        "followup",
+        "followup_implicit",
+        "outside_window",
+        "already_followed_up",
+        "cut_in",
+    )
 
     def __init__(
         self,
-        followup_window_seconds: float = 60,
+        followup_window_seconds: float = 120,
         judge: Judge | None = None,
         *,
         judge_timeout_seconds: float = 5,
         clock: Clock = utc_now,
         on_decision: DecisionListener | None = None,
+        followup_scan_messages: int = 20,
+        disabled_rules: Iterable[str] = frozenset(),
     ) -> None:
         self.followup_window = timedelta(seconds=followup_window_seconds)
         self.judge = judge
@@ -239,10 +300,28 @@ class ResponseDecider:
         self.clock = clock
         self.on_decision = on_decision
         self.judge_calls = 0
+        self.followup_scan_messages = followup_scan_messages
+        self.disabled_rules = frozenset(disabled_rules)
+        unknown = self.disabled_rules - set(self.RULES)
+        if unknown:
+            raise ValueError(f"unknown decider rules {sorted(unknown)}; known: {', '.join(self.RULES)}")
+        # One attribute per rule, so the hot path tests a flag instead of hashing a name.
+        enabled = {rule: rule not in self.disabled_rules for rule in self.RULES}
+        self._mention = enabled["mention"]
+        self._reply_to_bot = enabled["reply_to_bot"]
+        self._other_bot = enabled["other_bot"]
+        self._reply_to_other = enabled["reply_to_other"]
+        self._addressed_to_other = enabled["addressed_to_other"]
+        self._no_text = enabled["no_text"]
+        self._followup_rule = enabled["followup"]
+        self._implicit_rule = enabled["followup_implicit"]
+        self._window_rule = enabled["outside_window"]
+        self._first_message_rule = enabled["already_followed_up"]
+        self._cut_in_rule = enabled["cut_in"]
 
     def should_start_conversation(self, message: MessageRecord, bot_user_id: int) -> tuple[bool, str]:
         """An @mention of the bot or a reply to it starts a conversation."""
-        decision = self._explicit(message, bot_user_id) or Decision(False, "no_conversation", "start")
+        decision = self._explicit(message, bot_user_id) or _NO_CONVERSATION
         self._log(message, decision)
         return decision.respond, decision.reason
 
@@ -250,39 +329,53 @@ class ResponseDecider:
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> tuple[bool, str]:
         """Whether to answer a message of a live conversation, and why."""
-        decision = await self.decide(message, conversation, bot_user_id)
+        decision = self._rules(message, conversation, bot_user_id)
+        if decision is None:
+            decision = await self._ask_judge(message, conversation)
+        self._log(message, decision)
         return decision.respond, decision.reason
 
     async def decide(
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> Decision:
         """`should_respond` with the tier and the judge's confidence kept."""
-        decision = (
-            self._explicit(message, bot_user_id)
-            or self._gate(message, bot_user_id)
-            or self._followup(message, conversation, bot_user_id)
-        )
+        decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
             decision = await self._ask_judge(message, conversation)
         self._log(message, decision)
         return decision
 
+    def _rules(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+    ) -> Decision | None:
+        """The decision of the rule tiers, or None when it is the judge's to make."""
+        return (
+            self._explicit(message, bot_user_id)
+            or self._gate(message, bot_user_id)
+            or self._followup(message, conversation, bot_user_id)
+        )
+
     def _explicit(self, message: MessageRecord, bot_user_id: int) -> Decision | None:
-        if bot_user_id in message.mention_ids:
-            return Decision(True, "mention", "explicit")
-        if message.reply_to_author_id == bot_user_id:
-            return Decision(True, "reply_to_bot", "explicit")
+        if self._mention and bot_user_id in message.mention_ids:
+            return _MENTION
+        if self._reply_to_bot and message.reply_to_author_id == bot_user_id:
+            return _REPLY_TO_BOT
         return None
 
     def _gate(self, message: MessageRecord, bot_user_id: int) -> Decision | None:
-        if message.is_bot:
-            return Decision(False, "other_bot", "gate")
-        if message.reply_to_author_id is not None:
-            return Decision(False, "reply_to_other", "gate")
-        if message.mention_ids - {message.author_id}:
-            return Decision(False, "addressed_to_other", "gate")
-        if not message.content.strip():
-            return Decision(False, "no_text", "gate")
+        if self._other_bot and message.is_bot:
+            return _OTHER_BOT
+        reply_to = message.reply_to_author_id
+        if self._reply_to_other and reply_to is not None and reply_to != bot_user_id:
+            return _REPLY_TO_OTHER
+        if (
+            self._addressed_to_other
+            and message.mention_ids
+            and _names_someone_else(message.mention_ids, message.author_id, bot_user_id)
+        ):
+            return _ADDRESSED_TO_OTHER
+        if self._no_text and (not message.content or message.content.isspace()):
+            return _NO_TEXT
         return None
 
     def _followup(
@@ -290,22 +383,70 @@ class ResponseDecider:
     ) -> Decision | None:
         last_bot_message = conversation.last_message_by_author.get(bot_user_id)
         if last_bot_message is None:
-            return Decision(False, "bot_silent", "followup")
-        if self.clock() - last_bot_message.timestamp > self.followup_window:
-            return Decision(False, "outside_window", "followup")
-        if message.author_id in _addressees(last_bot_message):
-            others_since = {
-                m.author_id
-                for m in conversation.messages_since(bot_user_id)
-                if m.author_id not in (message.author_id, bot_user_id) and not m.is_bot
-            }
-            if not others_since:
-                return Decision(True, "followup", "followup")
-            if _CONTINUATION.match(message.content.strip()):
-                return Decision(True, "followup_continuation", "followup")
-        if self.judge is None:
-            return Decision(False, "not_for_bot", "followup")
-        return None
+            return _BOT_SILENT
+        now = self.clock()
+        if self._window_rule and now - last_bot_message.timestamp > self.followup_window:
+            return _OUTSIDE_WINDOW
+        # One bounded walk back from the newest message: find the bot's latest turn addressed to
+        # the author, noting whether the author has spoken or been addressed by someone else since.
+        author = message.author_id
+        message_id = message.message_id
+        spoke = cut_in = False
+        # The newest bot turn that named nobody while the author was silent: whom did it answer?
+        unnamed: MessageRecord | None = None
+        budget = self.followup_scan_messages
+        for earlier in reversed(conversation.messages):
+            if earlier.message_id == message_id:
+                continue  # the message itself, when it has been recorded already
+            budget -= 1
+            if budget < 0:
+                break
+            earlier_author = earlier.author_id
+            if earlier_author == bot_user_id:
+                if author in earlier.mention_ids or earlier.reply_to_author_id == author:
+                    if not self._followup_rule:
+                        break
+                    if spoke:
+                        return self._undecided(_ALREADY_FOLLOWED_UP)
+                    if cut_in:
+                        return self._undecided(_CUT_IN)
+                    return self._in_window(earlier, now, _FOLLOWUP)
+                if (
+                    unnamed is None
+                    and self._implicit_rule
+                    and not spoke
+                    and not cut_in
+                    and not earlier.mention_ids
+                    and earlier.reply_to_author_id is None
+                ):
+                    unnamed = earlier
+                continue
+            if unnamed is not None and (
+                bot_user_id in earlier.mention_ids or earlier.reply_to_author_id == bot_user_id
+            ):
+                # The question the unnamed turn answered: the author's own, or someone else's.
+                if earlier_author == author:
+                    return self._in_window(unnamed, now, _FOLLOWUP_IMPLICIT)
+                unnamed = None
+            if earlier_author == author:
+                if self._first_message_rule:
+                    spoke = True
+                    if unnamed is None:
+                        return self._undecided(_ALREADY_FOLLOWED_UP)
+            elif self._cut_in_rule and (author in earlier.mention_ids or earlier.reply_to_author_id == author):
+                cut_in = True
+                if unnamed is None:
+                    return self._undecided(_CUT_IN)
+        return self._undecided(_NOT_FOR_BOT)
+
+    def _in_window(self, turn: MessageRecord, now: datetime, decision: Decision) -> Decision | None:
+        if self._window_rule and now - turn.timestamp > self.followup_window:
+            return self._undecided(_OUTSIDE_WINDOW)
+        return decision
+
+    def _undecided(self, decision: Decision) -> Decision | None:
+        """A follow-up tier "no" that a configured judge gets to overrule."""
+        return None if self.judge is not None else decision
 
     async def _ask_judge(self, message: MessageRecord, conversation: ChannelConversation) -> Decision:
         assert self.judge is not None
@@ -351,8 +492,9 @@ class ResponseDecider:
         )
 
 
-def _addressees(bot_message: MessageRecord) -> frozenset[int]:
-    """Whom a bot message was answering: the person it replied to, or those it mentioned."""
-    if bot_message.reply_to_author_id is not None:
-        return bot_message.mention_ids | {bot_message.reply_to_author_id}
-    return bot_message.mention_ids
+def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:
+    """Whether a message mentions anyone but its author and the bot (no set is built)."""
+    for user_id in mention_ids:
+        if user_id != author_id and user_id != bot_user_id:
+            return True
+    return False

@@ -402,3 +402,24 @@ def test_conversation_module_imports_nothing_from_discord() -> None:
             imported.add(node.module.split(".")[0])
     assert "discord" not in imported
     assert imported  # the walk itself found the module's imports
+
+
+def test_late_recorded_message_takes_its_place_by_id(manager: ConversationManager, clock: Clock) -> None:
+    """The bot's post recorded after a message that overtook it still sits before that message."""
+    conversation = manager.start(CHANNEL, [])
+    question = msg(ALICE, "q", at=clock.now)
+    bot_post = msg(BOT, "a", at=clock.now, is_bot=True, reply_to=ALICE)
+    overtaking = msg(BOB, "meanwhile", at=clock.now)
+    for message in (question, overtaking, bot_post):
+        manager.record_message(CHANNEL, message)
+    assert [m.content for m in conversation.messages] == ["q", "a", "meanwhile"]
+    assert [m.content for m in conversation.messages_since(BOT)] == ["meanwhile"]
+
+
+def test_late_message_into_a_full_transcript_keeps_the_bound(clock: Clock) -> None:
+    """Slotting a late message into a full transcript drops the oldest, never exceeding the bound."""
+    manager = ConversationManager(timeout_seconds=60, max_messages=3, clock=clock)
+    first, second, third, fourth = (msg(ALICE, str(i), at=clock.now) for i in range(4))
+    conversation = manager.start(CHANNEL, [first, second, fourth])
+    manager.record_message(CHANNEL, third)
+    assert [m.content for m in conversation.messages] == ["1", "2", "3"]

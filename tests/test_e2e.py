@@ -1,0 +1,279 @@
+"""End-to-end: the real discord.py client from bot.py against a local fake Discord and model server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+from fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_ID,
+    CAROL_ID,
+    CHANNEL_ID,
+    DEFAULT_TOKEN,
+    OTHER_BOT_ID,
+    FakeDiscord,
+)
+from fake_llm import MODEL_NAME, Error, FakeLLM, allow_model_requests, echo, message_text
+
+from bot import Parley, build_client, point_at_discord, run
+from config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET = 0.6  # how long "the bot said nothing" is watched for
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as server:
+        yield server
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def discord_endpoints() -> Iterator[None]:
+    """bot.py points discord.py's class-level endpoints at the fakes; put Discord's back afterwards."""
+    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    yield
+    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
+
+
+def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "discord_token": DEFAULT_TOKEN,
+        "llm_model": MODEL_NAME,
+        "llm_base_url": llm.base_url,
+        "database_url": f"sqlite:///{tmp_path / 'parley.db'}",
+        "discord_api_base_url": fake.api_base_url,
+        "discord_gateway_url": fake.gateway_url,
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)
+
+
+class RunningBot:
+    """bot.py's client, running through `bot.run` until the test ends."""
+
+    def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+        self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
+        self.client: Parley | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, **overrides: Any) -> Parley:
+        settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
+        point_at_discord(settings)
+        self.client = build_client(settings, guild_ready_timeout=0.05)
+        self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
+        await self.fake.wait_for_ready()
+        await asyncio.wait_for(self.client.wait_until_ready(), 5)
+        return self.client
+
+    async def stop(self) -> None:
+        if self.client is not None and self._task is not None:
+            await self.client.close()
+            await asyncio.wait_for(self._task, 10)
+        self.client = self._task = None
+
+
+@pytest.fixture
+async def bot(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints) -> AsyncIterator[RunningBot]:
+    running = RunningBot(fake, llm, tmp_path)
+    with allow_model_requests():
+        yield running
+        await running.stop()
+    assert fake.handler_errors == [] and llm.handler_errors == []
+
+
+async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> dict[str, Any]:
+    return await fake.send_user_message(CHANNEL_ID, author, content, **options)
+
+
+async def assert_silent(fake: FakeDiscord, posts_before: int) -> None:
+    await asyncio.sleep(QUIET)
+    assert len(fake.posts_in(CHANNEL_ID)) == posts_before
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait for the bot's own bookkeeping, which finishes just after Discord has the post."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def request_texts(request: dict[str, Any]) -> list[str]:
+    return [message_text(message) for message in request["messages"]]
+
+
+# --- Scenarios ---------------------------------------------------------------------------------
+
+
+async def test_mention_gets_a_reply(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """An @mention is answered with a reply to that message, typing first, pinging only its author."""
+    await bot.start()
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
+    [post] = await fake.wait_for_posts(1)
+    assert post.reply_to == int(question["id"])
+    assert post.content.startswith("echo: ")
+    allowed = post.body["allowed_mentions"]
+    assert allowed["parse"] == [] and [int(user) for user in allowed["users"]] == [ALICE_ID]
+    assert any(event.at <= post.at for event in fake.typing_events)
+    [request] = llm.requests
+    assert "how do I list files?" in request_texts(request)[-1]
+
+
+async def test_chatter_without_conversation_is_ignored(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Messages that do not address the bot start nothing and reach no model."""
+    await bot.start()
+    await say(fake, ALICE_ID, "anyone know how to list files?")
+    await say(fake, BOB_ID, f"<@{ALICE_ID}> try ls")
+    await assert_silent(fake, 0)
+    assert llm.requests == []
+
+
+async def test_followup_uses_accumulated_history(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A follow-up without a mention is answered, and the model sees the earlier exchange."""
+    llm.handler = lambda request: "Use `ls -la`." if len(llm.requests) == 1 else "Add `-h` for sizes."
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
+    await fake.wait_for_posts(1)
+    await say(fake, ALICE_ID, "and with human readable sizes?")
+    posts = await fake.wait_for_posts(2)
+    assert posts[1].content == "Add `-h` for sizes."
+    second = request_texts(llm.requests[1])
+    assert any("how do I list files?" in text for text in second[:-1])
+    assert "Use `ls -la`." in second
+    assert "human readable sizes" in second[-1]
+
+
+async def test_second_person_joins_with_full_context(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Another member joining is answered with everything said so far, unanswered messages included."""
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what's the capital of France?")
+    await fake.wait_for_posts(1)
+    await say(fake, CAROL_ID, "I thought it was Lyon")
+    await say(fake, BOB_ID, f"<@{BOT_ID}> and of Italy?")
+    posts = await fake.wait_for_posts(2)
+    assert posts[1].reply_to is not None
+    texts = request_texts(llm.requests[1])
+    assert any("capital of France" in text for text in texts[:-1])
+    assert "I thought it was Lyon" in texts[-1] and "and of Italy?" in texts[-1]
+
+
+async def test_message_for_someone_else_is_ignored(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Inside a conversation, a message addressed to another person is left alone."""
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hi!")
+    await fake.wait_for_posts(1)
+    await say(fake, ALICE_ID, f"<@{BOB_ID}> did you see that?")
+    await assert_silent(fake, 1)
+    assert len(llm.requests) == 1
+
+
+async def test_conversation_expires(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """After the inactivity timeout a follow-up needs a mention again."""
+    await bot.start(conversation_timeout_seconds=0.5, followup_window_seconds=60)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hi!")
+    await fake.wait_for_posts(1)
+    await asyncio.sleep(0.7)
+    await say(fake, ALICE_ID, "and another thing")
+    await assert_silent(fake, 1)
+    assert bot.client is not None and bot.client.manager.get(CHANNEL_ID) is None
+
+
+async def test_own_and_other_bots_messages_are_ignored(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """The bot never answers itself or another bot, even when mentioned."""
+    await bot.start()
+    await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> ping")
+    await say(fake, BOT_ID, f"<@{BOT_ID}> talking to myself")
+    await assert_silent(fake, 0)
+    assert llm.requests == []
+
+
+async def test_long_answer_is_split(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """An answer over 2000 characters arrives as several posts, code fences balanced, nothing lost."""
+    code = "\n".join(f"echo line {i}" for i in range(450))
+    answer = f"Here you go:\n\n```bash\n{code}\n```\n\nThat's all."
+    llm.handler = lambda request: answer
+    await bot.start()
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> give me a long script")
+    await fake.wait_for(lambda: any("That's all." in p.content for p in fake.posts_in(CHANNEL_ID)), what="last part")
+    posts = fake.posts_in(CHANNEL_ID)
+    assert len(posts) >= 3
+    assert all(len(post.content) <= 2000 for post in posts)
+    assert all(post.content.count("```") % 2 == 0 for post in posts)
+    assert posts[0].reply_to == int(question["id"]) and all(p.reply_to is None for p in posts[1:])
+    lines = [line for post in posts for line in post.content.splitlines() if line.startswith("echo line")]
+    assert lines == code.splitlines()
+
+
+async def test_everyone_in_model_text_pings_no_one(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Whatever the model writes, no post pings @everyone, @here or a role."""
+    llm.handler = lambda request: f"@everyone @here <@{BOB_ID}> look at this"
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> announce something")
+    [post] = await fake.wait_for_posts(1)
+    allowed = post.body["allowed_mentions"]
+    assert allowed["parse"] == [] and not allowed.get("roles")
+    assert [int(user) for user in allowed["users"]] == [ALICE_ID]
+    assert post.message["mention_everyone"] is False
+    assert [int(user["id"]) for user in post.message["mentions"]] == [ALICE_ID]
+
+
+async def test_model_failure_apologises_and_keeps_serving(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A failed model run brings a short apology, leaves the history intact, and the next message is answered."""
+    failing = True
+    llm.handler = lambda request: Error(500, "upstream exploded") if failing else echo(request)
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> first question")
+    [apology] = await fake.wait_for_posts(1)
+    assert "sorry" in apology.content.lower()
+    assert bot.client is not None
+    conversation = bot.client.manager.get(CHANNEL_ID)
+    assert conversation is not None and conversation.llm_history == []
+    failing = False
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> second question")
+    posts = await fake.wait_for_posts(2)
+    assert "second question" in posts[1].content
+    await eventually(lambda: len(conversation.llm_history) >= 2)
+
+
+async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """`python bot.py` connects, answers, and on SIGTERM closes and exits 0 (Railway's redeploy)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "LLM_"))}
+    env.update(
+        DISCORD_TOKEN=DEFAULT_TOKEN,
+        LLM_MODEL=MODEL_NAME,
+        LLM_BASE_URL=llm.base_url,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'parley.db'}",
+        DISCORD_API_BASE_URL=fake.api_base_url,
+        DISCORD_GATEWAY_URL=fake.gateway_url,
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "bot.py"), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await fake.wait_for_ready(timeout=30)
+        await say(fake, ALICE_ID, f"<@{BOT_ID}> are you there?")
+        await fake.wait_for_posts(1, timeout=15)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), 15)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr
