@@ -1,0 +1,245 @@
+"""A local OpenAI-compatible chat-completions server whose replies tests script.
+
+    async with FakeLLM(handler=lambda request: "hello") as llm:
+        model = OpenAIChatModel("fake-model", provider=OpenAIProvider(base_url=llm.base_url, api_key="x"))
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from pydantic_ai.models import override_allow_model_requests
+
+_log = logging.getLogger(__name__)
+
+MODEL_NAME = "fake-model"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """Reply with a call to the tool `name`; `arguments` is JSON-encoded as OpenAI does."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Error:
+    """Reply with an HTTP error in OpenAI's error format.
+
+    The openai SDK retries 408/409/429/5xx twice by default; `retryable=False` sends `x-should-retry: false`
+    so it gives up at once. Retries are told to wait 1 ms (`retry-after-ms`) to keep tests fast.
+    """
+
+    status: int = 500
+    message: str = "fake LLM error"
+    retryable: bool = True
+
+
+Reply = str | ToolCall | list[ToolCall] | Error
+Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a chat message, whose content is a string or a list of typed parts."""
+    content = message.get("content") or ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+def last_user_text(request: dict[str, Any]) -> str:
+    return next((message_text(m) for m in reversed(request["messages"]) if m["role"] == "user"), "")
+
+
+def echo(request: dict[str, Any]) -> str:
+    return f"echo: {last_user_text(request)}"
+
+
+def replies(*scripted: Reply) -> Handler:
+    """A handler answering successive requests with `scripted`, in order; one request too many is a test bug."""
+    remaining = iter(scripted)
+
+    def handler(request: dict[str, Any]) -> Reply:
+        try:
+            return next(remaining)
+        except StopIteration:
+            raise AssertionError(f"FakeLLM: only {len(scripted)} replies were scripted") from None
+
+    return handler
+
+
+@contextmanager
+def allow_model_requests() -> Iterator[None]:
+    """Let pydantic-ai models make HTTP requests (the test conftest forbids them globally) within the block."""
+    with override_allow_model_requests(True):
+        yield
+
+
+class FakeLLM:
+    """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
+
+    def __init__(self, handler: Handler = echo) -> None:
+        self.handler = handler
+        self.requests: list[dict[str, Any]] = []
+        self.unknown_routes: list[str] = []
+        self.handler_errors: list[Exception] = []
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_route("*", "/{tail:.*}", self._unknown)
+        # Short: a handler a test left waiting must not hold up shutdown.
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._port = self._runner.addresses[0][1]
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeLLM:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def base_url(self) -> str:
+        if self._port is None:
+            raise RuntimeError("FakeLLM is not started")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        try:
+            reply = self.handler(body)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        except Exception as exc:
+            _log.exception("FakeLLM handler failed")
+            self.handler_errors.append(exc)
+            reply = Error(500, f"FakeLLM handler failed: {exc!r}", retryable=False)
+        if isinstance(reply, Error):
+            return _error_response(reply)
+        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), reply, body)
+        if body.get("stream"):
+            return await self._stream(request, completion, body)
+        return web.json_response(completion.response())
+
+    async def _stream(self, request: web.Request, completion: _Completion, body: dict[str, Any]) -> web.StreamResponse:
+        # https://platform.openai.com/docs/api-reference/chat-streaming
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        include_usage = (body.get("stream_options") or {}).get("include_usage", False)
+        for chunk in completion.chunks(include_usage):
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def _models(self, request: web.Request) -> web.Response:
+        model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "fake"}
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        route = f"{request.method} {request.path_qs}"
+        _log.warning("FakeLLM: unknown route %s", route)
+        self.unknown_routes.append(route)
+        return _error_response(Error(404, f"Unknown route {route}", retryable=False))
+
+
+def _error_response(error: Error) -> web.Response:
+    # https://platform.openai.com/docs/guides/error-codes
+    if error.status == 429:
+        kind = "rate_limit_exceeded"
+    else:
+        kind = "server_error" if error.status >= 500 else "invalid_request_error"
+    headers = {"retry-after-ms": "1"} if error.retryable else {"x-should-retry": "false"}
+    body = {"error": {"message": error.message, "type": kind, "param": None, "code": None}}
+    return web.json_response(body, status=error.status, headers=headers)
+
+
+def _count_tokens(text: str) -> int:
+    """A deterministic stand-in for a tokenizer: one token per whitespace-separated word."""
+    return len(text.split())
+
+
+@dataclass
+class _Completion:
+    id: str
+    model: str
+    reply: str | ToolCall | list[ToolCall]
+    request: dict[str, Any]
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def text(self) -> str | None:
+        return self.reply if isinstance(self.reply, str) else None
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        calls = [self.reply] if isinstance(self.reply, ToolCall) else self.reply if isinstance(self.reply, list) else []
+        return [
+            {
+                "id": f"call_{self.id}_{index}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for index, call in enumerate(calls)
+        ]
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+    def usage(self) -> dict[str, int]:
+        prompt = sum(_count_tokens(message_text(m)) for m in self.request.get("messages", []))
+        completion = _count_tokens(self.text or "") + sum(
+            _count_tokens(call["function"]["arguments"]) for call in self.tool_calls
+        )
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def _envelope(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def response(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason, "logprobs": None}
+        return {**self._envelope("chat.completion"), "choices": [choice], "usage": self.usage()}
+
+    def chunks(self, include_usage: bool) -> Iterator[dict[str, Any]]:
+        """The reply as streamed deltas: text word by word, each tool call whole."""
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+            return {**self._envelope("chat.completion.chunk"), "choices": [choice]}
+
+        yield chunk({"role": "assistant", "content": ""})
+        for word in re.findall(r"\S+\s*|\s+", self.text or ""):
+            yield chunk({"content": word})
+        for index, call in enumerate(self.tool_calls):
+            yield chunk({"tool_calls": [{"index": index, **call}]})
+        yield chunk({}, self.finish_reason)
+        if include_usage:
+            yield {**self._envelope("chat.completion.chunk"), "choices": [], "usage": self.usage()}
