@@ -11,13 +11,16 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import Any
 
 import discord
 import logfire
 import yarl
 from pydantic import ValidationError
 
-from agent import ChatDeps, ReplyFailed, build_judge, build_responder, generate_reply
+from pydantic_ai import Agent
+
+from agent import ChatDeps, LLMJudge, ReplyFailed, build_judge, build_responder, generate_reply
 from config import Settings, describe_settings_error
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider, utc_now
 from history import ArchivedMessage, HistoryArchive, sqlite_path_from_url
@@ -143,20 +146,30 @@ def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:
     return discord.AllowedMentions(everyone=False, roles=False, users=[person], replied_user=True)
 
 
+TYPING_REFRESH_SECONDS = 8  # Discord shows typing for 10 s after each trigger-typing request
+
+
 @contextlib.asynccontextmanager
 async def typing_indicator(channel: discord.abc.Messageable) -> AsyncIterator[None]:
-    """Show "Parley is typing…" while the body runs; a failing indicator never blocks the answer."""
-    try:
-        typing = channel.typing()
-        await typing.__aenter__()
-    except discord.HTTPException as error:
-        log.debug("typing indicator failed: %s", error)
-        yield
-        return
+    """Show "Parley is typing…" while the body runs, without delaying it by a round trip.
+
+    The indicator runs beside the body: a slow or failing typing request never holds up the model call.
+    """
+    typing = asyncio.create_task(_keep_typing(channel))
     try:
         yield
     finally:
-        await typing.__aexit__(None, None, None)
+        typing.cancel()
+
+
+async def _keep_typing(channel: discord.abc.Messageable) -> None:
+    while True:
+        try:
+            await channel.typing()
+        except discord.HTTPException as error:
+            log.debug("typing indicator failed: %s", error)
+            return
+        await asyncio.sleep(TYPING_REFRESH_SECONDS)
 
 
 @dataclass
@@ -177,8 +190,9 @@ class Parley(discord.Client):
         settings: Settings,
         manager: ConversationManager,
         decider: ResponseDecider,
-        responder,
-        **options,
+        responder: Agent[ChatDeps, str],
+        judge: LLMJudge | None = None,
+        **options: Any,
     ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
@@ -189,12 +203,21 @@ class Parley(discord.Client):
         self.manager = manager
         self.decider = decider
         self.responder = responder
+        self.judge = judge
         self.archive: HistoryArchive | None = None
         # The archive holds every message only from the moment this process started watching.
         self.watching_since = utc_now()
         self._turns: dict[int, _Turn] = {}
+        # The model provider's HTTP client is closed only by leaving the agent's context.
+        self._resources = contextlib.AsyncExitStack()
 
     async def setup_hook(self) -> None:
+        assert self.user is not None  # setup_hook runs after login
+        await self._resources.enter_async_context(self.responder)
+        if self.judge is not None:
+            # The judge tells the model whom the bot last answered, so it must know who the bot is.
+            self.judge.bot_user_id = self.user.id
+            self.judge.bot_name = self.user.display_name
         if self.settings.archive_enabled:
             self.archive = await HistoryArchive.open(
                 sqlite_path_from_url(self.settings.database_url),
@@ -208,6 +231,7 @@ class Parley(discord.Client):
         archive, self.archive = self.archive, None
         if archive is not None:
             await archive.close()
+        await self._resources.aclose()
 
     async def on_ready(self) -> None:
         log.info("connected as %s to %d guild(s)", self.user, len(self.guilds))
@@ -412,7 +436,14 @@ def build_client(settings: Settings, **options) -> Parley:
     decider = ResponseDecider(
         settings.followup_window_seconds, judge, judge_timeout_seconds=settings.judge_timeout_seconds
     )
-    return Parley(settings=settings, manager=manager, decider=decider, responder=build_responder(settings), **options)
+    return Parley(
+        settings=settings,
+        manager=manager,
+        decider=decider,
+        responder=build_responder(settings),
+        judge=judge,
+        **options,
+    )
 
 
 async def run(client: Parley, token: str) -> None:

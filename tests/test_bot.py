@@ -91,7 +91,7 @@ def test_client_default_allows_no_mentions(make_settings) -> None:
 
     client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url=""))
     assert client.allowed_mentions is not None
-    assert client.allowed_mentions.to_dict() == {"parse": [], "replied_user": False}
+    assert client.allowed_mentions.to_dict() == {"parse": []}  # replied_user false is omitted
     intents = client.intents
     assert intents.guilds and intents.guild_messages and intents.message_content
     assert not intents.members and not intents.presences
