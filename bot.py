@@ -215,6 +215,7 @@ class Parley(discord.Client):
         assert self.user is not None  # setup_hook runs after login
         await self._resources.enter_async_context(self.responder)
         if self.judge is not None:
+            await self._resources.enter_async_context(self.judge.agent)
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name

@@ -22,7 +22,7 @@ from fake_discord import (
     OTHER_BOT_ID,
     FakeDiscord,
 )
-from fake_llm import MODEL_NAME, Error, FakeLLM, allow_model_requests, echo, message_text
+from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, allow_model_requests, echo, message_text
 
 from bot import Parley, build_client, point_at_discord, run
 from config import Settings
@@ -277,3 +277,34 @@ async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp
             await process.wait()
     assert process.returncode == 0, stderr.decode()
     assert b"Traceback" not in stderr
+
+
+def judge_or_echo(verdict: bool) -> Callable[[dict[str, Any]], Any]:
+    """Answer the judge's structured-output requests with `verdict`, everything else with an echo."""
+
+    def handler(request: dict[str, Any]) -> Any:
+        tools = {tool["function"]["name"] for tool in request.get("tools", [])}
+        if "final_result" in tools:
+            return ToolCall("final_result", {"respond": verdict, "confidence": 0.8, "reason": "asks the bot"})
+        return echo(request)
+
+    return handler
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+async def test_judge_decides_ambiguous_message(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, verdict: bool) -> None:
+    """With USE_LLM_JUDGE, a bystander's message inside the window is put to the judge, whose verdict stands."""
+    llm.handler = judge_or_echo(verdict)
+    client = await bot.start(use_llm_judge=True)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I mount a disk?")
+    await fake.wait_for_posts(1)
+    await say(fake, BOB_ID, "is that the same on fedora")
+    if verdict:
+        posts = await fake.wait_for_posts(2)
+        assert "fedora" in posts[1].content
+    else:
+        await assert_silent(fake, 1)
+    judge_requests = [r for r in llm.requests if any(t["function"]["name"] == "final_result" for t in r.get("tools", []))]
+    assert len(judge_requests) == 1
+    assert "fedora" in request_texts(judge_requests[0])[-1]
+    assert client.decider.judge_calls == 1
