@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import discord
@@ -60,6 +60,19 @@ def replied_author_id(message: discord.Message) -> int | None:
     if isinstance(resolved, discord.Message):
         return resolved.author.id
     return None
+
+
+def record_from_archive(row: ArchivedMessage) -> MessageRecord:
+    """An archived message as conversation context (who it mentioned is not archived)."""
+    return MessageRecord(
+        message_id=row.message_id,
+        channel_id=row.channel_id,
+        author_id=row.author_id,
+        author=row.author_name,
+        content=row.content,
+        timestamp=row.created_at,
+        is_bot=row.is_bot,
+    )
 
 
 def to_archived(message: discord.Message) -> ArchivedMessage:
@@ -224,7 +237,6 @@ class Parley(discord.Client):
                 sqlite_path_from_url(self.settings.database_url),
                 retention_days=self.settings.history_retention_days,
             )
-        self.watching_since = utc_now()
 
     async def close(self) -> None:
         await super().close()
@@ -235,6 +247,9 @@ class Parley(discord.Client):
         await self._resources.aclose()
 
     async def on_ready(self) -> None:
+        # A new gateway session (not a resume) may have missed messages: the archive's unbroken
+        # record of the channels starts again now.
+        self.watching_since = utc_now()
         log.info("connected as %s to %d guild(s)", self.user, len(self.guilds))
 
     # -- Messages --
@@ -308,11 +323,30 @@ class Parley(discord.Client):
         return conversation
 
     async def load_context(self, message: discord.Message) -> list[MessageRecord]:
-        """The channel's recent messages before `message`, oldest first, as a new conversation's context."""
+        """The channel's recent messages before `message`, oldest first, as a new conversation's context.
+
+        From the archive when it has watched the channel for the whole period (no Discord round
+        trip), otherwise from Discord's message history.
+        """
         count = self.settings.context_message_count
         if count == 0:
             return []
         since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
+        if self.archive is not None and since >= self.watching_since:
+            return await self._context_from_archive(self.archive, message, count, since)
+        return await self._context_from_discord(message, count, since)
+
+    async def _context_from_archive(
+        self, archive: HistoryArchive, message: discord.Message, count: int, since: datetime
+    ) -> list[MessageRecord]:
+        await archive.flush()  # the messages just before the trigger may still be queued
+        hours = (message.created_at - since).total_seconds() / 3600
+        earlier = await archive.recent(
+            message.channel.id, limit=count, hours=hours, now=message.created_at, before=message.created_at
+        )
+        return [record_from_archive(row) for row in earlier]
+
+    async def _context_from_discord(self, message: discord.Message, count: int, since: datetime) -> list[MessageRecord]:
         try:
             history = [
                 to_record(earlier)
@@ -321,7 +355,7 @@ class Parley(discord.Client):
         except discord.HTTPException as error:
             log.warning("could not load context for channel %s: %s", message.channel.id, error)
             return []
-        history.sort(key=lambda record: record.timestamp)
+        history.sort(key=lambda record: record.message_id)
         return history
 
     # -- Answering --

@@ -26,7 +26,7 @@ class Settings(BaseSettings):
 
     conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")
     followup_window_seconds: float = Field(
-        60, ge=0, description="How long after the bot speaks a message can be a follow-up."
+        120, ge=0, description="How long after the bot speaks a message can be a follow-up."
     )
     max_conversation_messages: int = Field(
         500, ge=1, description="Messages a conversation keeps in memory; older ones live in the archive."

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -253,13 +252,13 @@ class ResponseDecider:
     3. follow-up: a message answering the bot's latest turn addressed to its author is answered.
        Looking back over at most `followup_scan_messages` messages for that turn:
        - `followup`: the turn mentioned or replied to the author;
-       - `followup_implicit`: the turn named nobody and came right after the author's own
-         mention of (or reply to) the bot: it answered them without naming them;
+       - `followup_implicit`: the turn named nobody, and the latest message addressing the bot
+         before it was the author's: it answered them without naming them;
        as long as the turn is inside the follow-up window (else `outside_window`), this is the
-       author's first message since it (else `already_followed_up`: the follow-up was said), and
-       nobody else has addressed the author since (else `cut_in`). Without such a turn, the
-       message is `not_for_bot`; if the bot has not spoken (`bot_silent`) or not inside the
-       window (`outside_window`), nothing is a follow-up;
+       author's first message since it (else `already_followed_up`: they have answered it
+       already), and nobody else has addressed the author since (else `cut_in`: someone else
+       took up the thread). Without such a turn the message is `not_for_bot`; if the bot has not
+       spoken (`bot_silent`) or not inside the window (`outside_window`), nothing is a follow-up;
     4. judge: with a judge configured, a message the follow-up tier turned down although the bot
        spoke inside the window goes to the LLM judge;
     5. otherwise no answer.
@@ -320,9 +319,15 @@ class ResponseDecider:
         self._cut_in_rule = enabled["cut_in"]
 
     def should_start_conversation(self, message: MessageRecord, bot_user_id: int) -> tuple[bool, str]:
-        """An @mention of the bot or a reply to it starts a conversation."""
-        decision = self._explicit(message, bot_user_id) or _NO_CONVERSATION
-        self._log(message, decision)
+        """An @mention of the bot or a reply to it starts a conversation.
+
+        Only a "no" is logged here: a "yes" is followed by `should_respond` on the same message,
+        whose decision is the one that says whether it was answered.
+        """
+        decision = self._explicit(message, bot_user_id)
+        if decision is None:
+            self._log(message, _NO_CONVERSATION)
+            return False, _NO_CONVERSATION.reason
         return decision.respond, decision.reason
 
     async def should_respond(
@@ -394,6 +399,7 @@ class ResponseDecider:
         spoke = cut_in = False
         # The newest bot turn that named nobody while the author was silent: whom did it answer?
         unnamed: MessageRecord | None = None
+        cut_in_rule = self._cut_in_rule
         budget = self.followup_scan_messages
         for earlier in reversed(conversation.messages):
             if earlier.message_id == message_id:
@@ -433,7 +439,7 @@ class ResponseDecider:
                     spoke = True
                     if unnamed is None:
                         return self._undecided(_ALREADY_FOLLOWED_UP)
-            elif self._cut_in_rule and (author in earlier.mention_ids or earlier.reply_to_author_id == author):
+            elif cut_in_rule and (author in earlier.mention_ids or earlier.reply_to_author_id == author):
                 cut_in = True
                 if unnamed is None:
                     return self._undecided(_CUT_IN)
