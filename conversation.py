@@ -18,6 +18,9 @@ from pydantic_ai.messages import ModelMessage
 
 Clock = Callable[[], datetime]
 
+_NEVER = datetime.max.replace(tzinfo=timezone.utc)
+_DAWN = datetime.min.replace(tzinfo=timezone.utc)
+
 decision_log = logging.getLogger("parley.decisions")
 
 
@@ -89,15 +92,18 @@ class ConversationManager:
         self.clock = clock
         self._conversations: OrderedDict[int, ChannelConversation] = OrderedDict()
         # No conversation can expire before this instant, so the per-call sweep is one comparison.
-        self._nothing_expires_before = datetime.max.replace(tzinfo=timezone.utc)
+        self._nothing_expires_before = _NEVER
+        # Replayed logs can step back in time, which breaks "least recently active first";
+        # from then on each lookup also checks its own conversation's age.
+        self._latest = _DAWN
+        self._clock_went_back = False
 
     def __len__(self) -> int:
         return len(self._conversations)
 
     def get(self, channel_id: int) -> ChannelConversation | None:
         """The channel's conversation, or None if there is none or it has expired."""
-        self._evict_expired(self.clock())
-        return self._conversations.get(channel_id)
+        return self._live(channel_id, self.clock())
 
     def start(self, channel_id: int, initial_messages: Iterable[MessageRecord] = ()) -> ChannelConversation:
         """Start (or restart) the channel's conversation with earlier messages as context."""
@@ -121,11 +127,14 @@ class ConversationManager:
         Returns the conversation, or None when the channel has none (the message is not kept).
         """
         now = self.clock()
-        self._evict_expired(now)
-        conversation = self._conversations.get(channel_id)
+        conversation = self._live(channel_id, now)
         if conversation is None:
             return None
-        _insert_in_order(conversation.messages, message)
+        messages = conversation.messages
+        if messages and messages[-1].message_id > message.message_id:
+            _insert_in_order(messages, message)
+        else:
+            messages.append(message)
         conversation.last_message_by_author[message.author_id] = message
         if not message.is_bot:
             conversation.participants.add(message.author_id)
@@ -154,6 +163,15 @@ class ConversationManager:
         """Drop every conversation idle for longer than the timeout; returns how many."""
         return self._evict_expired(self.clock())
 
+    def _live(self, channel_id: int, now: datetime) -> ChannelConversation | None:
+        if now > self._nothing_expires_before:
+            self._evict_expired(now)
+        conversation = self._conversations.get(channel_id)
+        if conversation is not None and self._clock_went_back and now - conversation.last_activity > self.timeout:
+            del self._conversations[channel_id]
+            return None
+        return conversation
+
     def _evict_expired(self, now: datetime) -> int:
         if now <= self._nothing_expires_before:
             return 0
@@ -167,7 +185,7 @@ class ConversationManager:
                 return evicted
             conversations.popitem(last=False)
             evicted += 1
-        self._nothing_expires_before = datetime.max.replace(tzinfo=timezone.utc)
+        self._nothing_expires_before = _NEVER
         if evicted:
             # A dict never shrinks its table on deletion; a fresh one gives the memory back.
             self._conversations = OrderedDict()
@@ -176,16 +194,19 @@ class ConversationManager:
     def _touch(self, conversation: ChannelConversation, now: datetime) -> None:
         conversation.last_activity = now
         self._conversations.move_to_end(conversation.channel_id)
+        if now >= self._latest:
+            self._latest = now
+            if self._nothing_expires_before is not _NEVER:
+                return  # time moved forward: the oldest conversation still expires first
+        else:
+            self._clock_went_back = True
         self._nothing_expires_before = min(self._nothing_expires_before, now + self.timeout)
 
 
 def _insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> None:
-    """Append, or slot a late arrival in by id: Discord ids grow with time, and the bot's own post
-    is often recorded after messages that reached the gateway while its send request was in flight.
+    """Slot a late arrival in by id: Discord ids grow with time, and the bot's own post is often
+    recorded after messages that reached the gateway while its send request was in flight.
     """
-    if not messages or messages[-1].message_id < message.message_id:
-        messages.append(message)
-        return
     if len(messages) == messages.maxlen:
         messages.popleft()
     position = len(messages)

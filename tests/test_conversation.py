@@ -423,3 +423,13 @@ def test_late_message_into_a_full_transcript_keeps_the_bound(clock: Clock) -> No
     conversation = manager.start(CHANNEL, [first, second, fourth])
     manager.record_message(CHANNEL, third)
     assert [m.content for m in conversation.messages] == ["1", "2", "3"]
+
+
+def test_expiry_holds_when_the_clock_steps_back(manager: ConversationManager, clock: Clock) -> None:
+    """A replayed log whose clock steps back (12:59 -> 01:00) still expires idle conversations."""
+    manager.start(CHANNEL, [])
+    clock.advance(-12 * 3600)
+    manager.start(CHANNEL + 1, [])
+    clock.advance(61)
+    assert manager.get(CHANNEL + 1) is None
+    assert manager.get(CHANNEL) is not None  # its last activity is still in this clock's future
