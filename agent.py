@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 from pydantic_ai import (
@@ -38,9 +38,7 @@ from pydantic_core import to_json
 
 from config import Settings
 from conversation import ChannelConversation, MessageRecord
-
-if TYPE_CHECKING:
-    from history import ArchivedMessage, ChannelStats
+from history import ArchivedMessage, ChannelStats, format_messages, format_stats
 
 log = logging.getLogger("parley.agent")
 
@@ -81,6 +79,8 @@ class MessageArchive(Protocol):
     ) -> Sequence[ArchivedMessage]: ...
 
     async def stats(self, channel_id: int, *, hours: float | None = None) -> ChannelStats: ...
+
+    async def flush(self) -> None: ...
 
 
 @dataclass
@@ -404,22 +404,19 @@ async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[Me
         extra={"tool": tool, "channel_id": ctx.deps.channel_id, "requester_id": ctx.deps.requester_id},
     )
     try:
+        # The archive commits in batches; what was said a moment ago belongs in the answer too.
+        await archive.flush()
         return await read(archive)
     except Exception:
         log.exception("%s failed in channel %s", tool, ctx.deps.channel_id)
         return "The message archive could not be read just now."
 
 
-# history.py is imported at call time: agent.py only needs it when an archive exists.
 def _messages_text(messages: Sequence[ArchivedMessage]) -> str:
-    from history import format_messages
-
     return format_messages(messages) if messages else "No messages found."
 
 
 def _stats_text(stats: ChannelStats) -> str:
-    from history import format_stats
-
     return format_stats(stats)
 
 

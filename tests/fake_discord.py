@@ -395,6 +395,28 @@ class FakeDiscord:
             self._interactions[data["token"]] = data
         await self._dispatch(self._session, event, data)
 
+    async def edit_user_message(self, channel_id: int, message_id: int, content: str) -> dict[str, Any]:
+        """Change a stored message's text and dispatch MESSAGE_UPDATE with the whole message, as Discord does."""
+        message = self._stored(channel_id, message_id)
+        message["content"] = content
+        message["edited_timestamp"] = datetime.now(UTC).isoformat()
+        await self.dispatch("MESSAGE_UPDATE", self._gateway_message(message))
+        return message
+
+    async def delete_messages(self, channel_id: int, *message_ids: int) -> None:
+        """Remove stored messages and dispatch MESSAGE_DELETE (one id) or MESSAGE_DELETE_BULK (several)."""
+        channel = self.channels[channel_id]
+        channel.messages = [m for m in channel.messages if int(m["id"]) not in message_ids]
+        ids = [str(message_id) for message_id in message_ids]
+        where = {"channel_id": str(channel_id), "guild_id": str(GUILD_ID)}
+        if len(ids) == 1:
+            await self.dispatch("MESSAGE_DELETE", {"id": ids[0], **where})
+        else:
+            await self.dispatch("MESSAGE_DELETE_BULK", {"ids": ids, **where})
+
+    def _stored(self, channel_id: int, message_id: int) -> dict[str, Any]:
+        return next(m for m in self.channels[channel_id].messages if int(m["id"]) == message_id)
+
     async def force_reconnect(self) -> None:
         """Ask the client to reconnect (op 7), as Discord does before moving a session; it then RESUMEs."""
         if self._session is None:

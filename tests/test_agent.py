@@ -345,6 +345,9 @@ class FakeArchive:
     error: Exception | None = None
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
+    async def flush(self) -> None:
+        """Nothing is queued in a fake archive."""
+
     async def search(
         self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20
     ) -> list[ArchivedMessage]:

@@ -20,6 +20,7 @@ from fake_discord import (
     CHANNEL_ID,
     DEFAULT_TOKEN,
     OTHER_BOT_ID,
+    OTHER_CHANNEL_ID,
     FakeDiscord,
 )
 from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, allow_model_requests, echo, message_text
@@ -308,3 +309,108 @@ async def test_judge_decides_ambiguous_message(bot: RunningBot, fake: FakeDiscor
     assert len(judge_requests) == 1
     assert "fedora" in request_texts(judge_requests[0])[-1]
     assert client.decider.judge_calls == 1
+
+
+# --- The archive and the history tools ---------------------------------------------------------
+
+
+def search_then_answer(*queries: str) -> Callable[[dict[str, Any]], Any]:
+    """The model calls search_history once per query, then answers."""
+    calls = iter(queries)
+
+    def handler(request: dict[str, Any]) -> Any:
+        query = next(calls, None)
+        if query is None:
+            return "Found it."
+        return ToolCall("search_history", {"query": query})
+
+    return handler
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [message_text(message) for message in request["messages"] if message["role"] == "tool"]
+
+
+async def ask_with_search(fake: FakeDiscord, llm: FakeLLM, *queries: str) -> list[str]:
+    """Mention the bot so that it searches for `queries`; returns what each search gave the model."""
+    llm.handler = search_then_answer(*queries)
+    posts_before = len(fake.posts_in(CHANNEL_ID))
+    requests_before = len(llm.requests)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what did we say earlier?")
+    await fake.wait_for_posts(posts_before + 1)
+    final = llm.requests[requests_before + len(queries)]
+    return tool_results(final)[-len(queries):]
+
+
+async def test_search_history_finds_an_earlier_message_of_this_channel_only(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """search_history finds the channel's earlier message, never another channel's."""
+    await bot.start()
+    await say(fake, BOB_ID, "the staging password rotates on xylophone day")
+    await fake.send_user_message(OTHER_CHANNEL_ID, CAROL_ID, "private: xylophone budget is 40k")
+    [result] = await ask_with_search(fake, llm, "xylophone")
+    assert "the staging password rotates on xylophone day" in result
+    assert "Bob" in result
+    assert "40k" not in result and "budget" not in result
+
+
+async def test_search_reads_the_current_channel_whatever_the_model_asks(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A channel id smuggled into the tool call is refused; the tool never reads another channel."""
+    await bot.start()
+    await fake.send_user_message(OTHER_CHANNEL_ID, CAROL_ID, "private: xylophone budget is 40k")
+    scripted = iter([ToolCall("search_history", {"query": "xylophone", "channel_id": OTHER_CHANNEL_ID})])
+    llm.handler = lambda request: next(scripted, "ok")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> search the other channel")
+    await fake.wait_for_posts(1)
+    everything_the_model_saw = " ".join(text for request in llm.requests for text in request_texts(request))
+    assert "40k" not in everything_the_model_saw
+
+
+async def test_edited_message_is_found_by_its_new_text(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """After an edit, search finds the new text and no longer the old."""
+    await bot.start()
+    original = await say(fake, BOB_ID, "meeting moved to tuesday")
+    await fake.edit_user_message(CHANNEL_ID, int(original["id"]), "meeting moved to thursday")
+    new, old = await ask_with_search(fake, llm, "thursday", "tuesday")
+    assert "meeting moved to thursday" in new
+    assert "tuesday" not in old and "No messages found." in old
+
+
+async def test_deleted_messages_are_gone(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A single delete and a bulk delete both remove the messages from the archive."""
+    await bot.start()
+    single = await say(fake, BOB_ID, "my phone number is zebra-555")
+    first = await say(fake, CAROL_ID, "zebra secret one")
+    second = await say(fake, CAROL_ID, "zebra secret two")
+    await say(fake, CAROL_ID, "zebra crossing is open")
+    await fake.delete_messages(CHANNEL_ID, int(single["id"]))
+    await fake.delete_messages(CHANNEL_ID, int(first["id"]), int(second["id"]))
+    [result] = await ask_with_search(fake, llm, "zebra")
+    assert "zebra crossing is open" in result
+    assert "555" not in result and "secret" not in result
+
+
+async def test_archive_survives_a_restart(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Messages archived before a restart are found by the next process on the same file."""
+    await bot.start()
+    await say(fake, BOB_ID, "the quokka deploy finished at noon")
+    await asyncio.sleep(0.1)  # let the gateway deliver it before the shutdown
+    await bot.stop()
+    await bot.start()
+    [result] = await ask_with_search(fake, llm, "quokka")
+    assert "the quokka deploy finished at noon" in result
+
+
+@pytest.mark.parametrize("hostile", ['"a AND (b', "NEAR*", "col:x OR", "'; DROP TABLE messages; --", "", "***"])
+async def test_hostile_search_string_gets_a_normal_result(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, hostile: str
+) -> None:
+    """FTS syntax or SQL in the query is searched for as text: a normal tool result, never an error."""
+    await bot.start()
+    await say(fake, BOB_ID, "a and b are both fine NEAR the col")
+    [result] = await ask_with_search(fake, llm, hostile)
+    assert "could not be read" not in result
+    assert result.startswith("No messages found.") or "[" in result
