@@ -1,48 +1,65 @@
-"""Benchmark Parley's own latency around an instant model, with the real discord.py client.
+"""Benchmark Parley's own latency around an instant model: `python bot.py` against local fakes.
 
-    python bench/bench_bot.py [--messages 200]
+    python bench/bench_bot.py [--messages 200] [--turns 10]
 
-bot.py's client runs against the local fake Discord and fake model server from tests/, all in one
-event loop, so every timestamp comes from the same clock. Two figures per answered message:
+`python bot.py` runs as its own process (as in production, with the archive on), pointed at the
+local fake Discord and fake model server from tests/, which run in this process on the other core.
+Both processes stamp events with CLOCK_MONOTONIC, which the whole machine shares. Two figures per
+answered message:
 
 - inbound: from the fake gateway sending MESSAGE_CREATE to the model request reaching the model
-  server (parsing, recording, deciding, building the prompt, pydantic-ai, the HTTP client);
-- outbound: from the model server returning its answer to the post reaching Discord's REST route
-  (the HTTP response, pydantic-ai, splitting, discord.py's request).
+  server (discord.py's parsing, recording, deciding, building the prompt, pydantic-ai, the openai
+  SDK, the HTTP client);
+- outbound: from the model server answering to the post reaching Discord's REST route (pydantic-ai,
+  splitting, discord.py's request).
 
-Messages are @mentions in conversations of `--turns` answers each (then the conversation is ended,
-as by expiry); the first message of each conversation, which also loads the channel's context, is
-reported apart. The model history grows with every turn, and so does the cost of serialising it
-(mostly the openai SDK's request transform): `--turns` shows that growth. The archive is on, as in
-production.
+Messages are @mentions in conversations of `--turns` answers each (a short conversation timeout
+ends each conversation between batches); the first message of each conversation, which also loads
+the channel's context, is reported apart. The model history grows with every turn, and so does the
+cost of serialising it (mostly the openai SDK's request transform): `--turns` shows that growth.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "tests")]
 
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E402
-from fake_llm import MODEL_NAME, FakeLLM, allow_model_requests  # noqa: E402
+from fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
 
-from bot import build_client, point_at_discord, run  # noqa: E402
-from config import Settings  # noqa: E402
+CONVERSATION_TIMEOUT = 0.5
+
+
+async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path) -> asyncio.subprocess.Process:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "LLM_", "LOGFIRE_"))}
+    env.update(
+        DISCORD_TOKEN=DEFAULT_TOKEN,
+        LLM_MODEL=MODEL_NAME,
+        LLM_BASE_URL=llm.base_url,
+        DATABASE_URL=f"sqlite:///{database}",
+        DISCORD_API_BASE_URL=fake.api_base_url,
+        DISCORD_GATEWAY_URL=fake.gateway_url,
+        CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT),
+        LOG_LEVEL="WARNING",
+    )
+    return await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent)
 
 
 async def measure(count: int, turns: int, database: Path) -> tuple[list[float], list[float], list[int]]:
-    loop = asyncio.get_running_loop()
     answered_at: list[float] = []
     requested_at: list[float] = []
 
     def instant_model(request: dict) -> str:
-        now = loop.time()
+        now = time.monotonic()
         requested_at.append(now)
         answered_at.append(now)
         return "Sure."
@@ -51,33 +68,23 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
     outbound: list[float] = []
     turn_numbers: list[int] = []
     async with FakeDiscord() as fake, FakeLLM(instant_model) as llm:
-        settings = Settings(
-            _env_file=None,
-            discord_token=DEFAULT_TOKEN,
-            llm_model=MODEL_NAME,
-            llm_base_url=llm.base_url,
-            database_url=f"sqlite:///{database}",
-            discord_api_base_url=fake.api_base_url,
-            discord_gateway_url=fake.gateway_url,
-            log_level="WARNING",
-        )
-        point_at_discord(settings)
-        client = build_client(settings, guild_ready_timeout=0.05)
-        bot = asyncio.create_task(run(client, DEFAULT_TOKEN))
-        await fake.wait_for_ready()
-        await client.wait_until_ready()
-        for index in range(count):
-            turn = index % turns
-            if turn == 0:
-                client.manager.end(CHANNEL_ID)
-            sent = loop.time()
-            await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> question {index}")
-            [*_, post] = await fake.wait_for_posts(index + 1)
-            inbound.append(requested_at[index] - sent)
-            outbound.append(post.at - answered_at[index])
-            turn_numbers.append(turn)
-        await client.close()
-        await bot
+        bot = await start_bot(fake, llm, database)
+        try:
+            await fake.wait_for_ready(timeout=30)
+            await asyncio.sleep(1)  # past guild_ready_timeout: the client is fully up
+            for index in range(count):
+                turn = index % turns
+                if turn == 0:
+                    await asyncio.sleep(CONVERSATION_TIMEOUT * 1.5)
+                sent = time.monotonic()
+                await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> question {index}")
+                [*_, post] = await fake.wait_for_posts(index + 1)
+                inbound.append(requested_at[index] - sent)
+                outbound.append(post.at - answered_at[index])
+                turn_numbers.append(turn)
+        finally:
+            bot.terminate()
+            await bot.wait()
     return inbound, outbound, turn_numbers
 
 
@@ -92,7 +99,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--turns", type=int, default=10, help="answers per conversation")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder, allow_model_requests():
+    with tempfile.TemporaryDirectory() as folder:
         inbound, outbound, turns = asyncio.run(measure(args.messages, args.turns, Path(folder) / "parley.db"))
     starts = [i for i, turn in enumerate(turns) if turn == 0]
     rest = [i for i, turn in enumerate(turns) if turn != 0]
