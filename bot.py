@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -9,22 +10,37 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 import discord
 import logfire
 import yarl
+from discord import app_commands
 from pydantic import ValidationError
 
 from pydantic_ai import Agent
 
-from agent import ChatDeps, LLMJudge, ReplyFailed, build_judge, build_responder, generate_reply
-from config import Settings, describe_settings_error
-from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider, utc_now
+from agent import ChatDeps, LLMJudge, ReplyFailed, approx_tokens, build_judge, build_responder, generate_reply
+from config import ChannelMode, Settings, describe_settings_error
+from conversation import (
+    CHANNEL_MODES,
+    CHATTY,
+    MENTION_ONLY,
+    NORMAL,
+    ChannelConversation,
+    ConversationManager,
+    Decision,
+    MessageRecord,
+    ResponseDecider,
+    utc_now,
+)
 from history import ArchivedMessage, HistoryArchive, sqlite_path_from_url
+from history import Decision as ArchivedDecision
 
 log = logging.getLogger("parley")
 
@@ -192,6 +208,121 @@ class _Turn:
     waiting: int = 0
 
 
+# --- Decisions kept for /parley why ------------------------------------------------------------
+
+WHY_DEFAULT_COUNT = 10
+WHY_MAX_COUNT = 25
+# "No conversation" is most of a busy channel's decisions; a few answer "why was it silent?".
+IDLE_DECISIONS_KEPT = 5
+JOURNAL_MAX_CHANNELS = 1_000
+EXCERPT_CHARS = 60
+# The reason the decider gives a message outside any conversation.
+IDLE_REASON = "no_conversation"
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` on one line of at most `limit` characters, with an ellipsis where it was cut."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedDecision:
+    """A decision as `/parley why` shows it: whose message, its first words, what was decided and why."""
+
+    message_id: int
+    author: str
+    excerpt: str
+    respond: bool
+    reason: str
+    tier: str
+    confidence: float | None = None
+
+    @classmethod
+    def of(cls, message: MessageRecord, decision: Decision) -> LoggedDecision:
+        return cls(
+            message.message_id,
+            message.author,
+            excerpt(message.content),
+            decision.respond,
+            decision.reason,
+            decision.tier,
+            decision.confidence,
+        )
+
+    @classmethod
+    def from_archive(cls, row: ArchivedDecision) -> LoggedDecision:
+        return cls(row.message_id, row.author_name, row.excerpt, row.responded, row.reason, row.tier, row.confidence)
+
+
+@dataclass(slots=True)
+class _ChannelJournal:
+    in_conversation: deque[LoggedDecision]
+    idle: deque[LoggedDecision]
+
+
+class DecisionJournal:
+    """The latest decisions of the most recently active channels, in memory, for `/parley why`.
+
+    Bounded twice: per channel, the last `per_channel` decisions made inside a conversation plus
+    the last `idle_per_channel` "no conversation" ones; and at most `max_channels` channels, the
+    least recently active forgotten first. The idle decisions have their own short buffer because
+    they are most of a busy channel's traffic and would push out the conversation asked about.
+    """
+
+    def __init__(
+        self,
+        *,
+        per_channel: int = WHY_MAX_COUNT,
+        idle_per_channel: int = IDLE_DECISIONS_KEPT,
+        max_channels: int = JOURNAL_MAX_CHANNELS,
+    ) -> None:
+        self.per_channel = per_channel
+        self.idle_per_channel = idle_per_channel
+        self.max_channels = max_channels
+        self._channels: OrderedDict[int, _ChannelJournal] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    def add(self, channel_id: int, entry: LoggedDecision) -> None:
+        journal = self._channels.get(channel_id)
+        if journal is None:
+            journal = _ChannelJournal(deque(maxlen=self.per_channel), deque(maxlen=self.idle_per_channel))
+            self._channels[channel_id] = journal
+            if len(self._channels) > self.max_channels:
+                self._channels.popitem(last=False)
+        else:
+            self._channels.move_to_end(channel_id)
+        (journal.idle if entry.reason == IDLE_REASON else journal.in_conversation).append(entry)
+
+    def recent(self, channel_id: int) -> list[LoggedDecision]:
+        """The channel's kept decisions, newest first."""
+        journal = self._channels.get(channel_id)
+        if journal is None:
+            return []
+        return sorted([*journal.in_conversation, *journal.idle], key=_message_id, reverse=True)
+
+    def forget_messages(self, channel_id: int, message_ids: Iterable[int]) -> None:
+        """Drop the decisions about deleted messages: their excerpts are copies of the text."""
+        journal = self._channels.get(channel_id)
+        if journal is None:
+            return
+        gone = set(message_ids)
+        journal.in_conversation = _without(journal.in_conversation, gone)
+        journal.idle = _without(journal.idle, gone)
+
+    def drop_channel(self, channel_id: int) -> None:
+        self._channels.pop(channel_id, None)
+
+
+_message_id = attrgetter("message_id")
+
+
+def _without(entries: deque[LoggedDecision], message_ids: set[int]) -> deque[LoggedDecision]:
+    return deque((entry for entry in entries if entry.message_id not in message_ids), maxlen=entries.maxlen)
+
+
 # --- The client -------------------------------------------------------------------------------
 
 
@@ -206,6 +337,8 @@ class Parley(discord.Client):
         decider: ResponseDecider,
         responder: Agent[ChatDeps, str],
         judge: LLMJudge | None = None,
+        channel_modes: dict[int, str] | None = None,
+        sync_commands: bool = False,
         **options: Any,
     ) -> None:
         intents = discord.Intents.none()
@@ -224,6 +357,13 @@ class Parley(discord.Client):
         self._turns: dict[int, _Turn] = {}
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
+        # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
+        self.channel_modes = {} if channel_modes is None else channel_modes
+        self.decisions = DecisionJournal()
+        # `python bot.py --sync`: register the slash commands with Discord in setup_hook.
+        self.sync_on_start = sync_commands
+        self.tree = ParleyTree(self)
+        self.tree.add_command(ParleyCommands())
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -238,6 +378,34 @@ class Parley(discord.Client):
                 sqlite_path_from_url(self.settings.database_url),
                 retention_days=self.settings.history_retention_days,
             )
+            await self._load_modes(self.archive)
+        if self.sync_on_start:
+            await self.sync_commands()
+
+    async def _load_modes(self, archive: HistoryArchive) -> None:
+        for channel_id, mode in (await archive.all_channel_modes()).items():
+            if mode in CHANNEL_MODES:
+                self.channel_modes[channel_id] = mode
+            else:
+                log.warning("ignoring unknown mode %r stored for channel %s", mode, channel_id)
+
+    async def sync_commands(self) -> None:
+        """Register the slash commands with Discord: in GUILD_ID alone (instantly) when set, else globally.
+
+        Only on request (`python bot.py --sync`): Discord rate-limits command registration, and
+        the commands change only when the code does.
+        """
+        guild_id = self.settings.guild_id
+        guild = None if guild_id is None else discord.Object(id=guild_id)
+        if guild is not None:
+            self.tree.copy_global_to(guild=guild)
+        try:
+            synced = await self.tree.sync(guild=guild)
+        except discord.HTTPException as error:
+            # The bot still works without fresh commands; say why they could not be registered.
+            log.error("could not sync the slash commands: %s", error)
+            return
+        log.info("synced %d slash command(s) %s", len(synced), "globally" if guild is None else f"to guild {guild_id}")
 
     async def close(self) -> None:
         await super().close()
@@ -407,6 +575,53 @@ class Parley(discord.Client):
             log.error("could not post to channel %s: %s", message.channel.id, error)
         return posts
 
+    # -- Operator commands' state: decisions, modes, forgetting --
+
+    def note_decision(self, message: MessageRecord, decision: Decision) -> None:
+        """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on."""
+        entry = LoggedDecision.of(message, decision)
+        self.decisions.add(message.channel_id, entry)
+        # Idle decisions stay in memory: archived, they would double the writes of a busy server
+        # and crowd the conversation decisions out of the archive's recent_decisions.
+        if self.archive is not None and decision.reason != IDLE_REASON:
+            self.archive.record_decision(
+                channel_id=message.channel_id,
+                message_id=message.message_id,
+                author_name=entry.author,
+                excerpt=entry.excerpt,
+                responded=decision.respond,
+                reason=decision.reason,
+                tier=decision.tier,
+                confidence=decision.confidence,
+            )
+
+    async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]:
+        """The channel's latest `count` decisions, newest first: this process's, and the archive's from before."""
+        kept = {entry.message_id: entry for entry in self.decisions.recent(channel_id)}
+        if self.archive is not None:
+            for row in await self.archive.recent_decisions(channel_id, count):
+                kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
+        return sorted(kept.values(), key=_message_id, reverse=True)[:count]
+
+    def mode_of(self, channel_id: int) -> str:
+        return self.channel_modes.get(channel_id, NORMAL)
+
+    async def set_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
+        """Set a channel's mode from its next message on; the archive, when on, keeps it across restarts."""
+        if self.archive is not None:
+            await self.archive.set_channel_mode(channel_id, guild_id, mode)
+        self.channel_modes[channel_id] = mode
+
+    def forget(self, channel_id: int) -> bool:
+        """End the channel's conversation and drop its model history; whether there was one."""
+        live = self.manager.get(channel_id) is not None
+        self.manager.end(channel_id)
+        return live
+
+    def _forget_channel(self, channel_id: int) -> None:
+        self.decisions.drop_channel(channel_id)
+        self.channel_modes.pop(channel_id, None)
+
     # -- Archive upkeep: Discord's developer terms require honouring edits and deletions --
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
@@ -416,28 +631,209 @@ class Parley(discord.Client):
         self.archive.edit(payload.message_id, payload.message.clean_content, edited)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        self.decisions.forget_messages(payload.channel_id, [payload.message_id])
         if self.archive is not None:
             self.archive.delete([payload.message_id])
 
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        self.decisions.forget_messages(payload.channel_id, payload.message_ids)
         if self.archive is not None:
             self.archive.delete(payload.message_ids)
 
     async def on_guild_channel_delete(self, channel: discord.abc.GuildChannel) -> None:
         self.manager.end(channel.id)
+        self._forget_channel(channel.id)
         if self.archive is not None:
             self.archive.delete_channel(channel.id)
 
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
         self.manager.end(payload.thread_id)
+        self._forget_channel(payload.thread_id)
         if self.archive is not None:
             self.archive.delete_channel(payload.thread_id)
 
     async def on_guild_remove(self, guild: discord.Guild) -> None:
         for channel in guild.channels:
             self.manager.end(channel.id)
+            self._forget_channel(channel.id)
         if self.archive is not None:
             self.archive.delete_guild(guild.id)
+
+
+# --- Operator commands: /parley why | mode | forget | status ---------------------------------------
+
+STATUS_MAX_PARTICIPANTS = 20
+FORGOTTEN = "Conversation ended and its model history dropped: the next @mention starts afresh (the archive is kept)."
+NOTHING_TO_FORGET = "There is no conversation to forget in this channel."
+MODE_EFFECTS = {
+    MENTION_ONLY: "Parley answers only @mentions of it and replies to its messages",
+    NORMAL: "Parley answers @mentions, replies, and follow-ups to what it has just said",
+    CHATTY: "Parley takes follow-ups for twice as long after it speaks, and its judge (when on) weighs more messages",
+}
+
+
+class Refusal(app_commands.AppCommandError):
+    """A command turned down; its message is the one-line reply."""
+
+
+class ParleyTree(app_commands.CommandTree):
+    """The client's slash commands: one that cannot run says why in one line only its user sees."""
+
+    async def on_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        if isinstance(error, app_commands.CommandInvokeError):
+            log.error("/%s failed", _command_name(interaction), exc_info=error.original)
+        try:
+            await send_ephemeral(interaction, refusal(error, _command_name(interaction)))
+        except discord.HTTPException as failure:
+            log.warning("could not explain a failed command: %s", failure)
+
+
+def refusal(error: app_commands.AppCommandError, command: str) -> str:
+    """The one line that tells the user why `/command` did not run."""
+    if isinstance(error, Refusal):
+        return str(error)
+    if isinstance(error, app_commands.NoPrivateMessage):
+        return "Parley's commands work only in a server channel, not in direct messages."
+    if isinstance(error, app_commands.MissingPermissions):
+        needed = " and ".join(name.replace("_", " ").title() for name in error.missing_permissions)
+        return f"You need the {needed} permission in this channel to use /{command}."
+    if isinstance(error, app_commands.CommandNotFound | app_commands.CommandSignatureMismatch):
+        return "This command is out of date; an operator can update Parley's commands with `python bot.py --sync`."
+    return "Sorry, that command failed; the details are in Parley's log."
+
+
+def _command_name(interaction: discord.Interaction) -> str:
+    command = interaction.command
+    return command.qualified_name if command is not None else "parley"
+
+
+async def send_ephemeral(interaction: discord.Interaction, text: str, **options: Any) -> None:
+    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs."""
+    for part in split_message(text):
+        if interaction.response.is_done():
+            await interaction.followup.send(part, ephemeral=True, **options)
+        else:
+            await interaction.response.send_message(part, ephemeral=True, **options)
+
+
+def _place(interaction: discord.Interaction) -> tuple[int, int]:
+    """The guild and channel a command was used in (`interaction_check` has refused any other)."""
+    assert interaction.guild_id is not None and interaction.channel_id is not None
+    return interaction.guild_id, interaction.channel_id
+
+
+class ParleyCommands(
+    app_commands.Group,
+    name="parley",
+    description="See why Parley answered or stayed silent here, and set how chatty it is.",
+    guild_only=True,
+    # Discord shows the group only to members with Manage Messages by default; a server can change
+    # that, and subcommands cannot have defaults of their own, so each command checks when it runs.
+    default_permissions=discord.Permissions(manage_messages=True),
+):
+    """`/parley why`, `mode`, `forget` and `status`, about the channel they are used in."""
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        # guild_only keeps the group out of DMs in Discord's clients, but a request can still say otherwise.
+        if interaction.guild_id is None or interaction.channel_id is None:
+            raise app_commands.NoPrivateMessage()
+        return True
+
+    @app_commands.command(description="Why Parley answered or stayed silent: this channel's latest decisions.")
+    @app_commands.describe(count=f"How many, newest first (default {WHY_DEFAULT_COUNT}, at most {WHY_MAX_COUNT})")
+    async def why(
+        self,
+        interaction: discord.Interaction[Parley],
+        count: app_commands.Range[int, 1, WHY_MAX_COUNT] = WHY_DEFAULT_COUNT,
+    ) -> None:
+        guild_id, channel_id = _place(interaction)
+        # Discord enforces the range, but a request can still say otherwise.
+        count = min(max(count, 1), WHY_MAX_COUNT)
+        entries = await interaction.client.recent_decisions(channel_id, count)
+        # An excerpt may hold a link; its preview would bury the list.
+        await send_ephemeral(interaction, describe_decisions(entries, guild_id, channel_id), suppress_embeds=True)
+
+    @app_commands.command(description="How readily Parley joins in here: mention-only, normal or chatty.")
+    @app_commands.describe(mode="mention-only: only @mentions and replies; normal: default; chatty: more follow-ups")
+    @app_commands.checks.has_permissions(manage_channels=True)
+    async def mode(self, interaction: discord.Interaction[Parley], mode: ChannelMode) -> None:
+        # Discord offers only the choices, but a request can still say otherwise.
+        if mode not in CHANNEL_MODES:
+            raise Refusal(f"Unknown mode {mode!r}: choose {', '.join(CHANNEL_MODES[:-1])} or {CHANNEL_MODES[-1]}.")
+        guild_id, channel_id = _place(interaction)
+        client = interaction.client
+        await client.set_mode(channel_id, guild_id, mode)
+        await send_ephemeral(interaction, describe_mode_change(channel_id, mode, kept=client.archive is not None))
+
+    @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")
+    @app_commands.checks.has_permissions(manage_messages=True)
+    async def forget(self, interaction: discord.Interaction[Parley]) -> None:
+        _, channel_id = _place(interaction)
+        ended = interaction.client.forget(channel_id)
+        await send_ephemeral(interaction, FORGOTTEN if ended else NOTHING_TO_FORGET)
+
+    @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")
+    async def status(self, interaction: discord.Interaction[Parley]) -> None:
+        _, channel_id = _place(interaction)
+        client = interaction.client
+        text = describe_status(client.manager.get(channel_id), client.mode_of(channel_id))
+        # Participants are listed as mentions so they render as names; none of them is pinged.
+        await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+
+
+def describe_decisions(entries: Sequence[LoggedDecision], guild_id: int, channel_id: int) -> str:
+    """What `/parley why` says: a header, then one line per decision, newest first."""
+    if not entries:
+        return "No decisions recorded in this channel yet."
+    header = f"Last {len(entries)} decision{'' if len(entries) == 1 else 's'} in <#{channel_id}>, newest first:"
+    return "\n".join([header, *(describe_decision(entry, guild_id, channel_id) for entry in entries)])
+
+
+def describe_decision(entry: LoggedDecision, guild_id: int, channel_id: int) -> str:
+    """One `/parley why` line: verdict, reason (tier, judge's confidence), author, time, excerpt, link."""
+    verdict = "answered" if entry.respond else "silent"
+    tier = entry.tier if entry.confidence is None else f"{entry.tier}, confidence {entry.confidence:.2f}"
+    author = discord.utils.escape_markdown(entry.author)
+    sent = discord_time(discord.utils.snowflake_time(entry.message_id))
+    text = discord.utils.escape_markdown(entry.excerpt) if entry.excerpt else "(no text)"
+    link = message_link(guild_id, channel_id, entry.message_id)
+    return f"**{verdict}** `{entry.reason}` ({tier}) · **{author}** {sent}: “{text}” [jump]({link})"
+
+
+def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
+    return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
+
+
+def discord_time(moment: datetime) -> str:
+    """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
+    return f"<t:{int(moment.timestamp())}:R>"
+
+
+def describe_status(conversation: ChannelConversation | None, mode: str) -> str:
+    """What `/parley status` says about a channel's conversation and mode."""
+    if conversation is None:
+        return f"No conversation here right now: an @mention of Parley or a reply to it starts one.\nMode: **{mode}**"
+    people = sorted(conversation.participants)
+    shown = ", ".join(f"<@{user_id}>" for user_id in people[:STATUS_MAX_PARTICIPANTS])
+    if len(people) > STATUS_MAX_PARTICIPANTS:
+        shown += f" and {len(people) - STATUS_MAX_PARTICIPANTS} more"
+    history = conversation.llm_history
+    return "\n".join(
+        [
+            f"Conversation active since {discord_time(conversation.started_at)},"
+            f" last message {discord_time(conversation.last_activity)}",
+            f"Participants: {shown or 'none yet'}",
+            f"Bot turns: {conversation.bot_turns}; model history: about {approx_tokens(history):,} tokens"
+            f" in {len(history)} messages",
+            f"Mode: **{mode}**",
+        ]
+    )
+
+
+def describe_mode_change(channel_id: int, mode: str, *, kept: bool) -> str:
+    """What `/parley mode` says once the mode is set; `kept`: whether it outlives a restart."""
+    lasting = "" if kept else " It lasts until Parley restarts: the archive is off."
+    return f"<#{channel_id}> is **{mode}** from the next message on: {MODE_EFFECTS[mode]}.{lasting}"
 
 
 # --- Composition root --------------------------------------------------------------------------
@@ -465,23 +861,29 @@ def point_at_discord(settings: Settings) -> None:
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url)
 
 
-def build_client(settings: Settings, **options) -> Parley:
+def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
     """Everything Parley needs, wired together: the engine, the agents and the client."""
     manager = ConversationManager(
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
+    # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
+    modes: dict[int, str] = {}
     decider = ResponseDecider(
-        settings.followup_window_seconds, judge, judge_timeout_seconds=settings.judge_timeout_seconds
+        settings.followup_window_seconds, judge, judge_timeout_seconds=settings.judge_timeout_seconds, modes=modes
     )
-    return Parley(
+    client = Parley(
         settings=settings,
         manager=manager,
         decider=decider,
         responder=build_responder(settings),
         judge=judge,
+        channel_modes=modes,
+        sync_commands=sync_commands,
         **options,
     )
+    decider.on_decision = client.note_decision
+    return client
 
 
 async def run(client: Parley, token: str) -> None:
@@ -506,7 +908,20 @@ async def run(client: Parley, token: str) -> None:
             loop.remove_signal_handler(signum)
 
 
-def main() -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bot.py", description="Run Parley; its settings come from the environment (see README.md)."
+    )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="register the /parley commands with Discord on start (in GUILD_ID alone when set), then run as usual",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         settings = Settings()
     except ValidationError as error:
@@ -514,7 +929,7 @@ def main() -> int:
         return 2
     configure_logging(settings)
     point_at_discord(settings)
-    client = build_client(settings)
+    client = build_client(settings, sync_commands=args.sync)
     try:
         asyncio.run(run(client, settings.discord_token.get_secret_value()))
     except discord.LoginFailure:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
@@ -260,6 +260,13 @@ _OUTSIDE_WINDOW = Decision(False, "outside_window", "followup")
 _ALREADY_FOLLOWED_UP = Decision(False, "already_followed_up", "followup")
 _CUT_IN = Decision(False, "cut_in", "followup")
 _NOT_FOR_BOT = Decision(False, "not_for_bot", "followup")
+_MENTION_ONLY = Decision(False, "mention_only", "mode")
+
+# A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
+MENTION_ONLY = "mention-only"
+NORMAL = "normal"
+CHATTY = "chatty"
+CHANNEL_MODES: tuple[str, ...] = (MENTION_ONLY, NORMAL, CHATTY)
 
 
 class ResponseDecider:
@@ -284,6 +291,10 @@ class ResponseDecider:
        spoke inside the window goes to the LLM judge;
     5. otherwise no answer.
 
+    Each channel's mode (`modes`, by channel id; normal when absent) adjusts tiers 3 and 4:
+    `mention-only` answers nothing past the gates (`mention_only`), `chatty` doubles the follow-up
+    window (`CHATTY_WINDOW_FACTOR`) and, with a judge, also asks it before the bot has spoken.
+
     Every rule except the judge can be switched off by its reason (`disabled_rules`, see `RULES`)
     to measure what it contributes (`replay.py --ablation`).
     """
@@ -303,6 +314,9 @@ class ResponseDecider:
         "cut_in",
     )
 
+    #: How much longer than normal a chatty channel's follow-up window is.
+    CHATTY_WINDOW_FACTOR = 2
+
     def __init__(
         self,
         followup_window_seconds: float = 120,
@@ -313,8 +327,12 @@ class ResponseDecider:
         on_decision: DecisionListener | None = None,
         followup_scan_messages: int = 20,
         disabled_rules: Iterable[str] = frozenset(),
+        modes: Mapping[int, str] | None = None,
     ) -> None:
         self.followup_window = timedelta(seconds=followup_window_seconds)
+        self.chatty_window = self.followup_window * self.CHATTY_WINDOW_FACTOR
+        # Read, never copied: whoever owns the mapping changes a channel's mode from its next message.
+        self.modes: Mapping[int, str] = {} if modes is None else modes
         self.judge = judge
         self.judge_timeout = judge_timeout_seconds
         self.clock = clock
@@ -375,11 +393,23 @@ class ResponseDecider:
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> Decision | None:
         """The decision of the rule tiers, or None when it is the judge's to make."""
-        return (
-            self._explicit(message, bot_user_id)
-            or self._gate(message, bot_user_id)
-            or self._followup(message, conversation, bot_user_id)
-        )
+        decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
+        if decision is not None:
+            return decision
+        # Looked up only past the gates: explicit triggers and gated messages never pay for it.
+        mode = self.modes.get(message.channel_id, NORMAL)
+        if mode == MENTION_ONLY:
+            return _MENTION_ONLY
+        if mode == CHATTY:
+            return self._chatty(message, conversation, bot_user_id)
+        return self._followup(message, conversation, bot_user_id, self.followup_window)
+
+    def _chatty(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+    ) -> Decision | None:
+        decision = self._followup(message, conversation, bot_user_id, self.chatty_window)
+        # A chatty channel lets the judge weigh in even before the bot has said anything.
+        return self._undecided(decision) if decision is _BOT_SILENT else decision
 
     def _explicit(self, message: MessageRecord, bot_user_id: int) -> Decision | None:
         if self._mention and bot_user_id in message.mention_ids:
@@ -405,13 +435,13 @@ class ResponseDecider:
         return None
 
     def _followup(
-        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, window: timedelta
     ) -> Decision | None:
         last_bot_message = conversation.last_message_by_author.get(bot_user_id)
         if last_bot_message is None:
             return _BOT_SILENT
         now = self.clock()
-        if self._window_rule and now - last_bot_message.timestamp > self.followup_window:
+        if self._window_rule and now - last_bot_message.timestamp > window:
             return _OUTSIDE_WINDOW
         # One bounded walk back from the newest message: find the bot's latest turn addressed to
         # the author, noting whether the author has spoken or been addressed by someone else since.
@@ -437,7 +467,7 @@ class ResponseDecider:
                         return self._undecided(_ALREADY_FOLLOWED_UP)
                     if cut_in:
                         return self._undecided(_CUT_IN)
-                    return self._in_window(earlier, now, _FOLLOWUP)
+                    return self._in_window(earlier, now, _FOLLOWUP, window)
                 if (
                     unnamed is None
                     and self._implicit_rule
@@ -453,7 +483,7 @@ class ResponseDecider:
             ):
                 # The question the unnamed turn answered: the author's own, or someone else's.
                 if earlier_author == author:
-                    return self._in_window(unnamed, now, _FOLLOWUP_IMPLICIT)
+                    return self._in_window(unnamed, now, _FOLLOWUP_IMPLICIT, window)
                 unnamed = None
             if earlier_author == author:
                 if self._first_message_rule:
@@ -466,8 +496,10 @@ class ResponseDecider:
                     return self._undecided(_CUT_IN)
         return self._undecided(_NOT_FOR_BOT)
 
-    def _in_window(self, turn: MessageRecord, now: datetime, decision: Decision) -> Decision | None:
-        if self._window_rule and now - turn.timestamp > self.followup_window:
+    def _in_window(
+        self, turn: MessageRecord, now: datetime, decision: Decision, window: timedelta
+    ) -> Decision | None:
+        if self._window_rule and now - turn.timestamp > window:
             return self._undecided(_OUTSIDE_WINDOW)
         return decision
 

@@ -1,0 +1,464 @@
+"""Tests for the /parley operator commands: channel modes in the decider, the decision journal, the
+replies' wording, and each command's behaviour and permission checks through the fake Discord."""
+
+from __future__ import annotations
+
+import typing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from fake_llm import FakeLLM, message_text
+from test_e2e import (  # noqa: F401 (bot, discord_endpoints, fake and llm are fixtures)
+    RunningBot,
+    bot,
+    bot_settings,
+    discord_endpoints,
+    eventually,
+    fake,
+    llm,
+    say,
+)
+from test_e2e_commands import (
+    MEMBER,
+    assert_ephemeral_one_liner,
+    call_text,
+    decided,
+    is_callback,
+    option,
+    reply_text,
+    run_command,
+)
+
+from bot import (
+    MODE_EFFECTS,
+    DecisionJournal,
+    LoggedDecision,
+    ParleyCommands,
+    build_client,
+    describe_decision,
+    describe_decisions,
+    describe_status,
+    excerpt,
+    parse_args,
+    point_at_discord,
+    refusal,
+    split_message,
+)
+from config import ChannelMode
+from conversation import (
+    CHANNEL_MODES,
+    ChannelConversation,
+    ConversationManager,
+    Judge,
+    MessageRecord,
+    ResponseDecider,
+)
+
+BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+WINDOW = timedelta(seconds=60)
+
+
+# --- Modes in the decider ------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Channel:
+    """One channel's conversation, fed message by message at the clock's time."""
+
+    def __init__(self, clock: Clock, channel_id: int = CHANNEL) -> None:
+        self.clock, self.channel_id = clock, channel_id
+        self.manager = ConversationManager(600, clock=clock)
+        self.conversation: ChannelConversation = self.manager.start(channel_id)
+        self._ids = iter(range(1000, 10**6))
+
+    def say(
+        self,
+        author: int,
+        content: str = "and then?",
+        *,
+        mentions: frozenset[int] = frozenset(),
+        reply_to: int | None = None,
+    ) -> MessageRecord:
+        record = MessageRecord(
+            message_id=next(self._ids),
+            channel_id=self.channel_id,
+            author_id=author,
+            author=f"user{author}",
+            content=content,
+            timestamp=self.clock.now,
+            is_bot=author == BOT,
+            mention_ids=mentions,
+            reply_to_author_id=reply_to,
+        )
+        self.manager.record_message(self.channel_id, record)
+        return record
+
+    def answered(self, person: int) -> None:
+        """The bot asked, then answered `person`'s question."""
+        self.say(person, "how do I list files?", mentions=frozenset({BOT}))
+        self.say(BOT, "use ls", reply_to=person)
+
+
+def decider(clock: Clock, modes: dict[int, str], judge: Judge | None = None) -> ResponseDecider:
+    return ResponseDecider(WINDOW.total_seconds(), judge, clock=clock, modes=modes)
+
+
+async def reason(decider: ResponseDecider, channel: Channel, message: MessageRecord) -> str:
+    return (await decider.decide(message, channel.conversation, BOT)).reason
+
+
+def test_the_modes_offered_are_the_engines() -> None:
+    """The command's choices, the engine's modes and the descriptions name the same three modes."""
+    assert typing.get_args(ChannelMode) == CHANNEL_MODES == tuple(MODE_EFFECTS)
+
+
+async def test_mention_only_answers_only_explicit_triggers() -> None:
+    """Mention-only turns a follow-up into `mention_only`; mentions still count, gates keep their reasons."""
+    clock = Clock()
+    modes = {CHANNEL: "mention-only"}
+    here, elsewhere = Channel(clock), Channel(clock, OTHER_CHANNEL)
+    decide = decider(clock, modes)
+    here.answered(ALICE)
+    elsewhere.answered(ALICE)
+    assert await reason(decide, here, here.say(ALICE)) == "mention_only"
+    assert await reason(decide, here, here.say(ALICE, "again", mentions=frozenset({BOT}))) == "mention"
+    assert await reason(decide, here, here.say(ALICE, "hey", mentions=frozenset({BOB}))) == "addressed_to_other"
+    assert await reason(decide, elsewhere, elsewhere.say(ALICE)) == "followup"
+
+
+async def test_a_mode_change_applies_from_the_next_message() -> None:
+    """The decider reads the mapping it was given on every message, so a change needs no new decider."""
+    clock = Clock()
+    modes: dict[int, str] = {}
+    channel = Channel(clock)
+    decide = decider(clock, modes)
+    channel.answered(ALICE)
+    modes[CHANNEL] = "mention-only"
+    assert await reason(decide, channel, channel.say(ALICE)) == "mention_only"
+    channel.answered(ALICE)
+    modes[CHANNEL] = "normal"
+    assert await reason(decide, channel, channel.say(ALICE)) == "followup"
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("normal", "outside_window"), ("chatty", "followup")])
+async def test_chatty_doubles_the_followup_window(mode: str, expected: str) -> None:
+    """1.5 windows after the bot spoke is too late for a follow-up in normal mode, not in chatty; 2.5 is in both."""
+    clock = Clock()
+    channel = Channel(clock)
+    channel.answered(ALICE)
+    clock.now += WINDOW * 1.5
+    assert await reason(decider(clock, {CHANNEL: mode}), channel, channel.say(ALICE)) == expected
+    clock.now += WINDOW
+    assert await reason(decider(clock, {CHANNEL: mode}), channel, channel.say(BOB)) == "outside_window"
+
+
+@pytest.mark.parametrize(("mode", "judged"), [("normal", False), ("chatty", True)])
+async def test_chatty_asks_the_judge_before_the_bot_has_spoken(mode: str, judged: bool) -> None:
+    """With a judge, chatty mode puts a message to it even while the bot has not said anything yet."""
+    asked: list[int] = []
+
+    async def judge(message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
+        asked.append(message.message_id)
+        return True, "a question for the bot", 0.75
+
+    clock = Clock()
+    channel = Channel(clock)
+    channel.say(ALICE, "hi", mentions=frozenset({BOT}))
+    decision = await decider(clock, {CHANNEL: mode}, judge).decide(channel.say(BOB), channel.conversation, BOT)
+    assert (decision.reason, len(asked)) == (("judge_yes", 1) if judged else ("bot_silent", 0))
+
+
+# --- The decision journal and what the replies say -----------------------------------------------
+
+
+def logged(message_id: int, reason: str = "followup", *, respond: bool = True, **fields: Any) -> LoggedDecision:
+    tier = "start" if reason == "no_conversation" else "followup"
+    values = {"author": "alice", "excerpt": "and then?", "tier": tier, **fields}
+    return LoggedDecision(message_id, respond=respond, reason=reason, **values)
+
+
+def test_journal_keeps_a_bounded_window_per_channel() -> None:
+    """At most 25 conversation decisions a channel, newest first; the oldest fall out."""
+    journal = DecisionJournal()
+    for message_id in range(1, 31):
+        journal.add(CHANNEL, logged(message_id))
+    assert [entry.message_id for entry in journal.recent(CHANNEL)] == list(range(30, 5, -1))
+
+
+def test_idle_silence_never_crowds_out_the_conversation() -> None:
+    """Chatter outside a conversation keeps only its 5 latest decisions, beside the conversation's."""
+    journal = DecisionJournal()
+    for message_id in range(1, 11):
+        journal.add(CHANNEL, logged(message_id))
+    for message_id in range(11, 211):
+        journal.add(CHANNEL, logged(message_id, "no_conversation", respond=False))
+    kept = journal.recent(CHANNEL)
+    assert [entry.message_id for entry in kept] == [210, 209, 208, 207, 206, *range(10, 0, -1)]
+
+
+def test_journal_forgets_the_least_recently_active_channel() -> None:
+    """Beyond `max_channels` the channel whose last decision is oldest is dropped whole."""
+    journal = DecisionJournal(max_channels=2)
+    journal.add(1, logged(1))
+    journal.add(2, logged(2))
+    journal.add(1, logged(3))
+    journal.add(3, logged(4))
+    assert len(journal) == 2 and journal.recent(2) == [] and len(journal.recent(1)) == 2
+
+
+def test_journal_forgets_deleted_messages() -> None:
+    """A deleted message's decision goes too: its excerpt is a copy of the text."""
+    journal = DecisionJournal()
+    for message_id, reason in [(1, "followup"), (2, "no_conversation"), (3, "followup")]:
+        journal.add(CHANNEL, logged(message_id, reason))
+    journal.forget_messages(CHANNEL, {1, 2})
+    assert [entry.message_id for entry in journal.recent(CHANNEL)] == [3]
+
+
+def test_excerpt_is_one_short_line() -> None:
+    """Whitespace collapses to single spaces and a long text is cut with an ellipsis."""
+    assert excerpt("  how\ndo   I\tlist files? ") == "how do I list files?"
+    long = excerpt("word " * 50)
+    assert len(long) == 60 and long.endswith("…")
+
+
+def test_why_line_shows_verdict_reason_confidence_author_and_link() -> None:
+    """A judged decision shows its confidence; names and text are escaped; the link opens the message."""
+    message_id = 1301000000000000000
+    entry = LoggedDecision(message_id, "bob_*", "is **that** it?", False, "judge_no", "judge", 0.8)
+    line = describe_decision(entry, GUILD_ID, CHANNEL_ID)
+    assert line.startswith(r"**silent** `judge_no` (judge, confidence 0.80) · **bob\_\***")
+    assert r"“is \*\*that\*\* it?”" in line
+    assert line.endswith(f"[jump](https://discord.com/channels/{GUILD_ID}/{CHANNEL_ID}/{message_id})")
+    assert f"<t:{int(discord.utils.snowflake_time(message_id).timestamp())}:R>" in line
+
+
+def test_why_without_decisions_says_so() -> None:
+    """An empty channel gets one line, not an empty list."""
+    assert describe_decisions([], GUILD_ID, CHANNEL_ID) == "No decisions recorded in this channel yet."
+
+
+def test_status_lists_participants_as_mentions_and_caps_them() -> None:
+    """Participants render as mentions (up to 20, then a count), with turns, tokens and the mode."""
+    conversation = ConversationManager().start(CHANNEL)
+    conversation.participants.update(range(100, 125))
+    conversation.bot_turns = 3
+    text = describe_status(conversation, "chatty")
+    assert "<@100>, <@101>" in text and "<@119> and 5 more" in text and "<@120>" not in text
+    assert "Bot turns: 3; model history: about 0 tokens in 0 messages" in text
+    assert text.endswith("Mode: **chatty**")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (discord.app_commands.MissingPermissions(["manage_channels"]), "You need the Manage Channels permission"),
+        (discord.app_commands.NoPrivateMessage(), "only in a server channel"),
+        (discord.app_commands.CommandNotFound("parley", []), "python bot.py --sync"),
+        (discord.app_commands.AppCommandError("boom"), "Sorry, that command failed"),
+    ],
+)
+def test_every_refusal_is_one_line(error: discord.app_commands.AppCommandError, expected: str) -> None:
+    """Each way a command can be turned down is explained in one line."""
+    text = refusal(error, "parley mode")
+    assert expected in text and "\n" not in text
+
+
+def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_settings) -> None:
+    """Discord gets /parley as guild-only, shown by default to Manage Messages, with bounded options."""
+    client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url=""))
+    [group] = client.tree.get_commands()
+    assert isinstance(group, ParleyCommands)
+    payload = group.to_dict(client.tree)
+    assert payload["dm_permission"] is False
+    assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
+    options = {option["name"]: option for option in payload["options"]}
+    assert list(options) == ["why", "mode", "forget", "status"]
+    [count] = options["why"]["options"]
+    assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
+    [mode] = options["mode"]["options"]
+    assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
+
+
+def test_only_sync_flag_registers_commands() -> None:
+    """`--sync` asks for registration; no argument keeps the plain start."""
+    assert parse_args([]).sync is False
+    assert parse_args(["--sync"]).sync is True
+
+
+# --- The commands through the fake Discord -----------------------------------------------------
+
+
+async def test_why_shows_count_decisions_newest_first(bot: RunningBot, fake: FakeDiscord) -> None:
+    """`count` limits the list; the newest decision comes first; idle silence shows as `no_conversation`."""
+    client = await bot.start()
+    await decided(client, await say(fake, BOB_ID, "anyone around?"))
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
+    await fake.wait_for_posts(1)
+    await decided(client, await say(fake, ALICE_ID, "and hidden ones?"))
+    header, newest, older = reply_text(await run_command(fake, "why", [option("count", 2)])).splitlines()
+    assert header.startswith("Last 2 decisions")
+    assert "`followup`" in newest and "and hidden ones?" in newest and "`mention`" in older
+    *_, oldest = reply_text(await run_command(fake, "why")).splitlines()
+    assert oldest.startswith("**silent** `no_conversation` (start) · **Bob**") and "anyone around?" in oldest
+
+
+async def test_a_long_why_arrives_as_several_ephemeral_posts(bot: RunningBot, fake: FakeDiscord) -> None:
+    """25 decisions are more than one post holds: the callback, then ephemeral follow-ups, each within the limit."""
+    client = await bot.start()
+    for number in range(25):
+        entry = logged(1301000000000000000 + number, author="a" * 32, excerpt="x" * 59 + "…")
+        client.decisions.add(CHANNEL_ID, entry)
+    expected = split_message(describe_decisions(client.decisions.recent(CHANNEL_ID), GUILD_ID, CHANNEL_ID))
+    calls = await run_command(fake, "why", [option("count", 25)], posts=len(expected))
+    assert len(calls) == len(expected) > 1
+    assert is_callback(calls[0]) and all("/webhooks/" in call.path for call in calls[1:])
+    assert all(call.body is not None and call.body.get("data", call.body)["flags"] & 64 for call in calls)
+    assert all(len(call_text(call)) <= 2000 for call in calls)
+    assert len(reply_text(calls).splitlines()) == 1 + 25
+
+
+async def test_mode_needs_manage_channels(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A member without Manage Channels is told so in one line, and the mode stays as it was."""
+    client = await bot.start()
+    text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")], permissions=MEMBER))
+    assert text == "You need the Manage Channels permission in this channel to use /parley mode."
+    assert client.mode_of(CHANNEL_ID) == "normal"
+    assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) is None
+
+
+async def test_mode_is_set_and_stored(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A moderator's mode change answers what it does, applies at once and is in the archive."""
+    client = await bot.start()
+    text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")]))
+    assert text.startswith(f"<#{CHANNEL_ID}> is **chatty** from the next message on: ") and "restarts" not in text
+    assert client.mode_of(CHANNEL_ID) == "chatty" and client.decider.modes[CHANNEL_ID] == "chatty"
+    assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) == "chatty"
+
+
+async def test_mode_without_archive_says_it_lasts_until_restart(bot: RunningBot, fake: FakeDiscord) -> None:
+    """With the archive off the mode is kept in memory, and the reply says so."""
+    client = await bot.start(database_url="")
+    text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "mention-only")]))
+    assert text.endswith("It lasts until Parley restarts: the archive is off.")
+    assert client.mode_of(CHANNEL_ID) == "mention-only"
+
+
+async def test_unknown_mode_is_refused(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A value outside the choices (a hand-made request) is refused in one line and changes nothing."""
+    client = await bot.start()
+    text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "loud")]))
+    assert text == "Unknown mode 'loud': choose mention-only, normal or chatty."
+    assert client.mode_of(CHANNEL_ID) == "normal"
+
+
+async def test_forget_needs_manage_messages(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A member without Manage Messages is told so in one line, and the conversation goes on."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")
+    await fake.wait_for_posts(1)
+    text = assert_ephemeral_one_liner(await run_command(fake, "forget", permissions=MEMBER))
+    assert text == "You need the Manage Messages permission in this channel to use /parley forget."
+    assert client.manager.get(CHANNEL_ID) is not None
+
+
+async def test_forget_ends_the_conversation_and_drops_its_model_history(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """After forget there is no conversation; the next mention's model call carries nothing said before it."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pineapple")
+    await fake.wait_for_posts(1)
+    text = assert_ephemeral_one_liner(await run_command(fake, "forget"))
+    assert text.startswith("Conversation ended and its model history dropped")
+    assert client.manager.get(CHANNEL_ID) is None
+    again = assert_ephemeral_one_liner(await run_command(fake, "forget"))
+    assert again == "There is no conversation to forget in this channel."
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what was the word?")
+    await fake.wait_for_posts(2)
+    messages = llm.requests[-1]["messages"]
+    assert "assistant" not in [message["role"] for message in messages]
+    assert not any("pineapple" in message_text(message) for message in messages)
+
+
+async def test_status_describes_the_conversation_without_pinging(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Status lists participants as mentions under allowed_mentions none, with turns, tokens and mode."""
+    client = await bot.start()
+    assert reply_text(await run_command(fake, "status")).startswith("No conversation here right now")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")
+    await fake.wait_for_posts(1)
+    await say(fake, BOB_ID, "hello all")
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: conversation.bot_turns == 1 and BOB_ID in conversation.participants)
+    [call] = await run_command(fake, "status")
+    assert call.body is not None
+    data = call.body["data"]
+    assert data["flags"] & 64 and data["allowed_mentions"] == {"parse": []}
+    assert f"Participants: <@{ALICE_ID}>, <@{BOB_ID}>" in data["content"]
+    assert "Bot turns: 1; model history: about " in data["content"] and data["content"].endswith("Mode: **normal**")
+
+
+async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A subcommand this code does not know (stale registration) is answered in one line pointing at --sync."""
+    await bot.start()
+    text = assert_ephemeral_one_liner(await run_command(fake, "louder"))
+    assert "python bot.py --sync" in text
+
+
+async def test_commands_in_direct_messages_are_refused(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Outside a server channel every command answers one line and does nothing."""
+    await bot.start()
+    text = assert_ephemeral_one_liner(await run_command(fake, "status", in_guild=False))
+    assert text == "Parley's commands work only in a server channel, not in direct messages."
+
+
+# --- Registering the commands with Discord -----------------------------------------------------
+
+
+async def logged_in(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, *, sync: bool, **overrides: Any) -> None:
+    """Log a client in (which runs setup_hook) and close it again."""
+    settings = bot_settings(fake, llm, tmp_path, database_url="", **overrides)
+    point_at_discord(settings)
+    client = build_client(settings, sync_commands=sync)
+    try:
+        await client.login(settings.discord_token.get_secret_value())
+    finally:
+        await client.close()
+
+
+async def test_normal_start_registers_no_commands(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """Without --sync the client never touches Discord's command registry."""
+    await logged_in(fake, llm, tmp_path, sync=False)
+    assert fake.commands == {} and not any("/commands" in request.path for request in fake.requests)
+
+
+async def test_sync_registers_global_commands(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """--sync without GUILD_ID registers /parley globally."""
+    await logged_in(fake, llm, tmp_path, sync=True)
+    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+
+
+async def test_sync_with_guild_id_registers_in_that_guild(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """--sync with GUILD_ID registers /parley in that guild alone, for instant use while developing."""
+    await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
+    assert list(fake.commands) == [GUILD_ID]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley"]
