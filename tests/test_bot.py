@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import discord
-import pytest
 
 from bot import _open_fence, reply_mentions, split_message
 

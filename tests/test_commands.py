@@ -12,25 +12,19 @@ import discord
 import pytest
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, message_text
-from test_e2e import (  # noqa: F401 (bot, discord_endpoints, fake and llm are fixtures)
-    RunningBot,
-    bot,
-    bot_settings,
-    discord_endpoints,
-    eventually,
-    fake,
-    llm,
-    say,
-)
-from test_e2e_commands import (
+from e2e_support import (
     MEMBER,
+    RunningBot,
     assert_ephemeral_one_liner,
+    bot_settings,
     call_text,
     decided,
+    eventually,
     is_callback,
     option,
     reply_text,
     run_command,
+    say,
 )
 
 from bot import (

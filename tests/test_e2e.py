@@ -6,11 +6,10 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import discord
 import pytest
 from fake_discord import (
     ALICE_ID,
@@ -23,99 +22,10 @@ from fake_discord import (
     OTHER_CHANNEL_ID,
     FakeDiscord,
 )
-from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, allow_model_requests, echo, message_text
-
-from bot import Parley, build_client, point_at_discord, run
-from config import Settings
+from e2e_support import RunningBot, assert_silent, eventually, request_texts, say
+from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, echo, message_text
 
 ROOT = Path(__file__).resolve().parents[1]
-QUIET = 0.6  # how long "the bot said nothing" is watched for
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
-        yield server
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
-def discord_endpoints() -> Iterator[None]:
-    """bot.py points discord.py's class-level endpoints at the fakes; put Discord's back afterwards."""
-    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
-
-
-def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "discord_token": DEFAULT_TOKEN,
-        "llm_model": MODEL_NAME,
-        "llm_base_url": llm.base_url,
-        "database_url": f"sqlite:///{tmp_path / 'parley.db'}",
-        "discord_api_base_url": fake.api_base_url,
-        "discord_gateway_url": fake.gateway_url,
-        **overrides,
-    }
-    return Settings(_env_file=None, **values)
-
-
-class RunningBot:
-    """bot.py's client, running through `bot.run` until the test ends."""
-
-    def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
-        self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
-        self.client: Parley | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self, **overrides: Any) -> Parley:
-        settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
-        point_at_discord(settings)
-        self.client = build_client(settings, guild_ready_timeout=0.05)
-        self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
-        await self.fake.wait_for_ready()
-        await asyncio.wait_for(self.client.wait_until_ready(), 5)
-        return self.client
-
-    async def stop(self) -> None:
-        if self.client is not None and self._task is not None:
-            await self.client.close()
-            await asyncio.wait_for(self._task, 10)
-        self.client = self._task = None
-
-
-@pytest.fixture
-async def bot(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints) -> AsyncIterator[RunningBot]:
-    running = RunningBot(fake, llm, tmp_path)
-    with allow_model_requests():
-        yield running
-        await running.stop()
-    assert fake.handler_errors == [] and llm.handler_errors == []
-
-
-async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> dict[str, Any]:
-    return await fake.send_user_message(CHANNEL_ID, author, content, **options)
-
-
-async def assert_silent(fake: FakeDiscord, posts_before: int) -> None:
-    await asyncio.sleep(QUIET)
-    assert len(fake.posts_in(CHANNEL_ID)) == posts_before
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait for the bot's own bookkeeping, which finishes just after Discord has the post."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
-def request_texts(request: dict[str, Any]) -> list[str]:
-    return [message_text(message) for message in request["messages"]]
 
 
 # --- Scenarios ---------------------------------------------------------------------------------

@@ -1,0 +1,212 @@
+"""Helpers for the end-to-end tests: bot.py's client running against the local fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import discord
+from fake_discord import (
+    ALICE_ID,
+    APPLICATION_ID,
+    BOT_PERMISSIONS,
+    CHANNEL_ID,
+    DEFAULT_TOKEN,
+    EVERYONE_PERMISSIONS,
+    GUILD_ID,
+    FakeDiscord,
+    InteractionCall,
+    snowflake_at,
+)
+from fake_llm import MODEL_NAME, FakeLLM, message_text
+
+from bot import LoggedDecision, Parley, build_client, point_at_discord, run
+from config import Settings
+
+QUIET = 0.6  # how long "the bot said nothing" is watched for
+
+
+def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "discord_token": DEFAULT_TOKEN,
+        "llm_model": MODEL_NAME,
+        "llm_base_url": llm.base_url,
+        "database_url": f"sqlite:///{tmp_path / 'parley.db'}",
+        "discord_api_base_url": fake.api_base_url,
+        "discord_gateway_url": fake.gateway_url,
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)
+
+
+class RunningBot:
+    """bot.py's client, running through `bot.run` until the test ends."""
+
+    def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+        self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
+        self.client: Parley | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, **overrides: Any) -> Parley:
+        settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
+        point_at_discord(settings)
+        self.client = build_client(settings, guild_ready_timeout=0.05)
+        self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
+        await self.fake.wait_for_ready()
+        await asyncio.wait_for(self.client.wait_until_ready(), 5)
+        return self.client
+
+    async def stop(self) -> None:
+        if self.client is not None and self._task is not None:
+            await self.client.close()
+            await asyncio.wait_for(self._task, 10)
+        self.client = self._task = None
+
+
+async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> dict[str, Any]:
+    return await fake.send_user_message(CHANNEL_ID, author, content, **options)
+
+
+async def assert_silent(fake: FakeDiscord, posts_before: int) -> None:
+    await asyncio.sleep(QUIET)
+    assert len(fake.posts_in(CHANNEL_ID)) == posts_before
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait for the bot's own bookkeeping, which finishes just after Discord has the post."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def request_texts(request: dict[str, Any]) -> list[str]:
+    return [message_text(message) for message in request["messages"]]
+
+
+# --- Slash commands ---------------------------------------------------------------------------
+
+EPHEMERAL = 1 << 6
+CHANNEL_MESSAGE_WITH_SOURCE = 4
+MEMBER = EVERYONE_PERMISSIONS
+MODERATOR = EVERYONE_PERMISSIONS | discord.Permissions(manage_messages=True, manage_channels=True)
+
+_interaction_numbers = itertools.count(1)
+
+
+def option(name: str, value: Any) -> dict[str, Any]:
+    """A command option as Discord sends it: integers are type 4, strings type 3."""
+    return {"type": 4 if isinstance(value, int) else 3, "name": name, "value": value}
+
+
+def command_payload(
+    fake: FakeDiscord,
+    subcommand: str,
+    options: list[dict[str, Any]] | None = None,
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MODERATOR,
+    in_guild: bool = True,
+) -> dict[str, Any]:
+    """An INTERACTION_CREATE for `/parley <subcommand>` in the fake's #general, or in a DM.
+
+    https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
+    """
+    number = next(_interaction_numbers)
+    user = fake.users[user_id]
+    payload: dict[str, Any] = {
+        "id": str(snowflake_at(datetime.now(UTC), number)),
+        "application_id": str(APPLICATION_ID),
+        "type": 2,  # APPLICATION_COMMAND
+        "token": f"interaction-token-{number}",
+        "version": 1,
+        "locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 10 * 2**20,
+        "data": {
+            "id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC))),
+            "name": "parley",
+            "type": 1,  # CHAT_INPUT
+            "options": [{"type": 1, "name": subcommand, "options": options or []}],  # 1: SUB_COMMAND
+        },
+    }
+    if in_guild:
+        payload |= {
+            "guild_id": str(GUILD_ID),
+            "guild_locale": "en-US",
+            "channel_id": str(CHANNEL_ID),
+            "channel": fake.channels[CHANNEL_ID].payload(),
+            "member": {"user": user.payload(), **user.member_payload(), "permissions": str(permissions.value)},
+            "app_permissions": str((EVERYONE_PERMISSIONS | BOT_PERMISSIONS).value),
+            "authorizing_integration_owners": {"0": str(GUILD_ID)},
+            "context": 0,
+        }
+    else:
+        dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
+        payload |= {
+            "channel_id": str(dm_id),
+            "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
+            "user": user.payload(),
+            "authorizing_integration_owners": {"1": str(user_id)},
+            "context": 1,
+        }
+    return payload
+
+
+async def run_command(
+    fake: FakeDiscord, subcommand: str, options: list[dict[str, Any]] | None = None, *, posts: int = 1, **who: Any
+) -> list[InteractionCall]:
+    """Use `/parley <subcommand>`; returns the bot's calls for it once it has made `posts` of them."""
+    payload = command_payload(fake, subcommand, options, **who)
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= posts, what=f"/parley {subcommand} answered")
+    return calls()
+
+
+def reply_text(calls: list[InteractionCall]) -> str:
+    """Everything the bot said in answer, callback and follow-ups joined by newlines."""
+    return "\n".join(call_text(call) for call in calls)
+
+
+def is_callback(call: InteractionCall) -> bool:
+    """Whether the call is the interaction's initial response (not a webhook follow-up)."""
+    return call.path.partition("?")[0].endswith("/callback")
+
+
+def call_text(call: InteractionCall) -> str:
+    assert call.body is not None
+    return (call.body.get("data") or call.body).get("content", "")
+
+
+def assert_ephemeral_one_liner(calls: list[InteractionCall]) -> str:
+    """The answer is a single ephemeral callback of one line; returns that line."""
+    [call] = calls
+    assert is_callback(call) and call.body is not None
+    assert call.body["type"] == CHANNEL_MESSAGE_WITH_SOURCE and call.body["data"]["flags"] & EPHEMERAL
+    text = call.body["data"]["content"]
+    assert "\n" not in text
+    return text
+
+
+async def decided(client: Parley, message: dict[str, Any]) -> LoggedDecision:
+    """The decision about a message sent through the fake, once the bot has made it."""
+    message_id = int(message["id"])
+
+    def found() -> LoggedDecision | None:
+        return next((entry for entry in client.decisions.recent(CHANNEL_ID) if entry.message_id == message_id), None)
+
+    await eventually(lambda: found() is not None)
+    entry = found()
+    assert entry is not None
+    return entry
+
+
+# --- Scenarios ---------------------------------------------------------------------------------
