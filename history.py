@@ -1,0 +1,932 @@
+"""SQLite archive of channel messages: full-text search, recent history and stats.
+
+The archive is written by a single background task that drains an in-memory
+queue in batches, so the Discord event loop only ever appends to a deque.
+Reads go through a second, read-only connection; with WAL they run beside the
+writer and see exactly what has been committed.
+
+Times are stored as integer unix milliseconds (UTC): 8-byte integers keep the
+rows and the (channel_id, created_at) index small, make range scans and
+retention pruning plain integer comparisons, and turn "hour of day" into
+arithmetic instead of date parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from operator import itemgetter
+from pathlib import Path
+
+import aiosqlite
+
+__all__ = [
+    "MIGRATIONS",
+    "ArchivedMessage",
+    "ChannelStats",
+    "Decision",
+    "HistoryArchive",
+    "format_messages",
+    "format_stats",
+    "sqlite_path_from_url",
+]
+
+logger = logging.getLogger(__name__)
+
+_URL_PREFIX = "sqlite:///"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+_MS_PER_HOUR = 3_600_000
+# Open-ended bounds let every time-filtered query keep one SQL shape.
+_MIN_MS = -(2**63)
+_MAX_MS = 2**63 - 1
+
+# Ranking every match of a common word in a busy channel costs tens of
+# milliseconds; bm25 over the newest matches keeps search latency flat.
+_SEARCH_CANDIDATES = 400
+# A model may paste a paragraph as a query; beyond this many words the AND
+# form never matches and the OR form only gets slower.
+_MAX_QUERY_TOKENS = 12
+# Same notion of a word as FTS5's unicode61 tokenizer (letters and digits).
+_WORD = re.compile(r"[^\W_]+")
+# Host parameters per statement: 999 is the lowest limit any SQLite build has had.
+_MAX_VARIABLES = 999
+# One long message shouldn't crowd every other line out of a tool result.
+_MAX_LINE_TEXT = 500
+
+_MESSAGE_COLUMNS = (
+    "message_id, guild_id, channel_id, author_id, author_name, content,"
+    " created_at, edited_at, is_bot, reply_to_message_id"
+)
+_SEQ_BITS = 40
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+# Where add() puts the search key in an add op's params.
+_SEARCH_KEY_FIELD = 10
+_DECISION_COLUMNS = (
+    "id, channel_id, message_id, author_name, excerpt, responded, reason, tier,"
+    " confidence, decided_at"
+)
+
+# Ordered schema migrations; entry N-1 takes a file from user_version N-1 to N.
+# Append new scripts, never edit shipped ones.
+MIGRATIONS: tuple[str, ...] = (
+    # v1: the message archive with its full-text index.
+    """
+    CREATE TABLE messages (
+        message_id          INTEGER PRIMARY KEY,
+        guild_id            INTEGER NOT NULL,
+        channel_id          INTEGER NOT NULL,
+        author_id           INTEGER NOT NULL,
+        author_name         TEXT    NOT NULL,
+        content             TEXT    NOT NULL,
+        created_at          INTEGER NOT NULL,
+        edited_at           INTEGER,
+        is_bot              INTEGER NOT NULL,
+        reply_to_message_id INTEGER,
+        -- (channel slot << 40) | arrival sequence in the channel; the FTS rowid.
+        search_key          INTEGER NOT NULL
+    );
+    -- search_key rides along so a window's lowest key comes from the index alone.
+    CREATE INDEX messages_channel_time ON messages (channel_id, created_at, search_key);
+    CREATE UNIQUE INDEX messages_search_key ON messages (search_key);
+
+    -- Every channel that has had a message, with the slot numbering its keys.
+    -- Rows stay after their messages go, so a slot is never handed out twice.
+    CREATE TABLE channels (
+        slot       INTEGER PRIMARY KEY,
+        channel_id INTEGER NOT NULL UNIQUE,
+        guild_id   INTEGER NOT NULL
+    );
+
+    -- Keyed by search_key rather than message_id: a channel's entries are one
+    -- rowid range, so a search seeks straight to it instead of intersecting a
+    -- per-channel term (whose whole posting list bm25 would scan for its IDF).
+    CREATE VIRTUAL TABLE messages_fts USING fts5 (
+        content,
+        content = 'messages', content_rowid = 'search_key',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER messages_insert AFTER INSERT ON messages BEGIN
+        INSERT OR IGNORE INTO channels (slot, channel_id, guild_id)
+        VALUES (new.search_key >> 40, new.channel_id, new.guild_id);
+        INSERT INTO messages_fts (rowid, content) VALUES (new.search_key, new.content);
+    END;
+    CREATE TRIGGER messages_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content)
+        VALUES ('delete', old.search_key, old.content);
+    END;
+    -- Re-adding an unchanged message (upsert) must not churn the index.
+    CREATE TRIGGER messages_update AFTER UPDATE OF content ON messages
+    WHEN old.content IS NOT new.content BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content)
+        VALUES ('delete', old.search_key, old.content);
+        INSERT INTO messages_fts (rowid, content) VALUES (new.search_key, new.content);
+    END;
+    """,
+    # v2: per-channel settings and the reply-decision log.
+    """
+    CREATE TABLE channel_settings (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        mode       TEXT    NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX channel_settings_guild ON channel_settings (guild_id);
+
+    CREATE TABLE decisions (
+        id          INTEGER PRIMARY KEY,
+        channel_id  INTEGER NOT NULL,
+        message_id  INTEGER NOT NULL,
+        author_name TEXT    NOT NULL,
+        excerpt     TEXT    NOT NULL,
+        responded   INTEGER NOT NULL,
+        reason      TEXT    NOT NULL,
+        tier        TEXT    NOT NULL,
+        confidence  REAL,
+        decided_at  INTEGER NOT NULL
+    );
+    CREATE INDEX decisions_channel_time ON decisions (channel_id, decided_at);
+    CREATE INDEX decisions_message ON decisions (message_id);
+    CREATE INDEX decisions_time ON decisions (decided_at);
+    """,
+)
+
+# bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
+# channel's rowid range backwards, the join drops rows outside the window.
+_SEARCH_SQL = f"""
+SELECT {_MESSAGE_COLUMNS} FROM (
+    SELECT {", ".join("m." + name for name in _MESSAGE_COLUMNS.split(", "))},
+        bm25(messages_fts) AS score
+    FROM messages_fts CROSS JOIN messages AS m ON m.search_key = messages_fts.rowid
+    WHERE messages_fts MATCH :match
+        AND messages_fts.rowid BETWEEN {{low}}
+            AND (SELECT (slot << {_SEQ_BITS}) | {_SEQ_MASK} FROM channels WHERE channel_id = :channel)
+        AND m.created_at >= :since
+    ORDER BY messages_fts.rowid DESC
+    LIMIT :candidates
+)
+ORDER BY score, created_at DESC, message_id DESC
+LIMIT :limit
+"""
+_SEARCH_ALL_SQL = _SEARCH_SQL.format(
+    low=f"(SELECT slot << {_SEQ_BITS} FROM channels WHERE channel_id = :channel)"
+)
+# With a time window, start the walk at the window's lowest key (read off the
+# covering index) rather than filtering every older match through the join.
+_SEARCH_WINDOW_SQL = _SEARCH_SQL.format(
+    low="(SELECT min(search_key) FROM messages WHERE channel_id = :channel AND created_at >= :since)"
+)
+
+_PRAGMAS = (
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA busy_timeout = 5000",
+    "PRAGMA cache_size = -32768",
+    # Without a cap the WAL file keeps the size of the largest burst forever.
+    "PRAGMA journal_size_limit = 67108864",
+)
+
+
+def sqlite_path_from_url(url: str) -> Path:
+    """Return the file path of a ``sqlite:///relative`` or ``sqlite:////absolute`` URL.
+
+    Raises ``ValueError`` for any other scheme or an empty path.
+    """
+    if not url.startswith(_URL_PREFIX):
+        raise ValueError(
+            f"DATABASE_URL must be sqlite:///relative/path.db or "
+            f"sqlite:////absolute/path.db (only SQLite is supported), got {url!r}"
+        )
+    path = url.removeprefix(_URL_PREFIX)
+    if not path or path == ":memory:":
+        raise ValueError(f"DATABASE_URL must name a database file, got {url!r}")
+    return Path(path)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedMessage:
+    """One Discord message as archived; times are tz-aware UTC datetimes."""
+
+    message_id: int
+    guild_id: int
+    channel_id: int
+    author_id: int
+    author_name: str
+    content: str
+    created_at: datetime
+    is_bot: bool
+    reply_to_message_id: int | None = None
+    edited_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStats:
+    """Activity summary of one channel over a time window."""
+
+    message_count: int
+    top_authors: list[tuple[str, int]]
+    busiest_hours: list[tuple[int, int]]
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One logged decision on whether to reply to a message."""
+
+    id: int
+    channel_id: int
+    message_id: int
+    author_name: str
+    excerpt: str
+    responded: bool
+    reason: str
+    tier: str
+    confidence: float | None
+    decided_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A kind of queued write and the statements that apply a run of such ops.
+
+    Without ``row`` each statement is run once per op (executemany). With it,
+    ``{rows}`` in each statement is replaced by one ``row`` placeholder group
+    per op, so a run of ops is one statement. That matters for the FTS5
+    triggers: SQLite opens a savepoint for every statement execution and FTS5
+    writes its pending index data to disk at each savepoint, so one statement
+    per row would leave a tiny index segment per message (about 2x slower).
+    """
+
+    name: str
+    statements: tuple[str, ...]
+    row: str | None = None
+
+
+# A message keeps its channel, guild and search key; the rest is replaced.
+_ADD = _Write(
+    "add",
+    (
+        f"INSERT INTO messages ({_MESSAGE_COLUMNS}, search_key) VALUES {{rows}}"
+        " ON CONFLICT (message_id) DO UPDATE SET author_id = excluded.author_id,"
+        " author_name = excluded.author_name, content = excluded.content,"
+        " created_at = excluded.created_at, edited_at = excluded.edited_at,"
+        " is_bot = excluded.is_bot, reply_to_message_id = excluded.reply_to_message_id",
+    ),
+    row="(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+)
+_EDIT = _Write(
+    "edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE message_id = ?1",)
+)
+# A deleted message's excerpt in the decision log is a copy of it: drop it too.
+_DELETE = _Write(
+    "delete",
+    (
+        "DELETE FROM messages WHERE message_id IN ({rows})",
+        "DELETE FROM decisions WHERE message_id IN ({rows})",
+    ),
+    row="?",
+)
+_DELETE_CHANNEL = _Write(
+    "delete_channel",
+    (
+        "DELETE FROM messages WHERE channel_id = ?",
+        "DELETE FROM decisions WHERE channel_id = ?",
+        "DELETE FROM channel_settings WHERE channel_id = ?",
+    ),
+)
+_DELETE_GUILD = _Write(
+    "delete_guild",
+    (
+        "DELETE FROM decisions WHERE channel_id IN ("
+        " SELECT channel_id FROM channels WHERE guild_id = ?1"
+        " UNION SELECT channel_id FROM channel_settings WHERE guild_id = ?1)",
+        # Through the channel list so the (channel_id, ...) index does the work.
+        "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
+        "DELETE FROM channel_settings WHERE guild_id = ?",
+    ),
+)
+_DECISION = _Write(
+    "record_decision",
+    (
+        "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
+        " responded, reason, tier, confidence, decided_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    ),
+)
+_SET_MODE = _Write(
+    "set_channel_mode",
+    (
+        "INSERT INTO channel_settings (channel_id, guild_id, mode, updated_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (channel_id) DO UPDATE SET"
+        " guild_id = excluded.guild_id, mode = excluded.mode,"
+        " updated_at = excluded.updated_at",
+    ),
+)
+# Params are (cutoff_ms, future or None); handled apart because it reports a count.
+_PRUNE = _Write("prune", ())
+
+_Op = tuple[_Write, tuple]
+
+
+class HistoryArchive:
+    """Message archive backed by one SQLite file.
+
+    Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
+    and only enqueue; a single writer task commits them in order, one
+    transaction per batch, at least every ``flush_interval`` seconds. Reads see
+    committed data only: they do not flush first, because the bot keeps the
+    last moments of a conversation in memory anyway and a read should never
+    wait behind a backlog of writes. Call ``flush()`` first to read your writes.
+    """
+
+    def __init__(
+        self,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        keys: _SearchKeys,
+        *,
+        retention_days: int,
+        flush_interval: float,
+        batch_size: int,
+        prune_interval: float,
+    ) -> None:
+        self._db = writer
+        self._reader = reader
+        self._keys = keys
+        self._retention = timedelta(days=retention_days)
+        self._flush_interval = flush_interval
+        self._batch_size = batch_size
+        self._prune_interval = prune_interval
+        self._queue: deque[_Op] = deque()
+        self._wake = asyncio.Event()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Ops handed to the writer so far / finished (committed or logged).
+        self._taken = 0
+        self._done = 0
+        self._closing = False
+        self._writer_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path | str,
+        *,
+        retention_days: int = 90,
+        flush_interval: float = 0.5,
+        batch_size: int = 1000,
+        prune_interval: float = 3600.0,
+    ) -> HistoryArchive:
+        """Open (creating it and its folder if needed) and migrate the archive, then start the writer.
+
+        ``retention_days=0`` keeps everything; otherwise older messages and
+        decisions are pruned now and every ``prune_interval`` seconds. Open
+        each file once per process: the writer is the file's only writer.
+        """
+        if retention_days < 0 or flush_interval <= 0 or batch_size < 1 or prune_interval <= 0:
+            raise ValueError("retention_days must be >= 0; intervals and batch_size positive")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await _connect(path)
+        try:
+            await _migrate(writer, path)
+            keys = await _SearchKeys.load(writer)
+            reader = await _connect(path, read_only=True)
+        except BaseException:
+            await writer.close()
+            raise
+        archive = cls(
+            writer,
+            reader,
+            keys,
+            retention_days=retention_days,
+            flush_interval=flush_interval,
+            batch_size=batch_size,
+            prune_interval=prune_interval,
+        )
+        archive._enqueue_prune(datetime.now(UTC), None)
+        archive._writer_task = asyncio.create_task(archive._run_writer(), name="history-writer")
+        return archive
+
+    async def close(self) -> None:
+        """Commit everything still queued, stop the writer and close the file."""
+        self._closing = True
+        self._wake.set()
+        if self._writer_task is not None:
+            await self._writer_task
+        await self._reader.close()
+        await self._db.close()
+
+    async def flush(self) -> None:
+        """Wait until every write queued before this call is committed (or logged as failed)."""
+        target = self._taken + len(self._queue)
+        if target <= self._done:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, waiter))
+        self._wake.set()
+        await waiter
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes queued or being committed; for metrics and producer backpressure."""
+        return len(self._queue) + self._taken - self._done
+
+    # Writes: synchronous, never touch the disk on the caller's stack.
+
+    def add(self, message: ArchivedMessage) -> None:
+        """Archive a message, replacing any stored version with the same id."""
+        m = message
+        edited = None if m.edited_at is None else _to_ms(m.edited_at)
+        self._enqueue(
+            _ADD,
+            (
+                m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
+                m.content, _to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
+                self._keys.next(m.channel_id),
+            ),
+        )  # fmt: skip
+
+    def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
+        """Replace a stored message's text (no-op if the message isn't archived)."""
+        self._enqueue(_EDIT, (message_id, content, _to_ms(edited_at)))
+
+    def delete(self, message_ids: Iterable[int]) -> None:
+        """Remove messages (and decisions about them)."""
+        for message_id in message_ids:
+            self._enqueue(_DELETE, (message_id,))
+
+    def delete_channel(self, channel_id: int) -> None:
+        """Remove everything stored for a channel: messages, decisions, settings."""
+        self._enqueue(_DELETE_CHANNEL, (channel_id,))
+
+    def delete_guild(self, guild_id: int) -> None:
+        """Remove everything stored for a guild's channels."""
+        self._enqueue(_DELETE_GUILD, (guild_id,))
+
+    def record_decision(
+        self,
+        *,
+        channel_id: int,
+        message_id: int,
+        author_name: str,
+        excerpt: str,
+        responded: bool,
+        reason: str,
+        tier: str,
+        confidence: float | None = None,
+        decided_at: datetime | None = None,
+    ) -> None:
+        """Log whether the bot replied to a message and why."""
+        when = _to_ms(decided_at or datetime.now(UTC))
+        self._enqueue(
+            _DECISION,
+            (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when),
+        )
+
+    async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
+        """Store a channel's mode; returns once it is committed."""
+        self._enqueue(_SET_MODE, (channel_id, guild_id, mode, _to_ms(datetime.now(UTC))))
+        await self.flush()
+
+    async def prune(self, now: datetime | None = None) -> int:
+        """Delete messages and decisions older than the retention; return messages removed."""
+        if not self._retention:
+            return 0
+        done = asyncio.get_running_loop().create_future()
+        self._enqueue_prune(now or datetime.now(UTC), done)
+        self._wake.set()
+        return await done
+
+    # Reads: committed data only, on the read connection.
+
+    async def search(
+        self,
+        channel_id: int,
+        query: str,
+        *,
+        hours: float | None = None,
+        limit: int = 20,
+        now: datetime | None = None,
+    ) -> list[ArchivedMessage]:
+        """Full-text search in one channel, best bm25 match first, ties newest first.
+
+        ``query`` is plain text, never FTS syntax: its words must all appear
+        (AND); if that finds nothing, any of them may (OR). Only the newest
+        few hundred matches in the channel are ranked.
+        """
+        phrases = _query_phrases(query)
+        if not phrases or limit <= 0:
+            return []
+        since = _since_ms(hours, now)
+        found = await self._search(channel_id, phrases, "AND", since, limit)
+        if not found and len(phrases) > 1:
+            found = await self._search(channel_id, phrases, "OR", since, limit)
+        return found
+
+    async def recent(
+        self,
+        channel_id: int,
+        *,
+        limit: int = 50,
+        hours: float | None = None,
+        now: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[ArchivedMessage]:
+        """The latest ``limit`` messages of a channel, oldest first.
+
+        ``hours`` keeps messages from the last hours before ``now``; ``before``
+        keeps messages strictly older than it (for paging back).
+        """
+        if limit <= 0:
+            return []
+        rows = await self._reader.execute_fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+            " WHERE channel_id = ? AND created_at >= ? AND created_at < ?"
+            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
+            (channel_id, _since_ms(hours, now), _MAX_MS if before is None else _to_ms(before), limit),
+        )
+        return [_message_from_row(row) for row in reversed(list(rows))]
+
+    async def stats(
+        self, channel_id: int, *, hours: float | None = None, now: datetime | None = None
+    ) -> ChannelStats:
+        """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
+        window = (channel_id, _since_ms(hours, now))
+        where = "WHERE channel_id = ? AND created_at >= ?"
+        ((count, first, last),) = await self._reader.execute_fetchall(
+            f"SELECT count(*), min(created_at), max(created_at) FROM messages {where}", window
+        )
+        # Group by id so a renamed author counts once, under their latest name
+        # (SQLite takes bare columns from the max() row).
+        authors = await self._reader.execute_fetchall(
+            f"SELECT author_name, count(*) AS n, max(created_at) FROM messages {where}"
+            " GROUP BY author_id ORDER BY n DESC, author_name LIMIT 5",
+            window,
+        )
+        hours_ = await self._reader.execute_fetchall(
+            f"SELECT (created_at / {_MS_PER_HOUR}) % 24 AS hour, count(*) AS n FROM messages"
+            f" {where} GROUP BY hour ORDER BY n DESC, hour LIMIT 3",
+            window,
+        )
+        return ChannelStats(
+            message_count=count,
+            top_authors=[(name, n) for name, n, _ in authors],
+            busiest_hours=[(hour, n) for hour, n in hours_],
+            first_at=None if first is None else _from_ms(first),
+            last_at=None if last is None else _from_ms(last),
+        )
+
+    async def get_channel_mode(self, channel_id: int) -> str | None:
+        """The stored mode of a channel, or None if never set."""
+        rows = await self._reader.execute_fetchall(
+            "SELECT mode FROM channel_settings WHERE channel_id = ?", (channel_id,)
+        )
+        return next((mode for (mode,) in rows), None)
+
+    async def all_channel_modes(self) -> dict[int, str]:
+        """Every stored channel mode, by channel id."""
+        rows = await self._reader.execute_fetchall("SELECT channel_id, mode FROM channel_settings")
+        return dict(rows)
+
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
+        """The latest ``limit`` decisions in a channel, newest first."""
+        if limit <= 0:
+            return []
+        rows = await self._reader.execute_fetchall(
+            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = ?"
+            " ORDER BY decided_at DESC, id DESC LIMIT ?",
+            (channel_id, limit),
+        )
+        return [_decision_from_row(row) for row in rows]
+
+    # Writer side.
+
+    def _enqueue(self, kind: _Write, params: tuple) -> None:
+        if self._closing:
+            raise RuntimeError("HistoryArchive is closed")
+        self._queue.append((kind, params))
+        if len(self._queue) >= self._batch_size:
+            self._wake.set()
+
+    def _enqueue_prune(self, now: datetime, done: asyncio.Future[int] | None) -> None:
+        if self._retention:
+            self._enqueue(_PRUNE, (_to_ms(now - self._retention), done))
+
+    async def _run_writer(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_prune = loop.time() + self._prune_interval
+        while not (self._closing and not self._queue):
+            await self._wait_for_work()
+            if self._queue:
+                batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
+                self._taken += len(batch)
+                await self._write_batch(batch)
+            self._done = self._taken
+            self._release_waiters()
+            if loop.time() >= next_prune and not self._closing:
+                next_prune = loop.time() + self._prune_interval
+                self._enqueue_prune(datetime.now(UTC), None)
+
+    async def _wait_for_work(self) -> None:
+        if self._closing or self._waiters or len(self._queue) >= self._batch_size:
+            return
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(self._flush_interval):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    def _release_waiters(self) -> None:
+        pending = []
+        for target, waiter in self._waiters:
+            if target > self._done:
+                pending.append((target, waiter))
+            elif not waiter.done():
+                waiter.set_result(None)
+        self._waiters = pending
+
+    async def _write_batch(self, batch: list[_Op]) -> None:
+        """Commit a batch in one transaction; on failure, retry op by op so one bad write costs only itself."""
+        try:
+            await self._db.execute("BEGIN IMMEDIATE")
+            pruned = await self._apply(batch)
+            await self._db.execute("COMMIT")
+        except Exception:
+            logger.exception("history: batch of %d writes failed; retrying one by one", len(batch))
+            await self._rollback()
+            pruned = await self._write_one_by_one(batch)
+        for done, count in pruned:
+            if done is not None and not done.done():
+                done.set_result(count)
+
+    async def _write_one_by_one(self, batch: list[_Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
+        pruned: list[tuple[asyncio.Future[int] | None, int]] = []
+        try:
+            await self._db.execute("BEGIN IMMEDIATE")
+            for op in batch:
+                await self._db.execute("SAVEPOINT op")
+                try:
+                    pruned += await self._apply([op])
+                except Exception as exc:
+                    await self._db.execute("ROLLBACK TO op")
+                    logger.exception("history: dropped %s write (key %r)", op[0].name, op[1][0])
+                    _fail_prunes([op], exc)
+                await self._db.execute("RELEASE op")
+            await self._db.execute("COMMIT")
+        except Exception as exc:
+            logger.exception("history: could not commit; %d writes lost", len(batch))
+            await self._rollback()
+            _fail_prunes(batch, exc)
+            return []
+        return pruned
+
+    async def _apply(self, ops: list[_Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
+        """Run ops in order, each run of one kind together; return (future, count) per prune."""
+        pruned = []
+        for kind, group in groupby(ops, key=itemgetter(0)):
+            params = [p for _, p in group]
+            if kind is _PRUNE:
+                for cutoff, done in params:
+                    pruned.append((done, await self._delete_older_than(cutoff)))
+                continue
+            if kind is _ADD:
+                # FTS5 writes its pending index data out whenever a rowid is
+                # lower than the previous one; in key order a batch is one run.
+                params.sort(key=itemgetter(_SEARCH_KEY_FIELD))
+            if kind.row is None:
+                for statement in kind.statements:
+                    await self._db.executemany(statement, params)
+                continue
+            per_statement = _MAX_VARIABLES // len(params[0])
+            for start in range(0, len(params), per_statement):
+                chunk = params[start : start + per_statement]
+                values = [value for op_params in chunk for value in op_params]
+                for statement in kind.statements:
+                    await self._db.execute(_expand(statement, kind.row, len(chunk)), values)
+        return pruned
+
+    async def _delete_older_than(self, cutoff_ms: int) -> int:
+        await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        # Per channel, so each channel's oldest rows come off its time index.
+        async with self._db.execute(
+            "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels)"
+            " AND created_at < ?",
+            (cutoff_ms,),
+        ) as cursor:
+            return cursor.rowcount
+
+    async def _rollback(self) -> None:
+        try:
+            await self._db.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - nothing left to undo
+            pass
+
+    async def _search(
+        self, channel_id: int, phrases: list[str], op: str, since: int, limit: int
+    ) -> list[ArchivedMessage]:
+        rows = await self._reader.execute_fetchall(
+            _SEARCH_ALL_SQL if since == _MIN_MS else _SEARCH_WINDOW_SQL,
+            {
+                "match": f" {op} ".join(phrases),
+                "channel": channel_id,
+                "since": since,
+                "candidates": _SEARCH_CANDIDATES,
+                "limit": limit,
+            },
+        )
+        return [_message_from_row(row) for row in rows]
+
+
+class _SearchKeys:
+    """Hands out search keys, ``(channel slot << 40) | sequence``, on the event loop.
+
+    Keys only grow within a channel; after a restart each channel resumes
+    above its highest stored key, and new channels get slots above every
+    stored one. One archive per file: two writers would hand out the same keys.
+    """
+
+    def __init__(self, last_keys: dict[int, int], next_slot: int) -> None:
+        self._last = last_keys
+        self._next_slot = next_slot
+
+    @classmethod
+    async def load(cls, db: aiosqlite.Connection) -> _SearchKeys:
+        rows = await db.execute_fetchall(
+            "SELECT channel_id, slot, (SELECT max(search_key) FROM messages"
+            f" WHERE search_key BETWEEN slot << {_SEQ_BITS} AND (slot << {_SEQ_BITS}) | {_SEQ_MASK})"
+            " FROM channels"
+        )
+        last = {channel: key or slot << _SEQ_BITS for channel, slot, key in rows}
+        return cls(last, 1 + max((slot for _, slot, _ in rows), default=0))
+
+    def next(self, channel_id: int) -> int:
+        key = self._last.get(channel_id)
+        if key is None:
+            key = self._next_slot << _SEQ_BITS
+            self._next_slot += 1
+        key += 1
+        self._last[channel_id] = key
+        return key
+
+
+async def _connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connection:
+    # isolation_level=None: the writer issues BEGIN/COMMIT itself.
+    db = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        for pragma in _PRAGMAS:
+            await db.execute(pragma)
+        if read_only:
+            await db.execute("PRAGMA query_only = ON")
+    except BaseException:
+        await db.close()
+        raise
+    return db
+
+
+async def _migrate(db: aiosqlite.Connection, path: Path) -> None:
+    ((version,),) = await db.execute_fetchall("PRAGMA user_version")
+    if version > len(MIGRATIONS):
+        raise RuntimeError(
+            f"{path} has schema version {version}; this code only knows up to {len(MIGRATIONS)}"
+        )
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        try:
+            # user_version is set inside the transaction, so a migration and
+            # its version bump commit together or not at all.
+            await db.executescript(
+                f"BEGIN IMMEDIATE;\n{MIGRATIONS[number - 1]}\nPRAGMA user_version = {number};\nCOMMIT;"
+            )
+        except BaseException:
+            if db.in_transaction:
+                await db.execute("ROLLBACK")
+            raise
+        logger.info("history: migrated %s to schema version %d", path, number)
+
+
+@functools.cache
+def _expand(statement: str, row: str, count: int) -> str:
+    return statement.replace("{rows}", ", ".join([row] * count))
+
+
+def _fail_prunes(ops: Iterable[_Op], exc: Exception) -> None:
+    for kind, params in ops:
+        if kind is _PRUNE and params[1] is not None and not params[1].done():
+            params[1].set_exception(exc)
+
+
+def _query_phrases(query: str) -> list[str]:
+    """Turn free text into FTS5 string literals, one per distinct word, so no syntax survives."""
+    words = dict.fromkeys(_WORD.findall(query))
+    return ['"' + word.replace('"', '""') + '"' for word in list(words)[:_MAX_QUERY_TOKENS]]
+
+
+def _to_ms(moment: datetime) -> int:
+    # Naive datetimes are taken as UTC; integer division avoids float rounding.
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _ONE_MS
+
+
+def _from_ms(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def _since_ms(hours: float | None, now: datetime | None) -> int:
+    if hours is None:
+        return _MIN_MS
+    try:
+        return _to_ms((now or datetime.now(UTC)) - timedelta(hours=hours))
+    except OverflowError:
+        # A window reaching past year 1 (a model asking for "everything").
+        return _MIN_MS
+
+
+def _message_from_row(row: Sequence) -> ArchivedMessage:
+    message_id, guild_id, channel_id, author_id, name, content, created, edited, is_bot, reply = row
+    return ArchivedMessage(
+        message_id=message_id,
+        guild_id=guild_id,
+        channel_id=channel_id,
+        author_id=author_id,
+        author_name=name,
+        content=content,
+        created_at=_from_ms(created),
+        is_bot=bool(is_bot),
+        reply_to_message_id=reply,
+        edited_at=None if edited is None else _from_ms(edited),
+    )
+
+
+def _decision_from_row(row: Sequence) -> Decision:
+    id_, channel_id, message_id, name, excerpt, responded, reason, tier, confidence, decided = row
+    return Decision(
+        id=id_,
+        channel_id=channel_id,
+        message_id=message_id,
+        author_name=name,
+        excerpt=excerpt,
+        responded=bool(responded),
+        reason=reason,
+        tier=tier,
+        confidence=confidence,
+        decided_at=_from_ms(decided),
+    )
+
+
+def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 4000) -> str:
+    """Render messages as ``[YYYY-MM-DD HH:MM] name: text`` lines, at most ``max_chars`` in all.
+
+    Newlines inside a message become spaces and one message shows at most
+    500 characters. Messages are kept in the given order; those that don't
+    fit are replaced by a closing ``(… N more messages not shown)`` note.
+    """
+    if not messages:
+        return "(no messages)"
+    lines = [_format_line(message) for message in messages]
+    text = "\n".join(lines)
+    if len(text) <= max_chars:
+        return text
+    shown = 0
+    used = 0
+    # Grow the prefix while it still fits together with the note for the rest.
+    while shown < len(lines):
+        grown = used + len(lines[shown]) + 1
+        if grown + len(_more_note(len(lines) - shown - 1)) > max_chars:
+            break
+        used = grown
+        shown += 1
+    return "\n".join([*lines[:shown], _more_note(len(lines) - shown)])
+
+
+def _format_line(message: ArchivedMessage) -> str:
+    text = " ".join(message.content.split())
+    if len(text) > _MAX_LINE_TEXT:
+        text = text[: _MAX_LINE_TEXT - 1] + "…"
+    return f"[{message.created_at:%Y-%m-%d %H:%M}] {message.author_name}: {text}"
+
+
+def _more_note(count: int) -> str:
+    return f"(… {count} more message{'' if count == 1 else 's'} not shown)"
+
+
+def format_stats(stats: ChannelStats) -> str:
+    """Render channel stats as a few short lines for the model."""
+    if not stats.message_count:
+        return "No messages in this period."
+    assert stats.first_at is not None and stats.last_at is not None
+    lines = [
+        f"{stats.message_count} messages from {stats.first_at:%Y-%m-%d %H:%M}"
+        f" to {stats.last_at:%Y-%m-%d %H:%M} UTC",
+        "Top authors: " + ", ".join(f"{name} ({n})" for name, n in stats.top_authors),
+        "Busiest hours (UTC): " + ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours),
+    ]
+    return "\n".join(lines)

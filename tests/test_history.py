@@ -1,0 +1,563 @@
+"""Tests for the SQLite channel archive (history.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from history import (
+    MIGRATIONS,
+    ArchivedMessage,
+    ChannelStats,
+    HistoryArchive,
+    format_messages,
+    format_stats,
+    sqlite_path_from_url,
+)
+
+NOW = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
+GUILD = 10
+CHANNEL = 1
+OTHER_CHANNEL = 2
+
+
+def msg(
+    message_id: int,
+    content: str,
+    *,
+    channel: int = CHANNEL,
+    guild: int = GUILD,
+    author: str = "alice",
+    author_id: int = 100,
+    minutes_ago: float = 0,
+    **fields: object,
+) -> ArchivedMessage:
+    return ArchivedMessage(
+        message_id=message_id,
+        guild_id=guild,
+        channel_id=channel,
+        author_id=author_id,
+        author_name=author,
+        content=content,
+        created_at=NOW - timedelta(minutes=minutes_ago),
+        is_bot=False,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def ids(messages: list[ArchivedMessage]) -> list[int]:
+    return [m.message_id for m in messages]
+
+
+def fts_rowids(path: Path, word: str) -> list[int]:
+    """Rowids the full-text index itself still holds for a word."""
+    with sqlite3.connect(path) as db:
+        return [r for (r,) in db.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{word}"',))]
+
+
+def fts_integrity_check(path: Path) -> None:
+    """Raises if the FTS index and the messages table disagree."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "parley.db"
+
+
+@pytest.fixture
+async def archive(db_path: Path):
+    archive = await HistoryArchive.open(db_path, retention_days=0)
+    yield archive
+    await archive.close()
+
+
+async def test_round_trip_add_flush_recent(archive: HistoryArchive) -> None:
+    """Added messages come back from recent() field for field, oldest first."""
+    first = msg(1, "hello there", minutes_ago=5, reply_to_message_id=None)
+    second = msg(2, "general kenobi", minutes_ago=1, author="bob", author_id=101,
+                 reply_to_message_id=1, edited_at=NOW)  # fmt: skip
+    archive.add(second)
+    archive.add(first)
+    await archive.flush()
+
+    assert await archive.recent(CHANNEL) == [first, second]
+    assert (await archive.recent(CHANNEL))[0].created_at.tzinfo is not None
+
+
+async def test_recent_limit_hours_before(archive: HistoryArchive) -> None:
+    """recent() returns the latest `limit` in order and honours hours and before."""
+    for i in range(10):
+        archive.add(msg(i + 1, f"message {i}", minutes_ago=100 - i * 10))
+    archive.add(msg(99, "elsewhere", channel=OTHER_CHANNEL))
+    await archive.flush()
+
+    assert ids(await archive.recent(CHANNEL, limit=3)) == [8, 9, 10]
+    assert ids(await archive.recent(CHANNEL, hours=0.5, now=NOW)) == [8, 9, 10]
+    assert ids(await archive.recent(CHANNEL, limit=2, before=NOW - timedelta(minutes=30))) == [6, 7]
+    assert await archive.recent(CHANNEL, limit=0) == []
+    assert await archive.recent(12345) == []
+
+
+async def test_reads_see_commits_without_flush(db_path: Path) -> None:
+    """The writer commits on its own within flush_interval."""
+    archive = await HistoryArchive.open(db_path, retention_days=0, flush_interval=0.02)
+    try:
+        archive.add(msg(1, "autocommitted"))
+        for _ in range(100):
+            if await archive.recent(CHANNEL):
+                break
+            await asyncio.sleep(0.01)
+        assert ids(await archive.recent(CHANNEL)) == [1]
+    finally:
+        await archive.close()
+
+
+async def test_search_ranks_and_stays_in_channel(archive: HistoryArchive) -> None:
+    """Better bm25 matches come first, ties newest first, other channels never leak in."""
+    archive.add(msg(1, "we should deploy the service after lunch if the tests pass today", minutes_ago=30))
+    archive.add(msg(2, "deploy deploy deploy", minutes_ago=20))
+    archive.add(msg(3, "unrelated chatter about cats", minutes_ago=10))
+    archive.add(msg(4, "deploy deploy deploy", minutes_ago=5))
+    archive.add(msg(5, "deploy deploy deploy", channel=OTHER_CHANNEL, guild=11))
+    await archive.flush()
+
+    found = await archive.search(CHANNEL, "deploy")
+    assert ids(found) == [4, 2, 1]
+    assert all(m.channel_id == CHANNEL for m in found)
+    assert ids(await archive.search(OTHER_CHANNEL, "DEPLOY")) == [5]
+    assert ids(await archive.search(CHANNEL, "deploy", limit=1)) == [4]
+
+
+async def test_search_and_then_or(archive: HistoryArchive) -> None:
+    """All words must match; if nothing does, any word may."""
+    archive.add(msg(1, "alpha beta", minutes_ago=3))
+    archive.add(msg(2, "alpha only", minutes_ago=2))
+    archive.add(msg(3, "beta only", minutes_ago=1))
+    await archive.flush()
+
+    assert ids(await archive.search(CHANNEL, "beta alpha")) == [1]
+    assert sorted(ids(await archive.search(CHANNEL, "alpha zulu"))) == [1, 2]
+    assert await archive.search(CHANNEL, "zulu yankee") == []
+
+
+async def test_search_hours_window(archive: HistoryArchive) -> None:
+    """hours restricts search to recent messages relative to now."""
+    archive.add(msg(1, "release notes", minutes_ago=60 * 30))
+    archive.add(msg(2, "release party", minutes_ago=60))
+    await archive.flush()
+
+    assert ids(await archive.search(CHANNEL, "release", hours=24, now=NOW)) == [2]
+    assert await archive.search(CHANNEL, "release", hours=24, now=NOW + timedelta(days=3)) == []
+    assert len(await archive.search(CHANNEL, "release", hours=10**9, now=NOW)) == 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"a AND (b',
+        "NEAR*",
+        "NEAR(a b)",
+        "col:x",
+        "content:release",
+        'unbalanced "quote',
+        '""',
+        "",
+        "   ",
+        "?!.,;()*^-+",
+        "a OR b NOT c",
+        "{content} : x",
+        "x' OR 1=1; DROP TABLE messages; --",
+        "ünïcödé 🙂 日本語",
+        "word " * 200,
+    ],
+)
+async def test_search_hostile_queries(archive: HistoryArchive, query: str) -> None:
+    """User text is never FTS syntax: odd queries give normal results, no errors."""
+    archive.add(msg(1, "release content x b"))
+    await archive.flush()
+
+    found = await archive.search(CHANNEL, query)
+
+    assert isinstance(found, list)
+    assert ids(await archive.search(CHANNEL, "release")) == [1]
+
+
+async def test_search_matches_words_inside_punctuation(archive: HistoryArchive) -> None:
+    """Punctuated input still finds the words in it."""
+    archive.add(msg(1, "ship it: v2.0 is out (finally)"))
+    await archive.flush()
+
+    assert ids(await archive.search(CHANNEL, '"finally"!')) == [1]
+    assert ids(await archive.search(CHANNEL, "col:ship")) == [1]
+
+
+async def test_edit_updates_search(archive: HistoryArchive, db_path: Path) -> None:
+    """After an edit, the new text is found and the old text is not."""
+    archive.add(msg(1, "original wording"))
+    archive.edit(1, "corrected phrasing", NOW + timedelta(minutes=1))
+    archive.edit(404, "not archived", NOW)
+    await archive.flush()
+
+    assert await archive.search(CHANNEL, "original") == []
+    (edited,) = await archive.search(CHANNEL, "corrected")
+    assert edited.content == "corrected phrasing"
+    assert edited.edited_at == NOW + timedelta(minutes=1)
+    assert fts_rowids(db_path, "original") == []
+    fts_integrity_check(db_path)
+
+
+async def test_re_adding_a_message_replaces_it(archive: HistoryArchive, db_path: Path) -> None:
+    """add() of a known id replaces the stored message and its index entry."""
+    archive.add(msg(1, "first draft"))
+    await archive.flush()
+    archive.add(msg(1, "second draft", author="alice renamed"))
+    archive.add(msg(1, "final draft", author="alice renamed"))
+    await archive.flush()
+
+    assert [m.content for m in await archive.recent(CHANNEL)] == ["final draft"]
+    assert await archive.search(CHANNEL, "first") == []
+    assert await archive.search(CHANNEL, "second") == []
+    assert len(fts_rowids(db_path, "draft")) == 1
+    fts_integrity_check(db_path)
+
+
+async def test_order_is_preserved_add_then_delete(archive: HistoryArchive) -> None:
+    """An add followed by a delete of the same id ends deleted, and vice versa."""
+    archive.add(msg(1, "short lived"))
+    archive.delete([1])
+    archive.delete([2])
+    archive.add(msg(2, "came back"))
+    await archive.flush()
+
+    assert ids(await archive.recent(CHANNEL)) == [2]
+
+
+async def test_deletes_remove_rows_and_index_entries(archive: HistoryArchive, db_path: Path) -> None:
+    """delete, bulk delete, delete_channel and delete_guild remove rows and FTS entries."""
+    for i in range(1, 6):
+        archive.add(msg(i, f"topic{i} shared"))
+    archive.add(msg(10, "shared in two", channel=2, guild=20))
+    archive.add(msg(11, "shared in three", channel=3, guild=30))
+    archive.add(msg(12, "shared in four", channel=4, guild=30))
+    await archive.flush()
+    assert len(fts_rowids(db_path, "shared")) == 8
+
+    archive.delete([1])
+    archive.delete(iter([2, 3, 999]))
+    await archive.flush()
+    assert ids(await archive.recent(CHANNEL)) == [4, 5]
+    assert fts_rowids(db_path, "topic1") == fts_rowids(db_path, "topic3") == []
+
+    archive.delete_channel(2)
+    archive.delete_guild(30)
+    await archive.flush()
+    assert await archive.recent(2) == await archive.recent(3) == await archive.recent(4) == []
+    assert len(fts_rowids(db_path, "shared")) == 2
+    assert ids(await archive.search(CHANNEL, "shared")) == [5, 4]
+    fts_integrity_check(db_path)
+
+
+async def test_prune_retention(db_path: Path) -> None:
+    """prune() drops messages and decisions older than retention_days."""
+    archive = await HistoryArchive.open(db_path, retention_days=7)
+    try:
+        archive.add(msg(1, "ancient", minutes_ago=8 * 24 * 60))
+        archive.add(msg(2, "recent", minutes_ago=6 * 24 * 60))
+        archive.record_decision(channel_id=CHANNEL, message_id=1, author_name="alice", excerpt="ancient",
+                                responded=False, reason="old", tier="fast",
+                                decided_at=NOW - timedelta(days=8))  # fmt: skip
+        await archive.flush()
+
+        assert await archive.prune(now=NOW) == 1
+        assert ids(await archive.recent(CHANNEL)) == [2]
+        assert await archive.recent_decisions(CHANNEL) == []
+        assert await archive.search(CHANNEL, "ancient") == []
+        assert await archive.prune(now=NOW) == 0
+    finally:
+        await archive.close()
+    fts_integrity_check(db_path)
+
+
+async def test_prune_zero_retention_keeps_everything(archive: HistoryArchive) -> None:
+    """retention_days=0 never prunes."""
+    archive.add(msg(1, "from long ago", minutes_ago=10 * 365 * 24 * 60))
+    await archive.flush()
+
+    assert await archive.prune(now=NOW) == 0
+    assert ids(await archive.recent(CHANNEL)) == [1]
+
+
+async def test_prune_defaults_to_current_time_and_runs_at_open(db_path: Path) -> None:
+    """prune() reads the clock at call time (frozen here), and open() prunes too."""
+    with freeze_time(NOW, real_asyncio=True):
+        archive = await HistoryArchive.open(db_path, retention_days=7)
+        archive.add(msg(1, "old", minutes_ago=8 * 24 * 60))
+        archive.add(msg(2, "fresh", minutes_ago=60))
+        await archive.flush()
+        assert await archive.prune() == 1
+        archive.add(msg(3, "old again", minutes_ago=8 * 24 * 60))
+        await archive.close()
+
+        archive = await HistoryArchive.open(db_path, retention_days=7)
+        await archive.flush()
+        assert ids(await archive.recent(CHANNEL)) == [2]
+        await archive.close()
+
+
+async def test_periodic_prune(db_path: Path) -> None:
+    """The writer prunes on its own every prune_interval."""
+    archive = await HistoryArchive.open(db_path, retention_days=1, prune_interval=0.02, flush_interval=0.01)
+    try:
+        archive.add(msg(1, "stale"))  # NOW lies far more than a day in the real past
+        await archive.flush()
+        for _ in range(200):
+            if not await archive.recent(CHANNEL):
+                break
+            await asyncio.sleep(0.01)
+        assert await archive.recent(CHANNEL) == []
+    finally:
+        await archive.close()
+
+
+async def test_close_flushes_pending_writes(db_path: Path) -> None:
+    """Writes queued right before close() are on disk after reopening."""
+    archive = await HistoryArchive.open(db_path, retention_days=0, flush_interval=60)
+    for i in range(1, 2501):
+        archive.add(msg(i, f"note {i}", channel=1 + i % 3))
+    archive.record_decision(channel_id=CHANNEL, message_id=1, author_name="alice", excerpt="note 1",
+                            responded=True, reason="asked", tier="full")  # fmt: skip
+    await archive.close()
+
+    archive = await HistoryArchive.open(db_path, retention_days=0)
+    try:
+        assert len(await archive.recent(CHANNEL, limit=5000)) == 833
+        assert len(await archive.recent_decisions(CHANNEL)) == 1
+        # Search keys resume above the stored ones after a restart.
+        archive.add(msg(5000, "after restart"))
+        archive.add(msg(5001, "after restart", channel=99))
+        await archive.flush()
+        assert ids(await archive.search(CHANNEL, "restart")) == [5000]
+        assert ids(await archive.search(CHANNEL, "note", limit=1000))[-1] in range(1, 2501)
+    finally:
+        await archive.close()
+    fts_integrity_check(db_path)
+
+
+async def test_writes_after_close_are_refused(db_path: Path) -> None:
+    """A closed archive raises instead of silently dropping writes; close is idempotent."""
+    archive = await HistoryArchive.open(db_path)
+    await archive.close()
+    await archive.close()
+    with pytest.raises(RuntimeError):
+        archive.add(msg(1, "too late"))
+
+
+async def test_failing_batch_is_logged_and_writer_survives(
+    archive: HistoryArchive, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad write is logged and dropped alone; the writer keeps going."""
+    archive.add(msg(1, "good before"))
+    archive.add(msg(2, None))  # type: ignore[arg-type]  # NOT NULL violation
+    archive.add(msg(3, "good after"))
+    with caplog.at_level(logging.ERROR, logger="history"):
+        await archive.flush()
+
+    assert ids(await archive.recent(CHANNEL)) == [1, 3]
+    assert any("dropped add write" in r.getMessage() for r in caplog.records)
+
+    archive.add(msg(4, "still writing"))
+    await archive.flush()
+    assert ids(await archive.recent(CHANNEL)) == [1, 3, 4]
+
+
+async def test_pending_writes(archive: HistoryArchive) -> None:
+    """pending_writes counts queued writes until they are committed."""
+    archive.add(msg(1, "queued"))
+    archive.delete([7, 8])
+    assert archive.pending_writes == 3
+    await archive.flush()
+    assert archive.pending_writes == 0
+
+
+async def test_channel_modes_round_trip(archive: HistoryArchive) -> None:
+    """Channel modes are stored, replaced and listed."""
+    assert await archive.get_channel_mode(CHANNEL) is None
+    await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
+    await archive.set_channel_mode(OTHER_CHANNEL, GUILD, "active")
+    await archive.set_channel_mode(CHANNEL, GUILD, "off")
+
+    assert await archive.get_channel_mode(CHANNEL) == "off"
+    assert await archive.all_channel_modes() == {CHANNEL: "off", OTHER_CHANNEL: "active"}
+
+    archive.delete_guild(GUILD)
+    await archive.flush()
+    assert await archive.all_channel_modes() == {}
+
+
+async def test_decisions_round_trip(archive: HistoryArchive) -> None:
+    """Decisions come back newest first, limited, and go with their message."""
+    for i in range(5):
+        archive.record_decision(channel_id=CHANNEL, message_id=i, author_name="alice", excerpt=f"text {i}",
+                                responded=i % 2 == 0, reason=f"reason {i}", tier="fast",
+                                confidence=None if i == 4 else i / 10,
+                                decided_at=NOW + timedelta(seconds=i))  # fmt: skip
+    archive.record_decision(channel_id=OTHER_CHANNEL, message_id=9, author_name="bob", excerpt="x",
+                            responded=False, reason="r", tier="full")  # fmt: skip
+    await archive.flush()
+
+    latest = await archive.recent_decisions(CHANNEL, limit=2)
+    assert [d.message_id for d in latest] == [4, 3]
+    assert latest[0].responded is True and latest[0].confidence is None
+    assert latest[1].confidence == pytest.approx(0.3)
+    assert latest[0].decided_at == NOW + timedelta(seconds=4)
+    assert latest[0].excerpt == "text 4" and latest[0].tier == "fast"
+
+    archive.delete([4])
+    archive.delete_channel(OTHER_CHANNEL)
+    await archive.flush()
+    assert [d.message_id for d in await archive.recent_decisions(CHANNEL)] == [3, 2, 1, 0]
+    assert await archive.recent_decisions(OTHER_CHANNEL) == []
+
+
+async def test_stats(archive: HistoryArchive) -> None:
+    """stats() counts messages, top authors by id (latest name) and busiest UTC hours."""
+    archive.add(msg(1, "a", author="old name", author_id=1, minutes_ago=180))
+    archive.add(msg(2, "b", author="carol", author_id=1, minutes_ago=120))
+    archive.add(msg(3, "c", author="dave", author_id=2, minutes_ago=121))
+    archive.add(msg(4, "d", author="carol", author_id=1, minutes_ago=1))
+    await archive.flush()
+
+    assert await archive.stats(CHANNEL) == ChannelStats(
+        message_count=4,
+        top_authors=[("carol", 3), ("dave", 1)],
+        busiest_hours=[(9, 2), (10, 1), (11, 1)],
+        first_at=NOW - timedelta(minutes=180),
+        last_at=NOW - timedelta(minutes=1),
+    )
+    recent = await archive.stats(CHANNEL, hours=2.5, now=NOW)
+    assert recent.message_count == 3
+    empty = await archive.stats(OTHER_CHANNEL)
+    assert empty == ChannelStats(0, [], [], None, None)
+
+
+async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
+    """A v1 file is upgraded at open with its messages intact and searchable."""
+    db_path.parent.mkdir(parents=True)
+    with sqlite3.connect(db_path) as db:
+        db.executescript(MIGRATIONS[0])
+        db.execute(
+            "INSERT INTO messages (message_id, guild_id, channel_id, author_id, author_name, content,"
+            " created_at, edited_at, is_bot, reply_to_message_id, search_key)"
+            " VALUES (1, ?, ?, 100, 'alice', 'written by version one', ?, NULL, 0, NULL, (1 << 40) | 1)",
+            (GUILD, CHANNEL, int(NOW.timestamp() * 1000)),
+        )
+        db.execute("PRAGMA user_version = 1")
+    db.close()
+
+    archive = await HistoryArchive.open(db_path, retention_days=0)
+    try:
+        assert (await archive.recent(CHANNEL))[0] == msg(1, "written by version one")
+        archive.add(msg(2, "written by version two"))
+        await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
+        assert ids(await archive.search(CHANNEL, "written")) == [2, 1]
+        assert await archive.get_channel_mode(CHANNEL) == "quiet"
+    finally:
+        await archive.close()
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
+    db.close()
+
+
+async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
+    """Reopening a current file runs no migration (schema_version unchanged)."""
+    archive = await HistoryArchive.open(db_path)
+    await archive.close()
+    with sqlite3.connect(db_path) as db:
+        before = db.execute("PRAGMA schema_version").fetchone(), db.execute("PRAGMA user_version").fetchone()
+    db.close()
+
+    archive = await HistoryArchive.open(db_path)
+    await archive.close()
+    with sqlite3.connect(db_path) as db:
+        after = db.execute("PRAGMA schema_version").fetchone(), db.execute("PRAGMA user_version").fetchone()
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    db.close()
+    assert after == before
+
+
+async def test_refuses_newer_schema(db_path: Path) -> None:
+    """A file from a newer version of the code is not opened."""
+    db_path.parent.mkdir(parents=True)
+    with sqlite3.connect(db_path) as db:
+        db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    db.close()
+    with pytest.raises(RuntimeError, match="schema version"):
+        await HistoryArchive.open(db_path)
+
+
+def test_format_messages_lines_and_cap() -> None:
+    """Lines are compact, newlines collapse, and the cap ends with a note."""
+    messages = [msg(i, f"line {i}\nwith  break", minutes_ago=10 - i) for i in range(10)]
+
+    full = format_messages(messages)
+    assert full.splitlines()[0] == "[2025-01-15 11:50] alice: line 0 with break"
+    assert len(full.splitlines()) == 10
+
+    capped = format_messages(messages, max_chars=200)
+    assert len(capped) <= 200
+    *shown, note = capped.splitlines()
+    assert shown == full.splitlines()[: len(shown)]
+    assert note == f"(… {10 - len(shown)} more messages not shown)"
+
+    assert format_messages([]) == "(no messages)"
+    assert len(format_messages([msg(1, "x" * 5000)]).split(": ", 1)[1]) == 500
+
+
+def test_format_stats() -> None:
+    """Stats render as short readable lines."""
+    stats = ChannelStats(
+        message_count=42,
+        top_authors=[("alice", 30), ("bob", 12)],
+        busiest_hours=[(9, 20), (14, 11)],
+        first_at=NOW - timedelta(days=1),
+        last_at=NOW,
+    )
+    assert format_stats(stats) == (
+        "42 messages from 2025-01-14 12:00 to 2025-01-15 12:00 UTC\n"
+        "Top authors: alice (30), bob (12)\n"
+        "Busiest hours (UTC): 09:00 (20), 14:00 (11)"
+    )
+    assert format_stats(ChannelStats(0, [], [], None, None)) == "No messages in this period."
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///data/parley.db", Path("data/parley.db")),
+        ("sqlite:////var/lib/parley/parley.db", Path("/var/lib/parley/parley.db")),
+    ],
+)
+def test_sqlite_path_from_url(url: str, path: Path) -> None:
+    """Relative and absolute sqlite URLs map to paths."""
+    assert sqlite_path_from_url(url) == path
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://user@host/db", "sqlite://data/parley.db", "sqlite:///", "sqlite:///:memory:", "data/parley.db", ""],
+)
+def test_sqlite_path_from_url_rejects(url: str) -> None:
+    """Anything but a sqlite file URL is a clear ValueError."""
+    with pytest.raises(ValueError, match="DATABASE_URL"):
+        sqlite_path_from_url(url)
