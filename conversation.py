@@ -443,6 +443,9 @@ class ResponseDecider:
         now = self.clock()
         if self._window_rule and now - last_bot_message.timestamp > window:
             return _OUTSIDE_WINDOW
+        if not _within_last(conversation.messages, last_bot_message, message, self.followup_scan_messages):
+            # The bot has said nothing in the look-back: no turn of its can be followed up.
+            return self._undecided(_NOT_FOR_BOT)
         # One bounded walk back from the newest message: find the bot's latest turn addressed to
         # the author, noting whether the author has spoken or been addressed by someone else since.
         author = message.author_id
@@ -549,6 +552,16 @@ class ResponseDecider:
                 "detail": decision.detail,
             },
         )
+
+
+def _within_last(
+    messages: deque[MessageRecord], earlier: MessageRecord, message: MessageRecord, count: int
+) -> bool:
+    """Whether `earlier` is among the `count` newest messages other than `message`, in O(1)."""
+    skip = 1 if messages and messages[-1].message_id == message.message_id else 0
+    if len(messages) <= count + skip:
+        return True
+    return earlier.message_id >= messages[-(count + skip)].message_id
 
 
 def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:

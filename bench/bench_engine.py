@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import ctypes
 import gc
+import itertools
 import random
 import resource
 import sys
@@ -45,62 +46,72 @@ class SimulatedClock:
 
 
 def message_stream(count: int, channels: int, seed: int = 7) -> Iterator[MessageRecord]:
-    """A realistic mix: mostly chatter, some mentions of the bot, of others, replies, bot posts."""
+    """People's messages, one a millisecond: mostly chatter, some mentions of the bot or of others,
+    some replies. Channel activity follows Zipf's law, as in real servers: a few busy channels,
+    a long tail of quiet ones. The bot's own posts are not here: `process` records them after the
+    messages it answers, as bot.py does.
+    """
     rng = random.Random(seed)
+    popularity = list(itertools.accumulate(1 / rank for rank in range(1, channels + 1)))
     step = timedelta(milliseconds=1)
     for index in range(count):
-        channel = rng.randrange(channels)
+        [channel] = rng.choices(range(channels), cum_weights=popularity)
         author = FIRST_USER + channel * USERS_PER_CHANNEL + rng.randrange(USERS_PER_CHANNEL)
         roll = rng.random()
         mentions: frozenset[int] = frozenset()
         reply_to = None
-        is_bot = False
         if roll < 0.02:
             mentions = frozenset({BOT_ID})
-        elif roll < 0.04:
-            author, is_bot, reply_to = BOT_ID, True, author
-        elif roll < 0.08:
+        elif roll < 0.06:
             mentions = frozenset({author + 1})
-        elif roll < 0.10:
+        elif roll < 0.08:
             reply_to = author + 1
         yield MessageRecord(
-            message_id=index + 1,
+            message_id=2 * index,
             channel_id=channel,
             author_id=author,
-            author="bot" if is_bot else f"user{author}",
+            author=f"user{author}",
             content=" ".join(rng.choices(WORDS, k=rng.randint(2, 14))) + ("?" if roll > 0.8 else ""),
             timestamp=START + step * index,
-            is_bot=is_bot,
             mention_ids=mentions,
             reply_to_author_id=reply_to,
         )
 
 
+def bot_reply(message: MessageRecord) -> MessageRecord:
+    return MessageRecord(
+        message_id=message.message_id + 1,
+        channel_id=message.channel_id,
+        author_id=BOT_ID,
+        author="Parley",
+        content="Sure.",
+        timestamp=message.timestamp,
+        is_bot=True,
+        reply_to_author_id=message.author_id,
+    )
+
+
 async def process(messages, manager: ConversationManager, decider: ResponseDecider, clock: SimulatedClock) -> int:
-    """The bot's per-message path, as in bot.py's on_message; returns how many were answered."""
+    """The bot's per-message path, as in bot.py's `handle`; returns how many were answered."""
     answered = 0
-    get, start, record, respond = (
-        manager.get,
+    start, record, should_start, respond = (
         manager.start,
         manager.record_message,
+        decider.should_start_conversation,
         decider.should_respond,
     )
     for message in messages:
         clock.now = message.timestamp
         channel_id = message.channel_id
-        conversation = get(channel_id)
-        if message.author_id == BOT_ID:
-            if conversation is None:
-                start(channel_id, ())
-            record(channel_id, message)
-            continue
-        if conversation is None:
-            if not decider.should_start_conversation(message, BOT_ID)[0]:
-                continue
-            start(channel_id, ())
         conversation = record(channel_id, message)
+        if conversation is None:
+            if not should_start(message, BOT_ID)[0]:
+                continue
+            conversation = start(channel_id, ())
+            record(channel_id, message)
         if (await respond(message, conversation, BOT_ID))[0]:
             answered += 1
+            record(channel_id, bot_reply(message))
     return answered
 
 
