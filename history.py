@@ -44,7 +44,7 @@ _URL_PREFIX = "sqlite:///"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 _MS_PER_HOUR = 3_600_000
-# Open-ended bounds let every time-filtered query keep one SQL shape.
+# Open-ended time bounds, so a query without a window keeps the same SQL.
 _MIN_MS = -(2**63)
 _MAX_MS = 2**63 - 1
 
@@ -54,6 +54,18 @@ _SEARCH_CANDIDATES = 400
 # A model may paste a paragraph as a query; beyond this many words the AND
 # form never matches and the OR form only gets slower.
 _MAX_QUERY_TOKENS = 12
+# Models phrase searches as questions ("what did we say about the deploy").
+# Under AND these words only hide answers, and bm25 must count every row
+# holding each query word, which for these words is most of the archive.
+_STOPWORDS = frozenset(
+    """
+    a about after all also am an and any are as at be been but by can could did
+    do does for from had has have he her him his how i if in into is it its me
+    my no not of on or our she so than that the their them then there these
+    they this to us was we were what when where which who why will with would
+    you your
+    """.split()
+)
 # Same notion of a word as FTS5's unicode61 tokenizer (letters and digits).
 _WORD = re.compile(r"[^\W_]+")
 # Host parameters per statement: 999 is the lowest limit any SQLite build has had.
@@ -93,8 +105,9 @@ MIGRATIONS: tuple[str, ...] = (
         -- (channel slot << 40) | arrival sequence in the channel; the FTS rowid.
         search_key          INTEGER NOT NULL
     );
-    -- search_key rides along so a window's lowest key comes from the index alone.
-    CREATE INDEX messages_channel_time ON messages (channel_id, created_at, search_key);
+    -- search_key and author_id ride along so a search window's lowest key and
+    -- the per-hour and per-author counts come from the index alone.
+    CREATE INDEX messages_channel_time ON messages (channel_id, created_at, search_key, author_id);
     CREATE UNIQUE INDEX messages_search_key ON messages (search_key);
 
     -- Every channel that has had a message, with the slot numbering its keys.
@@ -183,6 +196,27 @@ _SEARCH_ALL_SQL = _SEARCH_SQL.format(
 _SEARCH_WINDOW_SQL = _SEARCH_SQL.format(
     low="(SELECT min(search_key) FROM messages WHERE channel_id = :channel AND created_at >= :since)"
 )
+
+# The stats queries read only the (channel_id, created_at, search_key,
+# author_id) index, apart from one row per top author for their name.
+_WINDOW = "channel_id = :channel AND created_at >= :since"
+_STATS_HOURS_SQL = (
+    f"SELECT (created_at / {_MS_PER_HOUR}) % 24, count(*) FROM messages WHERE {_WINDOW} GROUP BY 1"
+)
+# Two subqueries, so each of min() and max() is one index seek.
+_STATS_SPAN_SQL = (
+    f"SELECT (SELECT min(created_at) FROM messages WHERE {_WINDOW}),"
+    f" (SELECT max(created_at) FROM messages WHERE {_WINDOW})"
+)
+# Counted by id so a renamed author counts once, under their latest name.
+_STATS_AUTHORS_SQL = f"""
+SELECT (SELECT author_name FROM messages
+        WHERE channel_id = :channel AND author_id = top.author_id
+        ORDER BY created_at DESC LIMIT 1) AS name, n
+FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
+      GROUP BY author_id ORDER BY n DESC, author_id LIMIT 5) AS top
+ORDER BY n DESC, name
+"""
 
 _PRAGMAS = (
     "PRAGMA journal_mode = WAL",
@@ -419,10 +453,13 @@ class HistoryArchive:
         """Commit everything still queued, stop the writer and close the file."""
         self._closing = True
         self._wake.set()
-        if self._writer_task is not None:
-            await self._writer_task
-        await self._reader.close()
-        await self._db.close()
+        try:
+            if self._writer_task is not None:
+                await self._writer_task
+        finally:
+            # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
+            await self._reader.close()
+            await self._db.close()
 
     async def flush(self) -> None:
         """Wait until every write queued before this call is committed (or logged as failed)."""
@@ -518,9 +555,9 @@ class HistoryArchive:
     ) -> list[ArchivedMessage]:
         """Full-text search in one channel, best bm25 match first, ties newest first.
 
-        ``query`` is plain text, never FTS syntax: its words must all appear
-        (AND); if that finds nothing, any of them may (OR). Only the newest
-        few hundred matches in the channel are ranked.
+        ``query`` is plain text, never FTS syntax: its words (common English
+        stopwords aside) must all appear (AND); if that finds nothing, any of
+        them may (OR). Only the newest 400 matches in the channel are ranked.
         """
         phrases = _query_phrases(query)
         if not phrases or limit <= 0:
@@ -559,29 +596,18 @@ class HistoryArchive:
         self, channel_id: int, *, hours: float | None = None, now: datetime | None = None
     ) -> ChannelStats:
         """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
-        window = (channel_id, _since_ms(hours, now))
-        where = "WHERE channel_id = ? AND created_at >= ?"
-        ((count, first, last),) = await self._reader.execute_fetchall(
-            f"SELECT count(*), min(created_at), max(created_at) FROM messages {where}", window
-        )
-        # Group by id so a renamed author counts once, under their latest name
-        # (SQLite takes bare columns from the max() row).
-        authors = await self._reader.execute_fetchall(
-            f"SELECT author_name, count(*) AS n, max(created_at) FROM messages {where}"
-            " GROUP BY author_id ORDER BY n DESC, author_name LIMIT 5",
-            window,
-        )
-        hours_ = await self._reader.execute_fetchall(
-            f"SELECT (created_at / {_MS_PER_HOUR}) % 24 AS hour, count(*) AS n FROM messages"
-            f" {where} GROUP BY hour ORDER BY n DESC, hour LIMIT 3",
-            window,
-        )
+        window = {"channel": channel_id, "since": _since_ms(hours, now)}
+        by_hour = list(await self._reader.execute_fetchall(_STATS_HOURS_SQL, window))
+        if not by_hour:
+            return ChannelStats(0, [], [], None, None)
+        ((first, last),) = await self._reader.execute_fetchall(_STATS_SPAN_SQL, window)
+        authors = await self._reader.execute_fetchall(_STATS_AUTHORS_SQL, window)
         return ChannelStats(
-            message_count=count,
-            top_authors=[(name, n) for name, n, _ in authors],
-            busiest_hours=[(hour, n) for hour, n in hours_],
-            first_at=None if first is None else _from_ms(first),
-            last_at=None if last is None else _from_ms(last),
+            message_count=sum(n for _, n in by_hour),
+            top_authors=[(name, n) for name, n in authors],
+            busiest_hours=sorted(by_hour, key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
+            first_at=_from_ms(first),
+            last_at=_from_ms(last),
         )
 
     async def get_channel_mode(self, channel_id: int) -> str | None:
@@ -824,9 +850,13 @@ def _fail_prunes(ops: Iterable[_Op], exc: Exception) -> None:
 
 
 def _query_phrases(query: str) -> list[str]:
-    """Turn free text into FTS5 string literals, one per distinct word, so no syntax survives."""
-    words = dict.fromkeys(_WORD.findall(query))
-    return ['"' + word.replace('"', '""') + '"' for word in list(words)[:_MAX_QUERY_TOKENS]]
+    """Turn free text into FTS5 string literals, one per distinct word, so no syntax survives.
+
+    Stopwords are dropped unless nothing else is left.
+    """
+    words = list(dict.fromkeys(_WORD.findall(query)))
+    words = [word for word in words if word.lower() not in _STOPWORDS] or words
+    return ['"' + word.replace('"', '""') + '"' for word in words[:_MAX_QUERY_TOKENS]]
 
 
 def _to_ms(moment: datetime) -> int:
@@ -895,14 +925,14 @@ def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 400
     text = "\n".join(lines)
     if len(text) <= max_chars:
         return text
+    # No note is longer than the one counting every message.
+    budget = max_chars - len(_more_note(len(lines)))
     shown = 0
     used = 0
-    # Grow the prefix while it still fits together with the note for the rest.
-    while shown < len(lines):
-        grown = used + len(lines[shown]) + 1
-        if grown + len(_more_note(len(lines) - shown - 1)) > max_chars:
+    for line in lines:
+        used += len(line) + 1
+        if used > budget:
             break
-        used = grown
         shown += 1
     return "\n".join([*lines[:shown], _more_note(len(lines) - shown)])
 
@@ -920,9 +950,8 @@ def _more_note(count: int) -> str:
 
 def format_stats(stats: ChannelStats) -> str:
     """Render channel stats as a few short lines for the model."""
-    if not stats.message_count:
+    if stats.first_at is None or stats.last_at is None:
         return "No messages in this period."
-    assert stats.first_at is not None and stats.last_at is not None
     lines = [
         f"{stats.message_count} messages from {stats.first_at:%Y-%m-%d %H:%M}"
         f" to {stats.last_at:%Y-%m-%d %H:%M} UTC",

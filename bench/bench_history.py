@@ -45,6 +45,12 @@ SYLLABLES = (
     "ka ri to me su na lo pe vi da zo ne mu ta shi ro ke an el or in us ba fi gu "
     "ho ja lu ma ni po qu ra se ti vo wa xe yu ze bro ver tor den gal mis pan ster"
 ).split()
+QUESTIONS = (
+    "what did we decide about the {}?",
+    "when did anyone mention {}",
+    "who was talking about {} and why",
+    "is there any news on {} yet",
+)
 LAG_TICK = 0.002
 MAX_BACKLOG = 20_000
 
@@ -108,16 +114,22 @@ def generate_messages(
     return messages
 
 
-def make_queries(
-    vocabulary: list[str], count: int, rng: random.Random, *, common: bool = False
-) -> list[str]:
-    """Topic queries of 1-3 words (Zipf-weighted), or single very common words."""
-    if common:
-        return [rng.choice(COMMON_WORDS[:20]) for _ in range(count)]
+def topic_queries(vocabulary: list[str], count: int, rng: random.Random) -> list[str]:
+    """Queries of 1-3 topic words, Zipf-weighted like the messages."""
     topics = vocabulary[TOPIC_RANK_START:]
     weights = zipf_cumulative(len(vocabulary), ZIPF_EXPONENT)[TOPIC_RANK_START:]
     sizes = rng.choices((1, 2, 3), weights=(50, 35, 15), k=count)
     return [" ".join(rng.choices(topics, cum_weights=weights, k=size)) for size in sizes]
+
+
+def question_queries(topics: list[str], rng: random.Random) -> list[str]:
+    """The same topics phrased the way a model tends to write a search."""
+    return [rng.choice(QUESTIONS).format(topic) for topic in topics]
+
+
+def common_word_queries(count: int, rng: random.Random) -> list[str]:
+    """Single very frequent words: the worst case for bm25's per-word statistics."""
+    return [rng.choice(COMMON_WORDS[:20]) for _ in range(count)]
 
 
 class LagMonitor:
@@ -244,14 +256,14 @@ async def run(args: argparse.Namespace) -> None:
             in_add, total, monitor = await ingest(archive, messages)
             print(f"ingested in {total:.1f} s", flush=True)
             del messages
-            topic_queries = make_queries(vocabulary, args.queries, rng)
-            common_queries = make_queries(vocabulary, args.queries, rng, common=True)
+            topics = topic_queries(vocabulary, args.queries, rng)
             # Warm the page cache the way a running bot's would be.
-            await time_search(archive, busiest, topic_queries[:20])
-            topic = await time_search(archive, busiest, topic_queries)
-            day = await time_search(archive, busiest, topic_queries, hours=24)
-            common = await time_search(archive, busiest, common_queries)
-            like = time_like(path, busiest, topic_queries)
+            await time_search(archive, busiest, topics[:20])
+            topic = await time_search(archive, busiest, topics)
+            day = await time_search(archive, busiest, topics, hours=24)
+            question = await time_search(archive, busiest, question_queries(topics, rng))
+            common = await time_search(archive, busiest, common_word_queries(args.queries, rng))
+            like = time_like(path, busiest, topics)
         finally:
             await archive.close()
         size_mb = sum(f.stat().st_size for f in Path(tmp).iterdir()) / 1e6
@@ -268,6 +280,7 @@ async def run(args: argparse.Namespace) -> None:
     print(row("event-loop lag while ingesting, p99", f"{percentile(lags_ms, 0.99):.2f} ms"))
     print(latency_row("search: 1-3 topic words", *topic, "p95 <= 10 ms"))
     print(latency_row("search: same queries, hours=24", *day))
+    print(latency_row("search: same topics as questions", *question))
     print(latency_row("search: one top-20 word (the, you, ...)", *common))
     print(latency_row("LIKE '%word%' scan: same queries as first", *like))
 

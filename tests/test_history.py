@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,19 +57,28 @@ def ids(messages: list[ArchivedMessage]) -> list[int]:
     return [m.message_id for m in messages]
 
 
+@contextmanager
+def raw_db(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain connection to the archive file, committed and closed on exit."""
+    db = sqlite3.connect(path)
+    try:
+        with db:
+            yield db
+    finally:
+        db.close()
+
+
 def fts_rowids(path: Path, word: str) -> list[int]:
     """Rowids the full-text index itself still holds for a word."""
-    with sqlite3.connect(path) as db:
-        return [r for (r,) in db.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{word}"',))]
+    with raw_db(path) as db:
+        rows = db.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{word}"',))
+        return [rowid for (rowid,) in rows]
 
 
 def fts_integrity_check(path: Path) -> None:
     """Raises if the FTS index and the messages table disagree."""
-    db = sqlite3.connect(path)
-    try:
+    with raw_db(path) as db:
         db.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
-    finally:
-        db.close()
 
 
 @pytest.fixture
@@ -85,8 +96,9 @@ async def archive(db_path: Path):
 async def test_round_trip_add_flush_recent(archive: HistoryArchive) -> None:
     """Added messages come back from recent() field for field, oldest first."""
     first = msg(1, "hello there", minutes_ago=5, reply_to_message_id=None)
-    second = msg(2, "general kenobi", minutes_ago=1, author="bob", author_id=101,
-                 reply_to_message_id=1, edited_at=NOW)  # fmt: skip
+    second = msg(
+        2, "general kenobi", minutes_ago=1, author="bob", author_id=101, reply_to_message_id=1, edited_at=NOW
+    )
     archive.add(second)
     archive.add(first)
     await archive.flush()
@@ -149,6 +161,16 @@ async def test_search_and_then_or(archive: HistoryArchive) -> None:
     assert ids(await archive.search(CHANNEL, "beta alpha")) == [1]
     assert sorted(ids(await archive.search(CHANNEL, "alpha zulu"))) == [1, 2]
     assert await archive.search(CHANNEL, "zulu yankee") == []
+
+
+async def test_search_ignores_stopwords_unless_alone(archive: HistoryArchive) -> None:
+    """Question-style queries match on their content words; a lone stopword still searches."""
+    archive.add(msg(1, "deploy went fine"))
+    archive.add(msg(2, "the end"))
+    await archive.flush()
+
+    assert ids(await archive.search(CHANNEL, "What did we decide about the deploy?")) == [1]
+    assert ids(await archive.search(CHANNEL, "the")) == [2]
 
 
 async def test_search_hours_window(archive: HistoryArchive) -> None:
@@ -274,9 +296,16 @@ async def test_prune_retention(db_path: Path) -> None:
     try:
         archive.add(msg(1, "ancient", minutes_ago=8 * 24 * 60))
         archive.add(msg(2, "recent", minutes_ago=6 * 24 * 60))
-        archive.record_decision(channel_id=CHANNEL, message_id=1, author_name="alice", excerpt="ancient",
-                                responded=False, reason="old", tier="fast",
-                                decided_at=NOW - timedelta(days=8))  # fmt: skip
+        archive.record_decision(
+            channel_id=CHANNEL,
+            message_id=1,
+            author_name="alice",
+            excerpt="ancient",
+            responded=False,
+            reason="old",
+            tier="fast",
+            decided_at=NOW - timedelta(days=8),
+        )
         await archive.flush()
 
         assert await archive.prune(now=NOW) == 1
@@ -335,8 +364,9 @@ async def test_close_flushes_pending_writes(db_path: Path) -> None:
     archive = await HistoryArchive.open(db_path, retention_days=0, flush_interval=60)
     for i in range(1, 2501):
         archive.add(msg(i, f"note {i}", channel=1 + i % 3))
-    archive.record_decision(channel_id=CHANNEL, message_id=1, author_name="alice", excerpt="note 1",
-                            responded=True, reason="asked", tier="full")  # fmt: skip
+    archive.record_decision(
+        channel_id=CHANNEL, message_id=1, author_name="alice", excerpt="note 1", responded=True, reason="asked", tier="full"
+    )
     await archive.close()
 
     archive = await HistoryArchive.open(db_path, retention_days=0)
@@ -408,12 +438,20 @@ async def test_channel_modes_round_trip(archive: HistoryArchive) -> None:
 async def test_decisions_round_trip(archive: HistoryArchive) -> None:
     """Decisions come back newest first, limited, and go with their message."""
     for i in range(5):
-        archive.record_decision(channel_id=CHANNEL, message_id=i, author_name="alice", excerpt=f"text {i}",
-                                responded=i % 2 == 0, reason=f"reason {i}", tier="fast",
-                                confidence=None if i == 4 else i / 10,
-                                decided_at=NOW + timedelta(seconds=i))  # fmt: skip
-    archive.record_decision(channel_id=OTHER_CHANNEL, message_id=9, author_name="bob", excerpt="x",
-                            responded=False, reason="r", tier="full")  # fmt: skip
+        archive.record_decision(
+            channel_id=CHANNEL,
+            message_id=i,
+            author_name="alice",
+            excerpt=f"text {i}",
+            responded=i % 2 == 0,
+            reason=f"reason {i}",
+            tier="fast",
+            confidence=None if i == 4 else i / 10,
+            decided_at=NOW + timedelta(seconds=i),
+        )
+    archive.record_decision(
+        channel_id=OTHER_CHANNEL, message_id=9, author_name="bob", excerpt="x", responded=False, reason="r", tier="full"
+    )
     await archive.flush()
 
     latest = await archive.recent_decisions(CHANNEL, limit=2)
@@ -454,7 +492,7 @@ async def test_stats(archive: HistoryArchive) -> None:
 async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
     """A v1 file is upgraded at open with its messages intact and searchable."""
     db_path.parent.mkdir(parents=True)
-    with sqlite3.connect(db_path) as db:
+    with raw_db(db_path) as db:
         db.executescript(MIGRATIONS[0])
         db.execute(
             "INSERT INTO messages (message_id, guild_id, channel_id, author_id, author_name, content,"
@@ -463,7 +501,6 @@ async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
             (GUILD, CHANNEL, int(NOW.timestamp() * 1000)),
         )
         db.execute("PRAGMA user_version = 1")
-    db.close()
 
     archive = await HistoryArchive.open(db_path, retention_days=0)
     try:
@@ -474,34 +511,30 @@ async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
         assert await archive.get_channel_mode(CHANNEL) == "quiet"
     finally:
         await archive.close()
-    with sqlite3.connect(db_path) as db:
+    with raw_db(db_path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
-    db.close()
 
 
 async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
     """Reopening a current file runs no migration (schema_version unchanged)."""
     archive = await HistoryArchive.open(db_path)
     await archive.close()
-    with sqlite3.connect(db_path) as db:
+    with raw_db(db_path) as db:
         before = db.execute("PRAGMA schema_version").fetchone(), db.execute("PRAGMA user_version").fetchone()
-    db.close()
 
     archive = await HistoryArchive.open(db_path)
     await archive.close()
-    with sqlite3.connect(db_path) as db:
+    with raw_db(db_path) as db:
         after = db.execute("PRAGMA schema_version").fetchone(), db.execute("PRAGMA user_version").fetchone()
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    db.close()
     assert after == before
 
 
 async def test_refuses_newer_schema(db_path: Path) -> None:
     """A file from a newer version of the code is not opened."""
     db_path.parent.mkdir(parents=True)
-    with sqlite3.connect(db_path) as db:
+    with raw_db(db_path) as db:
         db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
-    db.close()
     with pytest.raises(RuntimeError, match="schema version"):
         await HistoryArchive.open(db_path)
 
