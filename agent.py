@@ -370,7 +370,7 @@ async def get_recent_messages(ctx: RunContext[ChatDeps], limit: int = 50, hours:
 
     async def read(archive: MessageArchive) -> str:
         found = await archive.recent(ctx.deps.channel_id, limit=_clamp(limit, 1, RECENT_LIMIT_MAX), hours=_hours(hours))
-        return _messages_text(found)
+        return _messages_text(found, keep_newest=True)
 
     return await _read_archive(ctx, "get_recent_messages", read)
 
@@ -412,8 +412,8 @@ async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[Me
         return "The message archive could not be read just now."
 
 
-def _messages_text(messages: Sequence[ArchivedMessage]) -> str:
-    return format_messages(messages) if messages else "No messages found."
+def _messages_text(messages: Sequence[ArchivedMessage], *, keep_newest: bool = False) -> str:
+    return format_messages(messages, keep_newest=keep_newest) if messages else "No messages found."
 
 
 def _stats_text(stats: ChannelStats) -> str:

@@ -912,12 +912,15 @@ def _decision_from_row(row: Sequence) -> Decision:
     )
 
 
-def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 4000) -> str:
+def format_messages(
+    messages: Sequence[ArchivedMessage], *, max_chars: int = 4000, keep_newest: bool = False
+) -> str:
     """Render messages as ``[YYYY-MM-DD HH:MM] name: text`` lines, at most ``max_chars`` in all.
 
     Newlines inside a message become spaces and one message shows at most
     500 characters. Messages are kept in the given order; those that don't
-    fit are replaced by a closing ``(… N more messages not shown)`` note.
+    fit are left out with a ``(… N more messages not shown)`` note: at the end,
+    or, with ``keep_newest`` (for oldest-first lists), at the start.
     """
     if not messages:
         return "(no messages)"
@@ -927,13 +930,16 @@ def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 400
         return text
     # No note is longer than the one counting every message.
     budget = max_chars - len(_more_note(len(lines)))
+    candidates = reversed(lines) if keep_newest else lines
     shown = 0
     used = 0
-    for line in lines:
+    for line in candidates:
         used += len(line) + 1
         if used > budget:
             break
         shown += 1
+    if keep_newest:
+        return "\n".join([_more_note(len(lines) - shown, "earlier"), *lines[len(lines) - shown :]])
     return "\n".join([*lines[:shown], _more_note(len(lines) - shown)])
 
 
@@ -944,8 +950,8 @@ def _format_line(message: ArchivedMessage) -> str:
     return f"[{message.created_at:%Y-%m-%d %H:%M}] {message.author_name}: {text}"
 
 
-def _more_note(count: int) -> str:
-    return f"(… {count} more message{'' if count == 1 else 's'} not shown)"
+def _more_note(count: int, which: str = "more") -> str:
+    return f"(… {count} {which} message{'' if count == 1 else 's'} not shown)"
 
 
 def format_stats(stats: ChannelStats) -> str:

@@ -594,3 +594,19 @@ def test_sqlite_path_from_url_rejects(url: str) -> None:
     """Anything but a sqlite file URL is a clear ValueError."""
     with pytest.raises(ValueError, match="DATABASE_URL"):
         sqlite_path_from_url(url)
+
+
+def test_format_messages_can_keep_the_newest_when_cut() -> None:
+    """For an oldest-first list, the cut drops the oldest lines and says how many came earlier."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    messages = [
+        ArchivedMessage(i, 1, 2, 3, "alice", f"message number {i} " + "x" * 80, start + timedelta(minutes=i), False)
+        for i in range(100)
+    ]
+    text = format_messages(messages, max_chars=1000, keep_newest=True)
+    lines = text.splitlines()
+    assert len(text) <= 1000
+    assert lines[0].startswith("(… ") and "earlier messages not shown" in lines[0]
+    assert "message number 99 " in lines[-1]
+    shown = len(lines) - 1
+    assert lines[0] == f"(… {100 - shown} earlier messages not shown)"
