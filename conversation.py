@@ -528,30 +528,33 @@ class ResponseDecider:
         if self.on_decision is not None:
             self.on_decision(message, decision)
         # Silence without a conversation is the common case in a busy server: debug, not info.
-        level = logging.DEBUG if decision.reason == "no_conversation" else logging.INFO
-        if not decision_log.isEnabledFor(level):
-            return
-        decision_log.log(
-            level,
-            "%s message %s in channel %s by %s: %s (%s)",
-            "answer" if decision.respond else "ignore",
-            message.message_id,
-            message.channel_id,
-            message.author,
-            decision.reason,
-            decision.tier,
-            extra={
-                "channel_id": message.channel_id,
-                "message_id": message.message_id,
-                "author_id": message.author_id,
-                "author": message.author,
-                "respond": decision.respond,
-                "reason": decision.reason,
-                "tier": decision.tier,
-                "confidence": decision.confidence,
-                "detail": decision.detail,
-            },
-        )
+        level = logging.DEBUG if decision is _NO_CONVERSATION else logging.INFO
+        if decision_log.isEnabledFor(level):
+            _log_decision(level, message, decision)
+
+
+def _log_decision(level: int, message: MessageRecord, decision: Decision) -> None:
+    decision_log.log(
+        level,
+        "%s message %s in channel %s by %s: %s (%s)",
+        "answer" if decision.respond else "ignore",
+        message.message_id,
+        message.channel_id,
+        message.author,
+        decision.reason,
+        decision.tier,
+        extra={
+            "channel_id": message.channel_id,
+            "message_id": message.message_id,
+            "author_id": message.author_id,
+            "author": message.author,
+            "respond": decision.respond,
+            "reason": decision.reason,
+            "tier": decision.tier,
+            "confidence": decision.confidence,
+            "detail": decision.detail,
+        },
+    )
 
 
 def _within_last(
