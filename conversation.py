@@ -60,6 +60,20 @@ class ChannelConversation:
     # to whom" in O(1) instead of scanning the transcript.
     last_message_by_author: dict[int, MessageRecord] = field(default_factory=dict)
     bot_turns: int = 0
+    # The latest bot message naming each person, and the latest naming nobody: the decider
+    # skips its look-back for a person no recent bot turn can have been answering.
+    bot_message_naming: dict[int, MessageRecord] = field(default_factory=dict)
+    last_unnamed_bot_message: MessageRecord | None = None
+
+    def note_bot_message(self, message: MessageRecord) -> None:
+        """Index a bot's message by whom it names (any bot's: the index only has to be a superset)."""
+        named = message.mention_ids
+        if message.reply_to_author_id is not None:
+            self.bot_message_naming[message.reply_to_author_id] = message
+        elif not named:
+            self.last_unnamed_bot_message = message
+        for person in named:
+            self.bot_message_naming[person] = message
 
     def messages_since(self, author_id: int) -> list[MessageRecord]:
         """Messages after `author_id`'s latest one (all of them if that author has not spoken)."""
@@ -117,6 +131,8 @@ class ConversationManager:
         )
         for message in conversation.messages:
             conversation.last_message_by_author[message.author_id] = message
+            if message.is_bot:
+                conversation.note_bot_message(message)
         self._conversations[channel_id] = conversation
         self._touch(conversation, now)
         return conversation
@@ -136,9 +152,16 @@ class ConversationManager:
         else:
             messages.append(message)
         conversation.last_message_by_author[message.author_id] = message
-        if not message.is_bot:
+        if message.is_bot:
+            conversation.note_bot_message(message)
+        else:
             conversation.participants.add(message.author_id)
-        self._touch(conversation, now)
+        # `_touch`, inlined for the common case: every message of every channel comes through here.
+        if now >= self._latest and self._nothing_expires_before is not _NEVER:
+            conversation.last_activity = self._latest = now
+            self._conversations.move_to_end(channel_id)
+        else:
+            self._touch(conversation, now)
         return conversation
 
     def record_bot_response(self, channel_id: int, llm_history: list[ModelMessage]) -> None:
@@ -443,8 +466,9 @@ class ResponseDecider:
         now = self.clock()
         if self._window_rule and now - last_bot_message.timestamp > window:
             return _OUTSIDE_WINDOW
-        if not _within_last(conversation.messages, last_bot_message, message, self.followup_scan_messages):
-            # The bot has said nothing in the look-back: no turn of its can be followed up.
+        if not self._may_follow_up(message, conversation):
+            # No bot turn in the look-back named this person or named nobody: none of them can
+            # have been answering them, so the walk back could only say no.
             return self._undecided(_NOT_FOR_BOT)
         # One bounded walk back from the newest message: find the bot's latest turn addressed to
         # the author, noting whether the author has spoken or been addressed by someone else since.
@@ -506,6 +530,14 @@ class ResponseDecider:
             return self._undecided(_OUTSIDE_WINDOW)
         return decision
 
+    def _may_follow_up(self, message: MessageRecord, conversation: ChannelConversation) -> bool:
+        messages, count = conversation.messages, self.followup_scan_messages
+        named = conversation.bot_message_naming.get(message.author_id)
+        if named is not None and _within_last(messages, named, count):
+            return True
+        unnamed = conversation.last_unnamed_bot_message
+        return self._implicit_rule and unnamed is not None and _within_last(messages, unnamed, count)
+
     def _undecided(self, decision: Decision) -> Decision | None:
         """A follow-up tier "no" that a configured judge gets to overrule."""
         return None if self.judge is not None else decision
@@ -557,14 +589,15 @@ def _log_decision(level: int, message: MessageRecord, decision: Decision) -> Non
     )
 
 
-def _within_last(
-    messages: deque[MessageRecord], earlier: MessageRecord, message: MessageRecord, count: int
-) -> bool:
-    """Whether `earlier` is among the `count` newest messages other than `message`, in O(1)."""
-    skip = 1 if messages and messages[-1].message_id == message.message_id else 0
-    if len(messages) <= count + skip:
+def _within_last(messages: deque[MessageRecord], earlier: MessageRecord, count: int) -> bool:
+    """Whether `earlier` may be among the `count` messages the follow-up look-back reads, in O(1).
+
+    The look-back skips the message being decided, usually the newest: counting one more errs
+    on the side of looking.
+    """
+    if len(messages) <= count + 1:
         return True
-    return earlier.message_id >= messages[-(count + skip)].message_id
+    return earlier.message_id >= messages[-(count + 1)].message_id
 
 
 def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:

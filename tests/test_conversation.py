@@ -433,3 +433,22 @@ def test_expiry_holds_when_the_clock_steps_back(manager: ConversationManager, cl
     clock.advance(61)
     assert manager.get(CHANNEL + 1) is None
     assert manager.get(CHANNEL) is not None  # its last activity is still in this clock's future
+
+
+async def test_followup_look_back_is_bounded(clock: Clock) -> None:
+    """A bot turn further back than the look-back is not followed up; one inside it still is."""
+    manager = ConversationManager(timeout_seconds=600, clock=clock)
+    decider = ResponseDecider(followup_window_seconds=600, clock=clock, followup_scan_messages=5)
+    conversation = engaged(manager, clock)
+    for i in range(5):
+        manager.record_message(CHANNEL, msg(BOB, f"chatter {i}", at=clock.now))
+    late = msg(ALICE, "one more question", at=clock.now)
+    manager.record_message(CHANNEL, late)
+    assert await decider.should_respond(late, conversation, BOT) == (False, "not_for_bot")
+
+    conversation = engaged(manager, clock)
+    for i in range(4):
+        manager.record_message(CHANNEL, msg(BOB, f"chatter {i}", at=clock.now))
+    in_reach = msg(ALICE, "one more question", at=clock.now)
+    manager.record_message(CHANNEL, in_reach)
+    assert await decider.should_respond(in_reach, conversation, BOT) == (True, "followup")
