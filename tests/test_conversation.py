@@ -452,3 +452,50 @@ async def test_followup_look_back_is_bounded(clock: Clock) -> None:
     in_reach = msg(ALICE, "one more question", at=clock.now)
     manager.record_message(CHANNEL, in_reach)
     assert await decider.should_respond(in_reach, conversation, BOT) == (True, "followup")
+
+
+async def test_message_without_text_is_left_alone(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """An attachment-only message (no text) from the person the bot answered is not a follow-up."""
+    conversation = engaged(manager, clock)
+    assert await decider.should_respond(msg(ALICE, "   ", at=clock.now), conversation, BOT) == (False, "no_text")
+
+
+async def test_only_the_first_message_after_the_bot_is_a_followup(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """The person's first message after the bot's turn is answered; their next one is not."""
+    conversation = engaged(manager, clock)
+    first = msg(ALICE, "thanks, that worked", at=clock.now)
+    manager.record_message(CHANNEL, first)
+    assert await decider.should_respond(first, conversation, BOT) == (True, "followup")
+    second = msg(ALICE, "now on to the next thing", at=clock.now)
+    manager.record_message(CHANNEL, second)
+    assert await decider.should_respond(second, conversation, BOT) == (False, "already_followed_up")
+
+
+async def test_someone_cutting_in_ends_the_followup(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """Once someone else addresses the person, their next message is for that someone, not the bot."""
+    conversation = engaged(manager, clock)
+    manager.record_message(CHANNEL, msg(BOB, "<@10> try ext4", at=clock.now, mentions=frozenset({ALICE})))
+    answer = msg(ALICE, "ok will do", at=clock.now)
+    manager.record_message(CHANNEL, answer)
+    assert await decider.should_respond(answer, conversation, BOT) == (False, "cut_in")
+
+
+async def test_unnamed_answer_to_a_question_is_followed_up(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
+    """A bot turn naming nobody, right after someone's question to it, counts as answering them."""
+    conversation = manager.start(CHANNEL, [])
+    manager.record_message(CHANNEL, msg(ALICE, "<@1> what is ext4?", at=clock.now, mentions=frozenset({BOT})))
+    manager.record_message(CHANNEL, msg(BOT, "A Linux filesystem.", at=clock.now, is_bot=True))
+    followup = msg(ALICE, "is it journaled", at=clock.now)
+    manager.record_message(CHANNEL, followup)
+    assert await decider.should_respond(followup, conversation, BOT) == (True, "followup_implicit")
+    bystander = msg(BOB, "is it journaled", at=clock.now)
+    manager.record_message(CHANNEL, bystander)
+    assert await decider.should_respond(bystander, conversation, BOT) == (False, "not_for_bot")
