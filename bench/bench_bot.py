@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -31,25 +30,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E402
-from fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
+from e2e_support import bot_environment  # noqa: E402
+from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
+from fake_llm import FakeLLM  # noqa: E402
 
 CONVERSATION_TIMEOUT = 0.5
 
 
 async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path) -> asyncio.subprocess.Process:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "LLM_", "LOGFIRE_"))}
-    env.update(
-        DISCORD_TOKEN=DEFAULT_TOKEN,
-        LLM_MODEL=MODEL_NAME,
-        LLM_BASE_URL=llm.base_url,
-        DATABASE_URL=f"sqlite:///{database}",
-        DISCORD_API_BASE_URL=fake.api_base_url,
-        DISCORD_GATEWAY_URL=fake.gateway_url,
-        CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT),
-        LOG_LEVEL="WARNING",
+    env = bot_environment(
+        fake, llm, database, CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT), LOG_LEVEL="WARNING"
     )
     return await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent)
 

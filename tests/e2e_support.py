@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,21 @@ from bot import LoggedDecision, Parley, build_client, point_at_discord, run
 from config import Settings
 
 QUIET = 0.6  # how long "the bot said nothing" is watched for
+
+
+def bot_environment(fake: FakeDiscord, llm: FakeLLM, database: Path, **extra: str) -> dict[str, str]:
+    """The environment for `python bot.py` against the fakes: this one, minus any real Discord or model setting."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "LLM_", "LOGFIRE_"))}
+    env.update(
+        DISCORD_TOKEN=DEFAULT_TOKEN,
+        LLM_MODEL=MODEL_NAME,
+        LLM_BASE_URL=llm.base_url,
+        DATABASE_URL=f"sqlite:///{database}",
+        DISCORD_API_BASE_URL=fake.api_base_url,
+        DISCORD_GATEWAY_URL=fake.gateway_url,
+        **extra,
+    )
+    return env
 
 
 def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -17,13 +16,12 @@ from fake_discord import (
     BOT_ID,
     CAROL_ID,
     CHANNEL_ID,
-    DEFAULT_TOKEN,
     OTHER_BOT_ID,
     OTHER_CHANNEL_ID,
     FakeDiscord,
 )
-from e2e_support import RunningBot, assert_silent, eventually, request_texts, say
-from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, echo, message_text
+from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
+from fake_llm import Error, FakeLLM, ToolCall, echo, message_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,15 +161,7 @@ async def test_model_failure_apologises_and_keeps_serving(bot: RunningBot, fake:
 
 async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """`python bot.py` connects, answers, and on SIGTERM closes and exits 0 (Railway's redeploy)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "LLM_"))}
-    env.update(
-        DISCORD_TOKEN=DEFAULT_TOKEN,
-        LLM_MODEL=MODEL_NAME,
-        LLM_BASE_URL=llm.base_url,
-        DATABASE_URL=f"sqlite:///{tmp_path / 'parley.db'}",
-        DISCORD_API_BASE_URL=fake.api_base_url,
-        DISCORD_GATEWAY_URL=fake.gateway_url,
-    )
+    env = bot_environment(fake, llm, tmp_path / "parley.db")
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(ROOT / "bot.py"), cwd=tmp_path, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
