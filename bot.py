@@ -511,7 +511,7 @@ class Parley(discord.Client):
         await archive.flush()  # the messages just before the trigger may still be queued
         hours = (message.created_at - since).total_seconds() / 3600
         earlier = await archive.recent(
-            message.channel.id, limit=count, hours=hours, now=message.created_at, before=message.created_at
+            message.channel.id, limit=count, hours=hours, now=message.created_at, before_id=message.id
         )
         return [record_from_archive(row) for row in earlier]
 

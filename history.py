@@ -46,7 +46,7 @@ _ONE_MS = timedelta(milliseconds=1)
 _MS_PER_HOUR = 3_600_000
 # Open-ended time bounds, so a query without a window keeps the same SQL.
 _MIN_MS = -(2**63)
-_MAX_MS = 2**63 - 1
+_MAX_ID = 2**63 - 1  # SQLite's largest integer
 
 # Ranking every match of a common word in a busy channel costs tens of
 # milliseconds; bm25 over the newest matches keeps search latency flat.
@@ -575,20 +575,21 @@ class HistoryArchive:
         limit: int = 50,
         hours: float | None = None,
         now: datetime | None = None,
-        before: datetime | None = None,
+        before_id: int | None = None,
     ) -> list[ArchivedMessage]:
         """The latest ``limit`` messages of a channel, oldest first.
 
-        ``hours`` keeps messages from the last hours before ``now``; ``before``
-        keeps messages strictly older than it (for paging back).
+        ``hours`` keeps messages from the last hours before ``now``; ``before_id``
+        keeps messages older than that message (Discord ids grow with time, and
+        two messages can share a millisecond, so paging back goes by id).
         """
         if limit <= 0:
             return []
         rows = await self._reader.execute_fetchall(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages"
-            " WHERE channel_id = ? AND created_at >= ? AND created_at < ?"
+            " WHERE channel_id = ? AND created_at >= ? AND message_id < ?"
             " ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, _since_ms(hours, now), _MAX_MS if before is None else _to_ms(before), limit),
+            (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, limit),
         )
         return [_message_from_row(row) for row in reversed(list(rows))]
 

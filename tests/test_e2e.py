@@ -6,6 +6,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from fake_discord import (
     OTHER_BOT_ID,
     OTHER_CHANNEL_ID,
     FakeDiscord,
+    RecordedRequest,
 )
 from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
 from fake_llm import Error, FakeLLM, ToolCall, echo, message_text
@@ -314,3 +316,32 @@ async def test_hostile_search_string_gets_a_normal_result(
     [result] = await ask_with_search(fake, llm, hostile)
     assert "could not be read" not in result
     assert result.startswith("No messages found.") or "[" in result
+
+
+def reads_history(request: RecordedRequest) -> bool:
+    return request.method == "GET" and request.path.partition("?")[0].endswith(f"/channels/{CHANNEL_ID}/messages")
+
+
+async def test_conversation_context_comes_from_the_archive_when_it_covers_the_period(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Once the archive has watched the channel for the whole context period, no Discord round trip is made."""
+    client = await bot.start()
+    client.watching_since -= timedelta(hours=2)  # as if the bot had been up for two hours
+    await say(fake, BOB_ID, "the build server is down again")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> any idea why?")
+    await fake.wait_for_posts(1)
+    assert not any(reads_history(request) for request in fake.requests)
+    assert "the build server is down again" in request_texts(llm.requests[0])[-1]
+
+
+async def test_conversation_context_comes_from_discord_after_a_fresh_start(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Right after start the archive has a gap, so the context is read from Discord's history."""
+    fake.add_history(CHANNEL_ID, BOB_ID, "said before the bot came up")
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what did bob say?")
+    await fake.wait_for_posts(1)
+    assert any(reads_history(request) for request in fake.requests)
+    assert "said before the bot came up" in request_texts(llm.requests[0])[-1]

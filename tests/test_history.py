@@ -108,7 +108,7 @@ async def test_round_trip_add_flush_recent(archive: HistoryArchive) -> None:
 
 
 async def test_recent_limit_hours_before(archive: HistoryArchive) -> None:
-    """recent() returns the latest `limit` in order and honours hours and before."""
+    """recent() returns the latest `limit` in order and honours hours and before_id."""
     for i in range(10):
         archive.add(msg(i + 1, f"message {i}", minutes_ago=100 - i * 10))
     archive.add(msg(99, "elsewhere", channel=OTHER_CHANNEL))
@@ -116,7 +116,7 @@ async def test_recent_limit_hours_before(archive: HistoryArchive) -> None:
 
     assert ids(await archive.recent(CHANNEL, limit=3)) == [8, 9, 10]
     assert ids(await archive.recent(CHANNEL, hours=0.5, now=NOW)) == [8, 9, 10]
-    assert ids(await archive.recent(CHANNEL, limit=2, before=NOW - timedelta(minutes=30))) == [6, 7]
+    assert ids(await archive.recent(CHANNEL, limit=2, before_id=8)) == [6, 7]
     assert await archive.recent(CHANNEL, limit=0) == []
     assert await archive.recent(12345) == []
 
