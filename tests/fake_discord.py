@@ -898,12 +898,18 @@ class FakeDiscord:
         if len(content) > MAX_CONTENT_LENGTH:
             return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
         reference = body.get("message_reference")
+        reply_to = int(reference["message_id"]) if reference else None
+        if reply_to is not None and channel.find(reply_to) is None:
+            # https://discord.com/developers/docs/resources/message#message-reference-structure
+            if reference.get("fail_if_not_exists", True):
+                return _invalid_form_body("message_reference", "Unknown message")
+            reply_to = None  # posted as a plain message
         message = self._create_message(
             channel.id,
             BOT_ID,
             content,
             message_id=self._next_id(),
-            reply_to=int(reference["message_id"]) if reference else None,
+            reply_to=reply_to,
             allowed_mentions=body.get("allowed_mentions"),
             attachments=[self._attachment(name, data) for name, data in files],
         )

@@ -345,3 +345,47 @@ async def test_conversation_context_comes_from_discord_after_a_fresh_start(
     await fake.wait_for_posts(1)
     assert any(reads_history(request) for request in fake.requests)
     assert "said before the bot came up" in request_texts(llm.requests[0])[-1]
+
+
+async def test_one_answer_at_a_time_per_channel(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Two questions at once are answered one after the other, in the order they arrived."""
+    in_flight = peak = 0
+
+    async def slow_echo(request: dict[str, Any]) -> str:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.2)
+        in_flight -= 1
+        return echo(request)
+
+    llm.handler = slow_echo
+    await bot.start()
+    first = await say(fake, ALICE_ID, f"<@{BOT_ID}> first question")
+    second = await say(fake, BOB_ID, f"<@{BOT_ID}> second question")
+    posts = await fake.wait_for_posts(2)
+    assert [post.reply_to for post in posts] == [int(first["id"]), int(second["id"])]
+    assert peak == 1
+    assert any("first question" in text for text in request_texts(llm.requests[1]))  # it saw the first exchange
+
+
+async def test_answer_is_posted_even_if_the_question_was_deleted(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A question deleted while the model works still gets its answer, as a plain message."""
+    asked = asyncio.Event()
+
+    async def slow_echo(request: dict[str, Any]) -> str:
+        asked.set()
+        await asyncio.sleep(0.2)
+        return echo(request)
+
+    llm.handler = slow_echo
+    await bot.start()
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> quick, before I delete this")
+    await asyncio.wait_for(asked.wait(), 5)
+    await fake.delete_messages(CHANNEL_ID, int(question["id"]))
+    [post] = await fake.wait_for_posts(1)
+    assert "before I delete this" in post.content
+    assert post.body["message_reference"]["fail_if_not_exists"] is False
+    assert post.reply_to is not None and post.message.get("message_reference") is None
