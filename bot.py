@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import sqlite3
 import sys
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -202,6 +203,10 @@ async def _keep_typing(channel: discord.abc.Messageable) -> None:
         await asyncio.sleep(TYPING_REFRESH_SECONDS)
 
 
+class ArchiveUnavailable(Exception):
+    """The archive file named by DATABASE_URL cannot be opened or created."""
+
+
 @dataclass
 class _Turn:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -374,10 +379,11 @@ class Parley(discord.Client):
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
         if self.settings.archive_enabled:
-            self.archive = await HistoryArchive.open(
-                sqlite_path_from_url(self.settings.database_url),
-                retention_days=self.settings.history_retention_days,
-            )
+            path = sqlite_path_from_url(self.settings.database_url)
+            try:
+                self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
+            except (OSError, sqlite3.Error) as error:
+                raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
             await self._load_modes(self.archive)
         if self.sync_on_start:
             await self.sync_commands()
@@ -934,6 +940,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(run(client, settings.discord_token.get_secret_value()))
     except discord.LoginFailure:
         print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
+        return 2
+    except ArchiveUnavailable as error:
+        print(f"Configuration error: {error}", file=sys.stderr)
         return 2
     except discord.PrivilegedIntentsRequired:
         print(

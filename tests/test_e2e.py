@@ -389,3 +389,19 @@ async def test_answer_is_posted_even_if_the_question_was_deleted(
     assert "before I delete this" in post.content
     assert post.body["message_reference"]["fail_if_not_exists"] is False
     assert post.reply_to is not None and post.message.get("message_reference") is None
+
+
+async def test_unusable_database_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """A DATABASE_URL that cannot be opened stops `python bot.py` with one line naming it, exit 2."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the database's folder should be")
+    env = bot_environment(fake, llm, blocker / "parley.db")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "bot.py"), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    [line] = stderr.decode().strip().splitlines()[-1:]
+    assert line.startswith("Configuration error: DATABASE_URL names ") and "cannot be opened" in line
+    assert "Traceback" not in stderr.decode()
