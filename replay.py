@@ -535,7 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agent import build_judge
 
         try:
-            settings = Settings()
+            # A replay never connects to Discord: only the model settings matter.
+            settings = Settings(discord_token="unused by replay")
         except ValidationError as error:
             print(describe_settings_error(error), file=sys.stderr)
             return 2
