@@ -178,13 +178,16 @@ def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:
 
 
 TYPING_REFRESH_SECONDS = 8  # Discord shows typing for 10 s after each trigger-typing request
+# Typing starts once the model request is on its way: its own request would otherwise compete with
+# the model call for the event loop, and an answer this quick needs no indicator.
+TYPING_DELAY_SECONDS = 0.3
 
 
 @contextlib.asynccontextmanager
 async def typing_indicator(channel: discord.abc.Messageable) -> AsyncIterator[None]:
-    """Show "Parley is typing…" while the body runs, without delaying it by a round trip.
+    """Show "Parley is typing…" while the body runs, without ever holding it up.
 
-    The indicator runs beside the body: a slow or failing typing request never holds up the model call.
+    The indicator runs beside the body: a slow or failing typing request never delays the model call.
     """
     typing = asyncio.create_task(_keep_typing(channel))
     try:
@@ -194,6 +197,7 @@ async def typing_indicator(channel: discord.abc.Messageable) -> AsyncIterator[No
 
 
 async def _keep_typing(channel: discord.abc.Messageable) -> None:
+    await asyncio.sleep(TYPING_DELAY_SECONDS)
     while True:
         try:
             await channel.typing()

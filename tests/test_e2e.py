@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 async def test_mention_gets_a_reply(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
-    """An @mention is answered with a reply to that message, typing first, pinging only its author."""
+    """An @mention is answered with a reply to that message, pinging only its author."""
     await bot.start()
     question = await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
     [post] = await fake.wait_for_posts(1)
@@ -40,9 +40,29 @@ async def test_mention_gets_a_reply(bot: RunningBot, fake: FakeDiscord, llm: Fak
     assert post.content.startswith("echo: ")
     allowed = post.body["allowed_mentions"]
     assert allowed["parse"] == [] and [int(user) for user in allowed["users"]] == [ALICE_ID]
-    assert any(event.at <= post.at for event in fake.typing_events)
     [request] = llm.requests
     assert "how do I list files?" in request_texts(request)[-1]
+
+
+async def test_typing_shows_while_the_model_works(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A slow answer shows the typing indicator before it is posted; an instant one needs none."""
+
+    async def slow_echo(request: dict[str, Any]) -> str:
+        await asyncio.sleep(0.6)
+        return echo(request)
+
+    llm.handler = slow_echo
+    await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> think hard about this")
+    [post] = await fake.wait_for_posts(1)
+    assert [event.channel_id for event in fake.typing_events] == [CHANNEL_ID]
+    assert fake.typing_events[0].at < post.at
+
+    llm.handler = echo
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> and quickly?")
+    await fake.wait_for_posts(2)
+    await asyncio.sleep(0.4)  # past the typing delay
+    assert len(fake.typing_events) == 1
 
 
 async def test_chatter_without_conversation_is_ignored(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
