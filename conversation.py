@@ -177,11 +177,6 @@ class ConversationManager:
         """End the channel's conversation now; returns it, or None if there was none."""
         return self._conversations.pop(channel_id, None)
 
-    def active(self) -> list[ChannelConversation]:
-        """Every live conversation, least recently active first."""
-        self._evict_expired(self.clock())
-        return list(self._conversations.values())
-
     def evict_expired(self) -> int:
         """Drop every conversation idle for longer than the timeout; returns how many."""
         return self._evict_expired(self.clock())

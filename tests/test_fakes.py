@@ -35,12 +35,6 @@ class RecordingClient(discord.Client):
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as fake:
-        yield fake
-
-
-@pytest.fixture
 async def client(fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RecordingClient]:
     monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base_url)
     monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.gateway_url))
@@ -56,12 +50,6 @@ async def client(fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
     yield client
     await client.close()
     await running
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as llm:
-        yield llm
 
 
 @pytest.fixture
