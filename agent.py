@@ -383,7 +383,7 @@ async def get_channel_stats(ctx: RunContext[ChatDeps], hours: float | None = Non
     """
 
     async def read(archive: MessageArchive) -> str:
-        return _stats_text(await archive.stats(ctx.deps.channel_id, hours=_hours(hours)))
+        return format_stats(await archive.stats(ctx.deps.channel_id, hours=_hours(hours)))
 
     return await _read_archive(ctx, "get_channel_stats", read)
 
@@ -414,10 +414,6 @@ async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[Me
 
 def _messages_text(messages: Sequence[ArchivedMessage], *, keep_newest: bool = False) -> str:
     return format_messages(messages, keep_newest=keep_newest) if messages else "No messages found."
-
-
-def _stats_text(stats: ChannelStats) -> str:
-    return format_stats(stats)
 
 
 def _clamp(value: int, low: int, high: int) -> int:
