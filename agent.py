@@ -11,9 +11,11 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, Protocol
 
+from openai import AsyncOpenAI, Omit, omit
+from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic import BaseModel, Field
 from pydantic_ai import (
     Agent,
@@ -29,7 +31,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, register_tag, wrap
-from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models import Model, create_async_httpx2_client, infer_model
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.providers.gateway import gateway_provider
@@ -111,24 +113,45 @@ class ReplyFailed(Exception):
 # --- Models -----------------------------------------------------------------------------------
 
 
-def build_model(settings: Settings, model_name: str | None = None) -> Model:
+def build_model(settings: Settings, model_name: str | None = None, *, max_retries: int | None = None) -> Model:
     """The model for `model_name` (default: LLM_MODEL), built without any network call.
 
     With LLM_BASE_URL, the name is sent verbatim to that OpenAI-compatible server (vLLM, Ollama,
-    LM Studio, ...). Otherwise it is a pydantic-ai model string such as `openai:gpt-4.1-mini`;
+    LM Studio, ...), through a client that retries transient errors `max_retries` times (default:
+    MODEL_RETRIES). Otherwise it is a pydantic-ai model string such as `openai:gpt-4.1-mini`;
     LLM_API_KEY, when set, goes to its provider, else the provider's own variable (OPENAI_API_KEY, ...)
-    applies.
+    applies, and retries are left to `retry_settings`.
     """
     name = model_name or settings.llm_model
     api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     if settings.llm_base_url:
+        client = UntransformedOpenAI(
+            base_url=settings.llm_base_url,
+            # The SDK insists on a key; a server that needs none ignores this one.
+            api_key=api_key or "api-key-not-set",
+            max_retries=settings.model_retries if max_retries is None else max_retries,
+            http_client=create_async_httpx2_client(),
+        )
         # Not OpenAIProvider: that one is for OpenAI itself, would send OPENAI_API_KEY to this server and
         # assume OpenAI-only features; this one also guards self-hosted chat templates' special tokens.
-        provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, base_url=settings.llm_base_url, api_key=api_key)
+        provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, openai_client=client)
         return OpenAIChatModel(name, provider=provider)
     if api_key is None:
         return infer_model(name)
     return infer_model(name, provider_factory=partial(_provider_with_key, api_key=api_key))
+
+
+def retry_settings(model: Model, max_retries: int) -> ModelSettings | None:
+    """The settings that make `model`'s SDK retry transient errors `max_retries` times; None if its client already does.
+
+    `ModelSettings.max_retries` works for every provider, but pydantic-ai applies it by copying the
+    SDK client for each request, and the copy looks up the platform in a worker thread: a thread hop
+    before every request. `build_model` gives the LLM_BASE_URL client its retries up front instead.
+    """
+    client = getattr(model, "client", None)
+    if isinstance(client, UntransformedOpenAI) and client.max_retries == max_retries:
+        return None
+    return ModelSettings(max_retries=max_retries)
 
 
 def _provider_with_key(provider_name: str, *, api_key: str) -> Provider[Any]:
@@ -140,6 +163,40 @@ def _provider_with_key(provider_name: str, *, api_key: str) -> Provider[Any]:
     if "api_key" in inspect.signature(provider_class).parameters:
         return provider_class(api_key=api_key)  # type: ignore[call-arg]
     return provider_class()
+
+
+class _UntransformedCompletions(AsyncCompletions):
+    """Chat completions whose `messages` and `tools` go out as given, without the SDK's request transform.
+
+    The openai SDK walks the whole request body against its params' TypedDict unions before every
+    request, with the event loop blocked: about 0.25 ms per message of history on a small VM, so
+    5 ms at 20 messages and growing with the conversation. For what pydantic-ai sends (plain
+    wire-format dicts) the walk changes nothing. `extra_body` is merged into the JSON body after the
+    transform, so moving the two bulky fields there sends the same bytes without the walk
+    (tests/test_agent.py pins that). The same generator's Anthropic SDK has the issue on record:
+    https://github.com/anthropics/anthropic-sdk-python/issues/1195
+    """
+
+    async def create(self, *, messages: Any, tools: Any = omit, extra_body: Any = None, **params: Any) -> Any:
+        untransformed = {"messages": list(messages)}
+        if not isinstance(tools, Omit):
+            untransformed["tools"] = list(tools)
+            params["tools"] = []
+        return await super().create(messages=[], extra_body={**untransformed, **(extra_body or {})}, **params)
+
+
+class _UntransformedChat(AsyncChat):
+    @cached_property
+    def completions(self) -> AsyncCompletions:
+        return _UntransformedCompletions(self._client)
+
+
+class UntransformedOpenAI(AsyncOpenAI):
+    """An `AsyncOpenAI` client whose chat completions skip the SDK's request transform (see above)."""
+
+    @cached_property
+    def chat(self) -> AsyncChat:
+        return _UntransformedChat(self)
 
 
 # --- The responder ----------------------------------------------------------------------------
@@ -161,7 +218,8 @@ _ARCHIVE_NOTE = """\
 earlier that isn't in front of you."""
 
 
-def _whereabouts(ctx: RunContext[ChatDeps]) -> str:
+async def _whereabouts(ctx: RunContext[ChatDeps]) -> str:
+    # async: pydantic-ai runs a sync instructions function in a worker thread, a hop on every request.
     deps = ctx.deps
     return (
         f"You are {_inline(deps.bot_name)}, in the channel #{_inline(deps.channel_name)}"
@@ -187,13 +245,14 @@ def build_responder(
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
         return trim_history(messages, budget)
 
+    model = model or build_model(settings)
     return Agent(
-        model or build_model(settings),
+        model,
         deps_type=ChatDeps,
         output_type=str,
         name="parley",
         instructions=[_VOICE + ("\n" + _ARCHIVE_NOTE if archive_enabled else ""), _whereabouts],
-        model_settings=ModelSettings(max_retries=settings.model_retries),
+        model_settings=retry_settings(model, settings.model_retries),
         tools=ARCHIVE_TOOLS if archive_enabled else (),
         capabilities=[ProcessHistory(keep_within_budget)],
     )
@@ -478,13 +537,15 @@ def build_judge(
     settings: Settings, *, model: Model | None = None, bot_name: str = "Parley", bot_user_id: int | None = None
 ) -> LLMJudge:
     """The LLM judge on `settings.judge_model` (`model` overrides it), for `ResponseDecider(judge=...)`."""
+    # One quick retry at most: the decider's short timeout makes a long backoff pointless.
+    retries = min(settings.model_retries, 1)
+    model = model or build_model(settings, settings.judge_model, max_retries=retries)
     agent = Agent(
-        model or build_model(settings, settings.judge_model),
+        model,
         output_type=JudgeOutput,
         name="parley-judge",
         instructions=_JUDGE_INSTRUCTIONS,
-        # One quick retry at most: the decider's short timeout makes a long backoff pointless.
-        model_settings=ModelSettings(max_retries=min(settings.model_retries, 1)),
+        model_settings=retry_settings(model, retries),
         retries={"output": 1},
     )
     return LLMJudge(agent, bot_name=bot_name, bot_user_id=bot_user_id)

@@ -7,11 +7,11 @@ local fake Discord and fake model server from tests/, which run in this process 
 Both processes stamp events with CLOCK_MONOTONIC, which the whole machine shares. Two figures per
 answered message:
 
-- inbound: from the fake gateway sending MESSAGE_CREATE to the model request reaching the model
-  server (discord.py's parsing, recording, deciding, building the prompt, pydantic-ai, the openai
-  SDK, the HTTP client);
-- outbound: from the model server answering to the post reaching Discord's REST route (pydantic-ai,
-  splitting, discord.py's request).
+- inbound: from the MESSAGE_CREATE frame being written to the gateway socket to the model request
+  reaching the model server's handler, before its body is read (discord.py's parsing, recording,
+  deciding, building the prompt, pydantic-ai, the openai SDK, the HTTP client);
+- outbound: from the model server's handler producing the answer to the post reaching Discord's
+  REST route (the answer's own serialisation, pydantic-ai, splitting, discord.py's request).
 
 Messages are @mentions in conversations of `--turns` answers each (a short conversation timeout
 ends each conversation between batches); the first message of each conversation, which also loads
@@ -48,12 +48,9 @@ async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path) -> asyncio.
 
 async def measure(count: int, turns: int, database: Path) -> tuple[list[float], list[float], list[int]]:
     answered_at: list[float] = []
-    requested_at: list[float] = []
 
     def instant_model(request: dict) -> str:
-        now = time.monotonic()
-        requested_at.append(now)
-        answered_at.append(now)
+        answered_at.append(time.monotonic())
         return "Sure."
 
     inbound: list[float] = []
@@ -68,10 +65,10 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
                 turn = index % turns
                 if turn == 0:
                     await asyncio.sleep(CONVERSATION_TIMEOUT * 1.5)
-                sent = time.monotonic()
                 await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> question {index}")
+                sent = time.monotonic()  # the frame is in the socket: the bot may already be reading it
                 [*_, post] = await fake.wait_for_posts(index + 1)
-                inbound.append(requested_at[index] - sent)
+                inbound.append(llm.arrivals[index] - sent)
                 outbound.append(post.at - answered_at[index])
                 turn_numbers.append(turn)
         finally:

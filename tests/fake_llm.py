@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import json
@@ -92,6 +93,8 @@ class FakeLLM:
     def __init__(self, handler: Handler = echo) -> None:
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
+        # Event-loop time each chat-completions request reached its handler, before its body was read.
+        self.arrivals: list[float] = []
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []
         self._ids = itertools.count(1)
@@ -128,6 +131,7 @@ class FakeLLM:
         return f"http://127.0.0.1:{self._port}/v1"
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        self.arrivals.append(asyncio.get_running_loop().time())
         body = await request.json()
         self.requests.append(body)
         try:

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from fake_llm import Error, FakeLLM, replies
+from openai import AsyncOpenAI
 from pydantic_ai import (
     ModelHTTPError,
     ModelMessage,
@@ -39,6 +41,7 @@ from agent import (
     ChatDeps,
     Reply,
     ReplyFailed,
+    UntransformedOpenAI,
     approx_tokens,
     build_judge,
     build_judge_prompt,
@@ -46,6 +49,7 @@ from agent import (
     build_prompt,
     build_responder,
     generate_reply,
+    retry_settings,
     trim_history,
 )
 from conversation import ChannelConversation, MessageRecord, ResponseDecider
@@ -559,6 +563,60 @@ async def test_time_limit_fails(make_settings):
         await reply_to(new, settings, FunctionModel(model))
     assert isinstance(failure.value.__cause__, RunTimedOut)
     assert time.monotonic() - started < 2
+
+
+def tool_call_completion(name: str) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    body = completion("")
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body["choices"][0].update(message=message, finish_reason="tool_calls")
+    return body
+
+
+async def request_bodies(client_class: type[AsyncOpenAI], make_settings) -> list[bytes]:
+    """The raw bodies an answer sends through `client_class`: a tool call, its result, then the answer."""
+    bodies: list[bytes] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(request.content)
+        first = len(bodies) == 1
+        return httpx2.Response(200, json=tool_call_completion("get_channel_stats") if first else completion("ok"))
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
+    client = client_class(base_url="http://llm.test/v1", api_key="k", http_client=http)
+    provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, openai_client=client)
+    model = OpenAIChatModel("local-model", provider=provider)
+    earlier = [ModelRequest.user_text_prompt("earlier question"), ModelResponse(parts=[TextPart("earlier answer")])]
+    with override_allow_model_requests(True):
+        question = msg(ALICE, "Alice", "how busy is it?", 0)
+        await reply_to(question, make_settings(), model, history=earlier, archive=FakeArchive(), archive_enabled=True)
+    return bodies
+
+
+async def test_untransformed_client_sends_the_same_bytes(make_settings):
+    """Skipping the openai SDK's request transform changes nothing on the wire: history, tools, tool results."""
+    stock = await request_bodies(AsyncOpenAI, make_settings)
+    untransformed = await request_bodies(UntransformedOpenAI, make_settings)
+    assert len(stock) == 2 and b'"tools"' in stock[0] and b'"role":"tool"' in stock[1].replace(b" ", b"")
+    assert untransformed == stock
+
+
+async def test_base_url_model_retries_with_its_own_client(make_settings):
+    """With LLM_BASE_URL, MODEL_RETRIES is the client's own retry count, so no per-request client copy is needed."""
+    async with FakeLLM(replies(Error(503), Error(503), "back up")) as server:
+        settings = make_settings(llm_base_url=server.base_url, llm_model="local-model", model_retries=2)
+        agent = build_responder(settings, archive_enabled=False)
+        assert agent.model.client.max_retries == 2 and retry_settings(agent.model, 2) is None
+        with override_allow_model_requests(True):
+            reply = await answer(agent, conversation_of(new := msg(ALICE, "Alice", "hi", 0)), new, settings, None)
+    assert reply.text == "back up" and len(server.requests) == 3
+
+
+def test_other_models_retry_through_model_settings(make_settings):
+    """A model without its own retrying client gets MODEL_RETRIES through ModelSettings."""
+    assert retry_settings(TestModel(), 3) == {"max_retries": 3}
+    based = build_model(make_settings(llm_base_url="http://h/v1", model_retries=2))
+    assert retry_settings(based, 1) == {"max_retries": 1}
 
 
 # --- Models -----------------------------------------------------------------------------------
