@@ -853,13 +853,16 @@ def describe_mode_change(channel_id: int, mode: str, *, kept: bool) -> str:
 def configure_logging(settings: Settings) -> None:
     """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs and model runs also go to Logfire."""
     logfire.configure(send_to_logfire="if-token-present", service_name="parley", console=False)
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
     if os.environ.get("LOGFIRE_TOKEN"):
-        # Without a token the spans would go nowhere, yet building them costs ~2 ms a model call.
+        # Without a token, spans and log records would go nowhere, yet building them costs about
+        # 2 ms a model call and 0.2 ms a log record.
         logfire.instrument_pydantic_ai()
+        handlers.append(logfire.LogfireLoggingHandler())
     logging.basicConfig(
         level=settings.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[logging.StreamHandler(), logfire.LogfireLoggingHandler()],
+        handlers=handlers,
         force=True,
     )
 

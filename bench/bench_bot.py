@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -41,11 +42,12 @@ from fake_llm import FakeLLM  # noqa: E402
 CONVERSATION_TIMEOUT = 0.5
 
 
-async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path) -> asyncio.subprocess.Process:
-    env = bot_environment(
-        fake, llm, database, CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT), LOG_LEVEL="WARNING"
+async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str]) -> asyncio.subprocess.Process:
+    # LOG_LEVEL at its default, as in production: a decision line per message, to the console (`log`).
+    env = bot_environment(fake, llm, database, CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT), LOG_LEVEL="INFO")
+    return await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent, stderr=log
     )
-    return await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent)
 
 
 async def measure(count: int, turns: int, database: Path) -> tuple[list[float], list[float], list[int]]:
@@ -58,11 +60,13 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
     inbound: list[float] = []
     outbound: list[float] = []
     turn_numbers: list[int] = []
+    log_path = database.parent / "bot.log"
     async with FakeDiscord() as fake, FakeLLM(instant_model) as llm:
-        bot = await start_bot(fake, llm, database)
+        with log_path.open("w") as log:
+            bot = await start_bot(fake, llm, database, log)
         try:
             await fake.wait_for_ready(timeout=30)
-            await asyncio.sleep(1)  # past guild_ready_timeout: the client is fully up
+            await asyncio.sleep(2.5)  # past discord.py's guild_ready_timeout (2 s): on_ready has run
             for index in range(count):
                 turn = index % turns
                 if turn == 0:
@@ -73,6 +77,10 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
                 inbound.append(llm.arrivals[index] - sent)
                 outbound.append(post.at - answered_at[index])
                 turn_numbers.append(turn)
+        except Exception:
+            last_lines = "".join(log_path.read_text().splitlines(True)[-20:])
+            print(f"the bot's console, last lines:\n{last_lines}", file=sys.stderr)
+            raise
         finally:
             bot.terminate()
             await bot.wait()

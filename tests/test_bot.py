@@ -1,16 +1,20 @@
-"""Tests for bot.py's pure parts: splitting long answers, mention safety and the command line."""
+"""Tests for bot.py's pure parts: splitting long answers, mention safety, logging and the command line."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import discord
+import logfire
+import pytest
 
-from bot import _open_fence, reply_mentions, split_message
+from bot import _open_fence, configure_logging, reply_mentions, split_message
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,6 +98,36 @@ def test_client_default_allows_no_mentions(make_settings) -> None:
     intents = client.intents
     assert intents.guilds and intents.guild_messages and intents.message_content
     assert not intents.members and not intents.presences
+
+
+@pytest.fixture
+def root_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Restore the root logger after `configure_logging`; Logfire itself is stubbed, and its calls recorded."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    calls: list[str] = []
+    monkeypatch.setattr(logfire, "configure", lambda **options: calls.append("configure"))
+    monkeypatch.setattr(logfire, "instrument_pydantic_ai", lambda: calls.append("instrument_pydantic_ai"))
+    yield calls
+    root.handlers[:], root.level = saved[0], saved[1]
+
+
+def test_without_logfire_token_logs_go_to_the_console_only(make_settings, root_logging, monkeypatch) -> None:
+    """With no LOGFIRE_TOKEN nothing is built for Logfire: no model-run spans, no Logfire log handler."""
+    monkeypatch.delenv("LOGFIRE_TOKEN", raising=False)
+    configure_logging(make_settings(log_level="WARNING"))
+    root = logging.getLogger()
+    assert [type(handler) for handler in root.handlers] == [logging.StreamHandler]
+    assert root.level == logging.WARNING and root_logging == ["configure"]
+
+
+def test_with_logfire_token_logs_and_model_runs_go_to_logfire(make_settings, root_logging, monkeypatch) -> None:
+    """LOGFIRE_TOKEN adds Logfire's log handler and instruments pydantic-ai."""
+    monkeypatch.setenv("LOGFIRE_TOKEN", "test-token")
+    configure_logging(make_settings())
+    handlers = logging.getLogger().handlers
+    assert [type(handler) for handler in handlers] == [logging.StreamHandler, logfire.LogfireLoggingHandler]
+    assert root_logging == ["configure", "instrument_pydantic_ai"]
 
 
 def run_bot(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
