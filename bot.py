@@ -41,7 +41,7 @@ from conversation import (
     ResponseDecider,
     utc_now,
 )
-from history import ArchivedMessage, HistoryArchive, sqlite_path_from_url
+from history import ArchivedMessage, ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 
 log = logging.getLogger("parley")
@@ -773,7 +773,10 @@ class ParleyCommands(
             raise Refusal(f"Unknown mode {mode!r}: choose {', '.join(CHANNEL_MODES[:-1])} or {CHANNEL_MODES[-1]}.")
         guild_id, channel_id = _place(interaction)
         client = interaction.client
-        await client.set_mode(channel_id, guild_id, mode)
+        try:
+            await client.set_mode(channel_id, guild_id, mode)
+        except ArchiveWriteFailed:
+            raise Refusal("The mode could not be saved, so it is unchanged; the details are in Parley's log.") from None
         await send_ephemeral(interaction, describe_mode_change(channel_id, mode, kept=client.archive is not None))
 
     @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")

@@ -244,6 +244,10 @@ def sqlite_path_from_url(url: str) -> Path:
     return Path(path)
 
 
+class ArchiveWriteFailed(Exception):
+    """A write its caller waits for was not committed; the log has the cause."""
+
+
 @dataclass(frozen=True, slots=True)
 class ArchivedMessage:
     """One Discord message as archived; times are tz-aware UTC datetimes."""
@@ -529,9 +533,16 @@ class HistoryArchive:
         )
 
     async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
-        """Store a channel's mode; returns once it is committed."""
+        """Store a channel's mode; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored mode is unchanged.
+        """
         self._enqueue(_SET_MODE, (channel_id, guild_id, mode, _to_ms(datetime.now(UTC))))
         await self.flush()
+        # The writer drops a failed write after logging it; only reading it back tells this caller.
+        if await self.get_channel_mode(channel_id) != mode:
+            raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
 
     async def prune(self, now: datetime | None = None) -> int:
         """Delete messages and decisions older than the retention; return messages removed."""

@@ -3,6 +3,7 @@ replies' wording, and each command's behaviour and permission checks through the
 
 from __future__ import annotations
 
+import sqlite3
 import typing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ import discord
 import pytest
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, message_text
+from test_history import REFUSE_MODES
 from e2e_support import (
     MEMBER,
     RunningBot,
@@ -340,6 +342,18 @@ async def test_mode_is_set_and_stored(bot: RunningBot, fake: FakeDiscord) -> Non
     assert text.startswith(f"<#{CHANNEL_ID}> is **chatty** from the next message on: ") and "restarts" not in text
     assert client.mode_of(CHANNEL_ID) == "chatty" and client.decider.modes[CHANNEL_ID] == "chatty"
     assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) == "chatty"
+
+
+async def test_mode_that_cannot_be_saved_is_refused_and_unchanged(
+    bot: RunningBot, fake: FakeDiscord, tmp_path: Path
+) -> None:
+    """If the archive drops the mode's write, the moderator is told in one line and the old mode stays."""
+    client = await bot.start()
+    with sqlite3.connect(tmp_path / "parley.db") as db:
+        db.execute(REFUSE_MODES.format("INSERT"))
+    text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")]))
+    assert text == "The mode could not be saved, so it is unchanged; the details are in Parley's log."
+    assert client.mode_of(CHANNEL_ID) == "normal" and CHANNEL_ID not in client.decider.modes
 
 
 async def test_mode_without_archive_says_it_lasts_until_restart(bot: RunningBot, fake: FakeDiscord) -> None:

@@ -16,6 +16,7 @@ from freezegun import freeze_time
 from history import (
     MIGRATIONS,
     ArchivedMessage,
+    ArchiveWriteFailed,
     ChannelStats,
     HistoryArchive,
     format_messages,
@@ -433,6 +434,24 @@ async def test_channel_modes_round_trip(archive: HistoryArchive) -> None:
     archive.delete_guild(GUILD)
     await archive.flush()
     assert await archive.all_channel_modes() == {}
+
+
+REFUSE_MODES = (
+    "CREATE TRIGGER refuse_modes BEFORE {} ON channel_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+)
+
+
+async def test_a_mode_that_cannot_be_stored_raises_and_keeps_the_old_one(archive: HistoryArchive, db_path) -> None:
+    """When the mode's write is dropped the caller hears of it, and the stored mode is the previous one."""
+    await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
+    with raw_db(db_path) as db:
+        db.execute(REFUSE_MODES.format("UPDATE"))
+    with pytest.raises(ArchiveWriteFailed):
+        await archive.set_channel_mode(CHANNEL, GUILD, "off")
+    assert await archive.get_channel_mode(CHANNEL) == "quiet"
+    archive.add(msg(1, "still writing"))
+    await archive.flush()
+    assert ids(await archive.recent(CHANNEL)) == [1]
 
 
 async def test_decisions_round_trip(archive: HistoryArchive) -> None:
