@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any, Protocol
 
-from openai import AsyncOpenAI, Omit, omit
+from openai import AsyncOpenAI, DefaultAioHttpClient, Omit, omit
 from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic import BaseModel, Field
 from pydantic_ai import (
@@ -32,7 +32,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, register_tag, wrap
-from pydantic_ai.models import Model, create_async_httpx2_client, infer_model
+from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.providers.gateway import gateway_provider
@@ -131,7 +131,9 @@ def build_model(settings: Settings, model_name: str | None = None, *, max_retrie
             # The SDK insists on a key; a server that needs none ignores this one.
             api_key=api_key or "api-key-not-set",
             max_retries=settings.model_retries if max_retries is None else max_retries,
-            http_client=create_async_httpx2_client(),
+            # aiohttp, which discord.py already runs, as the HTTP transport: the SDK documents it as the
+            # faster option and ships it, and its C parser saved about 0.25 ms a request over httpx's h11.
+            http_client=DefaultAioHttpClient(),
         )
         # Not OpenAIProvider: that one is for OpenAI itself, would send OPENAI_API_KEY to this server and
         # assume OpenAI-only features; this one also guards self-hosted chat templates' special tokens.
@@ -140,6 +142,13 @@ def build_model(settings: Settings, model_name: str | None = None, *, max_retrie
     if api_key is None:
         return infer_model(name)
     return infer_model(name, provider_factory=partial(_provider_with_key, api_key=api_key))
+
+
+async def close_model(model: Model | str | None) -> None:
+    """Close the connections of a model (an agent's `model`) `build_model` made for LLM_BASE_URL; others have none."""
+    client = getattr(model, "client", None)
+    if isinstance(client, UntransformedOpenAI):
+        await client.close()
 
 
 def retry_settings(model: Model, max_retries: int) -> ModelSettings | None:

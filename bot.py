@@ -27,7 +27,16 @@ from pydantic import ValidationError
 
 from pydantic_ai import Agent
 
-from agent import ChatDeps, LLMJudge, ReplyFailed, approx_tokens, build_judge, build_responder, generate_reply
+from agent import (
+    ChatDeps,
+    LLMJudge,
+    ReplyFailed,
+    approx_tokens,
+    build_judge,
+    build_responder,
+    close_model,
+    generate_reply,
+)
 from config import ChannelMode, Settings, describe_settings_error
 from conversation import (
     CHANNEL_MODES,
@@ -425,6 +434,9 @@ class Parley(discord.Client):
         if archive is not None:
             await archive.close()
         await self._resources.aclose()
+        await close_model(self.responder.model)
+        if self.judge is not None:
+            await close_model(self.judge.agent.model)
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken

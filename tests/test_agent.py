@@ -48,6 +48,7 @@ from agent import (
     build_model,
     build_prompt,
     build_responder,
+    close_model,
     generate_reply,
     retry_settings,
     trim_history,
@@ -607,8 +608,11 @@ async def test_base_url_model_retries_with_its_own_client(make_settings):
         settings = make_settings(llm_base_url=server.base_url, llm_model="local-model", model_retries=2)
         agent = build_responder(settings, archive_enabled=False)
         assert agent.model.client.max_retries == 2 and retry_settings(agent.model, 2) is None
-        with override_allow_model_requests(True):
-            reply = await answer(agent, conversation_of(new := msg(ALICE, "Alice", "hi", 0)), new, settings, None)
+        try:
+            with override_allow_model_requests(True):
+                reply = await answer(agent, conversation_of(new := msg(ALICE, "Alice", "hi", 0)), new, settings, None)
+        finally:
+            await close_model(agent.model)
     assert reply.text == "back up" and len(server.requests) == 3
 
 
