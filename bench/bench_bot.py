@@ -18,6 +18,11 @@ ends each conversation between batches); the first message of each conversation,
 the channel's context, is reported apart. Each of `--runs` runs starts a fresh bot. The run with
 the lowest inbound median is the figure, as `timeit` advises for a shared machine, where a slower
 run measures the neighbours rather than the code; every run's medians are printed too.
+
+After each run, for scale: how long a bare pydantic-ai agent (no tools, no history, the stock
+OpenAI-compatible provider) takes in this process from `agent.run` to its request reaching the
+same kind of fake model server. The bot's inbound leg contains that much pydantic-ai, openai SDK and
+HTTP client work, and more, since its requests carry tools and history.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from e2e_support import bot_environment  # noqa: E402
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
-from fake_llm import FakeLLM  # noqa: E402
+from fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
+from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # noqa: E402
 
 CONVERSATION_TIMEOUT = 0.5
 
@@ -87,11 +95,25 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
     return inbound, outbound, turn_numbers
 
 
+async def measure_floor(count: int) -> list[float]:
+    """From `agent.run` to the request reaching the model server, for a bare pydantic-ai agent in this process."""
+    async with FakeLLM(lambda request: "Sure.") as llm:
+        provider = OpenAICompatibleProvider("floor", base_url=llm.base_url)
+        agent = Agent(OpenAIChatModel(MODEL_NAME, provider=provider))
+        samples = []
+        for index in range(count):
+            started = time.monotonic()
+            await agent.run(f"question {index}")
+            samples.append(llm.arrivals[index] - started)
+    return samples
+
+
 @dataclass
 class Run:
     inbound: list[float]
     outbound: list[float]
     turns: list[int]
+    floor: list[float]
 
     def leg(self, samples: list[float], *, first: bool) -> list[float]:
         return [sample for sample, turn in zip(samples, self.turns, strict=True) if (turn == 0) == first]
@@ -116,16 +138,22 @@ def main() -> None:
     runs = []
     for number in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory() as folder:
-            run = Run(*asyncio.run(measure(args.messages, args.turns, Path(folder) / "parley.db")))
+            measured = asyncio.run(measure(args.messages, args.turns, Path(folder) / "parley.db"))
+        run = Run(*measured, floor=asyncio.run(measure_floor(args.messages)))
         runs.append(run)
         inbound, outbound = (median_ms(run.leg(leg, first=False)) for leg in (run.inbound, run.outbound))
-        print(f"run {number}: inbound median {inbound:.2f} ms, outbound median {outbound:.2f} ms", flush=True)
+        print(
+            f"run {number}: inbound median {inbound:.2f} ms, outbound median {outbound:.2f} ms;"
+            f" a bare pydantic-ai agent's request: {median_ms(run.floor):.2f} ms",
+            flush=True,
+        )
     best = min(runs, key=lambda run: median_ms(run.leg(run.inbound, first=False)))
     print(f"answered messages: {args.messages} per run, in conversations of {args.turns} answers")
     print(f"best of {len(runs)} runs (lowest inbound median):")
     print(describe("  first of a conversation, inbound (loads context)", best.leg(best.inbound, first=True)))
     print(describe("  inbound  (gateway event -> model request)", best.leg(best.inbound, first=False)))
     print(describe("  outbound (model answer -> post at Discord)", best.leg(best.outbound, first=False)))
+    print(describe("  a bare pydantic-ai agent, agent.run -> model request", best.floor))
     for name, leg in (("inbound", "inbound"), ("outbound", "outbound")):
         medians = sorted(median_ms(run.leg(getattr(run, leg), first=False)) for run in runs)
         print(f"{name} medians over the runs: {', '.join(f'{m:.2f}' for m in medians)} ms")
