@@ -25,6 +25,8 @@ from pydantic_ai import (
     ModelMessage,
     ModelRequest,
     ModelSettings,
+    NativeOutput,
+    PromptedOutput,
     RetryFeedbackPart,
     RunContext,
     UsageLimits,
@@ -39,7 +41,7 @@ from pydantic_ai.providers.gateway import gateway_provider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from pydantic_core import to_json
 
-from config import Settings
+from config import JudgeOutputMode, Settings
 from conversation import ChannelConversation, MessageRecord
 from history import ArchivedMessage, ChannelStats, format_messages, format_stats
 
@@ -518,6 +520,13 @@ class JudgeOutput(BaseModel):
     reason: str = Field(description="A few words on why.")
 
 
+# JUDGE_OUTPUT: tool calling is the most reliable where the model has it; "prompted" works with any model.
+_JUDGE_OUTPUT_TYPES: dict[JudgeOutputMode, Any] = {
+    "tool": JudgeOutput,
+    "native": NativeOutput(JudgeOutput),
+    "prompted": PromptedOutput(JudgeOutput),
+}
+
 # Two requests: one answer and one retry after an invalid verdict.
 JUDGE_LIMITS = UsageLimits(request_limit=2)
 
@@ -552,7 +561,7 @@ def build_judge(
     model = model or build_model(settings, settings.judge_model, max_retries=retries)
     agent = Agent(
         model,
-        output_type=JudgeOutput,
+        output_type=_JUDGE_OUTPUT_TYPES[settings.judge_output],
         name="parley-judge",
         instructions=_JUDGE_INSTRUCTIONS,
         model_settings=retry_settings(model, retries),

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
+JudgeOutputMode = Literal["tool", "native", "prompted"]
 
 
 class Settings(BaseSettings):
@@ -41,6 +42,11 @@ class Settings(BaseSettings):
     use_llm_judge: bool = Field(False, description="Ask an LLM judge about ambiguous messages.")
     judge_model: str | None = Field(None, description="Model for the judge; defaults to LLM_MODEL.")
     judge_timeout_seconds: float = Field(5, gt=0, description="A judge slower than this means no answer.")
+    judge_output: JudgeOutputMode = Field(
+        "tool",
+        description="How the judge returns its verdict: a tool call, the server's JSON-schema output, or JSON"
+        " asked for in the prompt (works with any model).",
+    )
 
     response_timeout_seconds: float = Field(90, gt=0, description="Time limit for one answer, tools included.")
     model_retries: int = Field(3, ge=0, description="Retries of a transient provider error (429, 5xx, timeout).")

@@ -677,6 +677,22 @@ async def test_judge_returns_a_structured_verdict(make_settings):
     assert prompt.endswith('<new_message author="Alice" time_utc="12:02">and what about tomorrow?</new_message>')
 
 
+@pytest.mark.parametrize("mode", ["native", "prompted"])
+async def test_judge_verdict_as_json_text_for_models_without_tool_calling(make_settings, mode):
+    """JUDGE_OUTPUT=native or prompted asks for the verdict as JSON text, with no tool offered to the model."""
+    offered: list[AgentInfo] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append(info)
+        return ModelResponse(parts=[TextPart('{"respond": false, "confidence": 0.9, "reason": "talking to Bob"}')])
+
+    judge = build_judge(make_settings(judge_output=mode), model=FunctionModel(model), bot_user_id=BOT)
+    new = msg(ALICE, "Alice", "bob, lunch?", 0)
+    assert await judge(new, conversation_of(new)) == (False, "talking to Bob", 0.9)
+    [info] = offered
+    assert info.output_tools == [] and info.model_request_parameters.output_mode == mode
+
+
 def test_judge_prompt_works_before_the_bot_id_is_known():
     """Without a bot id (before login, or in replays) the prompt just leaves out whom the bot answered."""
     bot = msg(BOT, "Parley", "sure", 1, reply_to_author_id=ALICE)
