@@ -154,9 +154,11 @@ def main() -> None:
     print(describe("  inbound  (gateway event -> model request)", best.leg(best.inbound, first=False)))
     print(describe("  outbound (model answer -> post at Discord)", best.leg(best.outbound, first=False)))
     print(describe("  a bare pydantic-ai agent, agent.run -> model request", best.floor))
-    for name, leg in (("inbound", "inbound"), ("outbound", "outbound")):
-        medians = sorted(median_ms(run.leg(getattr(run, leg), first=False)) for run in runs)
+    for name in ("inbound", "outbound"):
+        medians = sorted(median_ms(run.leg(getattr(run, name), first=False)) for run in runs)
         print(f"{name} medians over the runs: {', '.join(f'{m:.2f}' for m in medians)} ms")
+    floors = sorted(median_ms(run.floor) for run in runs)
+    print(f"bare-agent medians over the runs: {', '.join(f'{m:.2f}' for m in floors)} ms")
 
 
 if __name__ == "__main__":
