@@ -3,7 +3,6 @@ replies' wording, and each command's behaviour and permission checks through the
 
 from __future__ import annotations
 
-import sqlite3
 import typing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +12,7 @@ import discord
 import pytest
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, message_text
-from test_history import REFUSE_MODES
+from test_history import REFUSE_MODES, raw_db
 from e2e_support import (
     MEMBER,
     RunningBot,
@@ -349,7 +348,7 @@ async def test_mode_that_cannot_be_saved_is_refused_and_unchanged(
 ) -> None:
     """If the archive drops the mode's write, the moderator is told in one line and the old mode stays."""
     client = await bot.start()
-    with sqlite3.connect(tmp_path / "parley.db") as db:
+    with raw_db(tmp_path / "parley.db") as db:
         db.execute(REFUSE_MODES.format("INSERT"))
     text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")]))
     assert text == "The mode could not be saved, so it is unchanged; the details are in Parley's log."
