@@ -291,9 +291,7 @@ async def generate_reply(
             prompt,
             message_history=list(conversation.llm_history),
             deps=deps,
-            usage_limits=UsageLimits(
-                request_limit=settings.max_model_requests, tool_calls_limit=TOOL_CALLS_PER_REPLY
-            ),
+            usage_limits=UsageLimits(request_limit=settings.max_model_requests, tool_calls_limit=TOOL_CALLS_PER_REPLY),
             timeout=settings.response_timeout_seconds,
         )
     except Exception as error:

@@ -24,7 +24,6 @@ import logfire
 import yarl
 from discord import app_commands
 from pydantic import ValidationError
-
 from pydantic_ai import Agent
 
 from agent import (

@@ -35,9 +35,7 @@ class Settings(BaseSettings):
     context_message_count: int = Field(
         20, ge=0, description="Recent channel messages loaded when a conversation starts."
     )
-    context_max_age_minutes: float = Field(
-        60, ge=0, description="Oldest message loaded when a conversation starts."
-    )
+    context_max_age_minutes: float = Field(60, ge=0, description="Oldest message loaded when a conversation starts.")
 
     use_llm_judge: bool = Field(False, description="Ask an LLM judge about ambiguous messages.")
     judge_model: str | None = Field(None, description="Model for the judge; defaults to LLM_MODEL.")

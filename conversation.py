@@ -397,9 +397,7 @@ class ResponseDecider:
         self._log(message, decision)
         return decision.respond, decision.reason
 
-    async def decide(
-        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
-    ) -> Decision:
+    async def decide(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision:
         """`should_respond` with the tier and the judge's confidence kept."""
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
@@ -407,9 +405,7 @@ class ResponseDecider:
         self._log(message, decision)
         return decision
 
-    def _rules(
-        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
-    ) -> Decision | None:
+    def _rules(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
         """The decision of the rule tiers, or None when it is the judge's to make."""
         decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
         if decision is not None:
@@ -422,9 +418,7 @@ class ResponseDecider:
             return self._chatty(message, conversation, bot_user_id)
         return self._followup(message, conversation, bot_user_id, self.followup_window)
 
-    def _chatty(
-        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
-    ) -> Decision | None:
+    def _chatty(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
         decision = self._followup(message, conversation, bot_user_id, self.chatty_window)
         # A chatty channel lets the judge weigh in even before the bot has said anything.
         return self._undecided(decision) if decision is _BOT_SILENT else decision
@@ -518,9 +512,7 @@ class ResponseDecider:
                     return self._undecided(_CUT_IN)
         return self._undecided(_NOT_FOR_BOT)
 
-    def _in_window(
-        self, turn: MessageRecord, now: datetime, decision: Decision, window: timedelta
-    ) -> Decision | None:
+    def _in_window(self, turn: MessageRecord, now: datetime, decision: Decision, window: timedelta) -> Decision | None:
         if self._window_rule and now - turn.timestamp > window:
             return self._undecided(_OUTSIDE_WINDOW)
         return decision

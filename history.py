@@ -81,10 +81,7 @@ _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 # Where add() puts the search key in an add op's params.
 _SEARCH_KEY_FIELD = 10
-_DECISION_COLUMNS = (
-    "id, channel_id, message_id, author_name, excerpt, responded, reason, tier,"
-    " confidence, decided_at"
-)
+_DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 
 # Ordered schema migrations; entry N-1 takes a file from user_version N-1 to N.
 # Append new scripts, never edit shipped ones.
@@ -188,9 +185,7 @@ SELECT {_MESSAGE_COLUMNS} FROM (
 ORDER BY score, created_at DESC, message_id DESC
 LIMIT :limit
 """
-_SEARCH_ALL_SQL = _SEARCH_SQL.format(
-    low=f"(SELECT slot << {_SEQ_BITS} FROM channels WHERE channel_id = :channel)"
-)
+_SEARCH_ALL_SQL = _SEARCH_SQL.format(low=f"(SELECT slot << {_SEQ_BITS} FROM channels WHERE channel_id = :channel)")
 # With a time window, start the walk at the window's lowest key (read off the
 # covering index) rather than filtering every older match through the join.
 _SEARCH_WINDOW_SQL = _SEARCH_SQL.format(
@@ -200,9 +195,7 @@ _SEARCH_WINDOW_SQL = _SEARCH_SQL.format(
 # The stats queries read only the (channel_id, created_at, search_key,
 # author_id) index, apart from one row per top author for their name.
 _WINDOW = "channel_id = :channel AND created_at >= :since"
-_STATS_HOURS_SQL = (
-    f"SELECT (created_at / {_MS_PER_HOUR}) % 24, count(*) FROM messages WHERE {_WINDOW} GROUP BY 1"
-)
+_STATS_HOURS_SQL = f"SELECT (created_at / {_MS_PER_HOUR}) % 24, count(*) FROM messages WHERE {_WINDOW} GROUP BY 1"
 # Two subqueries, so each of min() and max() is one index seek.
 _STATS_SPAN_SQL = (
     f"SELECT (SELECT min(created_at) FROM messages WHERE {_WINDOW}),"
@@ -320,9 +313,7 @@ _ADD = _Write(
     ),
     row="(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 )
-_EDIT = _Write(
-    "edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE message_id = ?1",)
-)
+_EDIT = _Write("edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE message_id = ?1",))
 # A deleted message's excerpt in the decision log is a copy of it: drop it too.
 _DELETE = _Write(
     "delete",
@@ -604,9 +595,7 @@ class HistoryArchive:
         )
         return [_message_from_row(row) for row in reversed(list(rows))]
 
-    async def stats(
-        self, channel_id: int, *, hours: float | None = None, now: datetime | None = None
-    ) -> ChannelStats:
+    async def stats(self, channel_id: int, *, hours: float | None = None, now: datetime | None = None) -> ChannelStats:
         """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
         window = {"channel": channel_id, "since": _since_ms(hours, now)}
         by_hour = list(await self._reader.execute_fetchall(_STATS_HOURS_SQL, window))
@@ -639,8 +628,7 @@ class HistoryArchive:
         if limit <= 0:
             return []
         rows = await self._reader.execute_fetchall(
-            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = ?"
-            " ORDER BY decided_at DESC, id DESC LIMIT ?",
+            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?",
             (channel_id, limit),
         )
         return [_decision_from_row(row) for row in rows]
@@ -756,8 +744,7 @@ class HistoryArchive:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
         # Per channel, so each channel's oldest rows come off its time index.
         async with self._db.execute(
-            "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels)"
-            " AND created_at < ?",
+            "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels) AND created_at < ?",
             (cutoff_ms,),
         ) as cursor:
             return cursor.rowcount
@@ -833,9 +820,7 @@ async def _connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connecti
 async def _migrate(db: aiosqlite.Connection, path: Path) -> None:
     ((version,),) = await db.execute_fetchall("PRAGMA user_version")
     if version > len(MIGRATIONS):
-        raise RuntimeError(
-            f"{path} has schema version {version}; this code only knows up to {len(MIGRATIONS)}"
-        )
+        raise RuntimeError(f"{path} has schema version {version}; this code only knows up to {len(MIGRATIONS)}")
     for number in range(version + 1, len(MIGRATIONS) + 1):
         try:
             # user_version is set inside the transaction, so a migration and
@@ -924,9 +909,7 @@ def _decision_from_row(row: Sequence) -> Decision:
     )
 
 
-def format_messages(
-    messages: Sequence[ArchivedMessage], *, max_chars: int = 4000, keep_newest: bool = False
-) -> str:
+def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 4000, keep_newest: bool = False) -> str:
     """Render messages as ``[YYYY-MM-DD HH:MM] name: text`` lines, at most ``max_chars`` in all.
 
     Newlines inside a message become spaces and one message shows at most
@@ -971,8 +954,7 @@ def format_stats(stats: ChannelStats) -> str:
     if stats.first_at is None or stats.last_at is None:
         return "No messages in this period."
     lines = [
-        f"{stats.message_count} messages from {stats.first_at:%Y-%m-%d %H:%M}"
-        f" to {stats.last_at:%Y-%m-%d %H:%M} UTC",
+        f"{stats.message_count} messages from {stats.first_at:%Y-%m-%d %H:%M} to {stats.last_at:%Y-%m-%d %H:%M} UTC",
         "Top authors: " + ", ".join(f"{name} ({n})" for name, n in stats.top_authors),
         "Busiest hours (UTC): " + ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours),
     ]

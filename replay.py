@@ -79,7 +79,9 @@ def _setting_default(name: str) -> Any:
     return Settings.model_fields[name].default
 
 
-def _field(obj: dict[str, Any], name: str, kinds: type | tuple[type, ...], where: str, *, optional: bool = False) -> Any:
+def _field(
+    obj: dict[str, Any], name: str, kinds: type | tuple[type, ...], where: str, *, optional: bool = False
+) -> Any:
     if name not in obj:
         if optional:
             return None
@@ -138,7 +140,7 @@ def load_transcript(path: str | Path) -> Transcript:
         kind = _field(obj, "type", str, where)
         if meta is None:
             if kind != "meta":
-                raise ReplayError(f"{where}: missing meta header (the first line must have \"type\": \"meta\")")
+                raise ReplayError(f'{where}: missing meta header (the first line must have "type": "meta")')
             meta = obj
             _field(obj, "channel_id", int, where)
             _field(obj, "bot_id", int, where)
@@ -148,7 +150,7 @@ def load_transcript(path: str | Path) -> Transcript:
         if kind == "meta":
             raise ReplayError(f"{where}: a second meta header")
         if kind != "message":
-            raise ReplayError(f"{where}: unknown line type {kind!r} (expected \"message\")")
+            raise ReplayError(f'{where}: unknown line type {kind!r} (expected "message")')
 
         message_id = _field(obj, "id", int, where)
         author_id = _field(obj, "author_id", int, where)
@@ -481,7 +483,9 @@ def ablation(paths: Sequence[str | Path], **options: Any) -> str:
         rows.append((f"without `{rule}`", replay_paths(paths, **options, disabled_rules={rule})))
     explicit = {"mention", "reply_to_bot"}
     only_explicit = set(ResponseDecider.RULES) - explicit
-    rows.append(("explicit only (`mention`, `reply_to_bot`)", replay_paths(paths, **options, disabled_rules=only_explicit)))
+    rows.append(
+        ("explicit only (`mention`, `reply_to_bot`)", replay_paths(paths, **options, disabled_rules=only_explicit))
+    )
     out = [
         "| decider | precision | recall | F1 | non-mention recall |",
         "|---|---:|---:|---:|---:|",

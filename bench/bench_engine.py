@@ -119,7 +119,9 @@ async def process(messages, manager: ConversationManager, decider: ResponseDecid
 
 
 def build_engine(clock: SimulatedClock) -> tuple[ConversationManager, ResponseDecider]:
-    return ConversationManager(timeout_seconds=120, clock=clock), ResponseDecider(followup_window_seconds=60, clock=clock)
+    return ConversationManager(timeout_seconds=120, clock=clock), ResponseDecider(
+        followup_window_seconds=60, clock=clock
+    )
 
 
 async def throughput(count: int, channels: int, runs: int) -> tuple[list[float], int, int]:

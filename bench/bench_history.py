@@ -76,9 +76,7 @@ def zipf_cumulative(n: int, exponent: float) -> list[float]:
     return cumulative
 
 
-def generate_messages(
-    vocabulary: list[str], count: int, channels: int, rng: random.Random
-) -> list[ArchivedMessage]:
+def generate_messages(vocabulary: list[str], count: int, channels: int, rng: random.Random) -> list[ArchivedMessage]:
     """Chronological synthetic messages spread over the last 30 days."""
     word_weights = zipf_cumulative(len(vocabulary), ZIPF_EXPONENT)
     lengths = [min(80, max(1, int(rng.lognormvariate(2.2, 0.7)))) for _ in range(count)]
@@ -212,8 +210,7 @@ def time_like(path: Path, channel_id: int, queries: list[str]) -> tuple[list[flo
         where = " AND ".join("content LIKE ?" for _ in words)
         started = time.perf_counter()
         rows = db.execute(
-            f"SELECT * FROM messages WHERE channel_id = ? AND {where}"
-            " ORDER BY created_at DESC LIMIT 20",
+            f"SELECT * FROM messages WHERE channel_id = ? AND {where} ORDER BY created_at DESC LIMIT 20",
             (channel_id, *(f"%{w}%" for w in words)),
         ).fetchall()
         latencies.append((time.perf_counter() - started) * 1000)

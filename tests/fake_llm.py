@@ -1,7 +1,7 @@
 """A local OpenAI-compatible chat-completions server whose replies tests script.
 
-    async with FakeLLM(handler=lambda request: "hello") as llm:
-        model = OpenAIChatModel("fake-model", provider=OpenAIProvider(base_url=llm.base_url, api_key="x"))
+async with FakeLLM(handler=lambda request: "hello") as llm:
+    model = OpenAIChatModel("fake-model", provider=OpenAIProvider(base_url=llm.base_url, api_key="x"))
 """
 
 from __future__ import annotations

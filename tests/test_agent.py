@@ -336,8 +336,14 @@ async def test_budget_applies_to_what_the_model_is_sent(make_settings):
 
 
 ARCHIVED = ArchivedMessage(
-    message_id=1, guild_id=GUILD, channel_id=CHANNEL, author_id=BOB, author_name="Bob",
-    content="the release is on Friday", created_at=T0 - timedelta(hours=1), is_bot=False,
+    message_id=1,
+    guild_id=GUILD,
+    channel_id=CHANNEL,
+    author_id=BOB,
+    author_name="Bob",
+    content="the release is on Friday",
+    created_at=T0 - timedelta(hours=1),
+    is_bot=False,
 )
 STATS = ChannelStats(message_count=3, top_authors=[("Bob", 3)], busiest_hours=[(11, 3)], first_at=T0, last_at=T0)
 

@@ -10,9 +10,6 @@ from typing import Any
 
 import discord
 import pytest
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM, message_text
-from test_history import REFUSE_MODES, raw_db
 from e2e_support import (
     MEMBER,
     RunningBot,
@@ -27,6 +24,9 @@ from e2e_support import (
     run_command,
     say,
 )
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from fake_llm import FakeLLM, message_text
+from test_history import REFUSE_MODES, raw_db
 
 from bot import (
     MODE_EFFECTS,

@@ -83,7 +83,9 @@ def decider(clock: Clock) -> ResponseDecider:
 def engaged(manager: ConversationManager, clock: Clock, answered: int = ALICE) -> ChannelConversation:
     """A conversation in which `answered` mentioned the bot and the bot replied to them."""
     manager.start(CHANNEL, [])
-    manager.record_message(CHANNEL, msg(answered, "<@1> how do I mount a disk?", at=clock.now, mentions=frozenset({BOT})))
+    manager.record_message(
+        CHANNEL, msg(answered, "<@1> how do I mount a disk?", at=clock.now, mentions=frozenset({BOT}))
+    )
     clock.advance(5)
     conversation = manager.record_message(
         CHANNEL, msg(BOT, "Use `mount`.", at=clock.now, reply_to=answered, is_bot=True)
@@ -294,7 +296,9 @@ async def test_bystander_is_not_answered(manager: ConversationManager, decider: 
     assert await decider.should_respond(message, conversation, BOT) == (False, "not_for_bot")
 
 
-async def test_silent_bot_has_no_followups(manager: ConversationManager, decider: ResponseDecider, clock: Clock) -> None:
+async def test_silent_bot_has_no_followups(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock
+) -> None:
     """Before the bot has said anything, nothing is a follow-up."""
     conversation = manager.start(CHANNEL, [])
     assert await decider.should_respond(msg(ALICE, "so?", at=clock.now), conversation, BOT) == (False, "bot_silent")
@@ -319,9 +323,7 @@ class RecordingJudge:
         return self.verdict
 
 
-async def test_judge_is_asked_only_about_ambiguous_messages(
-    manager: ConversationManager, clock: Clock
-) -> None:
+async def test_judge_is_asked_only_about_ambiguous_messages(manager: ConversationManager, clock: Clock) -> None:
     """Clear-cut messages never reach the judge; the ambiguous one does and its verdict stands."""
     judge = RecordingJudge()
     decider = ResponseDecider(followup_window_seconds=60, judge=judge, clock=clock)
@@ -388,7 +390,10 @@ async def test_decision_listener_sees_every_decision(manager: ConversationManage
     decider.should_start_conversation(start, BOT)
     follow = msg(ALICE, "thanks!", at=clock.now)
     await decider.should_respond(follow, conversation, BOT)
-    assert [(mid, d.reason) for mid, d in seen] == [(start.message_id, "no_conversation"), (follow.message_id, "followup")]
+    assert [(mid, d.reason) for mid, d in seen] == [
+        (start.message_id, "no_conversation"),
+        (follow.message_id, "followup"),
+    ]
 
 
 def test_conversation_module_imports_nothing_from_discord() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
 from fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -22,7 +23,6 @@ from fake_discord import (
     FakeDiscord,
     RecordedRequest,
 )
-from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
 from fake_llm import Error, FakeLLM, ToolCall, echo, message_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,8 +185,12 @@ async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp
     """`python bot.py` connects, answers, and on SIGTERM closes and exits 0 (Railway's redeploy)."""
     env = bot_environment(fake, llm, tmp_path / "parley.db")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "bot.py"), cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        str(ROOT / "bot.py"),
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         await fake.wait_for_ready(timeout=30)
@@ -227,7 +231,9 @@ async def test_judge_decides_ambiguous_message(bot: RunningBot, fake: FakeDiscor
         assert "fedora" in posts[1].content
     else:
         await assert_silent(fake, 1)
-    judge_requests = [r for r in llm.requests if any(t["function"]["name"] == "final_result" for t in r.get("tools", []))]
+    judge_requests = [
+        r for r in llm.requests if any(t["function"]["name"] == "final_result" for t in r.get("tools", []))
+    ]
     assert len(judge_requests) == 1
     assert "fedora" in request_texts(judge_requests[0])[-1]
     assert client.decider.judge_calls == 1
@@ -261,7 +267,7 @@ async def ask_with_search(fake: FakeDiscord, llm: FakeLLM, *queries: str) -> lis
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what did we say earlier?")
     await fake.wait_for_posts(posts_before + 1)
     final = llm.requests[requests_before + len(queries)]
-    return tool_results(final)[-len(queries):]
+    return tool_results(final)[-len(queries) :]
 
 
 async def test_search_history_finds_an_earlier_message_of_this_channel_only(
@@ -417,8 +423,12 @@ async def test_unusable_database_is_one_line_and_exit_2(fake: FakeDiscord, llm: 
     blocker.write_text("a file where the database's folder should be")
     env = bot_environment(fake, llm, blocker / "parley.db")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "bot.py"), cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        str(ROOT / "bot.py"),
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from e2e_support import (
     CHANNEL_MESSAGE_WITH_SOURCE,
     EPHEMERAL,
@@ -13,6 +12,8 @@ from e2e_support import (
     run_command,
     say,
 )
+from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+
 
 async def test_why_is_answered_through_the_interaction_callback(bot: RunningBot, fake: FakeDiscord) -> None:
     """INTERACTION_CREATE for /parley why gets an ephemeral type-4 callback listing the decisions, newest first."""

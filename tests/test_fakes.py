@@ -11,12 +11,11 @@ import aiohttp
 import discord
 import pytest
 import yarl
+from fake_discord import FakeDiscord
+from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, allow_model_requests, replies
 from pydantic_ai import Agent, ModelHTTPError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
-
-from fake_discord import FakeDiscord
-from fake_llm import MODEL_NAME, Error, FakeLLM, ToolCall, allow_model_requests, replies
 
 STARTUP_TIMEOUT = 5.0
 

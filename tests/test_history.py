@@ -97,9 +97,7 @@ async def archive(db_path: Path):
 async def test_round_trip_add_flush_recent(archive: HistoryArchive) -> None:
     """Added messages come back from recent() field for field, oldest first."""
     first = msg(1, "hello there", minutes_ago=5, reply_to_message_id=None)
-    second = msg(
-        2, "general kenobi", minutes_ago=1, author="bob", author_id=101, reply_to_message_id=1, edited_at=NOW
-    )
+    second = msg(2, "general kenobi", minutes_ago=1, author="bob", author_id=101, reply_to_message_id=1, edited_at=NOW)
     archive.add(second)
     archive.add(first)
     await archive.flush()
@@ -366,7 +364,13 @@ async def test_close_flushes_pending_writes(db_path: Path) -> None:
     for i in range(1, 2501):
         archive.add(msg(i, f"note {i}", channel=1 + i % 3))
     archive.record_decision(
-        channel_id=CHANNEL, message_id=1, author_name="alice", excerpt="note 1", responded=True, reason="asked", tier="full"
+        channel_id=CHANNEL,
+        message_id=1,
+        author_name="alice",
+        excerpt="note 1",
+        responded=True,
+        reason="asked",
+        tier="full",
     )
     await archive.close()
 
