@@ -11,22 +11,22 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from pydantic_ai.messages import ModelMessage
 
 Clock = Callable[[], datetime]
 
-_NEVER = datetime.max.replace(tzinfo=timezone.utc)
-_DAWN = datetime.min.replace(tzinfo=timezone.utc)
+_NEVER = datetime.max.replace(tzinfo=UTC)
+_DAWN = datetime.min.replace(tzinfo=UTC)
 
 decision_log = logging.getLogger("parley.decisions")
 
 
 def utc_now() -> datetime:
     """The current UTC time, read at call time (so freezegun and replays can move it)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -536,7 +536,7 @@ class ResponseDecider:
             verdict = await asyncio.wait_for(self.judge(message, conversation), self.judge_timeout)
         except TimeoutError:
             return Decision(False, "judge_timeout", "judge")
-        except Exception as error:  # a judge is a model call: any failure means "stay silent"
+        except Exception as error:  # noqa: BLE001 - a judge is a model call: any failure means "stay silent"
             decision_log.warning("judge failed: %r", error)
             return Decision(False, "judge_error", "judge")
         respond, detail, *rest = verdict
@@ -589,7 +589,4 @@ def _within_last(messages: deque[MessageRecord], earlier: MessageRecord, count: 
 
 def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:
     """Whether a message mentions anyone but its author and the bot (no set is built)."""
-    for user_id in mention_ids:
-        if user_id != author_id and user_id != bot_user_id:
-            return True
-    return False
+    return any(user_id != author_id and user_id != bot_user_id for user_id in mention_ids)

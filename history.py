@@ -14,6 +14,7 @@ arithmetic instead of date parsing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
@@ -750,10 +751,8 @@ class HistoryArchive:
             return cursor.rowcount
 
     async def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # nothing left to undo
             await self._db.execute("ROLLBACK")
-        except Exception:  # noqa: BLE001 - nothing left to undo
-            pass
 
     async def _search(
         self, channel_id: int, phrases: list[str], op: str, since: int, limit: int

@@ -36,7 +36,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,7 @@ def _timestamp(text: str, where: str) -> datetime:
         raise ReplayError(f"{where}: timestamp {text!r} has no time zone (expected UTC, e.g. +00:00)")
     if moment.utcoffset() != timedelta(0):
         raise ReplayError(f"{where}: timestamp {text!r} is not UTC")
-    return moment.astimezone(timezone.utc)
+    return moment.astimezone(UTC)
 
 
 def load_transcript(path: str | Path) -> Transcript:
@@ -272,7 +272,7 @@ async def replay_transcript(
     transcript's bot by `make_judge`), unless `make_decider` builds another policy on the clock.
     Settings' defaults stand in for every value not given.
     """
-    now = datetime.min.replace(tzinfo=timezone.utc)
+    now = datetime.min.replace(tzinfo=UTC)
 
     def clock() -> datetime:
         return now

@@ -7,7 +7,8 @@ Throughput: messages per second through the bot's per-message path, as in bot.py
 on one core, over pre-built `MessageRecord`s, with decision logging at its production default (one
 INFO record per decision, here with no handler attached below WARNING, as when the console level is
 WARNING). The best of several runs is the figure, as `timeit` advises: on a shared machine a
-slower run measures the neighbours, not the code; the median and the slowest are printed too. Memory: a second pass that builds
+slower run measures the neighbours, not the code; the median and the slowest are printed too.
+Memory: a second pass that builds
 messages lazily, so only the engine holds them: the process's resident memory at the start, with
 every conversation live, and once every conversation has expired (after `gc` and `malloc_trim`, so
 freed pages are really returned).
@@ -26,17 +27,17 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conversation import ConversationManager, MessageRecord, ResponseDecider  # noqa: E402
+from conversation import ConversationManager, MessageRecord, ResponseDecider
 
 BOT_ID = 1
 FIRST_USER = 1_000
 USERS_PER_CHANNEL = 12
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = "the a to is it how do i install ubuntu disk mount why what kernel driver works thanks ok".split()
 
 

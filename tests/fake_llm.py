@@ -138,7 +138,7 @@ class FakeLLM:
             reply = self.handler(body)
             if inspect.isawaitable(reply):
                 reply = await reply
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded for the test to assert on
             _log.exception("FakeLLM handler failed")
             self.handler_errors.append(exc)
             reply = Error(500, f"FakeLLM handler failed: {exc!r}", retryable=False)

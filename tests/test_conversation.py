@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ ALICE = 10
 BOB = 11
 OTHER_BOT = 99
 CHANNEL = 500
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 _ids = iter(range(1000, 10**9))
 
@@ -45,7 +45,7 @@ def msg(
         author_id=author_id,
         author=f"user{author_id}",
         content=content,
-        timestamp=at or datetime.now(timezone.utc),
+        timestamp=at or datetime.now(UTC),
         is_bot=is_bot,
         mention_ids=mentions,
         reply_to_author_id=reply_to,
