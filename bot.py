@@ -541,7 +541,11 @@ class Parley(discord.Client):
         try:
             history = [
                 to_record(earlier)
-                async for earlier in message.channel.history(limit=count, before=message, after=since)
+                # Newest first: with `after` alone discord.py pages forward from `since`, which in a busy
+                # channel would be the period's first messages, not the ones just before `message`.
+                async for earlier in message.channel.history(
+                    limit=count, before=message, after=since, oldest_first=False
+                )
             ]
         except discord.HTTPException as error:
             log.warning("could not load context for channel %s: %s", message.channel.id, error)

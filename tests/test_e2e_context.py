@@ -1,0 +1,41 @@
+"""End-to-end: what the model sees of a channel is exactly its conversation (issue: five context bugs)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from e2e_support import RunningBot, request_texts, say
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from fake_llm import FakeLLM
+
+BUSY_LINES = 50
+
+
+def lines_seen(request_text: str) -> list[int]:
+    """Which `line-NN` messages of the busy channel a request quotes."""
+    return [n for n in range(BUSY_LINES) if f"line-{n:02d}" in request_text]
+
+
+async def test_busy_channel_context_from_discord_is_the_latest_before_the_question(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """With the archive off, a new conversation sees the 20 messages just before the question, not the hour's first."""
+    for n in range(BUSY_LINES):
+        fake.add_history(CHANNEL_ID, BOB_ID, f"line-{n:02d}")
+    await bot.start(database_url="")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what was the last line?")
+    await fake.wait_for_posts(1)
+    assert lines_seen(request_texts(llm.requests[0])[-1]) == list(range(30, 50))
+
+
+async def test_busy_channel_context_from_the_archive_is_the_latest_before_the_question(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """With the archive on and covering the period, the context is the same 20 latest messages."""
+    client = await bot.start()
+    client.watching_since -= timedelta(hours=2)  # as if the bot had been up for two hours
+    for n in range(BUSY_LINES):
+        await say(fake, BOB_ID, f"line-{n:02d}")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what was the last line?")
+    await fake.wait_for_posts(1)
+    assert lines_seen(request_texts(llm.requests[0])[-1]) == list(range(30, 50))
