@@ -90,7 +90,7 @@ def replied_author_id(message: discord.Message) -> int | None:
 
 
 def record_from_archive(row: ArchivedMessage) -> MessageRecord:
-    """An archived message as conversation context (who it mentioned is not archived)."""
+    """An archived message as conversation context, with whom it mentioned and replied to, as from Discord."""
     return MessageRecord(
         message_id=row.message_id,
         channel_id=row.channel_id,
@@ -99,6 +99,9 @@ def record_from_archive(row: ArchivedMessage) -> MessageRecord:
         content=row.content,
         timestamp=row.created_at,
         is_bot=row.is_bot,
+        mention_ids=row.mention_ids,
+        reply_to_author_id=row.reply_to_author_id,
+        mentions_everyone=row.mentions_everyone,
     )
 
 
@@ -115,6 +118,9 @@ def to_archived(message: discord.Message) -> ArchivedMessage:
         is_bot=message.author.bot,
         reply_to_message_id=message.reference.message_id if message.reference else None,
         edited_at=message.edited_at,
+        mention_ids=frozenset(user.id for user in message.mentions),
+        reply_to_author_id=replied_author_id(message),
+        mentions_everyone=message.mention_everyone,
     )
 
 
@@ -377,6 +383,8 @@ class Parley(discord.Client):
         self._resources = contextlib.AsyncExitStack()
         # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
         self.channel_modes = {} if channel_modes is None else channel_modes
+        # Per channel, the message id its context starts after: set by /parley forget.
+        self.forget_markers: dict[int, int] = {}
         self.decisions = DecisionJournal()
         # `python bot.py --sync`: register the slash commands with Discord in setup_hook.
         self.sync_on_start = sync_commands
@@ -398,6 +406,7 @@ class Parley(discord.Client):
             except (OSError, sqlite3.Error) as error:
                 raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
             await self._load_modes(self.archive)
+            self.forget_markers.update(await self.archive.all_forget_markers())
         if self.sync_on_start:
             await self.sync_commands()
 
@@ -523,28 +532,37 @@ class Parley(discord.Client):
         if count == 0:
             return []
         since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
+        after_id = self.forget_markers.get(message.channel.id, 0)
         if self.archive is not None and since >= self.watching_since:
-            return await self._context_from_archive(self.archive, message, count, since)
-        return await self._context_from_discord(message, count, since)
+            return await self._context_from_archive(self.archive, message, count, since, after_id)
+        after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
+        return await self._context_from_discord(message, count, discord.Object(id=after_id))
 
     async def _context_from_archive(
-        self, archive: HistoryArchive, message: discord.Message, count: int, since: datetime
+        self, archive: HistoryArchive, message: discord.Message, count: int, since: datetime, after_id: int
     ) -> list[MessageRecord]:
         await archive.flush()  # the messages just before the trigger may still be queued
         hours = (message.created_at - since).total_seconds() / 3600
         earlier = await archive.recent(
-            message.channel.id, limit=count, hours=hours, now=message.created_at, before_id=message.id
+            message.channel.id,
+            limit=count,
+            hours=hours,
+            now=message.created_at,
+            before_id=message.id,
+            after_id=after_id,
         )
         return [record_from_archive(row) for row in earlier]
 
-    async def _context_from_discord(self, message: discord.Message, count: int, since: datetime) -> list[MessageRecord]:
+    async def _context_from_discord(
+        self, message: discord.Message, count: int, after: discord.abc.Snowflake
+    ) -> list[MessageRecord]:
         try:
             history = [
                 to_record(earlier)
-                # Newest first: with `after` alone discord.py pages forward from `since`, which in a busy
+                # Newest first: with `after` alone discord.py pages forward from it, which in a busy
                 # channel would be the period's first messages, not the ones just before `message`.
                 async for earlier in message.channel.history(
-                    limit=count, before=message, after=since, oldest_first=False
+                    limit=count, before=message, after=after, oldest_first=False
                 )
             ]
         except discord.HTTPException as error:
@@ -638,8 +656,19 @@ class Parley(discord.Client):
             await self.archive.set_channel_mode(channel_id, guild_id, mode)
         self.channel_modes[channel_id] = mode
 
-    def forget(self, channel_id: int) -> bool:
-        """End the channel's conversation and drop its model history; whether there was one."""
+    async def forget(self, channel_id: int, guild_id: int) -> bool:
+        """End the channel's conversation and start its next one afresh; whether there was one.
+
+        The forget marker keeps context loading from reaching back past this moment; the archive,
+        when on, keeps it across restarts.
+
+        Raises:
+            ArchiveWriteFailed: the archive dropped the marker; nothing was forgotten.
+        """
+        marker = discord.utils.time_snowflake(utc_now(), high=True)
+        if self.archive is not None:
+            await self.archive.set_forget_marker(channel_id, guild_id, marker)
+        self.forget_markers[channel_id] = marker
         live = self.manager.get(channel_id) is not None
         self.manager.end(channel_id)
         return live
@@ -647,6 +676,7 @@ class Parley(discord.Client):
     def _forget_channel(self, channel_id: int) -> None:
         self.decisions.drop_channel(channel_id)
         self.channel_modes.pop(channel_id, None)
+        self.forget_markers.pop(channel_id, None)
 
     # -- Archive upkeep: Discord's developer terms require honouring edits and deletions --
 
@@ -689,8 +719,13 @@ class Parley(discord.Client):
 # --- Operator commands: /parley why | mode | forget | status ---------------------------------------
 
 STATUS_MAX_PARTICIPANTS = 20
-FORGOTTEN = "Conversation ended and its model history dropped: the next @mention starts afresh (the archive is kept)."
-NOTHING_TO_FORGET = "There is no conversation to forget in this channel."
+FORGOTTEN = (
+    "Conversation ended and its model history dropped: the next @mention starts afresh, with nothing said"
+    " before now as context (the archive and its search tools keep the messages)."
+)
+NOTHING_TO_FORGET = (
+    "There was no conversation in this channel; the next @mention still starts afresh, with nothing said before now."
+)
 MODE_EFFECTS = {
     MENTION_ONLY: "Parley answers only @mentions of it and replies to its messages",
     NORMAL: "Parley answers @mentions, replies, and follow-ups to what it has just said",
@@ -797,8 +832,13 @@ class ParleyCommands(
     @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")
     @app_commands.checks.has_permissions(manage_messages=True)
     async def forget(self, interaction: discord.Interaction[Parley]) -> None:
-        _, channel_id = _place(interaction)
-        ended = interaction.client.forget(channel_id)
+        guild_id, channel_id = _place(interaction)
+        try:
+            ended = await interaction.client.forget(channel_id, guild_id)
+        except ArchiveWriteFailed:
+            raise Refusal(
+                "Nothing was forgotten: the archive could not save it; the details are in Parley's log."
+            ) from None
         await send_ephemeral(interaction, FORGOTTEN if ended else NOTHING_TO_FORGET)
 
     @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")

@@ -77,12 +77,13 @@ _MAX_LINE_TEXT = 500
 
 _MESSAGE_COLUMNS = (
     "message_id, guild_id, channel_id, author_id, author_name, content,"
-    " created_at, edited_at, is_bot, reply_to_message_id"
+    " created_at, edited_at, is_bot, reply_to_message_id,"
+    " mention_ids, reply_to_author_id, mentions_everyone"
 )
 _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 # Where add() puts the search key in an add op's params.
-_SEARCH_KEY_FIELD = 10
+_SEARCH_KEY_FIELD = 13
 _DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 
 # Ordered schema migrations; entry N-1 takes a file from user_version N-1 to N.
@@ -167,6 +168,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX decisions_channel_time ON decisions (channel_id, decided_at);
     CREATE INDEX decisions_message ON decisions (message_id);
     CREATE INDEX decisions_time ON decisions (decided_at);
+    """,
+    # v3: whom each message mentioned or replied to, so context loaded from the archive is decided on as
+    # context from Discord is; and each channel's /parley forget marker, which context never reaches past.
+    """
+    ALTER TABLE messages ADD COLUMN mention_ids TEXT NOT NULL DEFAULT '';
+    ALTER TABLE messages ADD COLUMN reply_to_author_id INTEGER;
+    ALTER TABLE messages ADD COLUMN mentions_everyone INTEGER NOT NULL DEFAULT 0;
+
+    CREATE TABLE forget_markers (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        -- Context starts after this message id (a snowflake of the moment of the forget).
+        after_id   INTEGER NOT NULL
+    );
+    CREATE INDEX forget_markers_guild ON forget_markers (guild_id);
     """,
 )
 
@@ -257,6 +273,9 @@ class ArchivedMessage:
     is_bot: bool
     reply_to_message_id: int | None = None
     edited_at: datetime | None = None
+    mention_ids: frozenset[int] = frozenset()
+    reply_to_author_id: int | None = None
+    mentions_everyone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,9 +330,11 @@ _ADD = _Write(
         " ON CONFLICT (message_id) DO UPDATE SET author_id = excluded.author_id,"
         " author_name = excluded.author_name, content = excluded.content,"
         " created_at = excluded.created_at, edited_at = excluded.edited_at,"
-        " is_bot = excluded.is_bot, reply_to_message_id = excluded.reply_to_message_id",
+        " is_bot = excluded.is_bot, reply_to_message_id = excluded.reply_to_message_id,"
+        " mention_ids = excluded.mention_ids, reply_to_author_id = excluded.reply_to_author_id,"
+        " mentions_everyone = excluded.mentions_everyone",
     ),
-    row="(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    row="(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 )
 _EDIT = _Write("edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE message_id = ?1",))
 # A deleted message's excerpt in the decision log is a copy of it: drop it too.
@@ -331,6 +352,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM messages WHERE channel_id = ?",
         "DELETE FROM decisions WHERE channel_id = ?",
         "DELETE FROM channel_settings WHERE channel_id = ?",
+        "DELETE FROM forget_markers WHERE channel_id = ?",
     ),
 )
 _DELETE_GUILD = _Write(
@@ -342,6 +364,14 @@ _DELETE_GUILD = _Write(
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM channel_settings WHERE guild_id = ?",
+        "DELETE FROM forget_markers WHERE guild_id = ?",
+    ),
+)
+_FORGET = _Write(
+    "set_forget_marker",
+    (
+        "INSERT INTO forget_markers (channel_id, guild_id, after_id) VALUES (?, ?, ?)"
+        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, after_id = excluded.after_id",
     ),
 )
 _DECISION = _Write(
@@ -484,6 +514,7 @@ class HistoryArchive:
             (
                 m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
                 m.content, _to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
+                " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
                 self._keys.next(m.channel_id),
             ),
         )  # fmt: skip
@@ -537,6 +568,22 @@ class HistoryArchive:
         if await self.get_channel_mode(channel_id) != mode:
             raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
 
+    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None:
+        """Store that the channel's context starts after message id ``after_id``; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored marker is unchanged.
+        """
+        self._enqueue(_FORGET, (channel_id, guild_id, after_id))
+        await self.flush()
+        if (await self.all_forget_markers()).get(channel_id) != after_id:
+            raise ArchiveWriteFailed(f"the forget marker of channel {channel_id} could not be stored")
+
+    async def all_forget_markers(self) -> dict[int, int]:
+        """Every channel's /parley forget marker: the message id its context starts after."""
+        rows = await self._reader.execute_fetchall("SELECT channel_id, after_id FROM forget_markers")
+        return {int(channel_id): int(after_id) for channel_id, after_id in rows}
+
     async def prune(self, now: datetime | None = None) -> int:
         """Delete messages and decisions older than the retention; return messages removed."""
         if not self._retention:
@@ -580,20 +627,21 @@ class HistoryArchive:
         hours: float | None = None,
         now: datetime | None = None,
         before_id: int | None = None,
+        after_id: int = 0,
     ) -> list[ArchivedMessage]:
         """The latest ``limit`` messages of a channel, oldest first.
 
         ``hours`` keeps messages from the last hours before ``now``; ``before_id``
-        keeps messages older than that message (Discord ids grow with time, and
-        two messages can share a millisecond, so paging back goes by id).
+        keeps messages older than that message and ``after_id`` newer ones (Discord
+        ids grow with time, and two messages can share a millisecond, so paging goes by id).
         """
         if limit <= 0:
             return []
         rows = await self._reader.execute_fetchall(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages"
-            " WHERE channel_id = ? AND created_at >= ? AND message_id < ?"
+            " WHERE channel_id = ? AND created_at >= ? AND message_id < ? AND message_id > ?"
             " ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, limit),
+            (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
         )
         return [_message_from_row(row) for row in reversed(list(rows))]
 
@@ -878,7 +926,10 @@ def _since_ms(hours: float | None, now: datetime | None) -> int:
 
 
 def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
-    message_id, guild_id, channel_id, author_id, name, content, created, edited, is_bot, reply = row
+    (
+        message_id, guild_id, channel_id, author_id, name, content, created, edited, is_bot, reply,
+        mentions, reply_to_author_id, mentions_everyone,
+    ) = row  # fmt: skip
     return ArchivedMessage(
         message_id=message_id,
         guild_id=guild_id,
@@ -890,6 +941,9 @@ def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
         is_bot=bool(is_bot),
         reply_to_message_id=reply,
         edited_at=None if edited is None else _from_ms(edited),
+        mention_ids=frozenset(map(int, mentions.split())),
+        reply_to_author_id=reply_to_author_id,
+        mentions_everyone=bool(mentions_everyone),
     )
 
 

@@ -392,7 +392,7 @@ async def test_forget_ends_the_conversation_and_drops_its_model_history(
     assert text.startswith("Conversation ended and its model history dropped")
     assert client.manager.get(CHANNEL_ID) is None
     again = assert_ephemeral_one_liner(await run_command(fake, "forget"))
-    assert again == "There is no conversation to forget in this channel."
+    assert again.startswith("There was no conversation in this channel; the next @mention still starts afresh")
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what was the word?")
     await fake.wait_for_posts(2)
     messages = llm.requests[-1]["messages"]

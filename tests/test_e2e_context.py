@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
-from e2e_support import RunningBot, request_texts, say
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+import pytest
+from e2e_support import RunningBot, assert_ephemeral_one_liner, request_texts, run_command, say
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
 
 BUSY_LINES = 50
@@ -39,3 +41,22 @@ async def test_busy_channel_context_from_the_archive_is_the_latest_before_the_qu
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what was the last line?")
     await fake.wait_for_posts(1)
     assert lines_seen(request_texts(llm.requests[0])[-1]) == list(range(30, 50))
+
+
+@pytest.mark.parametrize("archive", [True, False], ids=["archive", "no-archive"])
+async def test_nothing_from_before_forget_reaches_the_next_conversation(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, archive: bool
+) -> None:
+    """After /parley forget, the next conversation's request holds nothing said before it, archive on or off."""
+    client = await bot.start(database_url=f"sqlite:///{tmp_path / 'parley.db'}" if archive else "")
+    client.watching_since -= timedelta(hours=2)  # the archive path, where there is one
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> which plans do we have?")
+    await fake.wait_for_posts(1)
+    await say(fake, BOB_ID, "the old plan was pineapple")
+    await say(fake, CAROL_ID, "and the backup plan was mango")
+    assert_ephemeral_one_liner(await run_command(fake, "forget"))
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> which plans do we have now?")
+    await fake.wait_for_posts(2)
+    text = "\n".join(request_texts(llm.requests[1]))
+    assert "which plans do we have now?" in text
+    assert not any(word in text for word in ("pineapple", "mango", "which plans do we have?"))

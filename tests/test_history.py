@@ -633,3 +633,42 @@ def test_format_messages_can_keep_the_newest_when_cut() -> None:
     assert "message number 99 " in lines[-1]
     shown = len(lines) - 1
     assert lines[0] == f"(… {100 - shown} earlier messages not shown)"
+
+
+async def test_whom_a_message_named_survives_the_archive(archive: HistoryArchive) -> None:
+    """Mentions, the replied-to author and @everyone come back as they were stored, for context decisions."""
+    archive.add(msg(1, "hey <@7> <@8>", mention_ids=frozenset({7, 8}), reply_to_author_id=9, mentions_everyone=True))
+    archive.add(msg(2, "plain"))
+    await archive.flush()
+    named, plain = await archive.recent(CHANNEL)
+    assert (named.mention_ids, named.reply_to_author_id, named.mentions_everyone) == (frozenset({7, 8}), 9, True)
+    assert (plain.mention_ids, plain.reply_to_author_id, plain.mentions_everyone) == (frozenset(), None, False)
+
+
+async def test_recent_pages_after_a_message_id(archive: HistoryArchive) -> None:
+    """`after_id` keeps only messages newer than that id, as a forget marker needs."""
+    for message_id in range(1, 6):
+        archive.add(msg(message_id, f"line {message_id}", minutes_ago=6 - message_id))
+    await archive.flush()
+    assert ids(await archive.recent(CHANNEL, after_id=3)) == [4, 5]
+    assert ids(await archive.recent(CHANNEL, after_id=3, before_id=5)) == [4]
+
+
+async def test_forget_markers_outlive_a_restart_and_go_with_their_channel(db_path: Path) -> None:
+    """A channel's forget marker is kept across reopening, replaced by a newer one, and deleted with the channel."""
+    archive = await HistoryArchive.open(db_path, retention_days=0)
+    try:
+        await archive.set_forget_marker(CHANNEL, GUILD, 100)
+        await archive.set_forget_marker(CHANNEL, GUILD, 200)
+        await archive.set_forget_marker(OTHER_CHANNEL, GUILD + 1, 300)
+    finally:
+        await archive.close()
+    archive = await HistoryArchive.open(db_path, retention_days=0)
+    try:
+        assert await archive.all_forget_markers() == {CHANNEL: 200, OTHER_CHANNEL: 300}
+        archive.delete_channel(CHANNEL)
+        archive.delete_guild(GUILD + 1)
+        await archive.flush()
+        assert await archive.all_forget_markers() == {}
+    finally:
+        await archive.close()
