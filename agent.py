@@ -245,13 +245,13 @@ def build_responder(
     """The agent that writes Parley's answers.
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
-    `archive_enabled` (default: `settings.archive_enabled`). Transient provider errors are retried
+    `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them). Transient provider errors are retried
     `settings.model_retries` times by the provider SDK, with backoff that honours Retry-After.
     Before each model request the history is trimmed to `settings.history_token_budget`; the
     trimmed history is what the run's `all_messages()`, and so `Reply.messages`, carries on.
     """
     if archive_enabled is None:
-        archive_enabled = settings.archive_enabled
+        archive_enabled = settings.archive_tools_enabled
     budget = settings.history_token_budget
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
         "sqlite:///data/parley.db", description="The SQLite archive; empty turns it and its tools off."
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+    history_tools: bool = Field(
+        True, description="Offer the model the archive's search, recent-messages and stats tools (needs tool calling)."
+    )
 
     discord_api_base_url: str | None = Field(None, description="REST proxy, e.g. a local fake in tests.")
     discord_gateway_url: str | None = Field(None, description="Gateway proxy, e.g. a local fake in tests.")
@@ -98,6 +101,10 @@ class Settings(BaseSettings):
     @property
     def archive_enabled(self) -> bool:
         return bool(self.database_url)
+
+    @property
+    def archive_tools_enabled(self) -> bool:
+        return self.archive_enabled and self.history_tools
 
 
 def describe_settings_error(error: ValidationError) -> str:

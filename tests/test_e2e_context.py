@@ -60,3 +60,16 @@ async def test_nothing_from_before_forget_reaches_the_next_conversation(
     text = "\n".join(request_texts(llm.requests[1]))
     assert "which plans do we have now?" in text
     assert not any(word in text for word in ("pineapple", "mango", "which plans do we have?"))
+
+
+async def test_history_tools_off_keeps_the_archive_context(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """HISTORY_TOOLS=false offers the model no tools, yet context still comes from the archive."""
+    client = await bot.start(history_tools=False)
+    client.watching_since -= timedelta(hours=2)
+    await say(fake, BOB_ID, "the build server is down again")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> any idea why?")
+    await fake.wait_for_posts(1)
+    [request] = llm.requests
+    assert not request.get("tools")
+    assert "the build server is down again" in request_texts(request)[-1]
+    assert not any(request.method == "GET" and "/messages" in request.path for request in fake.requests)
