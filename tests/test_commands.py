@@ -41,7 +41,6 @@ from bot import (
     parse_args,
     point_at_discord,
     refusal,
-    split_message,
 )
 from config import ChannelMode
 from conversation import (
@@ -52,6 +51,7 @@ from conversation import (
     MessageRecord,
     ResponseDecider,
 )
+from discord_io import split_message
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
