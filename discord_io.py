@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+import unicodedata
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
 import discord
 
@@ -79,9 +81,26 @@ def to_archived(message: discord.Message) -> ArchivedMessage:
 
 # --- Delivering answers ------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^[ \t]*```(\S*)", re.MULTILINE)
+# The smallest post limit the splitter accepts: a reopened fence, its close and some text must fit.
+MIN_POST_LIMIT = 64
+_FENCE = re.compile(r"^[ \t]*```(\S*)[^\n]*", re.MULTILINE)
 _FENCE_CLOSE = "\n```"
+# A reopened fence keeps its language only when that is short: real ones are ("python", "typescript");
+# a longer info string would eat every continuation post's room, so the fence is reopened bare.
+MAX_REOPENED_FENCE = 32
+_BARE_FENCE = "```"
 _SENTENCE_END = re.compile(r"[.!?][)\"'\]]*\s")
+_ZERO_WIDTH_JOINER = "\u200d"
+_SKIN_TONES = range(0x1F3FB, 0x1F400)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitStep:
+    """One turn of the splitter's loop: the post it produced (None for a stretch of bare whitespace)
+    and how many characters of the input are still to be posted, always fewer than before."""
+
+    post: str | None
+    remaining: int
 
 
 def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
@@ -91,39 +110,70 @@ def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
     fence open at a cut is closed at the end of one post and reopened (same language) at the start
     of the next, so every post renders on its own and no text is lost.
     """
-    posts: list[str] = []
+    return [step.post for step in split_steps(text, limit) if step.post is not None]
+
+
+def split_steps(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> Iterator[SplitStep]:
+    """The splitter's loop, one step at a time; every step posts at least one character of the input,
+    so any text ends in at most `len(text)` steps."""
+    if limit < MIN_POST_LIMIT:
+        raise ValueError(f"a post limit under {MIN_POST_LIMIT} characters leaves no room for text")
+    rest = text.replace("\r\n", "\n").strip("\n")
     reopen = ""
-    rest = text.strip("\n")
     while rest:
-        whole = reopen + rest
-        if _open_fence(whole) is not None:
-            whole += _FENCE_CLOSE
-        if len(whole) <= limit:
-            posts.append(whole)
-            break
-        cut = _best_cut(rest, limit - len(reopen) - len(_FENCE_CLOSE))
-        post = reopen + rest[:cut].rstrip()
-        opener = _open_fence(post)
-        if opener is not None:
-            post += _FENCE_CLOSE
-            reopen = opener + "\n"
-        else:
-            reopen = ""
-        posts.append(post)
-        rest = rest[cut:].lstrip("\n")
-    return posts
+        post, used, reopen = _next_post(rest, reopen, limit)
+        if used < 1:
+            # Unreachable (see _next_post), but a hang would silence every server: fail loudly instead.
+            raise RuntimeError("the splitter made no progress")
+        rest = rest[used:].lstrip("\n")
+        yield SplitStep(post, len(rest))
 
 
-def _open_fence(text: str) -> str | None:
-    """The opening fence (with its language) if `text` ends inside a code block, else None."""
+def _next_post(rest: str, reopen: str, limit: int) -> tuple[str | None, int, str]:
+    """The next post from the front of `rest`, how many characters of `rest` it used, and the fence
+    line (with its newline) to start the following post with.
+
+    It uses at least one character: the room for text is at least `limit` minus a capped reopened
+    fence and its close (MIN_POST_LIMIT keeps that positive), and `_best_cut` never returns 0.
+    """
+    if not rest.strip():
+        return None, len(rest), ""
+    whole = reopen + rest
+    if _open_fence(whole, limit) is not None:
+        whole += _FENCE_CLOSE
+    if len(whole) <= limit:
+        return whole, len(rest), ""
+    cut = _best_cut(rest, limit - len(reopen) - len(_FENCE_CLOSE))
+    body = rest[:cut].rstrip()
+    if not body.strip():
+        return None, cut, reopen
+    post = reopen + body
+    opener = _open_fence(post, limit)
+    if opener is None:
+        return post, cut, ""
+    return post + _FENCE_CLOSE, cut, _reopened(opener)
+
+
+def _open_fence(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> str | None:
+    """The opening fence (with its language) if `text` ends inside a code block, else None.
+
+    A line longer than half a post is text even if it starts with a fence: its info string alone
+    would leave no room for the code, and reopening it would fill every following post.
+    """
     opener = None
     for fence in _FENCE.finditer(text):
-        opener = None if opener is not None else "```" + fence.group(1)
+        if len(fence.group(0)) <= limit // 2:
+            opener = None if opener is not None else "```" + fence.group(1)
     return opener
 
 
+def _reopened(opener: str) -> str:
+    """The line that reopens `opener`'s code block at the start of the next post."""
+    return (opener if len(opener) <= MAX_REOPENED_FENCE else _BARE_FENCE) + "\n"
+
+
 def _best_cut(text: str, room: int) -> int:
-    """Where to end a post of at most `room` characters: just after the best boundary."""
+    """Where to end a post of at most `room` characters: just after the best boundary, never at 0."""
     window = text[:room]
     # A boundary in the first quarter would make a stub post; a later, weaker one reads better.
     floor = room // 4
@@ -137,7 +187,24 @@ def _best_cut(text: str, room: int) -> int:
     position = window.rfind(" ")
     if position > floor:
         return position + 1
-    return room
+    return _hard_cut(text, max(room, 1), floor)
+
+
+def _hard_cut(text: str, cut: int, floor: int) -> int:
+    """`cut`, moved back (not past `floor`) so it does not split a character from its accents or an emoji sequence."""
+    while cut > floor + 1 and cut < len(text) and _joins_previous(text[cut - 1], text[cut]):
+        cut -= 1
+    return cut
+
+
+def _joins_previous(before: str, char: str) -> bool:
+    """Whether `char` is drawn together with `before`: an accent, a joiner, a variation selector, a skin tone."""
+    return (
+        before == _ZERO_WIDTH_JOINER
+        or char == _ZERO_WIDTH_JOINER
+        or unicodedata.category(char) in ("Mn", "Me", "Mc")
+        or ord(char) in _SKIN_TONES
+    )
 
 
 def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:
