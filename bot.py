@@ -424,7 +424,7 @@ class Parley(discord.Client):
         posts: list[discord.Message] = []
         reference = message.to_reference(fail_if_not_exists=False)
         try:
-            for index, part in enumerate(split_message(text)):
+            for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
                 if index == 0:
                     post = await message.channel.send(
                         part, reference=reference, allowed_mentions=reply_mentions(message.author)
@@ -528,6 +528,8 @@ class Parley(discord.Client):
 # --- Operator commands: /parley why | mode | forget | status ---------------------------------------
 
 STATUS_MAX_PARTICIPANTS = 20
+# A command reply's posts: `/parley why` at its largest (25 decisions, long names) needs about five.
+EPHEMERAL_MAX_POSTS = 8
 FORGOTTEN = "Conversation ended and its model history dropped: the next @mention starts afresh (the archive is kept)."
 NOTHING_TO_FORGET = "There is no conversation to forget in this channel."
 MODE_EFFECTS = {
@@ -573,8 +575,9 @@ def _command_name(interaction: discord.Interaction) -> str:
 
 
 async def send_ephemeral(interaction: discord.Interaction, text: str, **options: Any) -> None:
-    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs."""
-    for part in split_message(text):
+    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs
+    (at most EPHEMERAL_MAX_POSTS)."""
+    for part in split_message(text, max_posts=EPHEMERAL_MAX_POSTS):
         if interaction.response.is_done():
             await interaction.followup.send(part, ephemeral=True, **options)
         else:

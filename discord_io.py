@@ -89,6 +89,8 @@ _FENCE_CLOSE = "\n```"
 # a longer info string would eat every continuation post's room, so the fence is reopened bare.
 MAX_REOPENED_FENCE = 32
 _BARE_FENCE = "```"
+ANSWER_CUT_MARKER = "(answer cut)"
+_CUT_NOTE = "\n\n" + ANSWER_CUT_MARKER
 _SENTENCE_END = re.compile(r"[.!?][)\"'\]]*\s")
 _ZERO_WIDTH_JOINER = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)
@@ -103,25 +105,59 @@ class SplitStep:
     remaining: int
 
 
-def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
+def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT, *, max_posts: int | None = None) -> list[str]:
     """Split text into posts of at most `limit` characters, at the most natural boundary.
 
     Paragraphs first, then lines, sentences, words, and a hard cut only as a last resort. A code
     fence open at a cut is closed at the end of one post and reopened (same language) at the start
-    of the next, so every post renders on its own and no text is lost.
+    of the next, so every post renders on its own and no text is lost. With `max_posts`, text that
+    needs more posts is cut: the last post ends with ANSWER_CUT_MARKER, after any fence is closed.
     """
-    return [step.post for step in split_steps(text, limit) if step.post is not None]
+    if max_posts is not None and max_posts < 1:
+        raise ValueError("max_posts must be at least 1")
+    if max_posts is not None and limit - len(_CUT_NOTE) < MIN_POST_LIMIT:
+        raise ValueError(
+            f"a post limit under {MIN_POST_LIMIT + len(_CUT_NOTE)} characters leaves no room for the cut marker"
+        )
+    posts: list[str] = []
+    remaining = 0
+    for step in split_steps(text, limit):
+        if step.post is None:
+            continue
+        if len(posts) == max_posts:
+            posts[-1] = _marked_cut(posts[-1], limit)
+            log.info("text cut to %d posts; about %d characters not posted", max_posts, remaining)
+            break
+        posts.append(step.post)
+        remaining = step.remaining
+    return posts
 
 
-def split_steps(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> Iterator[SplitStep]:
+def _marked_cut(post: str, limit: int) -> str:
+    """`post` ending with the cut marker, shortened (at a natural boundary, fences closed) to make room."""
+    if len(post) + len(_CUT_NOTE) <= limit:
+        return post + _CUT_NOTE
+    # Re-split with the room the marker leaves, judging fence lines as the full-size split did.
+    shorter = split_steps(post, limit - len(_CUT_NOTE), fence_line_max=_fence_line_max(limit))
+    first = next(step.post for step in shorter if step.post is not None)
+    return first + _CUT_NOTE
+
+
+def split_steps(
+    text: str, limit: int = DISCORD_MESSAGE_LIMIT, *, fence_line_max: int | None = None
+) -> Iterator[SplitStep]:
     """The splitter's loop, one step at a time; every step posts at least one character of the input,
-    so any text ends in at most `len(text)` steps."""
+    so any text ends in at most `len(text)` steps.
+
+    `fence_line_max`: the longest line that can open or close a code block (default: half of `limit`).
+    """
     if limit < MIN_POST_LIMIT:
         raise ValueError(f"a post limit under {MIN_POST_LIMIT} characters leaves no room for text")
+    line_max = _fence_line_max(limit) if fence_line_max is None else fence_line_max
     rest = text.replace("\r\n", "\n").strip("\n")
     reopen = ""
     while rest:
-        post, used, reopen = _next_post(rest, reopen, limit)
+        post, used, reopen = _next_post(rest, reopen, limit, line_max)
         if used < 1:
             # Unreachable (see _next_post), but a hang would silence every server: fail loudly instead.
             raise RuntimeError("the splitter made no progress")
@@ -129,7 +165,12 @@ def split_steps(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> Iterator[Split
         yield SplitStep(post, len(rest))
 
 
-def _next_post(rest: str, reopen: str, limit: int) -> tuple[str | None, int, str]:
+def _fence_line_max(limit: int) -> int:
+    # A longer fence line's info string alone would leave no room for the code: it is text.
+    return limit // 2
+
+
+def _next_post(rest: str, reopen: str, limit: int, fence_line_max: int) -> tuple[str | None, int, str]:
     """The next post from the front of `rest`, how many characters of `rest` it used, and the fence
     line (with its newline) to start the following post with.
 
@@ -139,7 +180,7 @@ def _next_post(rest: str, reopen: str, limit: int) -> tuple[str | None, int, str
     if not rest.strip():
         return None, len(rest), ""
     whole = reopen + rest
-    if _open_fence(whole, limit) is not None:
+    if _open_fence(whole, fence_line_max) is not None:
         whole += _FENCE_CLOSE
     if len(whole) <= limit:
         return whole, len(rest), ""
@@ -148,21 +189,21 @@ def _next_post(rest: str, reopen: str, limit: int) -> tuple[str | None, int, str
     if not body.strip():
         return None, cut, reopen
     post = reopen + body
-    opener = _open_fence(post, limit)
+    opener = _open_fence(post, fence_line_max)
     if opener is None:
         return post, cut, ""
     return post + _FENCE_CLOSE, cut, _reopened(opener)
 
 
-def _open_fence(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> str | None:
+def _open_fence(text: str, line_max: int = _fence_line_max(DISCORD_MESSAGE_LIMIT)) -> str | None:
     """The opening fence (with its language) if `text` ends inside a code block, else None.
 
-    A line longer than half a post is text even if it starts with a fence: its info string alone
-    would leave no room for the code, and reopening it would fill every following post.
+    A line longer than `line_max` is text even if it starts with a fence: its info string alone
+    would leave no room for the code.
     """
     opener = None
     for fence in _FENCE.finditer(text):
-        if len(fence.group(0)) <= limit // 2:
+        if len(fence.group(0)) <= line_max:
             opener = None if opener is not None else "```" + fence.group(1)
     return opener
 
