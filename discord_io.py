@@ -180,10 +180,12 @@ def _next_post(rest: str, reopen: str, limit: int, fence_line_max: int) -> tuple
     if not rest.strip():
         return None, len(rest), ""
     whole = reopen + rest
-    if _open_fence(whole, fence_line_max) is not None:
-        whole += _FENCE_CLOSE
+    # Only a text within the limit can be the last post: scanning a longer one for fences would be wasted.
     if len(whole) <= limit:
-        return whole, len(rest), ""
+        if _open_fence(whole, fence_line_max) is not None:
+            whole += _FENCE_CLOSE
+        if len(whole) <= limit:
+            return whole, len(rest), ""
     cut = _best_cut(rest, limit - len(reopen) - len(_FENCE_CLOSE))
     body = rest[:cut].rstrip()
     if not body.strip():
