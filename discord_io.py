@@ -85,7 +85,7 @@ def to_archived(message: discord.Message) -> ArchivedMessage:
 MIN_POST_LIMIT = 64
 _FENCE = re.compile(r"^[ \t]*```(\S*)[^\n]*", re.MULTILINE)
 _FENCE_CLOSE = "\n```"
-# A reopened fence keeps its language only when that is short: real ones are ("python", "typescript");
+# A reopened fence keeps its language only when that is short, as real ones are ("python", "typescript"):
 # a longer info string would eat every continuation post's room, so the fence is reopened bare.
 MAX_REOPENED_FENCE = 32
 _BARE_FENCE = "```"
@@ -146,8 +146,8 @@ def _marked_cut(post: str, limit: int) -> str:
 def split_steps(
     text: str, limit: int = DISCORD_MESSAGE_LIMIT, *, fence_line_max: int | None = None
 ) -> Iterator[SplitStep]:
-    """The splitter's loop, one step at a time; every step posts at least one character of the input,
-    so any text ends in at most `len(text)` steps.
+    """The splitter's loop, one step at a time; every step consumes at least one character of the
+    input, so any text ends in at most `len(text)` steps.
 
     `fence_line_max`: the longest line that can open or close a code block (default: half of `limit`).
     """
