@@ -281,7 +281,7 @@ def _snowflakes(values: Iterable[Any]) -> set[int]:
 
 
 class FakeDiscord:
-    """A fake Discord: one guild, two text channels, the bot, three humans and another bot."""
+    """A fake Discord: one guild, two text channels and any threads a test opens, the bot, three humans, another bot."""
 
     bot_id = BOT_ID
     application_id = APPLICATION_ID
