@@ -245,6 +245,15 @@ def test_a_member_named_like_the_bot_is_told_apart_in_the_prompt():
     assert f'<chat_message author="Parley" author_id="{CAROL}" time_utc="12:01">I am Parley' in judged
 
 
+def test_mentions_of_the_bot_are_marked_by_id_not_by_the_text():
+    """ "@Parley" in the text marks nothing; mentions_ai and replies_to_ai come from the mentioned and replied-to ids."""
+    to_carol = msg(ALICE, "Alice", "@Parley is that you?", 1, mention_ids=frozenset({CAROL}))
+    to_bot = msg(BOB, "Bob", "@Parley thanks", 2, mention_ids=frozenset({BOT}), reply_to_author_id=BOT)
+    prompt = build_prompt(conversation_of(to_carol, to_bot), to_bot, deps())
+    assert f'author_id="{ALICE}" time_utc="12:01">@Parley is that you?</chat_message>' in prompt
+    assert f'author_id="{BOB}" time_utc="12:02" mentions_ai="true" replies_to_ai="true">@Parley thanks' in prompt
+
+
 # --- History handling -------------------------------------------------------------------------
 
 
