@@ -246,7 +246,7 @@ def test_a_member_named_like_the_bot_is_told_apart_in_the_prompt():
 
 
 def test_mentions_of_the_bot_are_marked_by_id_not_by_the_text():
-    """ "@Parley" in the text marks nothing; mentions_ai and replies_to_ai come from the mentioned and replied-to ids."""
+    """An "@Parley" in the text marks nothing: mentions_ai and replies_to_ai come from the ids it pings or answers."""
     to_carol = msg(ALICE, "Alice", "@Parley is that you?", 1, mention_ids=frozenset({CAROL}))
     to_bot = msg(BOB, "Bob", "@Parley thanks", 2, mention_ids=frozenset({BOT}), reply_to_author_id=BOT)
     prompt = build_prompt(conversation_of(to_carol, to_bot), to_bot, deps())
