@@ -91,3 +91,12 @@ def test_out_of_range_and_bad_url_are_reported_together(monkeypatch: pytest.Monk
     assert "FOLLOWUP_WINDOW_SECONDS is invalid" in line
     assert "DATABASE_URL is invalid" in line and "sqlite:///" in line
     assert "\n" not in line
+
+
+def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAX_ANSWER_POSTS is 4 unless set; 0 is one line naming it (an answer needs at least one post)."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().max_answer_posts == 4
+    monkeypatch.setenv("MAX_ANSWER_POSTS", "0")
+    line = error_line()
+    assert line.startswith("Configuration error: MAX_ANSWER_POSTS is invalid:") and "\n" not in line
