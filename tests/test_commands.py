@@ -4,7 +4,7 @@ replies' wording, and each command's behaviour and permission checks through the
 from __future__ import annotations
 
 import typing
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,14 @@ from bot import (
     describe_decision,
     describe_decisions,
     describe_status,
+    describe_usage,
     excerpt,
     parse_args,
     point_at_discord,
     refusal,
     split_message,
 )
+from budget import UsageSummary
 from config import ChannelMode
 from conversation import (
     CHANNEL_MODES,
@@ -256,6 +258,19 @@ def test_status_lists_participants_as_mentions_and_caps_them() -> None:
     assert text.endswith("Mode: **chatty**")
 
 
+def test_usage_shows_the_budget_and_when_it_resets_and_the_top_members() -> None:
+    """Status's usage lines: the server against its budget with the next UTC midnight, the channel, top members."""
+    summary = UsageSummary(date(2026, 3, 10), 12345, 2345, [(100, 9000), (101, 3345)])
+    midnight = int(datetime(2026, 3, 11, tzinfo=UTC).timestamp())
+    assert describe_usage(summary, 100_000).splitlines() == [
+        f"Tokens today (UTC): this server 12,345 of 100,000 (resets <t:{midnight}:R>); this channel 2,345",
+        "Top members today: <@100> 9,000, <@101> 3,345",
+    ]
+    assert describe_usage(UsageSummary(date(2026, 3, 10), 0, 0, []), 0) == (
+        "Tokens today (UTC): this server 0 (no daily budget); this channel 0"
+    )
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
@@ -415,7 +430,11 @@ async def test_status_describes_the_conversation_without_pinging(bot: RunningBot
     data = call.body["data"]
     assert data["flags"] & 64 and data["allowed_mentions"] == {"parse": []}
     assert f"Participants: <@{ALICE_ID}>, <@{BOB_ID}>" in data["content"]
-    assert "Bot turns: 1; model history: about " in data["content"] and data["content"].endswith("Mode: **normal**")
+    assert "Bot turns: 1; model history: about " in data["content"] and "\nMode: **normal**\n" in data["content"]
+    spent = client.usage.server_tokens(GUILD_ID)
+    assert spent > 0
+    assert f"Tokens today (UTC): this server {spent:,} (no daily budget); this channel {spent:,}" in data["content"]
+    assert data["content"].endswith(f"Top members today: <@{ALICE_ID}> {spent:,}")
 
 
 async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord) -> None:
