@@ -34,6 +34,7 @@ from pydantic_ai import (
     RunUsage,
     TextPart,
     ToolDefinition,
+    UnexpectedModelBehavior,
     UsageLimitExceeded,
     UsageLimits,
     UserPromptPart,
@@ -112,6 +113,8 @@ class ChatDeps:
     channel_name: str
     archive: MessageArchive | None
     requester_id: int
+    # Set once the answer's limits withdraw the tools: which limit did (see `wind_down_reason`).
+    wound_down: str | None = None
 
 
 @dataclass(frozen=True)
@@ -298,6 +301,7 @@ def build_responder(
         reason = wind_down_reason(ctx, max_answer_tokens)
         if reason is None:
             return tool_defs
+        ctx.deps.wound_down = reason
         log.info(
             "answer in channel %s: tools withdrawn for the last request (%s)",
             ctx.deps.channel_id,
@@ -421,8 +425,12 @@ async def generate_reply(
                 timeout=settings.response_timeout_seconds,
             )
         except UsageLimitExceeded as stop:
-            return _limited_reply(prompt, history, run_messages, usage, stop, message)
+            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message)
         except Exception as error:
+            if isinstance(error, UnexpectedModelBehavior) and deps.wound_down is not None:
+                # A model that calls the withdrawn tools anyway runs out of retries: its limits stopped it all the same.
+                limit = f"{deps.wound_down} (tools withdrawn)"
+                return _limited_reply(prompt, history, run_messages, usage, limit, message)
             raise ReplyFailed(
                 f"no answer to message {message.message_id}: {type(error).__name__}: {error}", usage
             ) from error
@@ -437,10 +445,9 @@ def _limited_reply(
     history: list[ModelMessage],
     run_messages: list[ModelMessage],
     usage: RunUsage,
-    stop: UsageLimitExceeded,
+    limit: str,
     message: MessageRecord,
 ) -> Reply:
-    limit = _limit_name(stop)
     text = _final_text(run_messages) or LIMIT_NOTE
     log.warning(
         "answer to message %s stopped by its %s after %d requests (%d input, %d output tokens)",

@@ -594,6 +594,16 @@ async def test_a_model_that_never_stops_calling_tools_gets_an_honest_line(make_s
     assert tool_returns(reply.messages) == [] and len(reply.messages) == 2
 
 
+async def test_a_model_that_calls_withdrawn_tools_gets_an_honest_line(make_settings):
+    """Tools withdrawn for the input limit and called anyway: the retries run out and the member gets LIMIT_NOTE."""
+    model, offered = tool_looper(answer_without_tools=False)
+    settings = make_settings(answer_input_tokens_limit=12000)
+    archive = FakeArchive(messages=BULKY)
+    reply = await reply_to(msg(ALICE, "Alice", "loop", 0), settings, model, archive=archive, archive_enabled=True)
+    assert reply.text == LIMIT_NOTE and reply.limited == "input_tokens (tools withdrawn)"
+    assert offered[-1].function_tools == [] and len(offered) < settings.max_model_requests
+
+
 async def test_an_answer_over_the_output_limit_is_still_posted(make_settings):
     """An answer whose own response crosses ANSWER_OUTPUT_TOKENS_LIMIT is posted: it was already paid for."""
     long_text = "word " * 300

@@ -215,6 +215,18 @@ def test_journal_forgets_the_least_recently_active_channel() -> None:
     assert len(journal) == 2 and journal.recent(2) == [] and len(journal.recent(1)) == 2
 
 
+def test_a_later_verdict_on_a_message_replaces_the_first() -> None:
+    """A budget overruling an answer leaves one entry for that message, the overruling one."""
+    journal = DecisionJournal()
+    journal.add(CHANNEL, logged(1, "mention"))
+    journal.add(CHANNEL, logged(2, "mention"))
+    journal.add(CHANNEL, logged(2, "server_budget", respond=False))
+    assert [(entry.message_id, entry.reason) for entry in journal.recent(CHANNEL)] == [
+        (2, "server_budget"),
+        (1, "mention"),
+    ]
+
+
 def test_journal_forgets_deleted_messages() -> None:
     """A deleted message's decision goes too: its excerpt is a copy of the text."""
     journal = DecisionJournal()
