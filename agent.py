@@ -715,11 +715,18 @@ class LLMJudge:
     agent: Agent[None, JudgeOutput]
     bot_name: str = "Parley"
     bot_user_id: int | None = None
+    # Told what each verdict cost, failed and timed-out ones included, so the bot can count it.
+    on_usage: Callable[[MessageRecord, RunUsage], None] | None = None
 
     async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
         """The verdict on `message`: (respond, reason, confidence)."""
         prompt = build_judge_prompt(conversation, message, bot_name=self.bot_name, bot_user_id=self.bot_user_id)
-        result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS)
+        usage = RunUsage()
+        try:
+            result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS, usage=usage)
+        finally:
+            if self.on_usage is not None:
+                self.on_usage(message, usage)
         verdict = result.output
         return verdict.respond, verdict.reason, verdict.confidence
 

@@ -404,6 +404,7 @@ class Parley(discord.Client):
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
+            self.judge.on_usage = self.account_judgement
         if self.settings.archive_enabled:
             path = sqlite_path_from_url(self.settings.database_url)
             try:
@@ -605,6 +606,12 @@ class Parley(discord.Client):
         self.usage.record(
             message.guild.id, message.channel.id, message.author.id, usage.input_tokens, usage.output_tokens
         )
+
+    def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
+        """Count the tokens the judge spent on a message against its server, channel and author."""
+        guild = getattr(self.get_channel(record.channel_id), "guild", None)
+        if guild is not None:
+            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from e2e_support import RunningBot, assert_silent, decided, eventually, reply_text, run_command, say
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, GUILD_ID, FakeDiscord
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, message_text
 
 from agent import LIMIT_NOTE
@@ -115,3 +115,22 @@ async def test_the_spent_budget_holds_across_a_restart(bot: RunningBot, fake: Fa
     question = await say(fake, ALICE_ID, f"<@{BOT_ID}> still there?")
     assert (await decided(client, question)).reason == "server_budget"
     assert len(llm.requests) == 1
+
+
+async def test_the_judges_tokens_count_against_the_server(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """With USE_LLM_JUDGE, the judge's verdict on a bystander's message is counted for that bystander."""
+
+    def judge_says_no(request: dict[str, Any]) -> Any:
+        tools = {tool["function"]["name"] for tool in request.get("tools", [])}
+        if "final_result" in tools:
+            return ToolCall("final_result", {"respond": False, "confidence": 0.9, "reason": "talking to alice"})
+        return "Use mount."
+
+    llm.handler = judge_says_no
+    client = await bot.start(use_llm_judge=True)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I mount a disk?")
+    await fake.wait_for_posts(1)
+    bystander = await say(fake, BOB_ID, "is that the same on fedora")
+    assert (await decided(client, bystander)).reason == "judge_no"
+    members = dict(client.usage.summary(GUILD_ID, CHANNEL_ID).top_members)
+    assert members[BOB_ID] > 0 and members[ALICE_ID] > 0
