@@ -81,7 +81,7 @@ def test_unclosed_fence_from_the_model_is_closed() -> None:
 def test_reply_mentions_allow_only_the_person_answered() -> None:
     """A reply can ping its addressee, never @everyone, @here or roles."""
     person = discord.Object(id=42)
-    allowed = reply_mentions(person).to_dict()
+    allowed = reply_mentions(person).to_dict()  # type: ignore[arg-type]  # any snowflake will do
     assert allowed["parse"] == []
     assert allowed["users"] == [42]
     assert allowed.get("roles", []) == []
@@ -94,7 +94,7 @@ def test_client_default_allows_no_mentions(make_settings) -> None:
 
     client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url=""))
     assert client.allowed_mentions is not None
-    assert client.allowed_mentions.to_dict() == {"parse": []}  # replied_user false is omitted
+    assert client.allowed_mentions.to_dict() == {"parse": []}  # type: ignore[comparison-overlap]  # replied_user false is omitted
     intents = client.intents
     assert intents.guilds and intents.guild_messages and intents.message_content
     assert not intents.members and not intents.presences
