@@ -34,13 +34,15 @@ async def fill_the_archive(fake: FakeDiscord, client: Any, count: int = 40) -> N
 async def test_a_tool_loop_stops_at_the_input_token_limit_with_an_answer(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
-    """A model that keeps reading the channel gets its tools withdrawn before ANSWER_INPUT_TOKENS_LIMIT and answers."""
+    """A model that keeps reading the channel has its tools withdrawn before ANSWER_INPUT_TOKENS_LIMIT, and answers."""
     client = await bot.start(answer_input_tokens_limit=20000, max_model_requests=20)
     await fill_the_archive(fake, client)
     llm.handler = tool_looper(answers_without_tools=True)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what happened to the deploy?")
     [post] = await fake.wait_for_posts(1)
     assert post.content == "From what I read: the deploy moved to Friday."
+    # MAX_ANSWER_TOKENS caps every response, as the chat-completions API's max_completion_tokens.
+    assert {request.get("max_completion_tokens") for request in llm.requests} == {1000}
     offered_tools = [bool(request.get("tools")) for request in llm.requests]
     assert offered_tools[-1] is False and all(offered_tools[:-1]) and 2 < len(offered_tools) < 20
     # The fake counts a token per word: everything the answer sent stayed within the limit.
