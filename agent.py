@@ -113,7 +113,7 @@ class ChatDeps:
     channel_name: str
     archive: MessageArchive | None
     requester_id: int
-    # Set once the answer's limits withdraw the tools: which limit did (see `wind_down_reason`).
+    # Set when the answer's limits withdraw the tools, to the limit that did (`wind_down_reason`); they stay withdrawn.
     wound_down: str | None = None
 
 
@@ -298,6 +298,8 @@ def build_responder(
     async def withdraw_tools_near_the_limits(
         ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]
     ) -> list[ToolDefinition]:
+        if ctx.deps.wound_down is not None:
+            return []
         reason = wind_down_reason(ctx, max_answer_tokens)
         if reason is None:
             return tool_defs
@@ -311,7 +313,8 @@ def build_responder(
         return []
 
     async def answer_now_note(ctx: RunContext[ChatDeps]) -> str:
-        return _ANSWER_NOW if wind_down_reason(ctx, max_answer_tokens) else ""
+        # pydantic-ai prepares a step's tools before it renders its instructions.
+        return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
 
     model = model or build_model(settings)
     instructions: list[Any] = [_VOICE + ("\n" + _ARCHIVE_NOTE if archive_enabled else ""), _whereabouts]
