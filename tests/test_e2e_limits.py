@@ -7,9 +7,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_silent, decided, eventually, reply_text, request_texts, run_command, say
+from e2e_support import (
+    RunningBot,
+    assert_silent,
+    decided,
+    eventually,
+    option,
+    reply_text,
+    request_texts,
+    run_command,
+    say,
+)
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
-from fake_llm import FakeLLM, echo
+from fake_llm import FakeLLM, ToolCall, echo
 
 from bot import LoggedDecision, Parley
 
@@ -163,3 +173,25 @@ async def test_answers_in_progress_are_capped_across_channels(
     await fake.wait_for_posts(1, CHANNEL_ID)
     await fake.wait_for_posts(1, OTHER_CHANNEL_ID)
     assert len(llm.requests) == 2
+
+
+async def test_a_chatty_channel_asks_the_judge_at_most_its_calls_per_minute(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """In chatty mode with JUDGE_CALLS_PER_MINUTE=2, six chatter lines reach the judge twice, then `judge_budget`."""
+
+    def judge_says_no(request: dict[str, Any]) -> Any:
+        if any(tool["function"]["name"] == "final_result" for tool in request.get("tools", [])):
+            return ToolCall("final_result", {"respond": False, "confidence": 0.9, "reason": "side talk"})
+        return echo(request)
+
+    llm.handler = judge_says_no
+    client = await bot.start(use_llm_judge=True, judge_calls_per_minute=2)
+    assert client.decider.judge_budget is not None
+    client.decider.judge_budget.clock = lambda: T0  # the six lines come within the same instant
+    await run_command(fake, "mode", [option("mode", "chatty")])
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hello")
+    await fake.wait_for_posts(1)
+    reasons = [(await decided(client, await say(fake, BOB_ID, f"chatter {n}"))).reason for n in range(6)]
+    assert reasons == ["judge_no"] * 2 + ["judge_budget"] * 4
+    assert len(llm.requests) == 3  # the answer and two judge calls
