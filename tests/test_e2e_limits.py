@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,8 +102,11 @@ async def test_another_member_is_answered_while_one_is_limited(
     assert (await decided(client, limited)).reason == "member_rate_limited"
 
 
-async def test_why_shows_the_rate_limit(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
-    """/parley why lists a rate-limited mention as silent with the reason `member_rate_limited`."""
+async def test_why_and_the_decision_log_show_the_rate_limit(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """/parley why and the parley.decisions log give a rate-limited mention the reason `member_rate_limited`."""
+    caplog.set_level(logging.INFO, logger="parley.decisions")
     client = await bot.start(member_answer_burst=1)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
     await fake.wait_for_posts(1)
@@ -111,6 +115,8 @@ async def test_why_shows_the_rate_limit(bot: RunningBot, fake: FakeDiscord, llm:
     why = reply_text(await run_command(fake, "why"))
     assert "**silent** `member_rate_limited` (limit) · **Alice**" in why
     assert "and again" in why
+    [logged] = [record for record in caplog.records if getattr(record, "message_id", None) == int(limited["id"])]
+    assert (logged.respond, logged.reason, logged.tier) == (False, "member_rate_limited", "limit")
 
 
 async def test_a_members_waiting_mentions_collapse_into_the_latest(
