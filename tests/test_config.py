@@ -104,3 +104,12 @@ def test_admission_limits_default_and_reject_nonsense(monkeypatch: pytest.Monkey
     line = error_line()
     assert "\n" not in line
     assert "CHANNEL_QUEUE_LIMIT is invalid" in line and "MEMBER_ANSWERS_PER_HOUR is invalid" in line
+
+
+def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAX_ANSWER_POSTS is 4 unless set; 0 is one line naming it (an answer needs at least one post)."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().max_answer_posts == 4
+    monkeypatch.setenv("MAX_ANSWER_POSTS", "0")
+    line = error_line()
+    assert line.startswith("Configuration error: MAX_ANSWER_POSTS is invalid:") and "\n" not in line

@@ -116,7 +116,8 @@ async def test_why_and_the_decision_log_show_the_rate_limit(
     assert "**silent** `member_rate_limited` (limit) · **Alice**" in why
     assert "and again" in why
     [logged] = [record for record in caplog.records if getattr(record, "message_id", None) == int(limited["id"])]
-    assert (logged.respond, logged.reason, logged.tier) == (False, "member_rate_limited", "limit")
+    extra = vars(logged)  # the decision's structured attributes
+    assert (extra["respond"], extra["reason"], extra["tier"]) == (False, "member_rate_limited", "limit")
 
 
 async def test_a_members_waiting_mentions_collapse_into_the_latest(
