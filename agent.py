@@ -59,16 +59,18 @@ from quoting import (
     LAST_ANSWERED_TAG,
     MESSAGE_TAG,
     NEW_MESSAGE_TAG,
+    QUOTE_MAX_CHARS,
     TRANSCRIPT_TAG,
     author_attributes,
+    cap_text,
     inline,
 )
 
 log = logging.getLogger("parley.agent")
 
 TRANSCRIPT_MAX_MESSAGES = 30
-QUOTED_MESSAGE_MAX_CHARS = 600
-NEW_MESSAGE_MAX_CHARS = 4000
+QUOTED_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[MESSAGE_TAG]
+NEW_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[NEW_MESSAGE_TAG]
 JUDGE_CONTEXT_MESSAGES = 12
 
 SEARCH_LIMIT_MAX = 50
@@ -489,18 +491,21 @@ def _final_text(messages: Sequence[ModelMessage]) -> str:
 
 
 def build_prompt(conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps) -> str:
-    """The user prompt for answering `message`: where the bot is, the channel since its last turn, then `message`.
+    """The user prompt for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
+
+    "Not seen" is every message no earlier answer showed the model (`unseen_before`): the loaded context
+    with the bot's own earlier turns when a conversation starts, and what was said while it wrote.
 
     Every name and every channel message is quoted in a registered framing tag: names as escaped
     attributes, text as a neutralised body, so nothing a member wrote or named can close a frame, forge
     a message, an author or a `<system>` block, or reach the instructions.
     """
     bot_user_id = deps.bot_user_id
-    earlier = [m for m in conversation.messages_since(bot_user_id) if m.message_id != message.message_id]
+    earlier = conversation.unseen_before(message.message_id, bot_user_id)
     parts = [render_channel_info(deps)]
     if earlier:
         parts.append(
-            f"What was said in the channel since your last message:\n{render_transcript(earlier, bot_user_id)}"
+            f"What was said in the channel that you have not seen yet:\n{render_transcript(earlier, bot_user_id)}"
         )
     parts.append(
         "Answer this new message:\n" + quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
@@ -535,15 +540,16 @@ def render_transcript(
 
 
 def quote_message(message: MessageRecord, tag: RegisteredTag, max_chars: int, bot_user_id: int | None) -> str:
-    """One message as quoted data: author, author id, bot marker and time in escaped attributes, the text capped."""
-    text = message.content
-    if len(text) > max_chars:
-        text = text[:max_chars] + f" [… {len(message.content) - max_chars} more characters cut]"
+    """One message as quoted data: author, author id, bot marker, time and id in escaped attributes, the text capped.
+
+    The message id lets a later edit or deletion find the quote again in the model history (`quoting.requote`).
+    """
     return wrap(
         tag,
-        text,
+        cap_text(message.content, max_chars),
         **author_attributes(message.author, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
         time_utc=message.timestamp.strftime("%H:%M"),
+        message_id=str(message.message_id),
         **_addressed_to_bot(message, bot_user_id),
     )
 

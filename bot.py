@@ -549,7 +549,7 @@ class Parley(discord.Client):
         self.account(message, reply.usage)
         posts = await self.deliver(message, reply.text)
         if posts:
-            self.manager.record_bot_response(message.channel.id, reply.messages)
+            self.manager.record_bot_response(message.channel.id, reply.messages, record.message_id)
 
     def account(self, message: discord.Message, usage: RunUsage) -> None:
         """Count the tokens an answer to `message` used against its server, channel and author."""

@@ -7,16 +7,18 @@ Nothing here knows about Discord. Time comes from an injected clock, so tests (f
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ToolReturnPart, UserPromptPart
 
 from limits import TokenBucket
+from quoting import requote
 
 Clock = Callable[[], datetime]
 
@@ -66,6 +68,15 @@ class ChannelConversation:
     # skips its look-back for a person no recent bot turn can have been answering.
     bot_message_naming: dict[int, MessageRecord] = field(default_factory=dict)
     last_unnamed_bot_message: MessageRecord | None = None
+    # The newest message of the loaded context: the bot's own posts after it are this conversation's,
+    # already in `llm_history` as its answers (or notices the model needn't see).
+    opened_after_id: int = 0
+    # The newest message a successful answer showed the model; newer ones are still news to it, even
+    # those that sort before the bot's post because they arrived while it was writing.
+    prompted_through: int = 0
+    # Edits (new text) and deletions (None) of messages already shown, applied to every model history
+    # this conversation keeps, including one written while they happened.
+    redactions: dict[int, str | None] = field(default_factory=dict)
 
     def note_bot_message(self, message: MessageRecord) -> None:
         """Index a bot's message by whom it names (any bot's: the index only has to be a superset)."""
@@ -77,15 +88,38 @@ class ChannelConversation:
         for person in named:
             self.bot_message_naming[person] = message
 
-    def messages_since(self, author_id: int) -> list[MessageRecord]:
-        """Messages after `author_id`'s latest one (all of them if that author has not spoken)."""
-        tail: list[MessageRecord] = []
-        for message in reversed(self.messages):
-            if message.author_id == author_id:
-                break
-            tail.append(message)
-        tail.reverse()
-        return tail
+    def unseen_before(self, message_id: int, bot_user_id: int) -> list[MessageRecord]:
+        """The messages before `message_id` that no answer has shown the model yet, oldest first.
+
+        The bot's earlier posts from the loaded context are included (a new conversation knows what it
+        last said and to what); its posts in this conversation are not (they are its own history).
+        """
+        return [
+            message
+            for message in self.messages
+            if self.prompted_through < message.message_id < message_id
+            and not (message.author_id == bot_user_id and message.message_id > self.opened_after_id)
+        ]
+
+    def edit(self, message_id: int, content: str) -> bool:
+        """Apply an edit to the conversation's record and model history; whether the message is in it."""
+        return self._redact(message_id, content)
+
+    def delete(self, message_id: int) -> bool:
+        """Drop a deleted message from the conversation and its text from the model history."""
+        return self._redact(message_id, None)
+
+    def _redact(self, message_id: int, content: str | None) -> bool:
+        found = next((m for m in self.messages if m.message_id == message_id), None)
+        if found is None and message_id > self.prompted_through:
+            return False  # never shown to the model, nor part of this conversation
+        if found is not None:
+            self.messages.remove(found)
+            if content is not None:
+                _insert_in_order(self.messages, replace(found, content=content))
+        self.redactions[message_id] = content
+        self.llm_history = redacted(self.llm_history, {message_id: content})
+        return True
 
 
 class ConversationManager:
@@ -131,6 +165,7 @@ class ConversationManager:
             last_activity=now,
             messages=deque(initial_messages, maxlen=self.max_messages),
         )
+        conversation.opened_after_id = max((m.message_id for m in conversation.messages), default=0)
         for message in conversation.messages:
             conversation.last_message_by_author[message.author_id] = message
             if message.is_bot:
@@ -166,12 +201,17 @@ class ConversationManager:
             self._touch(conversation, now)
         return conversation
 
-    def record_bot_response(self, channel_id: int, llm_history: list[ModelMessage]) -> None:
-        """Store the model history of a successful answer as the conversation's new history."""
+    def record_bot_response(self, channel_id: int, llm_history: list[ModelMessage], answered_id: int) -> None:
+        """Store the model history of a successful answer to message `answered_id` as the conversation's new history.
+
+        Everything up to `answered_id` has now been shown to the model; edits and deletions that
+        arrived while it wrote are applied to the new history too.
+        """
         conversation = self.get(channel_id)
         if conversation is None:
             return
-        conversation.llm_history = list(llm_history)
+        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        conversation.prompted_through = max(conversation.prompted_through, answered_id)
         conversation.bot_turns += 1
         self._touch(conversation, self.clock())
 
@@ -614,3 +654,27 @@ def _within_last(messages: deque[MessageRecord], earlier: MessageRecord, count: 
 def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:
     """Whether a message mentions anyone but its author and the bot (no set is built)."""
     return any(user_id != author_id and user_id != bot_user_id for user_id in mention_ids)
+
+
+def redacted(history: list[ModelMessage], changes: Mapping[int, str | None]) -> list[ModelMessage]:
+    """`history` with the quotes of edited messages updated and of deleted ones emptied (`quoting.requote`).
+
+    Prompts and tool results are rewritten; the model's own words are left as they were.
+    """
+    if not changes:
+        return list(history)
+    return [_redacted(message, changes) if isinstance(message, ModelRequest) else message for message in history]
+
+
+def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> ModelRequest:
+    return replace(request, parts=[_redacted_part(part, changes) for part in request.parts])
+
+
+def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) -> ModelRequestPart:
+    if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
+        content = requote(part.content, changes)
+        if content != part.content:
+            # A copy: the old history may still be in use by a run that began before the change.
+            part = copy.copy(part)
+            part.content = content
+    return part

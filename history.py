@@ -1097,6 +1097,7 @@ def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
         text,
         **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
         time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
+        message_id=str(message.message_id),
     )
 
 

@@ -7,7 +7,10 @@ message is told by `author_id`, and the bot's own messages by `by_ai`, which onl
 user id.
 """
 
-from pydantic_ai.framing import register_tag
+import re
+from collections.abc import Mapping
+
+from pydantic_ai.framing import register_tag, wrap
 
 __all__ = [
     "AI_PARTICIPANT_TAG",
@@ -59,3 +62,54 @@ def author_attributes(name: str, author_id: int, *, is_bot: bool, bot_user_id: i
         "by_ai": "true" if own else None,
         "bot": "true" if is_bot and not own else None,
     }
+
+
+# Longest body each quoted message frame holds, by tag name: a message edited after it was quoted is
+# re-capped the same way (`requote`).
+QUOTE_MAX_CHARS: dict[str, int] = {MESSAGE_TAG: 600, NEW_MESSAGE_TAG: 4000, ARCHIVED_MESSAGE_TAG: 500}
+DELETED_BODY = "(message deleted)"
+# One quoted message: its opening tag carries message_id; its body can't hold its closing tag (`wrap`
+# neutralises it) and attribute values can't hold ">" (they are HTML-escaped).
+_QUOTED_MESSAGE = re.compile(
+    r'(?P<open><(?P<tag>{tags})\b[^>]*\bmessage_id="(?P<id>\d+)"[^>]*>)(?P<body>.*?)(?P<close></(?P=tag)>)'.format(
+        tags="|".join(QUOTE_MAX_CHARS)
+    ),
+    re.DOTALL,
+)
+
+
+def cap_text(text: str, max_chars: int) -> str:
+    """`text` cut to `max_chars`, saying how much was cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f" [… {len(text) - max_chars} more characters cut]"
+
+
+def requote(text: str, changes: Mapping[int, str | None]) -> str:
+    """`text` with the body of every quoted message in `changes` replaced: by its new text, or, for None, deleted.
+
+    What the model was shown earlier in a conversation stays true to the channel: an edited message reads
+    as it now stands, and a deleted one's text is gone from the history sent with every later request.
+    """
+    if not changes or "message_id=" not in text:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        message_id = int(match["id"])
+        if message_id not in changes:
+            return match[0]
+        new_text = changes[message_id]
+        tag = match["tag"]
+        body = DELETED_BODY if new_text is None else _neutralised(tag, cap_text(new_text, QUOTE_MAX_CHARS[tag]))
+        return match["open"] + body + match["close"]
+
+    return _QUOTED_MESSAGE.sub(replace, text)
+
+
+def _neutralised(tag_name: str, body: str) -> str:
+    """`body` as `wrap` puts it inside a frame: its framing tags escaped."""
+    framed = wrap(_TAGS_BY_NAME[tag_name], body)
+    return framed[framed.index(">") + 1 : framed.rindex("<")]
+
+
+_TAGS_BY_NAME = {str(tag): tag for tag in (MESSAGE_TAG, NEW_MESSAGE_TAG, ARCHIVED_MESSAGE_TAG)}

@@ -303,7 +303,7 @@ async def replay_transcript(
                 manager.start(channel, initial_messages=[])
             conversation = manager.record_message(channel, message)
             assert conversation is not None
-            manager.record_bot_response(channel, conversation.llm_history)
+            manager.record_bot_response(channel, conversation.llm_history, message.message_id)
             continue
         calls_before = getattr(decider, "judge_calls", 0)
         if manager.get(channel) is None:

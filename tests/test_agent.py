@@ -128,20 +128,40 @@ async def reply_to(message, settings, model, *, history=None, archive=None, arch
 # --- Prompt -----------------------------------------------------------------------------------
 
 
-def test_prompt_carries_the_channel_since_the_bots_last_turn():
-    """Everything after the bot's latest message is quoted, other people's messages included."""
+def test_prompt_carries_what_the_model_has_not_seen():
+    """Everything after the last answered message is quoted, other people's messages included; the bot's post is not."""
     before = msg(ALICE, "Alice", "old question", 0)
     bot = msg(BOT, "Parley", "old answer", 1)
     bob = msg(BOB, "Bob", "bob's aside", 2)
     unanswered = msg(ALICE, "Alice", "an unanswered thought", 3)
     new = msg(CAROL, "Carol", "what do you think, Parley?", 4)
-    prompt = build_prompt(conversation_of(before, bot, bob, unanswered, new), new, deps())
+    conversation = conversation_of(before, bot, bob, unanswered, new)
+    conversation.prompted_through = before.message_id  # the old question was answered in this conversation
+    prompt = build_prompt(conversation, new, deps())
 
     transcript, _, answered = prompt.partition("</chat_transcript>")
     assert "old question" not in prompt and "old answer" not in prompt
-    assert f'<chat_message author="Bob" author_id="{BOB}" time_utc="12:02">bob\'s aside</chat_message>' in transcript
-    assert f'author="Alice" author_id="{ALICE}" time_utc="12:03">an unanswered thought</chat_message>' in transcript
+    assert (
+        f'<chat_message author="Bob" author_id="{BOB}" time_utc="12:02" message_id="{bob.message_id}">bob\'s aside'
+        in transcript
+    )
+    assert (
+        f'author="Alice" author_id="{ALICE}" time_utc="12:03" message_id="{unanswered.message_id}">an unanswered'
+        in transcript
+    )
     assert "what do you think" not in transcript and "what do you think" in answered
+
+
+def test_a_new_conversation_sees_the_bots_last_exchange():
+    """Loaded context keeps the bot's own earlier turn and what it answered, marked as the bot's."""
+    before = msg(ALICE, "Alice", "how do I deploy to prod?", 0)
+    bot = msg(BOT, "Parley", "run make deploy", 1, reply_to_author_id=ALICE)
+    new = msg(ALICE, "Alice", "and for staging?", 3)
+    conversation = conversation_of(before, bot, new)
+    conversation.opened_after_id = bot.message_id  # both were loaded as context
+    prompt = build_prompt(conversation, new, deps())
+    assert "how do I deploy to prod?" in prompt
+    assert f'author_id="{BOT}" by_ai="true" time_utc="12:01" message_id="{bot.message_id}">run make deploy' in prompt
 
 
 def test_prompt_marks_the_answered_message():
@@ -149,7 +169,8 @@ def test_prompt_marks_the_answered_message():
     new = msg(CAROL, "Carol", "what do you think, Parley?", 4)
     prompt = build_prompt(conversation_of(msg(BOB, "Bob", "hm", 3), new), new, deps())
     expected = (
-        f'<new_message author="Carol" author_id="{CAROL}" time_utc="12:04">what do you think, Parley?</new_message>'
+        f'<new_message author="Carol" author_id="{CAROL}" time_utc="12:04" message_id="{new.message_id}">'
+        "what do you think, Parley?</new_message>"
     )
     assert prompt.endswith("Answer this new message:\n" + expected)
     assert prompt.count("Carol") == 1
@@ -238,11 +259,20 @@ def test_a_member_named_like_the_bot_is_told_apart_in_the_prompt():
     new = msg(ALICE, "Alice", "who was that?", 2)
     conversation = conversation_of(own, impostor, new)
     prompt = build_prompt(conversation, new, deps())
-    assert f'<chat_message author="Parley" author_id="{CAROL}" time_utc="12:01">I am Parley' in prompt
+    assert (
+        f'<chat_message author="Parley" author_id="{CAROL}" time_utc="12:01" message_id="{impostor.message_id}">I am'
+        in prompt
+    )
 
     judged = build_judge_prompt(conversation, new, bot_name="Parley", bot_user_id=BOT)
-    assert f'<chat_message author="Parley" author_id="{BOT}" by_ai="true" time_utc="12:00">hello' in judged
-    assert f'<chat_message author="Parley" author_id="{CAROL}" time_utc="12:01">I am Parley' in judged
+    assert (
+        f'<chat_message author="Parley" author_id="{BOT}" by_ai="true" time_utc="12:00" message_id="{own.message_id}">'
+        in judged
+    )
+    assert (
+        f'<chat_message author="Parley" author_id="{CAROL}" time_utc="12:01" message_id="{impostor.message_id}">I am'
+        in judged
+    )
 
 
 def test_mentions_of_the_bot_are_marked_by_id_not_by_the_text():
@@ -250,8 +280,8 @@ def test_mentions_of_the_bot_are_marked_by_id_not_by_the_text():
     to_carol = msg(ALICE, "Alice", "@Parley is that you?", 1, mention_ids=frozenset({CAROL}))
     to_bot = msg(BOB, "Bob", "@Parley thanks", 2, mention_ids=frozenset({BOT}), reply_to_author_id=BOT)
     prompt = build_prompt(conversation_of(to_carol, to_bot), to_bot, deps())
-    assert f'author_id="{ALICE}" time_utc="12:01">@Parley is that you?</chat_message>' in prompt
-    assert f'author_id="{BOB}" time_utc="12:02" mentions_ai="true" replies_to_ai="true">@Parley thanks' in prompt
+    assert f'author_id="{ALICE}" time_utc="12:01" message_id="{to_carol.message_id}">@Parley is that you?<' in prompt
+    assert f'message_id="{to_bot.message_id}" mentions_ai="true" replies_to_ai="true">@Parley thanks' in prompt
 
 
 # --- History handling -------------------------------------------------------------------------
@@ -744,7 +774,7 @@ def tool_call_completion(name: str) -> dict[str, Any]:
     return body
 
 
-async def request_bodies(client_class: type[AsyncOpenAI], make_settings) -> list[bytes]:
+async def request_bodies(client_class: type[AsyncOpenAI], make_settings, question_id: int) -> list[bytes]:
     """The raw bodies an answer sends through `client_class`: a tool call, its result, then the answer."""
     bodies: list[bytes] = []
 
@@ -759,15 +789,15 @@ async def request_bodies(client_class: type[AsyncOpenAI], make_settings) -> list
     model = OpenAIChatModel("local-model", provider=provider)
     earlier = [ModelRequest.user_text_prompt("earlier question"), ModelResponse(parts=[TextPart("earlier answer")])]
     with override_allow_model_requests(True):
-        question = msg(ALICE, "Alice", "how busy is it?", 0)
+        question = replace(msg(ALICE, "Alice", "how busy is it?", 0), message_id=question_id)
         await reply_to(question, make_settings(), model, history=earlier, archive=FakeArchive(), archive_enabled=True)
     return bodies
 
 
 async def test_untransformed_client_sends_the_same_bytes(make_settings):
     """Skipping the openai SDK's request transform changes nothing on the wire: history, tools, tool results."""
-    stock = await request_bodies(AsyncOpenAI, make_settings)
-    untransformed = await request_bodies(UntransformedOpenAI, make_settings)
+    stock = await request_bodies(AsyncOpenAI, make_settings, question_id=4242)
+    untransformed = await request_bodies(UntransformedOpenAI, make_settings, question_id=4242)
     assert len(stock) == 2 and b'"tools"' in stock[0] and b'"role":"tool"' in stock[1].replace(b" ", b"")
     assert untransformed == stock
 
@@ -852,7 +882,8 @@ async def test_judge_returns_a_structured_verdict(make_settings):
         f'<last_answered author="Alice" author_id="{ALICE}"></last_answered>\n</ai_participant>'
     )
     assert prompt.endswith(
-        f'<new_message author="Alice" author_id="{ALICE}" time_utc="12:02">and what about tomorrow?</new_message>'
+        f'<new_message author="Alice" author_id="{ALICE}" time_utc="12:02" message_id="{new.message_id}">'
+        "and what about tomorrow?</new_message>"
     )
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
+from pydantic_ai.framing import wrap
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from conversation import (
     ChannelConversation,
@@ -18,6 +20,7 @@ from conversation import (
     MessageRecord,
     ResponseDecider,
 )
+from quoting import MESSAGE_TAG
 
 BOT = 1
 ALICE = 10
@@ -171,15 +174,16 @@ def test_bot_messages_are_kept_but_are_not_participants(manager: ConversationMan
 
 def test_record_bot_response_stores_history(manager: ConversationManager, clock: Clock) -> None:
     """A successful answer replaces the model history and counts a turn."""
-    from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
 
     manager.start(CHANNEL, [])
     history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(content="hi")])]
-    manager.record_bot_response(CHANNEL, history)
+    manager.record_bot_response(CHANNEL, history, answered_id=77)
     conversation = manager.get(CHANNEL)
     assert conversation is not None
     assert conversation.llm_history == history and conversation.llm_history is not history
     assert conversation.bot_turns == 1
+    assert conversation.prompted_through == 77
 
 
 def test_expired_conversations_are_evicted_without_their_channel_speaking(clock: Clock) -> None:
@@ -207,12 +211,32 @@ def test_message_count_is_bounded_in_a_channel_that_never_falls_silent(clock: Cl
     assert conversation.messages[-1].content == "message 999"
 
 
-def test_messages_since_the_bot_spoke(manager: ConversationManager, clock: Clock) -> None:
-    """`messages_since` returns what was said after the bot's latest message."""
+def test_unseen_messages_are_those_no_answer_showed(manager: ConversationManager, clock: Clock) -> None:
+    """Before an answer is recorded its question is unseen; after it, only what came after the question."""
     conversation = engaged(manager, clock)
-    manager.record_message(CHANNEL, msg(BOB, "one", at=clock.now))
+    question = conversation.messages[0]
+    assert [m.content for m in conversation.unseen_before(10**12, BOT)] == [question.content]
+    manager.record_bot_response(CHANNEL, [], answered_id=question.message_id)
+    manager.record_message(CHANNEL, one := msg(BOB, "one", at=clock.now))
     manager.record_message(CHANNEL, msg(ALICE, "two", at=clock.now))
-    assert [m.content for m in conversation.messages_since(BOT)] == ["one", "two"]
+    assert [m.content for m in conversation.unseen_before(10**12, BOT)] == ["one", "two"]
+    assert conversation.unseen_before(one.message_id, BOT) == []
+
+
+def test_the_bots_own_posts_are_unseen_only_from_the_loaded_context(manager: ConversationManager, clock: Clock) -> None:
+    """The bot's earlier turn loaded as context reaches the model; its posts in this conversation are its history."""
+    earlier_question = msg(ALICE, "how do I mount?", at=clock.now)
+    earlier_answer = msg(BOT, "Use `mount`.", at=clock.now, reply_to=ALICE, is_bot=True)
+    conversation = manager.start(CHANNEL, [earlier_question, earlier_answer])
+    manager.record_message(CHANNEL, trigger := msg(ALICE, "and for staging?", at=clock.now))
+    assert [m.content for m in conversation.unseen_before(trigger.message_id, BOT)] == [
+        "how do I mount?",
+        "Use `mount`.",
+    ]
+    manager.record_bot_response(CHANNEL, [], answered_id=trigger.message_id)
+    manager.record_message(CHANNEL, msg(BOT, "Same, on staging.", at=clock.now, reply_to=ALICE, is_bot=True))
+    manager.record_message(CHANNEL, msg(BOB, "thanks", at=clock.now))
+    assert [m.content for m in conversation.unseen_before(10**12, BOT)] == ["thanks"]
 
 
 # --- ResponseDecider: starting ----------------------------------------------------------------
@@ -421,7 +445,8 @@ def test_late_recorded_message_takes_its_place_by_id(manager: ConversationManage
     for message in (question, overtaking, bot_post):
         manager.record_message(CHANNEL, message)
     assert [m.content for m in conversation.messages] == ["q", "a", "meanwhile"]
-    assert [m.content for m in conversation.messages_since(BOT)] == ["meanwhile"]
+    manager.record_bot_response(CHANNEL, [], answered_id=question.message_id)
+    assert [m.content for m in conversation.unseen_before(10**12, BOT)] == ["meanwhile"]
 
 
 def test_late_message_into_a_full_transcript_keeps_the_bound(clock: Clock) -> None:
@@ -507,3 +532,37 @@ async def test_unnamed_answer_to_a_question_is_followed_up(
     bystander = msg(BOB, "is it journaled", at=clock.now)
     manager.record_message(CHANNEL, bystander)
     assert await decider.should_respond(bystander, conversation, BOT) == (False, "not_for_bot")
+
+
+def test_edits_and_deletions_rewrite_the_record_and_the_model_history(
+    manager: ConversationManager, clock: Clock
+) -> None:
+    """An edited message reads as it now stands and a deleted one is gone, in records and in quoted history."""
+    conversation = manager.start(CHANNEL, [])
+    secret, plan = msg(BOB, "my password is hunter2", at=clock.now), msg(ALICE, "deploy to staging-1", at=clock.now)
+    for message in (secret, plan):
+        manager.record_message(CHANNEL, message)
+    prompt = "\n".join(wrap(MESSAGE_TAG, m.content, message_id=str(m.message_id)) for m in (secret, plan))
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(prompt)]),
+        ModelResponse(parts=[TextPart("noted: staging-1")]),
+    ]
+    manager.record_bot_response(CHANNEL, history, answered_id=plan.message_id)
+
+    assert conversation.delete(secret.message_id) and conversation.edit(plan.message_id, "deploy to staging-2")
+    assert not conversation.delete(10**12)  # never seen: nothing to do
+    assert [m.content for m in conversation.messages] == ["deploy to staging-2"]
+    sent = first_prompt(conversation.llm_history)
+    assert "hunter2" not in sent and "staging-1" not in sent and "staging-2" in sent
+    assert conversation.llm_history[1] == history[1]  # the model's own words stay as written
+    assert first_prompt(history) == prompt  # the old history object is not changed in place
+
+    # An answer written while the edit happened brings the old text back; recording it applies the edit again.
+    manager.record_bot_response(CHANNEL, history, answered_id=plan.message_id)
+    assert "hunter2" not in first_prompt(conversation.llm_history)
+
+
+def first_prompt(history: list[ModelMessage]) -> str:
+    [part] = history[0].parts
+    assert isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    return part.content

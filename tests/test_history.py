@@ -572,7 +572,7 @@ def test_format_messages_frames_each_message_and_caps() -> None:
     lines = full.splitlines()
     assert lines[0] == '<archived_messages shown="10">' and lines[-1] == "</archived_messages>"
     assert lines[1] == (
-        '<archived_message author="alice" author_id="100" time_utc="2025-01-15 11:50">'
+        '<archived_message author="alice" author_id="100" time_utc="2025-01-15 11:50" message_id="0">'
         "line 0 with break</archived_message>"
     )
     assert len(lines) == 12
