@@ -452,7 +452,7 @@ class Parley(discord.Client):
             self.archive.add(to_archived(message))
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
-        if message.author.bot and self.settings.ignore_other_bots:
+        if message.author.bot:
             return
         if message.type not in CHAT_MESSAGE_TYPES:
             return
