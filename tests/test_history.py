@@ -553,6 +553,16 @@ async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
     assert after == before
 
 
+async def test_deleted_text_is_overwritten_not_left_in_free_pages(db_path: Path) -> None:
+    """Both of the archive's connections run with secure_delete on: SQLite overwrites what a deletion frees."""
+    archive = await HistoryArchive.open(db_path)
+    try:
+        for connection in (archive._db, archive._reader):
+            assert await connection.execute_fetchall("PRAGMA secure_delete") == [(1,)]
+    finally:
+        await archive.close()
+
+
 async def test_refuses_newer_schema(db_path: Path) -> None:
     """A file from a newer version of the code is not opened."""
     db_path.parent.mkdir(parents=True)
