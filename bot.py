@@ -62,6 +62,21 @@ CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType
 
 # --- Turning Discord messages into engine records ----------------------------------------------
 
+# Some clients send lone UTF-16 surrogates, which UTF-8 (SQLite, the model's JSON) cannot encode, and
+# NUL, which many C libraries read as the end of the text.
+_UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
+
+
+def safe_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD and each NUL dropped, so it can go anywhere."""
+    if text.isascii():
+        return text.replace("\x00", "") if "\x00" in text else text
+    return _UNENCODABLE.sub(_replacement, text)
+
+
+def _replacement(match: re.Match[str]) -> str:
+    return "" if match.group() == "\x00" else "\ufffd"
+
 
 def to_record(message: discord.Message) -> MessageRecord:
     """The engine's view of a Discord message."""
@@ -69,8 +84,8 @@ def to_record(message: discord.Message) -> MessageRecord:
         message_id=message.id,
         channel_id=message.channel.id,
         author_id=message.author.id,
-        author=message.author.display_name,
-        content=message.clean_content,
+        author=safe_text(message.author.display_name),
+        content=safe_text(message.clean_content),
         timestamp=message.created_at,
         is_bot=message.author.bot,
         mention_ids=frozenset(user.id for user in message.mentions),
@@ -109,8 +124,8 @@ def to_archived(message: discord.Message) -> ArchivedMessage:
         guild_id=message.guild.id if message.guild else 0,
         channel_id=message.channel.id,
         author_id=message.author.id,
-        author_name=message.author.display_name,
-        content=message.clean_content,
+        author_name=safe_text(message.author.display_name),
+        content=safe_text(message.clean_content),
         created_at=message.created_at,
         is_bot=message.author.bot,
         reply_to_message_id=message.reference.message_id if message.reference else None,
@@ -555,11 +570,11 @@ class Parley(discord.Client):
         """Run the responder and post its answer; on failure apologise and leave the history as it was."""
         assert self.user is not None and message.guild is not None
         deps = ChatDeps(
-            bot_name=self.user.display_name,
+            bot_name=safe_text(self.user.display_name),
             guild_id=message.guild.id,
-            guild_name=message.guild.name,
+            guild_name=safe_text(message.guild.name),
             channel_id=message.channel.id,
-            channel_name=getattr(message.channel, "name", str(message.channel.id)),
+            channel_name=safe_text(getattr(message.channel, "name", str(message.channel.id))),
             archive=self.archive,
             requester_id=message.author.id,
         )
@@ -650,7 +665,7 @@ class Parley(discord.Client):
         if self.archive is None or "content" not in payload.data:
             return
         edited = payload.message.edited_at or utc_now()
-        self.archive.edit(payload.message_id, payload.message.clean_content, edited)
+        self.archive.edit(payload.message_id, safe_text(payload.message.clean_content), edited)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         self.decisions.forget_messages(payload.channel_id, [payload.message_id])

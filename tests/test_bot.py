@@ -13,8 +13,10 @@ from pathlib import Path
 import discord
 import logfire
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bot import _open_fence, configure_logging, reply_mentions, split_message
+from bot import _open_fence, configure_logging, reply_mentions, safe_text, split_message
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,6 +78,22 @@ def test_unclosed_fence_from_the_model_is_closed() -> None:
     """Even a short answer whose code block the model never closed is posted closed."""
     [post] = split_message("Try:\n```bash\nls -la")
     assert post == "Try:\n```bash\nls -la\n```"
+
+
+def test_safe_text_replaces_lone_surrogates_and_drops_nul() -> None:
+    """Lone surrogates become U+FFFD and NUL disappears; emoji, accents and plain text are untouched."""
+    assert safe_text("a\ud800b\udfffc\x00d") == "a\ufffdb\ufffdcd"
+    assert safe_text("nul\x00 in ascii") == "nul in ascii"
+    for text in ("plain", "café 🎉 ok", "日本語", ""):
+        assert safe_text(text) == text
+
+
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_safe_text_always_encodes(text: str) -> None:
+    """Whatever comes in, the result encodes as UTF-8 and holds no NUL."""
+    cleaned = safe_text(text)
+    cleaned.encode("utf-8")
+    assert "\x00" not in cleaned
 
 
 def test_reply_mentions_allow_only_the_person_answered() -> None:
