@@ -13,7 +13,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -87,11 +87,22 @@ def to_record(message: discord.Message) -> MessageRecord:
         author=safe_text(message.author.display_name),
         content=safe_text(message.clean_content),
         timestamp=message.created_at,
-        is_bot=message.author.bot,
+        is_bot=is_automated(message),
         mention_ids=frozenset(user.id for user in message.mentions),
         reply_to_author_id=replied_author_id(message),
         mentions_everyone=message.mention_everyone,
     )
+
+
+def is_automated(message: discord.Message) -> bool:
+    """Whether a bot, a webhook or Discord itself wrote the message, rather than a person."""
+    author = message.author
+    return author.bot or author.system or message.webhook_id is not None
+
+
+def addresses(message: discord.Message, user_id: int) -> bool:
+    """Whether the message @mentions `user_id` or replies to one of their messages."""
+    return any(user.id == user_id for user in message.mentions) or replied_author_id(message) == user_id
 
 
 def replied_author_id(message: discord.Message) -> int | None:
@@ -127,7 +138,7 @@ def to_archived(message: discord.Message) -> ArchivedMessage:
         author_name=safe_text(message.author.display_name),
         content=safe_text(message.clean_content),
         created_at=message.created_at,
-        is_bot=message.author.bot,
+        is_bot=is_automated(message),
         reply_to_message_id=message.reference.message_id if message.reference else None,
         edited_at=message.edited_at,
     )
@@ -356,6 +367,46 @@ def _without(entries: deque[LoggedDecision], message_ids: set[int]) -> deque[Log
     return deque((entry for entry in entries if entry.message_id not in message_ids), maxlen=entries.maxlen)
 
 
+# --- Other bots and webhooks ---------------------------------------------------------------------
+
+BOT_NOT_LISTED = Decision(False, "other_bot", "gate")
+BOT_LOOP = Decision(False, "bot_loop", "gate")
+
+
+class BotGate:
+    """Which automated messages may make Parley answer: allow-listed bots and webhooks, a few turns at a time.
+
+    A bot, webhook or system author never triggers an answer unless its id is allow-listed. Even
+    then, two bots that answer each other's mentions would go on forever, so after `max_exchanges`
+    admitted triggers in a channel without a human message in between, the rest are refused.
+    """
+
+    def __init__(
+        self, allowed_ids: frozenset[int], max_exchanges: int, *, max_channels: int = JOURNAL_MAX_CHANNELS
+    ) -> None:
+        self.allowed_ids = allowed_ids
+        self.max_exchanges = max_exchanges
+        self.max_channels = max_channels
+        # Bot triggers admitted per channel since its last human message; only channels with bot traffic.
+        self._exchanges: OrderedDict[int, int] = OrderedDict()
+
+    def human_spoke(self, channel_id: int) -> None:
+        self._exchanges.pop(channel_id, None)
+
+    def refusal(self, author_id: int, channel_id: int) -> Decision | None:
+        """Why an automated message addressed to Parley may not make it answer; None admits it, counting one turn."""
+        if author_id not in self.allowed_ids:
+            return BOT_NOT_LISTED
+        exchanges = self._exchanges.pop(channel_id, 0)
+        if exchanges >= self.max_exchanges:
+            self._exchanges[channel_id] = exchanges
+            return BOT_LOOP
+        self._exchanges[channel_id] = exchanges + 1
+        if len(self._exchanges) > self.max_channels:
+            self._exchanges.popitem(last=False)
+        return None
+
+
 # --- The client -------------------------------------------------------------------------------
 
 
@@ -393,6 +444,7 @@ class Parley(discord.Client):
         # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
         self.channel_modes = {} if channel_modes is None else channel_modes
         self.decisions = DecisionJournal()
+        self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # `python bot.py --sync`: register the slash commands with Discord in setup_hook.
         self.sync_on_start = sync_commands
         self.tree = ParleyTree(self)
@@ -467,11 +519,25 @@ class Parley(discord.Client):
             self.archive.add(to_archived(message))
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
-        if message.author.bot:
-            return
         if message.type not in CHAT_MESSAGE_TYPES:
             return
+        if not is_automated(message):
+            self.bot_gate.human_spoke(message.channel.id)
+        elif addresses(message, self.user.id) and self._refuse_automated(message):
+            return
+        # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
+        # never answers them (`other_bot`).
         await self.handle(message)
+
+    def _refuse_automated(self, message: discord.Message) -> bool:
+        """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
+        refusal = self.bot_gate.refusal(message.author.id, message.channel.id)
+        if refusal is None:
+            return False
+        record = to_record(message)
+        self.manager.record_message(message.channel.id, record)
+        self.decider.report(record, refusal)
+        return True
 
     async def handle(self, message: discord.Message) -> None:
         """Record, decide and answer one message; a channel's messages are decided in arrival order."""
@@ -896,6 +962,18 @@ def configure_logging(settings: Settings) -> None:
     )
 
 
+RETIRED_SETTINGS = {
+    "IGNORE_OTHER_BOTS": "other bots, webhooks and system messages are answered only if listed in ANSWER_BOT_IDS",
+}
+
+
+def warn_about_retired_settings(environ: Mapping[str, str]) -> None:
+    """Say which variables set for an older Parley are now ignored, and what replaced them."""
+    for name, instead in RETIRED_SETTINGS.items():
+        if name in environ:
+            log.warning("%s is no longer read: %s", name, instead)
+
+
 def point_at_discord(settings: Settings) -> None:
     """Aim discord.py at REST and gateway proxies (local fakes in tests) when configured."""
     if settings.discord_api_base_url:
@@ -971,6 +1049,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(describe_settings_error(error), file=sys.stderr)
         return 2
     configure_logging(settings)
+    warn_about_retired_settings(os.environ)
     point_at_discord(settings)
     client = build_client(settings, sync_commands=args.sync)
     # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's

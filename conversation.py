@@ -405,6 +405,10 @@ class ResponseDecider:
         self._log(message, decision)
         return decision
 
+    def report(self, message: MessageRecord, decision: Decision) -> None:
+        """Log a decision the bot made before asking the decider (its bot gate) the same way as the decider's own."""
+        self._log(message, decision)
+
     def _rules(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
         """The decision of the rule tiers, or None when it is the judge's to make."""
         decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)

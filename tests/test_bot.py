@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot import _open_fence, configure_logging, reply_mentions, safe_text, split_message
+from bot import _open_fence, configure_logging, reply_mentions, safe_text, split_message, warn_about_retired_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,6 +146,16 @@ def test_with_logfire_token_logs_and_model_runs_go_to_logfire(make_settings, roo
     handlers = logging.getLogger().handlers
     assert [type(handler) for handler in handlers] == [logging.StreamHandler, logfire.LogfireLoggingHandler]
     assert root_logging == ["configure", "instrument_pydantic_ai"]
+
+
+def test_retired_ignore_other_bots_is_named_with_its_replacement(caplog: pytest.LogCaptureFixture) -> None:
+    """IGNORE_OTHER_BOTS left in the environment draws a warning that names ANSWER_BOT_IDS; without it, none."""
+    warn_about_retired_settings({"DISCORD_TOKEN": "x"})
+    assert caplog.records == []
+    warn_about_retired_settings({"IGNORE_OTHER_BOTS": "false"})
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and "IGNORE_OTHER_BOTS" in record.getMessage()
+    assert "ANSWER_BOT_IDS" in record.getMessage()
 
 
 def run_bot(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

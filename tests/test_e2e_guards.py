@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
-from e2e_support import RunningBot, eventually, request_texts, say
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from e2e_support import QUIET, RunningBot, assert_silent, decided, eventually, request_texts, say
+from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, FakeDiscord
 from fake_llm import FakeLLM
 
 LONE_SURROGATE = "\ud800"
@@ -50,3 +51,93 @@ async def test_edit_to_a_lone_surrogate_is_archived(
         while await stored_text() != "meeting on \ufffdthursday":  # noqa: ASYNC110 - the archive has no event
             await asyncio.sleep(0.02)
     assert [record for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info] == []
+
+
+# --- Other bots, webhooks and system messages --------------------------------------------------
+
+
+async def auto_reply_bot(fake: FakeDiscord, *, max_rounds: int = 10) -> list[dict[str, Any]]:
+    """Another bot that mentions Parley, then replies to each of Parley's posts mentioning it again.
+
+    Stops when Parley stays quiet for a while (or after `max_rounds`); returns the bot's messages.
+    """
+    sent = [await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> hello, fellow bot")]
+    for _ in range(max_rounds):
+        try:
+            posts = await fake.wait_for_posts(len(sent), CHANNEL_ID, timeout=QUIET)
+        except TimeoutError:
+            break
+        latest = int(posts[-1].message["id"])
+        sent.append(await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> thanks! and what else?", reply_to=latest))
+    return sent
+
+
+async def test_another_bot_is_not_answered_but_the_model_sees_it(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """By default an auto-replying bot that mentions Parley gets no answer, yet its words reach the model."""
+    client = await bot.start()
+    sent = await auto_reply_bot(fake)
+    assert len(sent) == 1 and fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
+    assert (await decided(client, sent[0])).reason == "other_bot"
+
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> the build is green")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what did the bot say?")
+    await fake.wait_for_posts(2, CHANNEL_ID)
+    assert "the build is green" in " ".join(request_texts(llm.requests[-1]))
+    assert len(llm.requests) == 2
+
+
+async def test_allow_listed_bot_gets_at_most_max_bot_exchanges_answers(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """An allow-listed auto-replying bot is answered MAX_BOT_EXCHANGES times, then the loop guard stops it."""
+    client = await bot.start(answer_bot_ids=frozenset({OTHER_BOT_ID}), max_bot_exchanges=3)
+    sent = await auto_reply_bot(fake)
+    assert len(fake.posts_in(CHANNEL_ID)) == 3 and len(llm.requests) == 3
+    assert len(sent) == 4
+    stopped = await decided(client, sent[-1])
+    assert (stopped.reason, stopped.tier, stopped.respond) == ("bot_loop", "gate", False)
+
+    await say(fake, ALICE_ID, "carry on, you two")
+    await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> one more?")
+    await fake.wait_for_posts(4, CHANNEL_ID)
+
+
+def automated_message(fake: FakeDiscord, content: str, **fields: Any) -> dict[str, Any]:
+    """A MESSAGE_CREATE in #general from no member: a webhook's post or a system message, per `fields`."""
+    message = fake.add_history(CHANNEL_ID, ALICE_ID, content)
+    return {**message, "guild_id": str(GUILD_ID), "mentions": [fake.users[BOT_ID].payload()], **fields}
+
+
+WEBHOOK_ID = 1187034472391798999
+WEBHOOK_AUTHOR = {"id": str(WEBHOOK_ID), "username": "Deploy Hook", "discriminator": "0000", "avatar": None}
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"),
+    [
+        ("webhook", {"webhook_id": str(WEBHOOK_ID), "author": WEBHOOK_AUTHOR}),
+        ("system", {"type": 7}),  # a member join
+        ("system author", {"author": {**WEBHOOK_AUTHOR, "system": True}}),
+    ],
+)
+async def test_webhooks_and_system_messages_never_trigger_an_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, kind: str, fields: dict[str, Any]
+) -> None:
+    """A webhook post, a system message or a system author mentioning Parley gets no answer."""
+    await bot.start()
+    await fake.dispatch("MESSAGE_CREATE", automated_message(fake, f"<@{BOT_ID}> deploy finished", **fields))
+    await assert_silent(fake, 0)
+    assert llm.requests == []
+
+
+async def test_allow_listed_webhook_is_answered(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A webhook whose id is in ANSWER_BOT_IDS is answered like a person's mention."""
+    await bot.start(answer_bot_ids=frozenset({WEBHOOK_ID}))
+    fields = {"webhook_id": str(WEBHOOK_ID), "author": WEBHOOK_AUTHOR}
+    await fake.dispatch("MESSAGE_CREATE", automated_message(fake, f"<@{BOT_ID}> deploy finished", **fields))
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID)
+    assert "deploy finished" in post.content
