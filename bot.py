@@ -105,6 +105,14 @@ def addresses(message: discord.Message, user_id: int) -> bool:
     return any(user.id == user_id for user in message.mentions) or replied_author_id(message) == user_id
 
 
+def may_read_history(message: discord.Message) -> bool:
+    """Whether the author has Read Message History where they wrote; a webhook, which is no member, has not."""
+    author = message.author
+    if not isinstance(author, discord.Member):
+        return False
+    return message.channel.permissions_for(author).read_message_history
+
+
 def replied_author_id(message: discord.Message) -> int | None:
     reference = message.reference
     if reference is None or message.type is not discord.MessageType.reply:
@@ -643,6 +651,7 @@ class Parley(discord.Client):
             channel_name=safe_text(getattr(message.channel, "name", str(message.channel.id))),
             archive=self.archive,
             requester_id=message.author.id,
+            requester_can_read_history=may_read_history(message),
         )
         async with typing_indicator(message.channel):
             try:

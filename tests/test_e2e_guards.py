@@ -6,10 +6,11 @@ import asyncio
 import logging
 from typing import Any
 
+import discord
 import pytest
 from e2e_support import QUIET, RunningBot, assert_silent, decided, eventually, request_texts, say
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, FakeDiscord
-from fake_llm import FakeLLM
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, FakeDiscord
+from fake_llm import FakeLLM, ToolCall, message_text
 
 LONE_SURROGATE = "\ud800"
 
@@ -141,3 +142,43 @@ async def test_allow_listed_webhook_is_answered(bot: RunningBot, fake: FakeDisco
     await fake.dispatch("MESSAGE_CREATE", automated_message(fake, f"<@{BOT_ID}> deploy finished", **fields))
     [post] = await fake.wait_for_posts(1, CHANNEL_ID)
     assert "deploy finished" in post.content
+
+
+# --- The history tools and Read Message History ------------------------------------------------
+
+
+async def deny_read_message_history(fake: FakeDiscord, member_id: int) -> None:
+    """Give #general a permission overwrite that denies `member_id` Read Message History, as a moderator would."""
+    denied = discord.Permissions(read_message_history=True).value
+    overwrite = {"id": str(member_id), "type": 1, "allow": "0", "deny": str(denied)}  # type 1: a member
+    await fake.dispatch("CHANNEL_UPDATE", {**fake.channels[CHANNEL_ID].payload(), "permission_overwrites": [overwrite]})
+
+
+def recent_then_answer(request: dict[str, Any]) -> Any:
+    """The model reads the channel's recent messages once per question, then answers."""
+    if request["messages"][-1]["role"] == "tool":
+        return "Here is what I found."
+    return ToolCall("get_recent_messages", {"limit": 20})
+
+
+async def test_history_tools_read_nothing_for_a_member_without_read_message_history(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob, denied Read Message History in the channel, gets no archive data; Alice, who has it, does."""
+    client = await bot.start(context_message_count=0)
+    await say(fake, CAROL_ID, "the vault combination is 1-2-3-4")
+    await deny_read_message_history(fake, BOB_ID)
+    channel = client.get_channel(CHANNEL_ID)
+    assert isinstance(channel, discord.TextChannel)
+    await eventually(lambda: channel.overwrites_for(discord.Object(id=BOB_ID)).read_message_history is False)
+    llm.handler = recent_then_answer
+
+    await say(fake, BOB_ID, f"<@{BOT_ID}> what did carol say earlier?")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    [denied] = [message_text(m) for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert "Read Message History" in denied and "1-2-3-4" not in denied
+
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> and what did carol say?")
+    await fake.wait_for_posts(2, CHANNEL_ID)
+    allowed = [message_text(m) for m in llm.requests[3]["messages"] if m["role"] == "tool"]
+    assert "1-2-3-4" in allowed[-1]
