@@ -131,6 +131,11 @@ class Settings(BaseSettings):
             " [::1]), because the bot token is sent there"
         )
 
+    @field_validator("logfire_token", mode="before")
+    @classmethod
+    def _blank_token_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("answer_bot_ids", mode="before")
     @classmethod
     def _comma_separated_ids(cls, value: Any) -> Any:

@@ -16,7 +16,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot import _open_fence, configure_logging, reply_mentions, safe_text, split_message, warn_about_retired_settings
+from bot import (
+    ContentFreeLogfireHandler,
+    _open_fence,
+    configure_logging,
+    reply_mentions,
+    safe_text,
+    split_message,
+    warn_about_retired_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,7 +133,7 @@ def root_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     saved = root.handlers[:], root.level
     calls: list[str] = []
     monkeypatch.setattr(logfire, "configure", lambda **options: calls.append("configure"))
-    monkeypatch.setattr(logfire, "instrument_pydantic_ai", lambda: calls.append("instrument_pydantic_ai"))
+    monkeypatch.setattr(logfire, "instrument_pydantic_ai", lambda **options: calls.append("instrument_pydantic_ai"))
     yield calls
     root.handlers[:], root.level = saved[0], saved[1]
 
@@ -144,7 +152,7 @@ def test_with_logfire_token_logs_and_model_runs_go_to_logfire(make_settings, roo
     monkeypatch.setenv("LOGFIRE_TOKEN", "test-token")
     configure_logging(make_settings())
     handlers = logging.getLogger().handlers
-    assert [type(handler) for handler in handlers] == [logging.StreamHandler, logfire.LogfireLoggingHandler]
+    assert [type(handler) for handler in handlers] == [logging.StreamHandler, ContentFreeLogfireHandler]
     assert root_logging == ["configure", "instrument_pydantic_ai"]
 
 

@@ -163,3 +163,10 @@ def test_logfire_token_comes_from_the_environment_and_stays_secret(monkeypatch: 
     settings = Settings()
     assert settings.logfire_token is not None and settings.logfire_token.get_secret_value() == "pylf_v1_secret"
     assert "pylf_v1_secret" not in repr(settings) + str(settings)
+
+
+def test_blank_logfire_token_means_no_logfire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOGFIRE_TOKEN set to nothing (a common .env leftover) is the same as unset."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("LOGFIRE_TOKEN", " ")
+    assert Settings().logfire_token is None
