@@ -87,8 +87,8 @@ class Settings(BaseSettings):
     )
     logfire_include_content: bool = Field(
         False,
-        description="Also send message text to Logfire: prompts, tool arguments and results, answers, and the"
-        " names and excerpts in Parley's own log records.",
+        description="Also send message text to Logfire: prompts, instructions, tool arguments and results, answers,"
+        " and the author names and judge's words in Parley's own log records.",
     )
 
     @field_validator("discord_token")
