@@ -17,6 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot import (
+    BOT_LOOP,
+    BOT_NOT_LISTED,
+    BotGate,
     ContentFreeLogfireHandler,
     _open_fence,
     configure_logging,
@@ -154,6 +157,16 @@ def test_with_logfire_token_logs_and_model_runs_go_to_logfire(make_settings, roo
     handlers = logging.getLogger().handlers
     assert [type(handler) for handler in handlers] == [logging.StreamHandler, ContentFreeLogfireHandler]
     assert root_logging == ["configure", "instrument_pydantic_ai"]
+
+
+def test_bot_gate_counts_turns_per_channel_until_a_human_speaks() -> None:
+    """A listed bot gets `max_exchanges` turns per channel, more after a human message; an unlisted one none."""
+    gate = BotGate(frozenset({7}), max_exchanges=2, max_channels=2)
+    assert gate.refusal(8, channel_id=1) is BOT_NOT_LISTED
+    assert [gate.refusal(7, channel_id=1) for _ in range(3)] == [None, None, BOT_LOOP]
+    assert gate.refusal(7, channel_id=2) is None
+    gate.human_spoke(1)
+    assert gate.refusal(7, channel_id=1) is None
 
 
 def test_retired_ignore_other_bots_is_named_with_its_replacement(caplog: pytest.LogCaptureFixture) -> None:
