@@ -111,7 +111,10 @@ def may_read_history(message: discord.Message) -> bool:
     author = message.author
     if not isinstance(author, discord.Member):
         return False
-    return message.channel.permissions_for(author).read_message_history
+    try:
+        return message.channel.permissions_for(author).read_message_history
+    except discord.ClientException:
+        return False  # a thread whose parent channel is not cached: its permissions are unknown
 
 
 def replied_author_id(message: discord.Message) -> int | None:
