@@ -172,7 +172,7 @@ def _provider_with_key(provider_name: str, *, api_key: str) -> Provider[Any]:
     """The provider `infer_model` would build for `provider_name`, given `api_key` where it takes one."""
     if provider_name.startswith("gateway/"):
         # The gateway's provider class is the upstream one; building that directly would bypass the gateway.
-        return gateway_provider(provider_name.removeprefix("gateway/"), api_key=api_key)  # type: ignore[call-overload]
+        return gateway_provider(provider_name.removeprefix("gateway/"), api_key=api_key)
     provider_class = infer_provider_class(provider_name)
     if "api_key" in inspect.signature(provider_class).parameters:
         return provider_class(api_key=api_key)  # type: ignore[call-arg]

@@ -8,7 +8,6 @@ import contextlib
 import gc
 import logging
 import os
-import re
 import signal
 import sqlite3
 import sys
@@ -50,208 +49,26 @@ from conversation import (
     ResponseDecider,
     utc_now,
 )
-from history import ArchivedMessage, ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
+from discord_io import (
+    addresses,
+    is_automated,
+    may_read_history,
+    record_from_archive,
+    reply_mentions,
+    safe_text,
+    split_message,
+    to_archived,
+    to_record,
+    typing_indicator,
+)
+from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 
 log = logging.getLogger("parley")
 
-DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/message#create-message
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-# --- Turning Discord messages into engine records ----------------------------------------------
-
-# Some clients send lone UTF-16 surrogates, which UTF-8 (SQLite, the model's JSON) cannot encode, and
-# NUL, which many C libraries read as the end of the text.
-_UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
-
-
-def safe_text(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD and each NUL dropped, so it can go anywhere."""
-    if text.isascii():
-        return text.replace("\x00", "") if "\x00" in text else text
-    return _UNENCODABLE.sub(_replacement, text)
-
-
-def _replacement(match: re.Match[str]) -> str:
-    return "" if match.group() == "\x00" else "\ufffd"
-
-
-def to_record(message: discord.Message) -> MessageRecord:
-    """The engine's view of a Discord message."""
-    return MessageRecord(
-        message_id=message.id,
-        channel_id=message.channel.id,
-        author_id=message.author.id,
-        author=safe_text(message.author.display_name),
-        content=safe_text(message.clean_content),
-        timestamp=message.created_at,
-        is_bot=is_automated(message),
-        mention_ids=frozenset(user.id for user in message.mentions),
-        reply_to_author_id=replied_author_id(message),
-        mentions_everyone=message.mention_everyone,
-    )
-
-
-def is_automated(message: discord.Message) -> bool:
-    """Whether a bot, a webhook or Discord itself wrote the message, rather than a person."""
-    author = message.author
-    return author.bot or author.system or message.webhook_id is not None
-
-
-def addresses(message: discord.Message, user_id: int) -> bool:
-    """Whether the message @mentions `user_id` or replies to one of their messages."""
-    return any(user.id == user_id for user in message.mentions) or replied_author_id(message) == user_id
-
-
-def may_read_history(message: discord.Message) -> bool:
-    """Whether the author has Read Message History where they wrote; a webhook, which is no member, has not."""
-    author = message.author
-    if not isinstance(author, discord.Member):
-        return False
-    try:
-        return message.channel.permissions_for(author).read_message_history
-    except discord.ClientException:
-        return False  # a thread whose parent channel is not cached: its permissions are unknown
-
-
-def replied_author_id(message: discord.Message) -> int | None:
-    reference = message.reference
-    if reference is None or message.type is not discord.MessageType.reply:
-        return None
-    resolved = reference.resolved
-    if isinstance(resolved, discord.Message):
-        return resolved.author.id
-    return None
-
-
-def record_from_archive(row: ArchivedMessage) -> MessageRecord:
-    """An archived message as conversation context (who it mentioned is not archived)."""
-    return MessageRecord(
-        message_id=row.message_id,
-        channel_id=row.channel_id,
-        author_id=row.author_id,
-        author=row.author_name,
-        content=row.content,
-        timestamp=row.created_at,
-        is_bot=row.is_bot,
-    )
-
-
-def to_archived(message: discord.Message) -> ArchivedMessage:
-    """The archive's row for a Discord message."""
-    return ArchivedMessage(
-        message_id=message.id,
-        guild_id=message.guild.id if message.guild else 0,
-        channel_id=message.channel.id,
-        author_id=message.author.id,
-        author_name=safe_text(message.author.display_name),
-        content=safe_text(message.clean_content),
-        created_at=message.created_at,
-        is_bot=is_automated(message),
-        reply_to_message_id=message.reference.message_id if message.reference else None,
-        edited_at=message.edited_at,
-    )
-
-
-# --- Delivering answers ------------------------------------------------------------------------
-
-_FENCE = re.compile(r"^[ \t]*```(\S*)", re.MULTILINE)
-_FENCE_CLOSE = "\n```"
-_SENTENCE_END = re.compile(r"[.!?][)\"'\]]*\s")
-
-
-def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
-    """Split text into posts of at most `limit` characters, at the most natural boundary.
-
-    Paragraphs first, then lines, sentences, words, and a hard cut only as a last resort. A code
-    fence open at a cut is closed at the end of one post and reopened (same language) at the start
-    of the next, so every post renders on its own and no text is lost.
-    """
-    posts: list[str] = []
-    reopen = ""
-    rest = text.strip("\n")
-    while rest:
-        whole = reopen + rest
-        if _open_fence(whole) is not None:
-            whole += _FENCE_CLOSE
-        if len(whole) <= limit:
-            posts.append(whole)
-            break
-        cut = _best_cut(rest, limit - len(reopen) - len(_FENCE_CLOSE))
-        post = reopen + rest[:cut].rstrip()
-        opener = _open_fence(post)
-        if opener is not None:
-            post += _FENCE_CLOSE
-            reopen = opener + "\n"
-        else:
-            reopen = ""
-        posts.append(post)
-        rest = rest[cut:].lstrip("\n")
-    return posts
-
-
-def _open_fence(text: str) -> str | None:
-    """The opening fence (with its language) if `text` ends inside a code block, else None."""
-    opener = None
-    for fence in _FENCE.finditer(text):
-        opener = None if opener is not None else "```" + fence.group(1)
-    return opener
-
-
-def _best_cut(text: str, room: int) -> int:
-    """Where to end a post of at most `room` characters: just after the best boundary."""
-    window = text[:room]
-    # A boundary in the first quarter would make a stub post; a later, weaker one reads better.
-    floor = room // 4
-    for boundary in ("\n\n", "\n"):
-        position = window.rfind(boundary)
-        if position > floor:
-            return position + len(boundary)
-    sentence_ends = [match.end() for match in _SENTENCE_END.finditer(window)]
-    if sentence_ends and sentence_ends[-1] > floor:
-        return sentence_ends[-1]
-    position = window.rfind(" ")
-    if position > floor:
-        return position + 1
-    return room
-
-
-def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:
-    """A reply may ping only the person it answers: never @everyone, @here or a role."""
-    return discord.AllowedMentions(everyone=False, roles=False, users=[person], replied_user=True)
-
-
-TYPING_REFRESH_SECONDS = 8  # Discord shows typing for 10 s after each trigger-typing request
-# Typing starts once the model request is on its way: its own request would otherwise compete with
-# the model call for the event loop, and an answer this quick needs no indicator.
-TYPING_DELAY_SECONDS = 0.3
-
-
-@contextlib.asynccontextmanager
-async def typing_indicator(channel: discord.abc.Messageable) -> AsyncIterator[None]:
-    """Show "Parley is typing…" while the body runs, without ever holding it up.
-
-    The indicator runs beside the body: a slow or failing typing request never delays the model call.
-    """
-    typing = asyncio.create_task(_keep_typing(channel))
-    try:
-        yield
-    finally:
-        typing.cancel()
-
-
-async def _keep_typing(channel: discord.abc.Messageable) -> None:
-    await asyncio.sleep(TYPING_DELAY_SECONDS)
-    while True:
-        try:
-            await channel.typing()
-        except discord.HTTPException as error:
-            log.debug("typing indicator failed: %s", error)
-            return
-        await asyncio.sleep(TYPING_REFRESH_SECONDS)
 
 
 class ArchiveUnavailable(Exception):
@@ -675,7 +492,7 @@ class Parley(discord.Client):
         posts: list[discord.Message] = []
         reference = message.to_reference(fail_if_not_exists=False)
         try:
-            for index, part in enumerate(split_message(text)):
+            for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
                 if index == 0:
                     post = await message.channel.send(
                         part, reference=reference, allowed_mentions=reply_mentions(message.author)
@@ -779,6 +596,8 @@ class Parley(discord.Client):
 # --- Operator commands: /parley why | mode | forget | status ---------------------------------------
 
 STATUS_MAX_PARTICIPANTS = 20
+# A command reply's posts: `/parley why` at its largest (25 decisions, long names) needs about five.
+EPHEMERAL_MAX_POSTS = 8
 FORGOTTEN = "Conversation ended and its model history dropped: the next @mention starts afresh (the archive is kept)."
 NOTHING_TO_FORGET = "There is no conversation to forget in this channel."
 MODE_EFFECTS = {
@@ -824,8 +643,9 @@ def _command_name(interaction: discord.Interaction) -> str:
 
 
 async def send_ephemeral(interaction: discord.Interaction, text: str, **options: Any) -> None:
-    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs."""
-    for part in split_message(text):
+    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs
+    (at most EPHEMERAL_MAX_POSTS)."""
+    for part in split_message(text, max_posts=EPHEMERAL_MAX_POSTS):
         if interaction.response.is_done():
             await interaction.followup.send(part, ephemeral=True, **options)
         else:

@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     response_timeout_seconds: float = Field(90, gt=0, description="Time limit for one answer, tools included.")
     model_retries: int = Field(3, ge=0, description="Retries of a transient provider error (429, 5xx, timeout).")
     max_model_requests: int = Field(8, ge=1, description="Model requests one answer may make (tool rounds).")
+    max_answer_posts: int = Field(
+        4,
+        ge=1,
+        description='Messages one answer may take; a longer answer is cut, its last message ending "(answer cut)".',
+    )
     history_token_budget: int = Field(
         12000, ge=500, description="Approximate tokens of conversation history sent to the model."
     )

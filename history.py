@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -365,7 +366,7 @@ _SET_MODE = _Write(
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
 _PRUNE = _Write("prune", ())
 
-_Op = tuple[_Write, tuple]
+_Op = tuple[_Write, tuple[Any, ...]]
 
 
 class HistoryArchive:
@@ -542,7 +543,7 @@ class HistoryArchive:
         """Delete messages and decisions older than the retention; return messages removed."""
         if not self._retention:
             return 0
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._enqueue_prune(now or datetime.now(UTC), done)
         self._wake.set()
         return await done
@@ -609,7 +610,7 @@ class HistoryArchive:
         return ChannelStats(
             message_count=sum(n for _, n in by_hour),
             top_authors=[(name, n) for name, n in authors],
-            busiest_hours=sorted(by_hour, key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
+            busiest_hours=sorted(((hour, n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
             first_at=_from_ms(first),
             last_at=_from_ms(last),
         )
@@ -624,7 +625,7 @@ class HistoryArchive:
     async def all_channel_modes(self) -> dict[int, str]:
         """Every stored channel mode, by channel id."""
         rows = await self._reader.execute_fetchall("SELECT channel_id, mode FROM channel_settings")
-        return dict(rows)
+        return {int(channel_id): str(mode) for channel_id, mode in rows}
 
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
         """The latest ``limit`` decisions in a channel, newest first."""
@@ -638,7 +639,7 @@ class HistoryArchive:
 
     # Writer side.
 
-    def _enqueue(self, kind: _Write, params: tuple) -> None:
+    def _enqueue(self, kind: _Write, params: tuple[Any, ...]) -> None:
         if self._closing:
             raise RuntimeError("HistoryArchive is closed")
         self._queue.append((kind, params))
@@ -878,7 +879,7 @@ def _since_ms(hours: float | None, now: datetime | None) -> int:
         return _MIN_MS
 
 
-def _message_from_row(row: Sequence) -> ArchivedMessage:
+def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
     message_id, guild_id, channel_id, author_id, name, content, created, edited, is_bot, reply = row
     return ArchivedMessage(
         message_id=message_id,
@@ -894,7 +895,7 @@ def _message_from_row(row: Sequence) -> ArchivedMessage:
     )
 
 
-def _decision_from_row(row: Sequence) -> Decision:
+def _decision_from_row(row: Sequence[Any]) -> Decision:
     id_, channel_id, message_id, name, excerpt, responded, reason, tier, confidence, decided = row
     return Decision(
         id=id_,

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import discord
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import BodyPartReader, WSCloseCode, WSMsgType, web
 
 _log = logging.getLogger(__name__)
 
@@ -717,7 +717,7 @@ class FakeDiscord:
         return ws
 
     async def _on_gateway_payload(self, ws: web.WebSocketResponse, payload: dict[str, Any]) -> None:
-        op, data = payload.get("op"), payload.get("d")
+        op, data = payload.get("op"), payload.get("d") or {}
         if op == OP_HEARTBEAT:
             await ws.send_str(json.dumps({"op": OP_HEARTBEAT_ACK}))
         elif op == OP_IDENTIFY:
@@ -899,7 +899,7 @@ class FakeDiscord:
             return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
         reference = body.get("message_reference")
         reply_to = int(reference["message_id"]) if reference else None
-        if reply_to is not None and channel.find(reply_to) is None:
+        if reference and reply_to is not None and channel.find(reply_to) is None:
             # https://discord.com/developers/docs/resources/message#message-reference-structure
             if reference.get("fail_if_not_exists", True):
                 return _invalid_form_body("message_reference", "Unknown message")
@@ -1058,6 +1058,7 @@ async def _read_message_body(request: web.Request) -> tuple[dict[str, Any], list
     files: list[tuple[str, bytes]] = []
     reader = await request.multipart()
     async for part in reader:
+        assert isinstance(part, BodyPartReader)  # Discord never nests multipart bodies
         if part.name == "payload_json":
             payload = json.loads(await part.text())
         else:

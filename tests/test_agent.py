@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from anthropic import AsyncAnthropic
 from fake_llm import Error, FakeLLM, replies
 from openai import AsyncOpenAI
 from pydantic_ai import (
@@ -31,7 +32,7 @@ from pydantic_ai import (
 from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
@@ -106,7 +107,9 @@ def text_model(text: str = "hi there") -> FunctionModel:
 
 
 def user_texts(messages: Sequence[ModelMessage]) -> list[str]:
-    return [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+    return [
+        p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)
+    ]
 
 
 def tool_returns(messages: Sequence[ModelMessage]) -> list[ToolReturnPart]:
@@ -281,7 +284,7 @@ def assert_well_formed(messages: list[ModelMessage]) -> None:
 def test_trim_drops_the_oldest_turns_first():
     """A long history is cut from the front to fit the budget, keeping whole, contiguous turns."""
     history = [m for i in range(20) for m in turn(i)]
-    current = [ModelRequest(parts=[UserPromptPart("the new prompt")])]
+    current: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("the new prompt")])]
     trimmed = trim_history(history + current, 1000)
 
     assert approx_tokens(trimmed) <= 1000 < approx_tokens(history)
@@ -294,7 +297,7 @@ def test_trim_drops_the_oldest_turns_first():
 def test_trim_never_splits_a_tool_call_from_its_return():
     """At every budget, the kept history starts with a prompt and each tool call keeps its return."""
     history = [m for i in range(8) for m in turn(i, tool=i % 2 == 0)]
-    current = [ModelRequest(parts=[UserPromptPart("the new prompt")])]
+    current: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("the new prompt")])]
     for budget in range(50, 3000, 37):
         trimmed = trim_history(history + current, budget)
         assert_well_formed(trimmed)
@@ -426,7 +429,7 @@ async def test_tools_work_with_the_real_archive(make_settings, tmp_path):
     finally:
         await archive.close()
 
-    found, stats = (r.content for r in tool_returns(reply.messages))
+    found, stats = (r.model_response_str() for r in tool_returns(reply.messages))
     assert "the release is on Friday" in found and "secret" not in found
     assert stats.startswith("1 messages")
 
@@ -631,7 +634,9 @@ async def test_base_url_model_retries_with_its_own_client(make_settings):
     async with FakeLLM(replies(Error(503), Error(503), "back up")) as server:
         settings = make_settings(llm_base_url=server.base_url, llm_model="local-model", model_retries=2)
         agent = build_responder(settings, archive_enabled=False)
-        assert agent.model.client.max_retries == 2 and retry_settings(agent.model, 2) is None
+        model = agent.model
+        assert isinstance(model, OpenAIChatModel)
+        assert model.client.max_retries == 2 and retry_settings(model, 2) is None
         try:
             with override_allow_model_requests(True):
                 reply = await answer(agent, conversation_of(new := msg(ALICE, "Alice", "hi", 0)), new, settings, None)
@@ -644,6 +649,7 @@ def test_other_models_retry_through_model_settings(make_settings):
     """A model without its own retrying client gets MODEL_RETRIES through ModelSettings."""
     assert retry_settings(TestModel(), 3) == {"max_retries": 3}
     based = build_model(make_settings(llm_base_url="http://h/v1", model_retries=2))
+    assert isinstance(based, OpenAIChatModel)
     assert retry_settings(based, 1) == {"max_retries": 1}
 
 
@@ -659,17 +665,19 @@ def test_build_model_with_base_url_is_openai_compatible(make_settings):
     assert model.system == OPENAI_COMPATIBLE_SERVER
     assert str(model.client.base_url) == "http://localhost:8000/v1/"
     assert model.client.api_key == "api-key-not-set"
-    assert build_model(make_settings(llm_base_url="http://h/v1", llm_api_key="k"), "judge:7b").client.api_key == "k"
+    judge = build_model(make_settings(llm_base_url="http://h/v1", llm_api_key="k"), "judge:7b")
+    assert isinstance(judge, OpenAIChatModel) and judge.client.api_key == "k"
 
 
 def test_build_model_from_a_model_string(make_settings, monkeypatch):
     """A model string goes to its provider with LLM_API_KEY, or with the provider's own variable."""
     anthropic = build_model(make_settings(llm_model="anthropic:claude-sonnet-4-5", llm_api_key="sk-ant"))
     assert isinstance(anthropic, AnthropicModel) and anthropic.model_name == "claude-sonnet-4-5"
-    assert anthropic.client.api_key == "sk-ant"
+    assert isinstance(anthropic.client, AsyncAnthropic) and anthropic.client.api_key == "sk-ant"
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     openai = build_model(make_settings(llm_model="openai:gpt-4.1-mini"))
+    assert isinstance(openai, OpenAIResponsesModel)
     assert openai.model_name == "gpt-4.1-mini" and openai.client.api_key == "sk-from-env"
 
 

@@ -29,7 +29,9 @@ from fake_llm import FakeLLM, message_text
 from test_history import REFUSE_MODES, raw_db
 
 from bot import (
+    EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
+    WHY_MAX_COUNT,
     DecisionJournal,
     LoggedDecision,
     ParleyCommands,
@@ -41,7 +43,6 @@ from bot import (
     parse_args,
     point_at_discord,
     refusal,
-    split_message,
 )
 from config import ChannelMode
 from conversation import (
@@ -52,6 +53,7 @@ from conversation import (
     MessageRecord,
     ResponseDecider,
 )
+from discord_io import split_message
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -308,6 +310,17 @@ async def test_why_shows_count_decisions_newest_first(bot: RunningBot, fake: Fak
     assert "`followup`" in newest and "and hidden ones?" in newest and "`mention`" in older
     *_, oldest = reply_text(await run_command(fake, "why")).splitlines()
     assert oldest.startswith("**silent** `no_conversation` (start) · **Bob**") and "anyone around?" in oldest
+
+
+def test_the_largest_why_fits_under_the_command_reply_cap() -> None:
+    """`/parley why` at its largest (25 decisions, markdown-heavy names and excerpts) is never cut by the post cap."""
+    entries = [
+        logged(1301000000000000000 + number, "already_followed_up", author="*_" * 16, excerpt="*_~`|" * 12)
+        for number in range(WHY_MAX_COUNT)
+    ]
+    text = describe_decisions(entries, GUILD_ID, CHANNEL_ID)
+    posts = split_message(text, max_posts=EPHEMERAL_MAX_POSTS)
+    assert posts == split_message(text) and len(posts) < EPHEMERAL_MAX_POSTS
 
 
 async def test_a_long_why_arrives_as_several_ephemeral_posts(bot: RunningBot, fake: FakeDiscord) -> None:

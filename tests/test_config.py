@@ -170,3 +170,12 @@ def test_blank_logfire_token_means_no_logfire(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
     monkeypatch.setenv("LOGFIRE_TOKEN", " ")
     assert Settings().logfire_token is None
+
+
+def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAX_ANSWER_POSTS is 4 unless set; 0 is one line naming it (an answer needs at least one post)."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().max_answer_posts == 4
+    monkeypatch.setenv("MAX_ANSWER_POSTS", "0")
+    line = error_line()
+    assert line.startswith("Configuration error: MAX_ANSWER_POSTS is invalid:") and "\n" not in line

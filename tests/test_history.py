@@ -558,7 +558,7 @@ async def test_deleted_text_is_overwritten_not_left_in_free_pages(db_path: Path)
     archive = await HistoryArchive.open(db_path)
     try:
         for connection in (archive._db, archive._reader):
-            assert await connection.execute_fetchall("PRAGMA secure_delete") == [(1,)]
+            assert [tuple(row) for row in await connection.execute_fetchall("PRAGMA secure_delete")] == [(1,)]
     finally:
         await archive.close()
 

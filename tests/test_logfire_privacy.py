@@ -79,7 +79,9 @@ def exported_text(exporter: TestExporter) -> str:
     return json.dumps(exporter.exported_spans_as_dict(), default=str)
 
 
-async def test_logfire_gets_no_message_text_by_default(make_settings, capture_logfire, tmp_path: Path) -> None:
+async def test_logfire_gets_no_message_text_by_default(
+    make_settings: Callable[..., Settings], capture_logfire: Callable[[Settings], TestExporter], tmp_path: Path
+) -> None:
     """By default the model run, the tool call and the decisions reach Logfire without any text, name or answer."""
     exporter = capture_logfire(make_settings())
     await answer_and_decide(make_settings(), tmp_path)
@@ -92,7 +94,9 @@ async def test_logfire_gets_no_message_text_by_default(make_settings, capture_lo
     assert [secret for secret in EVERY_SECRET if secret in text] == []
 
 
-async def test_logfire_gets_message_text_when_asked(make_settings, capture_logfire, tmp_path: Path) -> None:
+async def test_logfire_gets_message_text_when_asked(
+    make_settings: Callable[..., Settings], capture_logfire: Callable[[Settings], TestExporter], tmp_path: Path
+) -> None:
     """With LOGFIRE_INCLUDE_CONTENT=true the prompt, the tool result, the answer and the names reach Logfire."""
     settings = make_settings(logfire_include_content=True)
     exporter = capture_logfire(settings)
