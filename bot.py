@@ -466,6 +466,7 @@ class Parley(discord.Client):
         assert self.user is not None and message.guild is not None
         deps = ChatDeps(
             bot_name=safe_text(self.user.display_name),
+            bot_user_id=self.user.id,
             guild_id=message.guild.id,
             guild_name=safe_text(message.guild.name),
             channel_id=message.channel.id,
@@ -476,9 +477,7 @@ class Parley(discord.Client):
         )
         async with typing_indicator(message.channel):
             try:
-                reply = await generate_reply(
-                    self.responder, conversation, record, deps, self.settings, bot_user_id=self.user.id
-                )
+                reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
             except ReplyFailed:
                 log.exception("answer to message %s in channel %s failed", message.id, message.channel.id)
                 await self.deliver(message, APOLOGY)

@@ -25,9 +25,12 @@ from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiosqlite
+from pydantic_ai.framing import close_tag, open_tag, wrap
+
+from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_TAG, TOP_AUTHOR_TAG, author_attributes
 
 __all__ = [
     "MIGRATIONS",
@@ -35,6 +38,7 @@ __all__ = [
     "ChannelStats",
     "Decision",
     "HistoryArchive",
+    "TopAuthor",
     "format_messages",
     "format_stats",
     "sqlite_path_from_url",
@@ -205,7 +209,7 @@ _STATS_SPAN_SQL = (
 )
 # Counted by id so a renamed author counts once, under their latest name.
 _STATS_AUTHORS_SQL = f"""
-SELECT (SELECT author_name FROM messages
+SELECT top.author_id, (SELECT author_name FROM messages
         WHERE channel_id = :channel AND author_id = top.author_id
         ORDER BY created_at DESC LIMIT 1) AS name, n
 FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
@@ -261,12 +265,20 @@ class ArchivedMessage:
     edited_at: datetime | None = None
 
 
+class TopAuthor(NamedTuple):
+    """One of a channel's most active authors: their id, latest display name and message count."""
+
+    author_id: int
+    name: str
+    messages: int
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelStats:
     """Activity summary of one channel over a time window."""
 
     message_count: int
-    top_authors: list[tuple[str, int]]
+    top_authors: list[TopAuthor]
     busiest_hours: list[tuple[int, int]]
     first_at: datetime | None
     last_at: datetime | None
@@ -609,7 +621,7 @@ class HistoryArchive:
         authors = await self._reader.execute_fetchall(_STATS_AUTHORS_SQL, window)
         return ChannelStats(
             message_count=sum(n for _, n in by_hour),
-            top_authors=[(name, n) for name, n in authors],
+            top_authors=[TopAuthor(author_id, name, n) for author_id, name, n in authors],
             busiest_hours=sorted(((hour, n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
             first_at=_from_ms(first),
             last_at=_from_ms(last),
@@ -911,53 +923,80 @@ def _decision_from_row(row: Sequence[Any]) -> Decision:
     )
 
 
-def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 4000, keep_newest: bool = False) -> str:
-    """Render messages as ``[YYYY-MM-DD HH:MM] name: text`` lines, at most ``max_chars`` in all.
+def format_messages(
+    messages: Sequence[ArchivedMessage],
+    *,
+    bot_user_id: int | None = None,
+    max_chars: int = 6000,
+    keep_newest: bool = False,
+) -> str:
+    """Render messages as quoted data for the model: an `<archived_messages>` of `<archived_message>` elements.
 
-    Newlines inside a message become spaces and one message shows at most
-    500 characters. Messages are kept in the given order; those that don't
-    fit are left out with a ``(… N more messages not shown)`` note: at the end,
-    or, with ``keep_newest`` (for oldest-first lists), at the start.
+    Each element carries the author's name and id, the bot markers (`by_ai` for `bot_user_id`'s own
+    messages, `bot` for other bots) and the UTC time as escaped attributes; its body is the text, with
+    newlines made spaces, at most 500 characters, and unable to open or close a framing tag. The whole
+    is at most about ``max_chars``. Messages keep the given order; those that don't fit are left out and
+    counted in an ``omitted_later`` attribute, or, with ``keep_newest`` (for oldest-first lists), the
+    oldest ones in ``omitted_earlier``.
     """
     if not messages:
         return "(no messages)"
-    lines = [_format_line(message) for message in messages]
-    text = "\n".join(lines)
-    if len(text) <= max_chars:
-        return text
-    # No note is longer than the one counting every message.
-    budget = max_chars - len(_more_note(len(lines)))
-    candidates = reversed(lines) if keep_newest else lines
+    elements = [_format_line(message, bot_user_id) for message in messages]
+    # No frame is longer than the one counting every message as both shown and left out.
+    widest_frame = _archived_messages_open(len(elements), len(elements), keep_newest) + close_tag(ARCHIVED_MESSAGES_TAG)
+    budget = max_chars - len(widest_frame) - 1  # the newline before the closing tag
+    candidates = reversed(elements) if keep_newest else elements
     shown = 0
     used = 0
-    for line in candidates:
-        used += len(line) + 1
+    for element in candidates:
+        used += len(element) + 1
         if used > budget:
             break
         shown += 1
-    if keep_newest:
-        return "\n".join([_more_note(len(lines) - shown, "earlier"), *lines[len(lines) - shown :]])
-    return "\n".join([*lines[:shown], _more_note(len(lines) - shown)])
+    kept = elements[len(elements) - shown :] if keep_newest else elements[:shown]
+    opening = _archived_messages_open(shown, len(elements) - shown, keep_newest)
+    return "\n".join([opening, *kept, close_tag(ARCHIVED_MESSAGES_TAG)])
 
 
-def _format_line(message: ArchivedMessage) -> str:
+def _archived_messages_open(shown: int, omitted: int, keep_newest: bool) -> str:
+    where = "omitted_earlier" if keep_newest else "omitted_later"
+    return open_tag(ARCHIVED_MESSAGES_TAG, shown=str(shown), **{where: str(omitted) if omitted else None})
+
+
+def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
     text = " ".join(message.content.split())
     if len(text) > _MAX_LINE_TEXT:
         text = text[: _MAX_LINE_TEXT - 1] + "…"
-    return f"[{message.created_at:%Y-%m-%d %H:%M}] {message.author_name}: {text}"
+    return wrap(
+        ARCHIVED_MESSAGE_TAG,
+        text,
+        **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
+        time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
+    )
 
 
-def _more_note(count: int, which: str = "more") -> str:
-    return f"(… {count} {which} message{'' if count == 1 else 's'} not shown)"
-
-
-def format_stats(stats: ChannelStats) -> str:
-    """Render channel stats as a few short lines for the model."""
+def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
+    """Render channel stats as quoted data: a `<channel_stats>` with a `<top_author>` per top author."""
     if stats.first_at is None or stats.last_at is None:
         return "No messages in this period."
+    busiest = ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours)
     lines = [
-        f"{stats.message_count} messages from {stats.first_at:%Y-%m-%d %H:%M} to {stats.last_at:%Y-%m-%d %H:%M} UTC",
-        "Top authors: " + ", ".join(f"{name} ({n})" for name, n in stats.top_authors),
-        "Busiest hours (UTC): " + ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours),
+        open_tag(
+            CHANNEL_STATS_TAG,
+            message_count=str(stats.message_count),
+            first_utc=f"{stats.first_at:%Y-%m-%d %H:%M}",
+            last_utc=f"{stats.last_at:%Y-%m-%d %H:%M}",
+            busiest_hours_utc=busiest,
+        )
     ]
+    lines += [
+        wrap(
+            TOP_AUTHOR_TAG,
+            "",
+            **author_attributes(author.name, author.author_id, is_bot=False, bot_user_id=bot_user_id),
+            messages=str(author.messages),
+        )
+        for author in stats.top_authors
+    ]
+    lines.append(close_tag(CHANNEL_STATS_TAG))
     return "\n".join(lines)

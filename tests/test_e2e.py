@@ -370,7 +370,7 @@ async def test_hostile_search_string_gets_a_normal_result(
     await say(fake, BOB_ID, "a and b are both fine NEAR the col")
     [result] = await ask_with_search(fake, llm, hostile)
     assert "could not be read" not in result
-    assert result.startswith("No messages found.") or "[" in result
+    assert result.startswith(("No messages found.", "<archived_messages "))
 
 
 def reads_history(request: RecordedRequest) -> bool:

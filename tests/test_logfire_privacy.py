@@ -68,8 +68,8 @@ async def answer_and_decide(settings: Settings, tmp_path: Path) -> None:
         await decider.decide(question, conversation, BOT)
         decider.report(question, Decision(False, "judge_no", "judge", 0.9, detail=JUDGE_WORDS))
         agent = build_responder(settings, model=FunctionModel(search_then_answer), archive_enabled=True)
-        deps = ChatDeps("Parley", GUILD, "Guild", CHANNEL, CHANNEL_NAME, archive, MALLORY, True)
-        reply = await generate_reply(agent, conversation, question, deps, settings, bot_user_id=BOT)
+        deps = ChatDeps("Parley", BOT, GUILD, "Guild", CHANNEL, CHANNEL_NAME, archive, MALLORY, True)
+        reply = await generate_reply(agent, conversation, question, deps, settings)
         assert reply.text == ANSWER
     finally:
         await archive.close()
