@@ -10,6 +10,7 @@ bot.py; every agent built here is picked up by it.
 # be evaluated again each time (about 50 µs a function here).
 import inspect
 import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -24,21 +25,29 @@ from pydantic_ai import (
     BaseToolReturnPart,
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     ModelSettings,
     NativeOutput,
     PromptedOutput,
     RetryFeedbackPart,
     RunContext,
+    RunUsage,
+    TextPart,
+    ToolDefinition,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
     UsageLimits,
     UserPromptPart,
+    capture_run_messages,
 )
-from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.capabilities import PrepareTools, ProcessHistory
 from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, wrap
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.providers.gateway import gateway_provider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+from pydantic_ai.settings import merge_model_settings
 from pydantic_core import to_json
 
 from config import JudgeOutputMode, Settings
@@ -72,6 +81,11 @@ OPENAI_COMPATIBLE_SERVER = "llm-server"
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
+# A tool round adds its calls and results to every later request; each result is capped at about
+# 4,000 characters (history.format_messages), so this allows for a round of a couple of calls.
+TOOL_ROUND_TOKENS = 2000
+# Before a run's first response, the size of what the messages don't show: instructions, tool schemas.
+INSTRUCTIONS_AND_TOOLS_TOKENS = 1000
 
 
 # --- Dependencies and results -----------------------------------------------------------------
@@ -110,18 +124,29 @@ class ChatDeps:
     requester_id: int
     # Discord's Read Message History for the person asking, in this channel: the tools read for them.
     requester_can_read_history: bool
+    # Set when the answer's limits withdraw the tools, to the limit that did (`wind_down_reason`); they stay withdrawn.
+    wound_down: str | None = None
 
 
 @dataclass(frozen=True)
 class Reply:
-    """A successful answer: the text to post and the model history to keep for the next turn."""
+    """An answer: the text to post, the model history to keep for the next turn, and the tokens it cost.
+
+    `limited` names the per-answer limit that stopped the run, when one did; `text` then says so.
+    """
 
     text: str
     messages: list[ModelMessage]
+    usage: RunUsage
+    limited: str | None = None
 
 
 class ReplyFailed(Exception):
-    """The model could not produce an answer; the cause is chained."""
+    """The model could not produce an answer; the cause is chained, and `usage` is what was spent before."""
+
+    def __init__(self, message: str, usage: RunUsage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage or RunUsage()
 
 
 # --- Models -----------------------------------------------------------------------------------
@@ -247,6 +272,16 @@ _ARCHIVE_NOTE = """\
 earlier that isn't in front of you. They answer with <archived_messages> of <archived_message> elements, or \
 <channel_stats> with <top_author> elements, marked with author_id and by_ai the same way."""
 
+_ANSWER_NOW = """\
+Your tools are not available any more for this answer: answer now with what you have found, and say \
+briefly if it is incomplete."""
+
+# What a member sees when an answer's limits stopped it before the model could answer.
+LIMIT_NOTE = (
+    "I stopped there: answering that needed more reading than one answer may use here."
+    " Ask me something narrower and I'll try again."
+)
+
 
 def build_responder(
     settings: Settings, *, model: Model | None = None, archive_enabled: bool | None = None
@@ -255,29 +290,117 @@ def build_responder(
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: `settings.archive_enabled`). Transient provider errors are retried
-    `settings.model_retries` times by the provider SDK, with backoff that honours Retry-After.
-    Before each model request the history is trimmed to `settings.history_token_budget`; the
-    trimmed history is what the run's `all_messages()`, and so `Reply.messages`, carries on.
+    `settings.model_retries` times by the provider SDK, with backoff that honours Retry-After, and
+    each response is capped at `settings.max_answer_tokens`. Before each model request the history
+    is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
+    `all_messages()`, and so `Reply.messages`, carries on. With tools, the last request the answer's
+    limits leave room for goes without them (`wind_down_reason`), so the model answers then.
     """
     if archive_enabled is None:
         archive_enabled = settings.archive_enabled
     budget = settings.history_token_budget
+    max_answer_tokens = settings.max_answer_tokens
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
         return trim_history(messages, budget)
 
+    async def withdraw_tools_near_the_limits(
+        ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        if ctx.deps.wound_down is not None:
+            return []
+        reason = wind_down_reason(ctx, max_answer_tokens)
+        if reason is None:
+            return tool_defs
+        ctx.deps.wound_down = reason
+        log.info(
+            "answer in channel %s: tools withdrawn for the last request (%s)",
+            ctx.deps.channel_id,
+            reason,
+            extra={"channel_id": ctx.deps.channel_id, "wind_down": reason},
+        )
+        return []
+
+    async def answer_now_note(ctx: RunContext[ChatDeps]) -> str:
+        # pydantic-ai prepares a step's tools before it renders its instructions.
+        return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
+
     model = model or build_model(settings)
+    # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
+    instructions: list[Any] = [_VOICE + ("\n" + _ARCHIVE_NOTE if archive_enabled else "")]
+    capabilities: list[Any] = [ProcessHistory(keep_within_budget)]
+    if archive_enabled:
+        instructions.append(answer_now_note)
+        capabilities.append(PrepareTools(withdraw_tools_near_the_limits))
     return Agent(
         model,
         deps_type=ChatDeps,
         output_type=str,
         name="parley",
-        # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
-        instructions=_VOICE + ("\n" + _ARCHIVE_NOTE if archive_enabled else ""),
-        model_settings=retry_settings(model, settings.model_retries),
+        instructions=instructions,
+        model_settings=merge_model_settings(
+            retry_settings(model, settings.model_retries), ModelSettings(max_tokens=max_answer_tokens)
+        ),
         tools=ARCHIVE_TOOLS if archive_enabled else (),
-        capabilities=[ProcessHistory(keep_within_budget)],
+        capabilities=capabilities,
     )
+
+
+def answer_limits(settings: Settings) -> UsageLimits:
+    """What one answer may spend, across all of its model requests and tool rounds.
+
+    `count_tokens_before_request` stays off: the OpenAI chat-completions models Parley usually runs
+    on can't count tokens ahead, and where a provider can, it costs a round trip before every
+    request. `wind_down_reason` estimates the next request instead, for free, and the limits here
+    stay the hard stop.
+    """
+    return UsageLimits(
+        request_limit=settings.max_model_requests,
+        tool_calls_limit=TOOL_CALLS_PER_REPLY,
+        input_tokens_limit=settings.answer_input_tokens_limit,
+        output_tokens_limit=settings.answer_output_tokens_limit,
+    )
+
+
+def wind_down_reason(ctx: RunContext[Any], max_answer_tokens: int) -> str | None:
+    """Which of the run's limits leaves no room for another tool round, or None while they all do.
+
+    A tool round costs two requests at least: the one that calls the tools and the one that reads
+    their results. Once the limits cannot take both, the coming request is the answer's last, so
+    it goes without tools and the model answers with what it has instead of being cut off.
+    """
+    limits, used = ctx.usage_limits, ctx.usage
+    if limits is None:
+        return None
+    if limits.request_limit is not None and used.requests + 2 > limits.request_limit:
+        return "requests"
+    if limits.tool_calls_limit is not None and used.tool_calls >= limits.tool_calls_limit:
+        return "tool_calls"
+    if (
+        limits.output_tokens_limit is not None
+        and used.output_tokens + 2 * max_answer_tokens > limits.output_tokens_limit
+    ):
+        return "output_tokens"
+    if limits.input_tokens_limit is not None:
+        coming = next_request_tokens(ctx)
+        if used.input_tokens + 2 * coming + TOOL_ROUND_TOKENS > limits.input_tokens_limit:
+            return "input_tokens"
+    return None
+
+
+def next_request_tokens(ctx: RunContext[Any]) -> int:
+    """An estimate of the input tokens of the request about to be sent.
+
+    The run's latest response says how large the request before it was, as the provider counted
+    it; what has been added since (that response and the tool results) is estimated. Before the
+    first response only the estimate is there, plus an allowance for the instructions and tools.
+    """
+    messages = ctx.messages
+    for index in range(len(messages) - 1, -1, -1):
+        response = messages[index]
+        if isinstance(response, ModelResponse) and response.run_id == ctx.run_id and response.usage.input_tokens:
+            return response.usage.input_tokens + approx_tokens(messages[index:])
+    return approx_tokens(messages) + INSTRUCTIONS_AND_TOOLS_TOKENS
 
 
 async def generate_reply(
@@ -289,25 +412,79 @@ async def generate_reply(
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
+    When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
+    words if it had already answered, else `LIMIT_NOTE`; either way `Reply.limited` names the limit
+    and the history keeps the prompt and that text, not the tool rounds that ran up the bill.
+
     Raises:
-        ReplyFailed: on any failure (provider error after retries, usage limit, time limit, empty
-            output), with the cause chained, so the caller apologises and keeps the old history.
+        ReplyFailed: on any other failure (provider error after retries, time limit, empty output),
+            with the cause chained and the tokens spent so far, so the caller apologises and keeps
+            the old history.
     """
     prompt = build_prompt(conversation, message, deps)
-    try:
-        result = await agent.run(
-            prompt,
-            message_history=list(conversation.llm_history),
-            deps=deps,
-            usage_limits=UsageLimits(request_limit=settings.max_model_requests, tool_calls_limit=TOOL_CALLS_PER_REPLY),
-            timeout=settings.response_timeout_seconds,
-        )
-    except Exception as error:
-        raise ReplyFailed(f"no answer to message {message.message_id}: {type(error).__name__}: {error}") from error
+    history = list(conversation.llm_history)
+    # The run adds to this object as it goes, so what a failed run spent is known too.
+    usage = RunUsage()
+    with capture_run_messages() as run_messages:
+        try:
+            result = await agent.run(
+                prompt,
+                message_history=history,
+                deps=deps,
+                usage_limits=answer_limits(settings),
+                usage=usage,
+                timeout=settings.response_timeout_seconds,
+            )
+        except UsageLimitExceeded as stop:
+            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message)
+        except Exception as error:
+            if isinstance(error, UnexpectedModelBehavior) and deps.wound_down is not None:
+                # A model that calls the withdrawn tools anyway runs out of retries: its limits stopped it all the same.
+                limit = f"{deps.wound_down} (tools withdrawn)"
+                return _limited_reply(prompt, history, run_messages, usage, limit, message)
+            raise ReplyFailed(
+                f"no answer to message {message.message_id}: {type(error).__name__}: {error}", usage
+            ) from error
     text = result.output.strip()
     if not text:
-        raise ReplyFailed(f"the model gave an empty answer to message {message.message_id}")
-    return Reply(text=text, messages=result.all_messages())
+        raise ReplyFailed(f"the model gave an empty answer to message {message.message_id}", usage)
+    return Reply(text=text, messages=result.all_messages(), usage=usage)
+
+
+def _limited_reply(
+    prompt: str,
+    history: list[ModelMessage],
+    run_messages: list[ModelMessage],
+    usage: RunUsage,
+    limit: str,
+    message: MessageRecord,
+) -> Reply:
+    text = _final_text(run_messages) or LIMIT_NOTE
+    log.warning(
+        "answer to message %s stopped by its %s after %d requests (%d input, %d output tokens)",
+        message.message_id,
+        limit,
+        usage.requests,
+        usage.input_tokens,
+        usage.output_tokens,
+        extra={"message_id": message.message_id, "limit": limit},
+    )
+    kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
+    return Reply(text=text, messages=kept, usage=usage, limited=limit)
+
+
+def _limit_name(stop: UsageLimitExceeded) -> str:
+    """The limit pydantic-ai names in its message (`input_tokens_limit`, ...), for the log."""
+    found = re.search(r"\b(\w+_limit)\b", str(stop))
+    return found.group(1) if found else "usage_limit"
+
+
+def _final_text(messages: Sequence[ModelMessage]) -> str:
+    """The run's last response's text when it was an answer (no tool calls): already paid for, so worth posting."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelResponse) or any(isinstance(part, BaseToolCallPart) for part in last.parts):
+        return ""
+    return "".join(part.content for part in last.parts if isinstance(part, TextPart)).strip()
 
 
 # --- The prompt -------------------------------------------------------------------------------
@@ -593,11 +770,18 @@ class LLMJudge:
     agent: Agent[None, JudgeOutput]
     bot_name: str = "Parley"
     bot_user_id: int | None = None
+    # Told what each verdict cost, failed and timed-out ones included, so the bot can count it.
+    on_usage: Callable[[MessageRecord, RunUsage], None] | None = None
 
     async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
         """The verdict on `message`: (respond, reason, confidence)."""
         prompt = build_judge_prompt(conversation, message, bot_name=self.bot_name, bot_user_id=self.bot_user_id)
-        result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS)
+        usage = RunUsage()
+        try:
+            result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS, usage=usage)
+        finally:
+            if self.on_usage is not None:
+                self.on_usage(message, usage)
         verdict = result.output
         return verdict.respond, verdict.reason, verdict.confidence
 

@@ -14,7 +14,7 @@ import sys
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
@@ -24,7 +24,7 @@ import yarl
 from discord import app_commands
 from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunUsage
 
 from agent import (
     ChatDeps,
@@ -36,6 +36,7 @@ from agent import (
     close_model,
     generate_reply,
 )
+from budget import UsageLedger, UsageSummary, next_utc_midnight
 from config import ChannelMode, Settings, describe_settings_error
 from conversation import (
     CHANNEL_MODES,
@@ -67,6 +68,9 @@ from history import Decision as ArchivedDecision
 log = logging.getLogger("parley")
 
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
+# Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
+BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
+SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
 
@@ -167,7 +171,12 @@ class DecisionJournal:
                 self._channels.popitem(last=False)
         else:
             self._channels.move_to_end(channel_id)
-        (journal.idle if entry.reason == IDLE_REASON else journal.in_conversation).append(entry)
+        entries = journal.idle if entry.reason == IDLE_REASON else journal.in_conversation
+        if entries and entries[-1].message_id == entry.message_id:
+            # A later verdict on the same message (a budget overruling an answer) replaces the first.
+            entries[-1] = entry
+        else:
+            entries.append(entry)
 
     def recent(self, channel_id: int) -> list[LoggedDecision]:
         """The channel's kept decisions, newest first."""
@@ -274,6 +283,10 @@ class Parley(discord.Client):
         self.channel_modes = {} if channel_modes is None else channel_modes
         self.decisions = DecisionJournal()
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
+        # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
+        self.usage = UsageLedger()
+        # The UTC day each server was last told its budget is spent.
+        self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands with Discord in setup_hook.
         self.sync_on_start = sync_commands
         self.tree = ParleyTree(self)
@@ -287,6 +300,7 @@ class Parley(discord.Client):
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
+            self.judge.on_usage = self.account_judgement
         if self.settings.archive_enabled:
             path = sqlite_path_from_url(self.settings.database_url)
             try:
@@ -294,6 +308,7 @@ class Parley(discord.Client):
             except (OSError, sqlite3.Error) as error:
                 raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
             await self._load_modes(self.archive)
+            await self.usage.attach(self.archive)
         if self.sync_on_start:
             await self.sync_commands()
 
@@ -327,6 +342,7 @@ class Parley(discord.Client):
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         if archive is not None:
+            self.usage.detach()
             await archive.close()
         await self._resources.aclose()
         await close_model(self.responder.model)
@@ -462,8 +478,14 @@ class Parley(discord.Client):
     # -- Answering --
 
     async def answer(self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation) -> None:
-        """Run the responder and post its answer; on failure apologise and leave the history as it was."""
+        """Run the responder and post its answer; on failure apologise and leave the history as it was.
+
+        A server whose token budget for the day is spent gets no answer (`decline_over_budget`).
+        """
         assert self.user is not None and message.guild is not None
+        if self.server_budget_spent(message.guild.id):
+            await self.decline_over_budget(message, record)
+            return
         deps = ChatDeps(
             bot_name=safe_text(self.user.display_name),
             bot_user_id=self.user.id,
@@ -478,13 +500,50 @@ class Parley(discord.Client):
         async with typing_indicator(message.channel):
             try:
                 reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
-            except ReplyFailed:
+            except ReplyFailed as failure:
+                self.account(message, failure.usage)
                 log.exception("answer to message %s in channel %s failed", message.id, message.channel.id)
                 await self.deliver(message, APOLOGY)
                 return
+        self.account(message, reply.usage)
         posts = await self.deliver(message, reply.text)
         if posts:
             self.manager.record_bot_response(message.channel.id, reply.messages)
+
+    def account(self, message: discord.Message, usage: RunUsage) -> None:
+        """Count the tokens an answer to `message` used against its server, channel and author."""
+        assert message.guild is not None
+        self.usage.record(
+            message.guild.id, message.channel.id, message.author.id, usage.input_tokens, usage.output_tokens
+        )
+
+    def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
+        """Count the tokens the judge spent on a message against its server, channel and author."""
+        guild = getattr(self.get_channel(record.channel_id), "guild", None)
+        if guild is not None:
+            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
+
+    def server_budget_spent(self, guild_id: int) -> bool:
+        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
+        budget = self.settings.server_tokens_per_day
+        return budget > 0 and self.usage.server_tokens(guild_id) >= budget
+
+    async def decline_over_budget(self, message: discord.Message, record: MessageRecord) -> None:
+        """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
+        assert message.guild is not None
+        self.decider.overrule(record, SERVER_BUDGET)
+        day = self.usage.day
+        if self._budget_notices.get(message.guild.id) == day:
+            return
+        self._budget_notices[message.guild.id] = day
+        log.warning(
+            "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
+            message.guild.id,
+            self.settings.server_tokens_per_day,
+            day,
+            extra={"guild_id": message.guild.id},
+        )
+        await self.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))))
 
     async def deliver(self, message: discord.Message, text: str) -> list[discord.Message]:
         """Post `text` as a reply to `message`, split to Discord's limit; records what was posted."""
@@ -712,9 +771,14 @@ class ParleyCommands(
 
     @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")
     async def status(self, interaction: discord.Interaction[Parley]) -> None:
-        _, channel_id = _place(interaction)
+        guild_id, channel_id = _place(interaction)
         client = interaction.client
-        text = describe_status(client.manager.get(channel_id), client.mode_of(channel_id))
+        text = "\n".join(
+            [
+                describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
+                describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
+            ]
+        )
         # Participants are listed as mentions so they render as names; none of them is pinged.
         await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
 
@@ -766,6 +830,19 @@ def describe_status(conversation: ChannelConversation | None, mode: str) -> str:
             f"Mode: **{mode}**",
         ]
     )
+
+
+def describe_usage(summary: UsageSummary, budget: int) -> str:
+    """What `/parley status` says about today's tokens: the server's (against its budget), the channel's, top people."""
+    reset = discord_time(next_utc_midnight(summary.day))
+    limit = f" of {budget:,} (resets {reset})" if budget else " (no daily budget)"
+    lines = [
+        f"Tokens today (UTC): this server {summary.server_tokens:,}{limit}; this channel {summary.channel_tokens:,}"
+    ]
+    if summary.top_members:
+        people = ", ".join(f"<@{member}> {tokens:,}" for member, tokens in summary.top_members)
+        lines.append(f"Top members today: {people}")
+    return "\n".join(lines)
 
 
 def describe_mode_change(channel_id: int, mode: str, *, kept: bool) -> str:

@@ -62,6 +62,22 @@ class Settings(BaseSettings):
     history_token_budget: int = Field(
         12000, ge=500, description="Approximate tokens of conversation history sent to the model."
     )
+    max_answer_tokens: int = Field(
+        1000, ge=16, description="Most tokens the model may write in one response (its max_tokens)."
+    )
+    answer_input_tokens_limit: int = Field(
+        60000,
+        ge=1000,
+        description="Input tokens one answer may use across all its model requests, tool rounds included.",
+    )
+    answer_output_tokens_limit: int = Field(
+        4000, ge=16, description="Output tokens one answer may use across all its model requests, tool rounds included."
+    )
+    server_tokens_per_day: int = Field(
+        0,
+        ge=0,
+        description="Tokens (input and output) Parley may use per server per UTC day; 0 means no limit.",
+    )
 
     database_url: str = Field(
         "sqlite:///data/parley.db", description="The SQLite archive; empty turns it and its tools off."
@@ -151,6 +167,15 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
+
+    @field_validator("answer_output_tokens_limit")
+    @classmethod
+    def _room_for_one_response(cls, value: int, info: ValidationInfo) -> int:
+        # Below max_tokens, a single full-length response would stop its own answer.
+        max_answer_tokens = info.data.get("max_answer_tokens")
+        if max_answer_tokens is not None and value < max_answer_tokens:
+            raise ValueError(f"must be at least MAX_ANSWER_TOKENS ({max_answer_tokens})")
+        return value
 
     @model_validator(mode="after")
     def _judge_defaults_to_responder(self) -> Settings:

@@ -21,7 +21,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -38,6 +38,7 @@ __all__ = [
     "ChannelStats",
     "Decision",
     "HistoryArchive",
+    "TokenUsage",
     "TopAuthor",
     "format_messages",
     "format_stats",
@@ -50,6 +51,8 @@ _URL_PREFIX = "sqlite:///"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 _MS_PER_HOUR = 3_600_000
+_MS_PER_DAY = 24 * _MS_PER_HOUR
+_EPOCH_DAY = date(1970, 1, 1)
 # Open-ended time bounds, so a query without a window keeps the same SQL.
 _MIN_MS = -(2**63)
 _MAX_ID = 2**63 - 1  # SQLite's largest integer
@@ -171,6 +174,19 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX decisions_channel_time ON decisions (channel_id, decided_at);
     CREATE INDEX decisions_message ON decisions (message_id);
     CREATE INDEX decisions_time ON decisions (decided_at);
+    """,
+    # v3: tokens the model used for answers, per UTC day, server, channel and member.
+    """
+    CREATE TABLE token_usage (
+        day           INTEGER NOT NULL, -- UTC days since 1970-01-01
+        guild_id      INTEGER NOT NULL,
+        channel_id    INTEGER NOT NULL,
+        member_id     INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        answers       INTEGER NOT NULL,
+        PRIMARY KEY (day, guild_id, channel_id, member_id)
+    ) WITHOUT ROWID;
     """,
 )
 
@@ -301,6 +317,23 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens the model used on one UTC day for one member's answers in one channel."""
+
+    day: date
+    guild_id: int
+    channel_id: int
+    member_id: int
+    input_tokens: int
+    output_tokens: int
+    answers: int = 1
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
 class _Write:
     """A kind of queued write and the statements that apply a run of such ops.
 
@@ -356,6 +389,7 @@ _DELETE_GUILD = _Write(
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM channel_settings WHERE guild_id = ?",
+        "DELETE FROM token_usage WHERE guild_id = ?",
     ),
 )
 _DECISION = _Write(
@@ -373,6 +407,16 @@ _SET_MODE = _Write(
         " VALUES (?, ?, ?, ?) ON CONFLICT (channel_id) DO UPDATE SET"
         " guild_id = excluded.guild_id, mode = excluded.mode,"
         " updated_at = excluded.updated_at",
+    ),
+)
+# Adds to the day's row, so a batch of answers by one member in one channel is one row.
+_USAGE = _Write(
+    "record_usage",
+    (
+        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers)"
+        " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (day, guild_id, channel_id, member_id) DO UPDATE SET"
+        " input_tokens = input_tokens + excluded.input_tokens,"
+        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + 1",
     ),
 )
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
@@ -512,11 +556,15 @@ class HistoryArchive:
             self._enqueue(_DELETE, (message_id,))
 
     def delete_channel(self, channel_id: int) -> None:
-        """Remove everything stored for a channel: messages, decisions, settings."""
+        """Remove a channel's messages, decisions and settings.
+
+        Its token counts stay: they are what the server spent, not anything said, and dropping them
+        would let deleting a channel refund the server's daily budget. Retention prunes them.
+        """
         self._enqueue(_DELETE_CHANNEL, (channel_id,))
 
     def delete_guild(self, guild_id: int) -> None:
-        """Remove everything stored for a guild's channels."""
+        """Remove everything stored for a guild's channels, and the guild's token counts."""
         self._enqueue(_DELETE_GUILD, (guild_id,))
 
     def record_decision(
@@ -538,6 +586,16 @@ class HistoryArchive:
             _DECISION,
             (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when),
         )
+
+    def record_usage(self, usage: TokenUsage) -> None:
+        """Add an answer's tokens to its day's row for that server, channel and member."""
+        self._enqueue(
+            _USAGE,
+            (
+                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id,
+                usage.input_tokens, usage.output_tokens,
+            ),
+        )  # fmt: skip
 
     async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
         """Store a channel's mode; returns once it is committed.
@@ -638,6 +696,15 @@ class HistoryArchive:
         """Every stored channel mode, by channel id."""
         rows = await self._reader.execute_fetchall("SELECT channel_id, mode FROM channel_settings")
         return {int(channel_id): str(mode) for channel_id, mode in rows}
+
+    async def usage_on(self, day: date) -> list[TokenUsage]:
+        """Every server's, channel's and member's tokens on one UTC day."""
+        rows = await self._reader.execute_fetchall(
+            "SELECT guild_id, channel_id, member_id, input_tokens, output_tokens, answers"
+            " FROM token_usage WHERE day = ?",
+            (_to_day(day),),
+        )
+        return [TokenUsage(day, *row) for row in rows]
 
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
         """The latest ``limit`` decisions in a channel, newest first."""
@@ -758,6 +825,8 @@ class HistoryArchive:
 
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        # A day is kept while any of it is inside the retention.
+        await self._db.execute("DELETE FROM token_usage WHERE day < ?", (cutoff_ms // _MS_PER_DAY,))
         # Per channel, so each channel's oldest rows come off its time index.
         async with self._db.execute(
             "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels) AND created_at < ?",
@@ -875,6 +944,10 @@ def _to_ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // _ONE_MS
+
+
+def _to_day(day: date) -> int:
+    return (day - _EPOCH_DAY).days
 
 
 def _from_ms(ms: int) -> datetime:

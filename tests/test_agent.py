@@ -26,7 +26,6 @@ from pydantic_ai import (
     ToolCallPart,
     ToolReturnPart,
     UnexpectedModelBehavior,
-    UsageLimitExceeded,
     UserPromptPart,
 )
 from pydantic_ai.models import override_allow_model_requests
@@ -39,6 +38,7 @@ from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from agent import (
     HISTORY_NOT_PERMITTED,
     HOURS_MAX,
+    LIMIT_NOTE,
     OPENAI_COMPATIBLE_SERVER,
     ChatDeps,
     Reply,
@@ -642,17 +642,98 @@ async def test_retries_run_out(make_settings):
     assert len(requests) == 2
 
 
-async def test_usage_limit_exceeded_fails(make_settings):
-    """A model that keeps calling tools is stopped at max_model_requests."""
+def tool_looper(answer_without_tools: bool) -> tuple[FunctionModel, list[AgentInfo]]:
+    """A model that calls a tool whenever it is offered one; without tools it answers, or keeps calling anyway."""
+    offered: list[AgentInfo] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        return calls(("get_channel_stats", {}))
+        offered.append(info)
+        if info.function_tools or not answer_without_tools:
+            return calls(("get_recent_messages", {"limit": 100}))
+        return ModelResponse(parts=[TextPart("Here is what I found so far.")])
 
-    settings = make_settings(max_model_requests=2)
+    return FunctionModel(model), offered
+
+
+BULKY = [replace(ARCHIVED, message_id=i, content=f"line {i} " + "word " * 90) for i in range(40)]
+
+
+async def test_a_tool_loop_ends_with_an_answer_at_the_request_limit(make_settings):
+    """The last request max_model_requests allows goes without tools and asks for the answer, which is posted."""
+    model, offered = tool_looper(answer_without_tools=True)
+    settings = make_settings(max_model_requests=3)
+    reply = await reply_to(msg(ALICE, "Alice", "loop", 0), settings, model, archive=FakeArchive(), archive_enabled=True)
+    assert reply.text == "Here is what I found so far." and reply.limited is None
+    assert [len(info.function_tools) for info in offered] == [3, 3, 0]
+    assert "answer now with what you have found" in (offered[-1].instructions or "")
+    assert reply.usage.requests == 3 and reply.usage.input_tokens > 0
+
+
+async def test_a_tool_loop_ends_before_the_input_token_limit(make_settings):
+    """Bulky tool results: tools are withdrawn before ANSWER_INPUT_TOKENS_LIMIT, and the answer stays within it."""
+    model, offered = tool_looper(answer_without_tools=True)
+    settings = make_settings(answer_input_tokens_limit=12000)
+    archive = FakeArchive(messages=BULKY)
+    reply = await reply_to(msg(ALICE, "Alice", "loop", 0), settings, model, archive=archive, archive_enabled=True)
+    assert reply.text == "Here is what I found so far." and reply.limited is None
+    assert offered[-1].function_tools == [] and len(offered) < settings.max_model_requests
+    assert reply.usage.input_tokens <= 12000
+
+
+async def test_a_model_that_never_stops_calling_tools_gets_an_honest_line(make_settings):
+    """A model that calls tools even when offered none is stopped by the limits; the member gets LIMIT_NOTE."""
+    model, offered = tool_looper(answer_without_tools=False)
+    settings = make_settings(max_model_requests=3)
     new = msg(ALICE, "Alice", "loop", 0)
+    reply = await reply_to(new, settings, model, archive=FakeArchive(), archive_enabled=True)
+    assert reply.text == LIMIT_NOTE and reply.limited == "request_limit"
+    assert len(offered) == 3 and reply.usage.requests == 3
+    # The history keeps the question and the note, not the tool rounds.
+    assert isinstance(reply.messages[-1], ModelResponse) and reply.messages[-1].parts == [TextPart(LIMIT_NOTE)]
+    assert tool_returns(reply.messages) == [] and len(reply.messages) == 2
+
+
+async def test_a_model_that_calls_withdrawn_tools_gets_an_honest_line(make_settings):
+    """Tools withdrawn for the input limit and called anyway: the retries run out and the member gets LIMIT_NOTE."""
+    model, offered = tool_looper(answer_without_tools=False)
+    settings = make_settings(answer_input_tokens_limit=12000)
+    archive = FakeArchive(messages=BULKY)
+    reply = await reply_to(msg(ALICE, "Alice", "loop", 0), settings, model, archive=archive, archive_enabled=True)
+    assert reply.text == LIMIT_NOTE and reply.limited == "input_tokens (tools withdrawn)"
+    assert offered[-1].function_tools == [] and len(offered) < settings.max_model_requests
+
+
+async def test_an_answer_over_the_output_limit_is_still_posted(make_settings):
+    """An answer whose own response crosses ANSWER_OUTPUT_TOKENS_LIMIT is posted: it was already paid for."""
+    long_text = "word " * 300
+    settings = make_settings(max_answer_tokens=100, answer_output_tokens_limit=100)
+    reply = await reply_to(msg(ALICE, "Alice", "essay please", 0), settings, text_model(long_text))
+    assert reply.text == long_text.strip() and reply.limited == "output_tokens_limit"
+
+
+async def test_every_response_is_capped_at_max_answer_tokens(make_settings):
+    """MAX_ANSWER_TOKENS reaches the model as max_tokens, beside the retry setting."""
+    offered: list[AgentInfo] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append(info)
+        return ModelResponse(parts=[TextPart("short")])
+
+    settings = make_settings(max_answer_tokens=321, model_retries=2)
+    await reply_to(msg(ALICE, "Alice", "hi", 0), settings, FunctionModel(model))
+    assert offered[0].model_settings is not None
+    assert offered[0].model_settings["max_tokens"] == 321 and offered[0].model_settings["max_retries"] == 2
+
+
+async def test_a_failed_answer_reports_what_it_spent(make_settings):
+    """ReplyFailed carries the tokens the run used before it failed."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("   ")])
+
     with pytest.raises(ReplyFailed) as failure:
-        await reply_to(new, settings, FunctionModel(model), archive=FakeArchive(), archive_enabled=True)
-    assert isinstance(failure.value.__cause__, UsageLimitExceeded)
+        await reply_to(msg(ALICE, "Alice", "hi", 0), make_settings(), FunctionModel(model))
+    assert failure.value.usage.requests == 1 and failure.value.usage.input_tokens > 0
 
 
 async def test_time_limit_fails(make_settings):

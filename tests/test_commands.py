@@ -4,7 +4,7 @@ replies' wording, and each command's behaviour and permission checks through the
 from __future__ import annotations
 
 import typing
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,13 @@ from bot import (
     describe_decision,
     describe_decisions,
     describe_status,
+    describe_usage,
     excerpt,
     parse_args,
     point_at_discord,
     refusal,
 )
+from budget import UsageSummary
 from config import ChannelMode
 from conversation import (
     CHANNEL_MODES,
@@ -215,6 +217,18 @@ def test_journal_forgets_the_least_recently_active_channel() -> None:
     assert len(journal) == 2 and journal.recent(2) == [] and len(journal.recent(1)) == 2
 
 
+def test_a_later_verdict_on_a_message_replaces_the_first() -> None:
+    """A budget overruling an answer leaves one entry for that message, the overruling one."""
+    journal = DecisionJournal()
+    journal.add(CHANNEL, logged(1, "mention"))
+    journal.add(CHANNEL, logged(2, "mention"))
+    journal.add(CHANNEL, logged(2, "server_budget", respond=False))
+    assert [(entry.message_id, entry.reason) for entry in journal.recent(CHANNEL)] == [
+        (2, "server_budget"),
+        (1, "mention"),
+    ]
+
+
 def test_journal_forgets_deleted_messages() -> None:
     """A deleted message's decision goes too: its excerpt is a copy of the text."""
     journal = DecisionJournal()
@@ -256,6 +270,19 @@ def test_status_lists_participants_as_mentions_and_caps_them() -> None:
     assert "<@100>, <@101>" in text and "<@119> and 5 more" in text and "<@120>" not in text
     assert "Bot turns: 3; model history: about 0 tokens in 0 messages" in text
     assert text.endswith("Mode: **chatty**")
+
+
+def test_usage_shows_the_budget_and_when_it_resets_and_the_top_members() -> None:
+    """Status's usage lines: the server against its budget with the next UTC midnight, the channel, top members."""
+    summary = UsageSummary(date(2026, 3, 10), 12345, 2345, [(100, 9000), (101, 3345)])
+    midnight = int(datetime(2026, 3, 11, tzinfo=UTC).timestamp())
+    assert describe_usage(summary, 100_000).splitlines() == [
+        f"Tokens today (UTC): this server 12,345 of 100,000 (resets <t:{midnight}:R>); this channel 2,345",
+        "Top members today: <@100> 9,000, <@101> 3,345",
+    ]
+    assert describe_usage(UsageSummary(date(2026, 3, 10), 0, 0, []), 0) == (
+        "Tokens today (UTC): this server 0 (no daily budget); this channel 0"
+    )
 
 
 @pytest.mark.parametrize(
@@ -428,7 +455,11 @@ async def test_status_describes_the_conversation_without_pinging(bot: RunningBot
     data = call.body["data"]
     assert data["flags"] & 64 and data["allowed_mentions"] == {"parse": []}
     assert f"Participants: <@{ALICE_ID}>, <@{BOB_ID}>" in data["content"]
-    assert "Bot turns: 1; model history: about " in data["content"] and data["content"].endswith("Mode: **normal**")
+    assert "Bot turns: 1; model history: about " in data["content"] and "\nMode: **normal**\n" in data["content"]
+    spent = client.usage.server_tokens(GUILD_ID)
+    assert spent > 0
+    assert f"Tokens today (UTC): this server {spent:,} (no daily budget); this channel {spent:,}" in data["content"]
+    assert data["content"].endswith(f"Top members today: <@{ALICE_ID}> {spent:,}")
 
 
 async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord) -> None:
