@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import os
 import signal
 import sqlite3
@@ -48,10 +49,11 @@ from conversation import (
     Decision,
     MessageRecord,
     ResponseDecider,
+    addresses_bot,
+    log_decision,
     utc_now,
 )
 from discord_io import (
-    addresses,
     is_automated,
     may_read_history,
     record_from_archive,
@@ -64,6 +66,7 @@ from discord_io import (
 )
 from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
+from limits import TokenBucket, WaitingLine
 
 log = logging.getLogger("parley")
 
@@ -81,8 +84,16 @@ class ArchiveUnavailable(Exception):
 
 @dataclass
 class _Turn:
+    line: WaitingLine
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: int = 0
+
+
+# Decisions the admission limits make instead of the decider: the message is recorded, not answered.
+MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
+SUPERSEDED = Decision(False, "superseded", "limit")
+QUEUE_FULL = Decision(False, "queue_full", "limit")
+SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
 
 
 # --- Decisions kept for /parley why ------------------------------------------------------------
@@ -277,6 +288,12 @@ class Parley(discord.Client):
         # The archive holds every message only from the moment this process started watching.
         self.watching_since = utc_now()
         self._turns: dict[int, _Turn] = {}
+        self.member_rates = (
+            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
+            if settings.member_answers_per_hour
+            else None
+        )
+        self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
         # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
@@ -368,24 +385,33 @@ class Parley(discord.Client):
             return
         if not is_automated(message):
             self.bot_gate.human_spoke(message.channel.id)
-        elif addresses(message, self.user.id) and self._refuse_automated(message):
+        elif self._refuse_automated(to_record(message)):
             return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
         await self.handle(message)
 
-    def _refuse_automated(self, message: discord.Message) -> bool:
+    def _refuse_automated(self, record: MessageRecord) -> bool:
         """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
-        refusal = self.bot_gate.refusal(message.author.id, message.channel.id)
+        assert self.user is not None
+        if not addresses_bot(record, self.user.id):
+            return False
+        refusal = self.bot_gate.refusal(record.author_id, record.channel_id)
         if refusal is None:
             return False
-        record = to_record(message)
-        self.manager.record_message(message.channel.id, record)
-        self.decider.report(record, refusal)
+        self.manager.record_message(record.channel_id, record)
+        self._decided_here(record, refusal)
         return True
 
     async def handle(self, message: discord.Message) -> None:
-        """Record, decide and answer one message; a channel's messages are decided in arrival order."""
+        """Record, decide and answer one message; a channel's messages are decided in arrival order.
+
+        Every message is recorded, so the model sees them all; only answering is limited. While a
+        channel is busy, a member's newer mention of Parley (or reply to it) supersedes their
+        earlier waiting one, and at most CHANNEL_QUEUE_LIMIT members' mentions wait; the rest are
+        recorded, not answered. Other messages wait for their turn to be decided: none of them can
+        cost more than a follow-up or a judge call, each limited on its own.
+        """
         assert self.user is not None
         channel_id = message.channel.id
         record = to_record(message)
@@ -396,18 +422,85 @@ class Parley(discord.Client):
             trigger, _ = self.decider.should_start_conversation(record, self.user.id)
             if not trigger:
                 return
+        turn = self._turns.get(channel_id)
+        if turn is None:
+            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        in_line = addresses_bot(record, self.user.id)
+        answerable = True
+        if in_line and not turn.line.join(record.message_id, record.author_id).admitted:
+            self._decided_here(record, QUEUE_FULL)
+            if live is not None:
+                return  # recorded already; a full line has waiters, who clear the turn away
+            in_line = answerable = False  # it waits only to be recorded in order
         async with self._channel_turn(channel_id):
-            conversation = await self._conversation_for(message, record, live, trigger)
-            if conversation is None:
+            if in_line and not turn.line.leave(record.message_id):
+                self._decided_here(record, SUPERSEDED)
+                answerable = False
+            if not answerable:
+                self._record_late(record, live)
                 return
-            respond, _ = await self.decider.should_respond(record, conversation, self.user.id)
-            if respond:
-                await self.answer(message, record, conversation)
+            conversation = await self._conversation_for(message, record, live, trigger)
+            if conversation is not None:
+                await self._decide_and_answer(message, record, conversation)
+
+    def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
+        """Record a message that will not be answered in the conversation that began while it waited."""
+        conversation = self.manager.get(record.channel_id)
+        if conversation is not None and conversation is not live:
+            self.manager.record_message(record.channel_id, record)
+
+    async def _decide_and_answer(
+        self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation
+    ) -> None:
+        """Put the message to the decider unless its author is over their rate; answer if it says so."""
+        assert self.user is not None and message.guild is not None
+        member = (message.guild.id, record.author_id)
+        rates = self.member_rates
+        if rates is not None:
+            # Taken before deciding, so a member over the rate costs no judge call either.
+            admission = rates.take(member)
+            if not admission.admitted:
+                self._decided_here(record, MEMBER_RATE_LIMITED)
+                if (
+                    admission.retry_at is not None
+                    and addresses_bot(record, self.user.id)
+                    and rates.first_warning(member)
+                ):
+                    await self._say_slow_down(message, admission.retry_at)
+                return
+        respond, _ = await self.decider.should_respond(record, conversation, self.user.id)
+        if not respond:
+            if rates is not None:
+                rates.give_back(member)
+            return
+        async with self._answer_slots:
+            await self.answer(message, record, conversation)
+
+    async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
+        """Tell a member once, replying to them, when Parley answers them again.
+
+        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
+        """
+        # Rounded up: the notice must never name a moment before the member can ask.
+        when = f"<t:{math.ceil(retry_at.timestamp())}:R>"
+        try:
+            await message.channel.send(
+                SLOW_DOWN.format(when=when),
+                reference=message.to_reference(fail_if_not_exists=False),
+                allowed_mentions=reply_mentions(message.author),
+            )
+        except discord.HTTPException as error:
+            log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
+
+    def _decided_here(self, record: MessageRecord, decision: Decision) -> None:
+        """A limit's decision, logged and kept for `/parley why` like the decider's."""
+        self.note_decision(record, decision)
+        log_decision(record, decision)
 
     @contextlib.asynccontextmanager
     async def _channel_turn(self, channel_id: int) -> AsyncIterator[None]:
         """One message of a channel at a time, first come first served; idle channels hold no lock."""
-        turn = self._turns.setdefault(channel_id, _Turn())
+        turn = self._turns[channel_id]
         turn.waiting += 1
         try:
             async with turn.lock:
@@ -942,7 +1035,11 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
     modes: dict[int, str] = {}
     decider = ResponseDecider(
-        settings.followup_window_seconds, judge, judge_timeout_seconds=settings.judge_timeout_seconds, modes=modes
+        settings.followup_window_seconds,
+        judge,
+        judge_timeout_seconds=settings.judge_timeout_seconds,
+        modes=modes,
+        judge_calls_per_minute=settings.judge_calls_per_minute,
     )
     client = Parley(
         settings=settings,

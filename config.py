@@ -51,6 +51,21 @@ class Settings(BaseSettings):
         " asked for in the prompt (works with any model).",
     )
 
+    judge_calls_per_minute: int = Field(
+        6, ge=0, description="Judge calls a channel may make a minute (in bursts of as many); 0: no limit."
+    )
+
+    member_answers_per_hour: float = Field(
+        30, ge=0, description="Answers a member may get an hour in a server, after the burst; 0: no limit."
+    )
+    member_answer_burst: int = Field(5, ge=1, description="Answers a member may get in quick succession.")
+    channel_queue_limit: int = Field(
+        5,
+        ge=1,
+        description="Members' mentions that may wait in a channel while Parley answers; later ones are not answered.",
+    )
+    max_concurrent_answers: int = Field(8, ge=1, description="Answers in progress at once across all channels.")
+
     response_timeout_seconds: float = Field(90, gt=0, description="Time limit for one answer, tools included.")
     model_retries: int = Field(3, ge=0, description="Retries of a transient provider error (429, 5xx, timeout).")
     max_model_requests: int = Field(8, ge=1, description="Model requests one answer may make (tool rounds).")

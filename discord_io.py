@@ -61,11 +61,6 @@ def is_automated(message: discord.Message) -> bool:
     return author.bot or author.system or message.webhook_id is not None
 
 
-def addresses(message: discord.Message, user_id: int) -> bool:
-    """Whether the message @mentions `user_id` or replies to one of their messages."""
-    return any(user.id == user_id for user in message.mentions) or replied_author_id(message) == user_id
-
-
 def may_read_history(message: discord.Message) -> bool:
     """Whether the author has Read Message History where they wrote; a webhook, which is no member, has not."""
     author = message.author

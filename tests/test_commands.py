@@ -26,8 +26,11 @@ from e2e_support import (
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, message_text
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_history import REFUSE_MODES, raw_db
 
+from agent import build_judge
 from bot import (
     EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
@@ -177,6 +180,34 @@ async def test_chatty_asks_the_judge_before_the_bot_has_spoken(mode: str, judged
     channel.say(ALICE, "hi", mentions=frozenset({BOT}))
     decision = await decider(clock, {CHANNEL: mode}, judge).decide(channel.say(BOB), channel.conversation, BOT)
     assert (decision.reason, len(asked)) == (("judge_yes", 1) if judged else ("bot_silent", 0))
+
+
+async def test_chatty_judge_is_asked_at_most_its_calls_per_minute(make_settings: Any) -> None:
+    """A chatty channel's burst of messages reaches the judge model 3 times a minute; the rest are `judge_budget`."""
+    asked: list[int] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append(len(messages))
+        verdict = {"respond": False, "confidence": 0.9, "reason": "side talk"}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, verdict)])
+
+    clock = Clock()
+    judge = build_judge(make_settings(), model=FunctionModel(model), bot_user_id=BOT)
+    decide = ResponseDecider(
+        WINDOW.total_seconds(),
+        judge,
+        clock=clock,
+        modes={CHANNEL: "chatty", OTHER_CHANNEL: "chatty"},
+        judge_calls_per_minute=3,
+    )
+    here, elsewhere = Channel(clock), Channel(clock, OTHER_CHANNEL)
+    reasons = [await reason(decide, here, here.say(BOB, f"chatter {n}")) for n in range(10)]
+    assert reasons == ["judge_no"] * 3 + ["judge_budget"] * 7
+    assert len(asked) == 3
+    assert await reason(decide, elsewhere, elsewhere.say(BOB)) == "judge_no"
+    clock.now += timedelta(seconds=20)  # one call back, at 3 a minute
+    assert [await reason(decide, here, here.say(BOB)) for _ in range(2)] == ["judge_no", "judge_budget"]
+    assert len(asked) == decide.judge_calls == 5
 
 
 # --- The decision journal and what the replies say -----------------------------------------------

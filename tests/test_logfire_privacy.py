@@ -18,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agent import ChatDeps, build_responder, generate_reply
 from bot import configure_logging
 from config import Settings
-from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider
+from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider, log_decision
 from history import ArchivedMessage, HistoryArchive
 
 BOT, MALLORY, CHANNEL, GUILD = 1, 66, 500, 42
@@ -66,7 +66,7 @@ async def answer_and_decide(settings: Settings, tmp_path: Path) -> None:
         conversation = manager.start(CHANNEL, [question])
         decider = ResponseDecider()
         await decider.decide(question, conversation, BOT)
-        decider.report(question, Decision(False, "judge_no", "judge", 0.9, detail=JUDGE_WORDS))
+        log_decision(question, Decision(False, "judge_no", "judge", 0.9, detail=JUDGE_WORDS))
         agent = build_responder(settings, model=FunctionModel(search_then_answer), archive_enabled=True)
         deps = ChatDeps("Parley", BOT, GUILD, "Guild", CHANNEL, CHANNEL_NAME, archive, MALLORY, True)
         reply = await generate_reply(agent, conversation, question, deps, settings)
