@@ -493,7 +493,8 @@ class Parley(discord.Client):
             log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
 
     def _decided_here(self, record: MessageRecord, decision: Decision) -> None:
-        """A limit's decision, logged and kept for `/parley why` like the decider's."""
+        """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
+        for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
         self.note_decision(record, decision)
         log_decision(record, decision)
 
@@ -624,7 +625,7 @@ class Parley(discord.Client):
     async def decline_over_budget(self, message: discord.Message, record: MessageRecord) -> None:
         """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
         assert message.guild is not None
-        self.decider.overrule(record, SERVER_BUDGET)
+        self._decided_here(record, SERVER_BUDGET)
         day = self.usage.day
         if self._budget_notices.get(message.guild.id) == day:
             return

@@ -556,10 +556,6 @@ class ResponseDecider:
         confidence = rest[0] if rest else None
         return Decision(respond, f"judge_{'yes' if respond else 'no'}", "judge", confidence, detail)
 
-    def overrule(self, message: MessageRecord, decision: Decision) -> None:
-        """Report a later verdict on a message this decider chose to answer (a budget said no), as its own are."""
-        self._log(message, decision)
-
     def _log(self, message: MessageRecord, decision: Decision) -> None:
         if self.on_decision is not None:
             self.on_decision(message, decision)
