@@ -124,6 +124,8 @@ class ChatDeps:
     channel_name: str
     archive: MessageArchive | None
     requester_id: int
+    # Discord's Read Message History for the person asking, in this channel: the tools read for them.
+    requester_can_read_history: bool
     # Set when the answer's limits withdraw the tools, to the limit that did (`wind_down_reason`); they stay withdrawn.
     wound_down: str | None = None
 
@@ -672,6 +674,10 @@ async def get_channel_stats(ctx: RunContext[ChatDeps], hours: float | None = Non
 
 
 ARCHIVE_TOOLS = (search_history, get_recent_messages, get_channel_stats)
+HISTORY_NOT_PERMITTED = (
+    "The person asking lacks the Read Message History permission in this channel, so its history cannot be"
+    " read for them."
+)
 
 
 async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[MessageArchive], Awaitable[str]]) -> str:
@@ -679,6 +685,14 @@ async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[Me
     archive = ctx.deps.archive
     if archive is None:
         return "The message archive is not available."
+    if not ctx.deps.requester_can_read_history:
+        log.info(
+            "%s refused in channel %s: user %s cannot read its history",
+            tool,
+            ctx.deps.channel_id,
+            ctx.deps.requester_id,
+        )
+        return HISTORY_NOT_PERMITTED
     log.info(
         "%s in channel %s for user %s",
         tool,

@@ -13,7 +13,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -23,6 +23,7 @@ import discord
 import logfire
 import yarl
 from discord import app_commands
+from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 
@@ -52,7 +53,17 @@ from conversation import (
     log_decision,
     utc_now,
 )
-from discord_io import record_from_archive, reply_mentions, split_message, to_archived, to_record, typing_indicator
+from discord_io import (
+    is_automated,
+    may_read_history,
+    record_from_archive,
+    reply_mentions,
+    safe_text,
+    split_message,
+    to_archived,
+    to_record,
+    typing_indicator,
+)
 from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
@@ -205,6 +216,46 @@ def _without(entries: deque[LoggedDecision], message_ids: set[int]) -> deque[Log
     return deque((entry for entry in entries if entry.message_id not in message_ids), maxlen=entries.maxlen)
 
 
+# --- Other bots and webhooks ---------------------------------------------------------------------
+
+BOT_NOT_LISTED = Decision(False, "other_bot", "gate")
+BOT_LOOP = Decision(False, "bot_loop", "gate")
+
+
+class BotGate:
+    """Which automated messages may make Parley answer: allow-listed bots and webhooks, a few turns at a time.
+
+    A bot, webhook or system author never triggers an answer unless its id is allow-listed. Even
+    then, two bots that answer each other's mentions would go on forever, so after `max_exchanges`
+    admitted triggers in a channel without a human message in between, the rest are refused.
+    """
+
+    def __init__(
+        self, allowed_ids: frozenset[int], max_exchanges: int, *, max_channels: int = JOURNAL_MAX_CHANNELS
+    ) -> None:
+        self.allowed_ids = allowed_ids
+        self.max_exchanges = max_exchanges
+        self.max_channels = max_channels
+        # Bot triggers admitted per channel since its last human message; only channels with bot traffic.
+        self._exchanges: OrderedDict[int, int] = OrderedDict()
+
+    def human_spoke(self, channel_id: int) -> None:
+        self._exchanges.pop(channel_id, None)
+
+    def refusal(self, author_id: int, channel_id: int) -> Decision | None:
+        """Why an automated message addressed to Parley may not make it answer; None admits it, counting one turn."""
+        if author_id not in self.allowed_ids:
+            return BOT_NOT_LISTED
+        exchanges = self._exchanges.pop(channel_id, 0)
+        if exchanges >= self.max_exchanges:
+            self._exchanges[channel_id] = exchanges
+            return BOT_LOOP
+        self._exchanges[channel_id] = exchanges + 1
+        if len(self._exchanges) > self.max_channels:
+            self._exchanges.popitem(last=False)
+        return None
+
+
 # --- The client -------------------------------------------------------------------------------
 
 
@@ -250,6 +301,7 @@ class Parley(discord.Client):
         # Per channel, the message id its context starts after: set by /parley forget.
         self.forget_markers: dict[int, int] = {}
         self.decisions = DecisionJournal()
+        self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
         # The UTC day each server was last told its budget is spent.
@@ -332,11 +384,27 @@ class Parley(discord.Client):
             self.archive.add(to_archived(message))
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
-        if message.author.bot and self.settings.ignore_other_bots:
-            return
         if message.type not in CHAT_MESSAGE_TYPES:
             return
+        if not is_automated(message):
+            self.bot_gate.human_spoke(message.channel.id)
+        elif self._refuse_automated(to_record(message)):
+            return
+        # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
+        # never answers them (`other_bot`).
         await self.handle(message)
+
+    def _refuse_automated(self, record: MessageRecord) -> bool:
+        """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
+        assert self.user is not None
+        if not addresses_bot(record, self.user.id):
+            return False
+        refusal = self.bot_gate.refusal(record.author_id, record.channel_id)
+        if refusal is None:
+            return False
+        self.manager.record_message(record.channel_id, record)
+        self._decided_here(record, refusal)
+        return True
 
     async def handle(self, message: discord.Message) -> None:
         """Record, decide and answer one message; a channel's messages are decided in arrival order.
@@ -529,14 +597,15 @@ class Parley(discord.Client):
             await self.decline_over_budget(message, record)
             return
         deps = ChatDeps(
-            bot_name=self.user.display_name,
+            bot_name=safe_text(self.user.display_name),
             bot_user_id=self.user.id,
             guild_id=message.guild.id,
-            guild_name=message.guild.name,
+            guild_name=safe_text(message.guild.name),
             channel_id=message.channel.id,
-            channel_name=getattr(message.channel, "name", str(message.channel.id)),
+            channel_name=safe_text(getattr(message.channel, "name", str(message.channel.id))),
             archive=self.archive,
             requester_id=message.author.id,
+            requester_can_read_history=may_read_history(message),
         )
         async with typing_indicator(message.channel):
             try:
@@ -666,23 +735,35 @@ class Parley(discord.Client):
         self.channel_modes.pop(channel_id, None)
         self.forget_markers.pop(channel_id, None)
 
-    # -- Archive upkeep: Discord's developer terms require honouring edits and deletions --
+    # -- Edits and deletions: Discord's developer terms require honouring them in the archive, and what
+    # the model is sent next must be the channel as it now stands, so the live conversation follows too.
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        if self.archive is None or "content" not in payload.data:
+        # discord.py types the update as a whole message; an embed resolving sends one without content.
+        data: Mapping[str, object] = payload.data
+        if "content" not in data:
             return
-        edited = payload.message.edited_at or utc_now()
-        self.archive.edit(payload.message_id, payload.message.clean_content, edited)
+        text = safe_text(payload.message.clean_content)
+        conversation = self.manager.get(payload.channel_id)
+        if conversation is not None:
+            conversation.edit(payload.message_id, text)
+        if self.archive is not None:
+            self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self.decisions.forget_messages(payload.channel_id, [payload.message_id])
-        if self.archive is not None:
-            self.archive.delete([payload.message_id])
+        self._forget_messages(payload.channel_id, [payload.message_id])
 
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        self.decisions.forget_messages(payload.channel_id, payload.message_ids)
+        self._forget_messages(payload.channel_id, payload.message_ids)
+
+    def _forget_messages(self, channel_id: int, message_ids: Collection[int]) -> None:
+        self.decisions.forget_messages(channel_id, message_ids)
+        conversation = self.manager.get(channel_id)
+        if conversation is not None:
+            for message_id in message_ids:
+                conversation.delete(message_id)
         if self.archive is not None:
-            self.archive.delete(payload.message_ids)
+            self.archive.delete(message_ids)
 
     async def on_guild_channel_delete(self, channel: discord.abc.GuildChannel) -> None:
         self.manager.end(channel.id)
@@ -917,21 +998,75 @@ def describe_mode_change(channel_id: int, mode: str, *, kept: bool) -> str:
 # --- Composition root --------------------------------------------------------------------------
 
 
-def configure_logging(settings: Settings) -> None:
-    """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs and model runs also go to Logfire."""
-    logfire.configure(send_to_logfire="if-token-present", service_name="parley", console=False)
+# Log-record attributes holding what members wrote or chose: names, and the judge's words about a message.
+CONTENT_ATTRIBUTES = ("author", "detail")
+REDACTED = "[redacted]"
+
+
+def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProcessor] = ()) -> None:
+    """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs, decisions and model runs also go to Logfire.
+
+    Logfire gets message text (prompts, tool arguments and results, answers, and the names and
+    excerpts in log records) only with LOGFIRE_INCLUDE_CONTENT=true. `span_processors` are handed
+    everything Logfire would send (tests capture it with them).
+    """
+    token = settings.logfire_token
+    logfire.configure(
+        send_to_logfire=token is not None,
+        token=token.get_secret_value() if token is not None else None,
+        service_name="parley",
+        console=False,
+        additional_span_processors=list(span_processors),
+        scrubbing=logfire.ScrubbingOptions(callback=_keep_ids),
+    )
     handlers: list[logging.Handler] = [logging.StreamHandler()]
-    if os.environ.get("LOGFIRE_TOKEN"):
-        # Without a token, spans and log records would go nowhere, yet building them costs about
-        # 2 ms a model call and 0.2 ms a log record.
-        logfire.instrument_pydantic_ai()
-        handlers.append(logfire.LogfireLoggingHandler())
+    # Without a destination, spans and log records would go nowhere, yet building them costs about
+    # 2 ms a model call and 0.2 ms a log record.
+    if token is not None or span_processors:
+        content = settings.logfire_include_content
+        logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
+        handlers.append(logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler())
     logging.basicConfig(
         level=settings.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
         force=True,
     )
+
+
+def _keep_ids(match: logfire.ScrubMatch) -> Any:
+    """Keep `author_id`, which Logfire's scrubber would hide because it contains "auth"; an id is no credential."""
+    return match.value if match.path[-1] == "author_id" else None
+
+
+class ContentFreeLogfireHandler(logfire.LogfireLoggingHandler):
+    """Logfire's log handler, minus what members wrote or chose.
+
+    A record's `CONTENT_ATTRIBUTES` are left out, and so are their values among its format
+    arguments (the message reads "by [redacted]"); ids, reasons and tiers still go.
+    """
+
+    def fill_attributes(self, record: logging.LogRecord) -> dict[str, Any]:
+        hidden = [record.__dict__[key] for key in CONTENT_ATTRIBUTES if key in record.__dict__]
+        if not hidden:
+            return super().fill_attributes(record)
+        fields = {key: value for key, value in record.__dict__.items() if key not in CONTENT_ATTRIBUTES}
+        redacted = logging.makeLogRecord(fields)
+        if isinstance(record.args, tuple):
+            redacted.args = tuple(REDACTED if isinstance(arg, str) and arg in hidden else arg for arg in record.args)
+        return super().fill_attributes(redacted)
+
+
+RETIRED_SETTINGS = {
+    "IGNORE_OTHER_BOTS": "other bots, webhooks and system messages are answered only if listed in ANSWER_BOT_IDS",
+}
+
+
+def warn_about_retired_settings(environ: Mapping[str, str]) -> None:
+    """Say which variables set for an older Parley are now ignored, and what replaced them."""
+    for name, instead in RETIRED_SETTINGS.items():
+        if name in environ:
+            log.warning("%s is no longer read: %s", name, instead)
 
 
 def point_at_discord(settings: Settings) -> None:
@@ -1013,6 +1148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(describe_settings_error(error), file=sys.stderr)
         return 2
     configure_logging(settings)
+    warn_about_retired_settings(os.environ)
     point_at_discord(settings)
     client = build_client(settings, sync_commands=args.sync)
     # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's

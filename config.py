@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import ipaddress
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
+
+# The bot token travels to DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL: only over TLS, or to this machine.
+_SECURE_SCHEMES = {"discord_api_base_url": ("https", "http"), "discord_gateway_url": ("wss", "ws")}
 
 
 class Settings(BaseSettings):
@@ -97,12 +102,33 @@ class Settings(BaseSettings):
         True, description="Offer the model the archive's search, recent-messages and stats tools (needs tool calling)."
     )
 
-    discord_api_base_url: str | None = Field(None, description="REST proxy, e.g. a local fake in tests.")
-    discord_gateway_url: str | None = Field(None, description="Gateway proxy, e.g. a local fake in tests.")
-    ignore_other_bots: bool = Field(True, description="Never react to other bots.")
+    discord_api_base_url: str | None = Field(
+        None, description="REST proxy, e.g. a local fake in tests: https://, or http:// to a loopback address only."
+    )
+    discord_gateway_url: str | None = Field(
+        None, description="Gateway proxy, e.g. a local fake in tests: wss://, or ws:// to a loopback address only."
+    )
+    answer_bot_ids: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of other bots and webhooks whose @mentions and replies Parley answers, comma-separated;"
+        " any other bot, webhook or system message never makes it answer.",
+    )
+    max_bot_exchanges: int = Field(
+        3,
+        ge=1,
+        description="Answers to allow-listed bots in a channel without a human message in between (a loop guard).",
+    )
     guild_id: int | None = Field(None, description="Guild for instant slash-command sync while developing.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Console log level.")
+    logfire_token: SecretStr | None = Field(
+        None, description="With it, logs, decisions and model runs (without message text) also go to Logfire."
+    )
+    logfire_include_content: bool = Field(
+        False,
+        description="Also send message text to Logfire: prompts, instructions, tool arguments and results, answers,"
+        " and the author names and judge's words in Parley's own log records.",
+    )
 
     @field_validator("discord_token")
     @classmethod
@@ -128,6 +154,38 @@ class Settings(BaseSettings):
             raise ValueError("names no file")
         return value
 
+    @field_validator("discord_api_base_url", "discord_gateway_url")
+    @classmethod
+    def _token_stays_private(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        secure, plain = _SECURE_SCHEMES[str(info.field_name)]
+        parts = urlsplit(value)
+        host = parts.hostname
+        if host and (parts.scheme == secure or (parts.scheme == plain and _is_loopback(host))):
+            return value
+        raise ValueError(
+            f"must be a {secure}:// URL ({plain}:// only to a loopback address such as 127.0.0.1, localhost or"
+            " [::1]), because the bot token is sent there"
+        )
+
+    @field_validator("logfire_token", mode="before")
+    @classmethod
+    def _blank_token_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("answer_bot_ids", mode="before")
+    @classmethod
+    def _comma_separated_ids(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        ids = value.replace(",", " ").split()
+        bad = [item for item in ids if not (item.isascii() and item.isdigit())]
+        if bad:
+            raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
+        return frozenset(int(item) for item in ids)
+
     @field_validator("answer_output_tokens_limit")
     @classmethod
     def _room_for_one_response(cls, value: int, info: ValidationInfo) -> int:
@@ -150,6 +208,15 @@ class Settings(BaseSettings):
     @property
     def archive_tools_enabled(self) -> bool:
         return self.archive_enabled and self.history_tools
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def describe_settings_error(error: ValidationError) -> str:

@@ -23,6 +23,21 @@ DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/me
 
 # --- Turning Discord messages into engine records ----------------------------------------------
 
+# Some clients send lone UTF-16 surrogates, which UTF-8 (SQLite, the model's JSON) cannot encode, and
+# NUL, which many C libraries read as the end of the text.
+_UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
+
+
+def safe_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD and each NUL dropped, so it can go anywhere."""
+    if text.isascii():
+        return text.replace("\x00", "") if "\x00" in text else text
+    return _UNENCODABLE.sub(_replacement, text)
+
+
+def _replacement(match: re.Match[str]) -> str:
+    return "" if match.group() == "\x00" else "\ufffd"
+
 
 def to_record(message: discord.Message) -> MessageRecord:
     """The engine's view of a Discord message."""
@@ -30,14 +45,31 @@ def to_record(message: discord.Message) -> MessageRecord:
         message_id=message.id,
         channel_id=message.channel.id,
         author_id=message.author.id,
-        author=message.author.display_name,
-        content=message.clean_content,
+        author=safe_text(message.author.display_name),
+        content=safe_text(message.clean_content),
         timestamp=message.created_at,
-        is_bot=message.author.bot,
+        is_bot=is_automated(message),
         mention_ids=frozenset(user.id for user in message.mentions),
         reply_to_author_id=replied_author_id(message),
         mentions_everyone=message.mention_everyone,
     )
+
+
+def is_automated(message: discord.Message) -> bool:
+    """Whether a bot, a webhook or Discord itself wrote the message, rather than a person."""
+    author = message.author
+    return author.bot or author.system or message.webhook_id is not None
+
+
+def may_read_history(message: discord.Message) -> bool:
+    """Whether the author has Read Message History where they wrote; a webhook, which is no member, has not."""
+    author = message.author
+    if not isinstance(author, discord.Member):
+        return False
+    try:
+        return message.channel.permissions_for(author).read_message_history
+    except discord.ClientException:
+        return False  # a thread whose parent channel is not cached: its permissions are unknown
 
 
 def replied_author_id(message: discord.Message) -> int | None:
@@ -73,10 +105,10 @@ def to_archived(message: discord.Message) -> ArchivedMessage:
         guild_id=message.guild.id if message.guild else 0,
         channel_id=message.channel.id,
         author_id=message.author.id,
-        author_name=message.author.display_name,
-        content=message.clean_content,
+        author_name=safe_text(message.author.display_name),
+        content=safe_text(message.clean_content),
         created_at=message.created_at,
-        is_bot=message.author.bot,
+        is_bot=is_automated(message),
         reply_to_message_id=message.reference.message_id if message.reference else None,
         edited_at=message.edited_at,
         mention_ids=frozenset(user.id for user in message.mentions),

@@ -256,6 +256,8 @@ _PRAGMAS = (
     "PRAGMA cache_size = -32768",
     # Without a cap the WAL file keeps the size of the largest burst forever.
     "PRAGMA journal_size_limit = 67108864",
+    # Deleted messages must be gone, not left readable in free pages of the file (Discord's terms).
+    "PRAGMA secure_delete = ON",
 )
 
 

@@ -36,6 +36,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import (
+    HISTORY_NOT_PERMITTED,
     HOURS_MAX,
     LIMIT_NOTE,
     OPENAI_COMPATIBLE_SERVER,
@@ -88,7 +89,7 @@ def conversation_of(*messages: MessageRecord, llm_history: list[ModelMessage] | 
     return conversation
 
 
-def deps(archive: Any = None) -> ChatDeps:
+def deps(archive: Any = None, *, can_read_history: bool = True) -> ChatDeps:
     return ChatDeps(
         bot_name="Parley",
         bot_user_id=BOT,
@@ -98,6 +99,7 @@ def deps(archive: Any = None) -> ChatDeps:
         channel_name="general",
         archive=archive,
         requester_id=ALICE,
+        requester_can_read_history=can_read_history,
     )
 
 
@@ -586,6 +588,20 @@ async def test_tool_trouble_is_a_short_text_result(make_settings, archive, expec
     reply = await reply_to(new, settings, model, archive=archive, archive_enabled=True)
     assert tool_returns(reply.messages)[0].content == expected
     assert reply.text == "done"
+
+
+async def test_tools_read_nothing_for_a_member_without_read_message_history(make_settings):
+    """Without Read Message History, every tool says so and the archive is never read."""
+    archive = FakeArchive()
+    model, _ = scripted(
+        calls(("search_history", {"query": "release"}), ("get_recent_messages", {}), ("get_channel_stats", {}))
+    )
+    settings = make_settings()
+    new = msg(ALICE, "Alice", "what did I miss?", 0)
+    agent = build_responder(settings, model=model, archive_enabled=True)
+    reply = await generate_reply(agent, conversation_of(new), new, deps(archive, can_read_history=False), settings)
+    assert [r.content for r in tool_returns(reply.messages)] == [HISTORY_NOT_PERMITTED] * 3
+    assert archive.calls == []
 
 
 async def test_no_tools_when_the_archive_is_off(make_settings):

@@ -13,7 +13,14 @@ from pathlib import Path
 import logfire
 import pytest
 
-from bot import configure_logging
+from bot import (
+    BOT_LOOP,
+    BOT_NOT_LISTED,
+    BotGate,
+    ContentFreeLogfireHandler,
+    configure_logging,
+    warn_about_retired_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +44,7 @@ def root_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     saved = root.handlers[:], root.level
     calls: list[str] = []
     monkeypatch.setattr(logfire, "configure", lambda **options: calls.append("configure"))
-    monkeypatch.setattr(logfire, "instrument_pydantic_ai", lambda: calls.append("instrument_pydantic_ai"))
+    monkeypatch.setattr(logfire, "instrument_pydantic_ai", lambda **options: calls.append("instrument_pydantic_ai"))
     yield calls
     root.handlers[:], root.level = saved[0], saved[1]
 
@@ -56,8 +63,28 @@ def test_with_logfire_token_logs_and_model_runs_go_to_logfire(make_settings, roo
     monkeypatch.setenv("LOGFIRE_TOKEN", "test-token")
     configure_logging(make_settings())
     handlers = logging.getLogger().handlers
-    assert [type(handler) for handler in handlers] == [logging.StreamHandler, logfire.LogfireLoggingHandler]
+    assert [type(handler) for handler in handlers] == [logging.StreamHandler, ContentFreeLogfireHandler]
     assert root_logging == ["configure", "instrument_pydantic_ai"]
+
+
+def test_bot_gate_counts_turns_per_channel_until_a_human_speaks() -> None:
+    """A listed bot gets `max_exchanges` turns per channel, more after a human message; an unlisted one none."""
+    gate = BotGate(frozenset({7}), max_exchanges=2, max_channels=2)
+    assert gate.refusal(8, channel_id=1) is BOT_NOT_LISTED
+    assert [gate.refusal(7, channel_id=1) for _ in range(3)] == [None, None, BOT_LOOP]
+    assert gate.refusal(7, channel_id=2) is None
+    gate.human_spoke(1)
+    assert gate.refusal(7, channel_id=1) is None
+
+
+def test_retired_ignore_other_bots_is_named_with_its_replacement(caplog: pytest.LogCaptureFixture) -> None:
+    """IGNORE_OTHER_BOTS left in the environment draws a warning that names ANSWER_BOT_IDS; without it, none."""
+    warn_about_retired_settings({"DISCORD_TOKEN": "x"})
+    assert caplog.records == []
+    warn_about_retired_settings({"IGNORE_OTHER_BOTS": "false"})
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and "IGNORE_OTHER_BOTS" in record.getMessage()
+    assert "ANSWER_BOT_IDS" in record.getMessage()
 
 
 def run_bot(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.archive_enabled
     assert settings.judge_model == settings.llm_model
     assert settings.use_llm_judge is False
-    assert settings.ignore_other_bots is True
+    assert settings.answer_bot_ids == frozenset() and settings.max_bot_exchanges == 3
+    assert settings.logfire_token is None and settings.logfire_include_content is False
     assert settings.llm_base_url is None
 
 
@@ -91,6 +92,84 @@ def test_out_of_range_and_bad_url_are_reported_together(monkeypatch: pytest.Monk
     assert "FOLLOWUP_WINDOW_SECONDS is invalid" in line
     assert "DATABASE_URL is invalid" in line and "sqlite:///" in line
     assert "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("variable", "url"),
+    [
+        ("DISCORD_API_BASE_URL", "https://discord-proxy.example/api/v10"),
+        ("DISCORD_API_BASE_URL", "http://127.0.0.1:8080/api/v10"),
+        ("DISCORD_API_BASE_URL", "http://127.8.9.10/api"),
+        ("DISCORD_API_BASE_URL", "http://localhost:8080/api/v10"),
+        ("DISCORD_API_BASE_URL", "http://[::1]:8080/api/v10"),
+        ("DISCORD_GATEWAY_URL", "wss://gateway-proxy.example/"),
+        ("DISCORD_GATEWAY_URL", "ws://127.0.0.1:9000/gateway"),
+    ],
+)
+def test_discord_endpoints_over_tls_or_to_this_machine_are_accepted(
+    monkeypatch: pytest.MonkeyPatch, variable: str, url: str
+) -> None:
+    """TLS endpoints anywhere, and plain http/ws ones on a loopback address, are accepted as given."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv(variable, url)
+    assert getattr(Settings(), variable.lower()) == url
+
+
+@pytest.mark.parametrize(
+    ("variable", "url"),
+    [
+        ("DISCORD_API_BASE_URL", "http://discord-proxy.example/api/v10"),
+        ("DISCORD_API_BASE_URL", "http://localhost.evil.example/api"),
+        ("DISCORD_API_BASE_URL", "http://10.0.0.5/api"),
+        ("DISCORD_API_BASE_URL", "ftp://127.0.0.1/api"),
+        ("DISCORD_API_BASE_URL", "wss://discord-proxy.example/api"),
+        ("DISCORD_API_BASE_URL", "discord-proxy.example/api"),
+        ("DISCORD_GATEWAY_URL", "ws://gateway-proxy.example/"),
+        ("DISCORD_GATEWAY_URL", "https://gateway-proxy.example/"),
+    ],
+)
+def test_discord_endpoint_that_would_leak_the_token_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, variable: str, url: str
+) -> None:
+    """Plain http/ws to another host, or any other scheme, is one configuration line naming the variable."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv(variable, url)
+    line = error_line()
+    assert line.startswith(f"Configuration error: {variable} is invalid:") and "loopback" in line
+    assert "\n" not in line
+
+
+def test_answer_bot_ids_are_read_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ANSWER_BOT_IDS takes ids separated by commas (spaces allowed); empty means none."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("ANSWER_BOT_IDS", "1187034472391798790, 42,")
+    assert Settings().answer_bot_ids == {1187034472391798790, 42}
+    monkeypatch.setenv("ANSWER_BOT_IDS", "")
+    assert Settings().answer_bot_ids == frozenset()
+
+
+def test_answer_bot_ids_that_are_not_ids_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name instead of an id in ANSWER_BOT_IDS is one line naming the variable and the bad item."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("ANSWER_BOT_IDS", "42,helperbot")
+    line = error_line()
+    assert line.startswith("Configuration error: ANSWER_BOT_IDS is invalid:") and "'helperbot'" in line
+
+
+def test_logfire_token_comes_from_the_environment_and_stays_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOGFIRE_TOKEN is read from the environment as a secret that neither repr nor str reveals."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_secret")
+    settings = Settings()
+    assert settings.logfire_token is not None and settings.logfire_token.get_secret_value() == "pylf_v1_secret"
+    assert "pylf_v1_secret" not in repr(settings) + str(settings)
+
+
+def test_blank_logfire_token_means_no_logfire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOGFIRE_TOKEN set to nothing (a common .env leftover) is the same as unset."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("LOGFIRE_TOKEN", " ")
+    assert Settings().logfire_token is None
 
 
 def test_admission_limits_default_and_reject_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:

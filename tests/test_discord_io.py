@@ -1,4 +1,4 @@
-"""Tests for discord_io.py: splitting long answers into posts (it always ends: issue 18) and mention safety."""
+"""Tests for discord_io.py: splitting answers into posts (it always ends: issue 18), mentions, text made safe."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import discord
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discord_io import MAX_REOPENED_FENCE, SplitStep, _open_fence, reply_mentions, split_message, split_steps
+from discord_io import MAX_REOPENED_FENCE, SplitStep, _open_fence, reply_mentions, safe_text, split_message, split_steps
 
 
 def words(text: str) -> list[str]:
@@ -237,3 +237,19 @@ def test_whitespace_only_text_is_no_post() -> None:
     """Blank text (newlines, spaces, CRLF) makes no post: Discord refuses empty messages."""
     assert split_message("\n" * 5000) == []
     assert split_message(" \r\n" * 3000) == []
+
+
+def test_safe_text_replaces_lone_surrogates_and_drops_nul() -> None:
+    """Lone surrogates become U+FFFD and NUL disappears; emoji, accents and plain text are untouched."""
+    assert safe_text("a\ud800b\udfffc\x00d") == "a\ufffdb\ufffdcd"
+    assert safe_text("nul\x00 in ascii") == "nul in ascii"
+    for text in ("plain", "café 🎉 ok", "日本語", ""):
+        assert safe_text(text) == text
+
+
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_safe_text_always_encodes(text: str) -> None:
+    """Whatever comes in, the result encodes as UTF-8 and holds no NUL."""
+    cleaned = safe_text(text)
+    cleaned.encode("utf-8")
+    assert "\x00" not in cleaned

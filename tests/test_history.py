@@ -555,6 +555,29 @@ async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
     assert after == before
 
 
+async def test_deleted_text_is_overwritten_not_left_in_free_pages(db_path: Path) -> None:
+    """Both of the archive's connections run with secure_delete on: SQLite overwrites what a deletion frees."""
+    archive = await HistoryArchive.open(db_path)
+    try:
+        for connection in (archive._db, archive._reader):
+            assert [tuple(row) for row in await connection.execute_fetchall("PRAGMA secure_delete")] == [(1,)]
+    finally:
+        await archive.close()
+
+
+async def test_deleted_message_text_is_not_left_in_the_file(db_path: Path) -> None:
+    """After a deletion the message's sentence is nowhere in the archive's files (the search index keeps words only)."""
+    archive = await HistoryArchive.open(db_path)
+    secret = "the launch code is tango-4512, tell nobody"
+    for message_id in range(1, 40):
+        archive.add(msg(message_id, secret if message_id == 7 else f"filler message number {message_id}"))
+    await archive.flush()
+    archive.delete([7])
+    await archive.close()
+    files = [path.read_bytes() for path in db_path.parent.iterdir() if path.name.startswith(db_path.name)]
+    assert files and not any(b"launch code is tango" in data for data in files)
+
+
 async def test_refuses_newer_schema(db_path: Path) -> None:
     """A file from a newer version of the code is not opened."""
     db_path.parent.mkdir(parents=True)

@@ -1,0 +1,184 @@
+"""End-to-end guards: bots and webhooks, text that cannot be encoded, the history permission, Logfire's content."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import discord
+import pytest
+from e2e_support import QUIET, RunningBot, assert_silent, decided, eventually, request_texts, say
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, FakeDiscord
+from fake_llm import FakeLLM, ToolCall, message_text
+
+LONE_SURROGATE = "\ud800"
+
+
+async def test_message_with_a_lone_surrogate_is_answered_and_archived(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lone UTF-16 surrogate (some clients send them) is answered and archived, with no error logged."""
+    caplog.set_level(logging.INFO)
+    client = await bot.start()
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> what is {LONE_SURROGATE}this{LONE_SURROGATE}?\x00")
+    [post] = await fake.wait_for_posts(1)
+    assert "sorry" not in post.content.lower()
+    assert "this" in request_texts(llm.requests[0])[-1]
+    archive = client.archive
+    assert archive is not None
+    await archive.flush()
+    stored = {row.message_id: row.content for row in await archive.recent(CHANNEL_ID)}
+    assert stored[int(question["id"])] == "@Parley what is \ufffdthis\ufffd?"
+    await eventually(lambda: any(entry.reason == "mention" for entry in client.decisions.recent(CHANNEL_ID)))
+    assert [record for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info] == []
+
+
+async def test_edit_to_a_lone_surrogate_is_archived(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An edit whose new text holds a lone surrogate updates the archive, with no error logged."""
+    client = await bot.start()
+    original = await say(fake, ALICE_ID, "meeting on tuesday")
+    await fake.edit_user_message(CHANNEL_ID, int(original["id"]), f"meeting on {LONE_SURROGATE}thursday")
+    archive = client.archive
+    assert archive is not None
+
+    async def stored_text() -> str | None:
+        await archive.flush()
+        return {row.message_id: row.content for row in await archive.recent(CHANNEL_ID)}.get(int(original["id"]))
+
+    async with asyncio.timeout(5):
+        while await stored_text() != "meeting on \ufffdthursday":  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.02)
+    assert [record for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info] == []
+
+
+# --- Other bots, webhooks and system messages --------------------------------------------------
+
+
+async def auto_reply_bot(fake: FakeDiscord, *, max_rounds: int = 10) -> list[dict[str, Any]]:
+    """Another bot that mentions Parley, then replies to each of Parley's posts mentioning it again.
+
+    Stops when Parley stays quiet for a while (or after `max_rounds`); returns the bot's messages.
+    """
+    sent = [await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> hello, fellow bot")]
+    for _ in range(max_rounds):
+        try:
+            posts = await fake.wait_for_posts(len(sent), CHANNEL_ID, timeout=QUIET)
+        except TimeoutError:
+            break
+        latest = int(posts[-1].message["id"])
+        sent.append(await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> thanks! and what else?", reply_to=latest))
+    return sent
+
+
+async def test_another_bot_is_not_answered_but_the_model_sees_it(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """By default an auto-replying bot that mentions Parley gets no answer, yet its words reach the model."""
+    client = await bot.start()
+    sent = await auto_reply_bot(fake)
+    assert len(sent) == 1 and fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
+    assert (await decided(client, sent[0])).reason == "other_bot"
+
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> the build is green")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what did the bot say?")
+    await fake.wait_for_posts(2, CHANNEL_ID)
+    assert "the build is green" in " ".join(request_texts(llm.requests[-1]))
+    assert len(llm.requests) == 2
+
+
+async def test_allow_listed_bot_gets_at_most_max_bot_exchanges_answers(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """An allow-listed auto-replying bot is answered MAX_BOT_EXCHANGES times, then the loop guard stops it."""
+    client = await bot.start(answer_bot_ids=frozenset({OTHER_BOT_ID}), max_bot_exchanges=3)
+    sent = await auto_reply_bot(fake)
+    assert len(fake.posts_in(CHANNEL_ID)) == 3 and len(llm.requests) == 3
+    assert len(sent) == 4
+    stopped = await decided(client, sent[-1])
+    assert (stopped.reason, stopped.tier, stopped.respond) == ("bot_loop", "gate", False)
+
+    await say(fake, ALICE_ID, "carry on, you two")
+    await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> one more?")
+    await fake.wait_for_posts(4, CHANNEL_ID)
+
+
+def automated_message(fake: FakeDiscord, content: str, **fields: Any) -> dict[str, Any]:
+    """A MESSAGE_CREATE in #general from no member: a webhook's post or a system message, per `fields`."""
+    message = fake.add_history(CHANNEL_ID, ALICE_ID, content)
+    return {**message, "guild_id": str(GUILD_ID), "mentions": [fake.users[BOT_ID].payload()], **fields}
+
+
+WEBHOOK_ID = 1187034472391798999
+WEBHOOK_AUTHOR = {"id": str(WEBHOOK_ID), "username": "Deploy Hook", "discriminator": "0000", "avatar": None}
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"),
+    [
+        ("webhook", {"webhook_id": str(WEBHOOK_ID), "author": WEBHOOK_AUTHOR}),
+        ("system", {"type": 7}),  # a member join
+        ("system author", {"author": {**WEBHOOK_AUTHOR, "system": True}}),
+    ],
+)
+async def test_webhooks_and_system_messages_never_trigger_an_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, kind: str, fields: dict[str, Any]
+) -> None:
+    """A webhook post, a system message or a system author mentioning Parley gets no answer."""
+    await bot.start()
+    await fake.dispatch("MESSAGE_CREATE", automated_message(fake, f"<@{BOT_ID}> deploy finished", **fields))
+    await assert_silent(fake, 0)
+    assert llm.requests == []
+
+
+async def test_allow_listed_webhook_is_answered(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A webhook whose id is in ANSWER_BOT_IDS is answered like a person's mention."""
+    await bot.start(answer_bot_ids=frozenset({WEBHOOK_ID}))
+    fields = {"webhook_id": str(WEBHOOK_ID), "author": WEBHOOK_AUTHOR}
+    await fake.dispatch("MESSAGE_CREATE", automated_message(fake, f"<@{BOT_ID}> deploy finished", **fields))
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID)
+    assert "deploy finished" in post.content
+
+
+# --- The history tools and Read Message History ------------------------------------------------
+
+
+async def deny_read_message_history(fake: FakeDiscord, member_id: int) -> None:
+    """Give #general a permission overwrite that denies `member_id` Read Message History, as a moderator would."""
+    denied = discord.Permissions(read_message_history=True).value
+    overwrite = {"id": str(member_id), "type": 1, "allow": "0", "deny": str(denied)}  # type 1: a member
+    await fake.dispatch("CHANNEL_UPDATE", {**fake.channels[CHANNEL_ID].payload(), "permission_overwrites": [overwrite]})
+
+
+def recent_then_answer(request: dict[str, Any]) -> Any:
+    """The model reads the channel's recent messages once per question, then answers."""
+    if request["messages"][-1]["role"] == "tool":
+        return "Here is what I found."
+    return ToolCall("get_recent_messages", {"limit": 20})
+
+
+async def test_history_tools_read_nothing_for_a_member_without_read_message_history(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob, denied Read Message History in the channel, gets no archive data; Alice, who has it, does."""
+    client = await bot.start(context_message_count=0)
+    await say(fake, CAROL_ID, "the vault combination is 1-2-3-4")
+    await deny_read_message_history(fake, BOB_ID)
+    channel = client.get_channel(CHANNEL_ID)
+    assert isinstance(channel, discord.TextChannel)
+    await eventually(lambda: channel.overwrites_for(discord.Object(id=BOB_ID)).read_message_history is False)
+    llm.handler = recent_then_answer
+
+    await say(fake, BOB_ID, f"<@{BOT_ID}> what did carol say earlier?")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    [denied] = [message_text(m) for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert "Read Message History" in denied and "1-2-3-4" not in denied
+
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> and what did carol say?")
+    await fake.wait_for_posts(2, CHANNEL_ID)
+    allowed = [message_text(m) for m in llm.requests[3]["messages"] if m["role"] == "tool"]
+    assert "1-2-3-4" in allowed[-1]
