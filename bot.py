@@ -23,6 +23,7 @@ import discord
 import logfire
 import yarl
 from discord import app_commands
+from dotenv import dotenv_values
 from pydantic import ValidationError
 from pydantic_ai import Agent
 
@@ -948,8 +949,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def export_dotenv_variables(env_file: str | os.PathLike[str] | None) -> list[str]:
+    """Copy `.env`'s other variables (provider keys, LOGFIRE_TOKEN, ...) into the environment; returns their names.
+
+    `Settings` reads Parley's own variables from `.env`, but model providers, their SDKs and Logfire
+    read only the process environment. Every non-empty variable the environment does not already
+    have is copied, not a list of known names: pydantic-ai alone reads over 70 and the SDKs more,
+    and the list changes with their releases. The environment wins, as it does for the settings.
+    """
+    if env_file is None or not os.path.isfile(env_file):
+        return []
+    parley_settings = {name.upper() for name in Settings.model_fields}
+    exported = []
+    for name, value in dotenv_values(env_file).items():
+        if value and name.upper() not in parley_settings and name not in os.environ:
+            os.environ[name] = value
+            exported.append(name)
+    return exported
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    env_file = Settings.model_config.get("env_file")
+    export_dotenv_variables(env_file if isinstance(env_file, str | os.PathLike) else None)
     try:
         settings = Settings()
     except ValidationError as error:
