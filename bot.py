@@ -23,7 +23,6 @@ import discord
 import logfire
 import yarl
 from discord import app_commands
-from dotenv import dotenv_values
 from pydantic import ValidationError
 from pydantic_ai import Agent
 
@@ -52,6 +51,15 @@ from conversation import (
 )
 from history import ArchivedMessage, ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
+from preflight import (
+    configuration_problems,
+    describe_configuration,
+    export_dotenv_variables,
+    invite_link,
+    parley_version,
+    required_settings_help,
+    settings_env_file,
+)
 
 log = logging.getLogger("parley")
 
@@ -392,15 +400,23 @@ class Parley(discord.Client):
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
-        if self.settings.archive_enabled:
-            path = sqlite_path_from_url(self.settings.database_url)
-            try:
-                self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
-            except (OSError, sqlite3.Error) as error:
-                raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
-            await self._load_modes(self.archive)
         if self.sync_on_start:
             await self.sync_commands()
+
+    async def open_archive(self) -> None:
+        """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
+
+        `run` calls it before logging in, so an archive that cannot be opened stops the bot before
+        any network traffic.
+        """
+        if not self.settings.archive_enabled or self.archive is not None:
+            return
+        path = sqlite_path_from_url(self.settings.database_url)
+        try:
+            self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
+        except (OSError, sqlite3.Error, RuntimeError) as error:
+            raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
+        await self._load_modes(self.archive)
 
     async def _load_modes(self, archive: HistoryArchive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
@@ -442,7 +458,23 @@ class Parley(discord.Client):
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
         # record of the channels starts again now.
         self.watching_since = utc_now()
-        log.info("connected as %s to %d guild(s)", self.user, len(self.guilds))
+        log.info("%s", self.startup_summary())
+
+    def startup_summary(self) -> str:
+        """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
+        settings = self.settings
+        servers = len(self.guilds)
+        judge = settings.judge_model if self.judge is not None else "off"
+        archive = str(sqlite_path_from_url(settings.database_url)) if settings.archive_enabled else "off"
+        others = len(self.channel_modes)
+        modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
+        line = (
+            f"Parley {parley_version()} connected as {self.user} to {servers} server(s):"
+            f" model {settings.llm_model}, judge {judge}, archive {archive}, {modes}"
+        )
+        if servers == 0 and self.application_id is not None:
+            line += f"; add it to a server with {invite_link(self.application_id)}"
+        return line
 
     # -- Messages --
 
@@ -923,6 +955,7 @@ async def run(client: Parley, token: str) -> None:
         loop.add_signal_handler(signum, stop.set)
     try:
         async with client:
+            await client.open_archive()
             serving = asyncio.create_task(client.start(token))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -939,44 +972,44 @@ async def run(client: Parley, token: str) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bot.py", description="Run Parley; its settings come from the environment (see README.md)."
+        prog="bot.py",
+        description="Run Parley, a Discord bot that joins channel conversations. Its settings come from the"
+        " environment and a .env file in the current folder.",
+        epilog=required_settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration offline (settings, model, provider package and key, archive), print it"
+        " with secrets masked, and exit: 0 if it is fine, 2 if not",
     )
     parser.add_argument(
         "--sync",
         action="store_true",
         help="register the /parley commands with Discord on start (in GUILD_ID alone when set), then run as usual",
     )
+    parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
     return parser.parse_args(argv)
-
-
-def export_dotenv_variables(env_file: str | os.PathLike[str] | None) -> list[str]:
-    """Copy `.env`'s other variables (provider keys, LOGFIRE_TOKEN, ...) into the environment; returns their names.
-
-    `Settings` reads Parley's own variables from `.env`, but model providers, their SDKs and Logfire
-    read only the process environment. Every non-empty variable the environment does not already
-    have is copied, not a list of known names: pydantic-ai alone reads over 70 and the SDKs more,
-    and the list changes with their releases. The environment wins, as it does for the settings.
-    """
-    if env_file is None or not os.path.isfile(env_file):
-        return []
-    parley_settings = {name.upper() for name in Settings.model_fields}
-    exported = []
-    for name, value in dotenv_values(env_file).items():
-        if value and name.upper() not in parley_settings and name not in os.environ:
-            os.environ[name] = value
-            exported.append(name)
-    return exported
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    env_file = Settings.model_config.get("env_file")
-    export_dotenv_variables(env_file if isinstance(env_file, str | os.PathLike) else None)
+    export_dotenv_variables(settings_env_file())
     try:
         settings = Settings()
     except ValidationError as error:
         print(describe_settings_error(error), file=sys.stderr)
         return 2
+    problems = configuration_problems(settings)
+    for problem in problems:
+        print(f"Configuration error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    if args.check:
+        print(describe_configuration(settings))
+        print(f"Parley {parley_version()}: the configuration is complete (checked offline; nothing was sent).")
+        return 0
     configure_logging(settings)
     point_at_discord(settings)
     client = build_client(settings, sync_commands=args.sync)
@@ -984,8 +1017,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
     # https://docs.python.org/3/library/gc.html#gc.freeze
     gc.freeze()
+    token = settings.discord_token.get_secret_value()
     try:
-        asyncio.run(run(client, settings.discord_token.get_secret_value()))
+        asyncio.run(run(client, token))
     except discord.LoginFailure:
         print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2
@@ -998,6 +1032,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except OSError as error:
+        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL.
+        print(f"Could not reach Discord: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
