@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import hashlib
+import json
 import logging
 import os
 import re
@@ -17,6 +19,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import discord
@@ -387,8 +390,8 @@ class Parley(discord.Client):
         # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
         self.channel_modes = {} if channel_modes is None else channel_modes
         self.decisions = DecisionJournal()
-        # `python bot.py --sync`: register the slash commands with Discord in setup_hook.
-        self.sync_on_start = sync_commands
+        # `python bot.py --sync`: register the slash commands even if they did not change.
+        self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
 
@@ -400,8 +403,7 @@ class Parley(discord.Client):
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
-        if self.sync_on_start:
-            await self.sync_commands()
+        await self.sync_commands(force=self.force_command_sync)
 
     async def open_archive(self) -> None:
         """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
@@ -425,23 +427,45 @@ class Parley(discord.Client):
             else:
                 log.warning("ignoring unknown mode %r stored for channel %s", mode, channel_id)
 
-    async def sync_commands(self) -> None:
-        """Register the slash commands with Discord: in GUILD_ID alone (instantly) when set, else globally.
+    async def sync_commands(self, *, force: bool = False) -> None:
+        """Register the slash commands with Discord if they changed since the last time (or if `force`).
 
-        Only on request (`python bot.py --sync`): Discord rate-limits command registration, and
-        the commands change only when the code does.
+        In GUILD_ID alone (usable at once) when set, else globally. Discord rate-limits registration
+        and advises against it on every start, so the hash of what was last registered is kept (in
+        the archive, or in COMMAND_SYNC_FILE without one) and an unchanged tree is not sent again.
         """
         guild_id = self.settings.guild_id
         guild = None if guild_id is None else discord.Object(id=guild_id)
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
+        scope = "globally" if guild is None else f"to guild {guild_id}"
+        key = f"command_sync:{self.application_id}:{guild_id or 'global'}"
+        digest = command_tree_hash(self.tree, guild)
+        if not force and await self._remembered(key) == digest:
+            log.info("slash commands unchanged since they were last registered %s", scope)
+            return
         try:
             synced = await self.tree.sync(guild=guild)
         except discord.HTTPException as error:
             # The bot still works without fresh commands; say why they could not be registered.
             log.error("could not sync the slash commands: %s", error)
             return
-        log.info("synced %d slash command(s) %s", len(synced), "globally" if guild is None else f"to guild {guild_id}")
+        log.info("synced %d slash command(s) %s", len(synced), scope)
+        await self._remember(key, digest)
+
+    async def _remembered(self, key: str) -> str | None:
+        if self.archive is not None:
+            return await self.archive.get_state(key)
+        return await asyncio.to_thread(_read_sync_file().get, key)
+
+    async def _remember(self, key: str, value: str) -> None:
+        try:
+            if self.archive is not None:
+                await self.archive.set_state(key, value)
+            else:
+                await asyncio.to_thread(_write_sync_file, key, value)
+        except (OSError, ArchiveWriteFailed) as error:
+            log.warning("could not note the command registration (%s): the next start registers them again", error)
 
     async def close(self) -> None:
         await super().close()
@@ -947,6 +971,30 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     return client
 
 
+COMMAND_SYNC_FILE = Path("data") / "command-sync.json"
+
+
+def command_tree_hash(tree: app_commands.CommandTree, guild: discord.abc.Snowflake | None) -> str:
+    """A hash of exactly what `tree.sync(guild=guild)` would send to Discord."""
+    payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _read_sync_file() -> dict[str, str]:
+    """The command registrations noted without an archive; nothing if the file is missing or unreadable."""
+    try:
+        noted = json.loads(COMMAND_SYNC_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return noted if isinstance(noted, dict) else {}
+
+
+def _write_sync_file(key: str, value: str) -> None:
+    noted = _read_sync_file() | {key: value}
+    COMMAND_SYNC_FILE.parent.mkdir(parents=True, exist_ok=True)
+    COMMAND_SYNC_FILE.write_text(json.dumps(noted, indent=2, sort_keys=True) + "\n")
+
+
 async def run(client: Parley, token: str) -> None:
     """Run until Discord disconnects for good or SIGTERM/SIGINT asks for a graceful stop."""
     stop = asyncio.Event()
@@ -970,6 +1018,13 @@ async def run(client: Parley, token: str) -> None:
             loop.remove_signal_handler(signum)
 
 
+async def register_commands(client: Parley, token: str) -> None:
+    """`--sync`: log in (which registers the commands, forced) and leave, without opening a gateway session."""
+    async with client:
+        await client.open_archive()
+        await client.login(token)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="bot.py",
@@ -987,7 +1042,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--sync",
         action="store_true",
-        help="register the /parley commands with Discord on start (in GUILD_ID alone when set), then run as usual",
+        help="register the /parley commands with Discord now (in GUILD_ID alone when set), even if unchanged,"
+        " and exit; a normal start registers them whenever they changed",
     )
     parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
     return parser.parse_args(argv)
@@ -1019,7 +1075,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     token = settings.discord_token.get_secret_value()
     try:
-        asyncio.run(run(client, token))
+        asyncio.run(register_commands(client, token) if args.sync else run(client, token))
     except discord.LoginFailure:
         print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2
