@@ -32,7 +32,7 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)")
 
 def pinned_versions(requirements: str) -> dict[str, Version]:
     """The `name==version` pins of a compiled requirements file, by normalized name."""
-    pins = {}
+    pins: dict[str, Version] = {}
     for line in requirements.splitlines():
         match = _PIN.match(line)
         if match:
