@@ -456,7 +456,8 @@ class Parley(discord.Client):
     async def _remembered(self, key: str) -> str | None:
         if self.archive is not None:
             return await self.archive.get_state(key)
-        return await asyncio.to_thread(_read_sync_file().get, key)
+        noted = await asyncio.to_thread(_read_sync_file)
+        return noted.get(key)
 
     async def _remember(self, key: str, value: str) -> None:
         try:
