@@ -9,15 +9,15 @@ import gc
 import hashlib
 import json
 import logging
+import math
 import os
-import re
 import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import logfire
 import yarl
 from discord import app_commands
 from pydantic import ValidationError
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunUsage
 
 from agent import (
     ChatDeps,
@@ -39,6 +39,7 @@ from agent import (
     close_model,
     generate_reply,
 )
+from budget import UsageLedger, UsageSummary, next_utc_midnight
 from config import ChannelMode, Settings, describe_settings_error
 from conversation import (
     CHANNEL_MODES,
@@ -50,10 +51,14 @@ from conversation import (
     Decision,
     MessageRecord,
     ResponseDecider,
+    addresses_bot,
+    log_decision,
     utc_now,
 )
-from history import ArchivedMessage, ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
+from discord_io import record_from_archive, reply_mentions, split_message, to_archived, to_record, typing_indicator
+from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
+from limits import TokenBucket, WaitingLine
 from preflight import (
     configuration_problems,
     describe_configuration,
@@ -66,166 +71,12 @@ from preflight import (
 
 log = logging.getLogger("parley")
 
-DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/message#create-message
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
+# Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
+BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
+SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-# --- Turning Discord messages into engine records ----------------------------------------------
-
-
-def to_record(message: discord.Message) -> MessageRecord:
-    """The engine's view of a Discord message."""
-    return MessageRecord(
-        message_id=message.id,
-        channel_id=message.channel.id,
-        author_id=message.author.id,
-        author=message.author.display_name,
-        content=message.clean_content,
-        timestamp=message.created_at,
-        is_bot=message.author.bot,
-        mention_ids=frozenset(user.id for user in message.mentions),
-        reply_to_author_id=replied_author_id(message),
-        mentions_everyone=message.mention_everyone,
-    )
-
-
-def replied_author_id(message: discord.Message) -> int | None:
-    reference = message.reference
-    if reference is None or message.type is not discord.MessageType.reply:
-        return None
-    resolved = reference.resolved
-    if isinstance(resolved, discord.Message):
-        return resolved.author.id
-    return None
-
-
-def record_from_archive(row: ArchivedMessage) -> MessageRecord:
-    """An archived message as conversation context (who it mentioned is not archived)."""
-    return MessageRecord(
-        message_id=row.message_id,
-        channel_id=row.channel_id,
-        author_id=row.author_id,
-        author=row.author_name,
-        content=row.content,
-        timestamp=row.created_at,
-        is_bot=row.is_bot,
-    )
-
-
-def to_archived(message: discord.Message) -> ArchivedMessage:
-    """The archive's row for a Discord message."""
-    return ArchivedMessage(
-        message_id=message.id,
-        guild_id=message.guild.id if message.guild else 0,
-        channel_id=message.channel.id,
-        author_id=message.author.id,
-        author_name=message.author.display_name,
-        content=message.clean_content,
-        created_at=message.created_at,
-        is_bot=message.author.bot,
-        reply_to_message_id=message.reference.message_id if message.reference else None,
-        edited_at=message.edited_at,
-    )
-
-
-# --- Delivering answers ------------------------------------------------------------------------
-
-_FENCE = re.compile(r"^[ \t]*```(\S*)", re.MULTILINE)
-_FENCE_CLOSE = "\n```"
-_SENTENCE_END = re.compile(r"[.!?][)\"'\]]*\s")
-
-
-def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
-    """Split text into posts of at most `limit` characters, at the most natural boundary.
-
-    Paragraphs first, then lines, sentences, words, and a hard cut only as a last resort. A code
-    fence open at a cut is closed at the end of one post and reopened (same language) at the start
-    of the next, so every post renders on its own and no text is lost.
-    """
-    posts: list[str] = []
-    reopen = ""
-    rest = text.strip("\n")
-    while rest:
-        whole = reopen + rest
-        if _open_fence(whole) is not None:
-            whole += _FENCE_CLOSE
-        if len(whole) <= limit:
-            posts.append(whole)
-            break
-        cut = _best_cut(rest, limit - len(reopen) - len(_FENCE_CLOSE))
-        post = reopen + rest[:cut].rstrip()
-        opener = _open_fence(post)
-        if opener is not None:
-            post += _FENCE_CLOSE
-            reopen = opener + "\n"
-        else:
-            reopen = ""
-        posts.append(post)
-        rest = rest[cut:].lstrip("\n")
-    return posts
-
-
-def _open_fence(text: str) -> str | None:
-    """The opening fence (with its language) if `text` ends inside a code block, else None."""
-    opener = None
-    for fence in _FENCE.finditer(text):
-        opener = None if opener is not None else "```" + fence.group(1)
-    return opener
-
-
-def _best_cut(text: str, room: int) -> int:
-    """Where to end a post of at most `room` characters: just after the best boundary."""
-    window = text[:room]
-    # A boundary in the first quarter would make a stub post; a later, weaker one reads better.
-    floor = room // 4
-    for boundary in ("\n\n", "\n"):
-        position = window.rfind(boundary)
-        if position > floor:
-            return position + len(boundary)
-    sentence_ends = [match.end() for match in _SENTENCE_END.finditer(window)]
-    if sentence_ends and sentence_ends[-1] > floor:
-        return sentence_ends[-1]
-    position = window.rfind(" ")
-    if position > floor:
-        return position + 1
-    return room
-
-
-def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:
-    """A reply may ping only the person it answers: never @everyone, @here or a role."""
-    return discord.AllowedMentions(everyone=False, roles=False, users=[person], replied_user=True)
-
-
-TYPING_REFRESH_SECONDS = 8  # Discord shows typing for 10 s after each trigger-typing request
-# Typing starts once the model request is on its way: its own request would otherwise compete with
-# the model call for the event loop, and an answer this quick needs no indicator.
-TYPING_DELAY_SECONDS = 0.3
-
-
-@contextlib.asynccontextmanager
-async def typing_indicator(channel: discord.abc.Messageable) -> AsyncIterator[None]:
-    """Show "Parley is typing…" while the body runs, without ever holding it up.
-
-    The indicator runs beside the body: a slow or failing typing request never delays the model call.
-    """
-    typing = asyncio.create_task(_keep_typing(channel))
-    try:
-        yield
-    finally:
-        typing.cancel()
-
-
-async def _keep_typing(channel: discord.abc.Messageable) -> None:
-    await asyncio.sleep(TYPING_DELAY_SECONDS)
-    while True:
-        try:
-            await channel.typing()
-        except discord.HTTPException as error:
-            log.debug("typing indicator failed: %s", error)
-            return
-        await asyncio.sleep(TYPING_REFRESH_SECONDS)
 
 
 class ArchiveUnavailable(Exception):
@@ -234,8 +85,16 @@ class ArchiveUnavailable(Exception):
 
 @dataclass
 class _Turn:
+    line: WaitingLine
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: int = 0
+
+
+# Decisions the admission limits make instead of the decider: the message is recorded, not answered.
+MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
+SUPERSEDED = Decision(False, "superseded", "limit")
+QUEUE_FULL = Decision(False, "queue_full", "limit")
+SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
 
 
 # --- Decisions kept for /parley why ------------------------------------------------------------
@@ -324,7 +183,12 @@ class DecisionJournal:
                 self._channels.popitem(last=False)
         else:
             self._channels.move_to_end(channel_id)
-        (journal.idle if entry.reason == IDLE_REASON else journal.in_conversation).append(entry)
+        entries = journal.idle if entry.reason == IDLE_REASON else journal.in_conversation
+        if entries and entries[-1].message_id == entry.message_id:
+            # A later verdict on the same message (a budget overruling an answer) replaces the first.
+            entries[-1] = entry
+        else:
+            entries.append(entry)
 
     def recent(self, channel_id: int) -> list[LoggedDecision]:
         """The channel's kept decisions, newest first."""
@@ -385,11 +249,21 @@ class Parley(discord.Client):
         # The archive holds every message only from the moment this process started watching.
         self.watching_since = utc_now()
         self._turns: dict[int, _Turn] = {}
+        self.member_rates = (
+            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
+            if settings.member_answers_per_hour
+            else None
+        )
+        self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
         # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
         self.channel_modes = {} if channel_modes is None else channel_modes
         self.decisions = DecisionJournal()
+        # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
+        self.usage = UsageLedger()
+        # The UTC day each server was last told its budget is spent.
+        self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -403,6 +277,7 @@ class Parley(discord.Client):
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
+            self.judge.on_usage = self.account_judgement
         await self.sync_commands(force=self.force_command_sync)
 
     async def open_archive(self) -> None:
@@ -419,6 +294,7 @@ class Parley(discord.Client):
         except (OSError, sqlite3.Error, RuntimeError) as error:
             raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
         await self._load_modes(self.archive)
+        await self.usage.attach(self.archive)
 
     async def _load_modes(self, archive: HistoryArchive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
@@ -473,6 +349,7 @@ class Parley(discord.Client):
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         if archive is not None:
+            self.usage.detach()
             await archive.close()
         await self._resources.aclose()
         await close_model(self.responder.model)
@@ -517,7 +394,14 @@ class Parley(discord.Client):
         await self.handle(message)
 
     async def handle(self, message: discord.Message) -> None:
-        """Record, decide and answer one message; a channel's messages are decided in arrival order."""
+        """Record, decide and answer one message; a channel's messages are decided in arrival order.
+
+        Every message is recorded, so the model sees them all; only answering is limited. While a
+        channel is busy, a member's newer mention of Parley (or reply to it) supersedes their
+        earlier waiting one, and at most CHANNEL_QUEUE_LIMIT members' mentions wait; the rest are
+        recorded, not answered. Other messages wait for their turn to be decided: none of them can
+        cost more than a follow-up or a judge call, each limited on its own.
+        """
         assert self.user is not None
         channel_id = message.channel.id
         record = to_record(message)
@@ -528,18 +412,86 @@ class Parley(discord.Client):
             trigger, _ = self.decider.should_start_conversation(record, self.user.id)
             if not trigger:
                 return
+        turn = self._turns.get(channel_id)
+        if turn is None:
+            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        in_line = addresses_bot(record, self.user.id)
+        answerable = True
+        if in_line and not turn.line.join(record.message_id, record.author_id).admitted:
+            self._decided_here(record, QUEUE_FULL)
+            if live is not None:
+                return  # recorded already; a full line has waiters, who clear the turn away
+            in_line = answerable = False  # it waits only to be recorded in order
         async with self._channel_turn(channel_id):
-            conversation = await self._conversation_for(message, record, live, trigger)
-            if conversation is None:
+            if in_line and not turn.line.leave(record.message_id):
+                self._decided_here(record, SUPERSEDED)
+                answerable = False
+            if not answerable:
+                self._record_late(record, live)
                 return
-            respond, _ = await self.decider.should_respond(record, conversation, self.user.id)
-            if respond:
-                await self.answer(message, record, conversation)
+            conversation = await self._conversation_for(message, record, live, trigger)
+            if conversation is not None:
+                await self._decide_and_answer(message, record, conversation)
+
+    def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
+        """Record a message that will not be answered in the conversation that began while it waited."""
+        conversation = self.manager.get(record.channel_id)
+        if conversation is not None and conversation is not live:
+            self.manager.record_message(record.channel_id, record)
+
+    async def _decide_and_answer(
+        self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation
+    ) -> None:
+        """Put the message to the decider unless its author is over their rate; answer if it says so."""
+        assert self.user is not None and message.guild is not None
+        member = (message.guild.id, record.author_id)
+        rates = self.member_rates
+        if rates is not None:
+            # Taken before deciding, so a member over the rate costs no judge call either.
+            admission = rates.take(member)
+            if not admission.admitted:
+                self._decided_here(record, MEMBER_RATE_LIMITED)
+                if (
+                    admission.retry_at is not None
+                    and addresses_bot(record, self.user.id)
+                    and rates.first_warning(member)
+                ):
+                    await self._say_slow_down(message, admission.retry_at)
+                return
+        respond, _ = await self.decider.should_respond(record, conversation, self.user.id)
+        if not respond:
+            if rates is not None:
+                rates.give_back(member)
+            return
+        async with self._answer_slots:
+            await self.answer(message, record, conversation)
+
+    async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
+        """Tell a member once, replying to them, when Parley answers them again.
+
+        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
+        """
+        # Rounded up: the notice must never name a moment before the member can ask.
+        when = f"<t:{math.ceil(retry_at.timestamp())}:R>"
+        try:
+            await message.channel.send(
+                SLOW_DOWN.format(when=when),
+                reference=message.to_reference(fail_if_not_exists=False),
+                allowed_mentions=reply_mentions(message.author),
+            )
+        except discord.HTTPException as error:
+            log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
+
+    def _decided_here(self, record: MessageRecord, decision: Decision) -> None:
+        """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
+        for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
+        self.note_decision(record, decision)
+        log_decision(record, decision)
 
     @contextlib.asynccontextmanager
     async def _channel_turn(self, channel_id: int) -> AsyncIterator[None]:
         """One message of a channel at a time, first come first served; idle channels hold no lock."""
-        turn = self._turns.setdefault(channel_id, _Turn())
+        turn = self._turns[channel_id]
         turn.waiting += 1
         try:
             async with turn.lock:
@@ -610,10 +562,17 @@ class Parley(discord.Client):
     # -- Answering --
 
     async def answer(self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation) -> None:
-        """Run the responder and post its answer; on failure apologise and leave the history as it was."""
+        """Run the responder and post its answer; on failure apologise and leave the history as it was.
+
+        A server whose token budget for the day is spent gets no answer (`decline_over_budget`).
+        """
         assert self.user is not None and message.guild is not None
+        if self.server_budget_spent(message.guild.id):
+            await self.decline_over_budget(message, record)
+            return
         deps = ChatDeps(
             bot_name=self.user.display_name,
+            bot_user_id=self.user.id,
             guild_id=message.guild.id,
             guild_name=message.guild.name,
             channel_id=message.channel.id,
@@ -623,23 +582,58 @@ class Parley(discord.Client):
         )
         async with typing_indicator(message.channel):
             try:
-                reply = await generate_reply(
-                    self.responder, conversation, record, deps, self.settings, bot_user_id=self.user.id
-                )
-            except ReplyFailed:
+                reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
+            except ReplyFailed as failure:
+                self.account(message, failure.usage)
                 log.exception("answer to message %s in channel %s failed", message.id, message.channel.id)
                 await self.deliver(message, APOLOGY)
                 return
+        self.account(message, reply.usage)
         posts = await self.deliver(message, reply.text)
         if posts:
             self.manager.record_bot_response(message.channel.id, reply.messages)
+
+    def account(self, message: discord.Message, usage: RunUsage) -> None:
+        """Count the tokens an answer to `message` used against its server, channel and author."""
+        assert message.guild is not None
+        self.usage.record(
+            message.guild.id, message.channel.id, message.author.id, usage.input_tokens, usage.output_tokens
+        )
+
+    def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
+        """Count the tokens the judge spent on a message against its server, channel and author."""
+        guild = getattr(self.get_channel(record.channel_id), "guild", None)
+        if guild is not None:
+            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
+
+    def server_budget_spent(self, guild_id: int) -> bool:
+        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
+        budget = self.settings.server_tokens_per_day
+        return budget > 0 and self.usage.server_tokens(guild_id) >= budget
+
+    async def decline_over_budget(self, message: discord.Message, record: MessageRecord) -> None:
+        """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
+        assert message.guild is not None
+        self._decided_here(record, SERVER_BUDGET)
+        day = self.usage.day
+        if self._budget_notices.get(message.guild.id) == day:
+            return
+        self._budget_notices[message.guild.id] = day
+        log.warning(
+            "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
+            message.guild.id,
+            self.settings.server_tokens_per_day,
+            day,
+            extra={"guild_id": message.guild.id},
+        )
+        await self.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))))
 
     async def deliver(self, message: discord.Message, text: str) -> list[discord.Message]:
         """Post `text` as a reply to `message`, split to Discord's limit; records what was posted."""
         posts: list[discord.Message] = []
         reference = message.to_reference(fail_if_not_exists=False)
         try:
-            for index, part in enumerate(split_message(text)):
+            for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
                 if index == 0:
                     post = await message.channel.send(
                         part, reference=reference, allowed_mentions=reply_mentions(message.author)
@@ -743,6 +737,8 @@ class Parley(discord.Client):
 # --- Operator commands: /parley why | mode | forget | status ---------------------------------------
 
 STATUS_MAX_PARTICIPANTS = 20
+# A command reply's posts: `/parley why` at its largest (25 decisions, long names) needs about five.
+EPHEMERAL_MAX_POSTS = 8
 FORGOTTEN = "Conversation ended and its model history dropped: the next @mention starts afresh (the archive is kept)."
 NOTHING_TO_FORGET = "There is no conversation to forget in this channel."
 MODE_EFFECTS = {
@@ -788,8 +784,9 @@ def _command_name(interaction: discord.Interaction) -> str:
 
 
 async def send_ephemeral(interaction: discord.Interaction, text: str, **options: Any) -> None:
-    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs."""
-    for part in split_message(text):
+    """Answer an interaction with `text` that only its user sees, in as many posts as Discord's limit needs
+    (at most EPHEMERAL_MAX_POSTS)."""
+    for part in split_message(text, max_posts=EPHEMERAL_MAX_POSTS):
         if interaction.response.is_done():
             await interaction.followup.send(part, ephemeral=True, **options)
         else:
@@ -857,9 +854,14 @@ class ParleyCommands(
 
     @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")
     async def status(self, interaction: discord.Interaction[Parley]) -> None:
-        _, channel_id = _place(interaction)
+        guild_id, channel_id = _place(interaction)
         client = interaction.client
-        text = describe_status(client.manager.get(channel_id), client.mode_of(channel_id))
+        text = "\n".join(
+            [
+                describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
+                describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
+            ]
+        )
         # Participants are listed as mentions so they render as names; none of them is pinged.
         await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
 
@@ -913,6 +915,19 @@ def describe_status(conversation: ChannelConversation | None, mode: str) -> str:
     )
 
 
+def describe_usage(summary: UsageSummary, budget: int) -> str:
+    """What `/parley status` says about today's tokens: the server's (against its budget), the channel's, top people."""
+    reset = discord_time(next_utc_midnight(summary.day))
+    limit = f" of {budget:,} (resets {reset})" if budget else " (no daily budget)"
+    lines = [
+        f"Tokens today (UTC): this server {summary.server_tokens:,}{limit}; this channel {summary.channel_tokens:,}"
+    ]
+    if summary.top_members:
+        people = ", ".join(f"<@{member}> {tokens:,}" for member, tokens in summary.top_members)
+        lines.append(f"Top members today: {people}")
+    return "\n".join(lines)
+
+
 def describe_mode_change(channel_id: int, mode: str, *, kept: bool) -> str:
     """What `/parley mode` says once the mode is set; `kept`: whether it outlives a restart."""
     lasting = "" if kept else " It lasts until Parley restarts: the archive is off."
@@ -956,7 +971,11 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
     modes: dict[int, str] = {}
     decider = ResponseDecider(
-        settings.followup_window_seconds, judge, judge_timeout_seconds=settings.judge_timeout_seconds, modes=modes
+        settings.followup_window_seconds,
+        judge,
+        judge_timeout_seconds=settings.judge_timeout_seconds,
+        modes=modes,
+        judge_calls_per_minute=settings.judge_calls_per_minute,
     )
     client = Parley(
         settings=settings,

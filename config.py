@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
@@ -46,11 +46,47 @@ class Settings(BaseSettings):
         " asked for in the prompt (works with any model).",
     )
 
+    judge_calls_per_minute: int = Field(
+        6, ge=0, description="Judge calls a channel may make a minute (in bursts of as many); 0: no limit."
+    )
+
+    member_answers_per_hour: float = Field(
+        30, ge=0, description="Answers a member may get an hour in a server, after the burst; 0: no limit."
+    )
+    member_answer_burst: int = Field(5, ge=1, description="Answers a member may get in quick succession.")
+    channel_queue_limit: int = Field(
+        5,
+        ge=1,
+        description="Members' mentions that may wait in a channel while Parley answers; later ones are not answered.",
+    )
+    max_concurrent_answers: int = Field(8, ge=1, description="Answers in progress at once across all channels.")
+
     response_timeout_seconds: float = Field(90, gt=0, description="Time limit for one answer, tools included.")
     model_retries: int = Field(3, ge=0, description="Retries of a transient provider error (429, 5xx, timeout).")
     max_model_requests: int = Field(8, ge=1, description="Model requests one answer may make (tool rounds).")
+    max_answer_posts: int = Field(
+        4,
+        ge=1,
+        description='Messages one answer may take; a longer answer is cut, its last message ending "(answer cut)".',
+    )
     history_token_budget: int = Field(
         12000, ge=500, description="Approximate tokens of conversation history sent to the model."
+    )
+    max_answer_tokens: int = Field(
+        1000, ge=16, description="Most tokens the model may write in one response (its max_tokens)."
+    )
+    answer_input_tokens_limit: int = Field(
+        60000,
+        ge=1000,
+        description="Input tokens one answer may use across all its model requests, tool rounds included.",
+    )
+    answer_output_tokens_limit: int = Field(
+        4000, ge=16, description="Output tokens one answer may use across all its model requests, tool rounds included."
+    )
+    server_tokens_per_day: int = Field(
+        0,
+        ge=0,
+        description="Tokens (input and output) Parley may use per server per UTC day; 0 means no limit.",
     )
 
     database_url: str = Field(
@@ -87,6 +123,15 @@ class Settings(BaseSettings):
             raise ValueError("must look like sqlite:///relative/path.db or sqlite:////absolute/path.db, or be empty")
         if value == "sqlite:///":
             raise ValueError("names no file")
+        return value
+
+    @field_validator("answer_output_tokens_limit")
+    @classmethod
+    def _room_for_one_response(cls, value: int, info: ValidationInfo) -> int:
+        # Below max_tokens, a single full-length response would stop its own answer.
+        max_answer_tokens = info.data.get("max_answer_tokens")
+        if max_answer_tokens is not None and value < max_answer_tokens:
+            raise ValueError(f"must be at least MAX_ANSWER_TOKENS ({max_answer_tokens})")
         return value
 
     @model_validator(mode="after")

@@ -16,6 +16,8 @@ from typing import Protocol
 
 from pydantic_ai.messages import ModelMessage
 
+from limits import TokenBucket
+
 Clock = Callable[[], datetime]
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
@@ -279,6 +281,7 @@ _ALREADY_FOLLOWED_UP = Decision(False, "already_followed_up", "followup")
 _CUT_IN = Decision(False, "cut_in", "followup")
 _NOT_FOR_BOT = Decision(False, "not_for_bot", "followup")
 _MENTION_ONLY = Decision(False, "mention_only", "mode")
+_JUDGE_BUDGET = Decision(False, "judge_budget", "judge")
 
 # A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
 MENTION_ONLY = "mention-only"
@@ -306,7 +309,8 @@ class ResponseDecider:
        took up the thread). Without such a turn the message is `not_for_bot`; if the bot has not
        spoken (`bot_silent`) or not inside the window (`outside_window`), nothing is a follow-up;
     4. judge: with a judge configured, a message the follow-up tier turned down although the bot
-       spoke inside the window goes to the LLM judge;
+       spoke inside the window goes to the LLM judge, at most `judge_calls_per_minute` times a
+       minute per channel (in bursts of as many); past that the answer is no (`judge_budget`);
     5. otherwise no answer.
 
     Each channel's mode (`modes`, by channel id; normal when absent) adjusts tiers 3 and 4:
@@ -346,6 +350,7 @@ class ResponseDecider:
         followup_scan_messages: int = 20,
         disabled_rules: Iterable[str] = frozenset(),
         modes: Mapping[int, str] | None = None,
+        judge_calls_per_minute: int = 0,
     ) -> None:
         self.followup_window = timedelta(seconds=followup_window_seconds)
         self.chatty_window = self.followup_window * self.CHATTY_WINDOW_FACTOR
@@ -356,6 +361,12 @@ class ResponseDecider:
         self.clock = clock
         self.on_decision = on_decision
         self.judge_calls = 0
+        # A chatty channel can put most of its messages to the judge; each is a model call. 0: unbounded.
+        self.judge_budget = (
+            TokenBucket(judge_calls_per_minute * 60, judge_calls_per_minute, clock=clock)
+            if judge_calls_per_minute
+            else None
+        )
         self.followup_scan_messages = followup_scan_messages
         self.disabled_rules = frozenset(disabled_rules)
         unknown = self.disabled_rules - set(self.RULES)
@@ -531,6 +542,8 @@ class ResponseDecider:
 
     async def _ask_judge(self, message: MessageRecord, conversation: ChannelConversation) -> Decision:
         assert self.judge is not None
+        if self.judge_budget is not None and not self.judge_budget.take(message.channel_id).admitted:
+            return _JUDGE_BUDGET
         self.judge_calls += 1
         try:
             verdict = await asyncio.wait_for(self.judge(message, conversation), self.judge_timeout)
@@ -550,6 +563,17 @@ class ResponseDecider:
         level = logging.DEBUG if decision is _NO_CONVERSATION else logging.INFO
         if decision_log.isEnabledFor(level):
             _log_decision(level, message, decision)
+
+
+def log_decision(message: MessageRecord, decision: Decision) -> None:
+    """Log a decision made outside the decider (a limit's) exactly as the decider logs its own."""
+    if decision_log.isEnabledFor(logging.INFO):
+        _log_decision(logging.INFO, message, decision)
+
+
+def addresses_bot(message: MessageRecord, bot_user_id: int) -> bool:
+    """Whether a message @mentions the bot or replies to it: a request for an answer."""
+    return bot_user_id in message.mention_ids or message.reply_to_author_id == bot_user_id
 
 
 def _log_decision(level: int, message: MessageRecord, decision: Decision) -> None:

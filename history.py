@@ -21,12 +21,16 @@ import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import aiosqlite
+from pydantic_ai.framing import close_tag, open_tag, wrap
+
+from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_TAG, TOP_AUTHOR_TAG, author_attributes
 
 __all__ = [
     "MIGRATIONS",
@@ -34,6 +38,8 @@ __all__ = [
     "ChannelStats",
     "Decision",
     "HistoryArchive",
+    "TokenUsage",
+    "TopAuthor",
     "format_messages",
     "format_stats",
     "sqlite_path_from_url",
@@ -45,6 +51,8 @@ _URL_PREFIX = "sqlite:///"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 _MS_PER_HOUR = 3_600_000
+_MS_PER_DAY = 24 * _MS_PER_HOUR
+_EPOCH_DAY = date(1970, 1, 1)
 # Open-ended time bounds, so a query without a window keeps the same SQL.
 _MIN_MS = -(2**63)
 _MAX_ID = 2**63 - 1  # SQLite's largest integer
@@ -167,7 +175,20 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX decisions_message ON decisions (message_id);
     CREATE INDEX decisions_time ON decisions (decided_at);
     """,
-    # v3: small named values the bot keeps between runs (the hash of its last command sync).
+    # v3: tokens the model used for answers, per UTC day, server, channel and member.
+    """
+    CREATE TABLE token_usage (
+        day           INTEGER NOT NULL, -- UTC days since 1970-01-01
+        guild_id      INTEGER NOT NULL,
+        channel_id    INTEGER NOT NULL,
+        member_id     INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        answers       INTEGER NOT NULL,
+        PRIMARY KEY (day, guild_id, channel_id, member_id)
+    ) WITHOUT ROWID;
+    """,
+    # v4: small named values the bot keeps between runs (the hash of its last command sync).
     """
     CREATE TABLE bot_state (
         name  TEXT PRIMARY KEY,
@@ -211,7 +232,7 @@ _STATS_SPAN_SQL = (
 )
 # Counted by id so a renamed author counts once, under their latest name.
 _STATS_AUTHORS_SQL = f"""
-SELECT (SELECT author_name FROM messages
+SELECT top.author_id, (SELECT author_name FROM messages
         WHERE channel_id = :channel AND author_id = top.author_id
         ORDER BY created_at DESC LIMIT 1) AS name, n
 FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
@@ -265,12 +286,20 @@ class ArchivedMessage:
     edited_at: datetime | None = None
 
 
+class TopAuthor(NamedTuple):
+    """One of a channel's most active authors: their id, latest display name and message count."""
+
+    author_id: int
+    name: str
+    messages: int
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelStats:
     """Activity summary of one channel over a time window."""
 
     message_count: int
-    top_authors: list[tuple[str, int]]
+    top_authors: list[TopAuthor]
     busiest_hours: list[tuple[int, int]]
     first_at: datetime | None
     last_at: datetime | None
@@ -290,6 +319,23 @@ class Decision:
     tier: str
     confidence: float | None
     decided_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens the model used on one UTC day for one member's answers in one channel."""
+
+    day: date
+    guild_id: int
+    channel_id: int
+    member_id: int
+    input_tokens: int
+    output_tokens: int
+    answers: int = 1
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +394,7 @@ _DELETE_GUILD = _Write(
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM channel_settings WHERE guild_id = ?",
+        "DELETE FROM token_usage WHERE guild_id = ?",
     ),
 )
 _DECISION = _Write(
@@ -371,10 +418,20 @@ _SET_STATE = _Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
+# Adds to the day's row, so a batch of answers by one member in one channel is one row.
+_USAGE = _Write(
+    "record_usage",
+    (
+        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers)"
+        " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (day, guild_id, channel_id, member_id) DO UPDATE SET"
+        " input_tokens = input_tokens + excluded.input_tokens,"
+        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + 1",
+    ),
+)
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
 _PRUNE = _Write("prune", ())
 
-_Op = tuple[_Write, tuple]
+_Op = tuple[_Write, tuple[Any, ...]]
 
 
 class HistoryArchive:
@@ -508,11 +565,15 @@ class HistoryArchive:
             self._enqueue(_DELETE, (message_id,))
 
     def delete_channel(self, channel_id: int) -> None:
-        """Remove everything stored for a channel: messages, decisions, settings."""
+        """Remove a channel's messages, decisions and settings.
+
+        Its token counts stay: they are what the server spent, not anything said, and dropping them
+        would let deleting a channel refund the server's daily budget. Retention prunes them.
+        """
         self._enqueue(_DELETE_CHANNEL, (channel_id,))
 
     def delete_guild(self, guild_id: int) -> None:
-        """Remove everything stored for a guild's channels."""
+        """Remove everything stored for a guild's channels, and the guild's token counts."""
         self._enqueue(_DELETE_GUILD, (guild_id,))
 
     def record_decision(
@@ -535,6 +596,16 @@ class HistoryArchive:
             (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when),
         )
 
+    def record_usage(self, usage: TokenUsage) -> None:
+        """Add an answer's tokens to its day's row for that server, channel and member."""
+        self._enqueue(
+            _USAGE,
+            (
+                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id,
+                usage.input_tokens, usage.output_tokens,
+            ),
+        )  # fmt: skip
+
     async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
         """Store a channel's mode; returns once it is committed.
 
@@ -551,7 +622,7 @@ class HistoryArchive:
         """Delete messages and decisions older than the retention; return messages removed."""
         if not self._retention:
             return 0
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._enqueue_prune(now or datetime.now(UTC), done)
         self._wake.set()
         return await done
@@ -617,8 +688,8 @@ class HistoryArchive:
         authors = await self._reader.execute_fetchall(_STATS_AUTHORS_SQL, window)
         return ChannelStats(
             message_count=sum(n for _, n in by_hour),
-            top_authors=[(name, n) for name, n in authors],
-            busiest_hours=sorted(by_hour, key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
+            top_authors=[TopAuthor(author_id, name, n) for author_id, name, n in authors],
+            busiest_hours=sorted(((hour, n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
             first_at=_from_ms(first),
             last_at=_from_ms(last),
         )
@@ -633,7 +704,16 @@ class HistoryArchive:
     async def all_channel_modes(self) -> dict[int, str]:
         """Every stored channel mode, by channel id."""
         rows = await self._reader.execute_fetchall("SELECT channel_id, mode FROM channel_settings")
-        return dict(rows)
+        return {int(channel_id): str(mode) for channel_id, mode in rows}
+
+    async def usage_on(self, day: date) -> list[TokenUsage]:
+        """Every server's, channel's and member's tokens on one UTC day."""
+        rows = await self._reader.execute_fetchall(
+            "SELECT guild_id, channel_id, member_id, input_tokens, output_tokens, answers"
+            " FROM token_usage WHERE day = ?",
+            (_to_day(day),),
+        )
+        return [TokenUsage(day, *row) for row in rows]
 
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
         """The latest ``limit`` decisions in a channel, newest first."""
@@ -663,7 +743,7 @@ class HistoryArchive:
 
     # Writer side.
 
-    def _enqueue(self, kind: _Write, params: tuple) -> None:
+    def _enqueue(self, kind: _Write, params: tuple[Any, ...]) -> None:
         if self._closing:
             raise RuntimeError("HistoryArchive is closed")
         self._queue.append((kind, params))
@@ -770,6 +850,8 @@ class HistoryArchive:
 
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        # A day is kept while any of it is inside the retention.
+        await self._db.execute("DELETE FROM token_usage WHERE day < ?", (cutoff_ms // _MS_PER_DAY,))
         # Per channel, so each channel's oldest rows come off its time index.
         async with self._db.execute(
             "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels) AND created_at < ?",
@@ -889,6 +971,10 @@ def _to_ms(moment: datetime) -> int:
     return (moment - _EPOCH) // _ONE_MS
 
 
+def _to_day(day: date) -> int:
+    return (day - _EPOCH_DAY).days
+
+
 def _from_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
@@ -903,7 +989,7 @@ def _since_ms(hours: float | None, now: datetime | None) -> int:
         return _MIN_MS
 
 
-def _message_from_row(row: Sequence) -> ArchivedMessage:
+def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
     message_id, guild_id, channel_id, author_id, name, content, created, edited, is_bot, reply = row
     return ArchivedMessage(
         message_id=message_id,
@@ -919,7 +1005,7 @@ def _message_from_row(row: Sequence) -> ArchivedMessage:
     )
 
 
-def _decision_from_row(row: Sequence) -> Decision:
+def _decision_from_row(row: Sequence[Any]) -> Decision:
     id_, channel_id, message_id, name, excerpt, responded, reason, tier, confidence, decided = row
     return Decision(
         id=id_,
@@ -935,53 +1021,80 @@ def _decision_from_row(row: Sequence) -> Decision:
     )
 
 
-def format_messages(messages: Sequence[ArchivedMessage], *, max_chars: int = 4000, keep_newest: bool = False) -> str:
-    """Render messages as ``[YYYY-MM-DD HH:MM] name: text`` lines, at most ``max_chars`` in all.
+def format_messages(
+    messages: Sequence[ArchivedMessage],
+    *,
+    bot_user_id: int | None = None,
+    max_chars: int = 6000,
+    keep_newest: bool = False,
+) -> str:
+    """Render messages as quoted data for the model: an `<archived_messages>` of `<archived_message>` elements.
 
-    Newlines inside a message become spaces and one message shows at most
-    500 characters. Messages are kept in the given order; those that don't
-    fit are left out with a ``(… N more messages not shown)`` note: at the end,
-    or, with ``keep_newest`` (for oldest-first lists), at the start.
+    Each element carries the author's name and id, the bot markers (`by_ai` for `bot_user_id`'s own
+    messages, `bot` for other bots) and the UTC time as escaped attributes; its body is the text, with
+    newlines made spaces, at most 500 characters, and unable to open or close a framing tag. The whole
+    is at most about ``max_chars``. Messages keep the given order; those that don't fit are left out and
+    counted in an ``omitted_later`` attribute, or, with ``keep_newest`` (for oldest-first lists), the
+    oldest ones in ``omitted_earlier``.
     """
     if not messages:
         return "(no messages)"
-    lines = [_format_line(message) for message in messages]
-    text = "\n".join(lines)
-    if len(text) <= max_chars:
-        return text
-    # No note is longer than the one counting every message.
-    budget = max_chars - len(_more_note(len(lines)))
-    candidates = reversed(lines) if keep_newest else lines
+    elements = [_format_line(message, bot_user_id) for message in messages]
+    # No frame is longer than the one counting every message as both shown and left out.
+    widest_frame = _archived_messages_open(len(elements), len(elements), keep_newest) + close_tag(ARCHIVED_MESSAGES_TAG)
+    budget = max_chars - len(widest_frame) - 1  # the newline before the closing tag
+    candidates = reversed(elements) if keep_newest else elements
     shown = 0
     used = 0
-    for line in candidates:
-        used += len(line) + 1
+    for element in candidates:
+        used += len(element) + 1
         if used > budget:
             break
         shown += 1
-    if keep_newest:
-        return "\n".join([_more_note(len(lines) - shown, "earlier"), *lines[len(lines) - shown :]])
-    return "\n".join([*lines[:shown], _more_note(len(lines) - shown)])
+    kept = elements[len(elements) - shown :] if keep_newest else elements[:shown]
+    opening = _archived_messages_open(shown, len(elements) - shown, keep_newest)
+    return "\n".join([opening, *kept, close_tag(ARCHIVED_MESSAGES_TAG)])
 
 
-def _format_line(message: ArchivedMessage) -> str:
+def _archived_messages_open(shown: int, omitted: int, keep_newest: bool) -> str:
+    where = "omitted_earlier" if keep_newest else "omitted_later"
+    return open_tag(ARCHIVED_MESSAGES_TAG, shown=str(shown), **{where: str(omitted) if omitted else None})
+
+
+def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
     text = " ".join(message.content.split())
     if len(text) > _MAX_LINE_TEXT:
         text = text[: _MAX_LINE_TEXT - 1] + "…"
-    return f"[{message.created_at:%Y-%m-%d %H:%M}] {message.author_name}: {text}"
+    return wrap(
+        ARCHIVED_MESSAGE_TAG,
+        text,
+        **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
+        time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
+    )
 
 
-def _more_note(count: int, which: str = "more") -> str:
-    return f"(… {count} {which} message{'' if count == 1 else 's'} not shown)"
-
-
-def format_stats(stats: ChannelStats) -> str:
-    """Render channel stats as a few short lines for the model."""
+def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
+    """Render channel stats as quoted data: a `<channel_stats>` with a `<top_author>` per top author."""
     if stats.first_at is None or stats.last_at is None:
         return "No messages in this period."
+    busiest = ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours)
     lines = [
-        f"{stats.message_count} messages from {stats.first_at:%Y-%m-%d %H:%M} to {stats.last_at:%Y-%m-%d %H:%M} UTC",
-        "Top authors: " + ", ".join(f"{name} ({n})" for name, n in stats.top_authors),
-        "Busiest hours (UTC): " + ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours),
+        open_tag(
+            CHANNEL_STATS_TAG,
+            message_count=str(stats.message_count),
+            first_utc=f"{stats.first_at:%Y-%m-%d %H:%M}",
+            last_utc=f"{stats.last_at:%Y-%m-%d %H:%M}",
+            busiest_hours_utc=busiest,
+        )
     ]
+    lines += [
+        wrap(
+            TOP_AUTHOR_TAG,
+            "",
+            **author_attributes(author.name, author.author_id, is_bot=False, bot_user_id=bot_user_id),
+            messages=str(author.messages),
+        )
+        for author in stats.top_authors
+    ]
+    lines.append(close_tag(CHANNEL_STATS_TAG))
     return "\n".join(lines)

@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from config import Settings, describe_settings_error
 from conversation import Clock, ConversationManager, DecisionPolicy, Judge, MessageRecord, ResponseDecider
@@ -540,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             # A replay never connects to Discord: only the model settings matter.
-            settings = Settings(discord_token="unused by replay")
+            settings = Settings(discord_token=SecretStr("unused by replay"))
         except ValidationError as error:
             print(describe_settings_error(error), file=sys.stderr)
             return 2

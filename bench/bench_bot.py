@@ -52,7 +52,15 @@ CONVERSATION_TIMEOUT = 0.5
 
 async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str]) -> asyncio.subprocess.Process:
     # LOG_LEVEL at its default, as in production: a decision line per message, to the console (`log`).
-    env = bot_environment(fake, llm, database, CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT), LOG_LEVEL="INFO")
+    # One member asks every question here, far past a member's hourly rate: the limit is off, the rest as deployed.
+    env = bot_environment(
+        fake,
+        llm,
+        database,
+        CONVERSATION_TIMEOUT_SECONDS=str(CONVERSATION_TIMEOUT),
+        LOG_LEVEL="INFO",
+        MEMBER_ANSWERS_PER_HOUR="0",
+    )
     return await asyncio.create_subprocess_exec(
         sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent, stderr=log
     )

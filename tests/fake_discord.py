@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import discord
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import BodyPartReader, WSCloseCode, WSMsgType, web
 
 _log = logging.getLogger(__name__)
 
@@ -109,6 +109,7 @@ class FakeUser:
     username: str
     bot: bool = False
     role_ids: tuple[int, ...] = ()
+    nick: str | None = None  # the server nickname, which any member can set to anything, "Parley" included
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -127,7 +128,7 @@ class FakeUser:
             "roles": [str(role_id) for role_id in self.role_ids],
             "joined_at": iso_timestamp(GUILD_ID),
             "premium_since": None,
-            "nick": None,
+            "nick": self.nick,
             "pending": False,
             "deaf": False,
             "mute": False,
@@ -142,8 +143,11 @@ class FakeChannel:
     name: str
     position: int
     messages: list[dict[str, Any]] = field(default_factory=list)  # sorted by id, oldest first
+    parent_id: int | None = None  # set for a thread: the text channel it lives in
 
     def payload(self) -> dict[str, Any]:
+        if self.parent_id is not None:
+            return self._thread_payload(self.parent_id)
         return {
             "id": str(self.id),
             "type": discord.ChannelType.text.value,
@@ -156,6 +160,33 @@ class FakeChannel:
             "rate_limit_per_user": 0,
             "permission_overwrites": [],
             "last_message_id": self.messages[-1]["id"] if self.messages else None,
+        }
+
+    def _thread_payload(self, parent_id: int) -> dict[str, Any]:
+        """A public thread, as THREAD_CREATE and GET /channels/{id} give it.
+
+        https://discord.com/developers/docs/resources/channel#thread-metadata-object
+        """
+        return {
+            "id": str(self.id),
+            "type": discord.ChannelType.public_thread.value,
+            "guild_id": str(GUILD_ID),
+            "parent_id": str(parent_id),
+            "owner_id": str(ALICE_ID),
+            "name": self.name,
+            "last_message_id": self.messages[-1]["id"] if self.messages else None,
+            "rate_limit_per_user": 0,
+            "message_count": len(self.messages),
+            "member_count": 1,
+            "total_message_sent": len(self.messages),
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": iso_timestamp(self.id),
+                "locked": False,
+                "create_timestamp": iso_timestamp(self.id),
+            },
         }
 
     def store(self, message: dict[str, Any]) -> None:
@@ -250,7 +281,7 @@ def _snowflakes(values: Iterable[Any]) -> set[int]:
 
 
 class FakeDiscord:
-    """A fake Discord: one guild, two text channels, the bot, three humans and another bot."""
+    """A fake Discord: one guild, two text channels and any threads a test opens, the bot, three humans, another bot."""
 
     bot_id = BOT_ID
     application_id = APPLICATION_ID
@@ -386,6 +417,14 @@ class FakeDiscord:
         return self._create_message(
             channel_id, author_id, content, message_id=self._next_id(timestamp), reply_to=reply_to
         )
+
+    async def create_thread(self, parent_id: int, name: str) -> int:
+        """Open a public thread named `name` in the text channel `parent_id` and dispatch THREAD_CREATE; its id."""
+        self._channel(parent_id)
+        thread = FakeChannel(self._next_id(), name, 0, parent_id=parent_id)
+        self.channels[thread.id] = thread
+        await self.dispatch("THREAD_CREATE", {**thread.payload(), "newly_created": True})
+        return thread.id
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send a gateway DISPATCH (op 0) to the identified client, e.g. MESSAGE_DELETE or INTERACTION_CREATE."""
@@ -544,8 +583,8 @@ class FakeDiscord:
             # member_count equal to the members sent marks the guild as chunked, so the client requests no chunks.
             "member_count": len(members),
             "members": members,
-            "channels": [channel.payload() for channel in self.channels.values()],
-            "threads": [],
+            "channels": [channel.payload() for channel in self.channels.values() if channel.parent_id is None],
+            "threads": [channel.payload() for channel in self.channels.values() if channel.parent_id is not None],
             "presences": [],
             "voice_states": [],
             "stage_instances": [],
@@ -717,7 +756,7 @@ class FakeDiscord:
         return ws
 
     async def _on_gateway_payload(self, ws: web.WebSocketResponse, payload: dict[str, Any]) -> None:
-        op, data = payload.get("op"), payload.get("d")
+        op, data = payload.get("op"), payload.get("d") or {}
         if op == OP_HEARTBEAT:
             await ws.send_str(json.dumps({"op": OP_HEARTBEAT_ACK}))
         elif op == OP_IDENTIFY:
@@ -899,7 +938,7 @@ class FakeDiscord:
             return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
         reference = body.get("message_reference")
         reply_to = int(reference["message_id"]) if reference else None
-        if reply_to is not None and channel.find(reply_to) is None:
+        if reference and reply_to is not None and channel.find(reply_to) is None:
             # https://discord.com/developers/docs/resources/message#message-reference-structure
             if reference.get("fail_if_not_exists", True):
                 return _invalid_form_body("message_reference", "Unknown message")
@@ -1058,6 +1097,7 @@ async def _read_message_body(request: web.Request) -> tuple[dict[str, Any], list
     files: list[tuple[str, bytes]] = []
     reader = await request.multipart()
     async for part in reader:
+        assert isinstance(part, BodyPartReader)  # Discord never nests multipart bodies
         if part.name == "payload_json":
             payload = json.loads(await part.text())
         else:

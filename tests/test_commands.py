@@ -4,7 +4,7 @@ replies' wording, and each command's behaviour and permission checks through the
 from __future__ import annotations
 
 import typing
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,15 @@ from e2e_support import (
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, message_text
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_history import REFUSE_MODES, raw_db
 
+from agent import build_judge
 from bot import (
+    EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
+    WHY_MAX_COUNT,
     DecisionJournal,
     LoggedDecision,
     ParleyCommands,
@@ -37,12 +42,13 @@ from bot import (
     describe_decision,
     describe_decisions,
     describe_status,
+    describe_usage,
     excerpt,
     parse_args,
     point_at_discord,
     refusal,
-    split_message,
 )
+from budget import UsageSummary
 from config import ChannelMode
 from conversation import (
     CHANNEL_MODES,
@@ -52,6 +58,7 @@ from conversation import (
     MessageRecord,
     ResponseDecider,
 )
+from discord_io import split_message
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -175,6 +182,34 @@ async def test_chatty_asks_the_judge_before_the_bot_has_spoken(mode: str, judged
     assert (decision.reason, len(asked)) == (("judge_yes", 1) if judged else ("bot_silent", 0))
 
 
+async def test_chatty_judge_is_asked_at_most_its_calls_per_minute(make_settings: Any) -> None:
+    """A chatty channel's burst of messages reaches the judge model 3 times a minute; the rest are `judge_budget`."""
+    asked: list[int] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append(len(messages))
+        verdict = {"respond": False, "confidence": 0.9, "reason": "side talk"}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, verdict)])
+
+    clock = Clock()
+    judge = build_judge(make_settings(), model=FunctionModel(model), bot_user_id=BOT)
+    decide = ResponseDecider(
+        WINDOW.total_seconds(),
+        judge,
+        clock=clock,
+        modes={CHANNEL: "chatty", OTHER_CHANNEL: "chatty"},
+        judge_calls_per_minute=3,
+    )
+    here, elsewhere = Channel(clock), Channel(clock, OTHER_CHANNEL)
+    reasons = [await reason(decide, here, here.say(BOB, f"chatter {n}")) for n in range(10)]
+    assert reasons == ["judge_no"] * 3 + ["judge_budget"] * 7
+    assert len(asked) == 3
+    assert await reason(decide, elsewhere, elsewhere.say(BOB)) == "judge_no"
+    clock.now += timedelta(seconds=20)  # one call back, at 3 a minute
+    assert [await reason(decide, here, here.say(BOB)) for _ in range(2)] == ["judge_no", "judge_budget"]
+    assert len(asked) == decide.judge_calls == 5
+
+
 # --- The decision journal and what the replies say -----------------------------------------------
 
 
@@ -211,6 +246,18 @@ def test_journal_forgets_the_least_recently_active_channel() -> None:
     journal.add(1, logged(3))
     journal.add(3, logged(4))
     assert len(journal) == 2 and journal.recent(2) == [] and len(journal.recent(1)) == 2
+
+
+def test_a_later_verdict_on_a_message_replaces_the_first() -> None:
+    """A budget overruling an answer leaves one entry for that message, the overruling one."""
+    journal = DecisionJournal()
+    journal.add(CHANNEL, logged(1, "mention"))
+    journal.add(CHANNEL, logged(2, "mention"))
+    journal.add(CHANNEL, logged(2, "server_budget", respond=False))
+    assert [(entry.message_id, entry.reason) for entry in journal.recent(CHANNEL)] == [
+        (2, "server_budget"),
+        (1, "mention"),
+    ]
 
 
 def test_journal_forgets_deleted_messages() -> None:
@@ -254,6 +301,19 @@ def test_status_lists_participants_as_mentions_and_caps_them() -> None:
     assert "<@100>, <@101>" in text and "<@119> and 5 more" in text and "<@120>" not in text
     assert "Bot turns: 3; model history: about 0 tokens in 0 messages" in text
     assert text.endswith("Mode: **chatty**")
+
+
+def test_usage_shows_the_budget_and_when_it_resets_and_the_top_members() -> None:
+    """Status's usage lines: the server against its budget with the next UTC midnight, the channel, top members."""
+    summary = UsageSummary(date(2026, 3, 10), 12345, 2345, [(100, 9000), (101, 3345)])
+    midnight = int(datetime(2026, 3, 11, tzinfo=UTC).timestamp())
+    assert describe_usage(summary, 100_000).splitlines() == [
+        f"Tokens today (UTC): this server 12,345 of 100,000 (resets <t:{midnight}:R>); this channel 2,345",
+        "Top members today: <@100> 9,000, <@101> 3,345",
+    ]
+    assert describe_usage(UsageSummary(date(2026, 3, 10), 0, 0, []), 0) == (
+        "Tokens today (UTC): this server 0 (no daily budget); this channel 0"
+    )
 
 
 @pytest.mark.parametrize(
@@ -308,6 +368,17 @@ async def test_why_shows_count_decisions_newest_first(bot: RunningBot, fake: Fak
     assert "`followup`" in newest and "and hidden ones?" in newest and "`mention`" in older
     *_, oldest = reply_text(await run_command(fake, "why")).splitlines()
     assert oldest.startswith("**silent** `no_conversation` (start) · **Bob**") and "anyone around?" in oldest
+
+
+def test_the_largest_why_fits_under_the_command_reply_cap() -> None:
+    """`/parley why` at its largest (25 decisions, markdown-heavy names and excerpts) is never cut by the post cap."""
+    entries = [
+        logged(1301000000000000000 + number, "already_followed_up", author="*_" * 16, excerpt="*_~`|" * 12)
+        for number in range(WHY_MAX_COUNT)
+    ]
+    text = describe_decisions(entries, GUILD_ID, CHANNEL_ID)
+    posts = split_message(text, max_posts=EPHEMERAL_MAX_POSTS)
+    assert posts == split_message(text) and len(posts) < EPHEMERAL_MAX_POSTS
 
 
 async def test_a_long_why_arrives_as_several_ephemeral_posts(bot: RunningBot, fake: FakeDiscord) -> None:
@@ -415,7 +486,11 @@ async def test_status_describes_the_conversation_without_pinging(bot: RunningBot
     data = call.body["data"]
     assert data["flags"] & 64 and data["allowed_mentions"] == {"parse": []}
     assert f"Participants: <@{ALICE_ID}>, <@{BOB_ID}>" in data["content"]
-    assert "Bot turns: 1; model history: about " in data["content"] and data["content"].endswith("Mode: **normal**")
+    assert "Bot turns: 1; model history: about " in data["content"] and "\nMode: **normal**\n" in data["content"]
+    spent = client.usage.server_tokens(GUILD_ID)
+    assert spent > 0
+    assert f"Tokens today (UTC): this server {spent:,} (no daily budget); this channel {spent:,}" in data["content"]
+    assert data["content"].endswith(f"Top members today: <@{ALICE_ID}> {spent:,}")
 
 
 async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord) -> None:

@@ -91,3 +91,25 @@ def test_out_of_range_and_bad_url_are_reported_together(monkeypatch: pytest.Monk
     assert "FOLLOWUP_WINDOW_SECONDS is invalid" in line
     assert "DATABASE_URL is invalid" in line and "sqlite:///" in line
     assert "\n" not in line
+
+
+def test_admission_limits_default_and_reject_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limits have their documented defaults; a queue of 0 or a negative rate is one line naming each variable."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    settings = Settings()
+    assert (settings.member_answers_per_hour, settings.member_answer_burst) == (30, 5)
+    assert (settings.channel_queue_limit, settings.max_concurrent_answers, settings.judge_calls_per_minute) == (5, 8, 6)
+    monkeypatch.setenv("CHANNEL_QUEUE_LIMIT", "0")
+    monkeypatch.setenv("MEMBER_ANSWERS_PER_HOUR", "-1")
+    line = error_line()
+    assert "\n" not in line
+    assert "CHANNEL_QUEUE_LIMIT is invalid" in line and "MEMBER_ANSWERS_PER_HOUR is invalid" in line
+
+
+def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAX_ANSWER_POSTS is 4 unless set; 0 is one line naming it (an answer needs at least one post)."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().max_answer_posts == 4
+    monkeypatch.setenv("MAX_ANSWER_POSTS", "0")
+    line = error_line()
+    assert line.startswith("Configuration error: MAX_ANSWER_POSTS is invalid:") and "\n" not in line

@@ -171,10 +171,10 @@ def test_bot_messages_are_kept_but_are_not_participants(manager: ConversationMan
 
 def test_record_bot_response_stores_history(manager: ConversationManager, clock: Clock) -> None:
     """A successful answer replaces the model history and counts a turn."""
-    from pydantic_ai.messages import ModelRequest, UserPromptPart
+    from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
     manager.start(CHANNEL, [])
-    history = [ModelRequest(parts=[UserPromptPart(content="hi")])]
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(content="hi")])]
     manager.record_bot_response(CHANNEL, history)
     conversation = manager.get(CHANNEL)
     assert conversation is not None
@@ -310,12 +310,14 @@ async def test_silent_bot_has_no_followups(
 class RecordingJudge:
     """A judge that records what it was asked and answers as told."""
 
-    def __init__(self, verdict: tuple = (True, "continues the thread", 0.9), delay: float = 0.0) -> None:
+    def __init__(
+        self, verdict: tuple[bool, str, float] | Exception = (True, "continues the thread", 0.9), delay: float = 0.0
+    ) -> None:
         self.verdict = verdict
         self.delay = delay
         self.asked: list[MessageRecord] = []
 
-    async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple:
+    async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
         self.asked.append(message)
         await asyncio.sleep(self.delay)
         if isinstance(self.verdict, Exception):
@@ -376,8 +378,9 @@ async def test_every_decision_is_logged_with_its_reason(
     with caplog.at_level(logging.INFO, logger="parley.decisions"):
         await decider.should_respond(message, conversation, BOT)
     [record] = caplog.records
-    assert (record.channel_id, record.message_id, record.author_id) == (CHANNEL, message.message_id, BOB)
-    assert (record.respond, record.reason, record.tier) == (False, "not_for_bot", "followup")
+    fields = record.__dict__  # the record's `extra` attributes
+    assert (fields["channel_id"], fields["message_id"], fields["author_id"]) == (CHANNEL, message.message_id, BOB)
+    assert (fields["respond"], fields["reason"], fields["tier"]) == (False, "not_for_bot", "followup")
     assert "ignore" in record.getMessage() and "not_for_bot" in record.getMessage()
 
 

@@ -17,11 +17,11 @@ from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 
 async def test_why_is_answered_through_the_interaction_callback(bot: RunningBot, fake: FakeDiscord) -> None:
     """INTERACTION_CREATE for /parley why gets an ephemeral type-4 callback listing the decisions, newest first."""
-    await bot.start()
+    client = await bot.start()
     question = await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
     await fake.wait_for_posts(1)
     chatter = await say(fake, ALICE_ID, f"<@{fake.bob_id}> lunch?")
-    await decided(bot.client, chatter)
+    await decided(client, chatter)
     [call] = await run_command(fake, "why", [option("count", 5)])
     assert call.method == "POST" and call.path.startswith("/api/v10/interactions/")
     assert call.body is not None and call.body["type"] == CHANNEL_MESSAGE_WITH_SOURCE

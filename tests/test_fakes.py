@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import aiohttp
@@ -126,6 +127,20 @@ async def test_history_pages_seeded_messages(fake: FakeDiscord, client: Recordin
     older = [m async for m in channel.history(before=before)]
     assert [m.content for m in older] == ["m1", "m0"]
     assert older[-1].created_at == start and older[-1].author.id == fake.alice_id
+
+
+async def test_threads_and_nicknames_reach_the_client(fake: FakeDiscord, client: RecordingClient) -> None:
+    """A thread the fake opens is a discord.Thread in its parent channel; a member's nickname is their display name."""
+    fake.users[fake.alice_id] = replace(fake.users[fake.alice_id], nick="Parley")
+    thread_id = await fake.create_thread(fake.channel_id, "release planning")
+    await fake.send_user_message(thread_id, fake.alice_id, "first post in the thread")
+    message = await client.next_message()
+    assert isinstance(message.channel, discord.Thread)
+    assert message.channel.name == "release planning" and message.channel.parent_id == fake.channel_id
+    assert message.author.display_name == "Parley" and message.author.id == fake.alice_id
+
+    await message.channel.send("answered in the thread")
+    assert [post.content for post in fake.posts_in(thread_id)] == ["answered in the thread"]
 
 
 async def test_typing_is_recorded(fake: FakeDiscord, client: RecordingClient) -> None:

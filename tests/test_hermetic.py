@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from conftest import foreign_variables
+from pydantic import SecretStr
 
 from config import Settings
 
@@ -38,7 +39,7 @@ def test_a_test_sees_no_parley_setting_or_provider_key() -> None:
 
 def test_settings_read_in_a_test_have_their_defaults() -> None:
     """Settings read from the environment in a test have their defaults, whatever the shell exported."""
-    settings = Settings(discord_token="t")
+    settings = Settings(discord_token=SecretStr("t"))
     assert settings.use_llm_judge is False
     assert settings.conversation_timeout_seconds == 120
     assert settings.database_url == "sqlite:///data/parley.db"

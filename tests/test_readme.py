@@ -26,3 +26,16 @@ def test_readme_gives_the_install_and_test_commands() -> None:
     assert 'pip install -e ".[dev]" && pytest' in README
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
     assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().endswith("pytest")
+
+
+def test_readme_and_pre_commit_name_the_checks_ci_runs() -> None:
+    """Every check .ci/run makes before the tests is in the README's Development section and the pre-commit config."""
+    root = Path(__file__).resolve().parents[1]
+    ci = (root / ".ci" / "run").read_text()
+    checks = re.findall(r"^((?:ruff|mypy)\b.*)$", ci, re.MULTILINE)
+    assert checks == ["ruff check .", "ruff format --check .", "mypy"]
+    development = README.split("## Development", 1)[1]
+    pre_commit = (root / ".pre-commit-config.yaml").read_text()
+    for check in checks:
+        assert check in development, check
+        assert f"entry: {check.removesuffix(' .')}" in pre_commit, check

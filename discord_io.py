@@ -1,0 +1,285 @@
+"""Discord <-> records, posting and splitting: how Discord messages become engine and archive records,
+and how an answer is split into posts and delivered."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import unicodedata
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import discord
+
+from conversation import MessageRecord
+from history import ArchivedMessage
+
+log = logging.getLogger("parley")
+
+DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/message#create-message
+
+
+# --- Turning Discord messages into engine records ----------------------------------------------
+
+
+def to_record(message: discord.Message) -> MessageRecord:
+    """The engine's view of a Discord message."""
+    return MessageRecord(
+        message_id=message.id,
+        channel_id=message.channel.id,
+        author_id=message.author.id,
+        author=message.author.display_name,
+        content=message.clean_content,
+        timestamp=message.created_at,
+        is_bot=message.author.bot,
+        mention_ids=frozenset(user.id for user in message.mentions),
+        reply_to_author_id=replied_author_id(message),
+        mentions_everyone=message.mention_everyone,
+    )
+
+
+def replied_author_id(message: discord.Message) -> int | None:
+    reference = message.reference
+    if reference is None or message.type is not discord.MessageType.reply:
+        return None
+    resolved = reference.resolved
+    if isinstance(resolved, discord.Message):
+        return resolved.author.id
+    return None
+
+
+def record_from_archive(row: ArchivedMessage) -> MessageRecord:
+    """An archived message as conversation context (who it mentioned is not archived)."""
+    return MessageRecord(
+        message_id=row.message_id,
+        channel_id=row.channel_id,
+        author_id=row.author_id,
+        author=row.author_name,
+        content=row.content,
+        timestamp=row.created_at,
+        is_bot=row.is_bot,
+    )
+
+
+def to_archived(message: discord.Message) -> ArchivedMessage:
+    """The archive's row for a Discord message."""
+    return ArchivedMessage(
+        message_id=message.id,
+        guild_id=message.guild.id if message.guild else 0,
+        channel_id=message.channel.id,
+        author_id=message.author.id,
+        author_name=message.author.display_name,
+        content=message.clean_content,
+        created_at=message.created_at,
+        is_bot=message.author.bot,
+        reply_to_message_id=message.reference.message_id if message.reference else None,
+        edited_at=message.edited_at,
+    )
+
+
+# --- Delivering answers ------------------------------------------------------------------------
+
+# The smallest post limit the splitter accepts: a reopened fence, its close and some text must fit.
+MIN_POST_LIMIT = 64
+_FENCE = re.compile(r"^[ \t]*```(\S*)[^\n]*", re.MULTILINE)
+_FENCE_CLOSE = "\n```"
+# A reopened fence keeps its language only when that is short, as real ones are ("python", "typescript"):
+# a longer info string would eat every continuation post's room, so the fence is reopened bare.
+MAX_REOPENED_FENCE = 32
+_BARE_FENCE = "```"
+ANSWER_CUT_MARKER = "(answer cut)"
+_CUT_NOTE = "\n\n" + ANSWER_CUT_MARKER
+_SENTENCE_END = re.compile(r"[.!?][)\"'\]]*\s")
+_ZERO_WIDTH_JOINER = "\u200d"
+_SKIN_TONES = range(0x1F3FB, 0x1F400)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitStep:
+    """One turn of the splitter's loop: the post it produced (None for a stretch of bare whitespace)
+    and how many characters of the input are still to be posted, always fewer than before."""
+
+    post: str | None
+    remaining: int
+
+
+def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT, *, max_posts: int | None = None) -> list[str]:
+    """Split text into posts of at most `limit` characters, at the most natural boundary.
+
+    Paragraphs first, then lines, sentences, words, and a hard cut only as a last resort. A code
+    fence open at a cut is closed at the end of one post and reopened (same language) at the start
+    of the next, so every post renders on its own and no text is lost. With `max_posts`, text that
+    needs more posts is cut: the last post ends with ANSWER_CUT_MARKER, after any fence is closed.
+    """
+    if max_posts is not None and max_posts < 1:
+        raise ValueError("max_posts must be at least 1")
+    if max_posts is not None and limit - len(_CUT_NOTE) < MIN_POST_LIMIT:
+        raise ValueError(
+            f"a post limit under {MIN_POST_LIMIT + len(_CUT_NOTE)} characters leaves no room for the cut marker"
+        )
+    posts: list[str] = []
+    remaining = 0
+    for step in split_steps(text, limit):
+        if step.post is None:
+            continue
+        if len(posts) == max_posts:
+            posts[-1] = _marked_cut(posts[-1], limit)
+            log.info("text cut to %d posts; about %d characters not posted", max_posts, remaining)
+            break
+        posts.append(step.post)
+        remaining = step.remaining
+    return posts
+
+
+def _marked_cut(post: str, limit: int) -> str:
+    """`post` ending with the cut marker, shortened (at a natural boundary, fences closed) to make room."""
+    if len(post) + len(_CUT_NOTE) <= limit:
+        return post + _CUT_NOTE
+    # Re-split with the room the marker leaves, judging fence lines as the full-size split did.
+    shorter = split_steps(post, limit - len(_CUT_NOTE), fence_line_max=_fence_line_max(limit))
+    first = next(step.post for step in shorter if step.post is not None)
+    return first + _CUT_NOTE
+
+
+def split_steps(
+    text: str, limit: int = DISCORD_MESSAGE_LIMIT, *, fence_line_max: int | None = None
+) -> Iterator[SplitStep]:
+    """The splitter's loop, one step at a time; every step consumes at least one character of the
+    input, so any text ends in at most `len(text)` steps.
+
+    `fence_line_max`: the longest line that can open or close a code block (default: half of `limit`).
+    """
+    if limit < MIN_POST_LIMIT:
+        raise ValueError(f"a post limit under {MIN_POST_LIMIT} characters leaves no room for text")
+    line_max = _fence_line_max(limit) if fence_line_max is None else fence_line_max
+    rest = text.replace("\r\n", "\n").strip("\n")
+    reopen = ""
+    while rest:
+        post, used, reopen = _next_post(rest, reopen, limit, line_max)
+        if used < 1:
+            # Unreachable (see _next_post), but a hang would silence every server: fail loudly instead.
+            raise RuntimeError("the splitter made no progress")
+        rest = rest[used:].lstrip("\n")
+        yield SplitStep(post, len(rest))
+
+
+def _fence_line_max(limit: int) -> int:
+    # A longer fence line's info string alone would leave no room for the code: it is text.
+    return limit // 2
+
+
+def _next_post(rest: str, reopen: str, limit: int, fence_line_max: int) -> tuple[str | None, int, str]:
+    """The next post from the front of `rest`, how many characters of `rest` it used, and the fence
+    line (with its newline) to start the following post with.
+
+    It uses at least one character: the room for text is at least `limit` minus a capped reopened
+    fence and its close (MIN_POST_LIMIT keeps that positive), and `_best_cut` never returns 0.
+    """
+    if not rest.strip():
+        return None, len(rest), ""
+    whole = reopen + rest
+    # Only a text within the limit can be the last post: scanning a longer one for fences would be wasted.
+    if len(whole) <= limit:
+        if _open_fence(whole, fence_line_max) is not None:
+            whole += _FENCE_CLOSE
+        if len(whole) <= limit:
+            return whole, len(rest), ""
+    cut = _best_cut(rest, limit - len(reopen) - len(_FENCE_CLOSE))
+    body = rest[:cut].rstrip()
+    if not body.strip():
+        return None, cut, reopen
+    post = reopen + body
+    opener = _open_fence(post, fence_line_max)
+    if opener is None:
+        return post, cut, ""
+    return post + _FENCE_CLOSE, cut, _reopened(opener)
+
+
+def _open_fence(text: str, line_max: int = _fence_line_max(DISCORD_MESSAGE_LIMIT)) -> str | None:
+    """The opening fence (with its language) if `text` ends inside a code block, else None.
+
+    A line longer than `line_max` is text even if it starts with a fence: its info string alone
+    would leave no room for the code.
+    """
+    opener = None
+    for fence in _FENCE.finditer(text):
+        if len(fence.group(0)) <= line_max:
+            opener = None if opener is not None else "```" + fence.group(1)
+    return opener
+
+
+def _reopened(opener: str) -> str:
+    """The line that reopens `opener`'s code block at the start of the next post."""
+    return (opener if len(opener) <= MAX_REOPENED_FENCE else _BARE_FENCE) + "\n"
+
+
+def _best_cut(text: str, room: int) -> int:
+    """Where to end a post of at most `room` characters: just after the best boundary, never at 0."""
+    window = text[:room]
+    # A boundary in the first quarter would make a stub post; a later, weaker one reads better.
+    floor = room // 4
+    for boundary in ("\n\n", "\n"):
+        position = window.rfind(boundary)
+        if position > floor:
+            return position + len(boundary)
+    sentence_ends = [match.end() for match in _SENTENCE_END.finditer(window)]
+    if sentence_ends and sentence_ends[-1] > floor:
+        return sentence_ends[-1]
+    position = window.rfind(" ")
+    if position > floor:
+        return position + 1
+    return _hard_cut(text, max(room, 1), floor)
+
+
+def _hard_cut(text: str, cut: int, floor: int) -> int:
+    """`cut`, moved back (not past `floor`) so it does not split a character from its accents or an emoji sequence."""
+    while cut > floor + 1 and cut < len(text) and _joins_previous(text[cut - 1], text[cut]):
+        cut -= 1
+    return cut
+
+
+def _joins_previous(before: str, char: str) -> bool:
+    """Whether `char` is drawn together with `before`: an accent, a joiner, a variation selector, a skin tone."""
+    return (
+        before == _ZERO_WIDTH_JOINER
+        or char == _ZERO_WIDTH_JOINER
+        or unicodedata.category(char) in ("Mn", "Me", "Mc")
+        or ord(char) in _SKIN_TONES
+    )
+
+
+def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:
+    """A reply may ping only the person it answers: never @everyone, @here or a role."""
+    return discord.AllowedMentions(everyone=False, roles=False, users=[person], replied_user=True)
+
+
+TYPING_REFRESH_SECONDS = 8  # Discord shows typing for 10 s after each trigger-typing request
+# Typing starts once the model request is on its way: its own request would otherwise compete with
+# the model call for the event loop, and an answer this quick needs no indicator.
+TYPING_DELAY_SECONDS = 0.3
+
+
+@contextlib.asynccontextmanager
+async def typing_indicator(channel: discord.abc.Messageable) -> AsyncIterator[None]:
+    """Show "Parley is typing…" while the body runs, without ever holding it up.
+
+    The indicator runs beside the body: a slow or failing typing request never delays the model call.
+    """
+    typing = asyncio.create_task(_keep_typing(channel))
+    try:
+        yield
+    finally:
+        typing.cancel()
+
+
+async def _keep_typing(channel: discord.abc.Messageable) -> None:
+    await asyncio.sleep(TYPING_DELAY_SECONDS)
+    while True:
+        try:
+            await channel.typing()
+        except discord.HTTPException as error:
+            log.debug("typing indicator failed: %s", error)
+            return
+        await asyncio.sleep(TYPING_REFRESH_SECONDS)

@@ -1,0 +1,61 @@
+"""How chat data is quoted to the model: the framing tags, and the attributes that say who wrote a message.
+
+Everything a member can choose (server, channel and thread names, display names, message text) reaches
+the model only inside these frames: names as HTML-escaped attributes, text as a body whose framing tags
+pydantic-ai neutralises. A display name proves nothing, since anyone can take the bot's; who wrote a
+message is told by `author_id`, and the bot's own messages by `by_ai`, which only Parley sets, from its
+user id.
+"""
+
+from pydantic_ai.framing import register_tag
+
+__all__ = [
+    "AI_PARTICIPANT_TAG",
+    "ARCHIVED_MESSAGES_TAG",
+    "ARCHIVED_MESSAGE_TAG",
+    "CHANNEL_INFO_TAG",
+    "CHANNEL_STATS_TAG",
+    "LAST_ANSWERED_TAG",
+    "MESSAGE_TAG",
+    "NEW_MESSAGE_TAG",
+    "TOP_AUTHOR_TAG",
+    "TRANSCRIPT_TAG",
+    "author_attributes",
+    "inline",
+]
+
+# Registered at import time so every process escapes these tags the same way (see `register_tag`), and
+# so that a message body can open or close none of them.
+TRANSCRIPT_TAG = register_tag("chat_transcript")
+MESSAGE_TAG = register_tag("chat_message")
+NEW_MESSAGE_TAG = register_tag("new_message")
+CHANNEL_INFO_TAG = register_tag("channel_info")
+ARCHIVED_MESSAGES_TAG = register_tag("archived_messages")
+ARCHIVED_MESSAGE_TAG = register_tag("archived_message")
+CHANNEL_STATS_TAG = register_tag("channel_stats")
+TOP_AUTHOR_TAG = register_tag("top_author")
+AI_PARTICIPANT_TAG = register_tag("ai_participant")
+LAST_ANSWERED_TAG = register_tag("last_answered")
+
+# Discord caps names at 100 characters; anything longer did not come from Discord.
+NAME_MAX_CHARS = 100
+
+
+def inline(name: str) -> str:
+    """A Discord name (member, channel, thread, server) as one capped line, for an attribute value."""
+    return " ".join(name.split())[:NAME_MAX_CHARS]
+
+
+def author_attributes(name: str, author_id: int, *, is_bot: bool, bot_user_id: int | None) -> dict[str, str | None]:
+    """The attributes naming a message's author: name, id, and whether the bot itself or another bot wrote it.
+
+    `by_ai` comes from the author's id alone, never the name, so a member nicknamed like the bot is still
+    a member. Without `bot_user_id` (a replay that doesn't know it) no message is marked as the bot's.
+    """
+    own = bot_user_id is not None and author_id == bot_user_id
+    return {
+        "author": inline(name),
+        "author_id": str(author_id),
+        "by_ai": "true" if own else None,
+        "bot": "true" if is_bot and not own else None,
+    }

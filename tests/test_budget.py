@@ -1,0 +1,115 @@
+"""Tests for token accounting (budget.py) and its table in the archive (history.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from freezegun import freeze_time
+
+from budget import UsageLedger, UsageSummary, next_utc_midnight
+from history import HistoryArchive, TokenUsage
+
+NOW = datetime(2026, 3, 10, 15, 30, tzinfo=UTC)
+TODAY = NOW.date()
+GUILD, OTHER_GUILD = 10, 20
+GENERAL, RANDOM = 1, 2
+ALICE, BOB, CAROL = 100, 101, 102
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: datetime = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def spend(ledger: UsageLedger) -> None:
+    """Alice and Bob in #general, Carol in #random, and someone in another server."""
+    ledger.record(GUILD, GENERAL, ALICE, 1000, 200)
+    ledger.record(GUILD, GENERAL, ALICE, 500, 100)
+    ledger.record(GUILD, GENERAL, BOB, 300, 50)
+    ledger.record(GUILD, RANDOM, CAROL, 2000, 400)
+    ledger.record(OTHER_GUILD, 3, ALICE, 9000, 900)
+
+
+def test_memory_ledger_counts_per_server_channel_and_member() -> None:
+    """Without the archive the ledger sums each answer's input and output tokens by server, channel and member."""
+    ledger = UsageLedger(Clock())
+    spend(ledger)
+    assert ledger.server_tokens(GUILD) == 1800 + 350 + 2400
+    assert ledger.summary(GUILD, GENERAL) == UsageSummary(TODAY, 4550, 2150, [(CAROL, 2400), (ALICE, 1800), (BOB, 350)])
+    assert ledger.summary(GUILD, GENERAL, top=1).top_members == [(CAROL, 2400)]
+    assert ledger.server_tokens(OTHER_GUILD) == 9900
+
+
+def test_a_new_utc_day_starts_from_zero() -> None:
+    """At UTC midnight the counts reset; the budget's reset time is that midnight."""
+    clock = Clock(datetime(2026, 3, 10, 23, 59, tzinfo=UTC))
+    ledger = UsageLedger(clock)
+    ledger.record(GUILD, GENERAL, ALICE, 100, 10)
+    assert next_utc_midnight(ledger.day) == datetime(2026, 3, 11, tzinfo=UTC)
+    clock.now += timedelta(minutes=2)
+    assert ledger.server_tokens(GUILD) == 0
+    assert ledger.summary(GUILD, GENERAL) == UsageSummary(date(2026, 3, 11), 0, 0, [])
+
+
+def test_default_clock_is_utc() -> None:
+    """The ledger's day is the UTC date, whatever the wall clock's zone."""
+    with freeze_time("2026-03-10 23:30:00", tz_offset=-5):
+        assert UsageLedger().day == date(2026, 3, 10)
+
+
+async def test_archived_usage_survives_a_reopen(tmp_path: Path) -> None:
+    """With the archive on, a new ledger on the reopened file starts from today's counts, not from zero."""
+    path = tmp_path / "parley.db"
+    archive = await HistoryArchive.open(path, retention_days=0)
+    ledger = UsageLedger(Clock())
+    await ledger.attach(archive)
+    spend(ledger)
+    await archive.close()
+
+    archive = await HistoryArchive.open(path, retention_days=0)
+    try:
+        restarted = UsageLedger(Clock())
+        await restarted.attach(archive)
+        assert restarted.summary(GUILD, GENERAL) == ledger.summary(GUILD, GENERAL)
+        assert restarted.server_tokens(OTHER_GUILD) == 9900
+        rows = {(row.channel_id, row.member_id): row for row in await archive.usage_on(TODAY)}
+        assert rows[GENERAL, ALICE] == TokenUsage(TODAY, GUILD, GENERAL, ALICE, 1500, 300, answers=2)
+        assert await archive.usage_on(TODAY - timedelta(days=1)) == []
+    finally:
+        await archive.close()
+
+
+async def test_usage_is_pruned_with_retention_and_dropped_with_its_server(tmp_path: Path) -> None:
+    """Days older than the retention go at prune time; a server Parley leaves takes its counts with it."""
+    archive = await HistoryArchive.open(tmp_path / "parley.db", retention_days=7)
+    try:
+        old = TODAY - timedelta(days=30)
+        archive.record_usage(TokenUsage(old, GUILD, GENERAL, ALICE, 10, 1))
+        archive.record_usage(TokenUsage(TODAY, GUILD, GENERAL, ALICE, 10, 1))
+        archive.record_usage(TokenUsage(TODAY, OTHER_GUILD, 3, BOB, 10, 1))
+        await archive.prune(now=NOW)
+        assert await archive.usage_on(old) == []
+        assert len(await archive.usage_on(TODAY)) == 2
+        archive.delete_guild(OTHER_GUILD)
+        await archive.flush()
+        assert [row.guild_id for row in await archive.usage_on(TODAY)] == [GUILD]
+    finally:
+        await archive.close()
+
+
+async def test_deleting_a_channel_keeps_the_servers_spending(tmp_path: Path) -> None:
+    """A deleted channel's counts stay, so deleting a channel cannot refund the server's daily budget."""
+    archive = await HistoryArchive.open(tmp_path / "parley.db", retention_days=0)
+    try:
+        archive.record_usage(TokenUsage(TODAY, GUILD, GENERAL, ALICE, 10, 1))
+        archive.delete_channel(GENERAL)
+        await archive.flush()
+        assert len(await archive.usage_on(TODAY)) == 1
+    finally:
+        await archive.close()
