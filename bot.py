@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import hashlib
+import json
 import logging
 import math
 import os
@@ -17,6 +19,7 @@ from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequen
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import discord
@@ -67,6 +70,15 @@ from discord_io import (
 from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
+from preflight import (
+    configuration_problems,
+    describe_configuration,
+    export_dotenv_variables,
+    invite_link,
+    parley_version,
+    required_settings_help,
+    settings_env_file,
+)
 
 log = logging.getLogger("parley")
 
@@ -306,8 +318,8 @@ class Parley(discord.Client):
         self.usage = UsageLedger()
         # The UTC day each server was last told its budget is spent.
         self._budget_notices: dict[int, date] = {}
-        # `python bot.py --sync`: register the slash commands with Discord in setup_hook.
-        self.sync_on_start = sync_commands
+        # `python bot.py --sync`: register the slash commands even if they did not change.
+        self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
 
@@ -320,17 +332,24 @@ class Parley(discord.Client):
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
-        if self.settings.archive_enabled:
-            path = sqlite_path_from_url(self.settings.database_url)
-            try:
-                self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
-            except (OSError, sqlite3.Error) as error:
-                raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
-            await self._load_modes(self.archive)
-            self.forget_markers.update(await self.archive.all_forget_markers())
-            await self.usage.attach(self.archive)
-        if self.sync_on_start:
-            await self.sync_commands()
+        await self.sync_commands(force=self.force_command_sync)
+
+    async def open_archive(self) -> None:
+        """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
+
+        `run` calls it before logging in, so an archive that cannot be opened stops the bot before
+        any network traffic.
+        """
+        if not self.settings.archive_enabled or self.archive is not None:
+            return
+        path = sqlite_path_from_url(self.settings.database_url)
+        try:
+            self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
+        except (OSError, sqlite3.Error, RuntimeError) as error:
+            raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
+        await self._load_modes(self.archive)
+        self.forget_markers.update(await self.archive.all_forget_markers())
+        await self.usage.attach(self.archive)
 
     async def _load_modes(self, archive: HistoryArchive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
@@ -339,23 +358,46 @@ class Parley(discord.Client):
             else:
                 log.warning("ignoring unknown mode %r stored for channel %s", mode, channel_id)
 
-    async def sync_commands(self) -> None:
-        """Register the slash commands with Discord: in GUILD_ID alone (instantly) when set, else globally.
+    async def sync_commands(self, *, force: bool = False) -> None:
+        """Register the slash commands with Discord if they changed since the last time (or if `force`).
 
-        Only on request (`python bot.py --sync`): Discord rate-limits command registration, and
-        the commands change only when the code does.
+        In GUILD_ID alone (usable at once) when set, else globally. Discord rate-limits registration
+        and advises against it on every start, so the hash of what was last registered is kept (in
+        the archive, or in COMMAND_SYNC_FILE without one) and an unchanged tree is not sent again.
         """
         guild_id = self.settings.guild_id
         guild = None if guild_id is None else discord.Object(id=guild_id)
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
+        scope = "globally" if guild is None else f"to guild {guild_id}"
+        key = f"command_sync:{self.application_id}:{guild_id or 'global'}"
+        digest = command_tree_hash(self.tree, guild)
+        if not force and await self._remembered(key) == digest:
+            log.info("slash commands unchanged since they were last registered %s", scope)
+            return
         try:
             synced = await self.tree.sync(guild=guild)
         except discord.HTTPException as error:
             # The bot still works without fresh commands; say why they could not be registered.
             log.error("could not sync the slash commands: %s", error)
             return
-        log.info("synced %d slash command(s) %s", len(synced), "globally" if guild is None else f"to guild {guild_id}")
+        log.info("synced %d slash command(s) %s", len(synced), scope)
+        await self._remember(key, digest)
+
+    async def _remembered(self, key: str) -> str | None:
+        if self.archive is not None:
+            return await self.archive.get_state(key)
+        noted = await asyncio.to_thread(_read_sync_file)
+        return noted.get(key)
+
+    async def _remember(self, key: str, value: str) -> None:
+        try:
+            if self.archive is not None:
+                await self.archive.set_state(key, value)
+            else:
+                await asyncio.to_thread(_write_sync_file, key, value)
+        except (OSError, ArchiveWriteFailed) as error:
+            log.warning("could not note the command registration (%s): the next start registers them again", error)
 
     async def close(self) -> None:
         await super().close()
@@ -373,7 +415,23 @@ class Parley(discord.Client):
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
         # record of the channels starts again now.
         self.watching_since = utc_now()
-        log.info("connected as %s to %d guild(s)", self.user, len(self.guilds))
+        log.info("%s", self.startup_summary())
+
+    def startup_summary(self) -> str:
+        """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
+        settings = self.settings
+        servers = len(self.guilds)
+        judge = settings.judge_model if self.judge is not None else "off"
+        archive = str(sqlite_path_from_url(settings.database_url)) if settings.archive_enabled else "off"
+        others = len(self.channel_modes)
+        modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
+        line = (
+            f"Parley {parley_version()} connected as {self.user} to {servers} server(s):"
+            f" model {settings.llm_model}, judge {judge}, archive {archive}, {modes}"
+        )
+        if servers == 0 and self.application_id is not None:
+            line += f"; add it to a server with {invite_link(self.application_id)}"
+        return line
 
     # -- Messages --
 
@@ -1106,6 +1164,30 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     return client
 
 
+COMMAND_SYNC_FILE = Path("data") / "command-sync.json"
+
+
+def command_tree_hash(tree: app_commands.CommandTree, guild: discord.abc.Snowflake | None) -> str:
+    """A hash of exactly what `tree.sync(guild=guild)` would send to Discord."""
+    payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _read_sync_file() -> dict[str, str]:
+    """The command registrations noted without an archive; nothing if the file is missing or unreadable."""
+    try:
+        noted = json.loads(COMMAND_SYNC_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return noted if isinstance(noted, dict) else {}
+
+
+def _write_sync_file(key: str, value: str) -> None:
+    noted = _read_sync_file() | {key: value}
+    COMMAND_SYNC_FILE.parent.mkdir(parents=True, exist_ok=True)
+    COMMAND_SYNC_FILE.write_text(json.dumps(noted, indent=2, sort_keys=True) + "\n")
+
+
 async def run(client: Parley, token: str) -> None:
     """Run until Discord disconnects for good or SIGTERM/SIGINT asks for a graceful stop."""
     stop = asyncio.Event()
@@ -1114,6 +1196,7 @@ async def run(client: Parley, token: str) -> None:
         loop.add_signal_handler(signum, stop.set)
     try:
         async with client:
+            await client.open_archive()
             serving = asyncio.create_task(client.start(token))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -1128,25 +1211,54 @@ async def run(client: Parley, token: str) -> None:
             loop.remove_signal_handler(signum)
 
 
+async def register_commands(client: Parley, token: str) -> None:
+    """`--sync`: log in (which registers the commands, forced) and leave, without opening a gateway session."""
+    async with client:
+        await client.open_archive()
+        await client.login(token)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bot.py", description="Run Parley; its settings come from the environment (see README.md)."
+        prog="bot.py",
+        description="Run Parley, a Discord bot that joins channel conversations. Its settings come from the"
+        " environment and a .env file in the current folder.",
+        epilog=required_settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration offline (settings, model, provider package and key, archive), print it"
+        " with secrets masked, and exit: 0 if it is fine, 2 if not",
     )
     parser.add_argument(
         "--sync",
         action="store_true",
-        help="register the /parley commands with Discord on start (in GUILD_ID alone when set), then run as usual",
+        help="register the /parley commands with Discord now (in GUILD_ID alone when set), even if unchanged,"
+        " and exit; a normal start registers them whenever they changed",
     )
+    parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    export_dotenv_variables(settings_env_file())
     try:
         settings = Settings()
     except ValidationError as error:
         print(describe_settings_error(error), file=sys.stderr)
         return 2
+    problems = configuration_problems(settings)
+    for problem in problems:
+        print(f"Configuration error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    if args.check:
+        print(describe_configuration(settings))
+        print(f"Parley {parley_version()}: the configuration is complete (checked offline; nothing was sent).")
+        return 0
     configure_logging(settings)
     warn_about_retired_settings(os.environ)
     point_at_discord(settings)
@@ -1155,8 +1267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
     # https://docs.python.org/3/library/gc.html#gc.freeze
     gc.freeze()
+    token = settings.discord_token.get_secret_value()
     try:
-        asyncio.run(run(client, settings.discord_token.get_secret_value()))
+        asyncio.run(register_commands(client, token) if args.sync else run(client, token))
     except discord.LoginFailure:
         print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2
@@ -1169,6 +1282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except OSError as error:
+        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL.
+        print(f"Could not reach Discord: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

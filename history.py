@@ -204,6 +204,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX forget_markers_guild ON forget_markers (guild_id);
     """,
+    # v5: small named values the bot keeps between runs (the hash of its last command sync).
+    """
+    CREATE TABLE bot_state (
+        name  TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -438,6 +445,10 @@ _SET_MODE = _Write(
         " guild_id = excluded.guild_id, mode = excluded.mode,"
         " updated_at = excluded.updated_at",
     ),
+)
+_SET_STATE = _Write(
+    "set_state",
+    ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
 # Adds to the day's row, so a batch of answers by one member in one channel is one row.
 _USAGE = _Write(
@@ -763,6 +774,22 @@ class HistoryArchive:
             (channel_id, limit),
         )
         return [_decision_from_row(row) for row in rows]
+
+    async def get_state(self, name: str) -> str | None:
+        """The value stored under `name` by `set_state`, or None."""
+        rows = await self._reader.execute_fetchall("SELECT value FROM bot_state WHERE name = ?", (name,))
+        return next((value for (value,) in rows), None)
+
+    async def set_state(self, name: str, value: str) -> None:
+        """Store `value` under `name`; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why).
+        """
+        self._enqueue(_SET_STATE, (name, value))
+        await self.flush()
+        if await self.get_state(name) != value:
+            raise ArchiveWriteFailed(f"the value of {name!r} could not be stored")
 
     # Writer side.
 

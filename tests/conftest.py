@@ -1,7 +1,9 @@
-"""Shared test setup: no test may reach a real model provider."""
+"""Shared test setup: no test may reach a real model provider, or depend on the developer's shell or `.env`."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +19,31 @@ from config import Settings
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 
+PARLEY_SETTINGS = frozenset(name.upper() for name in Settings.model_fields)
+# What model providers, their SDKs and Logfire read: keys, endpoints, and Logfire's own settings.
+PROVIDER_VARIABLE = re.compile(r"_API_KEY$|_BASE_URL$|^(OPENAI|ANTHROPIC|LOGFIRE|AWS|HF)_")
+# Names a test may set (bot.main copies `.env` into the environment): removed again after each test.
+SET_BY_TESTS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "LLM_API_KEY", "LOGFIRE_TOKEN")
+
+
+def foreign_variables() -> list[str]:
+    """The Parley settings and provider variables in this process's environment."""
+    return [name for name in os.environ if name.upper() in PARLEY_SETTINGS or PROVIDER_VARIABLE.search(name)]
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every test starts without the shell's Parley settings and provider keys, in an empty folder (so no `.env`)."""
+    for name in {*foreign_variables(), *PARLEY_SETTINGS, *SET_BY_TESTS}:
+        # Set first, so monkeypatch also removes whatever the test itself puts there.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
 
 @pytest.fixture
-def make_settings(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Settings]:
-    """Build `Settings` from keyword overrides only, ignoring the developer's environment and `.env`."""
-    for name in ("LLM_MODEL", "LLM_BASE_URL", "LLM_API_KEY", "JUDGE_MODEL", "DATABASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
+def make_settings() -> Callable[..., Settings]:
+    """Build `Settings` from keyword overrides only (the `hermetic` fixture keeps the shell and `.env` out)."""
 
     def make(**overrides: Any) -> Settings:
         return Settings(_env_file=None, **{"discord_token": "test-token", **overrides})

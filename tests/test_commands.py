@@ -347,8 +347,8 @@ def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_setti
     assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
 
 
-def test_only_sync_flag_registers_commands() -> None:
-    """`--sync` asks for registration; no argument keeps the plain start."""
+def test_only_sync_flag_forces_registration() -> None:
+    """`--sync` forces registration; no argument keeps the plain start."""
     assert parse_args([]).sync is False
     assert parse_args(["--sync"]).sync is True
 
@@ -521,26 +521,32 @@ async def logged_in(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, *, sync: bo
         await client.close()
 
 
-async def test_normal_start_registers_no_commands(
-    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+async def test_without_archive_a_file_remembers_the_registration(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without --sync the client never touches Discord's command registry."""
+    """With the archive off, the first start registers the commands and notes it under data/; the next does not."""
+    monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert fake.commands == {} and not any("/commands" in request.path for request in fake.requests)
+    await logged_in(fake, llm, tmp_path, sync=False)
+    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+    assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
+    assert (tmp_path / "data" / "command-sync.json").is_file()
 
 
 async def test_sync_registers_global_commands(
-    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--sync without GUILD_ID registers /parley globally."""
+    monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
     assert [command["name"] for command in fake.commands[None]] == ["parley"]
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
-    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--sync with GUILD_ID registers /parley in that guild alone, for instant use while developing."""
+    monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
     assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley"]

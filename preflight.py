@@ -1,0 +1,191 @@
+"""What Parley checks before it connects: `.env` for the providers, the model, the archive, and --check's report.
+
+Everything here runs offline, so a configuration mistake is one line naming the variable and what
+to do, before any traffic to Discord or a model provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import re
+import sqlite3
+import tomllib
+from pathlib import Path
+
+import discord
+from dotenv import dotenv_values
+from pydantic import SecretStr
+from pydantic_ai.exceptions import UserError
+
+from agent import build_model
+from config import Settings
+from history import MIGRATIONS, sqlite_path_from_url
+
+# What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
+# scope already includes `applications.commands`, so the invite asks for no more.
+INVITE_PERMISSIONS = discord.Permissions(
+    view_channel=True, send_messages=True, send_messages_in_threads=True, read_message_history=True
+)
+MASK = "********"
+# Secrets of the providers that --check reports as set or not, never showing their values.
+_SECRET_VARIABLE = re.compile(r"^[A-Z0-9_]+_API_KEY$|^LOGFIRE_TOKEN$")
+_KEY_NEEDED = re.compile(r"Set the `(\w+)` environment variable")
+_PIP_INSTALL = re.compile(r'pip install "([^"]+)"')
+
+
+def parley_version() -> str:
+    """The version pyproject.toml gives; a deploy runs from the repository without installing the project."""
+    try:
+        with Path(__file__).with_name("pyproject.toml").open("rb") as file:
+            return str(tomllib.load(file)["project"]["version"])
+    except OSError:
+        try:
+            return importlib.metadata.version("parley")
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+
+
+def invite_link(application_id: int) -> str:
+    """The link that adds the bot to a server with exactly the permissions it needs."""
+    return (
+        f"https://discord.com/oauth2/authorize?client_id={application_id}"
+        f"&scope=bot&permissions={INVITE_PERMISSIONS.value}"
+    )
+
+
+def export_dotenv_variables(env_file: str | os.PathLike[str] | None) -> list[str]:
+    """Copy `.env`'s other variables (provider keys, LOGFIRE_TOKEN, ...) into the environment; returns their names.
+
+    `Settings` reads Parley's own variables from `.env`, but model providers, their SDKs and Logfire
+    read only the process environment. Every non-empty variable the environment does not already
+    have is copied, not a list of known names: pydantic-ai alone reads over 70 and the SDKs more,
+    and the list changes with their releases. The environment wins, as it does for the settings.
+    """
+    if env_file is None or not os.path.isfile(env_file):
+        return []
+    parley_settings = {name.upper() for name in Settings.model_fields}
+    exported = []
+    for name, value in dotenv_values(env_file).items():
+        if value and name.upper() not in parley_settings and name not in os.environ:
+            os.environ[name] = value
+            exported.append(name)
+    return exported
+
+
+def settings_env_file() -> str | os.PathLike[str] | None:
+    """The `.env` file `Settings` reads, which the provider keys come from too."""
+    env_file = Settings.model_config.get("env_file")
+    return env_file if isinstance(env_file, str | os.PathLike) else None
+
+
+def configuration_problems(settings: Settings) -> list[str]:
+    """Everything that would stop the bot once connected, found offline: one line per problem, naming the variable."""
+    problems = [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
+    problems.append(archive_problem(settings.database_url))
+    return [problem for problem in problems if problem]
+
+
+def models_in_use(settings: Settings) -> list[tuple[str, str]]:
+    """(variable, model string) for the responder and, when it is on and different, the judge."""
+    used = [("LLM_MODEL", settings.llm_model)]
+    if settings.use_llm_judge and settings.judge_model and settings.judge_model != settings.llm_model:
+        used.append(("JUDGE_MODEL", settings.judge_model))
+    return used
+
+
+def model_problem(settings: Settings, variable: str, name: str) -> str | None:
+    """Why the model `name` (from `variable`) cannot be built, or None: unknown, package missing, key missing."""
+    if settings.llm_base_url:
+        return None  # the name goes verbatim to that server, which alone knows it
+    try:
+        build_model(settings, name)
+    except ImportError as error:
+        package = _PIP_INSTALL.search(str(error))
+        fix = f'pip install "{package.group(1)}"' if package else f"install what is missing ({error})"
+        return f"{variable}={name} needs a provider package that is not installed: {fix}"
+    except UserError as error:
+        message = str(error)
+        key = _KEY_NEEDED.search(message)
+        if key:
+            return f"{variable}={name} needs {key.group(1)}: set it in .env or the environment"
+        if message.startswith("Unknown model"):
+            return (
+                f"{variable} is invalid: {name!r} is not a pydantic-ai model string such as openai:gpt-4.1-mini"
+                " (for an OpenAI-compatible server, set LLM_BASE_URL and give the model's name there)"
+            )
+        return f"{variable}={name} cannot be used: {message.splitlines()[0]}"
+    return None
+
+
+def archive_problem(database_url: str) -> str | None:
+    """Why the archive DATABASE_URL names cannot be opened or created, or None; creates nothing."""
+    if not database_url:
+        return None
+    path = sqlite_path_from_url(database_url)
+    cannot = f"DATABASE_URL names {path}, which cannot be opened"
+    if path.is_dir():
+        return f"{cannot}: it is a folder; name a file in it, e.g. sqlite:///{path / 'parley.db'}"
+    if path.exists():
+        return _existing_archive_problem(path, cannot)
+    folder = _nearest_existing(path.parent)
+    if not folder.is_dir():
+        return f"{cannot}: {folder} is a file, not a folder; point DATABASE_URL elsewhere"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{cannot}: this user may not create files in {folder}; point DATABASE_URL at a writable place"
+    return None
+
+
+def _existing_archive_problem(path: Path, cannot: str) -> str | None:
+    try:
+        with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=rw", uri=True)) as db:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+    except sqlite3.Error as error:
+        return f"{cannot} as an SQLite archive: {error}"
+    if version > len(MIGRATIONS):
+        return f"{cannot}: a newer Parley wrote it (schema version {version}; this one knows up to {len(MIGRATIONS)})"
+    return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path`, or the closest of its parents that exists (the current folder for a relative path)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def describe_configuration(settings: Settings) -> str:
+    """The effective configuration, one `VARIABLE=value` a line, secrets masked: what --check prints."""
+    own = [name.upper() for name in Settings.model_fields]
+    lines = [f"{variable}={_shown(getattr(settings, variable.lower()))}" for variable in own]
+    secrets = sorted(name for name in os.environ if _SECRET_VARIABLE.match(name) and name.upper() not in own)
+    lines += [f"{name}={MASK if os.environ[name] else ''}" for name in secrets]
+    return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, SecretStr):
+        return MASK if value.get_secret_value() else ""
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def required_settings_help() -> str:
+    """--help's closing text: the settings without a default, and where the others are described."""
+    required = [
+        f"  {name.upper():<24}{field.description}"
+        for name, field in Settings.model_fields.items()
+        if field.is_required()
+    ]
+    return "\n".join(
+        [
+            "required settings (environment variables, or lines in .env):",
+            *required,
+            f"  {'<provider>_API_KEY':<24}The key of LLM_MODEL's provider: OPENAI_API_KEY for the default,",
+            f"  {'':<24}ANTHROPIC_API_KEY for anthropic:..., and so on (not with LLM_BASE_URL).",
+            "",
+            "Every other setting has a default: .env.example lists them all, README.md explains them.",
+        ]
+    )

@@ -1,0 +1,82 @@
+"""End-to-end: bot.py registers its slash commands with the fake Discord only when they changed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import discord
+from discord import app_commands
+from e2e_support import bot_settings
+from fake_discord import FakeDiscord
+from fake_llm import FakeLLM
+
+from bot import build_client, point_at_discord, register_commands, run
+
+
+def command_puts(fake: FakeDiscord) -> int:
+    """How many times the bot sent Discord its command list (bulk overwrite)."""
+    return sum(1 for request in fake.requests if request.method == "PUT" and request.path.endswith("/commands"))
+
+
+@app_commands.command(description="A command a later version of Parley might add.")
+async def ping(interaction: discord.Interaction) -> None:
+    await interaction.response.send_message("pong", ephemeral=True)
+
+
+async def start_and_stop(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, *extra: app_commands.Command[Any, ..., Any], **overrides: Any
+) -> None:
+    """Start bot.py's client through `bot.run` (with `extra` commands in its tree) until it is ready, then stop it."""
+    settings = bot_settings(fake, llm, tmp_path, **overrides)
+    point_at_discord(settings)
+    client = build_client(settings, guild_ready_timeout=0.05)
+    for command in extra:
+        client.tree.add_command(command)
+    running = asyncio.create_task(run(client, settings.discord_token.get_secret_value()))
+    await fake.wait_for_ready()
+    await asyncio.wait_for(client.wait_until_ready(), 5)
+    await client.close()
+    await asyncio.wait_for(running, 10)
+
+
+async def test_commands_are_registered_once_and_again_only_when_changed(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """The first start registers the commands, a second with the same tree does not, a changed tree does again."""
+    await start_and_stop(fake, llm, tmp_path)
+    assert command_puts(fake) == 1
+    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+
+    await start_and_stop(fake, llm, tmp_path)
+    assert command_puts(fake) == 1
+
+    await start_and_stop(fake, llm, tmp_path, ping)
+    assert command_puts(fake) == 2
+    assert sorted(command["name"] for command in fake.commands[None]) == ["parley", "ping"]
+
+
+async def test_the_archive_remembers_each_scope_apart(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """Registering globally does not count for a GUILD_ID start, and each is remembered across restarts."""
+    await start_and_stop(fake, llm, tmp_path)
+    await start_and_stop(fake, llm, tmp_path, guild_id=fake.guild_id)
+    await start_and_stop(fake, llm, tmp_path, guild_id=fake.guild_id)
+    await start_and_stop(fake, llm, tmp_path)
+    assert command_puts(fake) == 2
+    assert set(fake.commands) == {None, fake.guild_id}
+
+
+async def test_sync_flag_registers_even_unchanged_commands_without_a_gateway_session(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """`--sync` registers the commands although nothing changed, then returns without ever identifying."""
+    await start_and_stop(fake, llm, tmp_path)
+    identifies = len(fake.identifies)
+    settings = bot_settings(fake, llm, tmp_path)
+    client = build_client(settings, sync_commands=True)
+    await register_commands(client, settings.discord_token.get_secret_value())
+    assert command_puts(fake) == 2
+    assert len(fake.identifies) == identifies and client.is_closed()
