@@ -32,23 +32,25 @@ from test_history import REFUSE_MODES, raw_db
 
 from agent import build_judge
 from bot import (
+    DecisionJournal,
+    LoggedDecision,
+    build_client,
+    excerpt,
+    parse_args,
+    point_at_discord,
+)
+from budget import UsageSummary
+from commands import (
     EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
     WHY_MAX_COUNT,
-    DecisionJournal,
-    LoggedDecision,
     ParleyCommands,
-    build_client,
     describe_decision,
     describe_decisions,
     describe_status,
     describe_usage,
-    excerpt,
-    parse_args,
-    point_at_discord,
     refusal,
 )
-from budget import UsageSummary
 from config import ChannelMode
 from conversation import (
     CHANNEL_MODES,
