@@ -68,6 +68,7 @@ from discord_io import (
 from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
+from memory import MemoryStore
 from preflight import (
     configuration_problems,
     describe_configuration,
@@ -293,6 +294,8 @@ class Parley(discord.Client):
         self.responder = responder
         self.judge = judge
         self.archive: HistoryArchive | None = None
+        # Facts and context snapshots, kept in the archive's file: None without an archive.
+        self.memory: MemoryStore | None = None
         # The archive holds every message only from the moment this process started watching.
         self.watching_since = utc_now()
         self._turns: dict[int, _Turn] = {}
@@ -343,6 +346,7 @@ class Parley(discord.Client):
             self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
         except (OSError, sqlite3.Error, RuntimeError) as error:
             raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
+        self.memory = await MemoryStore.open(self.archive)
         await self._load_modes(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
         await self.usage.attach(self.archive)
@@ -399,6 +403,7 @@ class Parley(discord.Client):
         await super().close()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
+        self.memory = None
         if archive is not None:
             self.usage.detach()
             await archive.close()
@@ -660,6 +665,8 @@ class Parley(discord.Client):
             archive=self.archive,
             requester_id=message.author.id,
             requester_can_read_history=may_read_history(message),
+            memory=self.memory if self.settings.memory_tools else None,
+            message_id=message.id,
         )
         async with typing_indicator(message.channel):
             try:

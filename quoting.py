@@ -19,6 +19,8 @@ __all__ = [
     "CHANNEL_INFO_TAG",
     "CHANNEL_STATS_TAG",
     "LAST_ANSWERED_TAG",
+    "MEMORIES_TAG",
+    "MEMORY_TAG",
     "MESSAGE_TAG",
     "NEW_MESSAGE_TAG",
     "TOP_AUTHOR_TAG",
@@ -39,6 +41,8 @@ CHANNEL_STATS_TAG = register_tag("channel_stats")
 TOP_AUTHOR_TAG = register_tag("top_author")
 AI_PARTICIPANT_TAG = register_tag("ai_participant")
 LAST_ANSWERED_TAG = register_tag("last_answered")
+MEMORIES_TAG = register_tag("memories")
+MEMORY_TAG = register_tag("memory")
 
 # Discord caps names at 100 characters; anything longer did not come from Discord.
 NAME_MAX_CHARS = 100
