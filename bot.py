@@ -29,6 +29,7 @@ from discord import app_commands
 from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
+from pydantic_ai.messages import ModelMessage
 
 from agent import (
     ChatDeps,
@@ -790,6 +791,11 @@ class Parley(discord.Client):
         live = self.manager.get(channel_id) is not None
         self.manager.end(channel_id)
         return live
+
+    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None:
+        """Make `messages` the model history of the channel's conversation, starting one if none is live."""
+        conversation = self.manager.get(channel_id) or self.manager.start(channel_id)
+        conversation.llm_history = messages
 
     def _forget_channel(self, channel_id: int) -> None:
         self.decisions.drop_channel(channel_id)

@@ -25,6 +25,7 @@ from quoting import MEMORIES_TAG, MEMORY_TAG
 
 __all__ = [
     "FACT_MAX_CHARS",
+    "SNAPSHOT_NAME_MAX_CHARS",
     "Memory",
     "MemoryStore",
     "Snapshot",
