@@ -24,9 +24,6 @@ from fake_discord import (
 )
 from fake_llm import Error, FakeLLM, ToolCall, echo, message_text
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 # --- Scenarios ---------------------------------------------------------------------------------
 
 
