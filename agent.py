@@ -304,11 +304,11 @@ def build_responder(
     """The agent that writes Parley's answers.
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
-    `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only when
-    `memory_enabled` (default: the archive is on and MEMORY_TOOLS allows them). Transient provider errors
-    are retried `settings.model_retries` times by the provider SDK, with backoff that honours Retry-After, and
-    each response is capped at `settings.max_answer_tokens`. Before each model request the history
-    is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
+    `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
+    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them).
+    Transient provider errors are retried `settings.model_retries` times by the provider SDK, with backoff
+    that honours Retry-After, and each response is capped at `settings.max_answer_tokens`. Before each model
+    request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
     `all_messages()`, and so `Reply.messages`, carries on. With tools, the last request the answer's
     limits leave room for goes without them (`wind_down_reason`), so the model answers then.
     """

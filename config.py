@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     )
     memory_tools: bool = Field(
         True,
-        description="Offer the model the remember and recall tools, which keep facts in the archive (needs it).",
+        description="Offer the model the remember and recall tools, which keep facts in the archive"
+        " (needs it, and HISTORY_TOOLS).",
     )
 
     discord_api_base_url: str | None = Field(
@@ -215,7 +216,8 @@ class Settings(BaseSettings):
 
     @property
     def memory_tools_enabled(self) -> bool:
-        return self.archive_enabled and self.memory_tools
+        # HISTORY_TOOLS=false is how a model without tool calling is run: it withholds every tool.
+        return self.archive_tools_enabled and self.memory_tools
 
 
 def _is_loopback(host: str) -> bool:

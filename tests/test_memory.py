@@ -147,7 +147,7 @@ def test_recalled_facts_are_quoted_data() -> None:
 
 
 def test_memory_tools_follow_the_setting(make_settings) -> None:
-    """remember and recall are offered with the archive on and MEMORY_TOOLS true, and not otherwise."""
+    """remember and recall are offered with the archive on and HISTORY_TOOLS and MEMORY_TOOLS true, not otherwise."""
 
     def tools(**overrides) -> set[str]:
         agent = build_responder(make_settings(llm_base_url="http://127.0.0.1:9/v1", **overrides))
@@ -155,4 +155,5 @@ def test_memory_tools_follow_the_setting(make_settings) -> None:
 
     assert {"remember", "recall"} <= tools(database_url="sqlite:///x.db")
     assert not {"remember", "recall"} & tools(database_url="sqlite:///x.db", memory_tools=False)
+    assert not {"remember", "recall"} & tools(database_url="sqlite:///x.db", history_tools=False)
     assert not {"remember", "recall"} & tools(database_url="")
