@@ -748,7 +748,13 @@ async def recall(ctx: RunContext[ChatDeps], query: str) -> str:
         return "Memory is off here."
     try:
         found = await deps.memory.recall(
-            query, guild_id=deps.guild_id, channel_id=deps.channel_id, member_id=deps.requester_id, limit=RECALL_LIMIT
+            query,
+            guild_id=deps.guild_id,
+            channel_id=deps.channel_id,
+            member_id=deps.requester_id,
+            limit=RECALL_LIMIT,
+            # The channel's facts are copies of its history, which this member may not read.
+            channel_facts=deps.requester_can_read_history,
         )
     except Exception:
         log.exception("recall failed in channel %s", deps.channel_id)

@@ -55,6 +55,7 @@ _SAVE_SNAPSHOT = Write(
 )
 
 # In scope: made in this channel, or told by the asking member about themselves in this server.
+# :channel is 0 (no channel has it) for a member who may not read the channel's history.
 _SCOPE = "(m.channel_id = :channel OR (m.guild_id = :guild AND m.about_id = :member AND m.said_by_id = :member))"
 _RECALL_SQL = f"""
 SELECT {_COLUMNS} FROM (
@@ -156,13 +157,22 @@ class MemoryStore:
         return memory
 
     async def recall(
-        self, query: str, *, guild_id: int, channel_id: int, member_id: int, limit: int = 10
+        self,
+        query: str,
+        *,
+        guild_id: int,
+        channel_id: int,
+        member_id: int,
+        limit: int = 10,
+        channel_facts: bool = True,
     ) -> list[Memory]:
         """The facts in scope for `member_id` talking in `channel_id` that best match `query`.
 
-        All of the query's words must match; if none does, any of them.
+        All of the query's words must match; if none does, any of them. Without `channel_facts` (a member
+        who may not read the channel's history) only the member's own facts about themselves are searched.
         """
-        scope = {"channel": channel_id, "guild": guild_id, "member": member_id, "limit": limit}
+        channel = channel_id if channel_facts else 0
+        scope = {"channel": channel, "guild": guild_id, "member": member_id, "limit": limit}
         found: list[Memory] = []
         for op in ("AND", "OR"):
             match = match_expression(query, op)

@@ -57,6 +57,16 @@ async def test_a_self_fact_follows_its_teller_within_the_server_only(store: Memo
     assert await facts(store, "deploys", guild=OTHER_GUILD, channel=ELSEWHERE, member=ALICE) == []
 
 
+async def test_without_read_history_only_a_members_own_facts_are_recalled(store: MemoryStore) -> None:
+    """A member who may not read the channel's history gets their own facts, not the channel's."""
+    await alice_says(store, "Alice deploys on Fridays")
+    await alice_says(store, "The channel deploys on Mondays", about_speaker=False)
+    found = await store.recall("deploys", guild_id=GUILD, channel_id=PRIVATE, member_id=ALICE, channel_facts=False)
+    assert [memory.fact for memory in found] == ["Alice deploys on Fridays"]
+    found = await store.recall("deploys", guild_id=GUILD, channel_id=PRIVATE, member_id=BOB, channel_facts=False)
+    assert found == []
+
+
 async def test_a_fact_about_others_stays_in_its_channel(store: MemoryStore) -> None:
     """A fact not about its teller is recalled only in the channel it was made in, even for the teller."""
     await alice_says(store, "The release is on Monday", about_speaker=False)
