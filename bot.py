@@ -40,6 +40,7 @@ from agent import (
     close_model,
     generate_reply,
 )
+from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, UsageSummary, next_utc_midnight
 from config import ChannelMode, Settings, describe_settings_error
 from conversation import (
@@ -297,8 +298,11 @@ class Parley(discord.Client):
         self.responder = responder
         self.judge = judge
         self.archive: HistoryArchive | None = None
-        # The archive holds every message only from the moment this process started watching.
+        # The archive holds every message only from the moment this gateway session started watching,
+        # or, per channel, from whenever this session's catch-up filled the gap before it.
         self.watching_since = utc_now()
+        self.covered_since: dict[int, datetime] = {}
+        self._catch_up: asyncio.Task[None] | None = None
         self._turns: dict[int, _Turn] = {}
         self.member_rates = (
             TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
@@ -401,6 +405,7 @@ class Parley(discord.Client):
 
     async def close(self) -> None:
         await super().close()
+        await self._stop_catch_up()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         if archive is not None:
@@ -413,9 +418,47 @@ class Parley(discord.Client):
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
-        # record of the channels starts again now.
+        # record of the channels starts again now, until catch-up fills the gap.
         self.watching_since = utc_now()
+        self.covered_since.clear()
         log.info("%s", self.startup_summary())
+        await self._stop_catch_up()
+        if self.archive is not None and self.settings.backfill_max_messages:
+            self._catch_up = asyncio.create_task(self.catch_up(self.archive), name="catch-up")
+
+    async def catch_up(self, archive: HistoryArchive) -> None:
+        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile."""
+        settings = self.settings
+        try:
+            summary = await catch_up(
+                list(readable_channels(self.guilds)),
+                archive,
+                limit=settings.backfill_max_messages,
+                retention_days=settings.history_retention_days,
+                concurrency=settings.backfill_concurrency,
+                now=utc_now(),
+                forget=self._forget_messages,
+                on_channel=self._caught_up,
+            )
+        except Exception:
+            # A background task's failure would otherwise go unseen; the live archive carries on without it.
+            log.exception("catch-up failed")
+            return
+        log.info("%s", summary.describe())
+
+    def _caught_up(self, result: ChannelCatchUp) -> None:
+        self.covered_since[result.channel_id] = min(result.covered_since, self.watching_since)
+
+    async def _stop_catch_up(self) -> None:
+        task, self._catch_up = self._catch_up, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def watched_from(self, channel_id: int) -> datetime:
+        """Since when the archive holds every message of the channel."""
+        return self.covered_since.get(channel_id, self.watching_since)
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
@@ -597,15 +640,15 @@ class Parley(discord.Client):
     async def load_context(self, message: discord.Message) -> list[MessageRecord]:
         """The channel's recent messages before `message`, oldest first, as a new conversation's context.
 
-        From the archive when it has watched the channel for the whole period (no Discord round
-        trip), otherwise from Discord's message history.
+        From the archive when it holds the channel's whole period, watched live or caught up (no
+        Discord round trip), otherwise from Discord's message history.
         """
         count = self.settings.context_message_count
         if count == 0:
             return []
         since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
         after_id = self.forget_markers.get(message.channel.id, 0)
-        if self.archive is not None and since >= self.watching_since:
+        if self.archive is not None and since >= self.watched_from(message.channel.id):
             return await self._context_from_archive(self.archive, message, count, since, after_id)
         after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
         return await self._context_from_discord(message, count, discord.Object(id=after_id))
