@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -45,6 +45,12 @@ class ChannelCatchUp:
     deleted: int
     capped: bool
     covered_since: datetime
+    failed: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole gap since the channel's newest archived message was fetched."""
+        return not (self.capped or self.failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +125,9 @@ async def catch_up(
     concurrency: int,
     now: datetime,
     forget: Forget,
-    on_channel: Callable[[ChannelCatchUp], None] = lambda _: None,
+    on_channel: Callable[[ChannelCatchUp], Awaitable[None]] | None = None,
 ) -> CatchUpSummary:
-    """Catch up every channel, `concurrency` at a time; `on_channel` hears of each one caught up."""
+    """Catch up every channel, `concurrency` at a time; `on_channel` hears of each one caught up or failed."""
     waiting = deque(channels)
     done: list[ChannelCatchUp] = []
     failed = 0
@@ -138,9 +144,11 @@ async def catch_up(
                 # Permissions can change under us; one unreadable channel must not stop the others.
                 failed += 1
                 log.warning("catch-up of channel %s failed: %s", channel.id, error)
-                continue
-            done.append(result)
-            on_channel(result)
+                result = ChannelCatchUp(channel.id, 0, 0, capped=False, covered_since=now, failed=True)
+            else:
+                done.append(result)
+            if on_channel is not None:
+                await on_channel(result)
 
     await asyncio.gather(*(work() for _ in range(max(1, min(concurrency, len(waiting))))))
     return CatchUpSummary(

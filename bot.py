@@ -91,6 +91,10 @@ SERVER_BUDGET = Decision(False, "server_budget", "budget")
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
 
 
+# The archive's bot_state entry: per channel, since when the archive holds all of it.
+COVERAGE_STATE = "archive_covered_since"
+
+
 class ArchiveUnavailable(Exception):
     """The archive file named by DATABASE_URL cannot be opened or created."""
 
@@ -423,12 +427,30 @@ class Parley(discord.Client):
         self.covered_since.clear()
         log.info("%s", self.startup_summary())
         await self._stop_catch_up()
-        if self.archive is not None and self.settings.backfill_max_messages:
-            self._catch_up = asyncio.create_task(self.catch_up(self.archive), name="catch-up")
+        archive = self.archive
+        if archive is None:
+            return
+        # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
+        earlier = await self._noted_coverage(archive)
+        await self._note_coverage(archive)
+        if self.settings.backfill_max_messages:
+            self._catch_up = asyncio.create_task(self.catch_up(archive, earlier), name="catch-up")
 
-    async def catch_up(self, archive: HistoryArchive) -> None:
-        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile."""
+    async def catch_up(self, archive: HistoryArchive, earlier: Mapping[int, datetime]) -> None:
+        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
+
+        `earlier`: per channel, since when the archive held all of it up to the previous session's end.
+        """
         settings = self.settings
+
+        async def caught_up(result: ChannelCatchUp) -> None:
+            covered = result.covered_since
+            if result.complete and result.channel_id in earlier:
+                # The gap reached back into the previous session, so its coverage carries on into this one.
+                covered = min(covered, earlier[result.channel_id])
+            self.covered_since[result.channel_id] = min(covered, self.watching_since)
+            await self._note_coverage(archive)
+
         try:
             summary = await catch_up(
                 list(readable_channels(self.guilds)),
@@ -438,7 +460,7 @@ class Parley(discord.Client):
                 concurrency=settings.backfill_concurrency,
                 now=utc_now(),
                 forget=self._forget_messages,
-                on_channel=self._caught_up,
+                on_channel=caught_up,
             )
         except Exception:
             # A background task's failure would otherwise go unseen; the live archive carries on without it.
@@ -446,8 +468,22 @@ class Parley(discord.Client):
             return
         log.info("%s", summary.describe())
 
-    def _caught_up(self, result: ChannelCatchUp) -> None:
-        self.covered_since[result.channel_id] = min(result.covered_since, self.watching_since)
+    async def _noted_coverage(self, archive: HistoryArchive) -> dict[int, datetime]:
+        """Per channel, since when the archive held all of it, as the last session noted."""
+        noted = await archive.get_state(COVERAGE_STATE)
+        try:
+            return {int(channel): datetime.fromisoformat(since) for channel, since in json.loads(noted or "{}").items()}
+        except (ValueError, TypeError, AttributeError):
+            log.warning("ignoring an unreadable %s in the archive", COVERAGE_STATE)
+            return {}
+
+    async def _note_coverage(self, archive: HistoryArchive) -> None:
+        """Keep this session's coverage for the next one; channels not caught up (yet) are left out."""
+        noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
+        try:
+            await archive.set_state(COVERAGE_STATE, json.dumps(noted, sort_keys=True))
+        except ArchiveWriteFailed as error:
+            log.warning("could not note the archive's coverage (%s): the next start reads context from Discord", error)
 
     async def _stop_catch_up(self) -> None:
         task, self._catch_up = self._catch_up, None
@@ -455,6 +491,11 @@ class Parley(discord.Client):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether this session's catch-up is still running."""
+        return self._catch_up is not None and not self._catch_up.done()
 
     def watched_from(self, channel_id: int) -> datetime:
         """Since when the archive holds every message of the channel."""

@@ -36,6 +36,11 @@ async def archive_holds(client: Parley, expected: dict[int, str], channel_id: in
     assert now == expected
 
 
+async def caught_up(client: Parley) -> None:
+    """Wait (bounded) until this session's catch-up has covered #general and finished."""
+    await eventually(lambda: CHANNEL_ID in client.covered_since and not client.catching_up, CATCH_UP_BOUND)
+
+
 def stored(fake: FakeDiscord, channel_id: int = CHANNEL_ID) -> dict[int, str]:
     return {int(message["id"]): message["content"] for message in fake.messages(channel_id)}
 
@@ -87,10 +92,11 @@ async def test_context_after_catch_up_comes_from_the_archive(bot: RunningBot, fa
     client = await bot.start()
     await say(fake, BOB_ID, "archived before the restart")
     await archive_holds(client, stored(fake))
+    await caught_up(client)
     await bot.stop()
     fake.add_history(CHANNEL_ID, CAROL_ID, "the deploy broke while the bot was down")
     client = await bot.start()
-    await eventually(lambda: CHANNEL_ID in client.covered_since, CATCH_UP_BOUND)
+    await caught_up(client)
     history_reads = len([r for r in fake.requests if r.method == "GET" and "/messages?" in r.path])
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what broke?")
     await fake.wait_for_posts(1)
