@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import sqlite3
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from e2e_support import RunningBot, eventually, request_texts, say
+from e2e_support import RunningBot, bot_environment, eventually, request_texts, say
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
 
 from bot import Parley
 
 ROOT = Path(__file__).resolve().parents[1]
-CATCH_UP_BOUND = 5.0  # seconds after READY within which catch-up must be done: a bound for polling only
+CATCH_UP_BOUND = 30.0  # seconds after READY within which catch-up must be done: a bound for polling only
 
 
 async def archived(client: Parley, channel_id: int = CHANNEL_ID) -> dict[int, str]:
@@ -111,3 +115,93 @@ async def test_no_catch_up_when_backfill_max_messages_is_zero(bot: RunningBot, f
     live = await say(fake, ALICE_ID, "said while the bot was up")
     await archive_holds(client, {int(live["id"]): "said while the bot was up"})
     assert client.covered_since == {}
+
+
+# --- A real `python bot.py`, killed mid-stream ----------------------------------------------------
+
+STREAM_RATE = 1_000  # messages a second
+STREAM_MAX = 60_000  # bounds the stream should a step hang
+
+
+async def stream(fake: FakeDiscord, stop: asyncio.Event) -> int:
+    """Post messages to #general at STREAM_RATE until `stop` (or STREAM_MAX); how many were posted."""
+    posted = 0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while not stop.is_set() and posted < STREAM_MAX:
+        await say(fake, BOB_ID if posted % 2 else CAROL_ID, f"stream message {posted}")
+        posted += 1
+        # Paced against the clock, so slow steps are made up for and the rate holds on average.
+        ahead = started + posted / STREAM_RATE - loop.time()
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+    return posted
+
+
+def archived_rows(database: Path) -> list[int]:
+    """The ids of #general's rows in the archive file as another process sees it (empty before it exists)."""
+    if not database.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        try:
+            return [row[0] for row in db.execute("SELECT message_id FROM messages WHERE channel_id = ?", (CHANNEL_ID,))]
+        except sqlite3.OperationalError:  # not migrated yet
+            return []
+
+
+async def start_bot_py(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+    with log.open("ab") as output:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, str(ROOT / "bot.py"), cwd=log.parent, env=env, stdout=output, stderr=output
+        )
+
+
+async def wait_for_rows(database: Path, predicate: Callable[[list[int]], bool], what: str) -> list[int]:
+    """Poll the archive file (bounded by CATCH_UP_BOUND) until its #general rows satisfy `predicate`."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CATCH_UP_BOUND):
+            while not predicate(archived_rows(database)):  # noqa: ASYNC110 - another process's file has no event
+                await asyncio.sleep(0.2)
+    rows = archived_rows(database)
+    assert predicate(rows), what
+    return rows
+
+
+async def test_kill_9_mid_stream_loses_nothing_after_the_restart(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """`kill -9` during a 1,000/s stream that goes on while the bot is down: after the restart every message
+    is archived once, and one deleted while it was down is gone."""
+    database = tmp_path / "parley.db"
+    # The downtime includes a new process's start-up, a few seconds of stream at this rate.
+    env = bot_environment(fake, llm, database, BACKFILL_MAX_MESSAGES="100000")
+    log = tmp_path / "bot.log"
+    first = await start_bot_py(env, log)
+    second: asyncio.subprocess.Process | None = None
+    stop = asyncio.Event()
+    streaming: asyncio.Task[int] | None = None
+    try:
+        await fake.wait_for_ready(timeout=30)
+        streaming = asyncio.create_task(stream(fake, stop))
+        rows = await wait_for_rows(database, lambda rows: len(rows) >= 500, "the first process archives the stream")
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+        await asyncio.sleep(0.5)  # the stream goes on while the bot is down
+        newest_archived = sorted(archived_rows(database))
+        deleted = newest_archived[-20]
+        fake.forget_messages(CHANNEL_ID, deleted)
+        second = await start_bot_py(env, log)
+        await fake.wait_for_ready(timeout=30, sessions=2)
+        stop.set()
+        posted = await streaming
+        expected = set(stored(fake))
+        rows = await wait_for_rows(database, lambda rows: set(rows) == expected, "every message archived after READY")
+    finally:
+        stop.set()
+        for process in (first, second):
+            if process is not None and process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert len(rows) == len(expected) == posted - 1
+    assert deleted not in rows and len(newest_archived) < posted - 1
+    assert "Traceback" not in log.read_text()
