@@ -11,7 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from e2e_support import RunningBot, bot_environment, eventually, request_texts, say
+import pytest
+from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
 
@@ -31,13 +32,19 @@ async def archived(client: Parley, channel_id: int = CHANNEL_ID) -> dict[int, st
 
 async def archive_holds(client: Parley, expected: dict[int, str], channel_id: int = CHANNEL_ID) -> None:
     """Wait (bounded) until the channel's archive is exactly `expected`."""
+    await archive_holds_ids(client, set(expected), channel_id)
+    now = await archived(client, channel_id)
+    assert now == expected
+
+
+async def archive_holds_ids(client: Parley, expected: set[int], channel_id: int = CHANNEL_ID) -> None:
+    """Wait (bounded) until the channel's archive holds exactly the messages `expected`."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(CATCH_UP_BOUND):
-            while await archived(client, channel_id) != expected:  # noqa: ASYNC110 - the archive has no event
+            while set(await archived(client, channel_id)) != expected:  # noqa: ASYNC110 - the archive has no event
                 await asyncio.sleep(0.05)
     now = await archived(client, channel_id)
-    assert (sorted(now.keys() - expected.keys()), sorted(expected.keys() - now.keys())) == ([], [])
-    assert now == expected
+    assert (sorted(now.keys() - expected), sorted(expected - now.keys())) == ([], [])
 
 
 async def caught_up(client: Parley) -> None:
@@ -205,3 +212,47 @@ async def test_kill_9_mid_stream_loses_nothing_after_the_restart(
     assert len(rows) == len(expected) == posted - 1
     assert deleted not in rows and len(newest_archived) < posted - 1
     assert "Traceback" not in log.read_text()
+
+
+# --- Discord failures around an answer -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [429, 500])
+async def test_a_failed_answer_post_is_retried_and_posted_once(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, status: int
+) -> None:
+    """A 429 (Discord's retry_after body and headers) or a 500 on the answer's POST ends in exactly one answer,
+    recorded once in the conversation and the archive."""
+    client = await bot.start()
+    fake.fail_next_posts(1, status=status, retry_after=0.05)
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> are you there?")
+    [post] = await fake.wait_for_posts(1, timeout=15)
+    await assert_silent(fake, 1)
+    statuses = [r.status for r in fake.requests if r.method == "POST" and r.path.endswith(f"/{CHANNEL_ID}/messages")]
+    assert statuses == [status, 200]
+    assert post.reply_to == int(question["id"])
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: len(conversation.llm_history) == 2)
+    assert [m.message_id for m in conversation.messages].count(int(post.message["id"])) == 1
+    await archive_holds_ids(client, set(stored(fake)))
+
+
+@pytest.mark.parametrize("close_code", [1006, 4000])
+async def test_a_dropped_gateway_resumes_and_the_follow_up_is_answered_with_history(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, close_code: int
+) -> None:
+    """A gateway cut (1006) or closed with 4000 mid-conversation is resumed, the follow-up sent meanwhile is
+    answered once with the conversation's history, and nothing is missing from the archive."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    await fake.wait_for_posts(1)
+    await fake.drop_gateway(close_code)
+    await say(fake, ALICE_ID, "what word did I ask you to remember?")  # a follow-up, sent while disconnected
+    await fake.wait_for(lambda: bool(fake.resumes), timeout=15, what="RESUME")
+    posts = await fake.wait_for_posts(2, timeout=15)
+    await assert_silent(fake, 2)
+    assert len(fake.identifies) == 1 and len(posts) == 2
+    assert "what word did I ask you to remember?" in posts[1].content
+    assert any("remember the word pelican" in text for text in request_texts(llm.requests[1]))
+    await archive_holds_ids(client, set(stored(fake)))
