@@ -22,6 +22,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 import logfire
 import yarl
@@ -291,6 +292,9 @@ class Parley(discord.Client):
         sync_commands: bool = False,
         **options: Any,
     ) -> None:
+        # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
+        # These flags are its own switch for exactly those two warnings, so every other one still shows.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -341,6 +345,25 @@ class Parley(discord.Client):
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
         await self.sync_commands(force=self.force_command_sync)
+
+    async def connect(self, *, reconnect: bool = True) -> None:
+        """discord.py's gateway loop, except that a first connection that fails is raised, not retried.
+
+        discord.py 2.7 retries a failed first connection as a RESUME of the session it never had and
+        trips over its own missing websocket (an AttributeError, after logging the connection error
+        as a traceback). The connection error is what went wrong: `main` reports it in one line.
+        """
+        quiet = _FirstConnectionFailure(self)
+        _discord_client_log.addFilter(quiet)
+        try:
+            await super().connect(reconnect=reconnect)
+        except AttributeError as error:
+            cause = error.__context__
+            if has_connected(self) or not isinstance(cause, OSError | aiohttp.ClientError | TimeoutError):
+                raise
+            raise cause from None
+        finally:
+            _discord_client_log.removeFilter(quiet)
 
     async def open_archive(self) -> None:
         """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
@@ -925,6 +948,26 @@ class Parley(discord.Client):
             self._forget_channel(channel.id)
         if self.archive is not None:
             self.archive.delete_guild(guild.id)
+
+
+_discord_client_log = logging.getLogger("discord.client")
+
+
+class _FirstConnectionFailure(logging.Filter):
+    """Drops discord.py's "Attempting a reconnect" traceback while the client has never connected."""
+
+    def __init__(self, client: discord.Client) -> None:
+        super().__init__()
+        self.client = client
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return has_connected(self.client) or not str(record.msg).startswith("Attempting a reconnect")
+
+
+def has_connected(client: discord.Client) -> bool:
+    """Whether the client has had a gateway connection; discord.py types `ws` as always set, but it starts as None."""
+    websocket: object = client.ws
+    return websocket is not None
 
 
 # --- Operator commands: /parley why | mode | forget | status ---------------------------------------

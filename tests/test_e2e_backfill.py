@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
+import socket
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -256,3 +258,71 @@ async def test_a_dropped_gateway_resumes_and_the_follow_up_is_answered_with_hist
     assert "what word did I ask you to remember?" in posts[1].content
     assert any("remember the word pelican" in text for text in request_texts(llm.requests[1]))
     await archive_holds_ids(client, set(stored(fake)))
+
+
+# --- A quiet, clear start ------------------------------------------------------------------------------
+
+
+INFO_RECORD = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ INFO ")
+
+
+async def run_bot_py(env: dict[str, str], cwd: Path) -> tuple[int, list[str]]:
+    """Run `python bot.py` until it exits (bounded); its exit code and what it wrote to stderr beside INFO logs."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "bot.py"), cwd=cwd, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, [line for line in stderr.decode().splitlines() if not INFO_RECORD.match(line)]
+
+
+async def test_a_rejected_token_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """A token Discord answers 401 to stops `python bot.py` with one line naming DISCORD_TOKEN, exit 2."""
+    env = {**bot_environment(fake, llm, tmp_path / "parley.db"), "DISCORD_TOKEN": "not-the-token"}
+    code, lines = await run_bot_py(env, tmp_path)
+    assert (code, lines) == (2, ["Configuration error: DISCORD_TOKEN was rejected by Discord"])
+
+
+async def test_an_unreachable_gateway_is_one_line_and_exit_1(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """A gateway address nothing answers at stops `python bot.py` with one line, exit 1 (so Railway retries)."""
+    with contextlib.closing(socket.socket()) as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed_port = unused.getsockname()[1]
+    env = {
+        **bot_environment(fake, llm, tmp_path / "parley.db"),
+        "DISCORD_GATEWAY_URL": f"ws://127.0.0.1:{closed_port}/",
+    }
+    code, lines = await run_bot_py(env, tmp_path)
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("Could not reach Discord: "), lines
+
+
+async def test_a_missing_model_key_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """The default model without OPENAI_API_KEY: one line naming the variable and the model, exit 2."""
+    env = bot_environment(fake, llm, tmp_path / "parley.db")
+    del env["LLM_MODEL"], env["LLM_BASE_URL"]
+    code, lines = await run_bot_py(env, tmp_path)
+    assert code == 2 and len(lines) == 1, lines
+    assert "OPENAI_API_KEY" in lines[0] and "LLM_MODEL=" in lines[0]
+    assert fake.requests == []
+
+
+async def test_a_normal_start_shows_no_voice_warning(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """`python bot.py` starting normally says nothing about voice support (PyNaCl, davey), which Parley never uses."""
+    log = tmp_path / "bot.log"
+    process = await start_bot_py(bot_environment(fake, llm, tmp_path / "parley.db"), log)
+    try:
+        await fake.wait_for_ready(timeout=30)
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    output = log.read_text()
+    assert process.returncode == 0 and "connected to Gateway" in output
+    assert "voice" not in output.lower() and "WARNING" not in output
