@@ -32,6 +32,10 @@ MAX_PENDING_WRITES = 5_000
 # ones are not rechecked, which would cost a page per 100 messages of the whole archive.
 RECHECKED_MESSAGES = 100
 
+# Messages built and queued between two turns of the event loop: a page of 100 at once holds the
+# loop for over 10 ms (discord.py builds a Message object for each).
+MESSAGES_PER_STEP = 10
+
 HistoryChannel = discord.TextChannel | discord.Thread
 Forget = Callable[[int, Collection[int]], None]
 
@@ -107,6 +111,8 @@ async def catch_up_channel(
         fetched.append(message.id)
         if archive.pending_writes > MAX_PENDING_WRITES:
             await archive.flush()
+        elif len(fetched) % MESSAGES_PER_STEP == 0:
+            await asyncio.sleep(0)  # let the gateway's events and answers in between
     capped = len(fetched) >= limit
     low = min(fetched) - 1 if capped else floor
     high = max([*fetched, newest])

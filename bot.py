@@ -311,6 +311,8 @@ class Parley(discord.Client):
         self.watching_since = utc_now()
         self.covered_since: dict[int, datetime] = {}
         self._catch_up: asyncio.Task[None] | None = None
+        # set_state reads its value back to confirm it; two notes at once would each read the other's.
+        self._coverage_lock = asyncio.Lock()
         self._turns: dict[int, _Turn] = {}
         self.member_rates = (
             TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
@@ -502,9 +504,10 @@ class Parley(discord.Client):
 
     async def _note_coverage(self, archive: HistoryArchive) -> None:
         """Keep this session's coverage for the next one; channels not caught up (yet) are left out."""
-        noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
         try:
-            await archive.set_state(COVERAGE_STATE, json.dumps(noted, sort_keys=True))
+            async with self._coverage_lock:
+                noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
+                await archive.set_state(COVERAGE_STATE, json.dumps(noted, sort_keys=True))
         except ArchiveWriteFailed as error:
             log.warning("could not note the archive's coverage (%s): the next start reads context from Discord", error)
 
