@@ -91,12 +91,15 @@ async def catch_up_channel(
     limit: int,
     retention_days: int,
     now: datetime,
+    session_start: datetime,
     forget: Forget,
 ) -> ChannelCatchUp:
     """Archive the channel's messages newer than its newest archived one (at most `limit`, newest first,
     none older than the retention), refresh its last RECHECKED_MESSAGES archived ones, and `forget`
     archived ones in that range that Discord no longer has."""
-    rechecked = await archive.newest_message_ids(channel.id, RECHECKED_MESSAGES)
+    # Messages archived live in this session say nothing about where the gap before it starts.
+    before_session = discord.utils.time_snowflake(session_start, high=False)
+    rechecked = await archive.newest_message_ids(channel.id, RECHECKED_MESSAGES, before_id=before_session)
     newest = rechecked[0] if rechecked else 0
     # From the oldest rechecked message itself, so that one is checked for deletion too.
     floor = rechecked[-1] - 1 if rechecked else 0
@@ -130,6 +133,7 @@ async def catch_up(
     retention_days: int,
     concurrency: int,
     now: datetime,
+    session_start: datetime,
     forget: Forget,
     on_channel: Callable[[ChannelCatchUp], Awaitable[None]] | None = None,
 ) -> CatchUpSummary:
@@ -144,7 +148,13 @@ async def catch_up(
             channel = waiting.popleft()
             try:
                 result = await catch_up_channel(
-                    channel, archive, limit=limit, retention_days=retention_days, now=now, forget=forget
+                    channel,
+                    archive,
+                    limit=limit,
+                    retention_days=retention_days,
+                    now=now,
+                    session_start=session_start,
+                    forget=forget,
                 )
             except discord.HTTPException as error:
                 # Permissions can change under us; one unreadable channel must not stop the others.

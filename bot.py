@@ -484,6 +484,7 @@ class Parley(discord.Client):
                 retention_days=settings.history_retention_days,
                 concurrency=settings.backfill_concurrency,
                 now=utc_now(),
+                session_start=self.watching_since,
                 forget=self._forget_messages,
                 on_channel=caught_up,
             )

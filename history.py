@@ -730,11 +730,12 @@ class HistoryArchive:
         )
         return [_message_from_row(row) for row in reversed(list(rows))]
 
-    async def newest_message_ids(self, channel_id: int, count: int) -> list[int]:
-        """The ids of the channel's newest ``count`` archived messages, newest first."""
+    async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
+        """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
         rows = await self._reader.execute_fetchall(
-            "SELECT message_id FROM messages WHERE channel_id = ? ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, count),
+            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at <= ? AND message_id < ?"
+            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
+            (channel_id, _snowflake_ms(before_id), before_id, count),
         )
         return [int(message_id) for (message_id,) in rows]
 

@@ -158,7 +158,8 @@ def archived_rows(database: Path) -> list[int]:
             return []
 
 
-async def start_bot_py(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+async def start_bot_py_logging(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+    """`python bot.py` in `log`'s folder, its output appended to `log`: a pipe nobody reads would fill and stall it."""
     with log.open("ab") as output:
         return await asyncio.create_subprocess_exec(
             sys.executable, str(ROOT / "bot.py"), cwd=log.parent, env=env, stdout=output, stderr=output
@@ -185,7 +186,7 @@ async def test_kill_9_mid_stream_loses_nothing_after_the_restart(
     # The downtime includes a new process's start-up, a few seconds of stream at this rate.
     env = bot_environment(fake, llm, database, BACKFILL_MAX_MESSAGES="100000")
     log = tmp_path / "bot.log"
-    first = await start_bot_py(env, log)
+    first = await start_bot_py_logging(env, log)
     second: asyncio.subprocess.Process | None = None
     stop = asyncio.Event()
     streaming: asyncio.Task[int] | None = None
@@ -199,7 +200,7 @@ async def test_kill_9_mid_stream_loses_nothing_after_the_restart(
         newest_archived = sorted(archived_rows(database))
         deleted = newest_archived[-20]
         fake.forget_messages(CHANNEL_ID, deleted)
-        second = await start_bot_py(env, log)
+        second = await start_bot_py_logging(env, log)
         await fake.wait_for_ready(timeout=30, sessions=2)
         stop.set()
         posted = await streaming
@@ -314,7 +315,7 @@ async def test_a_missing_model_key_is_one_line_and_exit_2(fake: FakeDiscord, llm
 async def test_a_normal_start_shows_no_voice_warning(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """`python bot.py` starting normally says nothing about voice support (PyNaCl, davey), which Parley never uses."""
     log = tmp_path / "bot.log"
-    process = await start_bot_py(bot_environment(fake, llm, tmp_path / "parley.db"), log)
+    process = await start_bot_py_logging(bot_environment(fake, llm, tmp_path / "parley.db"), log)
     try:
         await fake.wait_for_ready(timeout=30)
         process.send_signal(signal.SIGTERM)
