@@ -1413,8 +1413,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except OSError as error:
-        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL.
+    except (OSError, aiohttp.ClientError) as error:
+        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL;
+        # a gateway address that answers but not as a websocket is an aiohttp.ClientError.
         print(f"Could not reach Discord: {error}", file=sys.stderr)
         return 1
     return 0
