@@ -22,6 +22,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 import logfire
 import yarl
@@ -40,6 +41,7 @@ from agent import (
     close_model,
     generate_reply,
 )
+from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
 from config import Settings, describe_settings_error
@@ -88,6 +90,10 @@ BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'l
 SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+# The archive's bot_state entry: per channel, since when the archive holds all of it.
+COVERAGE_STATE = "archive_covered_since"
 
 
 class ArchiveUnavailable(Exception):
@@ -284,6 +290,9 @@ class Parley(discord.Client):
         sync_commands: bool = False,
         **options: Any,
     ) -> None:
+        # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
+        # These flags are its own switch for exactly those two warnings, so every other one still shows.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -297,8 +306,13 @@ class Parley(discord.Client):
         self.archive: HistoryArchive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
-        # The archive holds every message only from the moment this process started watching.
+        # The archive holds every message only from the moment this gateway session started watching,
+        # or, per channel, from whenever this session's catch-up filled the gap before it.
         self.watching_since = utc_now()
+        self.covered_since: dict[int, datetime] = {}
+        self._catch_up: asyncio.Task[None] | None = None
+        # set_state reads its value back to confirm it; two notes at once would each read the other's.
+        self._coverage_lock = asyncio.Lock()
         self._turns: dict[int, _Turn] = {}
         self.member_rates = (
             TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
@@ -333,6 +347,25 @@ class Parley(discord.Client):
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
         await self.sync_commands(force=self.force_command_sync)
+
+    async def connect(self, *, reconnect: bool = True) -> None:
+        """discord.py's gateway loop, except that a first connection that fails is raised, not retried.
+
+        discord.py 2.7 retries a failed first connection as a RESUME of the session it never had and
+        trips over its own missing websocket (an AttributeError, after logging the connection error
+        as a traceback). The connection error is what went wrong: `main` reports it in one line.
+        """
+        quiet = _FirstConnectionFailure(self)
+        _discord_client_log.addFilter(quiet)
+        try:
+            await super().connect(reconnect=reconnect)
+        except AttributeError as error:
+            cause = error.__context__
+            if has_connected(self) or not isinstance(cause, OSError | aiohttp.ClientError | TimeoutError):
+                raise
+            raise cause from None
+        finally:
+            _discord_client_log.removeFilter(quiet)
 
     async def open_archive(self) -> None:
         """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
@@ -402,6 +435,7 @@ class Parley(discord.Client):
 
     async def close(self) -> None:
         await super().close()
+        await self._stop_catch_up()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         self.memory = None
@@ -415,9 +449,86 @@ class Parley(discord.Client):
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
-        # record of the channels starts again now.
+        # record of the channels starts again now, until catch-up fills the gap.
         self.watching_since = utc_now()
+        self.covered_since.clear()
         log.info("%s", self.startup_summary())
+        await self._stop_catch_up()
+        archive = self.archive
+        if archive is None:
+            return
+        # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
+        earlier = await self._noted_coverage(archive)
+        await self._note_coverage(archive)
+        if self.settings.backfill_max_messages:
+            self._catch_up = asyncio.create_task(self.catch_up(archive, earlier), name="catch-up")
+
+    async def catch_up(self, archive: HistoryArchive, earlier: Mapping[int, datetime]) -> None:
+        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
+
+        `earlier`: per channel, since when the archive held all of it up to the previous session's end.
+        """
+        settings = self.settings
+
+        async def caught_up(result: ChannelCatchUp) -> None:
+            covered = result.covered_since
+            if result.complete and result.channel_id in earlier:
+                # The gap reached back into the previous session, so its coverage carries on into this one.
+                covered = min(covered, earlier[result.channel_id])
+            self.covered_since[result.channel_id] = min(covered, self.watching_since)
+            await self._note_coverage(archive)
+
+        try:
+            summary = await catch_up(
+                list(readable_channels(self.guilds)),
+                archive,
+                limit=settings.backfill_max_messages,
+                retention_days=settings.history_retention_days,
+                concurrency=settings.backfill_concurrency,
+                now=utc_now(),
+                session_start=self.watching_since,
+                forget=self._forget_messages,
+                on_channel=caught_up,
+            )
+        except Exception:
+            # A background task's failure would otherwise go unseen; the live archive carries on without it.
+            log.exception("catch-up failed")
+            return
+        log.info("%s", summary.describe())
+
+    async def _noted_coverage(self, archive: HistoryArchive) -> dict[int, datetime]:
+        """Per channel, since when the archive held all of it, as the last session noted."""
+        noted = await archive.get_state(COVERAGE_STATE)
+        try:
+            return {int(channel): datetime.fromisoformat(since) for channel, since in json.loads(noted or "{}").items()}
+        except (ValueError, TypeError, AttributeError):
+            log.warning("ignoring an unreadable %s in the archive", COVERAGE_STATE)
+            return {}
+
+    async def _note_coverage(self, archive: HistoryArchive) -> None:
+        """Keep this session's coverage for the next one; channels not caught up (yet) are left out."""
+        try:
+            async with self._coverage_lock:
+                noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
+                await archive.set_state(COVERAGE_STATE, json.dumps(noted, sort_keys=True))
+        except ArchiveWriteFailed as error:
+            log.warning("could not note the archive's coverage (%s): the next start reads context from Discord", error)
+
+    async def _stop_catch_up(self) -> None:
+        task, self._catch_up = self._catch_up, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether this session's catch-up is still running."""
+        return self._catch_up is not None and not self._catch_up.done()
+
+    def watched_from(self, channel_id: int) -> datetime:
+        """Since when the archive holds every message of the channel."""
+        return self.covered_since.get(channel_id, self.watching_since)
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
@@ -599,15 +710,15 @@ class Parley(discord.Client):
     async def load_context(self, message: discord.Message) -> list[MessageRecord]:
         """The channel's recent messages before `message`, oldest first, as a new conversation's context.
 
-        From the archive when it has watched the channel for the whole period (no Discord round
-        trip), otherwise from Discord's message history.
+        From the archive when it holds the channel's whole period, watched live or caught up (no
+        Discord round trip), otherwise from Discord's message history.
         """
         count = self.settings.context_message_count
         if count == 0:
             return []
         since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
         after_id = self.forget_markers.get(message.channel.id, 0)
-        if self.archive is not None and since >= self.watching_since:
+        if self.archive is not None and since >= self.watched_from(message.channel.id):
             return await self._context_from_archive(self.archive, message, count, since, after_id)
         after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
         return await self._context_from_discord(message, count, discord.Object(id=after_id))
@@ -852,6 +963,26 @@ class Parley(discord.Client):
             self.archive.delete_guild(guild.id)
 
 
+_discord_client_log = logging.getLogger("discord.client")
+
+
+class _FirstConnectionFailure(logging.Filter):
+    """Drops discord.py's "Attempting a reconnect" traceback while the client has never connected."""
+
+    def __init__(self, client: discord.Client) -> None:
+        super().__init__()
+        self.client = client
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return has_connected(self.client) or not str(record.msg).startswith("Attempting a reconnect")
+
+
+def has_connected(client: discord.Client) -> bool:
+    """Whether the client has had a gateway connection; discord.py types `ws` as always set, but it starts as None."""
+    websocket: object = client.ws
+    return websocket is not None
+
+
 # --- Composition root --------------------------------------------------------------------------
 
 
@@ -1081,8 +1212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except OSError as error:
-        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL.
+    except (OSError, aiohttp.ClientError) as error:
+        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL;
+        # a gateway address that answers but not as a websocket is an aiohttp.ClientError.
         print(f"Could not reach Discord: {error}", file=sys.stderr)
         return 1
     return 0

@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         "sqlite:///data/parley.db", description="The SQLite archive; empty turns it and its tools off."
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+    backfill_max_messages: int = Field(
+        1000,
+        ge=0,
+        description="Messages catch-up fetches per channel after downtime (newest first); 0 turns catch-up off.",
+    )
+    backfill_concurrency: int = Field(2, ge=1, le=16, description="Channels caught up at once.")
     history_tools: bool = Field(
         True, description="Offer the model the archive's search, recent-messages and stats tools (needs tool calling)."
     )

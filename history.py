@@ -58,6 +58,8 @@ _EPOCH_DAY = date(1970, 1, 1)
 # Open-ended time bounds, so a query without a window keeps the same SQL.
 _MIN_MS = -(2**63)
 _MAX_ID = 2**63 - 1  # SQLite's largest integer
+# https://discord.com/developers/docs/reference#snowflakes
+_DISCORD_EPOCH_MS = 1_420_070_400_000
 
 # Ranking every match of a common word in a busy channel costs tens of
 # milliseconds; bm25 over the newest matches keeps search latency flat.
@@ -782,6 +784,25 @@ class HistoryArchive:
         )
         return [_message_from_row(row) for row in reversed(list(rows))]
 
+    async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
+        """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
+        rows = await self._reader.execute_fetchall(
+            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at <= ? AND message_id < ?"
+            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
+            (channel_id, _snowflake_ms(before_id), before_id, count),
+        )
+        return [int(message_id) for (message_id,) in rows]
+
+    async def message_ids_between(self, channel_id: int, after_id: int, upto_id: int) -> set[int]:
+        """The ids of the channel's archived messages with ``after_id < id <= upto_id`` (Discord snowflakes)."""
+        # The time bounds, read off the ids, let the (channel_id, created_at) index do the work.
+        rows = await self._reader.execute_fetchall(
+            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at BETWEEN ? AND ?"
+            " AND message_id > ? AND message_id <= ?",
+            (channel_id, _snowflake_ms(after_id), _snowflake_ms(upto_id), after_id, upto_id),
+        )
+        return {int(message_id) for (message_id,) in rows}
+
     async def stats(self, channel_id: int, *, hours: float | None = None, now: datetime | None = None) -> ChannelStats:
         """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
         window = {"channel": channel_id, "since": _since_ms(hours, now)}
@@ -1091,6 +1112,11 @@ def _to_ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // _ONE_MS
+
+
+def _snowflake_ms(snowflake: int) -> int:
+    """The unix milliseconds a Discord id was made at."""
+    return (snowflake >> 22) + _DISCORD_EPOCH_MS
 
 
 def _to_day(day: date) -> int:

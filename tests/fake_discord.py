@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
 import json
 import logging
@@ -190,8 +191,12 @@ class FakeChannel:
         }
 
     def store(self, message: dict[str, Any]) -> None:
+        message_id = int(message["id"])
+        if not self.messages or int(self.messages[-1]["id"]) < message_id:
+            self.messages.append(message)  # the usual case, kept cheap for streams of thousands
+            return
         ids = [int(m["id"]) for m in self.messages]
-        self.messages.insert(bisect.bisect(ids, int(message["id"])), message)
+        self.messages.insert(bisect.bisect(ids, message_id), message)
 
     def find(self, message_id: int) -> dict[str, Any] | None:
         return next((m for m in self.messages if int(m["id"]) == message_id), None)
@@ -462,6 +467,25 @@ class FakeDiscord:
             raise RuntimeError("no client has identified")
         await self._session.ws.send_str(json.dumps({"op": OP_RECONNECT, "d": None}))
 
+    def forget_messages(self, channel_id: int, *message_ids: int) -> None:
+        """Remove stored messages without any event, as Discord does for a bot that is not connected."""
+        channel = self.channels[channel_id]
+        channel.messages = [m for m in channel.messages if int(m["id"]) not in message_ids]
+
+    async def drop_gateway(self, code: int = 1006) -> None:
+        """End the client's gateway connection: 1006 cuts it without a close frame (a network drop),
+        any other code closes it with that code (4000: Discord's "unknown error, reconnect")."""
+        if self._session is None:
+            raise RuntimeError("no client has identified")
+        ws = self._session.ws
+        if code != 1006:
+            await ws.close(code=code)
+            return
+        transport = ws._req.transport if ws._req is not None else None
+        if transport is None:
+            raise RuntimeError("the gateway connection is already gone")
+        transport.abort()
+
     def fail_next_posts(
         self, count: int, *, status: int = 500, channel_id: int | None = None, retry_after: float = 0.05
     ) -> None:
@@ -507,10 +531,15 @@ class FakeDiscord:
         await self.wait_for(lambda: bool(self.identifies), timeout, "IDENTIFY")
         return self.identifies[0]
 
-    async def wait_for_ready(self, timeout: float = 5.0) -> None:
-        """Wait until the fake has sent READY and GUILD_CREATE, so dispatched events reach a populated cache."""
-        # READY and GUILD_CREATE are a session's dispatches 1 and 2.
-        await self.wait_for(lambda: self._session is not None and self._session.seq >= 2, timeout, "READY")
+    async def wait_for_ready(self, timeout: float = 5.0, *, sessions: int = 1) -> None:
+        """Wait until the fake has sent READY and GUILD_CREATE (in the `sessions`-th session a client
+        identified for), so dispatched events reach a populated cache."""
+
+        def ready() -> bool:
+            # READY and GUILD_CREATE are a session's dispatches 1 and 2.
+            return len(self.identifies) >= sessions and self._session is not None and self._session.seq >= 2
+
+        await self.wait_for(ready, timeout, "READY")
 
     def _changed(self) -> None:
         self._change.set()
@@ -823,7 +852,9 @@ class FakeDiscord:
             payload = {"op": OP_DISPATCH, "t": event, "s": session.seq, "d": data}
             session.log.append(payload)
             if not session.ws.closed:
-                await session.ws.send_str(json.dumps(payload))
+                # A client that vanished (kill -9) misses it; a RESUME would replay it, as Discord does.
+                with contextlib.suppress(ConnectionResetError):
+                    await session.ws.send_str(json.dumps(payload))
         self._changed()
 
     # REST

@@ -66,7 +66,8 @@ async def test_nothing_from_before_forget_reaches_the_next_conversation(
 
 async def test_history_tools_off_keeps_the_archive_context(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """HISTORY_TOOLS=false offers the model no tools, yet context still comes from the archive."""
-    client = await bot.start(history_tools=False)
+    # Catch-up off: its history reads would hide whether context read Discord's.
+    client = await bot.start(history_tools=False, backfill_max_messages=0)
     client.watching_since -= timedelta(hours=2)
     await say(fake, BOB_ID, "the build server is down again")
     await say(fake, ALICE_ID, f"<@{BOT_ID}> any idea why?")

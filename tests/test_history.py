@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import discord
 import pytest
 from freezegun import freeze_time
 
@@ -725,3 +726,17 @@ async def test_forget_markers_outlive_a_restart_and_go_with_their_channel(db_pat
         assert await archive.all_forget_markers() == {}
     finally:
         await archive.close()
+
+
+async def test_catch_up_reads_newest_ids_and_ids_in_a_range(archive: HistoryArchive) -> None:
+    """Catch-up's reads: a channel's newest message ids, newest first, and its ids within a range of Discord ids."""
+    minutes = (30, 20, 10)
+    snowflakes = [discord.utils.time_snowflake(NOW - timedelta(minutes=m)) for m in minutes]
+    for snowflake, minutes_ago in zip(snowflakes, minutes, strict=True):
+        archive.add(msg(snowflake, "said", minutes_ago=minutes_ago))
+    archive.add(msg(snowflakes[1] + 1, "elsewhere", channel=OTHER_CHANNEL, minutes_ago=20))
+    await archive.flush()
+    assert await archive.newest_message_ids(CHANNEL, 2) == [snowflakes[2], snowflakes[1]]
+    assert await archive.newest_message_ids(3, 2) == []
+    assert await archive.message_ids_between(CHANNEL, snowflakes[0], snowflakes[2]) == set(snowflakes[1:])
+    assert await archive.message_ids_between(CHANNEL, snowflakes[0] - 1, snowflakes[1]) == set(snowflakes[:2])
