@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -67,7 +67,7 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
-from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
+from history import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
 from preflight import (
@@ -79,6 +79,7 @@ from preflight import (
     required_settings_help,
     settings_env_file,
 )
+from sessions import restore, snapshot
 
 log = logging.getLogger("parley")
 
@@ -322,6 +323,8 @@ class Parley(discord.Client):
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
+        # Work that follows an answer or a conversation's end (summaries), which no member waits for.
+        self._background: set[asyncio.Task[None]] = set()
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -350,6 +353,49 @@ class Parley(discord.Client):
         await self._load_modes(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
         await self.usage.attach(self.archive)
+        self.manager.on_change = self._keep_conversation
+        self.manager.on_end = self._conversation_ended
+        await self._resume_conversations(self.archive)
+
+    async def _resume_conversations(self, archive: HistoryArchive) -> None:
+        """Take up the conversations a previous run left live; those that timed out since have ended."""
+        stored = await archive.stored_conversations()
+        resumed = 0
+        for channel_id, kept in sorted(stored.items(), key=lambda item: item[1].last_activity):
+            try:
+                conversation = restore(kept.state)
+            except ValidationError as error:
+                log.warning("dropping the kept conversation of channel %s: unreadable (%s)", channel_id, error)
+                archive.drop_conversation(channel_id)
+                continue
+            if self.manager.adopt(conversation):
+                resumed += 1
+            else:
+                self._conversation_ended(conversation, True)
+        if stored:
+            log.info("resumed %d of %d kept conversation(s)", resumed, len(stored))
+
+    def _keep_conversation(self, conversation: ChannelConversation) -> None:
+        """The manager's listener: the archive writes the conversation's state with its next batch."""
+        if self.archive is not None:
+            self.archive.save_conversation(conversation.channel_id, lambda: _stored(conversation))
+
+    def _conversation_ended(self, conversation: ChannelConversation, expired: bool) -> None:
+        """The manager's listener: a conversation that ended is no longer kept; one that timed out is summarised."""
+        if self.archive is None:
+            return
+        self.archive.drop_conversation(conversation.channel_id)
+        if expired:
+            self.summarise_ended(conversation)
+
+    def summarise_ended(self, conversation: ChannelConversation) -> None:
+        """Keep a summary of an ended conversation for the channel's next one, in the background."""
+
+    def in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `work` beside the bot; `close` cancels what is still running."""
+        task = asyncio.create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _load_modes(self, archive: HistoryArchive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
@@ -401,6 +447,9 @@ class Parley(discord.Client):
 
     async def close(self) -> None:
         await super().close()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         if archive is not None:
@@ -803,8 +852,8 @@ class Parley(discord.Client):
             return
         text = safe_text(payload.message.clean_content)
         conversation = self.manager.get(payload.channel_id)
-        if conversation is not None:
-            conversation.edit(payload.message_id, text)
+        if conversation is not None and conversation.edit(payload.message_id, text):
+            self.manager.changed(payload.channel_id)
         if self.archive is not None:
             self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
 
@@ -818,8 +867,9 @@ class Parley(discord.Client):
         self.decisions.forget_messages(channel_id, message_ids)
         conversation = self.manager.get(channel_id)
         if conversation is not None:
-            for message_id in message_ids:
-                conversation.delete(message_id)
+            changed = [conversation.delete(message_id) for message_id in message_ids]
+            if any(changed):
+                self.manager.changed(channel_id)
         if self.archive is not None:
             self.archive.delete(message_ids)
 
@@ -1162,6 +1212,10 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     )
     decider.on_decision = client.note_decision
     return client
+
+
+def _stored(conversation: ChannelConversation) -> StoredConversation:
+    return StoredConversation(conversation.last_activity, snapshot(conversation))
 
 
 COMMAND_SYNC_FILE = Path("data") / "command-sync.json"

@@ -1,0 +1,72 @@
+"""End-to-end: `python bot.py` restarted in the middle of a conversation picks it up from the archive."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from e2e_support import bot_environment, eventually, request_texts, say
+from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from fake_llm import FakeLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+async def start_bot(env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "bot.py"),
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+def kept_turns(database: Path) -> int:
+    """The bot turns of the channel's conversation as committed to the archive (0 if none is kept)."""
+    with sqlite3.connect(database) as db:
+        try:
+            rows = db.execute(
+                "SELECT json_extract(state, '$.bot_turns') FROM conversations WHERE channel_id = ?", (CHANNEL_ID,)
+            ).fetchall()
+        except sqlite3.OperationalError:  # not migrated yet
+            return 0
+    return int(rows[0][0]) if rows else 0
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+async def test_conversation_continues_after_restart(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """A follow-up without a mention after a restart is answered, with the earlier turns in the model's history."""
+    database = tmp_path / "parley.db"
+    env = bot_environment(fake, llm, database)
+    first = await start_bot(env, tmp_path)
+    second: asyncio.subprocess.Process | None = None
+    try:
+        await fake.wait_for_ready(timeout=30)
+        await say(fake, ALICE_ID, f"<@{BOT_ID}> remember that my favourite animal is the ferret")
+        await fake.wait_for_posts(1, timeout=15)
+        # A crash loses at most the archive's last commit interval: wait until the answer is committed.
+        await eventually(lambda: kept_turns(database) >= 1, timeout=15)
+        first.send_signal(stop)
+        await asyncio.wait_for(first.wait(), 15)
+
+        second = await start_bot(env, tmp_path)
+        await fake.wait_for(lambda: len(fake.identifies) >= 2, timeout=30, what="second IDENTIFY")
+        await fake.wait_for_ready(timeout=30)
+        await say(fake, ALICE_ID, "which animal was that again?")
+        posts = await fake.wait_for_posts(2, timeout=15)
+    finally:
+        for process in (first, second):
+            if process is not None and process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert "which animal was that again?" in posts[1].content
+    earlier = request_texts(llm.requests[-1])[:-1]
+    assert any("ferret" in text for text in earlier), earlier
