@@ -42,6 +42,14 @@ from agent import (
 )
 from budget import UsageLedger, UsageSummary, next_utc_midnight
 from config import ChannelMode, Settings, describe_settings_error
+from context import (
+    EARLIER_SUMMARIES,
+    HistoryCompactor,
+    Summarizer,
+    build_summarizer,
+    pick_summaries,
+    render_earlier_conversations,
+)
 from conversation import (
     CHANNEL_MODES,
     CHATTY,
@@ -283,6 +291,7 @@ class Parley(discord.Client):
         decider: ResponseDecider,
         responder: Agent[ChatDeps, str],
         judge: LLMJudge | None = None,
+        summarizer: Summarizer | None = None,
         channel_modes: dict[int, str] | None = None,
         sync_commands: bool = False,
         **options: Any,
@@ -297,6 +306,8 @@ class Parley(discord.Client):
         self.decider = decider
         self.responder = responder
         self.judge = judge
+        self.summarizer = summarizer
+        self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: HistoryArchive | None = None
         # The archive holds every message only from the moment this process started watching.
         self.watching_since = utc_now()
@@ -335,6 +346,8 @@ class Parley(discord.Client):
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
+        if self.summarizer is not None:
+            await self._resources.enter_async_context(self.summarizer.agent)
         await self.sync_commands(force=self.force_command_sync)
 
     async def open_archive(self) -> None:
@@ -390,6 +403,41 @@ class Parley(discord.Client):
 
     def summarise_ended(self, conversation: ChannelConversation) -> None:
         """Keep a summary of an ended conversation for the channel's next one, in the background."""
+        if self.summarizer is not None and conversation.llm_history:
+            self.in_background(self._keep_summary(self.summarizer, conversation), f"summary-{conversation.channel_id}")
+
+    async def _keep_summary(self, summarizer: Summarizer, conversation: ChannelConversation) -> None:
+        channel_id = conversation.channel_id
+        try:
+            summary = await summarizer.summarize(conversation.llm_history)
+        except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
+            log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
+            return
+        if self.archive is not None:
+            self.archive.add_summary(channel_id, summary, conversation.last_activity)
+            log.info("kept the summary of the conversation that ended in channel %s", channel_id)
+
+    def compact_later(self, conversation: ChannelConversation) -> None:
+        """Summarise the conversation's oldest turns in the background once its history nears the budget."""
+        if self.compactor is not None and self.compactor.due(conversation):
+            self.in_background(self._compact(self.compactor, conversation), f"compact-{conversation.channel_id}")
+
+    async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
+        if await compactor.compact(conversation) and self.manager.get(conversation.channel_id) is conversation:
+            self.manager.changed(conversation.channel_id)
+
+    async def earlier_conversations(self, channel_id: int) -> str:
+        """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
+        budget = self.settings.summary_context_tokens
+        if self.archive is None or self.summarizer is None or budget == 0:
+            return ""
+        summaries = await self.archive.summaries(channel_id, EARLIER_SUMMARIES)
+        marker = self.forget_markers.get(channel_id)
+        if marker is not None:
+            forgotten_at = discord.utils.snowflake_time(marker)
+            summaries = [summary for summary in summaries if summary.ended_at > forgotten_at]
+        picked = pick_summaries(summaries, budget)
+        return render_earlier_conversations(picked) if picked else ""
 
     def in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
         """Run `work` beside the bot; `close` cancels what is still running."""
@@ -459,6 +507,8 @@ class Parley(discord.Client):
         await close_model(self.responder.model)
         if self.judge is not None:
             await close_model(self.judge.agent.model)
+        if self.summarizer is not None:
+            await close_model(self.summarizer.agent.model)
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
@@ -637,7 +687,10 @@ class Parley(discord.Client):
                 trigger, _ = self.decider.should_start_conversation(record, self.user.id)
             if not trigger:
                 return None
-            conversation = self.manager.start(channel_id, await self.load_context(message))
+            context = await self.load_context(message)
+            earlier = await self.earlier_conversations(channel_id)
+            conversation = self.manager.start(channel_id, context)
+            conversation.earlier_conversations = earlier
             self.manager.record_message(channel_id, record)
         elif conversation is not live:
             self.manager.record_message(channel_id, record)
@@ -726,6 +779,7 @@ class Parley(discord.Client):
         posts = await self.deliver(message, reply.text)
         if posts:
             self.manager.record_bot_response(message.channel.id, reply.messages, record.message_id)
+            self.compact_later(conversation)
 
     def account(self, message: discord.Message, usage: RunUsage) -> None:
         """Count the tokens an answer to `message` used against its server, channel and author."""
@@ -1206,6 +1260,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         decider=decider,
         responder=build_responder(settings),
         judge=judge,
+        summarizer=build_summarizer(settings) if settings.summarize_history else None,
         channel_modes=modes,
         sync_commands=sync_commands,
         **options,

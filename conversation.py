@@ -80,6 +80,9 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
+    # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
+    # which the first prompt of this one carries.
+    earlier_conversations: str = ""
 
     def note_bot_message(self, message: MessageRecord) -> None:
         """Index a bot's message by whom it names (any bot's: the index only has to be a superset)."""

@@ -14,13 +14,17 @@ from pydantic_ai.framing import register_tag, wrap
 
 __all__ = [
     "AI_PARTICIPANT_TAG",
+    "AI_TURN_TAG",
     "ARCHIVED_MESSAGES_TAG",
     "ARCHIVED_MESSAGE_TAG",
     "CHANNEL_INFO_TAG",
     "CHANNEL_STATS_TAG",
+    "EARLIER_CONVERSATIONS_TAG",
+    "EARLIER_CONVERSATION_TAG",
     "LAST_ANSWERED_TAG",
     "MESSAGE_TAG",
     "NEW_MESSAGE_TAG",
+    "SUMMARY_SO_FAR_TAG",
     "TOP_AUTHOR_TAG",
     "TRANSCRIPT_TAG",
     "author_attributes",
@@ -39,6 +43,10 @@ CHANNEL_STATS_TAG = register_tag("channel_stats")
 TOP_AUTHOR_TAG = register_tag("top_author")
 AI_PARTICIPANT_TAG = register_tag("ai_participant")
 LAST_ANSWERED_TAG = register_tag("last_answered")
+EARLIER_CONVERSATION_TAG = register_tag("earlier_conversation")
+SUMMARY_SO_FAR_TAG = register_tag("summary_so_far")
+EARLIER_CONVERSATIONS_TAG = register_tag("earlier_conversations")
+AI_TURN_TAG = register_tag("ai_turn")
 
 # Discord caps names at 100 characters; anything longer did not come from Discord.
 NAME_MAX_CHARS = 100

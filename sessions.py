@@ -35,6 +35,7 @@ class ConversationSnapshot:
     opened_after_id: int = 0
     prompted_through: int = 0
     redactions: dict[int, str | None] = field(default_factory=dict)
+    earlier_conversations: str = ""
 
 
 _SNAPSHOT = TypeAdapter(ConversationSnapshot)
@@ -67,6 +68,7 @@ def snapshot(conversation: ChannelConversation) -> str:
         prompted_through=conversation.prompted_through,
         # A deletion is kept as such (None); an edit's text is already in the messages and history.
         redactions=dict(changes),
+        earlier_conversations=conversation.earlier_conversations,
     )
     return _SNAPSHOT.dump_json(state).decode()
 
@@ -92,4 +94,5 @@ def restore(data: str | bytes) -> ChannelConversation:
         opened_after_id=state.opened_after_id,
         prompted_through=state.prompted_through,
         redactions=state.redactions,
+        earlier_conversations=state.earlier_conversations,
     )
