@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_support import bot_environment, eventually, request_texts, say
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from e2e_support import RunningBot, bot_environment, eventually, request_texts, say
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,3 +70,26 @@ async def test_conversation_continues_after_restart(
     assert "which animal was that again?" in posts[1].content
     earlier = request_texts(llm.requests[-1])[:-1]
     assert any("ferret" in text for text in earlier), earlier
+
+
+async def test_next_conversation_starts_with_the_summary_of_the_last(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A conversation that timed out is summarised, and the channel's next one starts with that summary quoted."""
+    client = await bot.start(conversation_timeout_seconds=0.5)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
+    await fake.wait_for_posts(1)
+    await asyncio.sleep(0.6)  # let the conversation time out
+    await say(fake, BOB_ID, "lunch anyone?")  # any message ends a conversation that has timed out
+    archive = client.archive
+    assert archive is not None
+    async with asyncio.timeout(10):
+        while not await archive.summaries(CHANNEL_ID):  # noqa: ASYNC110 - the archive has no event to wait on
+            await asyncio.sleep(0.05)
+    summary_request = llm.requests[-1]
+    assert "ferret" in request_texts(summary_request)[-1]
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hello again")
+    await fake.wait_for_posts(2)
+    first_prompt = request_texts(llm.requests[-1])[-1]
+    assert "<earlier_conversations>" in first_prompt
+    assert first_prompt.index("<earlier_conversations>") < first_prompt.index("hello again")
