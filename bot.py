@@ -48,6 +48,7 @@ from context import (
     Summarizer,
     build_summarizer,
     pick_summaries,
+    quoted_message_ids,
     render_earlier_conversations,
 )
 from conversation import (
@@ -414,7 +415,8 @@ class Parley(discord.Client):
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
             return
         if self.archive is not None:
-            self.archive.add_summary(channel_id, summary, conversation.last_activity)
+            written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
+            self.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
             log.info("kept the summary of the conversation that ended in channel %s", channel_id)
 
     def compact_later(self, conversation: ChannelConversation) -> None:

@@ -10,6 +10,7 @@ the next conversation there starts with the latest few, quoted as data.
 """
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -92,10 +93,30 @@ def render_for_summary(messages: Sequence[ModelMessage]) -> str:
     return "\n\n".join(lines)
 
 
-def summary_turn(summary: str) -> ModelRequest:
+def summary_turn(summary: str, message_ids: tuple[int, int] | None) -> ModelRequest:
     """The request that stands in for the summarised turns: every model gets it framed as a summary another model
-    wrote (pydantic-ai's application-written `CompactionPart`)."""
-    return ModelRequest(parts=[CompactionPart(summary)])
+    wrote (pydantic-ai's application-written `CompactionPart`).
+
+    `message_ids`, the oldest and newest message the summary was written from, go in its metadata, so
+    that deleting one of them drops the summary too (`conversation.redacted`).
+    """
+    metadata = None if message_ids is None else {"first_id": message_ids[0], "last_id": message_ids[1]}
+    return ModelRequest(parts=[CompactionPart(summary, metadata=metadata)])
+
+
+_QUOTED_ID = re.compile(r'\bmessage_id="(\d+)"')
+
+
+def quoted_message_ids(messages: Sequence[ModelMessage]) -> tuple[int, int] | None:
+    """The oldest and newest Discord message ids quoted in `messages` (earlier summaries' included), if any."""
+    ids: list[int] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, CompactionPart) and part.metadata:
+                ids += [part.metadata.get("first_id", 0), part.metadata.get("last_id", 0)]
+            elif isinstance(part, UserPromptPart | BaseToolReturnPart) and isinstance(part.content, str):
+                ids += map(int, _QUOTED_ID.findall(part.content))
+    return (min(ids), max(ids)) if ids else None
 
 
 def split_for_summary(history: list[ModelMessage], keep_tokens: int) -> int | None:
@@ -172,7 +193,7 @@ class HistoryCompactor:
             return False
         finally:
             self._running.discard(channel_id)
-        merged = swapped_in(base, cut, summary_turn(summary), conversation.llm_history)
+        merged = swapped_in(base, cut, summary_turn(summary, quoted_message_ids(base[:cut])), conversation.llm_history)
         if merged is None or conversation.redactions != changes:
             log.info("summary of channel %s dropped: the conversation changed while it was written", channel_id)
             return False
@@ -216,6 +237,7 @@ __all__ = [
     "Summarizer",
     "build_summarizer",
     "pick_summaries",
+    "quoted_message_ids",
     "render_earlier_conversations",
     "render_for_summary",
     "split_for_summary",

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from limits import TokenBucket
 from quoting import requote
@@ -124,7 +131,11 @@ class ChannelConversation:
             if content is not None:
                 _insert_in_order(self.messages, replace(found, content=content))
         self.redactions[message_id] = content
-        self.llm_history = redacted(self.llm_history, {message_id: content})
+        history = redacted(self.llm_history, {message_id: content})
+        if content is None:
+            # A summary written from the deleted message may repeat it: the turns it stood for are gone with it.
+            history = [message for message in history if not _summarises(message, message_id)]
+        self.llm_history = history
         return True
 
 
@@ -712,6 +723,16 @@ def redacted(history: list[ModelMessage], changes: Mapping[int, str | None]) -> 
     if not changes:
         return list(history)
     return [_redacted(message, changes) if isinstance(message, ModelRequest) else message for message in history]
+
+
+def _summarises(message: ModelMessage, message_id: int) -> bool:
+    """Whether `message` is a summary (`context.summary_turn`) that may have been written from message `message_id`."""
+    return any(
+        isinstance(part, CompactionPart)
+        and part.metadata is not None
+        and part.metadata.get("first_id", 0) <= message_id <= part.metadata.get("last_id", 0)
+        for part in message.parts
+    )
 
 
 def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> ModelRequest:

@@ -225,7 +225,10 @@ MIGRATIONS: tuple[str, ...] = (
         id         INTEGER PRIMARY KEY,
         channel_id INTEGER NOT NULL,
         ended_at   INTEGER NOT NULL,
-        summary    TEXT    NOT NULL
+        summary    TEXT    NOT NULL,
+        -- The ids of the oldest and newest messages it was written from: deleting any between drops it.
+        first_id   INTEGER NOT NULL,
+        last_id    INTEGER NOT NULL
     );
     CREATE INDEX conversation_summaries_channel ON conversation_summaries (channel_id, ended_at);
     CREATE INDEX conversation_summaries_time ON conversation_summaries (ended_at);
@@ -428,6 +431,10 @@ _EDIT = _Write("edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE 
 _DELETE = _Write(
     "delete",
     (
+        # Before the messages go: a summary written from a deleted message may repeat it.
+        "DELETE FROM conversation_summaries WHERE EXISTS (SELECT 1 FROM messages AS m"
+        " WHERE m.message_id IN ({rows}) AND m.channel_id = conversation_summaries.channel_id"
+        " AND m.message_id BETWEEN conversation_summaries.first_id AND conversation_summaries.last_id)",
         "DELETE FROM messages WHERE message_id IN ({rows})",
         "DELETE FROM decisions WHERE message_id IN ({rows})",
     ),
@@ -511,7 +518,7 @@ _SAVE_CONVERSATION = _Write(
 _DROP_CONVERSATION = _Write("drop_conversation", ("DELETE FROM conversations WHERE channel_id = ?",))
 _ADD_SUMMARY = _Write(
     "add_summary",
-    ("INSERT INTO conversation_summaries (channel_id, ended_at, summary) VALUES (?, ?, ?)",),
+    ("INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id) VALUES (?, ?, ?, ?, ?)",),
 )
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
@@ -675,9 +682,14 @@ class HistoryArchive:
         self._unsaved_conversations.pop(channel_id, None)
         self._enqueue(_DROP_CONVERSATION, (channel_id,))
 
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime) -> None:
-        """Keep the summary of a conversation of the channel that ended at `ended_at`."""
-        self._enqueue(_ADD_SUMMARY, (channel_id, _to_ms(ended_at), summary))
+    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
+        """Keep the summary of a conversation of the channel that ended at `ended_at`.
+
+        `message_ids` are the oldest and newest message ids it was written from: deleting any message
+        of the channel between them deletes the summary too.
+        """
+        first_id, last_id = message_ids
+        self._enqueue(_ADD_SUMMARY, (channel_id, _to_ms(ended_at), summary, first_id, last_id))
 
     def delete_summaries(self, channel_id: int) -> None:
         """Remove every kept conversation summary of the channel."""

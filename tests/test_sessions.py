@@ -10,6 +10,7 @@ from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from context import summary_turn
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
 from history import ArchivedMessage, HistoryArchive, StoredConversation
 from quoting import MESSAGE_TAG
@@ -122,7 +123,7 @@ async def test_channel_or_guild_deletion_removes_conversations_and_summaries(tmp
     archive = await archive_with_channel(tmp_path)
     try:
         archive.save_conversation(CHANNEL, lambda: state("live"))
-        archive.add_summary(CHANNEL, "they talked", T0)
+        archive.add_summary(CHANNEL, "they talked", T0, (1, 1))
         await archive.flush()
         assert await archive.summaries(CHANNEL) != []
         if deletion == "channel":
@@ -140,10 +141,34 @@ async def test_retention_prunes_old_summaries(tmp_path: Path) -> None:
     """Summaries older than HISTORY_RETENTION_DAYS are pruned; newer ones stay, newest first."""
     archive = await HistoryArchive.open(tmp_path / "a.db", retention_days=30)
     try:
-        archive.add_summary(CHANNEL, "old", T0 - timedelta(days=31))
-        archive.add_summary(CHANNEL, "recent", T0 - timedelta(days=2))
-        archive.add_summary(CHANNEL, "latest", T0 - timedelta(days=1))
+        archive.add_summary(CHANNEL, "old", T0 - timedelta(days=31), (0, 0))
+        archive.add_summary(CHANNEL, "recent", T0 - timedelta(days=2), (0, 0))
+        archive.add_summary(CHANNEL, "latest", T0 - timedelta(days=1), (0, 0))
         await archive.prune(now=T0)
         assert [s.summary for s in await archive.summaries(CHANNEL)] == ["latest", "recent"]
     finally:
         await archive.close()
+
+
+async def test_deleting_a_summarised_message_deletes_the_summary(tmp_path: Path) -> None:
+    """A kept summary written from a message that is then deleted is deleted too; others stay."""
+    archive = await archive_with_channel(tmp_path)
+    try:
+        archive.add(ArchivedMessage(5, GUILD, CHANNEL, ALICE, "alice", "my secret", T0, False))
+        archive.add_summary(CHANNEL, "covers 1 to 5", T0, (1, 5))
+        archive.add_summary(CHANNEL, "covers 6 to 9", T0 + timedelta(minutes=1), (6, 9))
+        await archive.flush()
+        archive.delete([5])
+        await archive.flush()
+        assert [s.summary for s in await archive.summaries(CHANNEL)] == ["covers 6 to 9"]
+    finally:
+        await archive.close()
+
+
+@freeze_time(T0)
+def test_deleting_a_summarised_message_drops_the_summary_from_the_history() -> None:
+    """A summary in the model history written from a message deleted later is dropped with it."""
+    conversation = answered_conversation(ConversationManager())
+    conversation.llm_history = [summary_turn("alice's secret plan", (90, 100)), *conversation.llm_history]
+    conversation.delete(100)
+    assert "secret plan" not in snapshot(conversation)
