@@ -34,6 +34,9 @@ SUMMARY_AT = 0.8
 KEEP_VERBATIM = 0.5
 # How many of a channel's ended conversations a new one starts with, at most.
 EARLIER_SUMMARIES = 3
+# After a failed summary, how many answers in the channel go by before another is tried: a broken
+# SUMMARY_MODEL should not cost a failing call after every answer.
+RETRY_AFTER_ANSWERS = 5
 # One tool result can be long (an archive search); the summary needs its gist, not all of it.
 TOOL_RESULT_MAX_CHARS = 2000
 
@@ -163,13 +166,21 @@ class HistoryCompactor:
     def __post_init__(self) -> None:
         # Channels with a summary under way: one at a time each.
         self._running: set[int] = set()
+        # Per channel whose last summary failed, the answers still to go by before the next try.
+        self._backing_off: dict[int, int] = {}
 
     def due(self, conversation: ChannelConversation) -> bool:
-        """Whether the conversation's history is past `SUMMARY_AT` of the budget and no summary of it is under way."""
-        return (
-            conversation.channel_id not in self._running
-            and approx_tokens(conversation.llm_history) > SUMMARY_AT * self.budget_tokens
-        )
+        """Whether the conversation's history is past `SUMMARY_AT` of the budget and no summary of it is under way.
+
+        Asked once after each answer: after a failure, it says no for `RETRY_AFTER_ANSWERS` answers.
+        """
+        channel_id = conversation.channel_id
+        if approx_tokens(conversation.llm_history) <= SUMMARY_AT * self.budget_tokens or channel_id in self._running:
+            return False
+        waiting = self._backing_off.pop(channel_id, 0)
+        if waiting > 1:
+            self._backing_off[channel_id] = waiting - 1
+        return waiting <= 1
 
     async def compact(self, conversation: ChannelConversation) -> bool:
         """Replace the history's oldest turns by a summary; whether it did (the reason is logged when not)."""
@@ -190,6 +201,7 @@ class HistoryCompactor:
                 error,
                 extra={"channel_id": channel_id, "summary": "failed"},
             )
+            self._backing_off[channel_id] = RETRY_AFTER_ANSWERS
             return False
         finally:
             self._running.discard(channel_id)
