@@ -539,19 +539,20 @@ class Parley(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         if message.guild is None or self.user is None:
             return  # direct messages are out of scope
+        record = to_record(message)
         if self.archive is not None:
-            self.archive.add(to_archived(message))
+            self.archive.add(to_archived(message, record))
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
             return
         if not is_automated(message):
             self.bot_gate.human_spoke(message.channel.id)
-        elif self._refuse_automated(to_record(message)):
+        elif self._refuse_automated(record):
             return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
-        await self.handle(message)
+        await self.handle(message, record)
 
     def _refuse_automated(self, record: MessageRecord) -> bool:
         """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
@@ -565,7 +566,7 @@ class Parley(discord.Client):
         self._decided_here(record, refusal)
         return True
 
-    async def handle(self, message: discord.Message) -> None:
+    async def handle(self, message: discord.Message, record: MessageRecord) -> None:
         """Record, decide and answer one message; a channel's messages are decided in arrival order.
 
         Every message is recorded, so the model sees them all; only answering is limited. While a
@@ -576,7 +577,6 @@ class Parley(discord.Client):
         """
         assert self.user is not None
         channel_id = message.channel.id
-        record = to_record(message)
         live = self.manager.record_message(channel_id, record)
         trigger: bool | None = None
         if live is None and channel_id not in self._turns:

@@ -98,22 +98,23 @@ def record_from_archive(row: ArchivedMessage) -> MessageRecord:
     )
 
 
-def to_archived(message: discord.Message) -> ArchivedMessage:
-    """The archive's row for a Discord message."""
+def to_archived(message: discord.Message, record: MessageRecord | None = None) -> ArchivedMessage:
+    """The archive's row for a Discord message; `record`, its engine record when the caller already has one."""
+    record = record or to_record(message)
     return ArchivedMessage(
-        message_id=message.id,
+        message_id=record.message_id,
         guild_id=message.guild.id if message.guild else 0,
-        channel_id=message.channel.id,
-        author_id=message.author.id,
-        author_name=safe_text(message.author.display_name),
-        content=safe_text(message.clean_content),
-        created_at=message.created_at,
-        is_bot=is_automated(message),
+        channel_id=record.channel_id,
+        author_id=record.author_id,
+        author_name=record.author,
+        content=record.content,
+        created_at=record.timestamp,
+        is_bot=record.is_bot,
         reply_to_message_id=message.reference.message_id if message.reference else None,
         edited_at=message.edited_at,
-        mention_ids=frozenset(user.id for user in message.mentions),
-        reply_to_author_id=replied_author_id(message),
-        mentions_everyone=message.mention_everyone,
+        mention_ids=record.mention_ids,
+        reply_to_author_id=record.reply_to_author_id,
+        mentions_everyone=record.mentions_everyone,
     )
 
 

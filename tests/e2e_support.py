@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,8 @@ from config import Settings
 
 QUIET = 0.6  # how long "the bot said nothing" is watched for
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def bot_environment(fake: FakeDiscord, llm: FakeLLM, database: Path, **extra: str) -> dict[str, str]:
     """The environment for `python bot.py` against the fakes: this one, minus any real Discord or model setting."""
@@ -44,6 +47,18 @@ def bot_environment(fake: FakeDiscord, llm: FakeLLM, database: Path, **extra: st
         **extra,
     )
     return env
+
+
+async def start_bot_py(env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    """`python bot.py` as a deployment runs it, in `cwd` with exactly `env`, its output captured."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "bot.py"),
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
+from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say, start_bot_py
 from fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -24,9 +23,6 @@ from fake_discord import (
     RecordedRequest,
 )
 from fake_llm import Error, FakeLLM, ToolCall, echo, message_text
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 # --- Scenarios ---------------------------------------------------------------------------------
 
@@ -213,14 +209,7 @@ async def test_model_failure_apologises_and_keeps_serving(bot: RunningBot, fake:
 async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """`python bot.py` connects, answers, and on SIGTERM closes and exits 0 (Railway's redeploy)."""
     env = bot_environment(fake, llm, tmp_path / "parley.db")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "bot.py"),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_bot_py(env, tmp_path)
     try:
         await fake.wait_for_ready(timeout=30)
         await say(fake, ALICE_ID, f"<@{BOT_ID}> are you there?")
@@ -451,14 +440,7 @@ async def test_unusable_database_is_one_line_and_exit_2(fake: FakeDiscord, llm: 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the database's folder should be")
     env = bot_environment(fake, llm, blocker / "parley.db")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "bot.py"),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_bot_py(env, tmp_path)
     _, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2
     [line] = stderr.decode().strip().splitlines()[-1:]
