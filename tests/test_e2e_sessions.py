@@ -5,26 +5,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
-from e2e_support import RunningBot, bot_environment, eventually, request_texts, say
+from e2e_support import RunningBot, bot_environment, eventually, request_texts, say, start_bot_py
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-async def start_bot(env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "bot.py"),
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
 
 
 def kept_turns(database: Path) -> int:
@@ -46,7 +32,7 @@ async def test_conversation_continues_after_restart(
     """A follow-up without a mention after a restart is answered, with the earlier turns in the model's history."""
     database = tmp_path / "parley.db"
     env = bot_environment(fake, llm, database)
-    first = await start_bot(env, tmp_path)
+    first = await start_bot_py(env, tmp_path)
     second: asyncio.subprocess.Process | None = None
     try:
         await fake.wait_for_ready(timeout=30)
@@ -57,7 +43,7 @@ async def test_conversation_continues_after_restart(
         first.send_signal(stop)
         await asyncio.wait_for(first.wait(), 15)
 
-        second = await start_bot(env, tmp_path)
+        second = await start_bot_py(env, tmp_path)
         await fake.wait_for(lambda: len(fake.identifies) >= 2, timeout=30, what="second IDENTIFY")
         await fake.wait_for_ready(timeout=30)
         await say(fake, ALICE_ID, "which animal was that again?")
