@@ -101,7 +101,7 @@ def summary_turn(summary: str, message_ids: tuple[int, int] | None) -> ModelRequ
     wrote (pydantic-ai's application-written `CompactionPart`).
 
     `message_ids`, the oldest and newest message the summary was written from, go in its metadata, so
-    that deleting one of them drops the summary too (`conversation.redacted`).
+    that deleting one of them drops the summary too (`ChannelConversation.delete`).
     """
     metadata = None if message_ids is None else {"first_id": message_ids[0], "last_id": message_ids[1]}
     return ModelRequest(parts=[CompactionPart(summary, metadata=metadata)])
@@ -183,7 +183,7 @@ class HistoryCompactor:
         return waiting <= 1
 
     async def compact(self, conversation: ChannelConversation) -> bool:
-        """Replace the history's oldest turns by a summary; whether it did (the reason is logged when not)."""
+        """Replace the history's oldest turns by a summary; whether it did (a failed or dropped summary is logged)."""
         channel_id = conversation.channel_id
         base = conversation.llm_history
         cut = split_for_summary(base, int(KEEP_VERBATIM * self.budget_tokens))
