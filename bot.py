@@ -337,6 +337,9 @@ class Parley(discord.Client):
         self.tree.add_command(ParleyCommands())
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
+        # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
+        # meanwhile takes them out, so no summary is kept from what is gone.
+        self._ending: list[ChannelConversation] = []
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -349,6 +352,7 @@ class Parley(discord.Client):
             self.judge.on_usage = self.account_judgement
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+        self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
     async def open_archive(self) -> None:
@@ -409,15 +413,31 @@ class Parley(discord.Client):
 
     async def _keep_summary(self, summarizer: Summarizer, conversation: ChannelConversation) -> None:
         channel_id = conversation.channel_id
+        deletions = len(conversation.redactions)
+        self._ending.append(conversation)
         try:
             summary = await summarizer.summarize(conversation.llm_history)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
             return
+        finally:
+            still_kept = any(ending is conversation for ending in self._ending)
+            self._ending = [ending for ending in self._ending if ending is not conversation]
+        if not still_kept or len(conversation.redactions) != deletions:
+            log.info("summary of the conversation that ended in channel %s dropped: its messages changed", channel_id)
+            return
         if self.archive is not None:
             written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
             self.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
             log.info("kept the summary of the conversation that ended in channel %s", channel_id)
+
+    async def _end_timed_out_conversations(self) -> None:
+        """End conversations as they time out, not only when their server next speaks: their kept state goes from
+        the archive, and their summary is ready for the channel's next conversation."""
+        interval = min(SWEEP_SECONDS, self.settings.conversation_timeout_seconds / 2)
+        while True:
+            await asyncio.sleep(interval)
+            self.manager.evict_expired()
 
     def compact_later(self, conversation: ChannelConversation) -> None:
         """Summarise the conversation's oldest turns in the background once its history nears the budget."""
@@ -894,6 +914,7 @@ class Parley(discord.Client):
         return live
 
     def _forget_channel(self, channel_id: int) -> None:
+        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
         self.decisions.drop_channel(channel_id)
         self.channel_modes.pop(channel_id, None)
         self.forget_markers.pop(channel_id, None)
@@ -926,6 +947,10 @@ class Parley(discord.Client):
             changed = [conversation.delete(message_id) for message_id in message_ids]
             if any(changed):
                 self.manager.changed(channel_id)
+        for ending in self._ending:
+            if ending.channel_id == channel_id:
+                for message_id in message_ids:
+                    ending.delete(message_id)
         if self.archive is not None:
             self.archive.delete(message_ids)
 
@@ -1269,6 +1294,10 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     )
     decider.on_decision = client.note_decision
     return client
+
+
+# Longest a timed-out conversation stays in memory and in the archive before it is ended.
+SWEEP_SECONDS = 30.0
 
 
 def _stored(conversation: ChannelConversation) -> StoredConversation:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e_support import RunningBot, bot_environment, eventually, request_texts, say, start_bot_py
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, echo
 
 
 def kept_turns(database: Path) -> int:
@@ -79,3 +81,34 @@ async def test_next_conversation_starts_with_the_summary_of_the_last(
     first_prompt = request_texts(llm.requests[-1])[-1]
     assert "<earlier_conversations>" in first_prompt
     assert first_prompt.index("<earlier_conversations>") < first_prompt.index("hello again")
+
+
+async def test_no_summary_is_kept_of_a_message_deleted_while_it_was_written(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message deleted while its ended conversation is being summarised keeps the summary from being stored."""
+    release = asyncio.Event()
+
+    async def slow_summaries(request: dict[str, Any]) -> str:
+        if "Summarise this part" in request_texts(request)[-1]:
+            await release.wait()
+        return echo(request)
+
+    llm.handler = slow_summaries
+    client = await bot.start(conversation_timeout_seconds=0.5)
+    secret = await say(fake, ALICE_ID, f"<@{BOT_ID}> my secret is the ferret")
+    await fake.wait_for_posts(1)
+    requests = len(llm.requests)
+    # The conversation times out and is summarised, at the latest when the channel next speaks.
+    await asyncio.sleep(0.6)
+    await say(fake, BOB_ID, "lunch anyone?")
+    await eventually(lambda: len(llm.requests) > requests)
+    with caplog.at_level(logging.INFO, "parley"):
+        await fake.delete_messages(CHANNEL_ID, int(secret["id"]))
+        await eventually(lambda: client.manager.get(CHANNEL_ID) is None)
+        release.set()
+        await eventually(lambda: "summary of the conversation that ended" in caplog.text)
+    archive = client.archive
+    assert archive is not None
+    await archive.flush()
+    assert await archive.summaries(CHANNEL_ID) == []
