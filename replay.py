@@ -3,7 +3,7 @@
     python replay.py [--json] [--judge] [--disable RULE]... [--followup-window SECONDS] PATH...
     python replay.py --ablation PATH...
 
-Each PATH is a transcript (JSON Lines, see /work/shared/eval/README.md) or a folder whose `*.jsonl`
+Each PATH is a transcript (JSON Lines, see eval/sample/README.md) or a folder whose `*.jsonl`
 files (recursively) are replayed in name order. Every file gets a fresh `ConversationManager` and
 `ResponseDecider`, built with `config.Settings`' defaults, whose clock is the timestamp of the line
 being replayed. The lines go through the path the bot takes for a live message:

@@ -19,11 +19,12 @@ FILLED_IN = {"DISCORD_TOKEN": "quick-start-token", "OPENAI_API_KEY": "sk-quick-s
 
 
 def quick_start_commands() -> list[str]:
-    """The shell commands of the README's quick start, in order, without their comments."""
-    section = README.split("## Quick start", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert block, "the quick start has no sh block"
-    return [line.split("  #", 1)[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    """The shell commands of the README's quick start (its sh blocks before the first subsection), in order."""
+    section = README.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    blocks = re.findall(r"^[ \t]*```sh\n(.*?)^[ \t]*```", section, re.MULTILINE | re.DOTALL)
+    assert blocks, "the quick start has no sh block"
+    lines = (line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines())
+    return [line for line in lines if line]
 
 
 def checkout_copy(destination: Path) -> Path:
@@ -34,7 +35,7 @@ def checkout_copy(destination: Path) -> Path:
 
 
 def test_quick_start_reaches_a_passing_check(tmp_path: Path) -> None:
-    """Each offline quick-start command runs as written; with the two values filled in, `--check` exits 0."""
+    """Each offline quick-start command runs as written, in order; with the two values filled in, `--check` exits 0."""
     commands = quick_start_commands()
     assert commands[-2:] == ["python bot.py --check", "python bot.py"]
     folder = checkout_copy(tmp_path / "parley")

@@ -1,22 +1,40 @@
-"""Tests that the README stays true to the code: every setting documented, two commands."""
+"""Tests that the README stays true to the code: every setting and limit documented, every command run."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+from e2e_support import bot_environment
+from fake_discord import FakeDiscord
+from fake_llm import FakeLLM
+
 from config import Settings
+from history import ArchivedMessage, HistoryArchive
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
 
 
-def test_every_setting_is_documented_with_its_default() -> None:
-    """The settings table names every variable, with the default the code actually uses."""
-    for name, field in Settings.model_fields.items():
-        row = re.search(rf"^\| `{name.upper()}` \| (.+?) \|", README, re.MULTILINE)
-        assert row, f"{name.upper()} missing from the README's settings table"
-        if not field.is_required() and field.default is not None and name != "judge_model":
-            assert row.group(1) == documented_default(field.default), name
+def section(title: str) -> str:
+    """The README's `## title` section, up to the next `## ` heading."""
+    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def readme_commands(text: str = README) -> list[str]:
+    """The shell commands of every sh and bash block in `text`, in order, without their comments."""
+    blocks = re.findall(r"^[ \t]*```(?:sh|bash)\n(.*?)^[ \t]*```", text, re.MULTILINE | re.DOTALL)
+    lines = (line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def documented_default(value: object) -> str:
@@ -26,22 +44,287 @@ def documented_default(value: object) -> str:
     return f"`{str(value).lower() if isinstance(value, bool) else value}`"
 
 
+def table_default(text: str, variable: str) -> str | None:
+    """The default column of `variable`'s row in a markdown table of `text`, if it has one."""
+    row = re.search(rf"^\| `{variable}` \| (.+?) \|", text, re.MULTILINE)
+    return row.group(1) if row else None
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    """The settings table names every variable, with the default the code actually uses."""
+    settings = section("Settings")
+    for name, field in Settings.model_fields.items():
+        default = table_default(settings, name.upper())
+        assert default, f"{name.upper()} missing from the README's settings table"
+        if not field.is_required() and field.default is not None and name != "judge_model":
+            assert default == documented_default(field.default), name
+
+
+LIMIT_SETTINGS = (
+    "MAX_ANSWER_POSTS",
+    "MAX_ANSWER_TOKENS",
+    "ANSWER_INPUT_TOKENS_LIMIT",
+    "ANSWER_OUTPUT_TOKENS_LIMIT",
+    "MAX_MODEL_REQUESTS",
+    "MEMBER_ANSWERS_PER_HOUR",
+    "MEMBER_ANSWER_BURST",
+    "SERVER_TOKENS_PER_DAY",
+    "CHANNEL_QUEUE_LIMIT",
+    "MAX_CONCURRENT_ANSWERS",
+    "JUDGE_CALLS_PER_MINUTE",
+    "ANSWER_BOT_IDS",
+    "MAX_BOT_EXCHANGES",
+    "DISCORD_API_BASE_URL",
+    "DISCORD_GATEWAY_URL",
+    "LOGFIRE_TOKEN",
+    "LOGFIRE_INCLUDE_CONTENT",
+)
+
+
+def test_limits_and_privacy_lists_every_limit_with_its_default() -> None:
+    """The "Limits and privacy" section has a row for each limit and privacy setting, with the code's default."""
+    limits = section("Limits and privacy")
+    for variable in LIMIT_SETTINGS:
+        field = Settings.model_fields[variable.lower()]
+        expected = "unset" if field.default is None else documented_default(field.default)
+        assert table_default(limits, variable) == expected, variable
+
+
+def test_limits_and_privacy_says_what_goes_where() -> None:
+    """The section covers each destination of data and each safeguard a member or operator relies on."""
+    limits = section("Limits and privacy")
+    for topic in ("**Discord**", "**The model provider**", "**Logfire**", "**The archive file**", "secure_delete"):
+        assert topic in limits, topic
+    for safeguard in ("**Names are data**", "Read Message History", "surrogate", "(answer cut)"):
+        assert safeguard in limits, safeguard
+
+
 def test_readme_gives_the_install_and_test_commands() -> None:
-    """The README's quick start installs the pinned requirements, and gives the test command CI uses."""
-    assert "pip install -r requirements.txt" in README and "python bot.py --check" in README
-    assert 'pip install -e ".[dev]" && pytest' in README
-    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    """The quick start installs the pinned requirements; Development gives the install and test commands CI uses."""
+    assert "pip install -r requirements.txt" in readme_commands(section("Quick start"))
+    development = readme_commands(section("Development"))
+    assert 'pip install -e ".[dev]"' in development and "pytest" in development
+    ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().endswith("pytest")
 
 
 def test_readme_and_pre_commit_name_the_checks_ci_runs() -> None:
     """Every check .ci/run makes before the tests is in the README's Development section and the pre-commit config."""
-    root = Path(__file__).resolve().parents[1]
-    ci = (root / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
     checks = re.findall(r"^((?:ruff|mypy)\b.*)$", ci, re.MULTILINE)
     assert checks == ["ruff check .", "ruff format --check .", "mypy"]
-    development = README.split("## Development", 1)[1]
-    pre_commit = (root / ".pre-commit-config.yaml").read_text()
+    development = section("Development")
+    pre_commit = (ROOT / ".pre-commit-config.yaml").read_text()
     for check in checks:
-        assert check in development, check
+        assert check in readme_commands(development), check
         assert f"entry: {check.removesuffix(' .')}" in pre_commit, check
+    for step in ("check_requirements.py --recompile", ".ci/railpack-replay"):
+        assert step in ci and step in development, step
+
+
+def test_development_lists_every_module() -> None:
+    """Each top-level module of the project, and each folder of scripts, is described in Development."""
+    development = section("Development")
+    modules = [path.name for path in ROOT.glob("*.py")]
+    assert modules, "no modules found"
+    for name in [*modules, "eval/", "bench/", "tests/"]:
+        assert f"`{name}`" in development, name
+
+
+# --- Every command in the README is run -----------------------------------------------------
+
+# Commands the README gives that a test here runs (the test names the command it runs).
+RUN_HERE = {
+    "python replay.py eval/sample",
+    "python replay.py --json eval/sample",
+    "python replay.py --ablation eval/sample",
+    "python replay.py --disable cut_in eval/sample",
+    "python eval/build_irc_eval.py data/irc-dev",
+    "python replay.py data/irc-dev",
+    'sqlite3 data/parley.db "SELECT author_name, count(*) FROM messages GROUP BY 1 ORDER BY 2 DESC"',
+    "python bench/bench_engine.py",
+    "python bench/bench_history.py",
+    "python bench/bench_bot.py",
+    "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
+    "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
+    "python bot.py --sync",
+    "GUILD_ID=123456789012345678 python bot.py --sync",
+}
+# Commands run by another test, or only by CI, or not at all because they install or download.
+RUN_ELSEWHERE = {
+    "git clone <repository-url> parley && cd parley": "needs the network (test_quickstart copies the checkout)",
+    "python3 -m venv .venv && . .venv/bin/activate": "installs (test_quickstart uses this suite's interpreter)",
+    "pip install -r requirements.txt": "installs: .ci/railpack-replay runs it in CI",
+    'pip install -e ".[dev]"': "installs: .ci/run runs it in CI",
+    "cp .env.example .env": "test_quickstart",
+    "python bot.py --check": "test_quickstart",
+    "python bot.py": "test_e2e.py::test_sigterm_stops_bot_py_cleanly runs it against the fake Discord",
+    "ollama pull qwen3:8b": "downloads a model",
+    "vllm serve Qwen/Qwen3-8B --enable-auto-tool-choice --tool-call-parser hermes": "downloads a model",
+    "ruff check .": ".ci/run (test_readme_and_pre_commit_name_the_checks_ci_runs keeps them the same)",
+    "ruff format --check .": ".ci/run",
+    "mypy": ".ci/run",
+    "pytest": ".ci/run, and this very test run",
+    "pre-commit install": "installs a git hook",
+}
+
+
+def test_every_readme_command_is_run_by_a_test_or_named_here() -> None:
+    """A command added to the README fails this test until a test runs it or it is named with why it is not."""
+    commands = set(readme_commands())
+    assert commands - RUN_HERE - RUN_ELSEWHERE.keys() == set()
+    assert (RUN_HERE | RUN_ELSEWHERE.keys()) - commands == set(), "named here but gone from the README"
+
+
+def run(command: str, cwd: Path = ROOT, extra: str = "", env: dict[str, str] | None = None) -> str:
+    """Run a README command (with `extra` arguments appended) in `cwd`; its output, after checking it exited 0."""
+    assert command in RUN_HERE, command
+    result = subprocess.run(
+        ["bash", "-c", f"{command} {extra}"],
+        cwd=cwd,
+        env=env or {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    return result.stdout
+
+
+def test_replay_on_the_sample_gives_the_readme_figures() -> None:
+    """`python replay.py eval/sample` scores what the README says the sample scores."""
+    report = run("python replay.py eval/sample")
+    assert "files: 3   labelled messages: 526   positives: 113" in report
+    scores = re.search(r"precision (\S+)   recall (\S+)   F1 (\S+)", report)
+    unmentioned = re.search(r"recall on positives not mentioning the bot: (\S+)", report)
+    assert scores and unmentioned
+    precision, recall, f1 = scores.groups()
+    figures = (
+        f"precision {precision}, recall {recall}, F1 {f1} ({unmentioned.group(1)} recall on replies without a mention)"
+    )
+    assert figures in " ".join(section("How Parley decides when to speak").split())
+    as_json = json.loads(run("python replay.py --json eval/sample").splitlines()[-1])
+    assert (as_json["files"], as_json["messages"], f"{as_json['f1']:.3f}") == (3, 526, f1)
+
+
+def test_the_other_replay_commands_run_on_the_sample() -> None:
+    """The readable report, the ablation and a disabled rule all run on the shipped sample."""
+    assert "files: 3   labelled messages: 526" in run("python replay.py eval/sample")
+    assert "| without `cut_in` |" in run("python replay.py --ablation eval/sample")
+    assert "cut_in" not in run("python replay.py --disable cut_in eval/sample")
+
+
+def write_raw_log(folder: Path) -> None:
+    """A tiny corpus log: 1,000 lines of context, then alice and bob answering each other 20 times, annotated."""
+    folder.mkdir()
+    context = [f"[00:{minute % 60:02d}] <carol> line {minute}" for minute in range(1000)]
+    talk = [f"[01:{index // 4:02d}] <{'alice' if index % 2 else 'bob'}> message {index}" for index in range(40)]
+    (folder / "2020-01-01_00.ascii.txt").write_text("\n".join(context + talk) + "\n")
+    links = [f"{1000 + index - 1} {1000 + index} -" for index in range(1, 40)]
+    (folder / "2020-01-01_00.annotation.txt").write_text("\n".join(["1000 1000 -", *links]) + "\n")
+
+
+def test_build_irc_eval_then_replay_on_what_it_built(tmp_path: Path) -> None:
+    """The build script, given local corpus files instead of the download, writes transcripts replay.py scores."""
+    write_raw_log(tmp_path / "raw")
+    for name in ("eval", "replay.py"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+    }
+    built = run("python eval/build_irc_eval.py data/irc-dev", tmp_path, "--source raw", env)
+    assert "2 transcripts from 1 logs" in built
+    report = run("python replay.py data/irc-dev", tmp_path, env=env)
+    assert "files: 2   labelled messages: 40   positives: 39" in report
+
+
+def test_build_irc_eval_help_runs_offline() -> None:
+    """`--help` explains the script without touching the network."""
+    result = subprocess.run(
+        [sys.executable, "eval/build_irc_eval.py", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "--source" in result.stdout and "CC BY 4.0" in " ".join(result.stdout.split())
+
+
+async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
+    """The README's sqlite3 query counts messages per author in an archive Parley wrote."""
+    if shutil.which("sqlite3") is None:
+        pytest.skip("the sqlite3 client is not installed")
+    archive = await HistoryArchive.open(tmp_path / "data" / "parley.db")
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    for index, author in enumerate(["alice", "bob", "alice"]):
+        message = ArchivedMessage(index + 1, 10, 20, 100 + len(author), author, "hi", start, is_bot=False)
+        archive.add(message)
+    await archive.close()
+    command = 'sqlite3 data/parley.db "SELECT author_name, count(*) FROM messages GROUP BY 1 ORDER BY 2 DESC"'
+    output = await asyncio.to_thread(run, command, tmp_path)
+    assert output.split() == ["alice|2", "bob|1"]
+
+
+@pytest.mark.parametrize(
+    ("command", "small", "shows"),
+    [
+        ("python bench/bench_engine.py", "--messages 2000 --channels 20 --runs 1", "record-and-decide"),
+        ("python bench/bench_history.py", "--messages 2000 --channels 5 --queries 5", "LIKE '%word%' scan"),
+        ("python bench/bench_bot.py", "--messages 4 --turns 2 --runs 1", "inbound medians over the runs"),
+    ],
+)
+def test_the_benches_run(command: str, small: str, shows: str) -> None:
+    """Each bench the Performance section quotes runs and prints its figures (at a small size, not its default)."""
+    assert command in section("Performance")
+    assert shows in run(command, extra=small)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
+        "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
+    ],
+)
+def test_local_model_commands_pass_the_check(command: str, tmp_path: Path) -> None:
+    """The local-model settings as the README gives them are a complete configuration (`--check` passes)."""
+    (tmp_path / "bot.py").symlink_to(ROOT / "bot.py")
+    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path)}
+    env.update(DISCORD_TOKEN="readme-token", PYTHONPATH=str(ROOT))
+    output = run(command, tmp_path, "--check", env)
+    assert "LLM_BASE_URL=http://localhost" in output
+
+
+def command_puts(fake: FakeDiscord) -> int:
+    return sum(1 for request in fake.requests if request.method == "PUT" and request.path.endswith("/commands"))
+
+
+@pytest.mark.parametrize("command", ["python bot.py --sync", "GUILD_ID=123456789012345678 python bot.py --sync"])
+async def test_sync_commands_register_and_exit(command: str, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
+    """`--sync`, globally or in GUILD_ID, registers the commands with the fake Discord and exits 0."""
+    assert command in RUN_HERE
+    variables, _, _ = command.rpartition("python bot.py --sync")
+    guild = dict(item.split("=", 1) for item in shlex.split(variables))
+    if guild:
+        guild["GUILD_ID"] = str(fake.guild_id)
+    env = bot_environment(fake, llm, tmp_path / "parley.db", **guild)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "bot.py"), "--sync", cwd=tmp_path, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, stderr.decode()
+    assert command_puts(fake) == 1
+    assert list(fake.commands) == [fake.guild_id if guild else None]
+
+
+def test_bot_help_and_version() -> None:
+    """`python bot.py --help` lists the required settings; `--version` names the version."""
+    help_text = subprocess.run(
+        [sys.executable, "bot.py", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert "DISCORD_TOKEN" in help_text and "--check" in help_text
+    version = subprocess.run([sys.executable, "bot.py", "--version"], cwd=ROOT, capture_output=True, text=True)
+    assert version.stdout.startswith("Parley ")
