@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     history_tools: bool = Field(
         True, description="Offer the model the archive's search, recent-messages and stats tools (needs tool calling)."
     )
+    memory_tools: bool = Field(
+        True,
+        description="Offer the model the remember and recall tools, which keep facts in the archive"
+        " (needs it, and HISTORY_TOOLS).",
+    )
 
     discord_api_base_url: str | None = Field(
         None, description="REST proxy, e.g. a local fake in tests: https://, or http:// to a loopback address only."
@@ -222,6 +227,11 @@ class Settings(BaseSettings):
     @property
     def archive_tools_enabled(self) -> bool:
         return self.archive_enabled and self.history_tools
+
+    @property
+    def memory_tools_enabled(self) -> bool:
+        # HISTORY_TOOLS=false is how a model without tool calling is run: it withholds every tool.
+        return self.archive_tools_enabled and self.memory_tools
 
 
 def _is_loopback(host: str) -> bool:

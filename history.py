@@ -42,8 +42,10 @@ __all__ = [
     "StoredConversation",
     "TokenUsage",
     "TopAuthor",
+    "Write",
     "format_messages",
     "format_stats",
+    "match_expression",
     "sqlite_path_from_url",
 ]
 
@@ -213,7 +215,51 @@ MIGRATIONS: tuple[str, ...] = (
         value TEXT NOT NULL
     );
     """,
-    # v6: live conversations (engine state and model history, so a restart picks them up) and the summaries
+    # v6: facts Parley was asked to remember (memory.py), with their own full-text index; and named
+    # copies of a channel's conversation model history (/parley context save).
+    """
+    CREATE TABLE memories (
+        id                INTEGER PRIMARY KEY,
+        guild_id          INTEGER NOT NULL,
+        channel_id        INTEGER NOT NULL,
+        -- Whom the fact is about: the member who said it when it is about themselves, else NULL.
+        about_id          INTEGER,
+        said_by_id        INTEGER NOT NULL,
+        source_message_id INTEGER NOT NULL,
+        fact              TEXT    NOT NULL,
+        created_at        INTEGER NOT NULL
+    );
+    CREATE INDEX memories_channel ON memories (channel_id, id);
+    CREATE INDEX memories_about ON memories (guild_id, about_id, id);
+    CREATE INDEX memories_said_by ON memories (guild_id, said_by_id);
+    CREATE INDEX memories_source ON memories (source_message_id);
+    CREATE INDEX memories_time ON memories (created_at);
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        fact,
+        content = 'memories', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER memories_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, fact) VALUES (new.id, new.fact);
+    END;
+    CREATE TRIGGER memories_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, fact) VALUES ('delete', old.id, old.fact);
+    END;
+
+    CREATE TABLE context_snapshots (
+        channel_id INTEGER NOT NULL,
+        name       TEXT    NOT NULL,
+        guild_id   INTEGER NOT NULL,
+        saved_by   INTEGER NOT NULL,
+        saved_at   INTEGER NOT NULL,
+        -- pydantic-ai's ModelMessagesTypeAdapter JSON.
+        history    TEXT    NOT NULL,
+        PRIMARY KEY (channel_id, name)
+    );
+    CREATE INDEX context_snapshots_guild ON context_snapshots (guild_id);
+    CREATE INDEX context_snapshots_time ON context_snapshots (saved_at);
+    """,
+    # v7: live conversations (engine state and model history, so a restart picks them up) and the summaries
     # of ended ones, which the channel's next conversation starts with.
     """
     CREATE TABLE conversations (
@@ -437,6 +483,8 @@ _DELETE = _Write(
         " AND m.message_id BETWEEN conversation_summaries.first_id AND conversation_summaries.last_id)",
         "DELETE FROM messages WHERE message_id IN ({rows})",
         "DELETE FROM decisions WHERE message_id IN ({rows})",
+        # A memory is a copy of what its source message said.
+        "DELETE FROM memories WHERE source_message_id IN ({rows})",
     ),
     row="?",
 )
@@ -447,6 +495,8 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM decisions WHERE channel_id = ?",
         "DELETE FROM channel_settings WHERE channel_id = ?",
         "DELETE FROM forget_markers WHERE channel_id = ?",
+        "DELETE FROM memories WHERE channel_id = ?",
+        "DELETE FROM context_snapshots WHERE channel_id = ?",
         "DELETE FROM conversations WHERE channel_id = ?",
         "DELETE FROM conversation_summaries WHERE channel_id = ?",
     ),
@@ -462,6 +512,8 @@ _DELETE_GUILD = _Write(
         "DELETE FROM channel_settings WHERE guild_id = ?",
         "DELETE FROM token_usage WHERE guild_id = ?",
         "DELETE FROM forget_markers WHERE guild_id = ?",
+        "DELETE FROM memories WHERE guild_id = ?",
+        "DELETE FROM context_snapshots WHERE guild_id = ?",
         # A conversation's channel has archived messages, so the channel list knows its server.
         "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
@@ -523,6 +575,8 @@ _ADD_SUMMARY = _Write(
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 _Op = tuple[_Write, tuple[Any, ...]]
+# A kind of write other modules queue through `HistoryArchive.enqueue`.
+Write = _Write
 
 
 class HistoryArchive:
@@ -655,7 +709,7 @@ class HistoryArchive:
         self._enqueue(_EDIT, (message_id, content, _to_ms(edited_at)))
 
     def delete(self, message_ids: Iterable[int]) -> None:
-        """Remove messages (and decisions about them)."""
+        """Remove messages, and the decisions about them and memories made from them."""
         for message_id in message_ids:
             self._enqueue(_DELETE, (message_id,))
 
@@ -891,6 +945,16 @@ class HistoryArchive:
         if await self.get_state(name) != value:
             raise ArchiveWriteFailed(f"the value of {name!r} could not be stored")
 
+    # For the stores that keep their tables in this file (memory.py): the same single writer and read connection.
+
+    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
+        """Queue one write of `kind` for the writer; `flush()` waits for it to be committed."""
+        self._enqueue(kind, params)
+
+    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one query on the read connection: committed data only."""
+        return [tuple(row) for row in await self._reader.execute_fetchall(sql, params)]
+
     # Writer side.
 
     def _enqueue(self, kind: _Write, params: tuple[Any, ...]) -> None:
@@ -1013,6 +1077,8 @@ class HistoryArchive:
 
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        await self._db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
+        await self._db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM conversations WHERE last_activity < ?", (cutoff_ms,))
         # A day is kept while any of it is inside the retention.
@@ -1117,6 +1183,12 @@ def _fail_prunes(ops: Iterable[_Op], exc: Exception) -> None:
     for kind, params in ops:
         if kind is _PRUNE and params[1] is not None and not params[1].done():
             params[1].set_exception(exc)
+
+
+def match_expression(query: str, op: str) -> str | None:
+    """An FTS5 MATCH expression for free text `query`, its words joined by `op` (AND or OR); None without words."""
+    phrases = _query_phrases(query)
+    return f" {op} ".join(phrases) if phrases else None
 
 
 def _query_phrases(query: str) -> list[str]:

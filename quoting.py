@@ -22,6 +22,8 @@ __all__ = [
     "EARLIER_CONVERSATIONS_TAG",
     "EARLIER_CONVERSATION_TAG",
     "LAST_ANSWERED_TAG",
+    "MEMORIES_TAG",
+    "MEMORY_TAG",
     "MESSAGE_TAG",
     "NEW_MESSAGE_TAG",
     "SUMMARY_SO_FAR_TAG",
@@ -43,6 +45,8 @@ CHANNEL_STATS_TAG = register_tag("channel_stats")
 TOP_AUTHOR_TAG = register_tag("top_author")
 AI_PARTICIPANT_TAG = register_tag("ai_participant")
 LAST_ANSWERED_TAG = register_tag("last_answered")
+MEMORIES_TAG = register_tag("memories")
+MEMORY_TAG = register_tag("memory")
 EARLIER_CONVERSATION_TAG = register_tag("earlier_conversation")
 SUMMARY_SO_FAR_TAG = register_tag("summary_so_far")
 EARLIER_CONVERSATIONS_TAG = register_tag("earlier_conversations")

@@ -605,7 +605,7 @@ async def test_tools_read_nothing_for_a_member_without_read_message_history(make
 
 
 async def test_no_tools_when_the_archive_is_off(make_settings):
-    """With the archive disabled (by setting or argument) the model is offered no tools."""
+    """With the archive off the model is offered no tools; `archive_enabled=False` withdraws the archive's alone."""
     offered: list[list[str]] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -616,7 +616,8 @@ async def test_no_tools_when_the_archive_is_off(make_settings):
     cases = [(make_settings(database_url=""), None), (make_settings(), False), (make_settings(), None)]
     for settings, enabled in cases:
         await reply_to(new, settings, FunctionModel(model), archive_enabled=enabled)
-    assert offered == [[], [], ["search_history", "get_recent_messages", "get_channel_stats"]]
+    memory_tools = ["remember", "recall"]
+    assert offered == [[], memory_tools, ["search_history", "get_recent_messages", "get_channel_stats", *memory_tools]]
 
 
 # --- Retries, usage and time limits -----------------------------------------------------------
@@ -691,7 +692,7 @@ BULKY = [replace(ARCHIVED, message_id=i, content=f"line {i} " + "word " * 90) fo
 async def test_a_tool_loop_ends_with_an_answer_at_the_request_limit(make_settings):
     """The last request max_model_requests allows goes without tools and asks for the answer, which is posted."""
     model, offered = tool_looper(answer_without_tools=True)
-    settings = make_settings(max_model_requests=3)
+    settings = make_settings(max_model_requests=3, memory_tools=False)
     reply = await reply_to(msg(ALICE, "Alice", "loop", 0), settings, model, archive=FakeArchive(), archive_enabled=True)
     assert reply.text == "Here is what I found so far." and reply.limited is None
     assert [len(info.function_tools) for info in offered] == [3, 3, 0]

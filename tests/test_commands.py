@@ -32,23 +32,25 @@ from test_history import REFUSE_MODES, raw_db
 
 from agent import build_judge
 from bot import (
+    DecisionJournal,
+    LoggedDecision,
+    build_client,
+    excerpt,
+    parse_args,
+    point_at_discord,
+)
+from budget import UsageSummary
+from commands import (
     EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
     WHY_MAX_COUNT,
-    DecisionJournal,
-    LoggedDecision,
     ParleyCommands,
-    build_client,
     describe_decision,
     describe_decisions,
     describe_status,
     describe_usage,
-    excerpt,
-    parse_args,
-    point_at_discord,
     refusal,
 )
-from budget import UsageSummary
 from config import ChannelMode
 from conversation import (
     CHANNEL_MODES,
@@ -340,7 +342,9 @@ def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_setti
     assert payload["dm_permission"] is False
     assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in payload["options"]}
-    assert list(options) == ["why", "mode", "forget", "status"]
+    assert list(options) == ["why", "mode", "forget", "status", "memory", "context"]
+    assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
+    assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     [mode] = options["mode"]["options"]
