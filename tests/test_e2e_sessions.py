@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, bot_environment, eventually, request_texts, say, start_bot_py
+from e2e_support import RunningBot, bot_environment, eventually, request_texts, run_command, say, start_bot_py
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, echo
 
@@ -112,3 +112,22 @@ async def test_no_summary_is_kept_of_a_message_deleted_while_it_was_written(
     assert archive is not None
     await archive.flush()
     assert await archive.summaries(CHANNEL_ID) == []
+
+
+async def test_forget_deletes_the_channels_summaries(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """`/parley forget` deletes the kept summaries, so the next conversation starts without them."""
+    client = await bot.start(conversation_timeout_seconds=TIMEOUT)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
+    await fake.wait_for_posts(1)
+    await eventually(lambda: client.manager.get(CHANNEL_ID) is None, timeout=TIMEOUT + 10)
+    archive = client.archive
+    assert archive is not None
+    async with asyncio.timeout(10):
+        while not await archive.summaries(CHANNEL_ID):  # noqa: ASYNC110 - the archive has no event to wait on
+            await asyncio.sleep(0.05)
+    await run_command(fake, "forget")
+    await archive.flush()
+    assert await archive.summaries(CHANNEL_ID) == []
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> hello again")
+    await fake.wait_for_posts(2)
+    assert "<earlier_conversations>" not in request_texts(llm.requests[-1])[-1]
