@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -45,6 +45,15 @@ from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
 from config import Settings, describe_settings_error
+from context import (
+    EARLIER_SUMMARIES,
+    HistoryCompactor,
+    Summarizer,
+    build_summarizer,
+    pick_summaries,
+    quoted_message_ids,
+    render_earlier_conversations,
+)
 from conversation import (
     CHANNEL_MODES,
     NORMAL,
@@ -68,7 +77,7 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
-from history import ArchiveWriteFailed, HistoryArchive, sqlite_path_from_url
+from history import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
@@ -81,6 +90,7 @@ from preflight import (
     required_settings_help,
     settings_env_file,
 )
+from sessions import restore, snapshot
 
 log = logging.getLogger("parley")
 
@@ -286,6 +296,7 @@ class Parley(discord.Client):
         decider: ResponseDecider,
         responder: Agent[ChatDeps, str],
         judge: LLMJudge | None = None,
+        summarizer: Summarizer | None = None,
         channel_modes: dict[int, str] | None = None,
         sync_commands: bool = False,
         **options: Any,
@@ -303,6 +314,8 @@ class Parley(discord.Client):
         self.decider = decider
         self.responder = responder
         self.judge = judge
+        self.summarizer = summarizer
+        self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: HistoryArchive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
@@ -336,6 +349,11 @@ class Parley(discord.Client):
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
+        # Work that follows an answer or a conversation's end (summaries), which no member waits for.
+        self._background: set[asyncio.Task[None]] = set()
+        # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
+        # meanwhile takes them out, so no summary is kept from what is gone.
+        self._ending: list[ChannelConversation] = []
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -346,6 +364,9 @@ class Parley(discord.Client):
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
+        if self.summarizer is not None:
+            await self._resources.enter_async_context(self.summarizer.agent)
+        self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
     async def connect(self, *, reconnect: bool = True) -> None:
@@ -384,6 +405,101 @@ class Parley(discord.Client):
         await self._load_modes(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
         await self.usage.attach(self.archive)
+        self.manager.on_change = self._keep_conversation
+        self.manager.on_end = self._conversation_ended
+        await self._resume_conversations(self.archive)
+
+    async def _resume_conversations(self, archive: HistoryArchive) -> None:
+        """Take up the conversations a previous run left live; those that timed out since have ended."""
+        stored = await archive.stored_conversations()
+        resumed = 0
+        for channel_id, kept in sorted(stored.items(), key=lambda item: item[1].last_activity):
+            try:
+                conversation = restore(kept.state)
+            except ValidationError as error:
+                log.warning("dropping the kept conversation of channel %s: unreadable (%s)", channel_id, error)
+                archive.drop_conversation(channel_id)
+                continue
+            if self.manager.adopt(conversation):
+                resumed += 1
+            else:
+                self._conversation_ended(conversation, True)
+        if stored:
+            log.info("resumed %d of %d kept conversation(s)", resumed, len(stored))
+
+    def _keep_conversation(self, conversation: ChannelConversation) -> None:
+        """The manager's listener: the archive writes the conversation's state with its next batch."""
+        if self.archive is not None:
+            self.archive.save_conversation(conversation.channel_id, lambda: _stored(conversation))
+
+    def _conversation_ended(self, conversation: ChannelConversation, expired: bool) -> None:
+        """The manager's listener: a conversation that ended is no longer kept; one that timed out is summarised."""
+        if self.archive is None:
+            return
+        self.archive.drop_conversation(conversation.channel_id)
+        if expired:
+            self.summarise_ended(conversation)
+
+    def summarise_ended(self, conversation: ChannelConversation) -> None:
+        """Keep a summary of an ended conversation for the channel's next one, in the background."""
+        if self.summarizer is not None and conversation.llm_history:
+            self.in_background(self._keep_summary(self.summarizer, conversation), f"summary-{conversation.channel_id}")
+
+    async def _keep_summary(self, summarizer: Summarizer, conversation: ChannelConversation) -> None:
+        channel_id = conversation.channel_id
+        deletions = len(conversation.redactions)
+        self._ending.append(conversation)
+        try:
+            summary = await summarizer.summarize(conversation.llm_history)
+        except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
+            log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
+            return
+        finally:
+            still_kept = any(ending is conversation for ending in self._ending)
+            self._ending = [ending for ending in self._ending if ending is not conversation]
+        if not still_kept or len(conversation.redactions) != deletions:
+            log.info("summary of the conversation that ended in channel %s dropped: its messages changed", channel_id)
+            return
+        if self.archive is not None:
+            written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
+            self.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
+            log.info("kept the summary of the conversation that ended in channel %s", channel_id)
+
+    async def _end_timed_out_conversations(self) -> None:
+        """End conversations as they time out, not only when their server next speaks: their kept state goes from
+        the archive, and their summary is ready for the channel's next conversation."""
+        interval = min(SWEEP_SECONDS, self.settings.conversation_timeout_seconds / 2)
+        while True:
+            await asyncio.sleep(interval)
+            self.manager.evict_expired()
+
+    def compact_later(self, conversation: ChannelConversation) -> None:
+        """Summarise the conversation's oldest turns in the background once its history nears the budget."""
+        if self.compactor is not None and self.compactor.due(conversation):
+            self.in_background(self._compact(self.compactor, conversation), f"compact-{conversation.channel_id}")
+
+    async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
+        if await compactor.compact(conversation) and self.manager.get(conversation.channel_id) is conversation:
+            self.manager.changed(conversation.channel_id)
+
+    async def earlier_conversations(self, channel_id: int) -> str:
+        """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
+        budget = self.settings.summary_context_tokens
+        if self.archive is None or self.summarizer is None or budget == 0:
+            return ""
+        summaries = await self.archive.summaries(channel_id, EARLIER_SUMMARIES)
+        marker = self.forget_markers.get(channel_id)
+        if marker is not None:
+            forgotten_at = discord.utils.snowflake_time(marker)
+            summaries = [summary for summary in summaries if summary.ended_at > forgotten_at]
+        picked = pick_summaries(summaries, budget)
+        return render_earlier_conversations(picked) if picked else ""
+
+    def in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `work` beside the bot; `close` cancels what is still running."""
+        task = asyncio.create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _load_modes(self, archive: HistoryArchive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
@@ -436,6 +552,9 @@ class Parley(discord.Client):
     async def close(self) -> None:
         await super().close()
         await self._stop_catch_up()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         self.memory = None
@@ -446,6 +565,8 @@ class Parley(discord.Client):
         await close_model(self.responder.model)
         if self.judge is not None:
             await close_model(self.judge.agent.model)
+        if self.summarizer is not None:
+            await close_model(self.summarizer.agent.model)
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
@@ -701,7 +822,10 @@ class Parley(discord.Client):
                 trigger, _ = self.decider.should_start_conversation(record, self.user.id)
             if not trigger:
                 return None
-            conversation = self.manager.start(channel_id, await self.load_context(message))
+            context = await self.load_context(message)
+            earlier = await self.earlier_conversations(channel_id)
+            conversation = self.manager.start(channel_id, context)
+            conversation.earlier_conversations = earlier
             self.manager.record_message(channel_id, record)
         elif conversation is not live:
             self.manager.record_message(channel_id, record)
@@ -792,6 +916,7 @@ class Parley(discord.Client):
         posts = await self.deliver(message, reply.text)
         if posts:
             self.manager.record_bot_response(message.channel.id, reply.messages, record.message_id)
+            self.compact_later(conversation)
 
     def account(self, message: discord.Message, usage: RunUsage) -> None:
         """Count the tokens an answer to `message` used against its server, channel and author."""
@@ -898,6 +1023,9 @@ class Parley(discord.Client):
         marker = discord.utils.time_snowflake(utc_now(), high=True)
         if self.archive is not None:
             await self.archive.set_forget_marker(channel_id, guild_id, marker)
+            # The summaries of earlier conversations are what the next one would start from.
+            self.archive.delete_summaries(channel_id)
+        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
         self.forget_markers[channel_id] = marker
         live = self.manager.get(channel_id) is not None
         self.manager.end(channel_id)
@@ -907,8 +1035,10 @@ class Parley(discord.Client):
         """Make `messages` the model history of the channel's conversation, starting one if none is live."""
         conversation = self.manager.get(channel_id) or self.manager.start(channel_id)
         conversation.llm_history = messages
+        self.manager.changed(channel_id)
 
     def _forget_channel(self, channel_id: int) -> None:
+        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
         self.decisions.drop_channel(channel_id)
         self.channel_modes.pop(channel_id, None)
         self.forget_markers.pop(channel_id, None)
@@ -923,8 +1053,8 @@ class Parley(discord.Client):
             return
         text = safe_text(payload.message.clean_content)
         conversation = self.manager.get(payload.channel_id)
-        if conversation is not None:
-            conversation.edit(payload.message_id, text)
+        if conversation is not None and conversation.edit(payload.message_id, text):
+            self.manager.changed(payload.channel_id)
         if self.archive is not None:
             self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
 
@@ -938,8 +1068,13 @@ class Parley(discord.Client):
         self.decisions.forget_messages(channel_id, message_ids)
         conversation = self.manager.get(channel_id)
         if conversation is not None:
-            for message_id in message_ids:
-                conversation.delete(message_id)
+            changed = [conversation.delete(message_id) for message_id in message_ids]
+            if any(changed):
+                self.manager.changed(channel_id)
+        for ending in self._ending:
+            if ending.channel_id == channel_id:
+                for message_id in message_ids:
+                    ending.delete(message_id)
         if self.archive is not None:
             self.archive.delete(message_ids)
 
@@ -1086,12 +1221,21 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         decider=decider,
         responder=build_responder(settings),
         judge=judge,
+        summarizer=build_summarizer(settings) if settings.summarize_history else None,
         channel_modes=modes,
         sync_commands=sync_commands,
         **options,
     )
     decider.on_decision = client.note_decision
     return client
+
+
+# Longest a timed-out conversation stays in memory and in the archive before it is ended.
+SWEEP_SECONDS = 30.0
+
+
+def _stored(conversation: ChannelConversation) -> StoredConversation:
+    return StoredConversation(conversation.last_activity, snapshot(conversation))
 
 
 COMMAND_SYNC_FILE = Path("data") / "command-sync.json"

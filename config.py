@@ -77,6 +77,18 @@ class Settings(BaseSettings):
     history_token_budget: int = Field(
         12000, ge=500, description="Approximate tokens of conversation history sent to the model."
     )
+    summarize_history: bool = Field(
+        True,
+        description="Replace a long history's oldest turns by a model-written summary instead of cutting them,"
+        " and start a conversation with summaries of the channel's last ones (these need the archive).",
+    )
+    summary_model: str | None = Field(None, description="Model that writes the summaries; defaults to JUDGE_MODEL.")
+    summary_context_tokens: int = Field(
+        1000,
+        ge=0,
+        description="Approximate tokens of earlier conversations' summaries (the last 3 at most) a new conversation"
+        " starts with; 0: none.",
+    )
     max_answer_tokens: int = Field(
         1000, ge=16, description="Most tokens the model may write in one response (its max_tokens)."
     )
@@ -210,6 +222,8 @@ class Settings(BaseSettings):
     def _judge_defaults_to_responder(self) -> Settings:
         if not self.judge_model:
             self.judge_model = self.llm_model
+        if not self.summary_model:
+            self.summary_model = self.judge_model
         return self
 
     @property

@@ -15,12 +15,22 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from limits import TokenBucket
 from quoting import requote
 
 Clock = Callable[[], datetime]
+ConversationListener = Callable[["ChannelConversation"], None]
+# Told of a conversation that ended, and whether it ran out of time (rather than being ended on purpose).
+EndListener = Callable[["ChannelConversation", bool], None]
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 _DAWN = datetime.min.replace(tzinfo=UTC)
@@ -77,6 +87,9 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
+    # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
+    # which the first prompt of this one carries.
+    earlier_conversations: str = ""
 
     def note_bot_message(self, message: MessageRecord) -> None:
         """Index a bot's message by whom it names (any bot's: the index only has to be a superset)."""
@@ -118,7 +131,11 @@ class ChannelConversation:
             if content is not None:
                 _insert_in_order(self.messages, replace(found, content=content))
         self.redactions[message_id] = content
-        self.llm_history = redacted(self.llm_history, {message_id: content})
+        history = redacted(self.llm_history, {message_id: content})
+        if content is None:
+            # A summary written from the deleted message may repeat it: the turns it stood for are gone with it.
+            history = [message for message in history if not _summarises(message, message_id)]
+        self.llm_history = history
         return True
 
 
@@ -136,10 +153,15 @@ class ConversationManager:
         *,
         max_messages: int = 500,
         clock: Clock = utc_now,
+        on_change: ConversationListener | None = None,
+        on_end: EndListener | None = None,
     ) -> None:
         self.timeout = timedelta(seconds=timeout_seconds)
         self.max_messages = max_messages
         self.clock = clock
+        # Told whenever a conversation's state changes, so it can be kept beyond this process (sessions.py).
+        self.on_change = on_change
+        self.on_end = on_end
         self._conversations: OrderedDict[int, ChannelConversation] = OrderedDict()
         # No conversation can expire before this instant, so the per-call sweep is one comparison.
         self._nothing_expires_before = _NEVER
@@ -170,9 +192,25 @@ class ConversationManager:
             conversation.last_message_by_author[message.author_id] = message
             if message.is_bot:
                 conversation.note_bot_message(message)
+        self._end(self._conversations.pop(channel_id, None), expired=False)
         self._conversations[channel_id] = conversation
         self._touch(conversation, now)
+        self._changed(conversation)
         return conversation
+
+    def adopt(self, conversation: ChannelConversation) -> bool:
+        """Take over a conversation kept from an earlier run, as it was; False (and nothing kept) if it has expired.
+
+        Adopt before any channel speaks, oldest activity first: conversations are kept in order of activity.
+        """
+        now = self.clock()
+        if now - conversation.last_activity > self.timeout or conversation.channel_id in self._conversations:
+            return False
+        conversation.messages = deque(conversation.messages, maxlen=self.max_messages)
+        self._conversations[conversation.channel_id] = conversation
+        self._latest = max(self._latest, conversation.last_activity)
+        self._nothing_expires_before = min(self._nothing_expires_before, conversation.last_activity + self.timeout)
+        return True
 
     def record_message(self, channel_id: int, message: MessageRecord) -> ChannelConversation | None:
         """Append a message to the channel's live conversation and keep it alive.
@@ -199,6 +237,8 @@ class ConversationManager:
             self._conversations.move_to_end(channel_id)
         else:
             self._touch(conversation, now)
+        if self.on_change is not None:
+            self.on_change(conversation)
         return conversation
 
     def record_bot_response(self, channel_id: int, llm_history: list[ModelMessage], answered_id: int) -> None:
@@ -214,10 +254,27 @@ class ConversationManager:
         conversation.prompted_through = max(conversation.prompted_through, answered_id)
         conversation.bot_turns += 1
         self._touch(conversation, self.clock())
+        self._changed(conversation)
 
     def end(self, channel_id: int) -> ChannelConversation | None:
         """End the channel's conversation now; returns it, or None if there was none."""
-        return self._conversations.pop(channel_id, None)
+        conversation = self._conversations.pop(channel_id, None)
+        self._end(conversation, expired=False)
+        return conversation
+
+    def changed(self, channel_id: int) -> None:
+        """Say that the channel's conversation changed outside the manager (an edit or a deletion applied to it)."""
+        conversation = self._conversations.get(channel_id)
+        if conversation is not None:
+            self._changed(conversation)
+
+    def _changed(self, conversation: ChannelConversation) -> None:
+        if self.on_change is not None:
+            self.on_change(conversation)
+
+    def _end(self, conversation: ChannelConversation | None, *, expired: bool) -> None:
+        if conversation is not None and self.on_end is not None:
+            self.on_end(conversation, expired)
 
     def evict_expired(self) -> int:
         """Drop every conversation idle for longer than the timeout; returns how many."""
@@ -229,6 +286,7 @@ class ConversationManager:
         conversation = self._conversations.get(channel_id)
         if conversation is not None and self._clock_went_back and now - conversation.last_activity > self.timeout:
             del self._conversations[channel_id]
+            self._end(conversation, expired=True)
             return None
         return conversation
 
@@ -244,6 +302,7 @@ class ConversationManager:
                 self._nothing_expires_before = oldest.last_activity + self.timeout
                 return evicted
             conversations.popitem(last=False)
+            self._end(oldest, expired=True)
             evicted += 1
         self._nothing_expires_before = _NEVER
         if evicted:
@@ -664,6 +723,16 @@ def redacted(history: list[ModelMessage], changes: Mapping[int, str | None]) -> 
     if not changes:
         return list(history)
     return [_redacted(message, changes) if isinstance(message, ModelRequest) else message for message in history]
+
+
+def _summarises(message: ModelMessage, message_id: int) -> bool:
+    """Whether `message` is a summary (`context.summary_turn`) that may have been written from message `message_id`."""
+    return any(
+        isinstance(part, CompactionPart)
+        and part.metadata is not None
+        and part.metadata.get("first_id", 0) <= message_id <= part.metadata.get("last_id", 0)
+        for part in message.parts
+    )
 
 
 def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> ModelRequest:

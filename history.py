@@ -19,7 +19,7 @@ import functools
 import logging
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
@@ -36,8 +36,10 @@ __all__ = [
     "MIGRATIONS",
     "ArchivedMessage",
     "ChannelStats",
+    "ConversationSummary",
     "Decision",
     "HistoryArchive",
+    "StoredConversation",
     "TokenUsage",
     "TopAuthor",
     "Write",
@@ -259,6 +261,26 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX context_snapshots_guild ON context_snapshots (guild_id);
     CREATE INDEX context_snapshots_time ON context_snapshots (saved_at);
     """,
+    # v7: live conversations (engine state and model history, so a restart picks them up) and the summaries
+    # of ended ones, which the channel's next conversation starts with.
+    """
+    CREATE TABLE conversations (
+        channel_id    INTEGER PRIMARY KEY,
+        last_activity INTEGER NOT NULL,
+        state         TEXT    NOT NULL -- sessions.snapshot JSON
+    );
+    CREATE TABLE conversation_summaries (
+        id         INTEGER PRIMARY KEY,
+        channel_id INTEGER NOT NULL,
+        ended_at   INTEGER NOT NULL,
+        summary    TEXT    NOT NULL,
+        -- The ids of the oldest and newest messages it was written from: deleting any between drops it.
+        first_id   INTEGER NOT NULL,
+        last_id    INTEGER NOT NULL
+    );
+    CREATE INDEX conversation_summaries_channel ON conversation_summaries (channel_id, ended_at);
+    CREATE INDEX conversation_summaries_time ON conversation_summaries (ended_at);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -330,6 +352,20 @@ def sqlite_path_from_url(url: str) -> Path:
     if not path or path == ":memory:":
         raise ValueError(f"DATABASE_URL must name a database file, got {url!r}")
     return Path(path)
+
+
+class StoredConversation(NamedTuple):
+    """A live conversation as the archive keeps it: when it was last active, and its `sessions.snapshot`."""
+
+    last_activity: datetime
+    state: str
+
+
+class ConversationSummary(NamedTuple):
+    """The model-written summary of one of a channel's ended conversations."""
+
+    ended_at: datetime
+    summary: str
 
 
 class ArchiveWriteFailed(Exception):
@@ -443,6 +479,10 @@ _EDIT = _Write("edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE 
 _DELETE = _Write(
     "delete",
     (
+        # Before the messages go: a summary written from a deleted message may repeat it.
+        "DELETE FROM conversation_summaries WHERE EXISTS (SELECT 1 FROM messages AS m"
+        " WHERE m.message_id IN ({rows}) AND m.channel_id = conversation_summaries.channel_id"
+        " AND m.message_id BETWEEN conversation_summaries.first_id AND conversation_summaries.last_id)",
         "DELETE FROM messages WHERE message_id IN ({rows})",
         "DELETE FROM decisions WHERE message_id IN ({rows})",
         # A memory is a copy of what its source message said.
@@ -459,6 +499,8 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM forget_markers WHERE channel_id = ?",
         "DELETE FROM memories WHERE channel_id = ?",
         "DELETE FROM context_snapshots WHERE channel_id = ?",
+        "DELETE FROM conversations WHERE channel_id = ?",
+        "DELETE FROM conversation_summaries WHERE channel_id = ?",
     ),
 )
 _DELETE_GUILD = _Write(
@@ -474,6 +516,9 @@ _DELETE_GUILD = _Write(
         "DELETE FROM forget_markers WHERE guild_id = ?",
         "DELETE FROM memories WHERE guild_id = ?",
         "DELETE FROM context_snapshots WHERE guild_id = ?",
+        # A conversation's channel has archived messages, so the channel list knows its server.
+        "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
+        "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
     ),
 )
 _FORGET = _Write(
@@ -516,6 +561,20 @@ _USAGE = _Write(
 )
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
 _PRUNE = _Write("prune", ())
+# Params are (channel_id,); the state is read when the batch is written (`save_conversation`).
+_SAVE_CONVERSATION = _Write(
+    "save_conversation",
+    (
+        "INSERT INTO conversations (channel_id, last_activity, state) VALUES (?, ?, ?)"
+        " ON CONFLICT (channel_id) DO UPDATE SET last_activity = excluded.last_activity, state = excluded.state",
+    ),
+)
+_DROP_CONVERSATION = _Write("drop_conversation", ("DELETE FROM conversations WHERE channel_id = ?",))
+_ADD_SUMMARY = _Write(
+    "add_summary",
+    ("INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id) VALUES (?, ?, ?, ?, ?)",),
+)
+_DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 _Op = tuple[_Write, tuple[Any, ...]]
 # A kind of write other modules queue through `HistoryArchive.enqueue`.
@@ -559,6 +618,9 @@ class HistoryArchive:
         self._done = 0
         self._closing = False
         self._writer_task: asyncio.Task[None] | None = None
+        # Per channel, how to read its conversation's latest state: a busy channel changes it with every
+        # message, and only the state at commit time is worth writing, once per batch.
+        self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
 
     @classmethod
     async def open(
@@ -664,6 +726,44 @@ class HistoryArchive:
     def delete_guild(self, guild_id: int) -> None:
         """Remove everything stored for a guild's channels, and the guild's token counts."""
         self._enqueue(_DELETE_GUILD, (guild_id,))
+
+    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None:
+        """Keep the channel's live conversation; `state` is called when the write is committed, for the latest."""
+        if channel_id not in self._unsaved_conversations:
+            self._enqueue(_SAVE_CONVERSATION, (channel_id,))
+        self._unsaved_conversations[channel_id] = state
+
+    def drop_conversation(self, channel_id: int) -> None:
+        """Forget the channel's kept conversation (it ended)."""
+        self._unsaved_conversations.pop(channel_id, None)
+        self._enqueue(_DROP_CONVERSATION, (channel_id,))
+
+    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
+        """Keep the summary of a conversation of the channel that ended at `ended_at`.
+
+        `message_ids` are the oldest and newest message ids it was written from: deleting any message
+        of the channel between them deletes the summary too.
+        """
+        first_id, last_id = message_ids
+        self._enqueue(_ADD_SUMMARY, (channel_id, _to_ms(ended_at), summary, first_id, last_id))
+
+    def delete_summaries(self, channel_id: int) -> None:
+        """Remove every kept conversation summary of the channel."""
+        self._enqueue(_DELETE_SUMMARIES, (channel_id,))
+
+    async def stored_conversations(self) -> dict[int, StoredConversation]:
+        """Every kept live conversation, by channel id (the caller decides which are still live)."""
+        rows = await self._reader.execute_fetchall("SELECT channel_id, last_activity, state FROM conversations")
+        return {int(channel_id): StoredConversation(_from_ms(last), state) for channel_id, last, state in rows}
+
+    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
+        """The channel's latest `limit` conversation summaries, newest first."""
+        rows = await self._reader.execute_fetchall(
+            "SELECT ended_at, summary FROM conversation_summaries WHERE channel_id = ?"
+            " ORDER BY ended_at DESC, id DESC LIMIT ?",
+            (channel_id, limit),
+        )
+        return [ConversationSummary(_from_ms(ended), summary) for ended, summary in rows]
 
     def record_decision(
         self,
@@ -967,6 +1067,10 @@ class HistoryArchive:
                 for cutoff, done in params:
                     pruned.append((done, await self._delete_older_than(cutoff)))
                 continue
+            if kind is _SAVE_CONVERSATION:
+                params = self._conversation_rows(params)
+                if not params:
+                    continue
             if kind is _ADD:
                 # FTS5 writes its pending index data out whenever a rowid is
                 # lower than the previous one; in key order a batch is one run.
@@ -983,10 +1087,21 @@ class HistoryArchive:
                     await self._db.execute(_expand(statement, kind.row, len(chunk)), values)
         return pruned
 
+    def _conversation_rows(self, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        rows = []
+        for (channel_id,) in params:
+            state = self._unsaved_conversations.pop(channel_id, None)
+            if state is not None:  # else dropped since it was queued
+                stored = state()
+                rows.append((channel_id, _to_ms(stored.last_activity), stored.state))
+        return rows
+
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
+        await self._db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))
+        await self._db.execute("DELETE FROM conversations WHERE last_activity < ?", (cutoff_ms,))
         # A day is kept while any of it is inside the retention.
         await self._db.execute("DELETE FROM token_usage WHERE day < ?", (cutoff_ms // _MS_PER_DAY,))
         # Per channel, so each channel's oldest rows come off its time index.

@@ -14,15 +14,19 @@ from pydantic_ai.framing import register_tag, wrap
 
 __all__ = [
     "AI_PARTICIPANT_TAG",
+    "AI_TURN_TAG",
     "ARCHIVED_MESSAGES_TAG",
     "ARCHIVED_MESSAGE_TAG",
     "CHANNEL_INFO_TAG",
     "CHANNEL_STATS_TAG",
+    "EARLIER_CONVERSATIONS_TAG",
+    "EARLIER_CONVERSATION_TAG",
     "LAST_ANSWERED_TAG",
     "MEMORIES_TAG",
     "MEMORY_TAG",
     "MESSAGE_TAG",
     "NEW_MESSAGE_TAG",
+    "SUMMARY_SO_FAR_TAG",
     "TOP_AUTHOR_TAG",
     "TRANSCRIPT_TAG",
     "author_attributes",
@@ -43,6 +47,10 @@ AI_PARTICIPANT_TAG = register_tag("ai_participant")
 LAST_ANSWERED_TAG = register_tag("last_answered")
 MEMORIES_TAG = register_tag("memories")
 MEMORY_TAG = register_tag("memory")
+EARLIER_CONVERSATION_TAG = register_tag("earlier_conversation")
+SUMMARY_SO_FAR_TAG = register_tag("summary_so_far")
+EARLIER_CONVERSATIONS_TAG = register_tag("earlier_conversations")
+AI_TURN_TAG = register_tag("ai_turn")
 
 # Discord caps names at 100 characters; anything longer did not come from Discord.
 NAME_MAX_CHARS = 100

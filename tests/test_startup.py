@@ -110,9 +110,10 @@ def test_env_example_with_the_token_filled_in_gives_the_defaults(tmp_path: Path)
     settings = Settings(_env_file=env_file)
     assert settings.discord_token.get_secret_value() == "abc"
     for name in Settings.model_fields:
-        if name not in {"discord_token", "judge_model"}:
+        if name not in {"discord_token", "judge_model", "summary_model"}:
             assert getattr(settings, name) == Settings.model_fields[name].default, name
     assert settings.judge_model == settings.llm_model
+    assert settings.summary_model == settings.judge_model
 
 
 # --- Checked before connecting: `python bot.py` with Discord out of reach --------------------------
