@@ -94,6 +94,8 @@ from sessions import restore, snapshot
 
 log = logging.getLogger("parley")
 
+SUMMARIES_AT_ONCE = 4
+
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
 # Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
 BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
@@ -351,6 +353,9 @@ class Parley(discord.Client):
         self.tree.add_command(ParleyCommands())
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
+        # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
+        # so neither the model provider nor the process's memory sees them all at the same time.
+        self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
@@ -450,7 +455,8 @@ class Parley(discord.Client):
         deletions = len(conversation.redactions)
         self._ending.append(conversation)
         try:
-            summary = await summarizer.summarize(conversation.llm_history)
+            async with self._summary_slots:
+                summary = await summarizer.summarize(conversation.llm_history)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
             return

@@ -7,6 +7,12 @@ activity and members, as bench_history.py's chat), a third of them told by membe
 then times `MemoryStore.recall` as the remember/recall tools call it: a random member in a random
 channel, asking about topic words, questions, and a very common word. Also times `remember`, which
 returns only once the fact is committed.
+
+Then the memory the bot holds for conversations that have ended: the real client (`build_client`,
+its archive open, not connected) keeps `--ended` conversations of 20 messages and a two-turn model
+history each, as the archive's `conversations` rows; then they all time out, each is summarised (by a
+stand-in model that answers at once) into the archive, and the process's resident memory is read
+again (after `gc` and `malloc_trim`, so freed pages are really returned).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ import sqlite3
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_engine import resident_bytes
 from bench_history import (
     QUESTIONS,
     TOPIC_RANK_START,
@@ -32,7 +40,15 @@ from bench_history import (
     row,
     zipf_cumulative,
 )
+from pydantic import SecretStr
+from pydantic_ai import Agent, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.models.function import FunctionModel
 
+from bot import build_client
+from config import Settings
+from context import Summarizer
+from conversation import MessageRecord
 from history import HistoryArchive
 from memory import MemoryStore
 
@@ -133,6 +149,58 @@ async def run(args: argparse.Namespace) -> None:
     remembered = f"{sorted(remember)[len(remember) // 2]:.2f} / {percentile(remember, 0.95):.2f} ms"
     print(row("remember (committed before it returns), median / p95", remembered))
 
+    with tempfile.TemporaryDirectory(prefix="bench-ended-") as tmp:
+        before, live, ended, kept = await ended_conversations(args.ended, Path(tmp))
+    mib = 1024 * 1024
+    print(row("resident memory before the conversations", f"{before / mib:,.1f} MiB"))
+    print(row(f"with {args.ended:,} conversations live", f"{live / mib:,.1f} MiB"))
+    growth = (ended - before) / before * 100
+    print(row(f"once all have ended ({kept:,} summaries in the archive)", f"{ended / mib:,.1f} MiB ({growth:+.1f}%)"))
+
+
+async def ended_conversations(count: int, folder: Path) -> tuple[int, int, int, int]:
+    """Resident memory before, with `count` live conversations, and once they have ended; and the summaries kept."""
+    settings = Settings(
+        discord_token=SecretStr("bench"),
+        database_url=f"sqlite:///{folder / 'parley.db'}",
+        llm_base_url="http://127.0.0.1:9/v1",
+        conversation_timeout_seconds=120,
+    )
+    client = build_client(settings)
+    client.summarizer = Summarizer(Agent(FunctionModel(lambda messages, info: ModelResponse([TextPart("summary")]))))
+    await client.open_archive()
+    assert client.archive is not None
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    client.manager.clock = lambda: start
+    try:
+        # One summary first: pydantic-ai builds its run machinery once per process, which is not the conversations'.
+        await client.summarizer.summarize([ModelRequest(parts=[UserPromptPart("warm up")])])
+        before = resident_bytes()
+        for channel in range(count):
+            channel_id = FIRST_CHANNEL + channel
+            client.manager.start(channel_id)
+            for number in range(20):
+                message_id = (channel_id << 8) + number
+                record = MessageRecord(message_id, channel_id, 1000 + number % 4, "member", f"message {number}", start)
+                client.manager.record_message(channel_id, record)
+            history: list[ModelMessage] = [
+                ModelRequest(parts=[UserPromptPart("the question " * 20)]),
+                ModelResponse(parts=[TextPart("the answer " * 20)]),
+            ]
+            client.manager.record_bot_response(channel_id, history, answered_id=message_id)
+        await client.archive.flush()
+        live = resident_bytes()
+        client.manager.clock = lambda: start + timedelta(hours=1)
+        client.manager.evict_expired()
+        while client._background:
+            await asyncio.gather(*list(client._background))
+        await client.archive.flush()
+        ended = resident_bytes()
+        summaries = await client.archive.read("SELECT count(*) FROM conversation_summaries", ())
+        return before, live, ended, summaries[0][0]
+    finally:
+        await client.close()
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,6 +209,7 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=5_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ended", type=int, default=10_000, help="conversations that end, for the memory figure")
     asyncio.run(run(parser.parse_args()))
 
 
