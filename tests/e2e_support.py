@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import discord
 from fake_discord import (
@@ -49,16 +49,26 @@ def bot_environment(fake: FakeDiscord, llm: FakeLLM, database: Path, **extra: st
     return env
 
 
-async def start_bot_py(env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    """`python bot.py` as a deployment runs it, in `cwd` with exactly `env`, its output captured."""
+async def start_bot_py(
+    env: dict[str, str], cwd: Path, *args: str, output: int | IO[bytes] = asyncio.subprocess.PIPE
+) -> asyncio.subprocess.Process:
+    """`python bot.py ARGS` as a deployment runs it, in `cwd` with exactly `env`; stdout and stderr to `output`."""
     return await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "bot.py"),
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        sys.executable, str(ROOT / "bot.py"), *args, cwd=cwd, env=env, stdout=output, stderr=output
     )
+
+
+async def run_bot_py(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> tuple[int, str]:
+    """Run `python bot.py ARGS` until it exits (killed past `timeout`): its exit code and what it wrote to stderr."""
+    process = await start_bot_py(env, cwd, *args)
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, stderr.decode()
 
 
 def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:

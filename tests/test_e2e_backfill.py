@@ -8,20 +8,27 @@ import re
 import signal
 import socket
 import sqlite3
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say
+from e2e_support import (
+    RunningBot,
+    assert_silent,
+    bot_environment,
+    eventually,
+    request_texts,
+    run_bot_py,
+    say,
+    start_bot_py,
+)
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
 
 from bot import Parley
 
-ROOT = Path(__file__).resolve().parents[1]
 CATCH_UP_BOUND = 30.0  # seconds after READY within which catch-up must be done: a bound for polling only
 
 
@@ -181,9 +188,7 @@ def archived_rows(database: Path) -> list[int]:
 async def start_bot_py_logging(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
     """`python bot.py` in `log`'s folder, its output appended to `log`: a pipe nobody reads would fill and stall it."""
     with log.open("ab") as output:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "bot.py"), cwd=log.parent, env=env, stdout=output, stderr=output
-        )
+        return await start_bot_py(env, log.parent, output=output)
 
 
 async def wait_for_rows(database: Path, predicate: Callable[[list[int]], bool], what: str) -> list[int]:
@@ -287,25 +292,16 @@ async def test_a_dropped_gateway_resumes_and_the_follow_up_is_answered_with_hist
 INFO_RECORD = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ INFO ")
 
 
-async def run_bot_py(env: dict[str, str], cwd: Path) -> tuple[int, list[str]]:
+async def run_bot_py_quietly(env: dict[str, str], cwd: Path) -> tuple[int, list[str]]:
     """Run `python bot.py` until it exits (bounded); its exit code and what it wrote to stderr beside INFO logs."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "bot.py"), cwd=cwd, env=env, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        _, stderr = await asyncio.wait_for(process.communicate(), 60)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode is not None
-    return process.returncode, [line for line in stderr.decode().splitlines() if not INFO_RECORD.match(line)]
+    code, stderr = await run_bot_py(env, cwd)
+    return code, [line for line in stderr.splitlines() if not INFO_RECORD.match(line)]
 
 
 async def test_a_rejected_token_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """A token Discord answers 401 to stops `python bot.py` with one line naming DISCORD_TOKEN, exit 2."""
     env = {**bot_environment(fake, llm, tmp_path / "parley.db"), "DISCORD_TOKEN": "not-the-token"}
-    code, lines = await run_bot_py(env, tmp_path)
+    code, lines = await run_bot_py_quietly(env, tmp_path)
     assert (code, lines) == (2, ["Configuration error: DISCORD_TOKEN was rejected by Discord"])
 
 
@@ -318,7 +314,7 @@ async def test_an_unreachable_gateway_is_one_line_and_exit_1(fake: FakeDiscord, 
         **bot_environment(fake, llm, tmp_path / "parley.db"),
         "DISCORD_GATEWAY_URL": f"ws://127.0.0.1:{closed_port}/",
     }
-    code, lines = await run_bot_py(env, tmp_path)
+    code, lines = await run_bot_py_quietly(env, tmp_path)
     assert code == 1 and len(lines) == 1 and lines[0].startswith("Could not reach Discord: "), lines
 
 
@@ -326,7 +322,7 @@ async def test_a_missing_model_key_is_one_line_and_exit_2(fake: FakeDiscord, llm
     """The default model without OPENAI_API_KEY: one line naming the variable and the model, exit 2."""
     env = bot_environment(fake, llm, tmp_path / "parley.db")
     del env["LLM_MODEL"], env["LLM_BASE_URL"]
-    code, lines = await run_bot_py(env, tmp_path)
+    code, lines = await run_bot_py_quietly(env, tmp_path)
     assert code == 2 and len(lines) == 1, lines
     assert "OPENAI_API_KEY" in lines[0] and "LLM_MODEL=" in lines[0]
     assert fake.requests == []

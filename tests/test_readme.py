@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from e2e_support import bot_environment
+from e2e_support import bot_environment, run_bot_py
 from fake_discord import FakeDiscord
 from fake_llm import FakeLLM
 
@@ -310,16 +310,8 @@ async def test_sync_commands_register_and_exit(command: str, fake: FakeDiscord, 
     if guild:
         guild["GUILD_ID"] = str(fake.guild_id)
     env = bot_environment(fake, llm, tmp_path / "parley.db", **guild)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "bot.py"), "--sync", cwd=tmp_path, env=env, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        _, stderr = await asyncio.wait_for(process.communicate(), 60)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode == 0, stderr.decode()
+    code, stderr = await run_bot_py(env, tmp_path, "--sync")
+    assert code == 0, stderr
     assert command_puts(fake) == 1
     assert list(fake.commands) == [fake.guild_id if guild else None]
 
