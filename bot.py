@@ -501,11 +501,12 @@ class Parley(discord.Client):
         picked = pick_summaries(summaries, budget)
         return render_earlier_conversations(picked) if picked else ""
 
-    def in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+    def in_background(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run `work` beside the bot; `close` cancels what is still running."""
         task = asyncio.create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     async def _load_modes(self, archive: HistoryArchive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
@@ -557,7 +558,6 @@ class Parley(discord.Client):
 
     async def close(self) -> None:
         await super().close()
-        await self._stop_catch_up()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -588,7 +588,7 @@ class Parley(discord.Client):
         earlier = await self._noted_coverage(archive)
         await self._note_coverage(archive)
         if self.settings.backfill_max_messages:
-            self._catch_up = asyncio.create_task(self.catch_up(archive, earlier), name="catch-up")
+            self._catch_up = self.in_background(self.catch_up(archive, earlier), "catch-up")
 
     async def catch_up(self, archive: HistoryArchive, earlier: Mapping[int, datetime]) -> None:
         """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
