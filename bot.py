@@ -32,15 +32,7 @@ from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
 
-from agent import (
-    ChatDeps,
-    LLMJudge,
-    ReplyFailed,
-    build_judge,
-    build_responder,
-    close_model,
-    generate_reply,
-)
+from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -91,6 +83,7 @@ from preflight import (
     settings_env_file,
 )
 from sessions import restore, snapshot
+from tools import ChatDeps
 
 log = logging.getLogger("parley")
 

@@ -36,11 +36,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import (
-    HISTORY_NOT_PERMITTED,
-    HOURS_MAX,
     LIMIT_NOTE,
     OPENAI_COMPATIBLE_SERVER,
-    ChatDeps,
     Reply,
     ReplyFailed,
     UntransformedOpenAI,
@@ -57,6 +54,7 @@ from agent import (
 )
 from conversation import ChannelConversation, MessageRecord, ResponseDecider
 from history import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, format_messages, format_stats
+from tools import HISTORY_NOT_PERMITTED, HOURS_MAX, ChatDeps
 
 BOT, ALICE, BOB, CAROL = 1, 10, 11, 12
 CHANNEL, GUILD = 500, 42

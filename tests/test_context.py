@@ -14,11 +14,12 @@ import pytest
 from pydantic_ai import Agent, CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent import ChatDeps, approx_tokens, build_prompt, build_responder, generate_reply, is_summary
+from agent import approx_tokens, build_prompt, build_responder, generate_reply, is_summary
 from config import Settings
 from context import HistoryCompactor, Summarizer, pick_summaries, render_earlier_conversations
 from conversation import ChannelConversation, MessageRecord
 from history import ConversationSummary
+from tools import ChatDeps
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 42
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

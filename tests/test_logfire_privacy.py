@@ -15,11 +15,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent import ChatDeps, build_responder, generate_reply
+from agent import build_responder, generate_reply
 from bot import configure_logging
 from config import Settings
 from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider, log_decision
 from history import ArchivedMessage, HistoryArchive
+from tools import ChatDeps
 
 BOT, MALLORY, CHANNEL, GUILD = 1, 66, 500, 42
 AUTHOR = "Mallory Q. Public"
