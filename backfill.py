@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 
 import discord
 
+from archive.sqlite import HistoryArchive
 from discord_io import safe_text, to_archived
-from history import HistoryArchive
 
 log = logging.getLogger("parley.backfill")
 

@@ -33,6 +33,8 @@ from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
 
 from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
+from archive.sqlite import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
+from archive.sqlite import Decision as ArchivedDecision
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -69,8 +71,6 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
-from history import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
-from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
 from preflight import (

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 
-from history import TokenUsage
+from archive.sqlite import TokenUsage
 
 TOP_MEMBERS = 5
 
 
 class UsageArchive(Protocol):
-    """What the ledger needs from `history.HistoryArchive`."""
+    """What the ledger needs from `archive.sqlite.HistoryArchive`."""
 
     def record_usage(self, usage: TokenUsage) -> None: ...
 

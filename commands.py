@@ -11,11 +11,11 @@ import discord
 from discord import app_commands
 
 from agent import approx_tokens
+from archive.sqlite import ArchiveWriteFailed
 from budget import UsageSummary, next_utc_midnight
 from config import ChannelMode
 from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation
 from discord_io import split_message
-from history import ArchiveWriteFailed
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 
 if TYPE_CHECKING:

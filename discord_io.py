@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import discord
 
+from archive.sqlite import ArchivedMessage
 from conversation import MessageRecord
-from history import ArchivedMessage
 
 log = logging.getLogger("parley")
 

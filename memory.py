@@ -1,6 +1,6 @@
 """What Parley remembers: facts members asked it to keep, and named copies of a channel's model history.
 
-Both live in the archive's SQLite file (history.py's schema v6) and are written through its single
+Both live in the archive's SQLite file (archive/sqlite.py's schema v6) and are written through its single
 writer; a write that a member is told about is committed before the call returns. Who may see a fact
 is decided here from the place and person asking, never from anything the model says:
 
@@ -20,7 +20,7 @@ from typing import Any
 from pydantic_ai.framing import close_tag, open_tag, wrap
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from history import ArchiveWriteFailed, HistoryArchive, Write, match_expression
+from archive.sqlite import ArchiveWriteFailed, HistoryArchive, Write, match_expression
 from quoting import MEMORIES_TAG, MEMORY_TAG
 
 __all__ = [

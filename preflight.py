@@ -20,8 +20,8 @@ from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
 
 from agent import build_model
+from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
-from history import MIGRATIONS, sqlite_path_from_url
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
 # scope already includes `applications.commands`, so the invite asks for no more.

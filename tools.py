@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic_ai import RunContext
 
-from history import ArchivedMessage, ChannelStats, format_messages, format_stats
+from archive.sqlite import ArchivedMessage, ChannelStats, format_messages, format_stats
 from memory import MemoryStore, format_memories
 
 log = logging.getLogger("parley.tools")
@@ -24,7 +24,7 @@ HOURS_MAX = 24 * 366.0
 
 
 class MessageArchive(Protocol):
-    """What the tools need from `history.HistoryArchive`."""
+    """What the tools need from `archive.sqlite.HistoryArchive`."""
 
     async def search(
         self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from history import ArchivedMessage, HistoryArchive
+from archive.sqlite import ArchivedMessage, HistoryArchive
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 VOCABULARY_SIZE = 5000

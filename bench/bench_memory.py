@@ -45,11 +45,11 @@ from pydantic_ai import Agent, ModelResponse, TextPart
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 
+from archive.sqlite import HistoryArchive
 from bot import build_client
 from config import Settings
 from context import Summarizer
 from conversation import MessageRecord
-from history import HistoryArchive
 from memory import MemoryStore
 
 GUILD_ID = 900_000_000_000_000_000

@@ -52,8 +52,8 @@ from agent import (
     retry_settings,
     trim_history,
 )
+from archive.sqlite import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, format_messages, format_stats
 from conversation import ChannelConversation, MessageRecord, ResponseDecider
-from history import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, format_messages, format_stats
 from tools import HISTORY_NOT_PERMITTED, HOURS_MAX, ChatDeps
 
 BOT, ALICE, BOB, CAROL = 1, 10, 11, 12
@@ -437,7 +437,7 @@ STATS = ChannelStats(
 
 @dataclass
 class FakeArchive:
-    """Stands in for history.HistoryArchive: records every call, answers with canned results or raises `error`."""
+    """Stands in for the archive: records every call, answers with canned results or raises `error`."""
 
     messages: list[ArchivedMessage] = field(default_factory=lambda: [ARCHIVED])
     error: Exception | None = None
@@ -499,7 +499,7 @@ async def test_tools_take_the_channel_from_deps_not_from_the_model(make_settings
 
 
 async def test_tools_work_with_the_real_archive(make_settings, tmp_path):
-    """Against history.HistoryArchive, the tools read this channel's messages and never another channel's."""
+    """Against archive.sqlite.HistoryArchive, the tools read this channel's messages and never another channel's."""
     archive = await HistoryArchive.open(tmp_path / "archive.db", retention_days=0)
     try:
         archive.add(ARCHIVED)

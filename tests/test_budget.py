@@ -1,4 +1,4 @@
-"""Tests for token accounting (budget.py) and its table in the archive (history.py)."""
+"""Tests for token accounting (budget.py) and its table in the archive (archive/sqlite.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from freezegun import freeze_time
 
+from archive.sqlite import HistoryArchive, TokenUsage
 from budget import UsageLedger, UsageSummary, next_utc_midnight
-from history import HistoryArchive, TokenUsage
 
 NOW = datetime(2026, 3, 10, 15, 30, tzinfo=UTC)
 TODAY = NOW.date()

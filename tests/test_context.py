@@ -15,10 +15,10 @@ from pydantic_ai import Agent, CompactionPart, ModelMessage, ModelRequest, Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import approx_tokens, build_prompt, build_responder, generate_reply, is_summary
+from archive.sqlite import ConversationSummary
 from config import Settings
 from context import HistoryCompactor, Summarizer, pick_summaries, render_earlier_conversations
 from conversation import ChannelConversation, MessageRecord
-from history import ConversationSummary
 from tools import ChatDeps
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 42

@@ -1,4 +1,4 @@
-"""Tests for the SQLite channel archive (history.py)."""
+"""Tests for the SQLite channel archive (archive/sqlite.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import discord
 import pytest
 from freezegun import freeze_time
 
-from history import (
+from archive.sqlite import (
     MIGRATIONS,
     ArchivedMessage,
     ArchiveWriteFailed,
@@ -408,7 +408,7 @@ async def test_failing_batch_is_logged_and_writer_survives(
     archive.add(msg(1, "good before"))
     archive.add(msg(2, None))  # type: ignore[arg-type]  # NOT NULL violation
     archive.add(msg(3, "good after"))
-    with caplog.at_level(logging.ERROR, logger="history"):
+    with caplog.at_level(logging.ERROR, logger="archive.sqlite"):
         await archive.flush()
 
     assert ids(await archive.recent(CHANNEL)) == [1, 3]

@@ -16,10 +16,10 @@ from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, ToolCallPa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
+from archive.sqlite import ArchivedMessage, HistoryArchive
 from bot import configure_logging
 from config import Settings
 from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider, log_decision
-from history import ArchivedMessage, HistoryArchive
 from tools import ChatDeps
 
 BOT, MALLORY, CHANNEL, GUILD = 1, 66, 500, 42

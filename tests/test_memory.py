@@ -10,7 +10,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from agent import build_responder
-from history import HistoryArchive
+from archive.sqlite import HistoryArchive
 from memory import FACT_MAX_CHARS, MemoryStore, format_memories
 
 GUILD, OTHER_GUILD = 1, 2

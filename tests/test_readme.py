@@ -18,8 +18,8 @@ from e2e_support import bot_environment, run_bot_py
 from fake_discord import FakeDiscord
 from fake_llm import FakeLLM
 
+from archive.sqlite import ArchivedMessage, HistoryArchive
 from config import Settings
-from history import ArchivedMessage, HistoryArchive
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

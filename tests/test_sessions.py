@@ -10,9 +10,9 @@ from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from archive.sqlite import ArchivedMessage, HistoryArchive, StoredConversation
 from context import summary_turn
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
-from history import ArchivedMessage, HistoryArchive, StoredConversation
 from quoting import MESSAGE_TAG
 from sessions import restore, snapshot
 

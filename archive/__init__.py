@@ -1,0 +1,1 @@
+"""The message archive: one interface, a SQLite and a Postgres backend."""
