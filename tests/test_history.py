@@ -1,4 +1,4 @@
-"""Tests for the SQLite channel archive (archive/sqlite.py)."""
+"""Tests for the channel archive: each on both backends (archive_url), SQLite's own file checks apart."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
 import discord
 import pytest
 from freezegun import freeze_time
 
+from archive import open_archive
 from archive.sqlite import (
     MIGRATIONS,
     ArchivedMessage,
@@ -91,8 +93,9 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def archive(db_path: Path):
-    archive = await HistoryArchive.open(db_path, retention_days=0)
+async def archive(archive_url: str):
+    """An empty archive on each backend in turn (SQLite at db_path, or a fresh Postgres database)."""
+    archive = await open_archive(archive_url, retention_days=0)
     yield archive
     await archive.close()
 
@@ -123,9 +126,9 @@ async def test_recent_limit_hours_before(archive: HistoryArchive) -> None:
     assert await archive.recent(12345) == []
 
 
-async def test_reads_see_commits_without_flush(db_path: Path) -> None:
+async def test_reads_see_commits_without_flush(archive_url: str) -> None:
     """The writer commits on its own within flush_interval."""
-    archive = await HistoryArchive.open(db_path, retention_days=0, flush_interval=0.02)
+    archive = await open_archive(archive_url, retention_days=0, flush_interval=0.02)
     try:
         archive.add(msg(1, "autocommitted"))
         for _ in range(100):
@@ -237,8 +240,9 @@ async def test_edit_updates_search(archive: HistoryArchive, db_path: Path) -> No
     (edited,) = await archive.search(CHANNEL, "corrected")
     assert edited.content == "corrected phrasing"
     assert edited.edited_at == NOW + timedelta(minutes=1)
-    assert fts_rowids(db_path, "original") == []
-    fts_integrity_check(db_path)
+    if isinstance(archive, HistoryArchive):
+        assert fts_rowids(db_path, "original") == []
+        fts_integrity_check(db_path)
 
 
 async def test_re_adding_a_message_replaces_it(archive: HistoryArchive, db_path: Path) -> None:
@@ -252,8 +256,9 @@ async def test_re_adding_a_message_replaces_it(archive: HistoryArchive, db_path:
     assert [m.content for m in await archive.recent(CHANNEL)] == ["final draft"]
     assert await archive.search(CHANNEL, "first") == []
     assert await archive.search(CHANNEL, "second") == []
-    assert len(fts_rowids(db_path, "draft")) == 1
-    fts_integrity_check(db_path)
+    if isinstance(archive, HistoryArchive):
+        assert len(fts_rowids(db_path, "draft")) == 1
+        fts_integrity_check(db_path)
 
 
 async def test_order_is_preserved_add_then_delete(archive: HistoryArchive) -> None:
@@ -275,26 +280,30 @@ async def test_deletes_remove_rows_and_index_entries(archive: HistoryArchive, db
     archive.add(msg(11, "shared in three", channel=3, guild=30))
     archive.add(msg(12, "shared in four", channel=4, guild=30))
     await archive.flush()
-    assert len(fts_rowids(db_path, "shared")) == 8
+    sqlite = isinstance(archive, HistoryArchive)
+    assert not sqlite or len(fts_rowids(db_path, "shared")) == 8
 
     archive.delete([1])
     archive.delete(iter([2, 3, 999]))
     await archive.flush()
     assert ids(await archive.recent(CHANNEL)) == [4, 5]
-    assert fts_rowids(db_path, "topic1") == fts_rowids(db_path, "topic3") == []
+    assert await archive.search(CHANNEL, "topic1") == await archive.search(CHANNEL, "topic3") == []
+    assert not sqlite or fts_rowids(db_path, "topic1") == fts_rowids(db_path, "topic3") == []
 
     archive.delete_channel(2)
     archive.delete_guild(30)
     await archive.flush()
     assert await archive.recent(2) == await archive.recent(3) == await archive.recent(4) == []
-    assert len(fts_rowids(db_path, "shared")) == 2
+    assert await archive.search(3, "shared") == await archive.search(4, "shared") == []
     assert ids(await archive.search(CHANNEL, "shared")) == [5, 4]
-    fts_integrity_check(db_path)
+    if sqlite:
+        assert len(fts_rowids(db_path, "shared")) == 2
+        fts_integrity_check(db_path)
 
 
-async def test_prune_retention(db_path: Path) -> None:
+async def test_prune_retention(archive_url: str, db_path: Path) -> None:
     """prune() drops messages and decisions older than retention_days."""
-    archive = await HistoryArchive.open(db_path, retention_days=7)
+    archive = await open_archive(archive_url, retention_days=7)
     try:
         archive.add(msg(1, "ancient", minutes_ago=8 * 24 * 60))
         archive.add(msg(2, "recent", minutes_ago=6 * 24 * 60))
@@ -317,7 +326,8 @@ async def test_prune_retention(db_path: Path) -> None:
         assert await archive.prune(now=NOW) == 0
     finally:
         await archive.close()
-    fts_integrity_check(db_path)
+    if archive_url.startswith("sqlite"):
+        fts_integrity_check(db_path)
 
 
 async def test_prune_zero_retention_keeps_everything(archive: HistoryArchive) -> None:
@@ -329,10 +339,10 @@ async def test_prune_zero_retention_keeps_everything(archive: HistoryArchive) ->
     assert ids(await archive.recent(CHANNEL)) == [1]
 
 
-async def test_prune_defaults_to_current_time_and_runs_at_open(db_path: Path) -> None:
+async def test_prune_defaults_to_current_time_and_runs_at_open(archive_url: str) -> None:
     """prune() reads the clock at call time (frozen here), and open() prunes too."""
     with freeze_time(NOW, real_asyncio=True):
-        archive = await HistoryArchive.open(db_path, retention_days=7)
+        archive = await open_archive(archive_url, retention_days=7)
         archive.add(msg(1, "old", minutes_ago=8 * 24 * 60))
         archive.add(msg(2, "fresh", minutes_ago=60))
         await archive.flush()
@@ -340,15 +350,15 @@ async def test_prune_defaults_to_current_time_and_runs_at_open(db_path: Path) ->
         archive.add(msg(3, "old again", minutes_ago=8 * 24 * 60))
         await archive.close()
 
-        archive = await HistoryArchive.open(db_path, retention_days=7)
+        archive = await open_archive(archive_url, retention_days=7)
         await archive.flush()
         assert ids(await archive.recent(CHANNEL)) == [2]
         await archive.close()
 
 
-async def test_periodic_prune(db_path: Path) -> None:
+async def test_periodic_prune(archive_url: str) -> None:
     """The writer prunes on its own every prune_interval."""
-    archive = await HistoryArchive.open(db_path, retention_days=1, prune_interval=0.02, flush_interval=0.01)
+    archive = await open_archive(archive_url, retention_days=1, prune_interval=0.02, flush_interval=0.01)
     try:
         archive.add(msg(1, "stale"))  # NOW lies far more than a day in the real past
         await archive.flush()
@@ -361,9 +371,9 @@ async def test_periodic_prune(db_path: Path) -> None:
         await archive.close()
 
 
-async def test_close_flushes_pending_writes(db_path: Path) -> None:
-    """Writes queued right before close() are on disk after reopening."""
-    archive = await HistoryArchive.open(db_path, retention_days=0, flush_interval=60)
+async def test_close_flushes_pending_writes(archive_url: str, db_path: Path) -> None:
+    """Writes queued right before close() are stored after reopening."""
+    archive = await open_archive(archive_url, retention_days=0, flush_interval=60)
     for i in range(1, 2501):
         archive.add(msg(i, f"note {i}", channel=1 + i % 3))
     archive.record_decision(
@@ -377,7 +387,7 @@ async def test_close_flushes_pending_writes(db_path: Path) -> None:
     )
     await archive.close()
 
-    archive = await HistoryArchive.open(db_path, retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     try:
         assert len(await archive.recent(CHANNEL, limit=5000)) == 833
         assert len(await archive.recent_decisions(CHANNEL)) == 1
@@ -389,12 +399,13 @@ async def test_close_flushes_pending_writes(db_path: Path) -> None:
         assert ids(await archive.search(CHANNEL, "note", limit=1000))[-1] in range(1, 2501)
     finally:
         await archive.close()
-    fts_integrity_check(db_path)
+    if archive_url.startswith("sqlite"):
+        fts_integrity_check(db_path)
 
 
-async def test_writes_after_close_are_refused(db_path: Path) -> None:
+async def test_writes_after_close_are_refused(archive_url: str) -> None:
     """A closed archive raises instead of silently dropping writes; close is idempotent."""
-    archive = await HistoryArchive.open(db_path)
+    archive = await open_archive(archive_url)
     await archive.close()
     await archive.close()
     with pytest.raises(RuntimeError):
@@ -408,7 +419,7 @@ async def test_failing_batch_is_logged_and_writer_survives(
     archive.add(msg(1, "good before"))
     archive.add(msg(2, None))  # type: ignore[arg-type]  # NOT NULL violation
     archive.add(msg(3, "good after"))
-    with caplog.at_level(logging.ERROR, logger="archive.sqlite"):
+    with caplog.at_level(logging.ERROR, logger="archive"):
         await archive.flush()
 
     assert ids(await archive.recent(CHANNEL)) == [1, 3]
@@ -446,13 +457,31 @@ async def test_channel_modes_round_trip(archive: HistoryArchive) -> None:
 REFUSE_MODES = (
     "CREATE TRIGGER refuse_modes BEFORE {} ON channel_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
 )
+REFUSE_MODES_POSTGRES = """
+CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk says no'; END $$;
+CREATE TRIGGER refuse_modes BEFORE {} ON channel_settings FOR EACH ROW EXECUTE FUNCTION refuse();
+"""
 
 
-async def test_a_mode_that_cannot_be_stored_raises_and_keeps_the_old_one(archive: HistoryArchive, db_path) -> None:
+async def refuse_mode_writes(archive_url: str, db_path: Path, event: str) -> None:
+    """Make the archive's database itself refuse `event` (INSERT or UPDATE) on the channel modes."""
+    if archive_url.startswith("sqlite"):
+        with raw_db(db_path) as db:
+            db.execute(REFUSE_MODES.format(event))
+        return
+    connection = await asyncpg.connect(archive_url)
+    try:
+        await connection.execute(REFUSE_MODES_POSTGRES.format(event))
+    finally:
+        await connection.close()
+
+
+async def test_a_mode_that_cannot_be_stored_raises_and_keeps_the_old_one(
+    archive: HistoryArchive, archive_url: str, db_path: Path
+) -> None:
     """When the mode's write is dropped the caller hears of it, and the stored mode is the previous one."""
     await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
-    with raw_db(db_path) as db:
-        db.execute(REFUSE_MODES.format("UPDATE"))
+    await refuse_mode_writes(archive_url, db_path, "UPDATE")
     with pytest.raises(ArchiveWriteFailed):
         await archive.set_channel_mode(CHANNEL, GUILD, "off")
     assert await archive.get_channel_mode(CHANNEL) == "quiet"
@@ -708,16 +737,16 @@ async def test_recent_pages_after_a_message_id(archive: HistoryArchive) -> None:
     assert ids(await archive.recent(CHANNEL, after_id=3, before_id=5)) == [4]
 
 
-async def test_forget_markers_outlive_a_restart_and_go_with_their_channel(db_path: Path) -> None:
+async def test_forget_markers_outlive_a_restart_and_go_with_their_channel(archive_url: str) -> None:
     """A channel's forget marker is kept across reopening, replaced by a newer one, and deleted with the channel."""
-    archive = await HistoryArchive.open(db_path, retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     try:
         await archive.set_forget_marker(CHANNEL, GUILD, 100)
         await archive.set_forget_marker(CHANNEL, GUILD, 200)
         await archive.set_forget_marker(OTHER_CHANNEL, GUILD + 1, 300)
     finally:
         await archive.close()
-    archive = await HistoryArchive.open(db_path, retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     try:
         assert await archive.all_forget_markers() == {CHANNEL: 200, OTHER_CHANNEL: 300}
         archive.delete_channel(CHANNEL)
