@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import discord
 
-from archive.sqlite import HistoryArchive
+from archive import Archive
 from discord_io import safe_text, to_archived
 
 log = logging.getLogger("parley.backfill")
@@ -86,7 +86,7 @@ def readable_channels(guilds: Iterable[discord.Guild]) -> Iterator[HistoryChanne
 
 async def catch_up_channel(
     channel: HistoryChannel,
-    archive: HistoryArchive,
+    archive: Archive,
     *,
     limit: int,
     retention_days: int,
@@ -125,7 +125,7 @@ async def catch_up_channel(
     return ChannelCatchUp(channel.id, len(fetched), len(gone), capped, discord.utils.snowflake_time(max(low, 0)))
 
 
-def _archive_fetched(archive: HistoryArchive, message: discord.Message, already: set[int], before_session: int) -> None:
+def _archive_fetched(archive: Archive, message: discord.Message, already: set[int], before_session: int) -> None:
     """Archive a message read back from Discord's history, without undoing what the gateway told better.
 
     A message history returns carries its author without their server nickname, so a copy the archive
@@ -142,7 +142,7 @@ def _archive_fetched(archive: HistoryArchive, message: discord.Message, already:
 
 async def catch_up(
     channels: Iterable[HistoryChannel],
-    archive: HistoryArchive,
+    archive: Archive,
     *,
     limit: int,
     retention_days: int,

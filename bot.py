@@ -33,8 +33,15 @@ from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
 
 from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
-from archive.sqlite import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
-from archive.sqlite import Decision as ArchivedDecision
+from archive import (
+    Archive,
+    ArchiveWriteFailed,
+    DatabaseUrlError,
+    StoredConversation,
+    describe_database_url,
+    open_archive,
+)
+from archive import Decision as ArchivedDecision
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -102,7 +109,7 @@ COVERAGE_STATE = "archive_covered_since"
 
 
 class ArchiveUnavailable(Exception):
-    """The archive file named by DATABASE_URL cannot be opened or created."""
+    """The archive DATABASE_URL names cannot be opened or created (or its server reached)."""
 
 
 @dataclass
@@ -311,7 +318,7 @@ class Parley(discord.Client):
         self.judge = judge
         self.summarizer = summarizer
         self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
-        self.archive: HistoryArchive | None = None
+        self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
         # The archive holds every message only from the moment this gateway session started watching,
@@ -394,11 +401,14 @@ class Parley(discord.Client):
         """
         if not self.settings.archive_enabled or self.archive is not None:
             return
-        path = sqlite_path_from_url(self.settings.database_url)
+        url = self.settings.database_url
         try:
-            self.archive = await HistoryArchive.open(path, retention_days=self.settings.history_retention_days)
+            self.archive = await open_archive(url, retention_days=self.settings.history_retention_days)
+        except DatabaseUrlError as error:
+            raise ArchiveUnavailable(str(error)) from None
         except (OSError, sqlite3.Error, RuntimeError) as error:
-            raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
+            where = describe_database_url(url)
+            raise ArchiveUnavailable(f"DATABASE_URL names {where}, which cannot be opened: {error}") from error
         self.memory = await MemoryStore.open(self.archive)
         await self._load_modes(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
@@ -407,7 +417,7 @@ class Parley(discord.Client):
         self.manager.on_end = self._conversation_ended
         await self._resume_conversations(self.archive)
 
-    async def _resume_conversations(self, archive: HistoryArchive) -> None:
+    async def _resume_conversations(self, archive: Archive) -> None:
         """Take up the conversations a previous run left live; those that timed out since have ended."""
         stored = await archive.stored_conversations()
         resumed = 0
@@ -501,7 +511,7 @@ class Parley(discord.Client):
         task.add_done_callback(self._background.discard)
         return task
 
-    async def _load_modes(self, archive: HistoryArchive) -> None:
+    async def _load_modes(self, archive: Archive) -> None:
         for channel_id, mode in (await archive.all_channel_modes()).items():
             if mode in CHANNEL_MODES:
                 self.channel_modes[channel_id] = mode
@@ -583,7 +593,7 @@ class Parley(discord.Client):
         if self.settings.backfill_max_messages:
             self._catch_up = self.in_background(self.catch_up(archive, earlier), "catch-up")
 
-    async def catch_up(self, archive: HistoryArchive, earlier: Mapping[int, datetime]) -> None:
+    async def catch_up(self, archive: Archive, earlier: Mapping[int, datetime]) -> None:
         """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
 
         `earlier`: per channel, since when the archive held all of it up to the previous session's end.
@@ -616,7 +626,7 @@ class Parley(discord.Client):
             return
         log.info("%s", summary.describe())
 
-    async def _noted_coverage(self, archive: HistoryArchive) -> dict[int, datetime]:
+    async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
         """Per channel, since when the archive held all of it, as the last session noted."""
         noted = await archive.get_state(COVERAGE_STATE)
         try:
@@ -625,7 +635,7 @@ class Parley(discord.Client):
             log.warning("ignoring an unreadable %s in the archive", COVERAGE_STATE)
             return {}
 
-    async def _note_coverage(self, archive: HistoryArchive) -> None:
+    async def _note_coverage(self, archive: Archive) -> None:
         """Keep this session's coverage for the next one; channels not caught up (yet) are left out."""
         try:
             async with self._coverage_lock:
@@ -655,7 +665,7 @@ class Parley(discord.Client):
         settings = self.settings
         servers = len(self.guilds)
         judge = settings.judge_model if self.judge is not None else "off"
-        archive = str(sqlite_path_from_url(settings.database_url)) if settings.archive_enabled else "off"
+        archive = describe_database_url(settings.database_url) if settings.archive_enabled else "off"
         others = len(self.channel_modes)
         modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
         line = (
@@ -847,7 +857,7 @@ class Parley(discord.Client):
         return await self._context_from_discord(message, count, discord.Object(id=after_id))
 
     async def _context_from_archive(
-        self, archive: HistoryArchive, message: discord.Message, count: int, since: datetime, after_id: int
+        self, archive: Archive, message: discord.Message, count: int, since: datetime, after_id: int
     ) -> list[MessageRecord]:
         await archive.flush()  # the messages just before the trigger may still be queued
         hours = (message.created_at - since).total_seconds() / 3600

@@ -20,7 +20,7 @@ TOP_MEMBERS = 5
 
 
 class UsageArchive(Protocol):
-    """What the ledger needs from `archive.sqlite.HistoryArchive`."""
+    """What the ledger needs from `archive.Archive`."""
 
     def record_usage(self, usage: TokenUsage) -> None: ...
 

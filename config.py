@@ -9,6 +9,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from archive import DatabaseUrlError, check_database_url, is_postgres_url
+
 ChannelMode = Literal["mention-only", "normal", "chatty"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
 
@@ -107,7 +109,9 @@ class Settings(BaseSettings):
     )
 
     database_url: str = Field(
-        "sqlite:///data/parley.db", description="The SQLite archive; empty turns it and its tools off."
+        "sqlite:///data/parley.db",
+        description="The archive: sqlite:///path.db (one process) or postgresql://user:password@host:port/db"
+        " (several processes, shards); empty turns it and its tools off.",
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
     backfill_max_messages: int = Field(
@@ -169,12 +173,20 @@ class Settings(BaseSettings):
 
     @field_validator("database_url")
     @classmethod
-    def _sqlite_url(cls, value: str) -> str:
+    def _archive_url(cls, value: str) -> str:
         value = value.strip()
-        if value and not value.startswith("sqlite:///"):
-            raise ValueError("must look like sqlite:///relative/path.db or sqlite:////absolute/path.db, or be empty")
+        if value and not value.startswith("sqlite:///") and not is_postgres_url(value):
+            raise ValueError(
+                "must look like sqlite:///relative/path.db, sqlite:////absolute/path.db or"
+                " postgresql://user:password@host:port/database, or be empty"
+            )
         if value == "sqlite:///":
             raise ValueError("names no file")
+        if is_postgres_url(value):
+            try:
+                check_database_url(value)
+            except DatabaseUrlError as error:
+                raise ValueError(str(error).removeprefix("DATABASE_URL ")) from None
         return value
 
     @field_validator("discord_api_base_url", "discord_gateway_url")

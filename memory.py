@@ -1,7 +1,7 @@
 """What Parley remembers: facts members asked it to keep, and named copies of a channel's model history.
 
-Both live in the archive's SQLite file (archive/sqlite.py's schema v6) and are written through its single
-writer; a write that a member is told about is committed before the call returns. Who may see a fact
+Both live in the archive (schema v6 of either backend) and are written through its writer; a write that
+a member is told about is committed before the call returns. Who may see a fact
 is decided here from the place and person asking, never from anything the model says:
 
 - a fact is recalled in the channel where it was made;
@@ -20,7 +20,9 @@ from typing import Any
 from pydantic_ai.framing import close_tag, open_tag, wrap
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from archive.sqlite import ArchiveWriteFailed, HistoryArchive, Write, match_expression
+from archive import Archive, ArchiveWriteFailed, Write
+from archive.postgres import tsquery_expression
+from archive.sqlite import match_expression
 from quoting import MEMORIES_TAG, MEMORY_TAG
 
 __all__ = [
@@ -68,6 +70,18 @@ SELECT {_COLUMNS} FROM (
 ORDER BY score, id DESC
 LIMIT :limit
 """
+# Postgres ranks with ts_rank over the words column its schema generates from the fact.
+_RECALL_POSTGRES_SQL = f"""
+SELECT {_COLUMNS} FROM (
+    SELECT {", ".join("m." + name for name in _COLUMNS.split(", "))}, ts_rank(m.words, query) AS score
+    FROM memories AS m, to_tsquery('simple', :match) AS query
+    WHERE m.words @@ query AND {_SCOPE}
+    ORDER BY m.id DESC
+    LIMIT {_RECALL_CANDIDATES}
+) AS candidates
+ORDER BY score DESC, id DESC
+LIMIT :limit
+"""
 # Two index range reads (the channel's, the member's own facts in the server) instead of a scan.
 _LIST_SQL = f"""
 SELECT {_COLUMNS} FROM memories WHERE id IN (
@@ -102,17 +116,15 @@ class Snapshot:
 
 
 class MemoryStore:
-    """Facts and context snapshots in the archive's file; reads see committed data only."""
+    """Facts and context snapshots in the archive; reads see committed data only."""
 
-    def __init__(self, archive: HistoryArchive, last_id: int) -> None:
+    def __init__(self, archive: Archive) -> None:
         self.archive = archive
-        self._last_id = last_id
 
     @classmethod
-    async def open(cls, archive: HistoryArchive) -> MemoryStore:
+    async def open(cls, archive: Archive) -> MemoryStore:
         """The store on `archive`, which must stay open as long as the store is used."""
-        ((last_id,),) = await archive.read("SELECT coalesce(max(id), 0) FROM memories")
-        return cls(archive, int(last_id))
+        return cls(archive)
 
     # -- Facts --
 
@@ -132,10 +144,8 @@ class MemoryStore:
         Raises:
             ArchiveWriteFailed: the write was dropped (the writer logs why); nothing was remembered.
         """
-        # Ids are handed out here, on the event loop: the archive's writer is the file's only writer.
-        self._last_id += 1
         memory = Memory(
-            self._last_id,
+            await self.archive.new_id("memories"),
             guild_id,
             channel_id,
             said_by_id if about_speaker else None,
@@ -174,11 +184,15 @@ class MemoryStore:
         channel = channel_id if channel_facts else 0
         scope = {"channel": channel, "guild": guild_id, "member": member_id, "limit": limit}
         found: list[Memory] = []
+        postgres = self.archive.dialect == "postgres"
+        expression = tsquery_expression if postgres else match_expression
         for op in ("AND", "OR"):
-            match = match_expression(query, op)
+            match = expression(query, op)
             if match is None:
                 return []
-            found = _memories(await self.archive.read(_RECALL_SQL, scope | {"match": match}))
+            found = _memories(
+                await self.archive.read(_RECALL_POSTGRES_SQL if postgres else _RECALL_SQL, scope | {"match": match})
+            )
             if found:
                 break
         return found

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
 
 from agent import build_model
+from archive import is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
 
@@ -121,8 +122,8 @@ def model_problem(settings: Settings, variable: str, name: str) -> str | None:
 
 def archive_problem(database_url: str) -> str | None:
     """Why the archive DATABASE_URL names cannot be opened or created, or None; creates nothing."""
-    if not database_url:
-        return None
+    if not database_url or is_postgres_url(database_url):
+        return None  # a server is only known to answer once the bot connects (which says so in one line)
     path = sqlite_path_from_url(database_url)
     cannot = f"DATABASE_URL names {path}, which cannot be opened"
     if path.is_dir():

@@ -24,7 +24,7 @@ HOURS_MAX = 24 * 366.0
 
 
 class MessageArchive(Protocol):
-    """What the tools need from `archive.sqlite.HistoryArchive`."""
+    """What the tools need from `archive.Archive`."""
 
     async def search(
         self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20

@@ -30,6 +30,8 @@ __all__ = [
     "TokenUsage",
     "TopAuthor",
     "Write",
+    "check_database_url",
+    "describe_database_url",
     "format_messages",
     "format_stats",
     "is_postgres_url",
@@ -248,10 +250,26 @@ def is_postgres_url(url: str) -> bool:
     return url.split("://", 1)[0].lower() in POSTGRES_SCHEMES
 
 
+def describe_database_url(url: str) -> str:
+    """Where ``url`` points, for messages and logs: the SQLite file, or the Postgres host and database, never
+    the user or password."""
+    if not is_postgres_url(url):
+        from archive.sqlite import sqlite_path_from_url  # the backends import this module
+
+        return str(sqlite_path_from_url(url))
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "localhost"
+    return f"Postgres {host}{'' if port is None else f':{port}'}/{parts.path.strip('/')}"
+
+
 def check_database_url(url: str) -> None:
     """Raise `DatabaseUrlError`, with a one-line reason, if ``url`` is neither a SQLite nor a Postgres URL."""
     if not is_postgres_url(url):
-        from archive.sqlite import sqlite_path_from_url
+        from archive.sqlite import sqlite_path_from_url  # the backends import this module
 
         try:
             sqlite_path_from_url(url)
@@ -277,7 +295,7 @@ async def open_archive(url: str, **options: Any) -> Archive:
     """
     check_database_url(url)
     if is_postgres_url(url):
-        from archive.postgres import PostgresArchive
+        from archive.postgres import PostgresArchive  # asyncpg is loaded only when asked for
 
         return await PostgresArchive.open(url, **options)
     from archive.sqlite import HistoryArchive, sqlite_path_from_url

@@ -26,7 +26,6 @@ from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -41,6 +40,7 @@ from archive import (
     TokenUsage,
     TopAuthor,
     Write,
+    describe_database_url,
     folded_words,
     search_words,
 )
@@ -882,24 +882,13 @@ class PostgresArchive:
 
 
 async def _connect(url: str) -> asyncpg.Pool:
-    where = _describe(url)
+    where = describe_database_url(url)
     try:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=4, timeout=_CONNECT_TIMEOUT)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise DatabaseUrlError(f"DATABASE_URL: could not open the Postgres database {where} ({reason})") from None
+        raise DatabaseUrlError(f"DATABASE_URL names {where}, which cannot be reached: {reason}") from None
     return pool
-
-
-def _describe(url: str) -> str:
-    """The URL's host, port and database, without its user or password (for messages and logs)."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    host = parts.hostname or "(socket)"
-    return f"{host}{'' if port is None else f':{port}'}/{parts.path.strip('/')}"
 
 
 async def _migrate(pool: asyncpg.Pool) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 from freezegun import freeze_time
 
-from archive.sqlite import HistoryArchive, TokenUsage
+from archive import open_archive
+from archive.sqlite import TokenUsage
 from budget import UsageLedger, UsageSummary, next_utc_midnight
 
 NOW = datetime(2026, 3, 10, 15, 30, tzinfo=UTC)
@@ -63,16 +63,15 @@ def test_default_clock_is_utc() -> None:
         assert UsageLedger().day == date(2026, 3, 10)
 
 
-async def test_archived_usage_survives_a_reopen(tmp_path: Path) -> None:
+async def test_archived_usage_survives_a_reopen(archive_url: str) -> None:
     """With the archive on, a new ledger on the reopened file starts from today's counts, not from zero."""
-    path = tmp_path / "parley.db"
-    archive = await HistoryArchive.open(path, retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     ledger = UsageLedger(Clock())
     await ledger.attach(archive)
     spend(ledger)
     await archive.close()
 
-    archive = await HistoryArchive.open(path, retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     try:
         restarted = UsageLedger(Clock())
         await restarted.attach(archive)
@@ -85,9 +84,9 @@ async def test_archived_usage_survives_a_reopen(tmp_path: Path) -> None:
         await archive.close()
 
 
-async def test_usage_is_pruned_with_retention_and_dropped_with_its_server(tmp_path: Path) -> None:
+async def test_usage_is_pruned_with_retention_and_dropped_with_its_server(archive_url: str) -> None:
     """Days older than the retention go at prune time; a server Parley leaves takes its counts with it."""
-    archive = await HistoryArchive.open(tmp_path / "parley.db", retention_days=7)
+    archive = await open_archive(archive_url, retention_days=7)
     try:
         old = TODAY - timedelta(days=30)
         archive.record_usage(TokenUsage(old, GUILD, GENERAL, ALICE, 10, 1))
@@ -103,9 +102,9 @@ async def test_usage_is_pruned_with_retention_and_dropped_with_its_server(tmp_pa
         await archive.close()
 
 
-async def test_deleting_a_channel_keeps_the_servers_spending(tmp_path: Path) -> None:
+async def test_deleting_a_channel_keeps_the_servers_spending(archive_url: str) -> None:
     """A deleted channel's counts stay, so deleting a channel cannot refund the server's daily budget."""
-    archive = await HistoryArchive.open(tmp_path / "parley.db", retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     try:
         archive.record_usage(TokenUsage(TODAY, GUILD, GENERAL, ALICE, 10, 1))
         archive.delete_channel(GENERAL)

@@ -86,7 +86,7 @@ def test_out_of_range_and_bad_url_are_reported_together(monkeypatch: pytest.Monk
     """Several problems come out on the same single line."""
     monkeypatch.setenv("DISCORD_TOKEN", " ")
     monkeypatch.setenv("FOLLOWUP_WINDOW_SECONDS", "-5")
-    monkeypatch.setenv("DATABASE_URL", "postgres://db/parley")
+    monkeypatch.setenv("DATABASE_URL", "mysql://db/parley")
     line = error_line()
     assert "DISCORD_TOKEN is invalid" in line
     assert "FOLLOWUP_WINDOW_SECONDS is invalid" in line

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from agent import build_responder
-from archive.sqlite import HistoryArchive
+from archive import Archive, open_archive
 from memory import FACT_MAX_CHARS, MemoryStore, format_memories
 
 GUILD, OTHER_GUILD = 1, 2
@@ -19,14 +18,14 @@ ALICE, BOB = 100, 101
 
 
 @pytest.fixture
-async def archive(tmp_path: Path) -> AsyncIterator[HistoryArchive]:
-    opened = await HistoryArchive.open(tmp_path / "parley.db", retention_days=30)
+async def archive(archive_url: str) -> AsyncIterator[Archive]:
+    opened = await open_archive(archive_url, retention_days=30)
     yield opened
     await opened.close()
 
 
 @pytest.fixture
-async def store(archive: HistoryArchive) -> MemoryStore:
+async def store(archive: Archive) -> MemoryStore:
     return await MemoryStore.open(archive)
 
 
@@ -87,7 +86,7 @@ async def test_a_long_fact_is_cut_and_kept_on_one_line(store: MemoryStore) -> No
     assert memory.fact.startswith("line one line two") and len(memory.fact) == FACT_MAX_CHARS
 
 
-async def test_ids_continue_after_a_reopen(archive: HistoryArchive, store: MemoryStore) -> None:
+async def test_ids_continue_after_a_reopen(archive: Archive, store: MemoryStore) -> None:
     """A store opened on a file with memories hands out ids above the stored ones."""
     first = await alice_says(store, "one")
     again = await MemoryStore.open(archive)
@@ -95,7 +94,7 @@ async def test_ids_continue_after_a_reopen(archive: HistoryArchive, store: Memor
 
 
 async def test_deleting_the_source_message_channel_or_server_deletes_memories(
-    archive: HistoryArchive, store: MemoryStore
+    archive: Archive, store: MemoryStore
 ) -> None:
     """Memories go with their source message, their channel and their server."""
     await alice_says(store, "from a message", source_message_id=1)
@@ -110,7 +109,7 @@ async def test_deleting_the_source_message_channel_or_server_deletes_memories(
     assert await store.in_channel(ELSEWHERE) == []
 
 
-async def test_retention_prunes_old_memories(archive: HistoryArchive, store: MemoryStore) -> None:
+async def test_retention_prunes_old_memories(archive: Archive, store: MemoryStore) -> None:
     """A memory older than HISTORY_RETENTION_DAYS is deleted by the archive's pruning; a recent one stays."""
     now = datetime(2026, 6, 1, tzinfo=UTC)
     await alice_says(store, "old news", now=now - timedelta(days=31))

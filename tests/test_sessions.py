@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from archive.sqlite import ArchivedMessage, HistoryArchive, StoredConversation
+from archive import Archive, open_archive
+from archive.sqlite import ArchivedMessage, StoredConversation
 from context import summary_turn
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
 from quoting import MESSAGE_TAG
@@ -96,15 +96,15 @@ def state(text: str) -> StoredConversation:
     return StoredConversation(T0, text)
 
 
-async def archive_with_channel(tmp_path: Path) -> HistoryArchive:
-    archive = await HistoryArchive.open(tmp_path / "a.db", retention_days=0)
+async def archive_with_channel(archive_url: str) -> Archive:
+    archive = await open_archive(archive_url, retention_days=0)
     archive.add(ArchivedMessage(1, GUILD, CHANNEL, ALICE, "alice", "hi", T0, False))
     return archive
 
 
-async def test_archive_keeps_only_the_latest_state(tmp_path: Path) -> None:
+async def test_archive_keeps_only_the_latest_state(archive_url: str) -> None:
     """Several saves before a commit store the state as it is at the commit; a drop removes it."""
-    archive = await archive_with_channel(tmp_path)
+    archive = await archive_with_channel(archive_url)
     try:
         archive.save_conversation(CHANNEL, lambda: state("first"))
         archive.save_conversation(CHANNEL, lambda: state("second"))
@@ -118,9 +118,9 @@ async def test_archive_keeps_only_the_latest_state(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("deletion", ["channel", "guild"])
-async def test_channel_or_guild_deletion_removes_conversations_and_summaries(tmp_path: Path, deletion: str) -> None:
+async def test_channel_or_guild_deletion_removes_conversations_and_summaries(archive_url: str, deletion: str) -> None:
     """Deleting the channel or leaving the server removes its kept conversation and summaries."""
-    archive = await archive_with_channel(tmp_path)
+    archive = await archive_with_channel(archive_url)
     try:
         archive.save_conversation(CHANNEL, lambda: state("live"))
         archive.add_summary(CHANNEL, "they talked", T0, (1, 1))
@@ -137,9 +137,9 @@ async def test_channel_or_guild_deletion_removes_conversations_and_summaries(tmp
         await archive.close()
 
 
-async def test_retention_prunes_old_summaries(tmp_path: Path) -> None:
+async def test_retention_prunes_old_summaries(archive_url: str) -> None:
     """Summaries older than HISTORY_RETENTION_DAYS are pruned; newer ones stay, newest first."""
-    archive = await HistoryArchive.open(tmp_path / "a.db", retention_days=30)
+    archive = await open_archive(archive_url, retention_days=30)
     try:
         archive.add_summary(CHANNEL, "old", T0 - timedelta(days=31), (0, 0))
         archive.add_summary(CHANNEL, "recent", T0 - timedelta(days=2), (0, 0))
@@ -150,9 +150,9 @@ async def test_retention_prunes_old_summaries(tmp_path: Path) -> None:
         await archive.close()
 
 
-async def test_deleting_a_summarised_message_deletes_the_summary(tmp_path: Path) -> None:
+async def test_deleting_a_summarised_message_deletes_the_summary(archive_url: str) -> None:
     """A kept summary written from a message that is then deleted is deleted too; others stay."""
-    archive = await archive_with_channel(tmp_path)
+    archive = await archive_with_channel(archive_url)
     try:
         archive.add(ArchivedMessage(5, GUILD, CHANNEL, ALICE, "alice", "my secret", T0, False))
         archive.add_summary(CHANNEL, "covers 1 to 5", T0, (1, 5))

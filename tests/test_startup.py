@@ -225,6 +225,28 @@ def test_unknown_model_and_a_file_that_is_not_sqlite_are_one_line_each_before_an
     assert not was_contacted(discord_trap)
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (
+            "postgresql://parley:hunter2@db:port/parley",
+            "DATABASE_URL is invalid: Value error, is not a valid Postgres URL",
+        ),
+        ("postgres://parley:hunter2@db.internal:5432", "DATABASE_URL is invalid: Value error, must be postgresql://"),
+        ("postgresql://parley:hunter2@127.0.0.1:9/parley", "DATABASE_URL names Postgres 127.0.0.1:9/parley, which"),
+    ],
+)
+def test_a_malformed_or_unreachable_postgres_url_is_one_line_and_exit_2(
+    tmp_path: Path, discord_trap, url: str, says: str
+) -> None:
+    """A Postgres DATABASE_URL that is malformed or whose server does not answer: one line naming it, exit 2."""
+    result = run_bot(tmp_path, dotenv=configured(DATABASE_URL=url, DISCORD_API_BASE_URL=trap_url(discord_trap)))
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and says in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+    assert not was_contacted(discord_trap)
+
+
 # --- The command line, in-process ------------------------------------------------------------------
 
 
