@@ -314,6 +314,8 @@ def search_words(query: str) -> list[str]:
 def folded_words(text: str) -> str:
     """``text``'s words lowercased and without diacritics, space-separated: what Postgres indexes and searches,
     the same folding as FTS5's ``unicode61 remove_diacritics 2`` tokenizer."""
+    if text.isascii():  # most messages: nothing to decompose
+        return " ".join(_WORD.findall(text.lower()))
     decomposed = unicodedata.normalize("NFKD", text.lower())
     stripped = "".join(char for char in decomposed if not unicodedata.combining(char))
     return " ".join(_WORD.findall(stripped))
