@@ -144,6 +144,7 @@ RUN_HERE = {
     'sqlite3 data/parley.db "SELECT author_name, count(*) FROM messages GROUP BY 1 ORDER BY 2 DESC"',
     "python bench/bench_engine.py",
     "python bench/bench_history.py",
+    "python bench/bench_history.py --backend postgres",
     "python bench/bench_bot.py",
     "python bench/bench_memory.py",
     "python bench/bench_backfill.py",
@@ -270,6 +271,11 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
     [
         ("python bench/bench_engine.py", "--messages 2000 --channels 20 --runs 1", "record-and-decide"),
         ("python bench/bench_history.py", "--messages 2000 --channels 5 --queries 5", "LIKE '%word%' scan"),
+        (
+            "python bench/bench_history.py --backend postgres",
+            "--messages 2000 --channels 5 --queries 5",
+            "LIKE '%word%' scan",
+        ),
         ("python bench/bench_bot.py", "--messages 4 --turns 2 --runs 1", "inbound medians over the runs"),
         ("python bench/bench_memory.py", "--memories 500 --queries 5 --ended 50", "once all have ended"),
         ("python bench/bench_backfill.py", "--messages 300 --runs 1", "messages/s archived"),
