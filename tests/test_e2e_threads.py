@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import discord
-from e2e_support import QUIET, RunningBot, eventually, option, reply_text, request_texts, run_command, say
+from e2e_support import MEMBER, QUIET, RunningBot, eventually, option, reply_text, request_texts, run_command, say
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord, Post
 from fake_llm import FakeLLM, ToolCall, echo
 
@@ -162,3 +162,26 @@ async def wait_for_decision(client: Parley, channel_id: int, message: dict[str, 
 
     await eventually(lambda: found() is not None)
     return found()
+
+
+async def test_a_thread_archived_while_parley_was_away_is_not_taken_up_again(
+    bot: RunningBot, fake: FakeDiscord
+) -> None:
+    """A thread archived while Parley was down has its kept conversation ended at the next start."""
+    await bot.start()
+    await threads_on(fake)
+    thread_id, _ = await open_thread(fake)
+    await bot.stop()
+    fake.channels[thread_id].archived = True
+    client = await bot.start()
+    await eventually(lambda: client.manager.get(thread_id) is None)
+
+
+async def test_only_manage_channels_may_switch_threads_on(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A member without Manage Channels is told so in one line, and mentions keep being answered in the channel."""
+    await bot.start()
+    calls = await run_command(fake, "threads", [option("setting", "on")], permissions=MEMBER)
+    assert "You need the Manage Channels permission" in reply_text(calls)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
+    await fake.wait_for_posts(1, channel_id=CHANNEL_ID)
+    assert fake.threads_started == []
