@@ -1027,11 +1027,11 @@ class Parley(discord.Client):
             try:
                 reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
             except ReplyFailed as failure:
-                self.account(message, failure.usage)
+                self.account(message, failure.usage, channel.id)
                 log.exception("answer to message %s in channel %s failed", message.id, channel.id)
                 await self.deliver(message, APOLOGY, where)
                 return
-        self.account(message, reply.usage)
+        self.account(message, reply.usage, channel.id)
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
@@ -1061,11 +1061,11 @@ class Parley(discord.Client):
             message_id=message.id,
         )
 
-    def account(self, message: discord.Message, usage: RunUsage) -> None:
-        """Count the tokens an answer to `message` used against its server (0: DMs), channel and author."""
-        self.usage.record(
-            guild_id_of(message), message.channel.id, message.author.id, usage.input_tokens, usage.output_tokens
-        )
+    def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
+        """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
+        thread it was answered in, if not the message's own) and author."""
+        channel = message.channel.id if channel_id is None else channel_id
+        self.usage.record(guild_id_of(message), channel, message.author.id, usage.input_tokens, usage.output_tokens)
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
         """Count the tokens the judge spent on a message against its server, channel and author."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import discord
 from e2e_support import MEMBER, QUIET, RunningBot, eventually, option, reply_text, request_texts, run_command, say
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord, Post
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, Post
 from fake_llm import FakeLLM, ToolCall, echo
 
 from bot import Parley
@@ -185,3 +185,12 @@ async def test_only_manage_channels_may_switch_threads_on(bot: RunningBot, fake:
     await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
     await fake.wait_for_posts(1, channel_id=CHANNEL_ID)
     assert fake.threads_started == []
+
+
+async def test_the_threads_tokens_count_for_the_thread(bot: RunningBot, fake: FakeDiscord) -> None:
+    """The tokens of an answer given in a thread Parley opened are the thread's, not the parent channel's."""
+    client = await bot.start()
+    await threads_on(fake)
+    thread_id, _ = await open_thread(fake)
+    await eventually(lambda: client.usage.summary(GUILD_ID, thread_id).channel_tokens > 0)
+    assert client.usage.summary(GUILD_ID, CHANNEL_ID).channel_tokens == 0
