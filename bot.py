@@ -783,7 +783,20 @@ class Parley(discord.Client):
             message.channel.id in self.thread_channels
             and isinstance(message.channel, discord.TextChannel)
             and self.user.id in record.mention_ids
+            and self._within_rate(message, record)
         )
+
+    def _within_rate(self, message: discord.Message, record: MessageRecord) -> bool:
+        """Whether the author may be answered now, without spending their answer: a member past their rate gets no
+        thread, only the channel's one-line notice."""
+        rates = self.member_rates
+        if rates is None:
+            return True
+        member = (guild_id_of(message), record.author_id)
+        if not rates.take(member).admitted:
+            return False
+        rates.give_back(member)
+        return True
 
     async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:
         """Open a thread on the message (Discord's "start thread from message"), named from its question.

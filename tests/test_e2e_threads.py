@@ -194,3 +194,14 @@ async def test_the_threads_tokens_count_for_the_thread(bot: RunningBot, fake: Fa
     thread_id, _ = await open_thread(fake)
     await eventually(lambda: client.usage.summary(GUILD_ID, thread_id).channel_tokens > 0)
     assert client.usage.summary(GUILD_ID, CHANNEL_ID).channel_tokens == 0
+
+
+async def test_a_member_past_their_rate_gets_no_thread(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Over MEMBER_ANSWERS_PER_HOUR, a mention opens no thread: the slow-down line is said in the channel."""
+    await bot.start(member_answers_per_hour=1, member_answer_burst=1)
+    await threads_on(fake)
+    await open_thread(fake)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> and another question?")
+    [notice] = await fake.wait_for_posts(1, channel_id=CHANNEL_ID)
+    assert notice.content.startswith("Slow down a little")
+    assert len(fake.threads_started) == 1
