@@ -212,6 +212,24 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX conversation_summaries_channel ON conversation_summaries (channel_id, ended_at);
     CREATE INDEX conversation_summaries_time ON conversation_summaries (ended_at);
     """,
+    # v8: the channels where an @mention opens a thread (/parley threads), and the threads Parley opened.
+    """
+    CREATE TABLE thread_settings (
+        channel_id BIGINT  PRIMARY KEY,
+        guild_id   BIGINT  NOT NULL,
+        threads    BOOLEAN NOT NULL,
+        updated_at BIGINT  NOT NULL
+    );
+    CREATE INDEX thread_settings_guild ON thread_settings (guild_id);
+    CREATE TABLE own_threads (
+        thread_id BIGINT PRIMARY KEY,
+        parent_id BIGINT NOT NULL,
+        guild_id  BIGINT NOT NULL,
+        opened_at BIGINT NOT NULL
+    );
+    CREATE INDEX own_threads_parent ON own_threads (parent_id);
+    CREATE INDEX own_threads_guild ON own_threads (guild_id);
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -251,18 +269,22 @@ _DELETE = Write(
 )
 _DELETE_CHANNEL = Write(
     "delete_channel",
-    tuple(
-        f"DELETE FROM {table} WHERE channel_id = $1"
-        for table in (
-            "messages",
-            "decisions",
-            "channel_settings",
-            "forget_markers",
-            "memories",
-            "context_snapshots",
-            "conversations",
-            "conversation_summaries",
-        )
+    (
+        *(
+            f"DELETE FROM {table} WHERE channel_id = $1"
+            for table in (
+                "messages",
+                "decisions",
+                "channel_settings",
+                "forget_markers",
+                "memories",
+                "context_snapshots",
+                "conversations",
+                "conversation_summaries",
+                "thread_settings",
+            )
+        ),
+        "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
     ),
 )
 _DELETE_GUILD = Write(
@@ -278,6 +300,8 @@ _DELETE_GUILD = Write(
         "DELETE FROM forget_markers WHERE guild_id = $1",
         "DELETE FROM memories WHERE guild_id = $1",
         "DELETE FROM context_snapshots WHERE guild_id = $1",
+        "DELETE FROM thread_settings WHERE guild_id = $1",
+        "DELETE FROM own_threads WHERE guild_id = $1",
     ),
 )
 _FORGET = Write(
@@ -300,6 +324,21 @@ _SET_MODE = Write(
         "INSERT INTO channel_settings (channel_id, guild_id, mode, updated_at) VALUES ($1, $2, $3, $4)"
         " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, mode = excluded.mode,"
         " updated_at = excluded.updated_at",
+    ),
+)
+_SET_THREADS = Write(
+    "set_thread_setting",
+    (
+        "INSERT INTO thread_settings (channel_id, guild_id, threads, updated_at) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, threads = excluded.threads,"
+        " updated_at = excluded.updated_at",
+    ),
+)
+_ADD_OWN_THREAD = Write(
+    "add_own_thread",
+    (
+        "INSERT INTO own_threads (thread_id, parent_id, guild_id, opened_at) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (thread_id) DO NOTHING",
     ),
 )
 _SET_STATE = Write(
@@ -340,7 +379,7 @@ _INDEXED = {_ADD: 5, _EDIT: 1}
 _OWN_WRITES = frozenset(
     {
         _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_MODE, _SET_STATE, _USAGE,
-        _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES,
+        _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
     }
 )  # fmt: skip
 
@@ -568,6 +607,31 @@ class PostgresArchive:
         await self.flush()
         if await self.get_channel_mode(channel_id) != mode:
             raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
+
+    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
+        """Store whether an @mention in the channel opens a thread; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored setting is unchanged.
+        """
+        self._enqueue(_SET_THREADS, (channel_id, guild_id, threads, _to_ms(datetime.now(UTC))))
+        await self.flush()
+        if (channel_id in await self.thread_channels()) != threads:
+            raise ArchiveWriteFailed(f"the thread setting of channel {channel_id} could not be stored")
+
+    async def thread_channels(self) -> set[int]:
+        """The channels where an @mention opens a thread."""
+        rows = await self._fetch("SELECT channel_id FROM thread_settings WHERE threads")
+        return {int(channel_id) for (channel_id,) in rows}
+
+    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None:
+        """Note a thread Parley opened, so a restart still treats its messages as meant for Parley."""
+        self._enqueue(_ADD_OWN_THREAD, (thread_id, parent_id, guild_id, _to_ms(datetime.now(UTC))))
+
+    async def own_threads(self) -> dict[int, int]:
+        """The threads Parley opened, with their server's id."""
+        rows = await self._fetch("SELECT thread_id, guild_id FROM own_threads")
+        return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
 
     async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None:
         """Store that the channel's context starts after message id ``after_id``; returns once it is committed.

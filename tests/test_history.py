@@ -771,15 +771,15 @@ async def test_catch_up_reads_newest_ids_and_ids_in_a_range(archive: HistoryArch
     assert await archive.message_ids_between(CHANNEL, snowflakes[0] - 1, snowflakes[1]) == set(snowflakes[:2])
 
 
-async def test_thread_settings_and_own_threads_outlive_a_reopen(db_path: Path) -> None:
+async def test_thread_settings_and_own_threads_outlive_a_reopen(archive_url: str) -> None:
     """`/parley threads` settings and the threads Parley opened are read back after the archive is reopened."""
-    archive = await HistoryArchive.open(db_path, retention_days=0)
+    archive = await open_archive(archive_url, retention_days=0)
     await archive.set_thread_setting(100, 30, True)
     await archive.set_thread_setting(101, 30, True)
     await archive.set_thread_setting(101, 30, False)
     archive.add_own_thread(500, 100, 30)
     await archive.close()
-    reopened = await HistoryArchive.open(db_path, retention_days=0)
+    reopened = await open_archive(archive_url, retention_days=0)
     try:
         assert await reopened.thread_channels() == {100}
         assert await reopened.own_threads() == {500: 30}
