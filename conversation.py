@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from attachments import AttachmentInfo
 from limits import TokenBucket
 from quoting import requote
 
@@ -58,6 +59,8 @@ class MessageRecord:
     reply_to_author_id: int | None = None
     # Discord resolves @everyone/@here and role mentions separately from user mentions.
     mentions_everyone: bool = False
+    # Files shared with the message, described; their bytes are read only when the model is shown them.
+    attachments: tuple[AttachmentInfo, ...] = ()
 
 
 @dataclass(slots=True)
@@ -746,4 +749,10 @@ def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) ->
             # A copy: the old history may still be in use by a run that began before the change.
             part = copy.copy(part)
             part.content = content
+    elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+        # A prompt with images: its text items hold the quotes.
+        items = [requote(item, changes) if isinstance(item, str) else item for item in part.content]
+        if any(new != old for new, old in zip(items, part.content, strict=True)):
+            part = copy.copy(part)
+            part.content = items
     return part
