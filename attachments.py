@@ -22,7 +22,7 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.framing import close_tag, open_tag, register_tag, wrap
 from pydantic_ai.messages import BinaryContent, ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
-from config import VisionMode
+from config import Settings, VisionMode
 from quoting import cap_text, inline
 
 if TYPE_CHECKING:
@@ -450,6 +450,16 @@ class AttachmentPreparer:
             return Prepared(info, message_id, Kind.AUDIO, note="voice note: transcription failed")
         return Prepared(info, message_id, Kind.AUDIO, text=text or None, note="transcript" if text else "silent")
 
+    async def archivable_text(self, message: MessageRecord) -> list[Prepared]:
+        """The text of `message`'s text files and PDFs, for the archive's search (images and audio are not read)."""
+        readable = [info for info in message.attachments if info.claimed_kind in (Kind.TEXT, Kind.PDF)]
+        prepared = await asyncio.gather(
+            *(self._prepare_one(message, info, info.claimed_kind, False) for info in readable)
+        )
+        return [
+            replace(p, text=p.text[:ARCHIVED_TEXT_MAX_CHARS]) for p in prepared if p.text and p.kind is not Kind.AUDIO
+        ]
+
     def _within_caps(self, newest_first: Iterable[Prepared]) -> PreparedFiles:
         """Number the images and share `max_chars` out among the texts, newest first."""
         remaining = self.max_chars
@@ -480,6 +490,26 @@ def _capped(prepared: Prepared, room: int, max_chars: int) -> Prepared:
 
 async def _noted(message: MessageRecord, info: AttachmentInfo, kind: Kind, note: str) -> Prepared:
     return Prepared(info, message.message_id, kind, note=note)
+
+
+def build_transcriber(settings: Settings) -> Transcriber | None:
+    """TRANSCRIPTION_MODEL on LLM_BASE_URL's server (or OpenAI's), through the openai SDK; None when it is unset."""
+    model_name = settings.transcription_model
+    if not model_name:
+        return None
+    api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+
+    async def transcribe(info: AttachmentInfo, data: bytes) -> str:
+        from openai import AsyncOpenAI
+
+        upload = (info.filename or "voice-message.ogg", data, info.content_type or "audio/ogg")
+        async with AsyncOpenAI(
+            base_url=settings.llm_base_url, api_key=api_key, max_retries=settings.model_retries
+        ) as client:
+            result = await client.audio.transcriptions.create(model=model_name, file=upload)
+        return result.text
+
+    return transcribe
 
 
 def model_key(model: Model) -> str:

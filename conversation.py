@@ -398,8 +398,8 @@ class ResponseDecider:
     1. explicit: a mention of the bot (`mention`) or a reply to it (`reply_to_bot`) is always
        answered;
     2. gates: a message from another bot (`other_bot`), replying to someone else
-       (`reply_to_other`), mentioning someone else (`addressed_to_other`) or without text
-       (`no_text`) is left alone;
+       (`reply_to_other`), mentioning someone else (`addressed_to_other`) or without text or
+       attachments (`no_text`) is left alone;
     3. follow-up: a message answering the bot's latest turn addressed to its author is answered.
        Looking back over at most `followup_scan_messages` messages for that turn:
        - `followup`: the turn mentioned or replied to the author;
@@ -555,7 +555,7 @@ class ResponseDecider:
             and _names_someone_else(message.mention_ids, message.author_id, bot_user_id)
         ):
             return _ADDRESSED_TO_OTHER
-        if self._no_text and (not message.content or message.content.isspace()):
+        if self._no_text and (not message.content or message.content.isspace()) and not message.attachments:
             return _NO_TEXT
         return None
 

@@ -59,6 +59,20 @@ def message_text(message: dict[str, Any]) -> str:
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
+def image_parts(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The image parts (`image_url`, a data: URI for sent bytes) of every message in a request, in order."""
+    return [
+        part
+        for message in request["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+IMAGE_REFUSAL = "image input is not supported by this model"
+
+
 def last_user_text(request: dict[str, Any]) -> str:
     return next((message_text(m) for m in reversed(request["messages"]) if m["role"] == "user"), "")
 
@@ -90,8 +104,11 @@ def allow_model_requests() -> Iterator[None]:
 class FakeLLM:
     """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
 
-    def __init__(self, handler: Handler = echo) -> None:
+    def __init__(self, handler: Handler = echo, *, refuse_images: int = 0) -> None:
         self.handler = handler
+        # The next this many requests carrying images get a 400 IMAGE_REFUSAL, as a text-only model's server says.
+        self.refuse_images = refuse_images
+        self.image_refusals = 0
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
@@ -134,6 +151,10 @@ class FakeLLM:
         self.arrivals.append(asyncio.get_running_loop().time())
         body = await request.json()
         self.requests.append(body)
+        if self.refuse_images and image_parts(body):
+            self.refuse_images -= 1
+            self.image_refusals += 1
+            return _error_response(Error(400, IMAGE_REFUSAL, retryable=False))
         try:
             reply = self.handler(body)
             if inspect.isawaitable(reply):
