@@ -37,9 +37,9 @@ ATTACHMENT_TAG = register_tag("attachment")
 # Anthropic's per-image limit, the smallest of the common providers' (OpenAI takes 20 MB): an image over
 # it is re-encoded smaller, or skipped.
 MAX_IMAGE_BYTES = 5 * 2**20
-# Providers scale larger images down themselves (OpenAI to 2048 px, Anthropic to about 1568 px): sending
-# more pixels only costs bytes.
-MAX_IMAGE_SIDE = 2048
+# Providers scale larger images down themselves (Anthropic past 1568 px on the long side, OpenAI to 768 px on
+# the short one): sending more pixels only costs bytes, and the event loop's time to encode the request.
+MAX_IMAGE_SIDE = 1568
 # Nothing larger is downloaded: it could not be sent, and it would sit in memory while being looked at.
 MAX_DOWNLOAD_BYTES = 25 * 2**20
 # A file whose name says neither text nor anything readable is looked into only up to this size.
@@ -315,7 +315,11 @@ class PreparedFiles:
                     image=str(prepared.image_number),
                 )
             )
-            content.append(BinaryContent(prepared.image.data, media_type=prepared.image.media_type))
+            # An identifier of our own spares pydantic-ai hashing the image's bytes for one, on the event loop.
+            identifier = f"attachment-{prepared.info.attachment_id}"
+            content.append(
+                BinaryContent(prepared.image.data, media_type=prepared.image.media_type, identifier=identifier)
+            )
             content.append(close_tag(ATTACHMENT_TAG))
         return content
 
@@ -433,7 +437,7 @@ class AttachmentPreparer:
         try:
             text = await asyncio.to_thread(pdf_text, data)
         except ImportError:
-            return Prepared(info, message_id, Kind.PDF, note='PDF not read: the "files" extra (pypdf) is not installed')
+            return Prepared(info, message_id, Kind.PDF, note="PDF not read: pypdf (the files extra) is not installed")
         except ValueError as problem:
             return Prepared(info, message_id, Kind.PDF, note=f"PDF not read: {problem}")
         if not text:
@@ -518,6 +522,8 @@ def model_key(model: Model) -> str:
 
 # --- Providers that refuse images ---------------------------------------------------------------
 
+# Bad request, unsupported media type, unprocessable: what servers answer a request they cannot take.
+_REFUSAL_STATUSES = frozenset({400, 415, 422})
 _IMAGE_WORDS = re.compile(r"image|vision|multimodal|multi-modal", re.IGNORECASE)
 _REFUSAL_WORDS = re.compile(
     r"not support|unsupported|only supported|not a multimodal|cannot (?:process|read|accept)|does not accept",
@@ -529,7 +535,7 @@ def is_image_refusal(error: BaseException | None) -> bool:
     """Whether `error` (or what it was raised from) is a provider saying the model takes no images."""
     seen = 0
     while error is not None and seen < 5:
-        if isinstance(error, ModelHTTPError) and 400 <= error.status_code < 500:
+        if isinstance(error, ModelHTTPError) and error.status_code in _REFUSAL_STATUSES:
             text = f"{error.message} {error.body}"
             if _IMAGE_WORDS.search(text) and _REFUSAL_WORDS.search(text):
                 return True

@@ -104,8 +104,10 @@ def allow_model_requests() -> Iterator[None]:
 class FakeLLM:
     """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
 
-    def __init__(self, handler: Handler = echo, *, refuse_images: int = 0) -> None:
+    def __init__(self, handler: Handler = echo, *, refuse_images: int = 0, max_body_bytes: int = 2**20) -> None:
         self.handler = handler
+        # aiohttp's default limit, 1 MiB; a provider takes more (OpenAI: images up to 20 MB each).
+        self.max_body_bytes = max_body_bytes
         # The next this many requests carrying images get a 400 IMAGE_REFUSAL, as a text-only model's server says.
         self.refuse_images = refuse_images
         self.image_refusals = 0
@@ -119,7 +121,7 @@ class FakeLLM:
         self._port: int | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=self.max_body_bytes)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
