@@ -12,7 +12,7 @@ import asyncio
 import io
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import PurePosixPath
@@ -582,6 +582,37 @@ def _placeholder(item: UserContent, age: int) -> UserContent:
     if isinstance(item, ImageUrl) or (isinstance(item, BinaryContent) and item.is_image):
         return f"(image no longer shown: sent {age} turns ago)"
     return item
+
+
+# One <attachment> element or image frame's opening tag: attribute values are escaped, so none holds ">", and a body
+# cannot hold the closing tag (`wrap` neutralises it).
+_ATTACHMENT_ELEMENT = re.compile(r'<attachment\b[^>]*\bmessage_id="(\d+)"[^>]*>(?:.*?</attachment>)?', re.DOTALL)
+DELETED_NOTE = "(message deleted)"
+
+
+def without_deleted(text: str, deleted: Collection[int]) -> str:
+    """`text` with the `<attachment>` elements of the `deleted` messages emptied: their files go with them."""
+    if not deleted or "<attachment" not in text:
+        return text
+
+    def replace_element(match: re.Match[str]) -> str:
+        if int(match[1]) not in deleted:
+            return match[0]
+        return wrap(ATTACHMENT_TAG, "", message_id=match[1], note=DELETED_NOTE)
+
+    return _ATTACHMENT_ELEMENT.sub(replace_element, text)
+
+
+def images_without_deleted(content: Sequence[UserContent], deleted: Collection[int]) -> list[UserContent]:
+    """Prompt `content` with the images framed as the `deleted` messages' replaced by a note."""
+    kept: list[UserContent] = []
+    for item in content:
+        previous = kept[-1] if kept else None
+        frame = _ATTACHMENT_ELEMENT.fullmatch(previous) if isinstance(previous, str) else None
+        if frame is not None and int(frame[1]) in deleted and not isinstance(item, str):
+            item = DELETED_NOTE
+        kept.append(item)
+    return kept
 
 
 def content_chars(content: str | Sequence[UserContent]) -> int:

@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import AttachmentInfo
+from attachments import AttachmentInfo, images_without_deleted, without_deleted
 from limits import TokenBucket
 from quoting import requote
 
@@ -743,15 +743,19 @@ def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> Model
 
 
 def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) -> ModelRequestPart:
+    deleted = {message_id for message_id, text in changes.items() if text is None}
     if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
-        content = requote(part.content, changes)
+        content = without_deleted(requote(part.content, changes), deleted)
         if content != part.content:
             # A copy: the old history may still be in use by a run that began before the change.
             part = copy.copy(part)
             part.content = content
     elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
-        # A prompt with images: its text items hold the quotes.
-        items = [requote(item, changes) if isinstance(item, str) else item for item in part.content]
+        # A prompt with images: its text items hold the quotes, and the images are framed by their message.
+        items = [
+            without_deleted(requote(item, changes), deleted) if isinstance(item, str) else item for item in part.content
+        ]
+        items = images_without_deleted(items, deleted)
         if any(new != old for new, old in zip(items, part.content, strict=True)):
             part = copy.copy(part)
             part.content = items

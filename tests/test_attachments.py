@@ -35,7 +35,7 @@ from attachments import (
     is_image_refusal,
     prepare_image,
 )
-from conversation import MessageRecord
+from conversation import ConversationManager, MessageRecord
 from history import ArchivedAttachment, ArchivedMessage, HistoryArchive, format_messages
 
 CHANNEL = 10
@@ -376,3 +376,22 @@ async def test_re_adding_a_message_keeps_its_attachment_text(archive: HistoryArc
     archive.add(archived(1, attachment))
     await archive.flush()
     assert [m.message_id for m in await archive.search(CHANNEL, "frobnicator")] == [1]
+
+
+async def test_deleting_a_message_takes_its_files_out_of_the_model_history() -> None:
+    """A deleted message's file text and image leave the conversation's history; other messages' stay."""
+    files = Files()
+    gone = message(5, files.info("secret.log", b"password=hunter2"), files.info("shot.png", png(), "image/png"))
+    kept = message(6, files.info("keep.log", b"still here"))
+    prepared = await AttachmentPreparer(files.read).prepare([gone, kept], vision=True)
+    prompt = prepared.user_content(f"{prepared.elements(5)}\n{prepared.elements(6)}")
+    manager = ConversationManager()
+    conversation = manager.start(CHANNEL, [gone, kept])
+    conversation.llm_history = [ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart("ok")])]
+    conversation.prompted_through = 6
+    assert conversation.delete(5)
+    part = conversation.llm_history[0].parts[0]
+    assert isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+    text = "\n".join(item for item in part.content if isinstance(item, str))
+    assert "hunter2" not in text and "still here" in text
+    assert not any(isinstance(item, BinaryContent) for item in part.content)
