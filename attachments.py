@@ -502,6 +502,9 @@ def build_transcriber(settings: Settings) -> Transcriber | None:
     if not model_name:
         return None
     api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    if api_key is None and settings.llm_base_url:
+        # As for the chat model: the SDK insists on a key, and a local server that needs none ignores it.
+        api_key = "api-key-not-set"
 
     async def transcribe(info: AttachmentInfo, data: bytes) -> str:
         from openai import AsyncOpenAI

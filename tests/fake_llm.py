@@ -111,6 +111,9 @@ class FakeLLM:
         # The next this many requests carrying images get a 400 IMAGE_REFUSAL, as a text-only model's server says.
         self.refuse_images = refuse_images
         self.image_refusals = 0
+        # POST /v1/audio/transcriptions answers this text; each request's (model, filename) is recorded.
+        self.transcript = "fake transcript"
+        self.transcriptions: list[tuple[str, str]] = []
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
@@ -124,6 +127,7 @@ class FakeLLM:
         app = web.Application(client_max_size=self.max_body_bytes)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcription)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         # Short: a handler a test left waiting must not hold up shutdown.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -182,6 +186,14 @@ class FakeLLM:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    async def _transcription(self, request: web.Request) -> web.Response:
+        # https://platform.openai.com/docs/api-reference/audio/createTranscription
+        form = await request.post()
+        upload = form.get("file")
+        filename = upload.filename if isinstance(upload, web.FileField) else ""
+        self.transcriptions.append((str(form.get("model", "")), filename))
+        return web.json_response({"text": self.transcript})
 
     async def _models(self, request: web.Request) -> web.Response:
         model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "fake"}

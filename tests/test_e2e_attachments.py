@@ -141,3 +141,26 @@ async def test_a_deleted_messages_attachment_text_is_gone_from_search(bot: Runni
     await search_finds([int(message["id"])])
     await fake.delete_messages(CHANNEL_ID, int(message["id"]))
     await search_finds([])
+
+
+async def test_a_voice_note_is_transcribed_with_a_transcription_model(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """With TRANSCRIPTION_MODEL set, a voice note reaches the model as its transcript."""
+    llm.transcript = "the build is green again"
+    await bot.start(transcription_model="whisper-1")
+    voice = fake.served_attachment("voice-message.ogg", b"OggS" + bytes(200), "audio/ogg")
+    await mention_with(fake, "", voice)
+    await fake.wait_for_posts(1)
+    assert llm.transcriptions == [("whisper-1", "voice-message.ogg")]
+    assert "the build is green again" in last_prompt(llm)
+
+
+async def test_without_a_transcription_model_the_model_is_told_of_the_voice_note(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Without TRANSCRIPTION_MODEL, the prompt says a voice note was there, and nothing is downloaded."""
+    await bot.start()
+    await mention_with(fake, "", fake.served_attachment("voice-message.ogg", b"OggS" + bytes(200), "audio/ogg"))
+    await fake.wait_for_posts(1)
+    assert "voice note" in last_prompt(llm) and fake.cdn_requests == [] and llm.transcriptions == []
