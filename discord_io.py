@@ -107,6 +107,10 @@ def record_from_archive(row: ArchivedMessage) -> MessageRecord:
         mention_ids=row.mention_ids,
         reply_to_author_id=row.reply_to_author_id,
         mentions_everyone=row.mentions_everyone,
+        attachments=tuple(
+            AttachmentInfo(attachment.attachment_id, attachment.filename, attachment.content_type, attachment.size)
+            for attachment in row.attachments
+        ),
     )
 
 

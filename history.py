@@ -982,7 +982,25 @@ class HistoryArchive:
             " ORDER BY created_at DESC, message_id DESC LIMIT ?",
             (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
         )
-        return [_message_from_row(row) for row in reversed(list(rows))]
+        return await self._with_attachments([_message_from_row(row) for row in reversed(list(rows))])
+
+    async def _with_attachments(self, messages: list[ArchivedMessage]) -> list[ArchivedMessage]:
+        """`messages` carrying what they shared (names, types, sizes, the text read from it)."""
+        if not messages:
+            return messages
+        found: dict[int, list[ArchivedAttachment]] = {}
+        for start in range(0, len(messages), _MAX_VARIABLES):
+            ids = [message.message_id for message in messages[start : start + _MAX_VARIABLES]]
+            rows = await self._reader.execute_fetchall(
+                "SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
+                f" WHERE message_id IN ({', '.join('?' * len(ids))}) ORDER BY attachment_id",
+                ids,
+            )
+            for message_id, *fields in rows:
+                found.setdefault(message_id, []).append(ArchivedAttachment(*fields))
+        if not found:
+            return messages
+        return [replace(m, attachments=tuple(found[m.message_id])) if m.message_id in found else m for m in messages]
 
     async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
         """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""

@@ -395,3 +395,14 @@ async def test_deleting_a_message_takes_its_files_out_of_the_model_history() -> 
     text = "\n".join(item for item in part.content if isinstance(item, str))
     assert "hunter2" not in text and "still here" in text
     assert not any(isinstance(item, BinaryContent) for item in part.content)
+
+
+async def test_recent_messages_carry_their_attachments(archive: HistoryArchive) -> None:
+    """Context and get_recent_messages read a message's attachments back with it, text included."""
+    archive.add(archived(1, ArchivedAttachment(77, "crash.log", "text/plain", 40)))
+    archive.add(archived(2))
+    archive.set_attachment_text(77, "frobnicator exploded")
+    await archive.flush()
+    first, second = await archive.recent(CHANNEL)
+    assert first.attachments == (ArchivedAttachment(77, "crash.log", "text/plain", 40, "frobnicator exploded"),)
+    assert second.attachments == ()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+from datetime import timedelta
 from typing import Any
 
 from e2e_support import RunningBot, request_texts, say
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, image_parts
 from PIL import Image
 
@@ -164,3 +165,15 @@ async def test_without_a_transcription_model_the_model_is_told_of_the_voice_note
     await mention_with(fake, "", fake.served_attachment("voice-message.ogg", b"OggS" + bytes(200), "audio/ogg"))
     await fake.wait_for_posts(1)
     assert "voice note" in last_prompt(llm) and fake.cdn_requests == [] and llm.transcriptions == []
+
+
+async def test_a_screenshot_posted_before_the_question_reaches_the_model(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A conversation's context loaded from the archive keeps its attachments: the screenshot just before is sent."""
+    client = await bot.start()
+    client.watching_since -= timedelta(hours=2)  # the archive covers the period: context comes from it
+    await say(fake, BOB_ID, "the dashboard now", attachments=[fake.served_attachment("dash.png", png(), "image/png")])
+    await mention_with(fake, "what does bob's screenshot show?")
+    await fake.wait_for_posts(1)
+    assert len(image_parts(llm.requests[0])) == 1 and 'filename="dash.png"' in last_prompt(llm)
