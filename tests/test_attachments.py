@@ -7,9 +7,11 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
+from pydantic import SecretStr, ValidationError
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import (
     BinaryContent,
@@ -35,6 +37,7 @@ from attachments import (
     is_image_refusal,
     prepare_image,
 )
+from config import Settings, describe_settings_error
 from conversation import ConversationManager, MessageRecord
 from history import ArchivedAttachment, ArchivedMessage, HistoryArchive, format_messages
 
@@ -406,3 +409,14 @@ async def test_recent_messages_carry_their_attachments(archive: HistoryArchive) 
     first, second = await archive.recent(CHANNEL)
     assert first.attachments == (ArchivedAttachment(77, "crash.log", "text/plain", 40, "frobnicator exploded"),)
     assert second.attachments == ()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("vision", "sometimes"), ("max_images", -1), ("image_retain_turns", 0)]
+)
+def test_a_bad_attachment_setting_is_one_line_naming_it(variable: str, value: Any) -> None:
+    """A wrong VISION, MAX_IMAGES or IMAGE_RETAIN_TURNS stops the bot with one line naming the variable."""
+    with pytest.raises(ValidationError) as error:
+        Settings(_env_file=None, discord_token=SecretStr("t"), **{variable: value})
+    line = describe_settings_error(error.value)
+    assert line.startswith(f"Configuration error: {variable.upper()} is invalid") and "\n" not in line
