@@ -43,7 +43,15 @@ from agent import (
     close_model,
     generate_reply,
 )
-from attachments import AttachmentInfo, AttachmentPreparer, Kind, PreparedFiles, build_transcriber, is_image_refusal
+from attachments import (
+    AttachmentInfo,
+    AttachmentPreparer,
+    Kind,
+    PreparedFiles,
+    build_transcriber,
+    is_image_refusal,
+    model_key,
+)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -961,7 +969,9 @@ class Parley(discord.Client):
                 raise
             self.account(message, failure.usage)
             self.attachments.refuse_images(model)
-            log.warning("model %s refused images: answering without them, and sending it none from now on", model)
+            log.warning(
+                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
+            )
             files = files.without_images("image not shown: this model takes no images")
             return await generate_reply(self.responder, conversation, record, deps, self.settings, files)
 
