@@ -38,6 +38,7 @@ from pydantic_ai import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
     UsageLimits,
+    UserContent,
     UserPromptPart,
     capture_run_messages,
 )
@@ -51,6 +52,7 @@ from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from pydantic_ai.settings import merge_model_settings
 from pydantic_core import to_json
 
+from attachments import PreparedFiles, content_chars, expire_images
 from config import JudgeOutputMode, Settings
 from conversation import ChannelConversation, MessageRecord
 from quoting import (
@@ -276,9 +278,11 @@ def build_responder(
     tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
     budget = settings.history_token_budget
     max_answer_tokens = settings.max_answer_tokens
+    image_retain_turns = settings.image_retain_turns
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return trim_history(messages, budget)
+        # Old images first: a placeholder costs the budget a line, the image a thousand tokens.
+        return trim_history(expire_images(messages, image_retain_turns), budget)
 
     async def withdraw_tools_near_the_limits(
         ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]
@@ -386,8 +390,11 @@ async def generate_reply(
     message: MessageRecord,
     deps: ChatDeps,
     settings: Settings,
+    files: PreparedFiles | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
+
+    `files`: the attachments of the messages the prompt shows (`attachments.AttachmentPreparer`).
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
     words if it had already answered, else `LIMIT_NOTE`; either way `Reply.limited` names the limit
@@ -398,7 +405,8 @@ async def generate_reply(
             with the cause chained and the tokens spent so far, so the caller apologises and keeps
             the old history.
     """
-    prompt = build_prompt(conversation, message, deps)
+    text = build_prompt(conversation, message, deps, files)
+    prompt = text if files is None else files.user_content(text)
     history = list(conversation.llm_history)
     # The run adds to this object as it goes, so what a failed run spent is known too.
     usage = RunUsage()
@@ -429,7 +437,7 @@ async def generate_reply(
 
 
 def _limited_reply(
-    prompt: str,
+    prompt: str | list[UserContent],
     history: list[ModelMessage],
     run_messages: list[ModelMessage],
     usage: RunUsage,
@@ -467,8 +475,13 @@ def _final_text(messages: Sequence[ModelMessage]) -> str:
 # --- The prompt -------------------------------------------------------------------------------
 
 
-def build_prompt(conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps) -> str:
-    """The user prompt for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
+def build_prompt(
+    conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps, files: PreparedFiles | None = None
+) -> str:
+    """The prompt's text for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
+
+    Each message's attachments (`files`) follow its quote as `<attachment>` elements; the images themselves
+    follow the text (`PreparedFiles.user_content`).
 
     "Not seen" is every message no earlier answer showed the model (`unseen_before`): the loaded context
     with the bot's own earlier turns when a conversation starts, and what was said while it wrote.
@@ -486,13 +499,16 @@ def build_prompt(conversation: ChannelConversation, message: MessageRecord, deps
             + conversation.earlier_conversations
         )
     if earlier:
-        parts.append(
-            f"What was said in the channel that you have not seen yet:\n{render_transcript(earlier, bot_user_id)}"
-        )
-    parts.append(
-        "Answer this new message:\n" + quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
-    )
+        transcript = render_transcript(earlier, bot_user_id, files=files)
+        parts.append(f"What was said in the channel that you have not seen yet:\n{transcript}")
+    new = quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
+    parts.append("Answer this new message:\n" + _with_files(new, message, files))
     return "\n\n".join(parts)
+
+
+def _with_files(quote: str, message: MessageRecord, files: PreparedFiles | None) -> str:
+    elements = files.elements(message.message_id) if files is not None and message.attachments else ""
+    return f"{quote}\n{elements}" if elements else quote
 
 
 def render_channel_info(deps: ChatDeps) -> str:
@@ -510,13 +526,18 @@ def render_channel_info(deps: ChatDeps) -> str:
 
 
 def render_transcript(
-    messages: Sequence[MessageRecord], bot_user_id: int | None, *, max_messages: int = TRANSCRIPT_MAX_MESSAGES
+    messages: Sequence[MessageRecord],
+    bot_user_id: int | None,
+    *,
+    max_messages: int = TRANSCRIPT_MAX_MESSAGES,
+    files: PreparedFiles | None = None,
 ) -> str:
     """The newest `max_messages` of `messages` as a quoted `<chat_transcript>`, noting any left out."""
     shown = messages[-max_messages:] if max_messages else []
     omitted = len(messages) - len(shown)
     lines = [open_tag(TRANSCRIPT_TAG, omitted_earlier=str(omitted) if omitted else None)]
-    lines += [quote_message(m, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id) for m in shown]
+    quotes = (quote_message(m, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id) for m in shown)
+    lines += [_with_files(quote, m, files) for quote, m in zip(quotes, shown, strict=True)]
     lines.append(close_tag(TRANSCRIPT_TAG))
     return "\n".join(lines)
 
@@ -580,6 +601,8 @@ def _part_chars(part: object) -> int:
         return len(part.tool_name) + len(part.args_as_json_str())
     if isinstance(part, BaseToolReturnPart):
         return len(part.model_response_str())
+    if isinstance(part, UserPromptPart):
+        return content_chars(part.content)
     content = getattr(part, "content", None)
     if isinstance(content, str):
         return len(content)

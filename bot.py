@@ -31,8 +31,27 @@ from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
 
-from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
+from agent import (
+    TRANSCRIPT_MAX_MESSAGES,
+    LLMJudge,
+    Reply,
+    ReplyFailed,
+    build_judge,
+    build_responder,
+    close_model,
+    generate_reply,
+)
+from attachments import (
+    AttachmentInfo,
+    AttachmentPreparer,
+    Kind,
+    PreparedFiles,
+    build_transcriber,
+    is_image_refusal,
+    model_key,
+)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -294,6 +313,10 @@ class BotGate:
 # --- The client -------------------------------------------------------------------------------
 
 
+# Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
+ATTACHMENT_SOURCES_KEPT = 2048
+
+
 class Parley(discord.Client):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
@@ -372,6 +395,16 @@ class Parley(discord.Client):
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
+        self.attachments = AttachmentPreparer(
+            self.read_attachment,
+            vision=settings.vision,
+            max_images=settings.max_images,
+            max_chars=settings.max_attachment_chars,
+            transcriber=build_transcriber(settings),
+        )
+        # The discord.py attachments of recent messages, read through their signed links; older ones are read
+        # by fetching their message again, which signs the links anew.
+        self._attachment_sources: OrderedDict[int, discord.Attachment] = OrderedDict()
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -695,8 +728,11 @@ class Parley(discord.Client):
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message)
+        self._note_attachments(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
+            if record.attachments:
+                self.in_background(self._archive_attachment_text(record), f"attachment-text-{message.id}")
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
@@ -1038,7 +1074,7 @@ class Parley(discord.Client):
         deps = self.chat_deps(message, channel)
         async with typing_indicator(channel):
             try:
-                reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
+                reply = await self._reply(message, conversation, record, deps)
             except ReplyFailed as failure:
                 self.account(message, failure.usage, channel.id)
                 log.exception("answer to message %s in channel %s failed", message.id, channel.id)
@@ -1073,6 +1109,60 @@ class Parley(discord.Client):
             memory=self.memory if self.settings.memory_tools else None,
             message_id=message.id,
         )
+
+    async def _reply(
+        self, message: discord.Message, conversation: ChannelConversation, record: MessageRecord, deps: ChatDeps
+    ) -> Reply:
+        """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
+        marks the model as taking none and gets the same answer asked again without them."""
+        model = self.responder.model if isinstance(self.responder.model, Model) else None
+        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
+        files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
+        self._archive_extracted(files)
+        try:
+            return await generate_reply(self.responder, conversation, record, deps, self.settings, files)
+        except ReplyFailed as failure:
+            if model is None or not files.images or not is_image_refusal(failure.__cause__):
+                raise
+            self.account(message, failure.usage, deps.channel_id)
+            self.attachments.refuse_images(model)
+            log.warning(
+                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
+            )
+            files = files.without_images("image not shown: this model takes no images")
+            return await generate_reply(self.responder, conversation, record, deps, self.settings, files)
+
+    # -- Attachments --
+
+    def _note_attachments(self, attachments: Sequence[discord.Attachment]) -> None:
+        for attachment in attachments:
+            self._attachment_sources[attachment.id] = attachment
+        while len(self._attachment_sources) > ATTACHMENT_SOURCES_KEPT:
+            self._attachment_sources.popitem(last=False)
+
+    async def read_attachment(self, record: MessageRecord, info: AttachmentInfo) -> bytes:
+        """An attachment's bytes through discord.py; raises on any failure (the preparer turns it into a note)."""
+        source = self._attachment_sources.get(info.attachment_id)
+        if source is None:
+            channel = self.get_channel(record.channel_id) or await self.fetch_channel(record.channel_id)
+            if not isinstance(channel, discord.abc.Messageable):
+                raise LookupError(f"channel {record.channel_id} has no messages")
+            fetched = await channel.fetch_message(record.message_id)
+            self._note_attachments(fetched.attachments)
+            source = next(a for a in fetched.attachments if a.id == info.attachment_id)
+        return await source.read()
+
+    async def _archive_attachment_text(self, record: MessageRecord) -> None:
+        """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
+        for prepared in await self.attachments.archivable_text(record):
+            if self.archive is not None and prepared.text:
+                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+
+    def _archive_extracted(self, files: PreparedFiles) -> None:
+        # Transcripts exist only once a voice note was answered; text files were read on arrival already.
+        for prepared in files.extracted:
+            if self.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
+                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
 
     def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
         """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the

@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
+VisionMode = Literal["auto", "on", "off"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
 
 # The bot token travels to DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL: only over TLS, or to this machine.
@@ -123,6 +124,24 @@ class Settings(BaseSettings):
         True,
         description="Offer the model the remember and recall tools, which keep facts in the archive"
         " (needs it, and HISTORY_TOOLS).",
+    )
+
+    vision: VisionMode = Field(
+        "auto",
+        description="Send members' images to the model: `auto` (when the model's profile says it takes images, until"
+        " its provider refuses one), `on` or `off`.",
+    )
+    max_images: int = Field(4, ge=0, le=20, description="Images one request may carry, newest first; 0: none.")
+    image_retain_turns: int = Field(
+        3, ge=1, description="Turns an image stays in the model's history before it becomes a one-line placeholder."
+    )
+    max_attachment_chars: int = Field(
+        100_000, ge=0, description="Characters of text files, PDFs and transcripts one request may carry, newest first."
+    )
+    transcription_model: str | None = Field(
+        None,
+        description="An audio transcription model on LLM_BASE_URL's server (or OpenAI's) that turns voice notes into"
+        " text; unset: the model is told a voice note was there.",
     )
 
     discord_api_base_url: str | None = Field(

@@ -351,6 +351,10 @@ class FakeDiscord:
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> INTERACTION_CREATE data
         self._original_responses: dict[str, dict[str, Any]] = {}  # token -> message
         self._failures: list[_Failure] = []
+        # Attachment bytes the fake CDN serves, by attachment id; ids in `cdn_failures` answer 500 instead.
+        self.cdn: dict[int, bytes] = {}
+        self.cdn_failures: set[int] = set()
+        self.cdn_requests: list[int] = []
         self._session: _Session | None = None
         self._sockets: set[web.WebSocketResponse] = set()
         self._increment = itertools.count()
@@ -411,11 +415,12 @@ class FakeDiscord:
         reply_to: int | None = None,
         ping_reply: bool = True,
         message_id: int | None = None,
+        attachments: Iterable[dict[str, Any]] = (),
     ) -> dict[str, Any]:
         """Store a message from `author_id` in the channel and dispatch its MESSAGE_CREATE.
 
         `mentions` adds user ids to those written as `<@id>` in `content`. A reply pings the replied-to author
-        unless `ping_reply` is False, as in the Discord client.
+        unless `ping_reply` is False, as in the Discord client. `attachments` are `served_attachment`s.
         """
         if message_id is None:
             message_id = self._next_id()
@@ -429,9 +434,24 @@ class FakeDiscord:
             reply_to=reply_to,
             # What the Discord client sends; its reply toggle sets replied_user.
             allowed_mentions={"parse": ["users", "roles", "everyone"], "replied_user": ping_reply},
+            attachments=list(attachments),
         )
         await self.dispatch("MESSAGE_CREATE", self._gateway_message(message))
         return message
+
+    def served_attachment(
+        self, filename: str, data: bytes, content_type: str | None = None, *, fail: bool = False
+    ) -> dict[str, Any]:
+        """An attachment object whose bytes this fake's CDN serves on loopback (or, with `fail`, answers 500 for)."""
+        attachment_id = self._next_id()
+        self.cdn[attachment_id] = data
+        if fail:
+            self.cdn_failures.add(attachment_id)
+        url = f"http://127.0.0.1:{self._require_port()}/cdn/attachments/{attachment_id}/{filename}"
+        attachment = {"id": str(attachment_id), "filename": filename, "size": len(data), "url": url, "proxy_url": url}
+        if content_type is not None:
+            attachment["content_type"] = content_type
+        return attachment
 
     def add_history(
         self,
@@ -958,6 +978,7 @@ class FakeDiscord:
         for method, path, handler in api:
             router.add_route(method, API_PREFIX + path, handler)
         router.add_get("/gateway", self._gateway)
+        router.add_get("/cdn/attachments/{attachment_id}/{filename}", self._get_cdn_file)
         router.add_route("*", "/{tail:.*}", self._unknown)
 
     @web.middleware
@@ -978,7 +999,7 @@ class FakeDiscord:
     @web.middleware
     async def _authorize(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         # Interaction callbacks and webhooks authenticate by the token in their path, not a header.
-        unauthenticated = ("/gateway", f"{API_PREFIX}/interactions/", f"{API_PREFIX}/webhooks/")
+        unauthenticated = ("/gateway", "/cdn/", f"{API_PREFIX}/interactions/", f"{API_PREFIX}/webhooks/")
         authorized = request.headers.get("Authorization") == f"Bot {self.token}"
         if not (authorized or request.path.startswith(unauthenticated)):
             return _error(401, "401: Unauthorized")
@@ -989,6 +1010,16 @@ class FakeDiscord:
         _log.warning("FakeDiscord: unknown route %s", route)
         self.unknown_routes.append(route)
         return _error(404, "404: Not Found")
+
+    async def _get_cdn_file(self, request: web.Request) -> web.Response:
+        attachment_id = int(request.match_info["attachment_id"])
+        self.cdn_requests.append(attachment_id)
+        if attachment_id in self.cdn_failures:
+            return web.Response(status=500, text="CDN failure")
+        data = self.cdn.get(attachment_id)
+        if data is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def _get_me(self, request: web.Request) -> web.Response:
         return _json_response(self._bot_user())

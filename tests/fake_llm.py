@@ -59,6 +59,20 @@ def message_text(message: dict[str, Any]) -> str:
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
+def image_parts(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The image parts (`image_url`, a data: URI for sent bytes) of every message in a request, in order."""
+    return [
+        part
+        for message in request["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+IMAGE_REFUSAL = "image input is not supported by this model"
+
+
 def last_user_text(request: dict[str, Any]) -> str:
     return next((message_text(m) for m in reversed(request["messages"]) if m["role"] == "user"), "")
 
@@ -90,8 +104,16 @@ def allow_model_requests() -> Iterator[None]:
 class FakeLLM:
     """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
 
-    def __init__(self, handler: Handler = echo) -> None:
+    def __init__(self, handler: Handler = echo, *, refuse_images: int = 0, max_body_bytes: int = 2**20) -> None:
         self.handler = handler
+        # aiohttp's default limit, 1 MiB; a provider takes more (OpenAI: images up to 20 MB each).
+        self.max_body_bytes = max_body_bytes
+        # The next this many requests carrying images get a 400 IMAGE_REFUSAL, as a text-only model's server says.
+        self.refuse_images = refuse_images
+        self.image_refusals = 0
+        # POST /v1/audio/transcriptions answers this text; each request's (model, filename) is recorded.
+        self.transcript = "fake transcript"
+        self.transcriptions: list[tuple[str, str]] = []
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
@@ -102,9 +124,10 @@ class FakeLLM:
         self._port: int | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=self.max_body_bytes)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcription)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         # Short: a handler a test left waiting must not hold up shutdown.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -134,6 +157,10 @@ class FakeLLM:
         self.arrivals.append(asyncio.get_running_loop().time())
         body = await request.json()
         self.requests.append(body)
+        if self.refuse_images and image_parts(body):
+            self.refuse_images -= 1
+            self.image_refusals += 1
+            return _error_response(Error(400, IMAGE_REFUSAL, retryable=False))
         try:
             reply = self.handler(body)
             if inspect.isawaitable(reply):
@@ -159,6 +186,14 @@ class FakeLLM:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    async def _transcription(self, request: web.Request) -> web.Response:
+        # https://platform.openai.com/docs/api-reference/audio/createTranscription
+        form = await request.post()
+        upload = form.get("file")
+        filename = upload.filename if isinstance(upload, web.FileField) else ""
+        self.transcriptions.append((str(form.get("model", "")), filename))
+        return web.json_response({"text": self.transcript})
 
     async def _models(self, request: web.Request) -> web.Response:
         model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "fake"}

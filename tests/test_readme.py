@@ -147,6 +147,7 @@ RUN_HERE = {
     "python bench/bench_bot.py",
     "python bench/bench_memory.py",
     "python bench/bench_backfill.py",
+    "python bench/bench_attachments.py",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -158,6 +159,7 @@ RUN_ELSEWHERE = {
     "python3 -m venv .venv && . .venv/bin/activate": "installs (test_quickstart uses this suite's interpreter)",
     "pip install -r requirements.txt": "installs: .ci/railpack-replay runs it in CI",
     'pip install -e ".[dev]"': "installs: .ci/run runs it in CI",
+    'pip install -e ".[files]"': "installs: the dev extra has pypdf too, which tests/test_attachments.py uses",
     "cp .env.example .env": "test_quickstart",
     "python bot.py --check": "test_quickstart",
     "python bot.py": "test_e2e.py::test_sigterm_stops_bot_py_cleanly runs it against the fake Discord",
@@ -273,6 +275,7 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_bot.py", "--messages 4 --turns 2 --runs 1", "inbound medians over the runs"),
         ("python bench/bench_memory.py", "--memories 500 --queries 5 --ended 50", "once all have ended"),
         ("python bench/bench_backfill.py", "--messages 300 --runs 1", "messages/s archived"),
+        ("python bench/bench_attachments.py", "--turns 4 --every 2 --side 400", "request bytes without the setting"),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:
