@@ -359,7 +359,7 @@ class Parley(discord.Client):
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
         await self._resources.enter_async_context(self.responder)
-        await self.toolbox.start()
+        self.toolbox.start()
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
             # The judge tells the model whom the bot last answered, so it must know who the bot is.

@@ -261,6 +261,7 @@ WEB_SNIPPET_MAX_CHARS = 500
 TOOL_RESULT_MAX_CHARS = 4000
 # Starting a stdio server is starting a program (a Python one imports for a few seconds on a busy machine).
 MCP_START_TIMEOUT_SECONDS = 30.0
+MCP_STOP_TIMEOUT_SECONDS = 10.0
 SEARCH_WEB = "search_web"
 
 # A search backend: the query in, results as pydantic-ai's common search tools return them
@@ -298,9 +299,14 @@ class Toolbox:
     servers: list["McpServer"] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    async def start(self) -> None:
-        """Start every MCP server at once; one that cannot start is logged and left out."""
-        await asyncio.gather(*(server.start() for server in self.servers))
+    def start(self) -> None:
+        """Start the MCP servers in the background; one that cannot start is logged and left out."""
+        for server in self.servers:
+            server.start()
+
+    async def started(self) -> None:
+        """Wait until every MCP server is up or has failed to start."""
+        await asyncio.gather(*(server.state.settled.wait() for server in self.servers))
 
     async def stop(self) -> None:
         await asyncio.gather(*(server.stop() for server in self.servers))
@@ -454,11 +460,15 @@ def native_web_search(max_calls: int, model: Model | None) -> WebSearch[ChatDeps
 
 
 @dataclass
-class ServerHealth:
-    """Whether an MCP server is up; shared by the copies pydantic-ai makes of its toolset for each run."""
+class ServerState:
+    """An MCP server's state, shared by the copies pydantic-ai makes of its toolset for each run."""
 
     up: bool = False
     problem: str = "not started"
+    # Set once the server is up or has failed to start.
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    task: "asyncio.Task[None] | None" = None
 
 
 @dataclass
@@ -472,25 +482,37 @@ class McpServer(WrapperToolset[ChatDeps]):
 
     name: str = ""
     timeout_seconds: float = 30.0
-    health: ServerHealth = field(default_factory=ServerHealth)
+    state: ServerState = field(default_factory=ServerState)
 
-    async def start(self) -> None:
+    def start(self) -> None:
+        """Start the server in the background: Parley answers meanwhile, and its tools appear once it is up."""
+        self.state.task = asyncio.create_task(self._serve(), name=f"mcp-server-{self.name}")
+
+    async def _serve(self) -> None:
+        # One task enters and leaves the MCP client's context: its task groups must exit where they began.
+        state = self.state
         try:
-            await self.wrapped.__aenter__()
-        except Exception as error:  # noqa: BLE001 - an outside program: Parley starts without it
-            self._down("did not start", error)
-            return
-        self.health.up, self.health.problem = True, ""
-        log.info("MCP server %s is up", self.name)
+            async with self.wrapped:
+                state.up, state.problem = True, ""
+                state.settled.set()
+                log.info("MCP server %s is up", self.name)
+                await state.stopping.wait()
+        except Exception as error:  # noqa: BLE001 - an outside program: Parley goes on without it
+            if not state.stopping.is_set():
+                self._down("stopped answering" if state.settled.is_set() else "did not start", error)
+        finally:
+            state.up = False
+            state.settled.set()
 
     async def stop(self) -> None:
-        if self.health.problem == "did not start" or self.health.problem == "not started":
+        self.state.stopping.set()
+        task = self.state.task
+        if task is None:
             return
-        self.health.up, self.health.problem = False, "stopped"
-        try:
-            await self.wrapped.__aexit__(None, None, None)
-        except Exception as error:  # noqa: BLE001 - shutting down: nothing more to do about it
-            log.warning("MCP server %s did not stop cleanly: %s: %s", self.name, type(error).__name__, error)
+        _, pending = await asyncio.wait({task}, timeout=MCP_STOP_TIMEOUT_SECONDS)
+        if pending:
+            log.warning("MCP server %s did not stop within %g seconds", self.name, MCP_STOP_TIMEOUT_SECONDS)
+            task.cancel()
 
     async def __aenter__(self) -> "McpServer":
         return self
@@ -499,10 +521,12 @@ class McpServer(WrapperToolset[ChatDeps]):
         return None
 
     def describe(self) -> str:
-        return f"{self.name} up" if self.health.up else f"{self.name} down ({self.health.problem})"
+        if self.state.up:
+            return f"{self.name} up"
+        return f"{self.name} down ({self.state.problem})" if self.state.settled.is_set() else f"{self.name} starting"
 
     async def get_tools(self, ctx: RunContext[ChatDeps]) -> dict[str, ToolsetTool[ChatDeps]]:
-        if not self.health.up:
+        if not self.state.up:
             return {}
         try:
             return await self.wrapped.get_tools(ctx)
@@ -513,7 +537,7 @@ class McpServer(WrapperToolset[ChatDeps]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[ChatDeps], tool: ToolsetTool[ChatDeps]
     ) -> str:
-        if not self.health.up:
+        if not self.state.up:
             raise ToolFailed(f"The {self.name} service is not available now.")
         log.info(
             "MCP tool %s in channel %s for user %s",
@@ -547,9 +571,9 @@ class McpServer(WrapperToolset[ChatDeps]):
         )
 
     def _down(self, what: str, error: BaseException) -> None:
-        if not self.health.up and self.health.problem not in ("not started",):
+        if self.state.problem in ("did not start", "stopped answering"):
             return
-        self.health.up, self.health.problem = False, what
+        self.state.up, self.state.problem = False, what
         log.warning(
             "MCP server %s %s (%s: %s); answering without its tools",
             self.name,
