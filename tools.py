@@ -8,7 +8,6 @@ relay, never a failed answer.
 
 # No `from __future__ import annotations`: pydantic-ai reads the tool functions' annotations on every request.
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -614,6 +613,4 @@ def _one_line(error: Exception) -> str:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         return f"{where}: {first['msg']}" if where else first["msg"]
-    if isinstance(error, json.JSONDecodeError | ValueError) and not str(error).strip():
-        return type(error).__name__
     return " ".join(str(error).split())

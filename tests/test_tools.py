@@ -12,6 +12,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.native_tools import WebSearchTool
 
 from agent import build_responder, generate_reply
+from bot import main
 from conversation import ChannelConversation, MessageRecord
 from tools import WEB_TOOLSET, ChatDeps, ToolConfigError, build_toolbox, tool_config_problem, web_search_function
 
@@ -220,3 +221,54 @@ def test_mcp_servers_file_problems_are_one_line_naming_it(make_settings, tmp_pat
         problem = tool_config_problem(make_settings(mcp_servers=str(path)))
         assert problem is not None and problem.startswith(f"MCP_SERVERS names {path}, which cannot be used: ")
         assert "\n" not in problem
+
+
+# --- Start-up: each misconfiguration is one line naming the setting, exit 2 -------------------------
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"WEB_SEARCH": "bing"}, "Configuration error: WEB_SEARCH is invalid: Input should be 'off', 'native',"),
+        (
+            {"WEB_SEARCH": "tavily"},
+            "Configuration error: WEB_SEARCH is invalid: Value error, tavily needs TAVILY_API_KEY",
+        ),
+        (
+            {"WEB_SEARCH": "native", "LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_MODEL": "llama3"},
+            "Configuration error: WEB_SEARCH=native needs a model whose provider searches the web itself",
+        ),
+        (
+            {"WEB_SEARCH": "native", "LLM_MODEL": "openai-chat:gpt-4.1-mini", "OPENAI_API_KEY": "sk-test"},
+            "Configuration error: WEB_SEARCH=native needs a model whose provider searches the web itself",
+        ),
+        ({"MCP_SERVERS": "missing.json"}, "Configuration error: MCP_SERVERS names missing.json, which cannot be used:"),
+        ({"MCP_SERVERS": "broken.json"}, "Configuration error: MCP_SERVERS names broken.json, which cannot be used:"),
+        ({"MCP_TOOL_TIMEOUT_SECONDS": "0"}, "Configuration error: MCP_TOOL_TIMEOUT_SECONDS is invalid:"),
+        ({"WEB_SEARCH_MAX_CALLS": "0"}, "Configuration error: WEB_SEARCH_MAX_CALLS is invalid:"),
+    ],
+)
+def test_a_tool_misconfiguration_stops_the_start_with_one_line(
+    environment: dict[str, str], expected: str, monkeypatch: pytest.MonkeyPatch, tmp_path, capsys
+) -> None:
+    """`python bot.py` with a bad web search or MCP setting prints one line naming it and exits 2, sending nothing."""
+    (tmp_path / "broken.json").write_text('{"mcpServers": {"orders": {"command": ')
+    # Anything past the checks would go to this closed loopback port, not to Discord.
+    base = {"DISCORD_TOKEN": "t", "DISCORD_API_BASE_URL": "http://127.0.0.1:9", "OPENAI_API_KEY": "sk-test"}
+    for name, value in {**base, **environment}.items():
+        monkeypatch.setenv(name, value)
+    assert main([]) == 2
+    output = capsys.readouterr()
+    [line] = output.err.splitlines()
+    assert line.startswith(expected), line
+    assert output.out == ""
+
+
+def test_native_web_search_passes_the_check_with_a_model_that_searches(monkeypatch, capsys) -> None:
+    """WEB_SEARCH=native with an Anthropic or OpenAI Responses model passes the start-up checks."""
+    monkeypatch.setenv("DISCORD_TOKEN", "t")
+    monkeypatch.setenv("WEB_SEARCH", "native")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for model in ("openai:gpt-4.1-mini", "openai-responses:gpt-4.1-mini"):
+        monkeypatch.setenv("LLM_MODEL", model)
+        assert main(["--check"]) == 0, capsys.readouterr().err
