@@ -490,6 +490,7 @@ class McpServer(WrapperToolset[ChatDeps]):
     async def _serve(self) -> None:
         # One task enters and leaves the MCP client's context: its task groups must exit where they began.
         state = self.state
+        failure: Exception | None = None
         try:
             async with self.wrapped:
                 state.up, state.problem = True, ""
@@ -497,10 +498,12 @@ class McpServer(WrapperToolset[ChatDeps]):
                 log.info("MCP server %s is up", self.name)
                 await state.stopping.wait()
         except Exception as error:  # noqa: BLE001 - an outside program: Parley goes on without it
-            if not state.stopping.is_set():
-                self._down("stopped answering" if state.settled.is_set() else "did not start", error)
+            failure = error
         finally:
+            # Also when the client's task group cancelled this task because the server went away.
             state.up = False
+            if not state.stopping.is_set():
+                self._down("stopped answering" if state.settled.is_set() else "did not start", failure)
             state.settled.set()
 
     async def stop(self) -> None:
@@ -569,17 +572,12 @@ class McpServer(WrapperToolset[ChatDeps]):
             error="true" if error else None,
         )
 
-    def _down(self, what: str, error: BaseException) -> None:
+    def _down(self, what: str, error: Exception | None) -> None:
         if self.state.problem in ("did not start", "stopped answering"):
             return
         self.state.up, self.state.problem = False, what
-        log.warning(
-            "MCP server %s %s (%s: %s); answering without its tools",
-            self.name,
-            what,
-            type(error).__name__,
-            error,
-        )
+        cause = f" ({type(error).__name__}: {_one_line(error)})" if error is not None else ""
+        log.warning("MCP server %s %s%s; answering without its tools", self.name, what, cause)
 
 
 def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:

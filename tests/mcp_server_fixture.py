@@ -1,11 +1,13 @@
-"""A small stdio MCP server for the MCP tests, run as `python tests/mcp_server_fixture.py [exit|hang]`.
+"""A small stdio MCP server for the MCP tests, run as `python tests/mcp_server_fixture.py [exit]`.
 
-It offers `lookup_order` (answers at once, with text that tries to pass itself off as instructions) and
-`slow_lookup` (never answers), built with the installed `mcp` package's server (`MCPServer`, FastMCP's name in mcp 2).
-With `exit` it quits before speaking MCP, like a server whose command is broken.
+It offers `lookup_order` (answers at once, with text that tries to pass itself off as instructions),
+`slow_lookup` (never answers) and `crash_warehouse` (ends the server's process), built with the installed
+`mcp` package's server (`MCPServer`, FastMCP's name in mcp 2). With `exit` it quits before speaking MCP,
+like a server whose command is broken.
 """
 
 import asyncio
+import os
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -26,6 +28,12 @@ async def slow_lookup(order_id: str) -> str:
     """Look up an order in the slow warehouse system."""
     await asyncio.Event().wait()
     return order_id
+
+
+@server.tool()
+def crash_warehouse(order_id: str) -> str:
+    """Look up an order in the warehouse system that brings this server down."""
+    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -121,3 +121,19 @@ async def test_a_hanging_tool_call_times_out_and_the_answer_still_comes(
     await ask(fake, "and order A17 again?")
     assert "Order A17: shipped" in model.results[1]
     assert "orders up" in reply_text(await run_command(fake, "status"))
+
+
+async def test_a_server_that_dies_later_is_one_log_line_and_its_tools_go(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server whose process ends mid-call: the model is told, the answer comes, its tools are no longer offered."""
+    model = ToolModel("orders_crash_warehouse")
+    llm.handler = model
+    await start(bot, mcp_servers=servers_file(tmp_path, orders=[]))
+    assert await ask(fake, "where is my order A17?") == "Here is what the order system said."
+    assert "orders service stopped answering" in model.results[0]
+    assert await ask(fake, "and now?") == "No order tools here."
+    assert not any(name.startswith("orders_") for name in model.offered[-1])
+    [warning] = mcp_warnings(caplog)
+    assert warning.startswith("MCP server orders stopped answering")
+    assert "orders down (stopped answering)" in reply_text(await run_command(fake, "status"))
