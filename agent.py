@@ -322,7 +322,7 @@ def build_responder(
             retry_settings(model, settings.model_retries), ModelSettings(max_tokens=max_answer_tokens)
         ),
         tools=tools,
-        toolsets=list(toolbox.toolsets.values()),
+        toolsets=toolbox.offered_toolsets(),
         capabilities=capabilities,
     )
 

@@ -75,6 +75,11 @@ class ChatDeps:
     # which a remembered fact records as its source.
     memory: MemoryStore | None = None
     message_id: int = 0
+    # The tool sets this answer may use, by `Toolbox` name ("web", "mcp:<server>"); None: every one that is on.
+    offered_toolsets: frozenset[str] | None = None
+
+    def offers(self, toolset: str) -> bool:
+        return self.offered_toolsets is None or toolset in self.offered_toolsets
 
 
 # --- Archive tools ----------------------------------------------------------------------------
@@ -298,6 +303,10 @@ class Toolbox:
     servers: list["McpServer"] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def offered_toolsets(self) -> list[AbstractToolset[ChatDeps]]:
+        """Every tool set, each offered in a run only when its `ChatDeps.offers` it (a channel's profile may not)."""
+        return [toolset.filtered(_offered(name)) for name, toolset in self.toolsets.items()]
+
     def start(self) -> None:
         """Start the MCP servers in the background; one that cannot start is logged and left out."""
         for server in self.servers:
@@ -342,6 +351,13 @@ def build_toolbox(
         if toolbox.servers:
             toolbox.notes.append(_MCP_NOTE)
     return toolbox
+
+
+def _offered(name: str) -> Callable[[RunContext[ChatDeps], ToolDefinition], bool]:
+    def offered(ctx: RunContext[ChatDeps], tool_def: ToolDefinition) -> bool:
+        return ctx.deps.offers(name)
+
+    return offered
 
 
 def tool_config_problem(settings: Settings) -> str | None:
@@ -452,7 +468,11 @@ def native_web_search(max_calls: int, model: Model | None) -> WebSearch[ChatDeps
     if model is not None and model.unsupported_native_tool_settings(tool):
         # OpenAI, Google and Groq take no cap: they decide how often to search within one request.
         tool = WebSearchTool()
-    return WebSearch(native=tool)
+
+    def offered_tool(ctx: RunContext[ChatDeps]) -> WebSearchTool | None:
+        return tool if ctx.deps.offers(WEB_TOOLSET) else None
+
+    return WebSearch(native=offered_tool)
 
 
 # --- MCP servers ------------------------------------------------------------------------------

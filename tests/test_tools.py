@@ -58,7 +58,7 @@ def searches(*queries: str) -> ModelResponse:
     )
 
 
-def deps() -> ChatDeps:
+def deps(offered: frozenset[str] | None = None) -> ChatDeps:
     return ChatDeps(
         bot_name="Parley",
         bot_user_id=1,
@@ -69,10 +69,13 @@ def deps() -> ChatDeps:
         archive=None,
         requester_id=7,
         requester_can_read_history=True,
+        offered_toolsets=offered,
     )
 
 
-async def ask(settings, model: FunctionModel, search: FakeSearch | None = None) -> str:
+async def ask(
+    settings, model: FunctionModel, search: FakeSearch | None = None, offered: frozenset[str] | None = None
+) -> str:
     """Answer one message with the toolbox `settings` give, searching with `search`; the reply's text."""
     message = MessageRecord(
         message_id=900, channel_id=500, author_id=7, author="Alice", content="what shipped?", timestamp=T0
@@ -80,7 +83,7 @@ async def ask(settings, model: FunctionModel, search: FakeSearch | None = None) 
     conversation = ChannelConversation(500, T0, T0, deque([message]))
     toolbox = build_toolbox(settings, web_search=search)
     agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, toolbox=toolbox)
-    reply = await generate_reply(agent, conversation, message, deps(), settings)
+    reply = await generate_reply(agent, conversation, message, deps(offered), settings)
     return reply.text
 
 
@@ -102,6 +105,19 @@ async def test_web_search_is_offered_only_when_on(make_settings) -> None:
         await ask(make_settings(web_search=mode, tavily_api_key="tvly-test"), model, FakeSearch())
         assert "search_web" in tool_names(offered[0])
         assert "<https://example.com/page>" in (offered[0].instructions or "")
+
+
+async def test_a_channel_that_does_not_offer_web_gets_no_search(make_settings) -> None:
+    """An answer whose ChatDeps offer other tool sets only (a channel's profile) is offered neither kind of search."""
+    model, offered, _ = scripted()
+    await ask(make_settings(web_search="duckduckgo"), model, FakeSearch(), offered=frozenset({"mcp:orders"}))
+    assert "search_web" not in tool_names(offered[0])
+    model, offered, _ = scripted()
+    await ask(make_settings(web_search="duckduckgo"), model, FakeSearch(), offered=frozenset({"web"}))
+    assert "search_web" in tool_names(offered[0])
+    model, offered, _ = scripted()
+    await ask(make_settings(web_search="native"), model, offered=frozenset())
+    assert offered[0].model_request_parameters.native_tools == []
 
 
 async def test_results_reach_the_model_as_quoted_data(make_settings) -> None:
