@@ -413,7 +413,8 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
         try:
             results = await search(query)
         except Exception as error:  # noqa: BLE001 - an outside service: any failure is a line for the model
-            log.warning("search_web failed in channel %s: %s: %s", ctx.deps.channel_id, type(error).__name__, error)
+            # The type alone: a search client's message can quote the query, which the model wrote from members' words.
+            log.warning("search_web failed in channel %s: %s", ctx.deps.channel_id, type(error).__name__)
             return "The web search failed just now; answer without it, and say so if it matters."
         return format_web_results(query, results)
 
@@ -578,7 +579,7 @@ class McpServer(WrapperToolset[ChatDeps]):
             # The server's own words about its failure: quoted like its results.
             raise ToolFailed(self._framed(name, failed.message, error=True)) from None
         except Exception as error:  # noqa: BLE001 - an outside program: the answer goes on without it
-            self._down("stopped answering", error)
+            self._down("stopped answering", error, quote_message=False)
             raise ToolFailed(f"The {self.name} service stopped answering.") from None
         return self._framed(name, result)
 
@@ -592,11 +593,14 @@ class McpServer(WrapperToolset[ChatDeps]):
             error="true" if error else None,
         )
 
-    def _down(self, what: str, error: Exception | None) -> None:
+    def _down(self, what: str, error: Exception | None, *, quote_message: bool = True) -> None:
+        """Mark the server down and log it, once. A failed call's message is left out: it may echo the arguments."""
         if self.state.problem in ("did not start", "stopped answering"):
             return
         self.state.up, self.state.problem = False, what
-        cause = f" ({type(error).__name__}: {_one_line(error)})" if error is not None else ""
+        cause = ""
+        if error is not None:
+            cause = f" ({type(error).__name__}: {_one_line(error)})" if quote_message else f" ({type(error).__name__})"
         log.warning("MCP server %s %s%s; answering without its tools", self.name, what, cause)
 
 
