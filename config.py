@@ -210,14 +210,9 @@ class Settings(BaseSettings):
             " [::1]), because the bot token is sent there"
         )
 
-    @field_validator("logfire_token", mode="before")
+    @field_validator("logfire_token", "tavily_api_key", "mcp_servers", mode="before")
     @classmethod
     def _blank_token_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator("mcp_servers", "tavily_api_key", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("web_search")
