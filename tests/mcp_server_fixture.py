@@ -1,9 +1,9 @@
-"""A small stdio MCP server for the MCP tests, run as `python tests/mcp_server_fixture.py [exit]`.
+"""A small MCP server for the MCP tests: `python tests/mcp_server_fixture.py [exit | http PORT]` (default stdio).
 
 It offers `lookup_order` (answers at once, with text that tries to pass itself off as instructions),
 `slow_lookup` (never answers) and `crash_warehouse` (ends the server's process), built with the installed
 `mcp` package's server (`MCPServer`, FastMCP's name in mcp 2). With `exit` it quits before speaking MCP,
-like a server whose command is broken.
+like a server whose command is broken; with `http PORT` it serves streamable HTTP at 127.0.0.1:PORT/mcp.
 """
 
 import asyncio
@@ -40,4 +40,6 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["exit"]:
         print("orders: cannot start, no database", file=sys.stderr)
         sys.exit(3)
+    if sys.argv[1:2] == ["http"]:
+        server.run("streamable-http", port=int(sys.argv[2]))
     server.run("stdio")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,41 @@ async def test_a_server_that_dies_later_is_one_log_line_and_its_tools_go(
     [warning] = mcp_warnings(caplog)
     assert warning.startswith("MCP server orders stopped answering")
     assert "orders down (stopped answering)" in reply_text(await run_command(fake, "status"))
+
+
+async def test_a_streamable_http_server_is_reached_by_its_url(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A server given by `url` (streamable HTTP, here on loopback) offers its tools like a stdio one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = await asyncio.create_subprocess_exec(sys.executable, str(FIXTURE), "http", str(port))
+    try:
+        await until_listening(port)
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps({"mcpServers": {"docs": {"url": f"http://127.0.0.1:{port}/mcp"}}}))
+        model = ToolModel("docs_lookup_order")
+        llm.handler = model
+        await start(bot, mcp_servers=str(path))
+        assert await ask(fake, "where is my order A17?") == "Here is what the order system said."
+        assert model.results[0].startswith('<tool_result service="docs" tool="docs_lookup_order">')
+        assert "Order A17: shipped" in model.results[0]
+    finally:
+        await bot.stop()
+        server.kill()
+        await server.wait()
+
+
+async def until_listening(port: int) -> None:
+    """Wait for the server's port to accept connections (its interpreter starts slowly on a busy machine)."""
+    async with asyncio.timeout(60):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.2)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            return
