@@ -67,7 +67,7 @@ from quoting import (
     cap_text,
     inline,
 )
-from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps
+from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox
 
 log = logging.getLogger("parley.agent")
 
@@ -259,6 +259,7 @@ def build_responder(
     model: Model | None = None,
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
+    toolbox: Toolbox | None = None,
 ) -> Agent[ChatDeps, str]:
     """The agent that writes Parley's answers.
 
@@ -270,6 +271,7 @@ def build_responder(
     request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
     `all_messages()`, and so `Reply.messages`, carries on. With tools, the last request the answer's
     limits leave room for goes without them (`wind_down_reason`), so the model answers then.
+    `toolbox` adds web search and the MCP servers' tools (`tools.build_toolbox`).
     """
     if archive_enabled is None:
         archive_enabled = settings.archive_tools_enabled
@@ -308,9 +310,10 @@ def build_responder(
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
     notes = [note for note, on in ((_ARCHIVE_NOTE, archive_enabled), (_MEMORY_NOTE, memory_enabled)) if on]
-    instructions: list[Any] = ["\n".join([_VOICE, *notes])]
-    capabilities: list[Any] = [ProcessHistory(keep_within_budget)]
-    if tools:
+    toolbox = toolbox or Toolbox()
+    instructions: list[Any] = ["\n".join([_VOICE, *notes, *toolbox.notes])]
+    capabilities: list[Any] = [ProcessHistory(keep_within_budget), *toolbox.capabilities.values()]
+    if tools or toolbox.toolsets or toolbox.capabilities:
         instructions.append(answer_now_note)
         capabilities.append(PrepareTools(withdraw_tools_near_the_limits))
     return Agent(
@@ -323,6 +326,7 @@ def build_responder(
             retry_settings(model, settings.model_retries), ModelSettings(max_tokens=max_answer_tokens)
         ),
         tools=tools,
+        toolsets=toolbox.offered_toolsets(),
         capabilities=capabilities,
     )
 

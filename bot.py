@@ -39,6 +39,7 @@ from agent import (
     Reply,
     ReplyFailed,
     build_judge,
+    build_model,
     build_responder,
     close_model,
     generate_reply,
@@ -107,7 +108,7 @@ from preflight import (
     settings_env_file,
 )
 from sessions import restore, snapshot
-from tools import ChatDeps
+from tools import ChatDeps, Toolbox, build_toolbox
 
 log = logging.getLogger("parley")
 
@@ -331,6 +332,7 @@ class Parley(discord.Client):
         summarizer: Summarizer | None = None,
         channel_modes: dict[int, str] | None = None,
         sync_commands: bool = False,
+        toolbox: Toolbox | None = None,
         **options: Any,
     ) -> None:
         # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
@@ -349,6 +351,8 @@ class Parley(discord.Client):
         self.responder = responder
         self.judge = judge
         self.summarizer = summarizer
+        # Web search and the MCP servers, by name; the servers run from setup_hook to close.
+        self.toolbox = toolbox or Toolbox()
         self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: HistoryArchive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
@@ -409,6 +413,7 @@ class Parley(discord.Client):
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
         await self._resources.enter_async_context(self.responder)
+        self.toolbox.start()
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
@@ -615,6 +620,7 @@ class Parley(discord.Client):
         if archive is not None:
             self.usage.detach()
             await archive.close()
+        await self.toolbox.stop()
         await self._resources.aclose()
         await close_model(self.responder.model)
         if self.judge is not None:
@@ -1478,6 +1484,8 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
+    model = build_model(settings)
+    toolbox = build_toolbox(settings, model)
     # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
     modes: dict[int, str] = {}
     decider = ResponseDecider(
@@ -1491,11 +1499,12 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings=settings,
         manager=manager,
         decider=decider,
-        responder=build_responder(settings),
+        responder=build_responder(settings, model=model, toolbox=toolbox),
         judge=judge,
         summarizer=build_summarizer(settings) if settings.summarize_history else None,
         channel_modes=modes,
         sync_commands=sync_commands,
+        toolbox=toolbox,
         **options,
     )
     decider.on_decision = client.note_decision

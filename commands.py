@@ -194,6 +194,7 @@ class ParleyCommands(
             [
                 describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
                 describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
+                *filter(None, [client.toolbox.describe_servers()]),
             ]
         )
         # Participants are listed as mentions so they render as names; none of them is pinged.
