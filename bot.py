@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -32,7 +32,17 @@ from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
 
-from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
+from agent import (
+    AnswerListener,
+    LLMJudge,
+    Reply,
+    ReplyFailed,
+    build_judge,
+    build_responder,
+    close_model,
+    generate_reply,
+    regenerate_reply,
+)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -83,6 +93,7 @@ from preflight import (
     settings_env_file,
 )
 from sessions import restore, snapshot
+from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps
 
 log = logging.getLogger("parley")
@@ -344,6 +355,8 @@ class Parley(discord.Client):
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
+        self.tree.add_command(regenerate_command())
+        self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
         # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
@@ -364,6 +377,8 @@ class Parley(discord.Client):
             self.judge.on_usage = self.account_judgement
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+        # Stop buttons answer after a restart too: their custom id says whose answer it was.
+        self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
@@ -890,19 +905,10 @@ class Parley(discord.Client):
         if self.server_budget_spent(message.guild.id):
             await self.decline_over_budget(message, record)
             return
-        deps = ChatDeps(
-            bot_name=safe_text(self.user.display_name),
-            bot_user_id=self.user.id,
-            guild_id=message.guild.id,
-            guild_name=safe_text(message.guild.name),
-            channel_id=message.channel.id,
-            channel_name=safe_text(getattr(message.channel, "name", str(message.channel.id))),
-            archive=self.archive,
-            requester_id=message.author.id,
-            requester_can_read_history=may_read_history(message),
-            memory=self.memory if self.settings.memory_tools else None,
-            message_id=message.id,
-        )
+        deps = self.answer_deps(message)
+        if self.settings.stream_answers:
+            await self._answer_streamed(message, record, conversation, deps)
+            return
         async with typing_indicator(message.channel):
             try:
                 reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
@@ -915,7 +921,85 @@ class Parley(discord.Client):
         posts = await self.deliver(message, reply.text)
         if posts:
             self.manager.record_bot_response(message.channel.id, reply.messages, record.message_id)
+            self.streams.answered(message, posts)
             self.compact_later(conversation)
+
+    def answer_deps(self, message: discord.Message) -> ChatDeps:
+        """What the responder's run may use to answer `message`: where it is, who asks, and the tools' stores."""
+        assert self.user is not None and message.guild is not None
+        return ChatDeps(
+            bot_name=safe_text(self.user.display_name),
+            bot_user_id=self.user.id,
+            guild_id=message.guild.id,
+            guild_name=safe_text(message.guild.name),
+            channel_id=message.channel.id,
+            channel_name=safe_text(getattr(message.channel, "name", str(message.channel.id))),
+            archive=self.archive,
+            requester_id=message.author.id,
+            requester_can_read_history=may_read_history(message),
+            memory=self.memory if self.settings.memory_tools else None,
+            message_id=message.id,
+        )
+
+    async def _answer_streamed(
+        self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation, deps: ChatDeps
+    ) -> None:
+        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
+
+        def write(listener: AnswerListener) -> Awaitable[Reply]:
+            return generate_reply(self.responder, conversation, record, deps, self.settings, listener=listener)
+
+        streamed = await self.streams.stream(message, write, apology=APOLOGY)
+        self._note_posts(message, streamed.posts)
+        if streamed.reply is None:
+            assert streamed.failure is not None
+            self.account(message, streamed.failure.usage)
+            log.error(
+                "answer to message %s in channel %s failed", message.id, message.channel.id, exc_info=streamed.failure
+            )
+            return
+        self.account(message, streamed.reply.usage)
+        if streamed.posts:
+            self.manager.record_bot_response(message.channel.id, streamed.reply.messages, record.message_id)
+            self.streams.answered(message, streamed.posts)
+            self.compact_later(conversation)
+
+    def _note_posts(self, message: discord.Message, posts: Iterable[discord.Message]) -> None:
+        """Record the bot's posts answering `message` in its conversation, as `deliver` does."""
+        for post in posts:
+            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
+            self.manager.record_message(
+                message.channel.id, replace(to_record(post), reply_to_author_id=message.author.id)
+            )
+
+    async def regenerate(self, turn: AnsweredTurn) -> None:
+        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
+        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+        question = turn.question
+        channel_id = question.channel.id
+        if channel_id not in self._turns:
+            self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        async with self._channel_turn(channel_id), self._answer_slots:
+            conversation = self.manager.get(channel_id)
+            if conversation is None or self.streams.latest(channel_id) is not turn or question.guild is None:
+                return
+            if self.server_budget_spent(question.guild.id):
+                return
+            deps = self.answer_deps(question)
+
+            def write(listener: AnswerListener) -> Awaitable[Reply]:
+                return regenerate_reply(self.responder, conversation, deps, self.settings, listener=listener)
+
+            streamed = await self.streams.stream(question, write, apology=APOLOGY, reuse=turn.posts)
+            kept = {post.id for post in turn.posts}
+            self._note_posts(question, [post for post in streamed.posts if post.id not in kept])
+            usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
+            self.account(question, streamed.failure.usage if streamed.failure is not None else usage)
+            if streamed.reply is None:
+                log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
+                return
+            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            self.streams.answered(question, streamed.posts)
 
     def account(self, message: discord.Message, usage: RunUsage) -> None:
         """Count the tokens an answer to `message` used against its server, channel and author."""
