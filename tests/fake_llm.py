@@ -170,6 +170,11 @@ class FakeLLM:
             return await self._stream(request, completion, body, broken)
         if broken is not None:
             return _error_response(Error(500, broken.message, retryable=False))
+        if self.stream_delay and completion.text:
+            # The model takes as long to write a whole reply as to stream it; its first token comes as soon.
+            chunks = -(-len(re.findall(r"\S+\s*|\s+", completion.text)) // self.words_per_chunk)
+            self.first_tokens.append(asyncio.get_running_loop().time() + self.stream_delay)
+            await asyncio.sleep(self.stream_delay * chunks)
         return web.json_response(completion.response())
 
     async def _stream(
@@ -180,6 +185,8 @@ class FakeLLM:
         await response.prepare(request)
         include_usage = (body.get("stream_options") or {}).get("include_usage", False)
         first_text = True
+        start: float | None = None
+        sent = 0
         for chunk in completion.chunks(include_usage, self.words_per_chunk):
             delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
             if broken is not None and delta.get("content") is None and not first_text:
@@ -189,7 +196,11 @@ class FakeLLM:
                 return response
             if delta.get("content"):
                 if self.stream_delay:
-                    await asyncio.sleep(self.stream_delay)
+                    # On a schedule from the first chunk, so the sleeps' overshoots don't add up.
+                    loop = asyncio.get_running_loop()
+                    start = start if start is not None else loop.time()
+                    sent += 1
+                    await asyncio.sleep(max(0.0, start + sent * self.stream_delay - loop.time()))
                 if first_text:
                     self.first_tokens.append(asyncio.get_running_loop().time())
                 first_text = False
