@@ -91,11 +91,14 @@ class LiveAnswer:
         question: discord.Message,
         pacer: ChannelPacer,
         *,
+        channel: discord.abc.Messageable,
         max_posts: int,
         reuse: Sequence[discord.Message] = (),
         on_first_post: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.question = question
+        # Where the answer goes: the question's channel, or the thread opened on it.
+        self.channel = channel
         self.on_first_post = on_first_post
         self.pacer = pacer
         self.max_posts = max_posts
@@ -116,7 +119,13 @@ class LiveAnswer:
 
     @property
     def channel_id(self) -> int:
-        return self.question.channel.id
+        channel_id: int = getattr(self.channel, "id", self.question.channel.id)
+        return channel_id
+
+    @property
+    def replies(self) -> bool:
+        """Whether the first post replies to the question; in the thread opened on it, the question is its start."""
+        return self.channel_id == self.question.channel.id
 
     @property
     def asker_id(self) -> int:
@@ -225,18 +234,16 @@ class LiveAnswer:
             del self.posts[len(target) :]
 
     async def _send(self, content: str, *, final: bool) -> None:
-        channel = self.question.channel
+        channel = self.channel
+        options: dict[str, Any] = {"reference": self._reference()} if self.replies else {}
         try:
             if self.posts:
                 post = await channel.send(content, allowed_mentions=discord.AllowedMentions.none())
             elif final:
-                post = await channel.send(content, reference=self._reference(), allowed_mentions=self._mentions())
+                post = await channel.send(content, allowed_mentions=self._mentions(), **options)
             else:
                 post = await channel.send(
-                    content,
-                    reference=self._reference(),
-                    allowed_mentions=self._mentions(),
-                    view=stop_view(self.asker_id),
+                    content, allowed_mentions=self._mentions(), view=stop_view(self.asker_id), **options
                 )
                 self._has_button = True
         except (discord.HTTPException, RuntimeError) as error:  # RuntimeError: the client closed under it
@@ -342,6 +349,8 @@ class AnsweredTurn:
 
     question: discord.Message
     posts: list[discord.Message]
+    # Where the answer is: the question's channel, or the thread opened on it.
+    channel: discord.abc.Messageable
 
 
 class AnswerStreams:
@@ -359,13 +368,22 @@ class AnswerStreams:
         write: Callable[[AnswerListener], Awaitable[Reply]],
         *,
         apology: str,
+        channel: discord.abc.Messageable,
         reuse: Sequence[discord.Message] = (),
     ) -> Streamed:
-        """Stream the answer `write` produces into the channel as a reply to `question` (into `reuse`'s posts first)."""
+        """Stream the answer `write` produces into `channel`, replying to `question` if it is there (into `reuse`'s
+        posts first)."""
         async with contextlib.AsyncExitStack() as typing:
             # "Parley is typing…" until the answer shows: after that, the answer itself shows it is being written.
-            await typing.enter_async_context(typing_indicator(question.channel))
-            live = LiveAnswer(question, self.pacer, max_posts=self.max_posts, reuse=reuse, on_first_post=typing.aclose)
+            await typing.enter_async_context(typing_indicator(channel))
+            live = LiveAnswer(
+                question,
+                self.pacer,
+                channel=channel,
+                max_posts=self.max_posts,
+                reuse=reuse,
+                on_first_post=typing.aclose,
+            )
             self._live.append(live)
             live.start()
             try:
@@ -386,11 +404,13 @@ class AnswerStreams:
     def busy(self, channel_id: int) -> bool:
         return any(live.channel_id == channel_id for live in self._live)
 
-    def answered(self, question: discord.Message, posts: list[discord.Message]) -> None:
-        """Note the channel's latest answer, for "Regenerate"."""
-        channel_id = question.channel.id
+    def answered(
+        self, question: discord.Message, posts: list[discord.Message], channel: discord.abc.Messageable
+    ) -> None:
+        """Note the latest answer in `channel`, for "Regenerate"."""
+        channel_id: int = getattr(channel, "id", question.channel.id)
         self._latest.pop(channel_id, None)
-        self._latest[channel_id] = AnsweredTurn(question, posts)
+        self._latest[channel_id] = AnsweredTurn(question, posts, channel)
         if len(self._latest) > LATEST_ANSWERS_KEPT:
             self._latest.popitem(last=False)
 
