@@ -11,29 +11,37 @@ bot.py; every agent built here is picked up by it.
 import inspect
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, Protocol
 
 from openai import AsyncOpenAI, DefaultAioHttpClient, Omit, omit
 from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic import BaseModel, Field
 from pydantic_ai import (
     Agent,
+    AgentStreamEvent,
     BaseToolCallPart,
     BaseToolReturnPart,
+    CancellationToken,
     CompactionPart,
+    FunctionToolCallEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ModelSettings,
     NativeOutput,
+    PartDeltaEvent,
+    PartStartEvent,
     PromptedOutput,
     RetryFeedbackPart,
+    RunCancelled,
     RunContext,
+    RunTimedOut,
     RunUsage,
     TextPart,
+    TextPartDelta,
     ToolDefinition,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
@@ -98,12 +106,31 @@ class Reply:
     """An answer: the text to post, the model history to keep for the next turn, and the tokens it cost.
 
     `limited` names the per-answer limit that stopped the run, when one did; `text` then says so.
+    `stopped` is set when a member stopped the answer as it streamed; `text` then ends with STOPPED_NOTE.
     """
 
     text: str
     messages: list[ModelMessage]
     usage: RunUsage
     limited: str | None = None
+    stopped: bool = False
+
+
+class AnswerListener(Protocol):
+    """What watches an answer as it is written (streaming.LiveAnswer): told the text so far and each tool call.
+
+    Both calls are made from inside the model's stream, so they must return at once, never wait on the network.
+    Cancelling `cancellation` stops the run; the answer then keeps what was written, marked as stopped,
+    unless `outgrown` is set: then the text has outgrown every post the answer may take, the rest could
+    never be posted, and the answer is what was written, unmarked (the posts end "(answer cut)").
+    """
+
+    cancellation: CancellationToken
+    outgrown: bool
+
+    def text_so_far(self, text: str) -> None: ...
+
+    def tool_called(self, tool_name: str) -> None: ...
 
 
 class ReplyFailed(Exception):
@@ -395,6 +422,8 @@ async def generate_reply(
     deps: ChatDeps,
     settings: Settings,
     files: PreparedFiles | None = None,
+    *,
+    listener: AnswerListener | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
@@ -404,6 +433,9 @@ async def generate_reply(
     words if it had already answered, else `LIMIT_NOTE`; either way `Reply.limited` names the limit
     and the history keeps the prompt and that text, not the tool rounds that ran up the bill.
 
+    With a `listener`, the model's answer is streamed to it as it is written (`AnswerListener`);
+    the run, its limits and its failures are otherwise the same.
+
     Raises:
         ReplyFailed: on any other failure (provider error after retries, time limit, empty output),
             with the cause chained and the tokens spent so far, so the caller apologises and keeps
@@ -411,7 +443,50 @@ async def generate_reply(
     """
     text = build_prompt(conversation, message, deps, files)
     prompt = text if files is None else files.user_content(text)
-    history = list(conversation.llm_history)
+    return await _reply(agent, prompt, list(conversation.llm_history), deps, settings, message.message_id, listener)
+
+
+async def regenerate_reply(
+    agent: Agent[ChatDeps, str],
+    conversation: ChannelConversation,
+    deps: ChatDeps,
+    settings: Settings,
+    *,
+    listener: AnswerListener | None = None,
+) -> Reply:
+    """A new answer to the conversation's last answered prompt, written as if the last answer had never been.
+
+    The prompt is the one the last turn sent (it quoted what the model had not seen yet); the history
+    is everything before that turn. `Reply.messages` replaces the conversation's history whole.
+
+    Raises:
+        ReplyFailed: as `generate_reply`, and when the history holds no answered prompt to ask again.
+    """
+    turns = split_turns(list(conversation.llm_history))
+    prompt = _user_prompt(turns[-1][0]) if turns else None
+    if prompt is None:
+        raise ReplyFailed(f"channel {deps.channel_id}: no answered prompt to ask again")
+    earlier = [message for turn in turns[:-1] for message in turn]
+    return await _reply(agent, prompt, earlier, deps, settings, deps.message_id, listener)
+
+
+def _user_prompt(message: ModelMessage) -> str | list[UserContent] | None:
+    """The prompt a turn's first request carried, with its files; None for a summary."""
+    if not _starts_turn(message) or is_summary(message):
+        return None
+    prompt = next(part for part in message.parts if isinstance(part, UserPromptPart))
+    return prompt.content if isinstance(prompt.content, str) else list(prompt.content)
+
+
+async def _reply(
+    agent: Agent[ChatDeps, str],
+    prompt: str | list[UserContent],
+    history: list[ModelMessage],
+    deps: ChatDeps,
+    settings: Settings,
+    message_id: int,
+    listener: AnswerListener | None,
+) -> Reply:
     # The run adds to this object as it goes, so what a failed run spent is known too.
     usage = RunUsage()
     with capture_run_messages() as run_messages:
@@ -423,21 +498,78 @@ async def generate_reply(
                 usage_limits=answer_limits(settings),
                 usage=usage,
                 timeout=settings.response_timeout_seconds,
+                event_stream_handler=None if listener is None else _streaming_to(listener),
+                cancellation_token=None if listener is None else listener.cancellation,
             )
         except UsageLimitExceeded as stop:
-            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message)
+            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message_id)
+        except RunCancelled as stop:
+            if isinstance(stop, RunTimedOut) or listener is None or not listener.cancellation.cancelled:
+                raise ReplyFailed(f"no answer to message {message_id}: {type(stop).__name__}: {stop}", usage) from stop
+            if listener.outgrown:
+                return _outgrown_reply(prompt, history, stop.all_messages(), usage, message_id)
+            return _stopped_reply(prompt, history, stop.all_messages(), usage)
         except Exception as error:
             if isinstance(error, UnexpectedModelBehavior) and deps.wound_down is not None:
                 # A model that calls the withdrawn tools anyway runs out of retries: its limits stopped it all the same.
                 limit = f"{deps.wound_down} (tools withdrawn)"
-                return _limited_reply(prompt, history, run_messages, usage, limit, message)
-            raise ReplyFailed(
-                f"no answer to message {message.message_id}: {type(error).__name__}: {error}", usage
-            ) from error
+                return _limited_reply(prompt, history, run_messages, usage, limit, message_id)
+            raise ReplyFailed(f"no answer to message {message_id}: {type(error).__name__}: {error}", usage) from error
     text = result.output.strip()
     if not text:
-        raise ReplyFailed(f"the model gave an empty answer to message {message.message_id}", usage)
+        raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)
     return Reply(text=text, messages=result.all_messages(), usage=usage)
+
+
+# What ends an answer a member stopped, in the channel and in the history the model sees next.
+STOPPED_NOTE = "(stopped)"
+
+
+def _streaming_to(listener: AnswerListener) -> Any:
+    """pydantic-ai's event stream handler that tells `listener` each model response's text so far and each tool call."""
+
+    async def handle(ctx: RunContext[ChatDeps], events: AsyncIterable[AgentStreamEvent]) -> None:
+        # Called once per step: a model response's events, or a tool round's; text never spans two.
+        text = ""
+        async for event in events:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                text += event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                text += event.delta.content_delta
+            elif isinstance(event, FunctionToolCallEvent):
+                listener.tool_called(event.part.tool_name)
+                continue
+            else:
+                continue
+            listener.text_so_far(text)
+
+    return handle
+
+
+def _outgrown_reply(
+    prompt: str | list[UserContent],
+    history: list[ModelMessage],
+    run_messages: Sequence[ModelMessage],
+    usage: RunUsage,
+    message_id: int,
+) -> Reply:
+    """The answer as far as it was written when it outgrew its posts: the model was stopped there."""
+    text = _final_text(run_messages)
+    if not text:
+        raise ReplyFailed(f"the answer to message {message_id} outgrew its posts with no text to show", usage)
+    log.info("answer to message %s stopped once it outgrew MAX_ANSWER_POSTS", message_id)
+    kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
+    return Reply(text=text, messages=kept, usage=usage, limited="max_answer_posts")
+
+
+def _stopped_reply(
+    prompt: str | list[UserContent], history: list[ModelMessage], run_messages: Sequence[ModelMessage], usage: RunUsage
+) -> Reply:
+    """What a stopped answer leaves: the text written so far, marked, as the turn the model sees next time."""
+    written = _final_text(run_messages)
+    text = f"{written}\n\n{STOPPED_NOTE}" if written else STOPPED_NOTE
+    kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
+    return Reply(text=text, messages=kept, usage=usage, stopped=True)
 
 
 def _limited_reply(
@@ -446,17 +578,17 @@ def _limited_reply(
     run_messages: list[ModelMessage],
     usage: RunUsage,
     limit: str,
-    message: MessageRecord,
+    message_id: int,
 ) -> Reply:
     text = _final_text(run_messages) or LIMIT_NOTE
     log.warning(
         "answer to message %s stopped by its %s after %d requests (%d input, %d output tokens)",
-        message.message_id,
+        message_id,
         limit,
         usage.requests,
         usage.input_tokens,
         usage.output_tokens,
-        extra={"message_id": message.message_id, "limit": limit},
+        extra={"message_id": message_id, "limit": limit},
     )
     kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
     return Reply(text=text, messages=kept, usage=usage, limited=limit)

@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -35,6 +35,7 @@ from pydantic_ai.models import Model
 
 from agent import (
     TRANSCRIPT_MAX_MESSAGES,
+    AnswerListener,
     LLMJudge,
     Reply,
     ReplyFailed,
@@ -43,6 +44,7 @@ from agent import (
     build_responder,
     close_model,
     generate_reply,
+    regenerate_reply,
 )
 from attachments import (
     AttachmentInfo,
@@ -108,6 +110,7 @@ from preflight import (
     settings_env_file,
 )
 from sessions import restore, snapshot
+from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
 
 log = logging.getLogger("parley")
@@ -391,6 +394,8 @@ class Parley(discord.Client):
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
+        self.tree.add_command(regenerate_command())
+        self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
         # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
@@ -422,6 +427,8 @@ class Parley(discord.Client):
             self.judge.on_usage = self.account_judgement
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+        # Stop buttons answer after a restart too: their custom id says whose answer it was.
+        self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
@@ -1078,6 +1085,9 @@ class Parley(discord.Client):
             await self.decline_over_budget(message, record, where)
             return
         deps = self.chat_deps(message, channel)
+        if self.settings.stream_answers:
+            await self._answer_streamed(message, record, conversation, deps, where)
+            return
         async with typing_indicator(channel):
             try:
                 reply = await self._reply(message, conversation, record, deps)
@@ -1090,6 +1100,7 @@ class Parley(discord.Client):
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
+            self.streams.answered(message, posts, channel)
             self.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
@@ -1117,7 +1128,12 @@ class Parley(discord.Client):
         )
 
     async def _reply(
-        self, message: discord.Message, conversation: ChannelConversation, record: MessageRecord, deps: ChatDeps
+        self,
+        message: discord.Message,
+        conversation: ChannelConversation,
+        record: MessageRecord,
+        deps: ChatDeps,
+        listener: AnswerListener | None = None,
     ) -> Reply:
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
@@ -1126,7 +1142,9 @@ class Parley(discord.Client):
         files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
         self._archive_extracted(files)
         try:
-            return await generate_reply(self.responder, conversation, record, deps, self.settings, files)
+            return await generate_reply(
+                self.responder, conversation, record, deps, self.settings, files, listener=listener
+            )
         except ReplyFailed as failure:
             if model is None or not files.images or not is_image_refusal(failure.__cause__):
                 raise
@@ -1136,7 +1154,9 @@ class Parley(discord.Client):
                 "model %s refused images: answering without them, and sending it none from now on", model_key(model)
             )
             files = files.without_images("image not shown: this model takes no images")
-            return await generate_reply(self.responder, conversation, record, deps, self.settings, files)
+            return await generate_reply(
+                self.responder, conversation, record, deps, self.settings, files, listener=listener
+            )
 
     # -- Attachments --
 
@@ -1169,6 +1189,71 @@ class Parley(discord.Client):
         for prepared in files.extracted:
             if self.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
                 self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+
+    async def _answer_streamed(
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        deps: ChatDeps,
+        where: discord.Thread | None,
+    ) -> None:
+        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
+        channel = where or message.channel
+        if is_closed_thread(channel):
+            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
+            return
+
+        def write(listener: AnswerListener) -> Awaitable[Reply]:
+            return self._reply(message, conversation, record, deps, listener)
+
+        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
+        self._note_posts(message, channel.id, streamed.posts)
+        if streamed.reply is None:
+            assert streamed.failure is not None
+            self.account(message, streamed.failure.usage, channel.id)
+            log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
+            return
+        self.account(message, streamed.reply.usage, channel.id)
+        if streamed.posts:
+            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
+            self.streams.answered(message, streamed.posts, channel)
+            self.compact_later(conversation)
+
+    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
+        """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
+        for post in posts:
+            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
+            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
+
+    async def regenerate(self, turn: AnsweredTurn) -> None:
+        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
+        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+        question, channel = turn.question, turn.channel
+        channel_id: int = getattr(channel, "id", question.channel.id)
+        if channel_id not in self._turns:
+            self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        async with self._channel_turn(channel_id), self._answer_slots:
+            conversation = self.manager.get(channel_id)
+            if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
+                return
+            if self.server_budget_spent(guild_id_of(question)):
+                return
+            deps = self.chat_deps(question, channel)
+
+            def write(listener: AnswerListener) -> Awaitable[Reply]:
+                return regenerate_reply(self.responder, conversation, deps, self.settings, listener=listener)
+
+            streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
+            kept = {post.id for post in turn.posts}
+            self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
+            usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
+            self.account(question, streamed.failure.usage if streamed.failure is not None else usage, channel_id)
+            if streamed.reply is None:
+                log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
+                return
+            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            self.streams.answered(question, streamed.posts, channel)
 
     def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
         """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the

@@ -76,6 +76,13 @@ class Settings(BaseSettings):
         ge=1,
         description='Messages one answer may take; a longer answer is cut, its last message ending "(answer cut)".',
     )
+    stream_answers: bool = Field(
+        True,
+        description="Post an answer once its first sentence is written and edit it as it grows, with a Stop button.",
+    )
+    stream_edit_seconds: float = Field(
+        1.0, ge=0.2, le=60, description="Shortest time between two edits of a streamed answer in a channel."
+    )
     history_token_budget: int = Field(
         12000, ge=500, description="Approximate tokens of conversation history sent to the model."
     )

@@ -296,6 +296,15 @@ class ConversationManager:
         self._touch(conversation, self.clock())
         self._changed(conversation)
 
+    def replace_last_bot_turn(self, channel_id: int, llm_history: list[ModelMessage]) -> None:
+        """Store the model history of a regenerated answer: it replaces the last turn, so no turn is added."""
+        conversation = self.get(channel_id)
+        if conversation is None:
+            return
+        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        self._touch(conversation, self.clock())
+        self._changed(conversation)
+
     def end(self, channel_id: int) -> ChannelConversation | None:
         """End the channel's conversation now; returns it, or None if there was none."""
         conversation = self._pop(channel_id)

@@ -47,7 +47,18 @@ class Error:
     retryable: bool = True
 
 
-Reply = str | ToolCall | list[ToolCall] | Error
+@dataclass(frozen=True)
+class BreakOff:
+    """Stream `text`, then an error event in place of the rest, as a provider failing mid-answer does.
+
+    https://platform.openai.com/docs/api-reference/chat-streaming (the SDK raises on a chunk with `error`)
+    """
+
+    text: str
+    message: str = "fake LLM stream broke off"
+
+
+Reply = str | ToolCall | list[ToolCall] | Error | BreakOff
 Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
 
 
@@ -104,7 +115,15 @@ def allow_model_requests() -> Iterator[None]:
 class FakeLLM:
     """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
 
-    def __init__(self, handler: Handler = echo, *, refuse_images: int = 0, max_body_bytes: int = 2**20) -> None:
+    def __init__(
+        self,
+        handler: Handler = echo,
+        *,
+        refuse_images: int = 0,
+        max_body_bytes: int = 2**20,
+        stream_delay: float = 0.0,
+        words_per_chunk: int = 32,
+    ) -> None:
         self.handler = handler
         # aiohttp's default limit, 1 MiB; a provider takes more (OpenAI: images up to 20 MB each).
         self.max_body_bytes = max_body_bytes
@@ -114,6 +133,13 @@ class FakeLLM:
         # POST /v1/audio/transcriptions answers this text; each request's (model, filename) is recorded.
         self.transcript = "fake transcript"
         self.transcriptions: list[tuple[str, str]] = []
+        # A real model streams a token a chunk; the client spends about 2 ms on each chunk here, so tests
+        # stream several words a chunk and the bench one.
+        self.words_per_chunk = words_per_chunk
+        # Seconds between streamed chunks (one a word): 0.02 is a model writing 50 tokens a second.
+        self.stream_delay = stream_delay
+        # Event-loop time each streamed reply's first text chunk went out.
+        self.first_tokens: list[float] = []
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
@@ -171,17 +197,48 @@ class FakeLLM:
             reply = Error(500, f"FakeLLM handler failed: {exc!r}", retryable=False)
         if isinstance(reply, Error):
             return _error_response(reply)
-        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), reply, body)
+        broken = reply if isinstance(reply, BreakOff) else None
+        text = broken.text if broken is not None else reply
+        assert not isinstance(text, BreakOff | Error)
+        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), text, body)
         if body.get("stream"):
-            return await self._stream(request, completion, body)
+            return await self._stream(request, completion, body, broken)
+        if broken is not None:
+            return _error_response(Error(500, broken.message, retryable=False))
+        if self.stream_delay and completion.text:
+            # The model takes as long to write a whole reply as to stream it; its first token comes as soon.
+            chunks = -(-len(re.findall(r"\S+\s*|\s+", completion.text)) // self.words_per_chunk)
+            self.first_tokens.append(asyncio.get_running_loop().time() + self.stream_delay)
+            await asyncio.sleep(self.stream_delay * chunks)
         return web.json_response(completion.response())
 
-    async def _stream(self, request: web.Request, completion: _Completion, body: dict[str, Any]) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, completion: _Completion, body: dict[str, Any], broken: BreakOff | None = None
+    ) -> web.StreamResponse:
         # https://platform.openai.com/docs/api-reference/chat-streaming
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         include_usage = (body.get("stream_options") or {}).get("include_usage", False)
-        for chunk in completion.chunks(include_usage):
+        first_text = True
+        start: float | None = None
+        sent = 0
+        for chunk in completion.chunks(include_usage, self.words_per_chunk):
+            delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
+            if broken is not None and delta.get("content") is None and not first_text:
+                error = {"error": {"message": broken.message, "type": "server_error", "param": None, "code": None}}
+                await response.write(f"data: {json.dumps(error)}\n\n".encode())
+                await response.write_eof()
+                return response
+            if delta.get("content"):
+                if self.stream_delay:
+                    # On a schedule from the first chunk, so the sleeps' overshoots don't add up.
+                    loop = asyncio.get_running_loop()
+                    start = start if start is not None else loop.time()
+                    sent += 1
+                    await asyncio.sleep(max(0.0, start + sent * self.stream_delay - loop.time()))
+                if first_text:
+                    self.first_tokens.append(asyncio.get_running_loop().time())
+                first_text = False
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -267,16 +324,17 @@ class _Completion:
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason, "logprobs": None}
         return {**self._envelope("chat.completion"), "choices": [choice], "usage": self.usage()}
 
-    def chunks(self, include_usage: bool) -> Iterator[dict[str, Any]]:
-        """The reply as streamed deltas: text word by word, each tool call whole."""
+    def chunks(self, include_usage: bool, words_per_chunk: int = 1) -> Iterator[dict[str, Any]]:
+        """The reply as streamed deltas: text `words_per_chunk` words at a time, each tool call whole."""
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
             choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
             return {**self._envelope("chat.completion.chunk"), "choices": [choice]}
 
         yield chunk({"role": "assistant", "content": ""})
-        for word in re.findall(r"\S+\s*|\s+", self.text or ""):
-            yield chunk({"content": word})
+        words = re.findall(r"\S+\s*|\s+", self.text or "")
+        for start in range(0, len(words), words_per_chunk):
+            yield chunk({"content": "".join(words[start : start + words_per_chunk])})
         for index, call in enumerate(self.tool_calls):
             yield chunk({"tool_calls": [{"index": index, **call}]})
         yield chunk({}, self.finish_reason)

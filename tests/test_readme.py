@@ -150,6 +150,7 @@ RUN_HERE = {
     "python bench/bench_memory.py",
     "python bench/bench_backfill.py",
     "python bench/bench_attachments.py",
+    "python bench/bench_stream.py",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -278,6 +279,7 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_memory.py", "--memories 500 --queries 5 --ended 50", "once all have ended"),
         ("python bench/bench_backfill.py", "--messages 300 --runs 1", "messages/s archived"),
         ("python bench/bench_attachments.py", "--turns 4 --every 2 --side 400", "request bytes without the setting"),
+        ("python bench/bench_stream.py", "--answers 1 --tokens 40 --rate 200", "first text within 1.5 s"),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:
