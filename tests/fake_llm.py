@@ -95,6 +95,8 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
+        # The arrival time of each of `requests`, in its order (concurrent requests may finish reading out of order).
+        self.request_arrivals: list[float] = []
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []
         self._ids = itertools.count(1)
@@ -131,9 +133,11 @@ class FakeLLM:
         return f"http://127.0.0.1:{self._port}/v1"
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        self.arrivals.append(asyncio.get_running_loop().time())
+        arrived = asyncio.get_running_loop().time()
+        self.arrivals.append(arrived)
         body = await request.json()
         self.requests.append(body)
+        self.request_arrivals.append(arrived)
         try:
             reply = self.handler(body)
             if inspect.isawaitable(reply):
