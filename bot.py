@@ -58,6 +58,7 @@ from conversation import (
     log_decision,
     utc_now,
 )
+from costs import UsageMetrics, model_label
 from discord_io import (
     is_automated,
     may_read_history,
@@ -338,6 +339,8 @@ class Parley(discord.Client):
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
+        if settings.logfire_token is not None:
+            self.usage.on_record = UsageMetrics()
         # The UTC day each server was last told its budget is spent.
         self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands even if they did not change.
@@ -911,24 +914,47 @@ class Parley(discord.Client):
                 log.exception("answer to message %s in channel %s failed", message.id, message.channel.id)
                 await self.deliver(message, APOLOGY)
                 return
-        self.account(message, reply.usage)
+        self.account(message, reply.usage, reply.model)
         posts = await self.deliver(message, reply.text)
         if posts:
             self.manager.record_bot_response(message.channel.id, reply.messages, record.message_id)
             self.compact_later(conversation)
 
-    def account(self, message: discord.Message, usage: RunUsage) -> None:
+    def account(self, message: discord.Message, usage: RunUsage, model: str = "") -> None:
         """Count the tokens an answer to `message` used against its server, channel and author."""
         assert message.guild is not None
+        if usage.cache_read_tokens:
+            log.info(
+                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
+                message.id,
+                usage.cache_read_tokens,
+                usage.input_tokens,
+                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
+            )
         self.usage.record(
-            message.guild.id, message.channel.id, message.author.id, usage.input_tokens, usage.output_tokens
+            message.guild.id,
+            message.channel.id,
+            message.author.id,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model or model_label(self.responder.model),
         )
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
         """Count the tokens the judge spent on a message against its server, channel and author."""
         guild = getattr(self.get_channel(record.channel_id), "guild", None)
-        if guild is not None:
-            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
+        if guild is not None and self.judge is not None:
+            self.usage.record(
+                guild.id,
+                record.channel_id,
+                record.author_id,
+                usage.input_tokens,
+                usage.output_tokens,
+                cached_input_tokens=usage.cache_read_tokens,
+                model=model_label(self.judge.agent.model),
+                judge=True,
+            )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""

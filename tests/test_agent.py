@@ -36,6 +36,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import (
+    CUT_TO_SHARE,
     LIMIT_NOTE,
     OPENAI_COMPATIBLE_SERVER,
     Reply,
@@ -397,6 +398,34 @@ def test_trim_drops_a_leading_orphan():
     orphan = turn(0, tool=True)[2:]
     rest = turn(1) + turn(2)
     assert trim_history(orphan + rest, 10_000) == rest
+
+
+def test_trim_leaves_a_history_within_budget_as_it_is():
+    """Under the budget nothing is cut, so the request repeats the previous one's start."""
+    history = [m for i in range(4) for m in turn(i)] + [ModelRequest(parts=[UserPromptPart("new")])]
+    assert trim_history(history, approx_tokens(history)) == history
+
+
+def test_trim_past_the_budget_cuts_well_under_it():
+    """Once over the budget the oldest turns go down to CUT_TO_SHARE of it, not just under it."""
+    history = [m for i in range(20) for m in turn(i)] + [ModelRequest(parts=[UserPromptPart("new")])]
+    budget = approx_tokens(history) - 10
+    trimmed = trim_history(history, budget)
+    assert approx_tokens(trimmed) <= CUT_TO_SHARE * budget
+    assert approx_tokens(trimmed) > CUT_TO_SHARE * budget - approx_tokens(turn(0))
+    assert_well_formed(trimmed)
+
+
+def test_a_growing_conversation_keeps_its_start_between_cuts():
+    """Carried from answer to answer, the history changes its start once every several turns, not every turn."""
+    kept: list[ModelMessage] = []
+    starts_changed = 0
+    for i in range(60):
+        request = trim_history([*kept, ModelRequest(parts=[UserPromptPart(f"question {i} " + "q" * 400)])], 2000)
+        if kept and request[0] is not kept[0]:
+            starts_changed += 1
+        kept = [*request, ModelResponse(parts=[TextPart(f"answer {i} " + "a" * 400)])]
+    assert 0 < starts_changed <= 60 // 5
 
 
 async def test_budget_applies_to_what_the_model_is_sent(make_settings):
