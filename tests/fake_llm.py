@@ -90,8 +90,13 @@ def allow_model_requests() -> Iterator[None]:
 class FakeLLM:
     """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
 
-    def __init__(self, handler: Handler = echo) -> None:
+    def __init__(self, handler: Handler = echo, *, caches_prefixes: bool = False) -> None:
         self.handler = handler
+        # Like OpenAI's prompt cache: the tokens of the leading messages a request shares with the one before it
+        # are reported as `prompt_tokens_details.cached_tokens`.
+        self.caches_prefixes = caches_prefixes
+        # The `usage` each response reported, in the order of `requests`.
+        self.usages: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
@@ -148,10 +153,22 @@ class FakeLLM:
             reply = Error(500, f"FakeLLM handler failed: {exc!r}", retryable=False)
         if isinstance(reply, Error):
             return _error_response(reply)
-        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), reply, body)
+        cached = self._cached_tokens(body) if self.caches_prefixes else None
+        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), reply, body, cached)
+        self.usages.append(completion.usage())
         if body.get("stream"):
             return await self._stream(request, completion, body)
         return web.json_response(completion.response())
+
+    def _cached_tokens(self, body: dict[str, Any]) -> int:
+        """The tokens of the leading messages `body` shares with the request before it (its last one never)."""
+        previous = self.requests[-2]["messages"] if len(self.requests) > 1 else []
+        shared = 0
+        for old, new in zip(previous, body["messages"][:-1], strict=False):
+            if old != new:
+                break
+            shared += _count_tokens(message_text(new))
+        return shared
 
     async def _stream(self, request: web.Request, completion: _Completion, body: dict[str, Any]) -> web.StreamResponse:
         # https://platform.openai.com/docs/api-reference/chat-streaming
@@ -197,6 +214,7 @@ class _Completion:
     model: str
     reply: str | ToolCall | list[ToolCall]
     request: dict[str, Any]
+    cached_tokens: int | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 
     @property
@@ -219,12 +237,16 @@ class _Completion:
     def finish_reason(self) -> str:
         return "tool_calls" if self.tool_calls else "stop"
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         prompt = sum(_count_tokens(message_text(m)) for m in self.request.get("messages", []))
         completion = _count_tokens(self.text or "") + sum(
             _count_tokens(call["function"]["arguments"]) for call in self.tool_calls
         )
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+        usage["total_tokens"] = prompt + completion
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
     def _envelope(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
