@@ -156,7 +156,7 @@ async def converse(turns: int, folder: Path, *, judge: bool, summaries: bool, bu
         with log_path.open("w") as log:
             bot = await start_bot(fake, llm, folder / "parley.db", log, **extra)
         try:
-            await fake.wait_for_ready(timeout=30)
+            await fake.wait_for_ready(timeout=120)  # python bot.py starts slowly on a loaded machine
             await asyncio.sleep(2.5)  # past discord.py's guild_ready_timeout (2 s): on_ready has run
             for turn in range(turns):
                 await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> {words(rng, 40)}?")

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import openai
 import pytest
 from anthropic import AsyncAnthropic
 from fake_llm import Error, FakeLLM, replies
 from openai import AsyncOpenAI
+from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic_ai import (
     ModelHTTPError,
     ModelMessage,
@@ -33,6 +37,7 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import (
@@ -844,6 +849,28 @@ async def test_untransformed_client_sends_the_same_bytes(make_settings):
     untransformed = await request_bodies(UntransformedOpenAI, make_settings, question_id=4242)
     assert len(stock) == 2 and b'"tools"' in stock[0] and b'"role":"tool"' in stock[1].replace(b" ", b"")
     assert untransformed == stock
+
+
+def test_the_responder_marks_anthropic_cache_points(make_settings):
+    """On an Anthropic model, the tools, the instructions and the newest message are cache points."""
+    model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(api_key="sk-ant-not-used"))
+    settings = build_responder(make_settings(), model=model, archive_enabled=True).model_settings
+    assert isinstance(settings, dict)
+    assert settings.get("anthropic_cache_tool_definitions") is True
+    assert settings.get("anthropic_cache_instructions") is True and settings.get("anthropic_cache") is True
+
+
+def test_the_openai_sdk_still_has_what_untransformed_openai_replaces():
+    """UntransformedOpenAI replaces `AsyncOpenAI.chat` and `AsyncChat.completions` and relies on `create`'s
+    `messages`, `tools` and `extra_body`: an openai release that reshapes any of them fails here by name."""
+    version = f"openai {openai.__version__}"
+    create = inspect.signature(AsyncCompletions.create).parameters
+    for name in ("messages", "tools", "extra_body"):
+        assert name in create, f"{version}: chat.completions.create has no `{name}` any more"
+    for owner, name in ((AsyncOpenAI, "chat"), (AsyncChat, "completions")):
+        assert isinstance(inspect.getattr_static(owner, name), cached_property), f"{version}: {owner.__name__}.{name}"
+    completions = UntransformedOpenAI(api_key="x", base_url="http://127.0.0.1:9/v1").chat.completions
+    assert isinstance(completions, AsyncCompletions) and type(completions) is not AsyncCompletions, version
 
 
 async def test_base_url_model_retries_with_its_own_client(make_settings):
