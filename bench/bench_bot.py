@@ -93,7 +93,7 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
         with log_path.open("w") as log:
             bot = await start_bot(fake, llm, database, log)
         try:
-            await fake.wait_for_ready(timeout=30)
+            await fake.wait_for_ready(timeout=120)  # python bot.py starts slowly on a loaded machine
             await asyncio.sleep(2.5)  # past discord.py's guild_ready_timeout (2 s): on_ready has run
             for index in range(count):
                 turn = index % turns
