@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, DefaultAioHttpClient, Omit, omit
 from openai.resources.chat import AsyncChat, AsyncCompletions
@@ -44,7 +44,6 @@ from pydantic_ai import (
 from pydantic_ai.capabilities import PrepareTools, ProcessHistory
 from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, wrap
 from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.anthropic import AnthropicModelSettings
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.providers.gateway import gateway_provider
@@ -67,6 +66,9 @@ from quoting import (
     inline,
 )
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps
+
+if TYPE_CHECKING:
+    from pydantic_ai.models.anthropic import AnthropicModelSettings
 
 log = logging.getLogger("parley.agent")
 
@@ -93,9 +95,12 @@ CUT_TO_SHARE = 0.5
 # Anthropic caches a prompt prefix only at the points marked in the request (OpenAI and others cache
 # shared prefixes by themselves): after the tool definitions, after the instructions, and the newest
 # message, which the provider moves forward as the conversation grows. Other providers' models ignore these.
-PROMPT_CACHE_SETTINGS = AnthropicModelSettings(
-    anthropic_cache_tool_definitions=True, anthropic_cache_instructions=True, anthropic_cache=True
-)
+# (Typed but not imported at run time: pydantic-ai's Anthropic module loads the anthropic SDK, seconds of start-up.)
+PROMPT_CACHE_SETTINGS: "AnthropicModelSettings" = {
+    "anthropic_cache_tool_definitions": True,
+    "anthropic_cache_instructions": True,
+    "anthropic_cache": True,
+}
 
 
 # --- Dependencies and results -----------------------------------------------------------------
@@ -329,7 +334,7 @@ def build_responder(
         instructions=instructions,
         model_settings=merge_model_settings(
             retry_settings(model, settings.model_retries),
-            AnthropicModelSettings(max_tokens=max_answer_tokens, **PROMPT_CACHE_SETTINGS),
+            merge_model_settings(ModelSettings(max_tokens=max_answer_tokens), PROMPT_CACHE_SETTINGS),
         ),
         tools=tools,
         capabilities=capabilities,
