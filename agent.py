@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openai import AsyncOpenAI, DefaultAioHttpClient, Omit, omit
 from openai.resources.chat import AsyncChat, AsyncCompletions
@@ -77,6 +77,9 @@ from quoting import (
 )
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox
 
+if TYPE_CHECKING:
+    from pydantic_ai.models.anthropic import AnthropicModelSettings
+
 log = logging.getLogger("parley.agent")
 
 TRANSCRIPT_MAX_MESSAGES = 30
@@ -96,6 +99,18 @@ MESSAGE_OVERHEAD_TOKENS = 4
 TOOL_ROUND_TOKENS = 2000
 # Before a run's first response, the size of what the messages don't show: instructions, tool schemas.
 INSTRUCTIONS_AND_TOOLS_TOKENS = 1000
+# Share of HISTORY_TOKEN_BUDGET a history over it is cut down to: about 20 turns of a busy channel grow
+# from the same start before the next cut (bench/bench_cost.py).
+CUT_TO_SHARE = 0.5
+# Anthropic caches a prompt prefix only at the points marked in the request (OpenAI and others cache
+# shared prefixes by themselves): after the tool definitions, after the instructions, and the newest
+# message, which the provider moves forward as the conversation grows. Other providers' models ignore these.
+# (Typed but not imported at run time: pydantic-ai's Anthropic module loads the anthropic SDK, seconds of start-up.)
+PROMPT_CACHE_SETTINGS: "AnthropicModelSettings" = {
+    "anthropic_cache_tool_definitions": True,
+    "anthropic_cache_instructions": True,
+    "anthropic_cache": True,
+}
 
 
 # --- Dependencies and results -----------------------------------------------------------------
@@ -114,6 +129,8 @@ class Reply:
     usage: RunUsage
     limited: str | None = None
     stopped: bool = False
+    # `provider:model` as the provider named the model that answered ('' if none did), for usage and its cost.
+    model: str = ""
 
 
 class AnswerListener(Protocol):
@@ -350,7 +367,8 @@ def build_responder(
         name="parley",
         instructions=instructions,
         model_settings=merge_model_settings(
-            retry_settings(model, settings.model_retries), ModelSettings(max_tokens=max_answer_tokens)
+            retry_settings(model, settings.model_retries),
+            merge_model_settings(ModelSettings(max_tokens=max_answer_tokens), PROMPT_CACHE_SETTINGS),
         ),
         tools=tools,
         toolsets=toolbox.offered_toolsets(),
@@ -518,7 +536,15 @@ async def _reply(
     text = result.output.strip()
     if not text:
         raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)
-    return Reply(text=text, messages=result.all_messages(), usage=usage)
+    return Reply(text=text, messages=result.all_messages(), usage=usage, model=answering_model(result.new_messages()))
+
+
+def answering_model(messages: Sequence[ModelMessage]) -> str:
+    """`provider:model` of the last response in `messages` that names its model, as usage rows record it."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse) and message.model_name:
+            return f"{message.provider_name}:{message.model_name}" if message.provider_name else message.model_name
+    return ""
 
 
 # What ends an answer a member stopped, in the channel and in the history the model sees next.
@@ -591,7 +617,7 @@ def _limited_reply(
         extra={"message_id": message_id, "limit": limit},
     )
     kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
-    return Reply(text=text, messages=kept, usage=usage, limited=limit)
+    return Reply(text=text, messages=kept, usage=usage, limited=limit, model=answering_model(run_messages))
 
 
 def _limit_name(stop: UsageLimitExceeded) -> str:
@@ -707,13 +733,20 @@ def _addressed_to_bot(message: MessageRecord, bot_user_id: int | None) -> dict[s
 
 
 def trim_history(messages: list[ModelMessage], budget_tokens: int) -> list[ModelMessage]:
-    """Drop the oldest turns until the history fits `budget_tokens` (approximately, chars/4).
+    """Keep the history within `budget_tokens` (approximately, chars/4), cutting in large steps.
+
+    A history within budget goes out unchanged. Past it, the oldest turns are cut down to
+    `CUT_TO_SHARE` of the budget, not just under it: the kept history is what the run carries on, so
+    the next requests grow from the same start again, and a provider's prefix cache serves all of them
+    until the budget is passed once more (cutting one turn each time would change the start of every request).
 
     A turn is a request carrying a user prompt and everything up to the next one, so a tool call
     always stays with its return and the kept history starts with a user prompt. The newest turn,
     holding the request about to be sent, is always kept, even if it alone is over budget, and so is a
     leading summary of earlier turns (`context.summary_turn`), which is short.
     """
+    if approx_tokens(messages) > budget_tokens:
+        budget_tokens = int(CUT_TO_SHARE * budget_tokens)
     turns = split_turns(messages)
     # A summary of the turns cut earlier goes on standing in for them; the turns after it are cut first.
     summary = turns.pop(0) if len(turns) > 1 and is_summary(turns[0][0]) else []

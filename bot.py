@@ -83,6 +83,7 @@ from conversation import (
     log_decision,
     utc_now,
 )
+from costs import UsageMetrics, model_label
 from discord_io import (
     is_automated,
     is_closed_thread,
@@ -388,6 +389,8 @@ class Parley(discord.Client):
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
+        if settings.logfire_token is not None:
+            self.usage.on_record = UsageMetrics()
         # The UTC day each server was last told its budget is spent.
         self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands even if they did not change.
@@ -1096,7 +1099,7 @@ class Parley(discord.Client):
                 log.exception("answer to message %s in channel %s failed", message.id, channel.id)
                 await self.deliver(message, APOLOGY, where)
                 return
-        self.account(message, reply.usage, channel.id)
+        self.account(message, reply.usage, channel.id, reply.model)
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
@@ -1214,7 +1217,7 @@ class Parley(discord.Client):
             self.account(message, streamed.failure.usage, channel.id)
             log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
             return
-        self.account(message, streamed.reply.usage, channel.id)
+        self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
         if streamed.posts:
             self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
             self.streams.answered(message, streamed.posts, channel)
@@ -1255,17 +1258,44 @@ class Parley(discord.Client):
             self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
             self.streams.answered(question, streamed.posts, channel)
 
-    def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
+    def account(
+        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
+    ) -> None:
         """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the message's own) and author."""
+        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
         channel = message.channel.id if channel_id is None else channel_id
-        self.usage.record(guild_id_of(message), channel, message.author.id, usage.input_tokens, usage.output_tokens)
+        if usage.cache_read_tokens:
+            log.info(
+                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
+                message.id,
+                usage.cache_read_tokens,
+                usage.input_tokens,
+                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
+            )
+        self.usage.record(
+            guild_id_of(message),
+            channel,
+            message.author.id,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model or model_label(self.responder.model),
+        )
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
         """Count the tokens the judge spent on a message against its server, channel and author."""
         guild = getattr(self.get_channel(record.channel_id), "guild", None)
-        if guild is not None:
-            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
+        if guild is not None and self.judge is not None:
+            self.usage.record(
+                guild.id,
+                record.channel_id,
+                record.author_id,
+                usage.input_tokens,
+                usage.output_tokens,
+                cached_input_tokens=usage.cache_read_tokens,
+                model=model_label(self.judge.agent.model),
+                judge=True,
+            )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""

@@ -338,6 +338,27 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM attachments WHERE message_id = old.message_id;
     END;
     """,
+    # v10: per model (its price differs), the cached input tokens providers report, and the judge's calls
+    # apart from answers (v3's `answers` counted both); older rows have model '' (unknown).
+    """
+    CREATE TABLE token_usage_by_model (
+        day                 INTEGER NOT NULL, -- UTC days since 1970-01-01
+        guild_id            INTEGER NOT NULL,
+        channel_id          INTEGER NOT NULL,
+        member_id           INTEGER NOT NULL,
+        model               TEXT    NOT NULL, -- provider:model as the provider named it
+        input_tokens        INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        output_tokens       INTEGER NOT NULL,
+        answers             INTEGER NOT NULL,
+        judge_calls         INTEGER NOT NULL,
+        PRIMARY KEY (day, guild_id, channel_id, member_id, model)
+    ) WITHOUT ROWID;
+    INSERT INTO token_usage_by_model
+        SELECT day, guild_id, channel_id, member_id, '', input_tokens, 0, output_tokens, answers, 0 FROM token_usage;
+    DROP TABLE token_usage;
+    ALTER TABLE token_usage_by_model RENAME TO token_usage;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -519,6 +540,11 @@ class TokenUsage:
     input_tokens: int
     output_tokens: int
     answers: int = 1
+    # Of `input_tokens`, those the provider served from its prompt cache, where it reports them.
+    cached_input_tokens: int = 0
+    judge_calls: int = 0
+    # `provider:model` as the provider named it; '' for rows from before the archive kept it.
+    model: str = ""
 
     @property
     def total_tokens(self) -> int:
@@ -650,14 +676,20 @@ _SET_STATE = _Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
+_USAGE_COLUMNS = (
+    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
+)
 # Adds to the day's row, so a batch of answers by one member in one channel is one row.
 _USAGE = _Write(
     "record_usage",
     (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers)"
-        " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (day, guild_id, channel_id, member_id) DO UPDATE SET"
+        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
+        " output_tokens, answers, judge_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
         " input_tokens = input_tokens + excluded.input_tokens,"
-        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + 1",
+        " cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,"
+        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + excluded.answers,"
+        " judge_calls = judge_calls + excluded.judge_calls",
     ),
 )
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
@@ -906,12 +938,12 @@ class HistoryArchive:
         )
 
     def record_usage(self, usage: TokenUsage) -> None:
-        """Add an answer's tokens to its day's row for that server, channel and member."""
+        """Add an answer's or a judge call's tokens to its day's row for that server, channel, member and model."""
         self._enqueue(
             _USAGE,
             (
-                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id,
-                usage.input_tokens, usage.output_tokens,
+                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
+                usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
             ),
         )  # fmt: skip
 
@@ -1115,11 +1147,17 @@ class HistoryArchive:
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""
         rows = await self._reader.execute_fetchall(
-            "SELECT guild_id, channel_id, member_id, input_tokens, output_tokens, answers"
-            " FROM token_usage WHERE day = ?",
-            (_to_day(day),),
+            f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = ?", (_to_day(day),)
         )
         return [TokenUsage(day, *row) for row in rows]
+
+    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
+        """One server's rows from UTC day `first` to `last`, both included."""
+        rows = await self._reader.execute_fetchall(
+            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE day BETWEEN ? AND ? AND guild_id = ?",
+            (_to_day(first), _to_day(last), guild_id),
+        )
+        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
         """The latest ``limit`` decisions in a channel, newest first."""
@@ -1417,6 +1455,10 @@ def _snowflake_ms(snowflake: int) -> int:
 
 def _to_day(day: date) -> int:
     return (day - _EPOCH_DAY).days
+
+
+def _from_day(days: int) -> date:
+    return _EPOCH_DAY + timedelta(days=days)
 
 
 def _from_ms(ms: int) -> datetime:

@@ -123,6 +123,7 @@ class FakeLLM:
         max_body_bytes: int = 2**20,
         stream_delay: float = 0.0,
         words_per_chunk: int = 32,
+        caches_prefixes: bool = False,
     ) -> None:
         self.handler = handler
         # aiohttp's default limit, 1 MiB; a provider takes more (OpenAI: images up to 20 MB each).
@@ -140,9 +141,16 @@ class FakeLLM:
         self.stream_delay = stream_delay
         # Event-loop time each streamed reply's first text chunk went out.
         self.first_tokens: list[float] = []
+        # Like OpenAI's prompt cache: the tokens of the leading messages a request shares with the one before it
+        # are reported as `prompt_tokens_details.cached_tokens`.
+        self.caches_prefixes = caches_prefixes
+        # The `usage` each response reported, in the order of `requests`.
+        self.usages: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
+        # The arrival time of each of `requests`, in its order (concurrent requests may finish reading out of order).
+        self.request_arrivals: list[float] = []
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []
         self._ids = itertools.count(1)
@@ -180,9 +188,11 @@ class FakeLLM:
         return f"http://127.0.0.1:{self._port}/v1"
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        self.arrivals.append(asyncio.get_running_loop().time())
+        arrived = asyncio.get_running_loop().time()
+        self.arrivals.append(arrived)
         body = await request.json()
         self.requests.append(body)
+        self.request_arrivals.append(arrived)
         if self.refuse_images and image_parts(body):
             self.refuse_images -= 1
             self.image_refusals += 1
@@ -200,7 +210,9 @@ class FakeLLM:
         broken = reply if isinstance(reply, BreakOff) else None
         text = broken.text if broken is not None else reply
         assert not isinstance(text, BreakOff | Error)
-        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), text, body)
+        cached = self._cached_tokens(body) if self.caches_prefixes else None
+        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), text, body, cached)
+        self.usages.append(completion.usage())
         if body.get("stream"):
             return await self._stream(request, completion, body, broken)
         if broken is not None:
@@ -211,6 +223,16 @@ class FakeLLM:
             self.first_tokens.append(asyncio.get_running_loop().time() + self.stream_delay)
             await asyncio.sleep(self.stream_delay * chunks)
         return web.json_response(completion.response())
+
+    def _cached_tokens(self, body: dict[str, Any]) -> int:
+        """The tokens of the leading messages `body` shares with the request before it (its last one never)."""
+        previous = self.requests[-2]["messages"] if len(self.requests) > 1 else []
+        shared = 0
+        for old, new in zip(previous, body["messages"][:-1], strict=False):
+            if old != new:
+                break
+            shared += _count_tokens(message_text(new))
+        return shared
 
     async def _stream(
         self, request: web.Request, completion: _Completion, body: dict[str, Any], broken: BreakOff | None = None
@@ -285,6 +307,7 @@ class _Completion:
     model: str
     reply: str | ToolCall | list[ToolCall]
     request: dict[str, Any]
+    cached_tokens: int | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 
     @property
@@ -307,12 +330,16 @@ class _Completion:
     def finish_reason(self) -> str:
         return "tool_calls" if self.tool_calls else "stop"
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         prompt = sum(_count_tokens(message_text(m)) for m in self.request.get("messages", []))
         completion = _count_tokens(self.text or "") + sum(
             _count_tokens(call["function"]["arguments"]) for call in self.tool_calls
         )
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+        usage["total_tokens"] = prompt + completion
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
     def _envelope(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}

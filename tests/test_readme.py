@@ -151,6 +151,8 @@ RUN_HERE = {
     "python bench/bench_backfill.py",
     "python bench/bench_attachments.py",
     "python bench/bench_stream.py",
+    "python bench/bench_cost.py --judge --no-summaries",
+    "python bench/bench_transform.py",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -280,6 +282,8 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_backfill.py", "--messages 300 --runs 1", "messages/s archived"),
         ("python bench/bench_attachments.py", "--turns 4 --every 2 --side 400", "request bytes without the setting"),
         ("python bench/bench_stream.py", "--answers 1 --tokens 40 --rate 200", "first text within 1.5 s"),
+        ("python bench/bench_cost.py --judge --no-summaries", "--turns 3", "judge requests"),
+        ("python bench/bench_transform.py", "--turns 2 --requests 3 --runs 1", "saved"),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:
