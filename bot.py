@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -31,8 +31,21 @@ from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
 
-from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
+from agent import (
+    TRANSCRIPT_MAX_MESSAGES,
+    AnswerListener,
+    LLMJudge,
+    Reply,
+    ReplyFailed,
+    build_judge,
+    build_model,
+    build_responder,
+    close_model,
+    generate_reply,
+    regenerate_reply,
+)
 from archive import (
     Archive,
     ArchiveWriteFailed,
@@ -42,6 +55,15 @@ from archive import (
     open_archive,
 )
 from archive import Decision as ArchivedDecision
+from attachments import (
+    AttachmentInfo,
+    AttachmentPreparer,
+    Kind,
+    PreparedFiles,
+    build_transcriber,
+    is_image_refusal,
+    model_key,
+)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -70,6 +92,7 @@ from conversation import (
     log_decision,
     utc_now,
 )
+from costs import UsageMetrics, model_label
 from discord_io import (
     is_automated,
     is_closed_thread,
@@ -95,7 +118,8 @@ from preflight import (
     settings_env_file,
 )
 from sessions import restore, snapshot
-from tools import ChatDeps
+from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
+from tools import ChatDeps, Toolbox, build_toolbox
 
 log = logging.getLogger("parley")
 
@@ -301,6 +325,10 @@ class BotGate:
 # --- The client -------------------------------------------------------------------------------
 
 
+# Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
+ATTACHMENT_SOURCES_KEPT = 2048
+
+
 class Parley(discord.Client):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
@@ -315,6 +343,7 @@ class Parley(discord.Client):
         summarizer: Summarizer | None = None,
         channel_modes: dict[int, str] | None = None,
         sync_commands: bool = False,
+        toolbox: Toolbox | None = None,
         **options: Any,
     ) -> None:
         # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
@@ -333,6 +362,8 @@ class Parley(discord.Client):
         self.responder = responder
         self.judge = judge
         self.summarizer = summarizer
+        # Web search and the MCP servers, by name; the servers run from setup_hook to close.
+        self.toolbox = toolbox or Toolbox()
         self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
@@ -365,12 +396,16 @@ class Parley(discord.Client):
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
+        if settings.logfire_token is not None:
+            self.usage.on_record = UsageMetrics()
         # The UTC day each server was last told its budget is spent.
         self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
+        self.tree.add_command(regenerate_command())
+        self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
         # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
@@ -379,10 +414,21 @@ class Parley(discord.Client):
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
+        self.attachments = AttachmentPreparer(
+            self.read_attachment,
+            vision=settings.vision,
+            max_images=settings.max_images,
+            max_chars=settings.max_attachment_chars,
+            transcriber=build_transcriber(settings),
+        )
+        # The discord.py attachments of recent messages, read through their signed links; older ones are read
+        # by fetching their message again, which signs the links anew.
+        self._attachment_sources: OrderedDict[int, discord.Attachment] = OrderedDict()
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
         await self._resources.enter_async_context(self.responder)
+        self.toolbox.start()
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
@@ -391,6 +437,8 @@ class Parley(discord.Client):
             self.judge.on_usage = self.account_judgement
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+        # Stop buttons answer after a restart too: their custom id says whose answer it was.
+        self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
@@ -592,6 +640,7 @@ class Parley(discord.Client):
         if archive is not None:
             self.usage.detach()
             await archive.close()
+        await self.toolbox.stop()
         await self._resources.aclose()
         await close_model(self.responder.model)
         if self.judge is not None:
@@ -705,8 +754,11 @@ class Parley(discord.Client):
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message)
+        self._note_attachments(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
+            if record.attachments:
+                self.in_background(self._archive_attachment_text(record), f"attachment-text-{message.id}")
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
@@ -1046,18 +1098,22 @@ class Parley(discord.Client):
             await self.decline_over_budget(message, record, where)
             return
         deps = self.chat_deps(message, channel)
+        if self.settings.stream_answers:
+            await self._answer_streamed(message, record, conversation, deps, where)
+            return
         async with typing_indicator(channel):
             try:
-                reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
+                reply = await self._reply(message, conversation, record, deps)
             except ReplyFailed as failure:
                 self.account(message, failure.usage, channel.id)
                 log.exception("answer to message %s in channel %s failed", message.id, channel.id)
                 await self.deliver(message, APOLOGY, where)
                 return
-        self.account(message, reply.usage, channel.id)
+        self.account(message, reply.usage, channel.id, reply.model)
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
+            self.streams.answered(message, posts, channel)
             self.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
@@ -1084,17 +1140,172 @@ class Parley(discord.Client):
             message_id=message.id,
         )
 
-    def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
+    async def _reply(
+        self,
+        message: discord.Message,
+        conversation: ChannelConversation,
+        record: MessageRecord,
+        deps: ChatDeps,
+        listener: AnswerListener | None = None,
+    ) -> Reply:
+        """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
+        marks the model as taking none and gets the same answer asked again without them."""
+        model = self.responder.model if isinstance(self.responder.model, Model) else None
+        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
+        files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
+        self._archive_extracted(files)
+        try:
+            return await generate_reply(
+                self.responder, conversation, record, deps, self.settings, files, listener=listener
+            )
+        except ReplyFailed as failure:
+            if model is None or not files.images or not is_image_refusal(failure.__cause__):
+                raise
+            self.account(message, failure.usage, deps.channel_id)
+            self.attachments.refuse_images(model)
+            log.warning(
+                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
+            )
+            files = files.without_images("image not shown: this model takes no images")
+            return await generate_reply(
+                self.responder, conversation, record, deps, self.settings, files, listener=listener
+            )
+
+    # -- Attachments --
+
+    def _note_attachments(self, attachments: Sequence[discord.Attachment]) -> None:
+        for attachment in attachments:
+            self._attachment_sources[attachment.id] = attachment
+        while len(self._attachment_sources) > ATTACHMENT_SOURCES_KEPT:
+            self._attachment_sources.popitem(last=False)
+
+    async def read_attachment(self, record: MessageRecord, info: AttachmentInfo) -> bytes:
+        """An attachment's bytes through discord.py; raises on any failure (the preparer turns it into a note)."""
+        source = self._attachment_sources.get(info.attachment_id)
+        if source is None:
+            channel = self.get_channel(record.channel_id) or await self.fetch_channel(record.channel_id)
+            if not isinstance(channel, discord.abc.Messageable):
+                raise LookupError(f"channel {record.channel_id} has no messages")
+            fetched = await channel.fetch_message(record.message_id)
+            self._note_attachments(fetched.attachments)
+            source = next(a for a in fetched.attachments if a.id == info.attachment_id)
+        return await source.read()
+
+    async def _archive_attachment_text(self, record: MessageRecord) -> None:
+        """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
+        for prepared in await self.attachments.archivable_text(record):
+            if self.archive is not None and prepared.text:
+                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+
+    def _archive_extracted(self, files: PreparedFiles) -> None:
+        # Transcripts exist only once a voice note was answered; text files were read on arrival already.
+        for prepared in files.extracted:
+            if self.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
+                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+
+    async def _answer_streamed(
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        deps: ChatDeps,
+        where: discord.Thread | None,
+    ) -> None:
+        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
+        channel = where or message.channel
+        if is_closed_thread(channel):
+            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
+            return
+
+        def write(listener: AnswerListener) -> Awaitable[Reply]:
+            return self._reply(message, conversation, record, deps, listener)
+
+        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
+        self._note_posts(message, channel.id, streamed.posts)
+        if streamed.reply is None:
+            assert streamed.failure is not None
+            self.account(message, streamed.failure.usage, channel.id)
+            log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
+            return
+        self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
+        if streamed.posts:
+            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
+            self.streams.answered(message, streamed.posts, channel)
+            self.compact_later(conversation)
+
+    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
+        """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
+        for post in posts:
+            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
+            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
+
+    async def regenerate(self, turn: AnsweredTurn) -> None:
+        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
+        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+        question, channel = turn.question, turn.channel
+        channel_id: int = getattr(channel, "id", question.channel.id)
+        if channel_id not in self._turns:
+            self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        async with self._channel_turn(channel_id), self._answer_slots:
+            conversation = self.manager.get(channel_id)
+            if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
+                return
+            if self.server_budget_spent(guild_id_of(question)):
+                return
+            deps = self.chat_deps(question, channel)
+
+            def write(listener: AnswerListener) -> Awaitable[Reply]:
+                return regenerate_reply(self.responder, conversation, deps, self.settings, listener=listener)
+
+            streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
+            kept = {post.id for post in turn.posts}
+            self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
+            usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
+            self.account(question, streamed.failure.usage if streamed.failure is not None else usage, channel_id)
+            if streamed.reply is None:
+                log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
+                return
+            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            self.streams.answered(question, streamed.posts, channel)
+
+    def account(
+        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
+    ) -> None:
         """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the message's own) and author."""
+        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
         channel = message.channel.id if channel_id is None else channel_id
-        self.usage.record(guild_id_of(message), channel, message.author.id, usage.input_tokens, usage.output_tokens)
+        if usage.cache_read_tokens:
+            log.info(
+                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
+                message.id,
+                usage.cache_read_tokens,
+                usage.input_tokens,
+                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
+            )
+        self.usage.record(
+            guild_id_of(message),
+            channel,
+            message.author.id,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model or model_label(self.responder.model),
+        )
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
         """Count the tokens the judge spent on a message against its server, channel and author."""
         guild = getattr(self.get_channel(record.channel_id), "guild", None)
-        if guild is not None:
-            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
+        if guild is not None and self.judge is not None:
+            self.usage.record(
+                guild.id,
+                record.channel_id,
+                record.author_id,
+                usage.input_tokens,
+                usage.output_tokens,
+                cached_input_tokens=usage.cache_read_tokens,
+                model=model_label(self.judge.agent.model),
+                judge=True,
+            )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
@@ -1398,6 +1609,8 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
+    model = build_model(settings)
+    toolbox = build_toolbox(settings, model)
     # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
     modes: dict[int, str] = {}
     decider = ResponseDecider(
@@ -1411,11 +1624,12 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings=settings,
         manager=manager,
         decider=decider,
-        responder=build_responder(settings),
+        responder=build_responder(settings, model=model, toolbox=toolbox),
         judge=judge,
         summarizer=build_summarizer(settings) if settings.summarize_history else None,
         channel_modes=modes,
         sync_commands=sync_commands,
+        toolbox=toolbox,
         **options,
     )
     decider.on_decision = client.note_decision

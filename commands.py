@@ -15,6 +15,7 @@ from archive.sqlite import ArchiveWriteFailed
 from budget import UsageSummary, next_utc_midnight
 from config import ChannelMode
 from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation
+from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import split_message
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley")
 
+UsagePeriod = Literal["day", "week", "month"]
 WHY_DEFAULT_COUNT = 10
 WHY_MAX_COUNT = 25
 
@@ -112,8 +114,8 @@ class ParleyCommands(
     # that, and subcommands cannot have defaults of their own, so each command checks when it runs.
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley why`, `mode`, `threads`, `forget`, `status`, `memory …` and `context …`, about the channel they are
-    used in."""
+    """`/parley why`, `mode`, `threads`, `forget`, `status`, `usage`, `memory …` and `context …`, about the channel
+    they are used in (`usage`: its server)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -194,9 +196,25 @@ class ParleyCommands(
             [
                 describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
                 describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
+                *filter(None, [client.toolbox.describe_servers()]),
             ]
         )
         # Participants are listed as mentions so they render as names; none of them is pinged.
+        await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+
+    @app_commands.command(description="What Parley's model calls used and cost in this server, by channel and member.")
+    @app_commands.describe(period="day: today (UTC); week: the last 7 days; month: the last 30 days")
+    @app_commands.checks.has_permissions(manage_guild=True)
+    async def usage(self, interaction: discord.Interaction[Parley], period: UsagePeriod = "day") -> None:
+        # Discord offers only the choices, but a request can still say otherwise.
+        if period not in PERIOD_DAYS:
+            raise Refusal(f"Unknown period {period!r}: choose day, week or month.")
+        guild_id, _ = _place(interaction)
+        client = interaction.client
+        rows = await client.usage.guild_usage(guild_id, PERIOD_DAYS[period])
+        text = describe_usage_report(UsageReport.of(rows), period)
+        if period != "day" and client.archive is None:
+            text += "\nOnly today's figures: the archive, which keeps earlier days, is off."
         await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
 
 

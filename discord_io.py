@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import discord
 
-from archive.sqlite import ArchivedMessage
+from archive import ArchivedAttachment, ArchivedMessage
+from attachments import AttachmentInfo
 from conversation import MessageRecord
 
 log = logging.getLogger("parley")
@@ -52,6 +53,17 @@ def to_record(message: discord.Message) -> MessageRecord:
         mention_ids=frozenset(user.id for user in message.mentions),
         reply_to_author_id=replied_author_id(message),
         mentions_everyone=message.mention_everyone,
+        attachments=tuple(attachment_info(attachment) for attachment in message.attachments),
+    )
+
+
+def attachment_info(attachment: discord.Attachment) -> AttachmentInfo:
+    """What the engine and the model are told of a file shared in Discord, before it is downloaded."""
+    return AttachmentInfo(
+        attachment_id=attachment.id,
+        filename=safe_text(attachment.filename),
+        content_type=attachment.content_type or "",
+        size=attachment.size,
     )
 
 
@@ -95,6 +107,10 @@ def record_from_archive(row: ArchivedMessage) -> MessageRecord:
         mention_ids=row.mention_ids,
         reply_to_author_id=row.reply_to_author_id,
         mentions_everyone=row.mentions_everyone,
+        attachments=tuple(
+            AttachmentInfo(attachment.attachment_id, attachment.filename, attachment.content_type, attachment.size)
+            for attachment in row.attachments
+        ),
     )
 
 
@@ -115,6 +131,10 @@ def to_archived(message: discord.Message, record: MessageRecord | None = None) -
         mention_ids=record.mention_ids,
         reply_to_author_id=record.reply_to_author_id,
         mentions_everyone=record.mentions_everyone,
+        attachments=tuple(
+            ArchivedAttachment(info.attachment_id, info.filename, info.content_type, info.size)
+            for info in record.attachments
+        ),
     )
 
 

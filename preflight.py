@@ -23,6 +23,7 @@ from agent import build_model
 from archive import is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
+from tools import supports_native_web_search, tool_config_problem
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
 # scope already includes `applications.commands`, so the invite asks for no more.
@@ -90,6 +91,8 @@ def configuration_problems(settings: Settings) -> list[str]:
     """Everything that would stop the bot once connected, found offline: one line per problem, naming the variable."""
     problems = [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
     problems.append(archive_problem(settings.database_url))
+    if not any(problems):
+        problems += [native_web_search_problem(settings), tool_config_problem(settings)]
     return [problem for problem in problems if problem]
 
 
@@ -123,6 +126,17 @@ def model_problem(settings: Settings, variable: str, name: str) -> str | None:
             )
         return f"{variable}={name} cannot be used: {message.splitlines()[0]}"
     return None
+
+
+def native_web_search_problem(settings: Settings) -> str | None:
+    """Why WEB_SEARCH=native cannot work with LLM_MODEL (its provider has no search of its own), or None."""
+    if settings.web_search != "native" or supports_native_web_search(build_model(settings)):
+        return None
+    where = f"on LLM_BASE_URL's server ({settings.llm_model})" if settings.llm_base_url else settings.llm_model
+    return (
+        f"WEB_SEARCH=native needs a model whose provider searches the web itself (OpenAI Responses, Anthropic,"
+        f" Google, Groq), and LLM_MODEL {where} has none: use WEB_SEARCH=duckduckgo or tavily"
+    )
 
 
 def archive_problem(database_url: str) -> str | None:

@@ -21,6 +21,7 @@ from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_T
 __all__ = [
     "Archive",
     "ArchiveWriteFailed",
+    "ArchivedAttachment",
     "ArchivedMessage",
     "ChannelStats",
     "ConversationSummary",
@@ -102,6 +103,17 @@ class ArchiveWriteFailed(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ArchivedAttachment:
+    """A file shared with an archived message: its bytes stay on Discord's CDN; `text` is what was read from it."""
+
+    attachment_id: int
+    filename: str
+    content_type: str
+    size: int
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ArchivedMessage:
     """One Discord message as archived; times are tz-aware UTC datetimes."""
 
@@ -118,6 +130,7 @@ class ArchivedMessage:
     mention_ids: frozenset[int] = frozenset()
     reply_to_author_id: int | None = None
     mentions_everyone: bool = False
+    attachments: tuple[ArchivedAttachment, ...] = ()
 
 
 class TopAuthor(NamedTuple):
@@ -166,6 +179,11 @@ class TokenUsage:
     input_tokens: int
     output_tokens: int
     answers: int = 1
+    # Of `input_tokens`, those the provider served from its prompt cache, where it reports them.
+    cached_input_tokens: int = 0
+    judge_calls: int = 0
+    # `provider:model` as the provider named it; '' for rows from before the archive kept it.
+    model: str = ""
 
     @property
     def total_tokens(self) -> int:
@@ -188,6 +206,7 @@ class Archive(Protocol):
     @property
     def pending_writes(self) -> int: ...
     def add(self, message: ArchivedMessage) -> None: ...
+    def set_attachment_text(self, attachment_id: int, text: str) -> None: ...
     def edit(self, message_id: int, content: str, edited_at: datetime) -> None: ...
     def delete(self, message_ids: Iterable[int]) -> None: ...
     def delete_channel(self, channel_id: int) -> None: ...
@@ -241,6 +260,7 @@ class Archive(Protocol):
     async def get_channel_mode(self, channel_id: int) -> str | None: ...
     async def all_channel_modes(self) -> dict[int, str]: ...
     async def usage_on(self, day: date) -> list[TokenUsage]: ...
+    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]: ...
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
     async def get_state(self, name: str) -> str | None: ...
     async def set_state(self, name: str, value: str) -> None: ...
@@ -369,6 +389,9 @@ def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
     text = " ".join(message.content.split())
     if len(text) > _MAX_LINE_TEXT:
         text = text[: _MAX_LINE_TEXT - 1] + "…"
+    for attachment in message.attachments:
+        excerpt = " ".join(attachment.text.split())[:_MAX_LINE_TEXT]
+        text += f" [attached {' '.join(attachment.filename.split())}" + (f": {excerpt}]" if excerpt else "]")
     return wrap(
         ARCHIVED_MESSAGE_TAG,
         text,

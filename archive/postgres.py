@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
@@ -30,6 +32,7 @@ from typing import Any
 import asyncpg
 
 from archive import (
+    ArchivedAttachment,
     ArchivedMessage,
     ArchiveWriteFailed,
     ChannelStats,
@@ -46,6 +49,7 @@ from archive import (
 )
 from archive.sqlite import (
     _decision_from_row,
+    _from_day,
     _from_ms,
     _message_from_row,
     _since_ms,
@@ -230,6 +234,36 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX own_threads_parent ON own_threads (parent_id);
     CREATE INDEX own_threads_guild ON own_threads (guild_id);
     """,
+    # v9: what members shared with their messages: names, types, sizes and the text read from them (text files,
+    # PDFs, transcripts), searchable beside the messages; a message's attachments go with it.
+    """
+    CREATE TABLE attachments (
+        attachment_id BIGINT PRIMARY KEY,
+        -- However a message goes (deleted, its channel or server deleted, pruned), what it shared goes with it.
+        message_id    BIGINT NOT NULL REFERENCES messages (message_id) ON DELETE CASCADE,
+        channel_id    BIGINT NOT NULL,
+        filename      TEXT   NOT NULL,
+        content_type  TEXT   NOT NULL,
+        size          BIGINT NOT NULL,
+        text          TEXT   NOT NULL DEFAULT '',
+        -- archive.folded_words(filename), kept to rebuild `words` when the text is read later.
+        name_words    TSVECTOR NOT NULL,
+        -- name_words and archive.folded_words(text): what a search matches.
+        words         TSVECTOR NOT NULL
+    );
+    CREATE INDEX attachments_message ON attachments (message_id);
+    CREATE INDEX attachments_words ON attachments USING gin (words) WITH (gin_pending_list_limit = 256);
+    """,
+    # v10: per model (its price differs), the cached input tokens providers report, and the judge's calls
+    # apart from answers (v3's `answers` counted both); older rows have model '' (unknown).
+    """
+    ALTER TABLE token_usage ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE token_usage ADD COLUMN cached_input_tokens BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE token_usage ADD COLUMN judge_calls BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE token_usage DROP CONSTRAINT token_usage_pkey;
+    ALTER TABLE token_usage ADD PRIMARY KEY (day, guild_id, channel_id, member_id, model);
+    CREATE INDEX token_usage_guild_day ON token_usage (guild_id, day);
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -345,13 +379,21 @@ _SET_STATE = Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
+_USAGE_COLUMNS = (
+    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
+)
+# Adds to the day's row, so a batch of answers by one member in one channel with one model is one row.
 _USAGE = Write(
     "record_usage",
     (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers)"
-        " VALUES ($1, $2, $3, $4, $5, $6, 1) ON CONFLICT (day, guild_id, channel_id, member_id) DO UPDATE SET"
+        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
+        " output_tokens, answers, judge_calls) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
         " input_tokens = token_usage.input_tokens + excluded.input_tokens,"
-        " output_tokens = token_usage.output_tokens + excluded.output_tokens, answers = token_usage.answers + 1",
+        " cached_input_tokens = token_usage.cached_input_tokens + excluded.cached_input_tokens,"
+        " output_tokens = token_usage.output_tokens + excluded.output_tokens,"
+        " answers = token_usage.answers + excluded.answers,"
+        " judge_calls = token_usage.judge_calls + excluded.judge_calls",
     ),
 )
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
@@ -373,13 +415,30 @@ _ADD_SUMMARY = Write(
     ),
 )
 _DELETE_SUMMARIES = Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = $1",))
+# A re-added message (catch-up) keeps the text already read from its attachments (Discord never renames a file, so
+# the words stay). Only for an archived message: one deleted while the write was queued has nothing to attach to.
+_ADD_ATTACHMENT = Write(
+    "add_attachment",
+    (
+        "INSERT INTO attachments (attachment_id, message_id, channel_id, filename, content_type, size, name_words,"
+        " words) SELECT $1::bigint, message_id, $3::bigint, $4::text, $5::text, $6::bigint,"
+        " to_tsvector('simple', $7::text), to_tsvector('simple', $7::text) FROM messages WHERE message_id = $2"
+        " ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
+        " content_type = excluded.content_type, size = excluded.size",
+    ),
+)
+_ATTACHMENT_TEXT = Write(
+    "set_attachment_text",
+    ("UPDATE attachments SET text = $2, words = name_words || to_tsvector('simple', $3) WHERE attachment_id = $1",),
+)
 
 # The writes whose last parameter is the folded words of the text at this position in their params.
-_INDEXED = {_ADD: 5, _EDIT: 1}
+_INDEXED = {_ADD: 5, _EDIT: 1, _ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
 _OWN_WRITES = frozenset(
     {
         _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_MODE, _SET_STATE, _USAGE,
         _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
+        _ADD_ATTACHMENT, _ATTACHMENT_TEXT,
     }
 )  # fmt: skip
 
@@ -393,6 +452,25 @@ SELECT {_MESSAGE_COLUMNS} FROM (
     LIMIT {_SEARCH_CANDIDATES}
 ) AS candidates
 ORDER BY score DESC, created_at DESC, message_id DESC
+LIMIT $4
+"""
+# The channel's newest matching attachments ranked, as for messages; the excerpt of the matching text travels as
+# the attachment's text, so the model sees why it matched.
+_SEARCH_ATTACHMENTS_SQL = f"""
+SELECT {", ".join("m." + name for name in _MESSAGE_COLUMNS.split(", "))},
+    a.attachment_id, a.filename, a.content_type, a.size,
+    ts_headline('simple', a.text, query, 'StartSel="", StopSel="", MaxWords=40, MinWords=20')
+FROM (
+    SELECT attachment_id, message_id, filename, content_type, size, text, ts_rank(words, query) AS score
+    FROM attachments, to_tsquery('simple', $2) AS query
+    WHERE channel_id = $1 AND words @@ query
+    ORDER BY attachment_id DESC
+    LIMIT {_SEARCH_CANDIDATES}
+) AS a
+    JOIN messages AS m ON m.message_id = a.message_id,
+    to_tsquery('simple', $2) AS query
+WHERE m.created_at >= $3
+ORDER BY a.score DESC, m.created_at DESC
 LIMIT $4
 """
 _WINDOW = "channel_id = $1 AND created_at >= $2"
@@ -530,6 +608,14 @@ class PostgresArchive:
                 " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
             ),
         )  # fmt: skip
+        for a in m.attachments:
+            self._enqueue(
+                _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
+            )
+
+    def set_attachment_text(self, attachment_id: int, text: str) -> None:
+        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
+        self._enqueue(_ATTACHMENT_TEXT, (attachment_id, text))
 
     def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
         """Replace a stored message's text (no-op if the message isn't archived)."""
@@ -588,12 +674,12 @@ class PostgresArchive:
         )
 
     def record_usage(self, usage: TokenUsage) -> None:
-        """Add an answer's tokens to its day's row for that server, channel and member."""
+        """Add an answer's or a judge call's tokens to its day's row for that server, channel, member and model."""
         self._enqueue(
             _USAGE,
             (
-                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id,
-                usage.input_tokens, usage.output_tokens,
+                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
+                usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
             ),
         )  # fmt: skip
 
@@ -695,10 +781,11 @@ class PostgresArchive:
         limit: int = 20,
         now: datetime | None = None,
     ) -> list[ArchivedMessage]:
-        """Full-text search in one channel, best ts_rank match first, ties newest first.
+        """Full-text search in one channel's messages and their attachments' names and text, best ts_rank match
+        first, ties newest first.
 
         As in SQLite: plain text, all words (stopwords aside) first, then any of them; only the newest
-        400 matches are ranked.
+        400 matches are ranked; messages found by their text and by their attachments take turns.
         """
         if limit <= 0:
             return []
@@ -708,11 +795,24 @@ class PostgresArchive:
             expression = tsquery_expression(query, op)
             if expression is None:
                 return []
-            rows = await self._fetch(_SEARCH_SQL, channel_id, expression, since, limit)
-            found = [_message_from_row(row) for row in rows]
+            found = await self._search_both(channel_id, expression, since, limit)
             if found or " " not in expression:
                 break
         return found
+
+    async def _search_both(self, channel_id: int, expression: str, since: int, limit: int) -> list[ArchivedMessage]:
+        in_text = [
+            _message_from_row(row) for row in await self._fetch(_SEARCH_SQL, channel_id, expression, since, limit)
+        ]
+        rows = await self._fetch(_SEARCH_ATTACHMENTS_SQL, channel_id, expression, since, limit)
+        in_files = [_with_attachment(row) for row in rows]
+        merged: dict[int, ArchivedMessage] = {}
+        for pair in itertools.zip_longest(in_text, in_files):
+            for message in pair:
+                if message is not None:
+                    known = merged.get(message.message_id)
+                    merged[message.message_id] = message if known is None or message.attachments else known
+        return list(merged.values())[:limit]
 
     async def recent(
         self,
@@ -737,7 +837,23 @@ class PostgresArchive:
             after_id,
             limit,
         )
-        return [_message_from_row(row) for row in reversed(rows)]
+        return await self._with_attachments([_message_from_row(row) for row in reversed(rows)])
+
+    async def _with_attachments(self, messages: list[ArchivedMessage]) -> list[ArchivedMessage]:
+        """`messages` carrying what they shared (names, types, sizes, the text read from it)."""
+        if not messages:
+            return messages
+        rows = await self._fetch(
+            "SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
+            " WHERE message_id = ANY($1::bigint[]) ORDER BY attachment_id",
+            [message.message_id for message in messages],
+        )
+        found: dict[int, list[ArchivedAttachment]] = {}
+        for message_id, *fields in rows:
+            found.setdefault(message_id, []).append(ArchivedAttachment(*fields))
+        if not found:
+            return messages
+        return [replace(m, attachments=tuple(found[m.message_id])) if m.message_id in found else m for m in messages]
 
     async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
         """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
@@ -794,12 +910,18 @@ class PostgresArchive:
 
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""
-        rows = await self._fetch(
-            "SELECT guild_id, channel_id, member_id, input_tokens, output_tokens, answers"
-            " FROM token_usage WHERE day = $1",
-            _to_day(day),
-        )
+        rows = await self._fetch(f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = $1", _to_day(day))
         return [TokenUsage(day, *row) for row in rows]
+
+    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
+        """One server's rows from UTC day `first` to `last`, both included."""
+        rows = await self._fetch(
+            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE guild_id = $1 AND day BETWEEN $2 AND $3",
+            guild_id,
+            _to_day(first),
+            _to_day(last),
+        )
+        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
         """The latest ``limit`` decisions in a channel, newest first."""
@@ -997,6 +1119,13 @@ async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> 
     await connection.execute("DELETE FROM token_usage WHERE day < $1", cutoff_ms // _MS_PER_DAY)
     status: str = await connection.execute("DELETE FROM messages WHERE created_at < $1", cutoff_ms)
     return int(status.split()[-1])
+
+
+def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:
+    """A message found by one of its attachments, carrying that attachment and the matching excerpt."""
+    attachment_id, filename, content_type, size, excerpt = row[13:]
+    found = ArchivedAttachment(attachment_id, filename, content_type, size, excerpt)
+    return replace(_message_from_row(row[:13]), attachments=(found,))
 
 
 def _statement(kind: Write, statement: str) -> str:

@@ -336,13 +336,13 @@ def test_every_refusal_is_one_line(error: discord.app_commands.AppCommandError, 
 def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_settings) -> None:
     """Discord gets /parley as guild-only, shown by default to Manage Messages, with bounded options."""
     client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url=""))
-    [group] = client.tree.get_commands()
+    [group] = client.tree.get_commands(type=discord.AppCommandType.chat_input)
     assert isinstance(group, ParleyCommands)
     payload = group.to_dict(client.tree)
     assert payload["dm_permission"] is False
     assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in payload["options"]}
-    assert list(options) == ["why", "mode", "threads", "forget", "status", "memory", "context"]
+    assert list(options) == ["why", "mode", "threads", "forget", "status", "usage", "memory", "context"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [count] = options["why"]["options"]
@@ -351,6 +351,8 @@ def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_setti
     assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
     [setting] = options["threads"]["options"]
     assert [choice["value"] for choice in setting["choices"]] == ["on", "off"]
+    [period] = options["usage"]["options"]
+    assert [choice["value"] for choice in period["choices"]] == ["day", "week", "month"]
 
 
 def test_only_sync_flag_forces_registration() -> None:
@@ -534,7 +536,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -545,7 +547,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -555,4 +557,4 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley"]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "Regenerate"]
