@@ -53,6 +53,7 @@ from pydantic_core import to_json
 
 from config import JudgeOutputMode, Settings
 from conversation import ChannelConversation, MessageRecord
+from profiles import ARCHIVE, MEMORY, offered
 from quoting import (
     AI_PARTICIPANT_TAG,
     CHANNEL_INFO_TAG,
@@ -301,14 +302,23 @@ def build_responder(
         # pydantic-ai prepares a step's tools before it renders its instructions.
         return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
 
+    # Each tool set's note, shown while the channel's profile offers the set.
+    sets = ((_ARCHIVE_NOTE, ARCHIVE, archive_enabled), (_MEMORY_NOTE, MEMORY, memory_enabled))
+    notes = [(note, name) for note, name, on in sets if on]
+
+    async def offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return offered(tool_defs, ctx.deps.tool_sets)
+
+    async def notes_on_offered_tools(ctx: RunContext[ChatDeps]) -> str:
+        return "\n".join(note for note, name in notes if ctx.deps.tool_sets is None or name in ctx.deps.tool_sets)
+
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
-    notes = [note for note, on in ((_ARCHIVE_NOTE, archive_enabled), (_MEMORY_NOTE, memory_enabled)) if on]
-    instructions: list[Any] = ["\n".join([_VOICE, *notes])]
+    instructions: list[Any] = [_VOICE]
     capabilities: list[Any] = [ProcessHistory(keep_within_budget)]
     if tools:
-        instructions.append(answer_now_note)
-        capabilities.append(PrepareTools(withdraw_tools_near_the_limits))
+        instructions += [notes_on_offered_tools, answer_now_note]
+        capabilities += [PrepareTools(offer_profile_tools), PrepareTools(withdraw_tools_near_the_limits)]
     return Agent(
         model,
         deps_type=ChatDeps,
@@ -386,8 +396,13 @@ async def generate_reply(
     message: MessageRecord,
     deps: ChatDeps,
     settings: Settings,
+    *,
+    model: Model | None = None,
+    instructions: str | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
+
+    `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
     words if it had already answered, else `LIMIT_NOTE`; either way `Reply.limited` names the limit
@@ -408,6 +423,8 @@ async def generate_reply(
                 prompt,
                 message_history=history,
                 deps=deps,
+                model=model,
+                instructions=instructions,
                 usage_limits=answer_limits(settings),
                 usage=usage,
                 timeout=settings.response_timeout_seconds,
@@ -663,13 +680,16 @@ class LLMJudge:
     bot_user_id: int | None = None
     # Told what each verdict cost, failed and timed-out ones included, so the bot can count it.
     on_usage: Callable[[MessageRecord, RunUsage], None] | None = None
+    # The model for a channel's judge (its profile's), by channel id; None: the agent's.
+    model_for: Callable[[int], Model | None] | None = None
 
     async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
         """The verdict on `message`: (respond, reason, confidence)."""
         prompt = build_judge_prompt(conversation, message, bot_name=self.bot_name, bot_user_id=self.bot_user_id)
         usage = RunUsage()
         try:
-            result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS, usage=usage)
+            model = self.model_for(message.channel_id) if self.model_for is not None else None
+            result = await self.agent.run(prompt, model=model, usage_limits=JUDGE_LIMITS, usage=usage)
         finally:
             if self.on_usage is not None:
                 self.on_usage(message, usage)

@@ -62,6 +62,8 @@ class ChatDeps:
     # which a remembered fact records as its source.
     memory: MemoryStore | None = None
     message_id: int = 0
+    # The tool sets the channel's profile offers (profiles.py); None: every one that is on.
+    tool_sets: frozenset[str] | None = None
 
 
 # --- Archive tools ----------------------------------------------------------------------------
