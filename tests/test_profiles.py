@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -289,3 +290,14 @@ async def test_the_judge_runs_on_the_channels_model() -> None:
         now = utc_now()
         assert (await judge(message, ChannelConversation(channel_id, now, now, deque())))[0] is True
     assert asked == ["strong", "default"]
+
+
+def test_the_readme_example_file_is_valid(tmp_path: Path, make_settings: Callable[..., Settings]) -> None:
+    """The PROFILES_FILE example in the README loads with the MODELS it names."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    [example] = re.findall(r"^```toml\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    settings = make_settings(models="anthropic:claude-sonnet-4-5")
+    loaded = load_profiles_file(write_file(tmp_path, example, settings))
+    [server] = loaded.servers.values()
+    [channel] = loaded.channels.values()
+    assert server["tools"] == "archive,memory" and channel["model"] == "anthropic:claude-sonnet-4-5"
