@@ -17,7 +17,7 @@ from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelCon
 from discord_io import split_message
 from history import ArchiveWriteFailed
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
-from profiles import FIELDS, ProfileField, Profiles, Scope, Source, Value
+from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 
 if TYPE_CHECKING:
     from bot import LoggedDecision, Parley
@@ -268,6 +268,8 @@ DEFAULT_SOURCES = {
     "mode": "normal",
 }
 PERSONA_SHOWN_CHARS = 300
+# Discord shows at most 25 autocomplete choices.
+AUTOCOMPLETE_MAX = 25
 
 
 class ProfileCommands(
@@ -320,6 +322,15 @@ class ProfileCommands(
             allowed_mentions=discord.AllowedMentions.none(),
         )
 
+    @set.autocomplete("value")
+    async def _suggest_values(
+        self, interaction: discord.Interaction[Parley], current: str
+    ) -> list[app_commands.Choice[str]]:
+        # Makes the allowed models and the modes discoverable while typing; any value is still checked on use.
+        setting = getattr(interaction.namespace, "setting", None)
+        found = [value for value in value_suggestions(setting, interaction.client.profiles) if current in value]
+        return [app_commands.Choice(name=value, value=value) for value in found[:AUTOCOMPLETE_MAX]]
+
     @app_commands.command(description="Undo the commands' changes to this channel's profile or the server default.")
     @app_commands.describe(
         setting="What to reset (default: all of them)",
@@ -347,6 +358,17 @@ class ProfileCommands(
                 " broader profile applies again (/parley profile show says which)."
             )
         await send_ephemeral(interaction, text)
+
+
+def value_suggestions(setting: str | None, profiles: Profiles) -> list[str]:
+    """What `/parley profile set` offers while `value` is typed, for the chosen setting."""
+    if setting in ("model", "judge_model"):
+        return list(profiles.settings.allowed_models)
+    if setting == "mode":
+        return list(CHANNEL_MODES)
+    if setting == "tools":
+        return [ALL_TOOLS, NO_TOOLS, ARCHIVE, MEMORY, f"{ARCHIVE},{MEMORY}"]
+    return []
 
 
 def _profile_place(interaction: discord.Interaction[Parley]) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from e2e_support import (
     RunningBot,
     assert_silent,
     bot_environment,
+    command_payload,
     decided,
     option,
     run_bot_py,
@@ -218,3 +219,19 @@ async def test_a_mention_of_another_role_starts_nothing(bot: RunningBot, fake: F
     await bot.start()
     await say(fake, ALICE_ID, f"<@&{OTHER_BOT_ROLE_ID}> how do I list files?")
     await assert_silent(fake, 0)
+
+
+async def test_typing_a_model_suggests_the_allowed_ones(bot: RunningBot, fake: FakeDiscord) -> None:
+    """While `value` is typed for `model`, Discord is offered the allowed models that contain what was typed."""
+    await bot.start(models=frozenset({STRONG, "cheap-model"}))
+    payload = command_payload(fake, "profile")
+    payload["type"] = 4  # APPLICATION_COMMAND_AUTOCOMPLETE
+    typed = [string_option("setting", "model"), {**string_option("value", "-mo"), "focused": True}]
+    payload["data"]["options"] = [
+        {"type": 2, "name": "profile", "options": [{"type": 1, "name": "set", "options": typed}]}
+    ]
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: any(payload["token"] in call.path for call in fake.interaction_calls))
+    [call] = [call for call in fake.interaction_calls if payload["token"] in call.path]
+    assert call.body is not None and call.body["type"] == 8  # APPLICATION_COMMAND_AUTOCOMPLETE_RESULT
+    assert [choice["value"] for choice in call.body["data"]["choices"]] == [MODEL_NAME, "cheap-model", STRONG]
