@@ -106,7 +106,8 @@ class ParleyCommands(
     # that, and subcommands cannot have defaults of their own, so each command checks when it runs.
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley why`, `mode`, `forget`, `status`, `memory …` and `context …`, about the channel they are used in."""
+    """`/parley why`, `mode`, `forget`, `status`, `memory …`, `context …` and `profile …`, about the channel they are
+    used in."""
 
     def __init__(self) -> None:
         super().__init__()
