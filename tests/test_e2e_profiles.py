@@ -19,8 +19,18 @@ from e2e_support import (
     run_command,
     say,
 )
-from fake_discord import ALICE_ID, BOT_ID, BOT_ROLE_ID, CHANNEL_ID, OTHER_BOT_ROLE_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_ID,
+    BOT_ROLE_ID,
+    CHANNEL_ID,
+    OTHER_BOT_ROLE_ID,
+    OTHER_CHANNEL_ID,
+    FakeDiscord,
+)
 from fake_llm import MODEL_NAME, FakeLLM, message_text
+from test_e2e import judge_or_echo
 from test_e2e_memory import run_group_command, string_option
 
 STRONG = "strong-model"
@@ -235,3 +245,17 @@ async def test_typing_a_model_suggests_the_allowed_ones(bot: RunningBot, fake: F
     [call] = [call for call in fake.interaction_calls if payload["token"] in call.path]
     assert call.body is not None and call.body["type"] == 8  # APPLICATION_COMMAND_AUTOCOMPLETE_RESULT
     assert [choice["value"] for choice in call.body["data"]["choices"]] == [MODEL_NAME, "cheap-model", STRONG]
+
+
+async def test_the_judge_runs_on_the_channels_judge_model(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """With a judge model in the channel's profile, the judge's request goes to it and the answer's to the default."""
+    llm.handler = judge_or_echo(True)
+    await bot.start(use_llm_judge=True, models=frozenset({STRONG}))
+    await profile(fake, "set", setting="judge_model", value=STRONG)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I mount a disk?")
+    await fake.wait_for_posts(1)
+    await say(fake, BOB_ID, "is that the same on fedora")
+    await fake.wait_for_posts(2)
+    judged = [request for request in llm.requests if "final_result" in tool_names(request)]
+    assert [request["model"] for request in judged] == [STRONG]
+    assert {request["model"] for request in llm.requests if request not in judged} == {MODEL_NAME}
