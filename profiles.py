@@ -328,6 +328,9 @@ class Profiles:
         # By scope: a channel's id, or a server's for its default.
         self._set: dict[int, dict[ProfileField, _Stored]] = {}
         self._guilds: dict[int, int] = {}
+        # `place` answers, by channel id, once the server is known: the decider asks for every message, and
+        # discord.py's channel lookup walks every server. A channel never changes server, nor a thread its channel.
+        self._places: dict[int, tuple[int | None, int]] = {}
         self.place: Callable[[int], tuple[int | None, int]] = lambda channel_id: (None, channel_id)
         self.modes = ModeView(self)
         self.defaults: dict[ProfileField, str] = {
@@ -361,13 +364,30 @@ class Profiles:
 
     def for_channel(self, channel_id: int) -> Profile:
         """The effective profile where a message in `channel_id` (a channel or a thread) is answered."""
-        guild_id, followed = self.place(channel_id)
+        guild_id, followed = self._place_of(channel_id)
         return self.resolve(guild_id, followed)
 
-    def value_for(self, channel_id: int, name: ProfileField) -> Value:
-        """One value of `for_channel(channel_id)`: the decider asks for the mode of every message."""
-        guild_id, followed = self.place(channel_id)
-        return _first_value(name, self._layers(guild_id, followed))
+    def mode_set_for(self, channel_id: int) -> str | None:
+        """The mode of `for_channel(channel_id)` unless it is the default: what the decider asks for every message."""
+        guild_id, followed = self._place_of(channel_id)
+        for layer in (
+            self._set.get(followed),
+            self.file.channels.get(followed),
+            self._set.get(guild_id) if guild_id is not None else None,
+            self.file.servers.get(guild_id) if guild_id is not None else None,
+        ):
+            if layer is not None and "mode" in layer:
+                found = layer["mode"]
+                return found.value if isinstance(found, _Stored) else found
+        return None
+
+    def _place_of(self, channel_id: int) -> tuple[int | None, int]:
+        known = self._places.get(channel_id)
+        if known is None:
+            known = self.place(channel_id)
+            if known[0] is not None:
+                self._places[channel_id] = known
+        return known
 
     def _layers(self, guild_id: int | None, channel_id: int | None) -> list[tuple[Source, Mapping[ProfileField, Any]]]:
         layers: list[tuple[Source, Mapping[ProfileField, Any]]] = []
@@ -429,6 +449,7 @@ class Profiles:
     def forget(self, scope_id: int) -> None:
         """Drop what is kept in memory for a deleted channel, or a server Parley left (the archive drops its rows)."""
         self._set.pop(scope_id, None)
+        self._places.pop(scope_id, None)
         for other in [other for other, guild_id in self._guilds.items() if guild_id == scope_id]:
             self._set.pop(other, None)
             del self._guilds[other]
@@ -479,15 +500,15 @@ class ModeView(Mapping[int, str]):
         self._profiles = profiles
 
     def __getitem__(self, channel_id: int) -> str:
-        mode = self._profiles.value_for(channel_id, "mode")
-        if mode.source is Source.DEFAULT:
+        mode = self._profiles.mode_set_for(channel_id)
+        if mode is None:
             raise KeyError(channel_id)
-        return mode.value
+        return mode
 
     def get(self, channel_id: int, default: Any = None) -> Any:
         # Mapping.get would raise and catch a KeyError for every channel on the default mode.
-        mode = self._profiles.value_for(channel_id, "mode")
-        return default if mode.source is Source.DEFAULT else mode.value
+        mode = self._profiles.mode_set_for(channel_id)
+        return default if mode is None else mode
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._profiles.channels_with_own_mode())

@@ -301,3 +301,19 @@ def test_the_readme_example_file_is_valid(tmp_path: Path, make_settings: Callabl
     [server] = loaded.servers.values()
     [channel] = loaded.channels.values()
     assert server["tools"] == "archive,memory" and channel["model"] == "anthropic:claude-sonnet-4-5"
+
+
+def test_a_channels_place_is_looked_up_once_its_server_is_known(settings: Settings) -> None:
+    """The decider's mode lookups ask `place` once per channel; a channel whose server is unknown is asked again."""
+    profiles = Profiles(settings, ProfilesFile(servers={GUILD: {"mode": "chatty"}}))
+    asked: list[int] = []
+
+    def place(channel_id: int) -> tuple[int | None, int]:
+        asked.append(channel_id)
+        return (GUILD if channel_id == CHANNEL else None), channel_id
+
+    profiles.place = place
+    assert [profiles.modes.get(CHANNEL) for _ in range(3)] == ["chatty"] * 3
+    assert [profiles.modes.get(OTHER_CHANNEL, "normal") for _ in range(2)] == ["normal"] * 2
+    assert asked == [CHANNEL, OTHER_CHANNEL, OTHER_CHANNEL]
+    assert CHANNEL in profiles.modes and OTHER_CHANNEL not in profiles.modes
