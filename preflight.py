@@ -27,7 +27,12 @@ from profiles import profiles_file_problem
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
 # scope already includes `applications.commands`, so the invite asks for no more.
 INVITE_PERMISSIONS = discord.Permissions(
-    view_channel=True, send_messages=True, send_messages_in_threads=True, read_message_history=True
+    view_channel=True,
+    send_messages=True,
+    send_messages_in_threads=True,
+    read_message_history=True,
+    # `/parley threads on` opens a thread on the message that mentions Parley.
+    create_public_threads=True,
 )
 MASK = "********"
 # Secrets of the providers that --check reports as set or not, never showing their values.
