@@ -8,7 +8,7 @@ Each value comes from the first of these that sets it, and knows which one that 
 4. the server's table in PROFILES_FILE;
 5. the environment's defaults (LLM_MODEL, JUDGE_MODEL, every tool set that is on, mode normal, no persona).
 
-A thread follows its parent channel. Command values live in the archive (schema v8) with who set them
+A thread follows its parent channel. Command values live in the archive (schema v9) with who set them
 and when, so they survive a restart; without an archive, in memory until one.
 """
 
