@@ -264,6 +264,23 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE token_usage ADD PRIMARY KEY (day, guild_id, channel_id, member_id, model);
     CREATE INDEX token_usage_guild_day ON token_usage (guild_id, day);
     """,
+    # v11: profiles (profiles.py): each value a /parley profile command set for a channel or, under the
+    # server's id, for a server, with who set it and when. The channel modes move there.
+    """
+    CREATE TABLE profile_settings (
+        scope_id BIGINT NOT NULL, -- a channel's id, or its server's for the server default
+        field    TEXT   NOT NULL,
+        guild_id BIGINT NOT NULL,
+        value    TEXT   NOT NULL,
+        set_by   BIGINT,          -- NULL for a mode set before v11, whose setter was not kept
+        set_at   BIGINT NOT NULL,
+        PRIMARY KEY (scope_id, field)
+    );
+    CREATE INDEX profile_settings_guild ON profile_settings (guild_id);
+    INSERT INTO profile_settings (scope_id, field, guild_id, value, set_by, set_at)
+        SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
+    DROP TABLE channel_settings;
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -309,7 +326,6 @@ _DELETE_CHANNEL = Write(
             for table in (
                 "messages",
                 "decisions",
-                "channel_settings",
                 "forget_markers",
                 "memories",
                 "context_snapshots",
@@ -318,6 +334,7 @@ _DELETE_CHANNEL = Write(
                 "thread_settings",
             )
         ),
+        "DELETE FROM profile_settings WHERE scope_id = $1",
         "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
     ),
 )
@@ -325,11 +342,11 @@ _DELETE_GUILD = Write(
     "delete_guild",
     (
         "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1"
-        " UNION SELECT channel_id FROM channel_settings WHERE guild_id = $1)",
+        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = $1)",
         "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM channel_settings WHERE guild_id = $1",
+        "DELETE FROM profile_settings WHERE guild_id = $1",
         "DELETE FROM token_usage WHERE guild_id = $1",
         "DELETE FROM forget_markers WHERE guild_id = $1",
         "DELETE FROM memories WHERE guild_id = $1",
@@ -350,14 +367,6 @@ _DECISION = Write(
     (
         "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
         " responded, reason, tier, confidence, decided_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    ),
-)
-_SET_MODE = Write(
-    "set_channel_mode",
-    (
-        "INSERT INTO channel_settings (channel_id, guild_id, mode, updated_at) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, mode = excluded.mode,"
-        " updated_at = excluded.updated_at",
     ),
 )
 _SET_THREADS = Write(
@@ -436,7 +445,7 @@ _ATTACHMENT_TEXT = Write(
 _INDEXED = {_ADD: 5, _EDIT: 1, _ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
 _OWN_WRITES = frozenset(
     {
-        _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_MODE, _SET_STATE, _USAGE,
+        _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_STATE, _USAGE,
         _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
         _ADD_ATTACHMENT, _ATTACHMENT_TEXT,
     }
@@ -683,17 +692,6 @@ class PostgresArchive:
             ),
         )  # fmt: skip
 
-    async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
-        """Store a channel's mode; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored mode is unchanged.
-        """
-        self._enqueue(_SET_MODE, (channel_id, guild_id, mode, _to_ms(datetime.now(UTC))))
-        await self.flush()
-        if await self.get_channel_mode(channel_id) != mode:
-            raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
-
     async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
         """Store whether an @mention in the channel opens a thread; returns once it is committed.
 
@@ -897,16 +895,6 @@ class PostgresArchive:
             first_at=_from_ms(first),
             last_at=_from_ms(last),
         )
-
-    async def get_channel_mode(self, channel_id: int) -> str | None:
-        """The stored mode of a channel, or None if never set."""
-        rows = await self._fetch("SELECT mode FROM channel_settings WHERE channel_id = $1", channel_id)
-        return next((str(mode) for (mode,) in rows), None)
-
-    async def all_channel_modes(self) -> dict[int, str]:
-        """Every stored channel mode, by channel id."""
-        rows = await self._fetch("SELECT channel_id, mode FROM channel_settings")
-        return {int(channel_id): str(mode) for channel_id, mode in rows}
 
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""

@@ -20,7 +20,6 @@ from archive import open_archive
 from archive.sqlite import (
     MIGRATIONS,
     ArchivedMessage,
-    ArchiveWriteFailed,
     ChannelStats,
     HistoryArchive,
     TopAuthor,
@@ -439,32 +438,17 @@ async def test_pending_writes(archive: HistoryArchive) -> None:
     assert archive.pending_writes == 0
 
 
-async def test_channel_modes_round_trip(archive: HistoryArchive) -> None:
-    """Channel modes are stored, replaced and listed."""
-    assert await archive.get_channel_mode(CHANNEL) is None
-    await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
-    await archive.set_channel_mode(OTHER_CHANNEL, GUILD, "active")
-    await archive.set_channel_mode(CHANNEL, GUILD, "off")
-
-    assert await archive.get_channel_mode(CHANNEL) == "off"
-    assert await archive.all_channel_modes() == {CHANNEL: "off", OTHER_CHANNEL: "active"}
-
-    archive.delete_guild(GUILD)
-    await archive.flush()
-    assert await archive.all_channel_modes() == {}
-
-
 REFUSE_MODES = (
-    "CREATE TRIGGER refuse_modes BEFORE {} ON channel_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+    "CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
 )
 REFUSE_MODES_POSTGRES = """
 CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk says no'; END $$;
-CREATE TRIGGER refuse_modes BEFORE {} ON channel_settings FOR EACH ROW EXECUTE FUNCTION refuse();
+CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings FOR EACH ROW EXECUTE FUNCTION refuse();
 """
 
 
 async def refuse_mode_writes(archive_url: str, db_path: Path, event: str) -> None:
-    """Make the archive's database itself refuse `event` (INSERT or UPDATE) on the channel modes."""
+    """Make the archive's database itself refuse `event` (INSERT or UPDATE) on the profile values (modes among them)."""
     if archive_url.startswith("sqlite"):
         with raw_db(db_path) as db:
             db.execute(REFUSE_MODES.format(event))
@@ -474,20 +458,6 @@ async def refuse_mode_writes(archive_url: str, db_path: Path, event: str) -> Non
         await connection.execute(REFUSE_MODES_POSTGRES.format(event))
     finally:
         await connection.close()
-
-
-async def test_a_mode_that_cannot_be_stored_raises_and_keeps_the_old_one(
-    archive: HistoryArchive, archive_url: str, db_path: Path
-) -> None:
-    """When the mode's write is dropped the caller hears of it, and the stored mode is the previous one."""
-    await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
-    await refuse_mode_writes(archive_url, db_path, "UPDATE")
-    with pytest.raises(ArchiveWriteFailed):
-        await archive.set_channel_mode(CHANNEL, GUILD, "off")
-    assert await archive.get_channel_mode(CHANNEL) == "quiet"
-    archive.add(msg(1, "still writing"))
-    await archive.flush()
-    assert ids(await archive.recent(CHANNEL)) == [1]
 
 
 async def test_decisions_round_trip(archive: HistoryArchive) -> None:
@@ -561,9 +531,8 @@ async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
     try:
         assert (await archive.recent(CHANNEL))[0] == msg(1, "written by version one")
         archive.add(msg(2, "written by version two"))
-        await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
+        await archive.flush()
         assert ids(await archive.search(CHANNEL, "written")) == [2, 1]
-        assert await archive.get_channel_mode(CHANNEL) == "quiet"
     finally:
         await archive.close()
     with raw_db(db_path) as db:
