@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -379,6 +379,38 @@ async def test_re_adding_a_message_keeps_its_attachment_text(archive: Archive) -
     archive.add(archived(1, attachment))
     await archive.flush()
     assert [m.message_id for m in await archive.search(CHANNEL, "frobnicator")] == [1]
+
+
+@pytest.mark.parametrize("gone", ["channel", "server", "retention"])
+async def test_a_message_gone_with_its_channel_server_or_retention_takes_its_attachments(
+    archive_url: str, gone: str
+) -> None:
+    """However a message goes (its channel or server deleted, or past the retention), its files' text goes too."""
+    archive = await open_archive(archive_url, retention_days=1)
+    try:
+        archive.add(archived(1, ArchivedAttachment(77, "crash.log", "text/plain", 40)))
+        archive.set_attachment_text(77, "frobnicator exploded")
+        await archive.flush()
+        if gone == "channel":
+            archive.delete_channel(CHANNEL)
+        elif gone == "server":
+            archive.delete_guild(5)
+        else:
+            await archive.prune(WHEN + timedelta(days=2))
+        await archive.flush()
+        assert await archive.search(CHANNEL, "frobnicator") == []
+        assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+    finally:
+        await archive.close()
+
+
+async def test_search_syntax_in_a_query_finds_files_by_their_words(archive: Archive) -> None:
+    """Quotes, operators and wildcards in a query are plain words, for files as for messages."""
+    archive.add(archived(1, ArchivedAttachment(77, "deploy_notes.md", "text/markdown", 40)))
+    archive.set_attachment_text(77, "roll back with the blue-green switch")
+    await archive.flush()
+    for query in ['deploy" OR *', "NEAR(green switch)", "notes:* & !roll", "blue-green)"]:
+        assert [m.message_id for m in await archive.search(CHANNEL, query)] == [1], query
 
 
 async def test_deleting_a_message_takes_its_files_out_of_the_model_history() -> None:
