@@ -123,9 +123,11 @@ async def test_a_failing_download_still_gets_an_answer_and_a_note(
     assert 'filename="notes.txt"' in last_prompt(llm) and "could not be downloaded" in last_prompt(llm)
 
 
-async def test_a_deleted_messages_attachment_text_is_gone_from_search(bot: RunningBot, fake: FakeDiscord) -> None:
-    """The archive finds a pasted log by its text until the message is deleted, then not at all."""
-    client = await bot.start()
+async def test_a_deleted_messages_attachment_text_is_gone_from_search(
+    bot: RunningBot, fake: FakeDiscord, archive_url: str
+) -> None:
+    """The archive (either backend) finds a pasted log by its text until the message is deleted, then not at all."""
+    client = await bot.start(database_url=archive_url)
     log_text = b"worker 3: frobnicator exploded at step 12\n"
     message = await say(fake, ALICE_ID, "here is the log", attachments=[fake.served_attachment("crash.log", log_text)])
     archive = client.archive

@@ -58,9 +58,10 @@ class Counted:
 
 
 async def test_usage_after_a_day_matches_what_the_model_server_counted(
-    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, archive_url: str
 ) -> None:
-    """Per channel and per member, /parley usage shows the fake server's answers, judge calls, tokens and cost."""
+    """Per channel and per member, /parley usage shows the fake server's answers, judge calls, tokens and cost;
+    the week's figures come back from either archive backend."""
     llm.handler = answers_and_judges
     llm.caches_prefixes = True
     # Answers posted whole: a streamed one is on Discord before its run, and so its count, has ended.
@@ -70,6 +71,7 @@ async def test_usage_after_a_day_matches_what_the_model_server_counted(
         judge_calls_per_minute=0,
         summarize_history=False,
         stream_answers=False,
+        database_url=archive_url,
     )
     client.usage.clock = lambda: SCRIPTED_DAY
     by_channel = {CHANNEL_ID: Counted(), OTHER_CHANNEL_ID: Counted()}
