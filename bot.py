@@ -330,7 +330,7 @@ class BotGate:
 ATTACHMENT_SOURCES_KEPT = 2048
 
 
-class Parley(discord.Client):
+class Parley(discord.AutoShardedClient):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
     def __init__(
@@ -356,6 +356,9 @@ class Parley(discord.Client):
         intents.message_content = True
         # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
         intents.dm_messages = settings.direct_messages
+        if settings.shard_ids:  # else every shard of the count
+            options["shard_ids"] = sorted(settings.shard_ids)
+        options["shard_count"] = settings.shard_count  # None: as many as Discord recommends
         super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options)
         self.settings = settings
         self.manager = manager
@@ -448,24 +451,31 @@ class Parley(discord.Client):
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
+    async def launch_shards(self) -> None:
+        """Connect this process's shards; through DISCORD_GATEWAY_URL when it is set.
+
+        Without SHARD_COUNT discord.py asks Discord how many shards to run and connects where that
+        answer says, past the gateway the deployer named: asking for the count alone keeps their gateway.
+        """
+        if self.settings.shard_count is None and self.settings.discord_gateway_url:
+            self.shard_count, _, _ = await self.http.get_bot_gateway()
+        await super().launch_shards()
+
     async def connect(self, *, reconnect: bool = True) -> None:
         """discord.py's gateway loop, except that a first connection that fails is raised, not retried.
 
-        discord.py 2.7 retries a failed first connection as a RESUME of the session it never had and
-        trips over its own missing websocket (an AttributeError, after logging the connection error
-        as a traceback). The connection error is what went wrong: `main` reports it in one line.
+        discord.py 2.7 retries a shard's failed connection every 5 seconds for ever, logging each try as a
+        traceback. Before any shard has connected, a network error is the deployment's (a wrong gateway, no
+        network), not a blip: `main` reports it in one line.
         """
-        quiet = _FirstConnectionFailure(self)
-        _discord_client_log.addFilter(quiet)
+        first = _FirstConnectionFailure(self)
+        _discord_shard_log.addFilter(first)
         try:
             await super().connect(reconnect=reconnect)
-        except AttributeError as error:
-            cause = error.__context__
-            if has_connected(self) or not isinstance(cause, OSError | aiohttp.ClientError | TimeoutError):
-                raise
-            raise cause from None
+        except _FirstConnectionFailed as failed:
+            raise failed.cause from None
         finally:
-            _discord_client_log.removeFilter(quiet)
+            _discord_shard_log.removeFilter(first)
 
     async def open_archive(self) -> None:
         """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
@@ -629,7 +639,12 @@ class Parley(discord.Client):
             log.warning("could not note the command registration (%s): the next start registers them again", error)
 
     async def close(self) -> None:
-        await super().close()
+        if self.user is None:
+            # discord.py's sharded close() ends by posting to a queue it makes at login; before login (a bench, a
+            # start stopped early) no shard has run, so the plain client's close is all there is to do.
+            await discord.Client.close(self)
+        else:
+            await super().close()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -1542,24 +1557,37 @@ class Parley(discord.Client):
             self.archive.delete_guild(guild.id)
 
 
-_discord_client_log = logging.getLogger("discord.client")
+_discord_shard_log = logging.getLogger("discord.shard")
+
+
+class _FirstConnectionFailed(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class _FirstConnectionFailure(logging.Filter):
-    """Drops discord.py's "Attempting a reconnect" traceback while the client has never connected."""
+    """Ends the start at discord.py's "Failed to connect" for a network error while no shard has connected.
 
-    def __init__(self, client: discord.Client) -> None:
+    discord.py logs it from the handler of the error, before sleeping and retrying: raising here leaves
+    `launch_shard` with the error instead, and `connect` reports the cause.
+    """
+
+    def __init__(self, client: discord.AutoShardedClient) -> None:
         super().__init__()
         self.client = client
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return has_connected(self.client) or not str(record.msg).startswith("Attempting a reconnect")
+        cause = record.exc_info[1] if record.exc_info else None
+        connecting = str(record.msg).startswith("Failed to connect for shard_id") and not has_connected(self.client)
+        if connecting and isinstance(cause, OSError | aiohttp.ClientError | TimeoutError):
+            raise _FirstConnectionFailed(cause)
+        return True
 
 
-def has_connected(client: discord.Client) -> bool:
-    """Whether the client has had a gateway connection; discord.py types `ws` as always set, but it starts as None."""
-    websocket: object = client.ws
-    return websocket is not None
+def has_connected(client: discord.AutoShardedClient) -> bool:
+    """Whether any of the client's shards has had a gateway connection."""
+    return bool(client.shards)
 
 
 # --- Composition root --------------------------------------------------------------------------

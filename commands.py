@@ -198,6 +198,7 @@ class ParleyCommands(
         text = "\n".join(
             [
                 describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
+                describe_shard(guild_id, client.shard_count),
                 describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
                 *filter(None, [client.toolbox.describe_servers()]),
             ]
@@ -219,6 +220,13 @@ class ParleyCommands(
         if period != "day" and client.archive is None:
             text += "\nOnly today's figures: the archive, which keeps earlier days, is off."
         await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+
+
+def describe_shard(guild_id: int, shard_count: int | None) -> str:
+    """Which shard serves the server, for finding the process (and its log) that answers there."""
+    count = shard_count or 1
+    # Discord's routing: https://discord.com/developers/docs/topics/gateway#sharding
+    return f"Shard: {(guild_id >> 22) % count} of {count}"
 
 
 def describe_threads_change(channel_id: int, setting: str, *, kept: bool) -> str:

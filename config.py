@@ -201,6 +201,17 @@ class Settings(BaseSettings):
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
         " that DM; off by default, since a DM has no moderators and every message costs a model call.",
     )
+    shard_count: int | None = Field(
+        None,
+        ge=1,
+        description="Shards the whole bot runs as (Discord requires sharding from 2,500 servers on); unset:"
+        " discord.py asks Discord for its recommended count and runs every shard in this process.",
+    )
+    shard_ids: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="The shards this process runs, comma-separated (e.g. 0,1), each below SHARD_COUNT; unset:"
+        " all of them. Processes with different ids and one Postgres DATABASE_URL serve every server together.",
+    )
     guild_id: int | None = Field(None, description="Guild for instant slash-command sync while developing.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Console log level.")
@@ -283,6 +294,30 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
+
+    @field_validator("shard_ids", mode="before")
+    @classmethod
+    def _comma_separated_shards(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        ids = value.replace(",", " ").split()
+        bad = [item for item in ids if not (item.isascii() and item.isdigit())]
+        if bad:
+            raise ValueError(f"must be shard numbers separated by commas, e.g. 0,1; {bad[0]!r} is not one")
+        return frozenset(int(item) for item in ids)
+
+    @field_validator("shard_ids")
+    @classmethod
+    def _shards_within_the_count(cls, value: frozenset[int], info: ValidationInfo) -> frozenset[int]:
+        if not value:
+            return value
+        count = info.data.get("shard_count")
+        if count is None:
+            raise ValueError("needs SHARD_COUNT, the number of shards across every process")
+        beyond = sorted(shard for shard in value if shard >= count)
+        if beyond:
+            raise ValueError(f"shard {beyond[0]} is not below SHARD_COUNT ({count}); shards are numbered from 0")
+        return value
 
     @field_validator("models", mode="before")
     @classmethod

@@ -1012,6 +1012,7 @@ class FakeDiscord:
             ("PUT", "/applications/{application_id}/commands", self._put_commands),
             ("GET", "/applications/{application_id}/guilds/{guild_id}/commands", self._get_commands),
             ("PUT", "/applications/{application_id}/guilds/{guild_id}/commands", self._put_commands),
+            ("GET", "/gateway/bot", self._get_gateway_bot),
         ]
         for method, path, handler in api:
             router.add_route(method, API_PREFIX + path, handler)
@@ -1061,6 +1062,11 @@ class FakeDiscord:
 
     async def _get_me(self, request: web.Request) -> web.Response:
         return _json_response(self._bot_user())
+
+    async def _get_gateway_bot(self, request: web.Request) -> web.Response:
+        # https://discord.com/developers/docs/events/gateway#get-gateway-bot: where to connect, and how many shards.
+        limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
+        return _json_response({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
 
     async def _get_application(self, request: web.Request) -> web.Response:
         return _json_response(self._application())

@@ -47,6 +47,7 @@ from commands import (
     ParleyCommands,
     describe_decision,
     describe_decisions,
+    describe_shard,
     describe_status,
     describe_usage,
     refusal,
@@ -501,6 +502,7 @@ async def test_status_describes_the_conversation_without_pinging(bot: RunningBot
     assert data["flags"] & 64 and data["allowed_mentions"] == {"parse": []}
     assert f"Participants: <@{ALICE_ID}>, <@{BOB_ID}>" in data["content"]
     assert "Bot turns: 1; model history: about " in data["content"] and "\nMode: **normal**\n" in data["content"]
+    assert "\nShard: 0 of 1\n" in data["content"]
     spent = client.usage.server_tokens(GUILD_ID)
     assert spent > 0
     assert f"Tokens today (UTC): this server {spent:,} (no daily budget); this channel {spent:,}" in data["content"]
@@ -564,3 +566,10 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
     assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "Regenerate"]
+
+
+def test_status_names_the_shard_discord_routes_the_server_to() -> None:
+    """/parley status names the shard by Discord's rule, (server id >> 22) % shard count."""
+    server = (5 << 22) | 12345
+    assert describe_shard(server, 4) == "Shard: 1 of 4"
+    assert describe_shard(server, None) == "Shard: 0 of 1"

@@ -192,3 +192,33 @@ def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.
     monkeypatch.setenv("MAX_ANSWER_POSTS", "0")
     line = error_line()
     assert line.startswith("Configuration error: MAX_ANSWER_POSTS is invalid:") and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("count", "ids", "expected"),
+    [
+        (None, "0", "SHARD_IDS is invalid: Value error, needs SHARD_COUNT"),
+        ("2", "0,2", "SHARD_IDS is invalid: Value error, shard 2 is not below SHARD_COUNT (2)"),
+        ("2", "one", "SHARD_IDS is invalid: Value error, must be shard numbers separated by commas"),
+        ("0", "", "SHARD_COUNT is invalid"),
+    ],
+)
+def test_bad_shards_are_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, count: str | None, ids: str, expected: str
+) -> None:
+    """SHARD_IDS without SHARD_COUNT, a shard past the count, or a count below 1 is one line naming the variable."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    if count is not None:
+        monkeypatch.setenv("SHARD_COUNT", count)
+    monkeypatch.setenv("SHARD_IDS", ids)
+    line = error_line()
+    assert expected in line and "\n" not in line
+
+
+def test_shards_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SHARD_COUNT=4 with SHARD_IDS=2, 3 runs shards 2 and 3 of 4; unset, discord.py decides."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert (Settings().shard_count, Settings().shard_ids) == (None, frozenset())
+    monkeypatch.setenv("SHARD_COUNT", "4")
+    monkeypatch.setenv("SHARD_IDS", "2, 3")
+    assert (Settings().shard_count, Settings().shard_ids) == (4, frozenset({2, 3}))
