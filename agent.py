@@ -63,6 +63,7 @@ from pydantic_core import to_json
 from attachments import PreparedFiles, content_chars, expire_images
 from config import JudgeOutputMode, Settings
 from conversation import ChannelConversation, MessageRecord
+from profiles import ARCHIVE, MEMORY, offered
 from quoting import (
     AI_PARTICIPANT_TAG,
     CHANNEL_INFO_TAG,
@@ -351,15 +352,24 @@ def build_responder(
         # pydantic-ai prepares a step's tools before it renders its instructions.
         return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
 
+    # Each tool set's note, shown while the channel's profile offers the set.
+    sets = ((_ARCHIVE_NOTE, ARCHIVE, archive_enabled), (_MEMORY_NOTE, MEMORY, memory_enabled))
+    notes = [(note, name) for note, name, on in sets if on]
+
+    async def offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return offered(tool_defs, ctx.deps.offered_toolsets)
+
+    async def notes_on_offered_tools(ctx: RunContext[ChatDeps]) -> str:
+        return "\n".join(note for note, name in notes if ctx.deps.offers(name))
+
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
-    notes = [note for note, on in ((_ARCHIVE_NOTE, archive_enabled), (_MEMORY_NOTE, memory_enabled)) if on]
     toolbox = toolbox or Toolbox()
-    instructions: list[Any] = ["\n".join([_VOICE, *notes, *toolbox.notes])]
+    instructions: list[Any] = ["\n".join([_VOICE, *toolbox.notes])]
     capabilities: list[Any] = [ProcessHistory(keep_within_budget), *toolbox.capabilities.values()]
     if tools or toolbox.toolsets or toolbox.capabilities:
-        instructions.append(answer_now_note)
-        capabilities.append(PrepareTools(withdraw_tools_near_the_limits))
+        instructions += [notes_on_offered_tools, answer_now_note]
+        capabilities += [PrepareTools(offer_profile_tools), PrepareTools(withdraw_tools_near_the_limits)]
     return Agent(
         model,
         deps_type=ChatDeps,
@@ -442,10 +452,13 @@ async def generate_reply(
     files: PreparedFiles | None = None,
     *,
     listener: AnswerListener | None = None,
+    model: Model | None = None,
+    instructions: str | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
     `files`: the attachments of the messages the prompt shows (`attachments.AttachmentPreparer`).
+    `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
     words if it had already answered, else `LIMIT_NOTE`; either way `Reply.limited` names the limit
@@ -461,7 +474,9 @@ async def generate_reply(
     """
     text = build_prompt(conversation, message, deps, files)
     prompt = text if files is None else files.user_content(text)
-    return await _reply(agent, prompt, list(conversation.llm_history), deps, settings, message.message_id, listener)
+    history = list(conversation.llm_history)
+    run = _Run(listener, model, instructions)
+    return await _reply(agent, prompt, history, deps, settings, message.message_id, run)
 
 
 async def regenerate_reply(
@@ -471,6 +486,8 @@ async def regenerate_reply(
     settings: Settings,
     *,
     listener: AnswerListener | None = None,
+    model: Model | None = None,
+    instructions: str | None = None,
 ) -> Reply:
     """A new answer to the conversation's last answered prompt, written as if the last answer had never been.
 
@@ -485,7 +502,7 @@ async def regenerate_reply(
     if prompt is None:
         raise ReplyFailed(f"channel {deps.channel_id}: no answered prompt to ask again")
     earlier = [message for turn in turns[:-1] for message in turn]
-    return await _reply(agent, prompt, earlier, deps, settings, deps.message_id, listener)
+    return await _reply(agent, prompt, earlier, deps, settings, deps.message_id, _Run(listener, model, instructions))
 
 
 def _user_prompt(message: ModelMessage) -> str | list[UserContent] | None:
@@ -496,6 +513,15 @@ def _user_prompt(message: ModelMessage) -> str | list[UserContent] | None:
     return prompt.content if isinstance(prompt.content, str) else list(prompt.content)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """How one answer runs: who watches it stream, and the channel profile's model and extra instructions."""
+
+    listener: AnswerListener | None
+    model: Model | None
+    instructions: str | None
+
+
 async def _reply(
     agent: Agent[ChatDeps, str],
     prompt: str | list[UserContent],
@@ -503,8 +529,9 @@ async def _reply(
     deps: ChatDeps,
     settings: Settings,
     message_id: int,
-    listener: AnswerListener | None,
+    run: _Run,
 ) -> Reply:
+    listener = run.listener
     # The run adds to this object as it goes, so what a failed run spent is known too.
     usage = RunUsage()
     with capture_run_messages() as run_messages:
@@ -513,6 +540,8 @@ async def _reply(
                 prompt,
                 message_history=history,
                 deps=deps,
+                model=run.model,
+                instructions=run.instructions,
                 usage_limits=answer_limits(settings),
                 usage=usage,
                 timeout=settings.response_timeout_seconds,
@@ -855,13 +884,16 @@ class LLMJudge:
     bot_user_id: int | None = None
     # Told what each verdict cost, failed and timed-out ones included, so the bot can count it.
     on_usage: Callable[[MessageRecord, RunUsage], None] | None = None
+    # The model for a channel's judge (its profile's), by channel id; None: the agent's.
+    model_for: Callable[[int], Model | None] | None = None
 
     async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
         """The verdict on `message`: (respond, reason, confidence)."""
         prompt = build_judge_prompt(conversation, message, bot_name=self.bot_name, bot_user_id=self.bot_user_id)
         usage = RunUsage()
         try:
-            result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS, usage=usage)
+            model = self.model_for(message.channel_id) if self.model_for is not None else None
+            result = await self.agent.run(prompt, model=model, usage_limits=JUDGE_LIMITS, usage=usage)
         finally:
             if self.on_usage is not None:
                 self.on_usage(message, usage)

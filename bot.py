@@ -70,7 +70,6 @@ from context import (
 )
 from conversation import (
     CHANNEL,
-    CHANNEL_MODES,
     DIRECT,
     NORMAL,
     OWN_THREAD,
@@ -110,6 +109,7 @@ from preflight import (
     required_settings_help,
     settings_env_file,
 )
+from profiles import Profiles, load_profiles_file, persona_instructions
 from sessions import restore, snapshot
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
@@ -334,7 +334,7 @@ class Parley(discord.Client):
         responder: Agent[ChatDeps, str],
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
-        channel_modes: dict[int, str] | None = None,
+        profiles: Profiles | None = None,
         sync_commands: bool = False,
         toolbox: Toolbox | None = None,
         **options: Any,
@@ -377,8 +377,12 @@ class Parley(discord.Client):
         self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
-        # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
-        self.channel_modes = {} if channel_modes is None else channel_modes
+        # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
+        self.profiles = profiles or Profiles(settings)
+        self.profiles.place = self.profile_place
+        # The models profiles name, built once each; the defaults are the agents' own.
+        self._answer_models: dict[str, Model] = {}
+        self._judge_models: dict[str, Model] = {}
         # Per channel, the message id its context starts after: set by /parley forget.
         self.forget_markers: dict[int, int] = {}
         # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
@@ -428,6 +432,7 @@ class Parley(discord.Client):
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
+            self.judge.model_for = self.judge_model_for
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
@@ -468,7 +473,7 @@ class Parley(discord.Client):
         except (OSError, sqlite3.Error, RuntimeError) as error:
             raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
         self.memory = await MemoryStore.open(self.archive)
-        await self._load_modes(self.archive)
+        await self.profiles.attach(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
         self.thread_channels.update(await self.archive.thread_channels())
         self.own_threads.update(await self.archive.own_threads())
@@ -571,13 +576,6 @@ class Parley(discord.Client):
         task.add_done_callback(self._background.discard)
         return task
 
-    async def _load_modes(self, archive: HistoryArchive) -> None:
-        for channel_id, mode in (await archive.all_channel_modes()).items():
-            if mode in CHANNEL_MODES:
-                self.channel_modes[channel_id] = mode
-            else:
-                log.warning("ignoring unknown mode %r stored for channel %s", mode, channel_id)
-
     async def sync_commands(self, *, force: bool = False) -> None:
         """Register the slash commands with Discord if they changed since the last time (or if `force`).
 
@@ -637,6 +635,8 @@ class Parley(discord.Client):
             await close_model(self.judge.agent.model)
         if self.summarizer is not None:
             await close_model(self.summarizer.agent.model)
+        for model in [*self._answer_models.values(), *self._judge_models.values()]:
+            await close_model(model)
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
@@ -728,7 +728,7 @@ class Parley(discord.Client):
         servers = len(self.guilds)
         judge = settings.judge_model if self.judge is not None else "off"
         archive = str(sqlite_path_from_url(settings.database_url)) if settings.archive_enabled else "off"
-        others = len(self.channel_modes)
+        others = len(self.profiles.modes)
         modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
         line = (
             f"Parley {parley_version()} connected as {self.user} to {servers} server(s):"
@@ -1128,6 +1128,7 @@ class Parley(discord.Client):
             requester_can_read_history=guild is None or may_read_history(message),
             memory=self.memory if self.settings.memory_tools else None,
             message_id=message.id,
+            offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
         )
 
     async def _reply(
@@ -1140,13 +1141,24 @@ class Parley(discord.Client):
     ) -> Reply:
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
-        model = self.responder.model if isinstance(self.responder.model, Model) else None
+        profile = self.profiles.for_channel(deps.channel_id)
+        chosen = self.answer_model(profile.model)
+        instructions = persona_instructions(profile.persona)
+        model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
         shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
         files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
         self._archive_extracted(files)
         try:
             return await generate_reply(
-                self.responder, conversation, record, deps, self.settings, files, listener=listener
+                self.responder,
+                conversation,
+                record,
+                deps,
+                self.settings,
+                files,
+                listener=listener,
+                model=chosen,
+                instructions=instructions,
             )
         except ReplyFailed as failure:
             if model is None or not files.images or not is_image_refusal(failure.__cause__):
@@ -1158,7 +1170,15 @@ class Parley(discord.Client):
             )
             files = files.without_images("image not shown: this model takes no images")
             return await generate_reply(
-                self.responder, conversation, record, deps, self.settings, files, listener=listener
+                self.responder,
+                conversation,
+                record,
+                deps,
+                self.settings,
+                files,
+                listener=listener,
+                model=chosen,
+                instructions=instructions,
             )
 
     # -- Attachments --
@@ -1244,8 +1264,18 @@ class Parley(discord.Client):
                 return
             deps = self.chat_deps(question, channel)
 
+            profile = self.profiles.for_channel(channel_id)
+
             def write(listener: AnswerListener) -> Awaitable[Reply]:
-                return regenerate_reply(self.responder, conversation, deps, self.settings, listener=listener)
+                return regenerate_reply(
+                    self.responder,
+                    conversation,
+                    deps,
+                    self.settings,
+                    listener=listener,
+                    model=self.answer_model(profile.model),
+                    instructions=persona_instructions(profile.persona),
+                )
 
             streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
             kept = {post.id for post in turn.posts}
@@ -1380,13 +1410,32 @@ class Parley(discord.Client):
         return sorted(kept.values(), key=_message_id, reverse=True)[:count]
 
     def mode_of(self, channel_id: int) -> str:
-        return self.channel_modes.get(channel_id, NORMAL)
+        return self.profiles.for_channel(channel_id).mode
 
-    async def set_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
-        """Set a channel's mode from its next message on; the archive, when on, keeps it across restarts."""
-        if self.archive is not None:
-            await self.archive.set_channel_mode(channel_id, guild_id, mode)
-        self.channel_modes[channel_id] = mode
+    def profile_place(self, channel_id: int) -> tuple[int | None, int]:
+        """The server of a channel (None: not known) and the channel whose profile it follows: a thread's parent."""
+        channel = self.get_channel(channel_id)
+        guild = getattr(channel, "guild", None)
+        followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
+        return (guild.id if guild is not None else None), followed
+
+    def answer_model(self, name: str) -> Model | None:
+        """The model a profile names for answers, built once; None for LLM_MODEL, the responder's own."""
+        if name == self.settings.llm_model:
+            return None
+        if name not in self._answer_models:
+            self._answer_models[name] = build_model(self.settings, name)
+        return self._answer_models[name]
+
+    def judge_model_for(self, channel_id: int) -> Model | None:
+        """The judge model of a channel's profile, built once; None for JUDGE_MODEL, the judge's own."""
+        name = self.profiles.for_channel(channel_id).judge_model
+        if name == self.settings.judge_model:
+            return None
+        if name not in self._judge_models:
+            # As build_judge does: one quick retry at most, within the decider's short timeout.
+            self._judge_models[name] = build_model(self.settings, name, max_retries=min(self.settings.model_retries, 1))
+        return self._judge_models[name]
 
     async def forget(self, channel_id: int, guild_id: int) -> bool:
         """End the channel's conversation and start its next one afresh; whether there was one.
@@ -1419,7 +1468,7 @@ class Parley(discord.Client):
         self.thread_channels.discard(channel_id)
         self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
         self.decisions.drop_channel(channel_id)
-        self.channel_modes.pop(channel_id, None)
+        self.profiles.forget(channel_id)
         self.forget_markers.pop(channel_id, None)
 
     # -- Edits and deletions: Discord's developer terms require honouring them in the archive, and what
@@ -1487,6 +1536,7 @@ class Parley(discord.Client):
         for thread_id in threads:
             self.manager.end(thread_id)
             self._forget_channel(thread_id)
+        self.profiles.forget(guild.id)
         if self.archive is not None:
             self.archive.delete_guild(guild.id)
 
@@ -1601,13 +1651,13 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     judge = build_judge(settings) if settings.use_llm_judge else None
     model = build_model(settings)
     toolbox = build_toolbox(settings, model)
-    # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
-    modes: dict[int, str] = {}
+    # Shared: the profile commands change it, the decider reads each channel's mode from it for every message.
+    profiles = Profiles(settings, load_profiles_file(settings))
     decider = ResponseDecider(
         settings.followup_window_seconds,
         judge,
         judge_timeout_seconds=settings.judge_timeout_seconds,
-        modes=modes,
+        modes=profiles.modes,
         judge_calls_per_minute=settings.judge_calls_per_minute,
     )
     client = Parley(
@@ -1617,7 +1667,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         responder=build_responder(settings, model=model, toolbox=toolbox),
         judge=judge,
         summarizer=build_summarizer(settings) if settings.summarize_history else None,
-        channel_modes=modes,
+        profiles=profiles,
         sync_commands=sync_commands,
         toolbox=toolbox,
         **options,

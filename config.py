@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -31,6 +32,14 @@ class Settings(BaseSettings):
     )
     llm_base_url: str | None = Field(None, description="Any OpenAI-compatible chat-completions server.")
     llm_api_key: SecretStr | None = Field(None, description="Key for LLM_BASE_URL's server.")
+    models: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
+        description="Models a profile may choose for a channel, comma-separated model strings;"
+        " LLM_MODEL and JUDGE_MODEL are always allowed.",
+    )
+    profiles_file: Path | None = Field(
+        None, description="TOML file of server and channel profiles; the /parley profile commands override it."
+    )
 
     conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")
     followup_window_seconds: float = Field(
@@ -263,6 +272,18 @@ class Settings(BaseSettings):
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
 
+    @field_validator("models", mode="before")
+    @classmethod
+    def _comma_separated_models(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+    @field_validator("profiles_file", mode="before")
+    @classmethod
+    def _blank_file_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("answer_output_tokens_limit")
     @classmethod
     def _room_for_one_response(cls, value: int, info: ValidationInfo) -> int:
@@ -279,6 +300,12 @@ class Settings(BaseSettings):
         if not self.summary_model:
             self.summary_model = self.judge_model
         return self
+
+    @property
+    def allowed_models(self) -> tuple[str, ...]:
+        """The models a profile may name: MODELS, and the ones the deployer set as defaults."""
+        defaults = (self.llm_model, self.judge_model or self.llm_model)
+        return tuple(dict.fromkeys((*defaults, *sorted(self.models))))
 
     @property
     def archive_enabled(self) -> bool:

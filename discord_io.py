@@ -50,7 +50,7 @@ def to_record(message: discord.Message) -> MessageRecord:
         content=safe_text(message.clean_content),
         timestamp=message.created_at,
         is_bot=is_automated(message),
-        mention_ids=frozenset(user.id for user in message.mentions),
+        mention_ids=mentioned_ids(message),
         reply_to_author_id=replied_author_id(message),
         mentions_everyone=message.mention_everyone,
         attachments=tuple(attachment_info(attachment) for attachment in message.attachments),
@@ -65,6 +65,22 @@ def attachment_info(attachment: discord.Attachment) -> AttachmentInfo:
         content_type=attachment.content_type or "",
         size=attachment.size,
     )
+
+
+def mentioned_ids(message: discord.Message) -> frozenset[int]:
+    """The users a message @mentions; a mention of the bot's own integration role counts as one of the bot.
+
+    Members often pick the bot's managed role from the autocomplete instead of its user: they mean the bot.
+    Any other role's mention names no one in particular, so it is left out.
+    """
+    ids = {user.id for user in message.mentions}
+    # Looked up only when a role is mentioned: `self_role` walks the server's roles.
+    if message.role_mentions and message.guild is not None:
+        own_role = message.guild.self_role
+        bot_id = own_role.tags.bot_id if own_role is not None and own_role.tags is not None else None
+        if bot_id is not None and own_role in message.role_mentions:
+            ids.add(bot_id)
+    return frozenset(ids)
 
 
 def is_automated(message: discord.Message) -> bool:

@@ -359,6 +359,23 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE token_usage;
     ALTER TABLE token_usage_by_model RENAME TO token_usage;
     """,
+    # v11: profiles (profiles.py): each value a /parley profile command set for a channel or, under the
+    # server's id, for a server, with who set it and when. The channel modes move there.
+    """
+    CREATE TABLE profile_settings (
+        scope_id INTEGER NOT NULL, -- a channel's id, or its server's for the server default
+        field    TEXT    NOT NULL,
+        guild_id INTEGER NOT NULL,
+        value    TEXT    NOT NULL,
+        set_by   INTEGER,          -- NULL for a mode set before v11, whose setter was not kept
+        set_at   INTEGER NOT NULL,
+        PRIMARY KEY (scope_id, field)
+    ) WITHOUT ROWID;
+    CREATE INDEX profile_settings_guild ON profile_settings (guild_id);
+    INSERT INTO profile_settings (scope_id, field, guild_id, value, set_by, set_at)
+        SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
+    DROP TABLE channel_settings;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -603,7 +620,7 @@ _DELETE_CHANNEL = _Write(
     (
         "DELETE FROM messages WHERE channel_id = ?",
         "DELETE FROM decisions WHERE channel_id = ?",
-        "DELETE FROM channel_settings WHERE channel_id = ?",
+        "DELETE FROM profile_settings WHERE scope_id = ?",
         "DELETE FROM forget_markers WHERE channel_id = ?",
         "DELETE FROM memories WHERE channel_id = ?",
         "DELETE FROM context_snapshots WHERE channel_id = ?",
@@ -618,10 +635,10 @@ _DELETE_GUILD = _Write(
     (
         "DELETE FROM decisions WHERE channel_id IN ("
         " SELECT channel_id FROM channels WHERE guild_id = ?1"
-        " UNION SELECT channel_id FROM channel_settings WHERE guild_id = ?1)",
+        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = ?1)",
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM channel_settings WHERE guild_id = ?",
+        "DELETE FROM profile_settings WHERE guild_id = ?",
         "DELETE FROM token_usage WHERE guild_id = ?",
         "DELETE FROM forget_markers WHERE guild_id = ?",
         "DELETE FROM memories WHERE guild_id = ?",
@@ -646,15 +663,6 @@ _DECISION = _Write(
         "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
         " responded, reason, tier, confidence, decided_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    ),
-)
-_SET_MODE = _Write(
-    "set_channel_mode",
-    (
-        "INSERT INTO channel_settings (channel_id, guild_id, mode, updated_at)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT (channel_id) DO UPDATE SET"
-        " guild_id = excluded.guild_id, mode = excluded.mode,"
-        " updated_at = excluded.updated_at",
     ),
 )
 _SET_THREADS = _Write(
@@ -947,18 +955,6 @@ class HistoryArchive:
             ),
         )  # fmt: skip
 
-    async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
-        """Store a channel's mode; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored mode is unchanged.
-        """
-        self._enqueue(_SET_MODE, (channel_id, guild_id, mode, _to_ms(datetime.now(UTC))))
-        await self.flush()
-        # The writer drops a failed write after logging it; only reading it back tells this caller.
-        if await self.get_channel_mode(channel_id) != mode:
-            raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
-
     async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
         """Store whether an @mention in the channel opens a thread; returns once it is committed.
 
@@ -1131,18 +1127,6 @@ class HistoryArchive:
             first_at=_from_ms(first),
             last_at=_from_ms(last),
         )
-
-    async def get_channel_mode(self, channel_id: int) -> str | None:
-        """The stored mode of a channel, or None if never set."""
-        rows = await self._reader.execute_fetchall(
-            "SELECT mode FROM channel_settings WHERE channel_id = ?", (channel_id,)
-        )
-        return next((mode for (mode,) in rows), None)
-
-    async def all_channel_modes(self) -> dict[int, str]:
-        """Every stored channel mode, by channel id."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id, mode FROM channel_settings")
-        return {int(channel_id): str(mode) for channel_id, mode in rows}
 
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""

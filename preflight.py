@@ -22,6 +22,7 @@ from pydantic_ai.exceptions import UserError
 from agent import build_model
 from config import Settings
 from history import MIGRATIONS, sqlite_path_from_url
+from profiles import profiles_file_problem
 from tools import supports_native_web_search, tool_config_problem
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
@@ -89,9 +90,11 @@ def settings_env_file() -> str | os.PathLike[str] | None:
 def configuration_problems(settings: Settings) -> list[str]:
     """Everything that would stop the bot once connected, found offline: one line per problem, naming the variable."""
     problems = [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
+    problems += [model_problem(settings, "MODELS", name) for name in sorted(settings.models - {settings.llm_model})]
     problems.append(archive_problem(settings.database_url))
     if not any(problems):
         problems += [native_web_search_problem(settings), tool_config_problem(settings)]
+    problems.append(profiles_file_problem(settings))
     return [problem for problem in problems if problem]
 
 
@@ -188,6 +191,9 @@ def _shown(value: object) -> str:
         return MASK if value.get_secret_value() else ""
     if value is None:
         return ""
+    if isinstance(value, frozenset):
+        # As the variable is written: comma-separated.
+        return ",".join(sorted(map(str, value)))
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

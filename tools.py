@@ -75,7 +75,8 @@ class ChatDeps:
     # which a remembered fact records as its source.
     memory: MemoryStore | None = None
     message_id: int = 0
-    # The tool sets this answer may use, by `Toolbox` name ("web", "mcp:<server>"); None: every one that is on.
+    # The tool sets this answer may use, by name ("archive", "memory", "web", "mcp:<server>"), as the channel's
+    # profile says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
 
     def offers(self, toolset: str) -> bool:

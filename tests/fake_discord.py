@@ -59,6 +59,8 @@ BOB_ID = snowflake_at(_WORLD_CREATED, 6)
 CAROL_ID = snowflake_at(_WORLD_CREATED, 7)
 OTHER_BOT_ID = snowflake_at(_WORLD_CREATED, 8)
 BOT_ROLE_ID = snowflake_at(_WORLD_CREATED, 9)
+# The other bot's integration role: a role mention that is not of Parley's.
+OTHER_BOT_ROLE_ID = snowflake_at(_WORLD_CREATED, 20)
 
 EVERYONE_PERMISSIONS = discord.Permissions(
     view_channel=True,
@@ -688,7 +690,14 @@ class FakeDiscord:
             "permissions": str(BOT_PERMISSIONS.value),
             "tags": {"bot_id": str(BOT_ID)},
         }
-        return [everyone, bot_role]
+        other_bot_role = {
+            **bot_role,
+            "id": str(OTHER_BOT_ROLE_ID),
+            "name": "Other Bot",
+            "position": 2,
+            "tags": {"bot_id": str(OTHER_BOT_ID)},
+        }
+        return [everyone, bot_role, other_bot_role]
 
     def _guild(self) -> dict[str, Any]:
         """The guild object as GET /guilds/{id} returns it (no channels or members)."""

@@ -342,7 +342,7 @@ def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_setti
     assert payload["dm_permission"] is False
     assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in payload["options"]}
-    assert list(options) == ["why", "mode", "threads", "forget", "status", "usage", "memory", "context"]
+    assert list(options) == ["why", "mode", "threads", "forget", "status", "usage", "memory", "context", "profile"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [count] = options["why"]["options"]
@@ -404,22 +404,28 @@ async def test_a_long_why_arrives_as_several_ephemeral_posts(bot: RunningBot, fa
     assert len(reply_text(calls).splitlines()) == 1 + 25
 
 
-async def test_mode_needs_manage_channels(bot: RunningBot, fake: FakeDiscord) -> None:
+def stored_modes(tmp_path: Path) -> list[tuple[int, str, int]]:
+    """The modes in the archive's file: (channel, mode, set by)."""
+    with raw_db(tmp_path / "parley.db") as db:
+        return db.execute("SELECT scope_id, value, set_by FROM profile_settings WHERE field = 'mode'").fetchall()
+
+
+async def test_mode_needs_manage_channels(bot: RunningBot, fake: FakeDiscord, tmp_path: Path) -> None:
     """A member without Manage Channels is told so in one line, and the mode stays as it was."""
     client = await bot.start()
     text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")], permissions=MEMBER))
     assert text == "You need the Manage Channels permission in this channel to use /parley mode."
     assert client.mode_of(CHANNEL_ID) == "normal"
-    assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) is None
+    assert stored_modes(tmp_path) == []
 
 
-async def test_mode_is_set_and_stored(bot: RunningBot, fake: FakeDiscord) -> None:
+async def test_mode_is_set_and_stored(bot: RunningBot, fake: FakeDiscord, tmp_path: Path) -> None:
     """A moderator's mode change answers what it does, applies at once and is in the archive."""
     client = await bot.start()
     text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")]))
     assert text.startswith(f"<#{CHANNEL_ID}> is **chatty** from the next message on: ") and "restarts" not in text
     assert client.mode_of(CHANNEL_ID) == "chatty" and client.decider.modes[CHANNEL_ID] == "chatty"
-    assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) == "chatty"
+    assert stored_modes(tmp_path) == [(CHANNEL_ID, "chatty", ALICE_ID)]
 
 
 async def test_mode_that_cannot_be_saved_is_refused_and_unchanged(

@@ -58,7 +58,11 @@ async def ask(fake: FakeDiscord, text: str) -> str:
     before = len(fake.posts_in(CHANNEL_ID))
     await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> {text}")
     await fake.wait_for_posts(before + 1, CHANNEL_ID, timeout=30)
-    return fake.posts_in(CHANNEL_ID)[-1].content
+    # A streamed answer may show a tool's status first; it is finished once its Stop button is gone.
+    await fake.wait_for(
+        lambda: not fake.bot_messages(CHANNEL_ID)[-1].get("components"), timeout=30, what="the finished answer"
+    )
+    return str(fake.bot_messages(CHANNEL_ID)[-1]["content"])
 
 
 def mcp_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -63,8 +63,13 @@ async def test_usage_after_a_day_matches_what_the_model_server_counted(
     """Per channel and per member, /parley usage shows the fake server's answers, judge calls, tokens and cost."""
     llm.handler = answers_and_judges
     llm.caches_prefixes = True
+    # Answers posted whole: a streamed one is on Discord before its run, and so its count, has ended.
     client = await bot.start(
-        llm_model=PRICED_MODEL, use_llm_judge=True, judge_calls_per_minute=0, summarize_history=False
+        llm_model=PRICED_MODEL,
+        use_llm_judge=True,
+        judge_calls_per_minute=0,
+        summarize_history=False,
+        stream_answers=False,
     )
     client.usage.clock = lambda: SCRIPTED_DAY
     by_channel = {CHANNEL_ID: Counted(), OTHER_CHANNEL_ID: Counted()}
