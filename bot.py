@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import hashlib
 import json
@@ -1148,18 +1149,19 @@ class Parley(discord.Client):
         shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
         files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
         self._archive_extracted(files)
+        ask = functools.partial(
+            generate_reply,
+            self.responder,
+            conversation,
+            record,
+            deps,
+            self.settings,
+            listener=listener,
+            model=chosen,
+            instructions=instructions,
+        )
         try:
-            return await generate_reply(
-                self.responder,
-                conversation,
-                record,
-                deps,
-                self.settings,
-                files,
-                listener=listener,
-                model=chosen,
-                instructions=instructions,
-            )
+            return await ask(files)
         except ReplyFailed as failure:
             if model is None or not files.images or not is_image_refusal(failure.__cause__):
                 raise
@@ -1168,18 +1170,7 @@ class Parley(discord.Client):
             log.warning(
                 "model %s refused images: answering without them, and sending it none from now on", model_key(model)
             )
-            files = files.without_images("image not shown: this model takes no images")
-            return await generate_reply(
-                self.responder,
-                conversation,
-                record,
-                deps,
-                self.settings,
-                files,
-                listener=listener,
-                model=chosen,
-                instructions=instructions,
-            )
+            return await ask(files.without_images("image not shown: this model takes no images"))
 
     # -- Attachments --
 
