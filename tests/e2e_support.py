@@ -175,16 +175,7 @@ def command_payload(
         },
     }
     if in_guild:
-        payload |= {
-            "guild_id": str(GUILD_ID),
-            "guild_locale": "en-US",
-            "channel_id": str(CHANNEL_ID),
-            "channel": fake.channels[CHANNEL_ID].payload(),
-            "member": {"user": user.payload(), **user.member_payload(), "permissions": str(permissions.value)},
-            "app_permissions": str((EVERYONE_PERMISSIONS | BOT_PERMISSIONS).value),
-            "authorizing_integration_owners": {"0": str(GUILD_ID)},
-            "context": 0,
-        }
+        _in_channel(fake, payload, user_id, permissions)
     else:
         dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
         payload |= {
