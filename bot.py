@@ -454,28 +454,15 @@ class Parley(discord.AutoShardedClient):
     async def launch_shards(self) -> None:
         """Connect this process's shards; through DISCORD_GATEWAY_URL when it is set.
 
-        Without SHARD_COUNT discord.py asks Discord how many shards to run and connects where that
-        answer says, past the gateway the deployer named: asking for the count alone keeps their gateway.
+        Without SHARD_COUNT, Discord says how many shards to run; the gateway stays the one the deployer named
+        (Discord's own otherwise). The gateway is tried once first: discord.py retries a shard's failed connection
+        every 5 seconds for ever, and before any shard has connected, a gateway that cannot be reached is the
+        deployment's fault (a wrong DISCORD_GATEWAY_URL, no network), which `main` reports in one line.
         """
-        if self.settings.shard_count is None and self.settings.discord_gateway_url:
+        if self.settings.shard_count is None:
             self.shard_count, _, _ = await self.http.get_bot_gateway()
+        await reach_gateway(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
         await super().launch_shards()
-
-    async def connect(self, *, reconnect: bool = True) -> None:
-        """discord.py's gateway loop, except that a first connection that fails is raised, not retried.
-
-        discord.py 2.7 retries a shard's failed connection every 5 seconds for ever, logging each try as a
-        traceback. Before any shard has connected, a network error is the deployment's (a wrong gateway, no
-        network), not a blip: `main` reports it in one line.
-        """
-        first = _FirstConnectionFailure(self)
-        _discord_shard_log.addFilter(first)
-        try:
-            await super().connect(reconnect=reconnect)
-        except _FirstConnectionFailed as failed:
-            raise failed.cause from None
-        finally:
-            _discord_shard_log.removeFilter(first)
 
     async def open_archive(self) -> None:
         """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
@@ -1557,37 +1544,22 @@ class Parley(discord.AutoShardedClient):
             self.archive.delete_guild(guild.id)
 
 
-_discord_shard_log = logging.getLogger("discord.shard")
+GATEWAY_PREFLIGHT_SECONDS = 30.0
 
 
-class _FirstConnectionFailed(Exception):
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
+async def reach_gateway(gateway: yarl.URL) -> None:
+    """Open a websocket to the gateway and close it at once, before any shard identifies.
 
-
-class _FirstConnectionFailure(logging.Filter):
-    """Ends the start at discord.py's "Failed to connect" for a network error while no shard has connected.
-
-    discord.py logs it from the handler of the error, before sleeping and retrying: raising here leaves
-    `launch_shard` with the error instead, and `connect` reports the cause.
+    Raises:
+        ConnectionError: nothing answers there as a gateway; the message names the address.
     """
-
-    def __init__(self, client: discord.AutoShardedClient) -> None:
-        super().__init__()
-        self.client = client
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        cause = record.exc_info[1] if record.exc_info else None
-        connecting = str(record.msg).startswith("Failed to connect for shard_id") and not has_connected(self.client)
-        if connecting and isinstance(cause, OSError | aiohttp.ClientError | TimeoutError):
-            raise _FirstConnectionFailed(cause)
-        return True
-
-
-def has_connected(client: discord.AutoShardedClient) -> bool:
-    """Whether any of the client's shards has had a gateway connection."""
-    return bool(client.shards)
+    timeout = aiohttp.ClientTimeout(total=GATEWAY_PREFLIGHT_SECONDS)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.ws_connect(str(gateway)):
+            pass
+    except (OSError, aiohttp.ClientError) as error:
+        reason = str(error) or type(error).__name__
+        raise ConnectionError(f"the gateway {gateway} cannot be reached: {reason}") from None
 
 
 # --- Composition root --------------------------------------------------------------------------
