@@ -19,7 +19,6 @@ from fake_discord import (
     CHANNEL_ID,
     DEFAULT_TOKEN,
     EVERYONE_PERMISSIONS,
-    GUILD_ID,
     FakeDiscord,
     InteractionCall,
     snowflake_at,
@@ -151,8 +150,9 @@ def command_payload(
     user_id: int = ALICE_ID,
     permissions: discord.Permissions = MODERATOR,
     in_guild: bool = True,
+    channel_id: int = CHANNEL_ID,
 ) -> dict[str, Any]:
-    """An INTERACTION_CREATE for `/parley <subcommand>` in the fake's #general, or in a DM.
+    """An INTERACTION_CREATE for `/parley <subcommand>` in the fake's #general (or `channel_id`), or in a DM.
 
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
     """
@@ -175,7 +175,7 @@ def command_payload(
         },
     }
     if in_guild:
-        _in_channel(fake, payload, user_id, permissions)
+        _in_channel(fake, payload, user_id, permissions, channel_id)
     else:
         dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
         payload |= {
@@ -203,17 +203,24 @@ async def run_command(
     return calls()
 
 
-def _in_channel(fake: FakeDiscord, payload: dict[str, Any], user_id: int, permissions: discord.Permissions) -> None:
-    """Add to an interaction payload what Discord sends for one made in #general by `user_id`."""
+def _in_channel(
+    fake: FakeDiscord,
+    payload: dict[str, Any],
+    user_id: int,
+    permissions: discord.Permissions,
+    channel_id: int = CHANNEL_ID,
+) -> None:
+    """Add to an interaction payload what Discord sends for one made in #general (or `channel_id`) by `user_id`."""
     user = fake.users[user_id]
+    channel = fake.channels[channel_id]
     payload |= {
-        "guild_id": str(GUILD_ID),
+        "guild_id": str(channel.guild_id),
         "guild_locale": "en-US",
-        "channel_id": str(CHANNEL_ID),
-        "channel": fake.channels[CHANNEL_ID].payload(),
+        "channel_id": str(channel_id),
+        "channel": channel.payload(),
         "member": {"user": user.payload(), **user.member_payload(), "permissions": str(permissions.value)},
         "app_permissions": str((EVERYONE_PERMISSIONS | BOT_PERMISSIONS).value),
-        "authorizing_integration_owners": {"0": str(GUILD_ID)},
+        "authorizing_integration_owners": {"0": str(channel.guild_id)},
         "context": 0,
     }
 

@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import discord
@@ -157,6 +157,7 @@ class FakeChannel:
     # A text channel's permission overwrites, as Discord sends them.
     overwrites: list[dict[str, Any]] = field(default_factory=list)
     recipient_id: int | None = None  # set for a direct message channel: the person on the other side
+    guild_id: int = GUILD_ID  # the server of a text channel or thread (a direct message channel has none)
 
     def payload(self) -> dict[str, Any]:
         if self.parent_id is not None:
@@ -166,7 +167,7 @@ class FakeChannel:
         return {
             "id": str(self.id),
             "type": discord.ChannelType.text.value,
-            "guild_id": str(GUILD_ID),
+            "guild_id": str(self.guild_id),
             "name": self.name,
             "position": self.position,
             "parent_id": None,
@@ -195,7 +196,7 @@ class FakeChannel:
         return {
             "id": str(self.id),
             "type": kind.value,
-            "guild_id": str(GUILD_ID),
+            "guild_id": str(self.guild_id),
             "parent_id": str(parent_id),
             "owner_id": str(self.owner_id),
             "name": self.name,
@@ -294,6 +295,15 @@ class _Session:
     seq: int = 0
     log: list[dict[str, Any]] = field(default_factory=list)  # every dispatch, replayed on RESUME
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: bool = False  # READY and its servers' GUILD_CREATEs sent
+
+    @property
+    def shard_id(self) -> int:
+        return self.shard[0] if self.shard else 0
+
+    @property
+    def shard_count(self) -> int:
+        return self.shard[1] if self.shard else 1
 
 
 def _json_response(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -321,7 +331,13 @@ def _snowflakes(values: Iterable[Any]) -> set[int]:
 
 
 class FakeDiscord:
-    """A fake Discord: one guild, two text channels and any threads a test opens, the bot, three humans, another bot."""
+    """A fake Discord: one guild, two text channels and any threads a test opens, the bot, three humans, another bot.
+
+    Tests may add servers (`add_guild`). Each IDENTIFY's `shard: [id, count]` opens a session for that shard; a
+    server's events go only to the session of its shard, `(guild_id >> 22) % count`, and direct messages to shard 0's,
+    as on Discord: https://discord.com/developers/docs/events/gateway#sharding. `shard_count` is what
+    GET /gateway/bot recommends.
+    """
 
     bot_id = BOT_ID
     application_id = APPLICATION_ID
@@ -334,8 +350,12 @@ class FakeDiscord:
     other_bot_id = OTHER_BOT_ID
     bot_role_id = BOT_ROLE_ID
 
-    def __init__(self, token: str = DEFAULT_TOKEN) -> None:
+    def __init__(self, token: str = DEFAULT_TOKEN, *, shard_count: int = 1) -> None:
         self.token = token
+        self.shard_count = shard_count
+        self.guilds: dict[int, str] = {GUILD_ID: "Fake Guild"}  # id -> name
+        # Servers handed to another shard than their id gives (`hand_over`), as after a reshard.
+        self._handed_over: dict[int, int] = {}
         self.users: dict[int, FakeUser] = {
             user.id: user
             for user in (
@@ -371,6 +391,8 @@ class FakeDiscord:
         self.cdn_failures: set[int] = set()
         self.cdn_requests: list[int] = []
         self._edit_failures: list[_Failure] = []
+        # The session of each shard, and the one that identified last (the only one, for a single client).
+        self._sessions: dict[int, _Session] = {}
         self._session: _Session | None = None
         self._sockets: set[web.WebSocketResponse] = set()
         self._increment = itertools.count()
@@ -490,8 +512,16 @@ class FakeDiscord:
 
         A private thread is visible to its `members` (and moderators) only.
         """
-        self._channel(parent_id)
-        thread = FakeChannel(self._next_id(), name, 0, parent_id=parent_id, private=private, member_ids=set(members))
+        parent = self._channel(parent_id)
+        thread = FakeChannel(
+            self._next_id(),
+            name,
+            0,
+            parent_id=parent_id,
+            private=private,
+            member_ids=set(members),
+            guild_id=parent.guild_id,
+        )
         self.channels[thread.id] = thread
         await self.dispatch("THREAD_CREATE", {**thread.payload(), "newly_created": True})
         return thread.id
@@ -530,13 +560,57 @@ class FakeDiscord:
             await self.dispatch("MESSAGE_CREATE", self._gateway_message(message))
         return message
 
+    async def add_guild(self, name: str, *, shard: tuple[int, int] | None = None) -> tuple[int, int]:
+        """Add a server with one text channel, #general; its id and the channel's.
+
+        With `shard` (id, count), the server's id puts it on that shard. A session already serving that shard
+        gets its GUILD_CREATE, as when the bot is added to a server.
+        """
+        when = _WORLD_CREATED + timedelta(seconds=len(self.guilds))
+        guild_id = self._next_id(when)
+        while shard is not None and (guild_id >> 22) % shard[1] != shard[0]:
+            when += timedelta(milliseconds=1)
+            guild_id = self._next_id(when)
+        self.guilds[guild_id] = name
+        channel = FakeChannel(self._next_id(when), "general", 0, guild_id=guild_id)
+        self.channels[channel.id] = channel
+        session = self._session_for(guild_id)
+        if session is not None and session.ready:
+            await self._dispatch(session, "GUILD_CREATE", self._guild_create(guild_id))
+        return guild_id, channel.id
+
+    def shard_of(self, guild_id: int, shard_count: int) -> int:
+        """The shard whose session gets the server's events: `(guild_id >> 22) % shard_count`, unless handed over."""
+        return self._handed_over.get(guild_id, (guild_id >> 22) % shard_count)
+
+    async def hand_over(self, guild_id: int, shard_id: int) -> None:
+        """Send the server's events to shard `shard_id`'s session from now on, starting with its GUILD_CREATE.
+
+        Discord serves a server on shard `(guild_id >> 22) % shard_count`, which changes only when the deployment
+        reshards: every session identifies again with the new count, and the server may then be another process's.
+        This hands it over between live sessions instead, so a test can watch the process that takes it over
+        without restarting either: the old session hears nothing more from the server, as a process whose shard
+        range no longer holds it; the new one gets GUILD_CREATE as after its READY.
+        """
+        session = self._sessions.get(shard_id)
+        if session is None:
+            raise RuntimeError(f"no client has identified for shard {shard_id}")
+        self._handed_over[guild_id] = shard_id
+        await self._dispatch(session, "GUILD_CREATE", self._guild_create(guild_id))
+
+    def events_of(self, shard_id: int) -> list[tuple[str, dict[str, Any]]]:
+        """Every dispatch (event name, data) that shard `shard_id`'s current session was sent, in order."""
+        session = self._sessions.get(shard_id)
+        return [] if session is None else [(payload["t"], payload["d"]) for payload in session.log]
+
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send a gateway DISPATCH (op 0) to the identified client, e.g. MESSAGE_DELETE or INTERACTION_CREATE."""
-        if self._session is None:
+        """Send a gateway DISPATCH (op 0), e.g. MESSAGE_DELETE or INTERACTION_CREATE, to the session of the
+        shard its server is on (direct messages: shard 0); with no session for that shard, nobody gets it."""
+        if not self._sessions:
             raise RuntimeError(f"cannot dispatch {event}: no client has identified")
         if event == "INTERACTION_CREATE":
             self._interactions[data["token"]] = data
-        await self._dispatch(self._session, event, data)
+        await self._route(event, data)
 
     async def edit_user_message(self, channel_id: int, message_id: int, content: str) -> dict[str, Any]:
         """Change a stored message's text and dispatch MESSAGE_UPDATE with the whole message, as Discord does."""
@@ -551,7 +625,7 @@ class FakeDiscord:
         channel = self.channels[channel_id]
         channel.messages = [m for m in channel.messages if int(m["id"]) not in message_ids]
         ids = [str(message_id) for message_id in message_ids]
-        where = {"channel_id": str(channel_id), "guild_id": str(GUILD_ID)}
+        where = {"channel_id": str(channel_id), "guild_id": str(channel.guild_id)}
         if len(ids) == 1:
             await self.dispatch("MESSAGE_DELETE", {"id": ids[0], **where})
         else:
@@ -644,14 +718,22 @@ class FakeDiscord:
         return self.identifies[0]
 
     async def wait_for_ready(self, timeout: float = 5.0, *, sessions: int = 1) -> None:
-        """Wait until the fake has sent READY and GUILD_CREATE (in the `sessions`-th session a client
-        identified for), so dispatched events reach a populated cache."""
+        """Wait until the fake has sent READY and its servers' GUILD_CREATEs (in the `sessions`-th session a
+        client identified for), so dispatched events reach a populated cache."""
 
         def ready() -> bool:
-            # READY and GUILD_CREATE are a session's dispatches 1 and 2.
-            return len(self.identifies) >= sessions and self._session is not None and self._session.seq >= 2
+            return len(self.identifies) >= sessions and self._session is not None and self._session.ready
 
         await self.wait_for(ready, timeout, "READY")
+
+    async def wait_for_shard(self, shard_id: int, timeout: float = 5.0) -> None:
+        """Wait until a session of shard `shard_id` has had READY and its servers' GUILD_CREATEs."""
+
+        def ready() -> bool:
+            session = self._sessions.get(shard_id)
+            return session is not None and session.ready
+
+        await self.wait_for(ready, timeout, f"READY of shard {shard_id}")
 
     def _changed(self) -> None:
         self._change.set()
@@ -670,12 +752,12 @@ class FakeDiscord:
         self._latest_id = max(self._latest_id, snowflake)
         return snowflake
 
-    def _roles(self) -> list[dict[str, Any]]:
+    def _roles(self, guild_id: int = GUILD_ID) -> list[dict[str, Any]]:
         # The @everyone role's id is the guild's: https://discord.com/developers/docs/topics/permissions#role-object
         base = {"colors": {"primary_color": 0}, "hoist": False, "mentionable": False, "flags": 0}
         everyone = {
             **base,
-            "id": str(GUILD_ID),
+            "id": str(guild_id),
             "name": "@everyone",
             "position": 0,
             "managed": False,
@@ -699,14 +781,19 @@ class FakeDiscord:
         }
         return [everyone, bot_role, other_bot_role]
 
-    def _guild(self) -> dict[str, Any]:
+    def _guild(self, guild_id: int = GUILD_ID) -> dict[str, Any]:
         """The guild object as GET /guilds/{id} returns it (no channels or members)."""
+        first_channel = next(
+            channel.id
+            for channel in self.channels.values()
+            if channel.guild_id == guild_id and channel.recipient_id is None
+        )
         return {
-            "id": str(GUILD_ID),
-            "name": "Fake Guild",
+            "id": str(guild_id),
+            "name": self.guilds[guild_id],
             "icon": None,
             "owner_id": str(ALICE_ID),
-            "roles": self._roles(),
+            "roles": self._roles(guild_id),
             "emojis": [],
             "stickers": [],
             "features": [],
@@ -717,14 +804,14 @@ class FakeDiscord:
             "nsfw_level": 0,
             "premium_tier": 0,
             "preferred_locale": "en-US",
-            "system_channel_id": str(CHANNEL_ID),
+            "system_channel_id": str(first_channel),
             "system_channel_flags": 0,
         }
 
-    def _guild_create(self) -> dict[str, Any]:
+    def _guild_create(self, guild_id: int = GUILD_ID) -> dict[str, Any]:
         members = [{"user": user.payload(), **user.member_payload()} for user in self.users.values()]
         return {
-            **self._guild(),
+            **self._guild(guild_id),
             "unavailable": False,
             "joined_at": iso_timestamp(GUILD_ID),
             "large": False,
@@ -734,13 +821,13 @@ class FakeDiscord:
             "channels": [
                 channel.payload()
                 for channel in self.channels.values()
-                if channel.parent_id is None and channel.recipient_id is None
+                if channel.parent_id is None and channel.recipient_id is None and channel.guild_id == guild_id
             ],
             # Discord sends a server's active threads only.
             "threads": [
                 channel.payload()
                 for channel in self.channels.values()
-                if channel.parent_id is not None and not channel.archived
+                if channel.parent_id is not None and not channel.archived and channel.guild_id == guild_id
             ],
             "presences": [],
             "voice_states": [],
@@ -754,7 +841,7 @@ class FakeDiscord:
         ready: dict[str, Any] = {
             "v": 10,
             "user": self._bot_user(),
-            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "guilds": [{"id": str(guild_id), "unavailable": True} for guild_id in self._guilds_of(session)],
             "session_id": session.id,
             "resume_gateway_url": self.gateway_url,
             "application": {"id": str(APPLICATION_ID), "flags": 0},
@@ -832,7 +919,7 @@ class FakeDiscord:
                 "type": 0,
                 "message_id": referenced["id"],
                 "channel_id": str(channel_id),
-                "guild_id": str(GUILD_ID),
+                "guild_id": str(channel.guild_id),
             }
             message["referenced_message"] = {k: v for k, v in referenced.items() if k != "referenced_message"}
         channel.store(message)
@@ -868,13 +955,14 @@ class FakeDiscord:
     def _gateway_message(self, message: dict[str, Any]) -> dict[str, Any]:
         """The MESSAGE_CREATE form: REST's message plus guild_id, the author's member and mentioned members
         (a direct message has none of these)."""
-        if self.channels[int(message["channel_id"])].recipient_id is not None:
+        channel = self.channels[int(message["channel_id"])]
+        if channel.recipient_id is not None:
             return message
         author = self.users[int(message["author"]["id"])]
         mentions = [
             {**mention, "member": self.users[int(mention["id"])].member_payload()} for mention in message["mentions"]
         ]
-        return {**message, "guild_id": str(GUILD_ID), "member": author.member_payload(), "mentions": mentions}
+        return {**message, "guild_id": str(channel.guild_id), "member": author.member_payload(), "mentions": mentions}
 
     def _history_page(self, channel: FakeChannel, query: Mapping[str, str]) -> list[dict[str, Any]]:
         """A page of GET /channels/{id}/messages: always newest first, like Discord.
@@ -935,17 +1023,50 @@ class FakeDiscord:
             return
         self.identifies.append(data)
         session = _Session(id=uuid.uuid4().hex, ws=ws, shard=data.get("shard"))
-        self._session = session
+        # A new shard count is a reshard: the sessions of the old count are over.
+        self._sessions = {
+            shard_id: other for shard_id, other in self._sessions.items() if other.shard_count == session.shard_count
+        }
+        self._sessions[session.shard_id] = self._session = session
         await self._dispatch(session, "READY", self._ready(session))
-        await self._dispatch(session, "GUILD_CREATE", self._guild_create())
+        for guild_id in self._guilds_of(session):
+            await self._dispatch(session, "GUILD_CREATE", self._guild_create(guild_id))
+        session.ready = True
+        self._changed()
+
+    def _guilds_of(self, session: _Session) -> list[int]:
+        return [
+            guild_id for guild_id in self.guilds if self.shard_of(guild_id, session.shard_count) == session.shard_id
+        ]
+
+    def _session_for(self, guild_id: int | None) -> _Session | None:
+        """The session a server's events go to (None: a direct message, shard 0's); None when none serves it."""
+        if not self._sessions:
+            return None
+        count = next(iter(self._sessions.values())).shard_count
+        return self._sessions.get(0 if guild_id is None else self.shard_of(guild_id, count))
+
+    def _guild_of(self, event: str, data: dict[str, Any]) -> int | None:
+        """The server an event is about (None: a direct message's, or no server's)."""
+        if "guild_id" in data:
+            return int(data["guild_id"])
+        if event.startswith("GUILD_"):
+            return int(data["id"])
+        channel = self.channels.get(int(data.get("channel_id") or 0))
+        return channel.guild_id if channel is not None and channel.recipient_id is None else None
+
+    async def _route(self, event: str, data: dict[str, Any]) -> None:
+        session = self._session_for(self._guild_of(event, data))
+        if session is not None:
+            await self._dispatch(session, event, data)
 
     async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         """Replay the dispatches the client missed, then RESUMED; an unknown session is invalidated.
 
         https://discord.com/developers/docs/events/gateway#resuming
         """
-        session = self._session
-        if session is None or data.get("session_id") != session.id or data.get("token") != self.token:
+        session = next((s for s in self._sessions.values() if s.id == data.get("session_id")), None)
+        if session is None or data.get("token") != self.token:
             await ws.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
             return
         self.resumes.append(data)
@@ -967,15 +1088,14 @@ class FakeDiscord:
             if (user.id in wanted if wanted else user.username.lower().startswith(query))
         ]
         chunk = {
-            "guild_id": str(GUILD_ID),
+            "guild_id": str(data.get("guild_id") or GUILD_ID),
             "members": [{"user": user.payload(), **user.member_payload()} for user in users],
             "chunk_index": 0,
             "chunk_count": 1,
             "not_found": [str(user_id) for user_id in wanted - {user.id for user in users}],
             "nonce": data.get("nonce"),
         }
-        assert self._session is not None
-        await self._dispatch(self._session, "GUILD_MEMBERS_CHUNK", chunk)
+        await self._route("GUILD_MEMBERS_CHUNK", chunk)
 
     async def _dispatch(self, session: _Session, event: str, data: dict[str, Any]) -> None:
         async with session.lock:  # keeps frames in sequence order
@@ -1066,15 +1186,16 @@ class FakeDiscord:
     async def _get_gateway_bot(self, request: web.Request) -> web.Response:
         # https://discord.com/developers/docs/events/gateway#get-gateway-bot: where to connect, and how many shards.
         limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
-        return _json_response({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+        return _json_response({"url": self.gateway_url, "shards": self.shard_count, "session_start_limit": limit})
 
     async def _get_application(self, request: web.Request) -> web.Response:
         return _json_response(self._application())
 
     async def _get_guild(self, request: web.Request) -> web.Response:
-        if int(request.match_info["guild_id"]) != GUILD_ID:
+        guild_id = int(request.match_info["guild_id"])
+        if guild_id not in self.guilds:
             return _error(404, "Unknown Guild", 10004)
-        return _json_response(self._guild())
+        return _json_response(self._guild(guild_id))
 
     def _channel_or_none(self, request: web.Request) -> FakeChannel | None:
         return self.channels.get(int(request.match_info["channel_id"]))
@@ -1138,8 +1259,7 @@ class FakeDiscord:
             message["components"] = body["components"]
         self.bot_posts.append(Post(channel.id, body, message, files, asyncio.get_running_loop().time()))
         # Discord echoes the bot's own message back over the gateway.
-        if self._session is not None:
-            await self._dispatch(self._session, "MESSAGE_CREATE", self._gateway_message(message))
+        await self._route("MESSAGE_CREATE", self._gateway_message(message))
         return _json_response(message)
 
     async def _patch_message(self, request: web.Request) -> web.Response:
@@ -1169,8 +1289,7 @@ class FakeDiscord:
         message["mentions"] = [self.users[user_id].payload() for user_id in mentioned]
         message["mention_roles"] = _ROLE_MENTION.findall(content)
         self.edits.append(Edit(channel.id, int(message["id"]), body, asyncio.get_running_loop().time()))
-        if self._session is not None:
-            await self._dispatch(self._session, "MESSAGE_UPDATE", self._gateway_message(message))
+        await self._route("MESSAGE_UPDATE", self._gateway_message(message))
         return _json_response(message)
 
     async def _delete_message(self, request: web.Request) -> web.Response:
@@ -1180,11 +1299,10 @@ class FakeDiscord:
             return _error(404, "Unknown Message", 10008)
         channel.messages = [m for m in channel.messages if int(m["id"]) != message_id]
         self.deleted_ids.append(message_id)
-        if self._session is not None:
-            where = {"id": str(message_id), "channel_id": str(channel.id)}
-            if channel.recipient_id is None:
-                where["guild_id"] = str(GUILD_ID)
-            await self._dispatch(self._session, "MESSAGE_DELETE", where)
+        where = {"id": str(message_id), "channel_id": str(channel.id)}
+        if channel.recipient_id is None:
+            where["guild_id"] = str(channel.guild_id)
+        await self._route("MESSAGE_DELETE", where)
         return web.Response(status=204)
 
     async def _start_thread_from_message(self, request: web.Request) -> web.Response:
@@ -1205,12 +1323,11 @@ class FakeDiscord:
         name = body.get("name") or ""
         if not 1 <= len(name) <= 100:
             return _invalid_form_body("name", "Must be between 1 and 100 in length.")
-        thread = FakeChannel(message_id, name, 0, parent_id=channel.id, owner_id=BOT_ID)
+        thread = FakeChannel(message_id, name, 0, parent_id=channel.id, owner_id=BOT_ID, guild_id=channel.guild_id)
         thread.member_ids = {BOT_ID, int(message["author"]["id"])}
         self.channels[thread.id] = thread
         self.threads_started.append((channel.id, message_id, body))
-        if self._session is not None:
-            await self._dispatch(self._session, "THREAD_CREATE", {**thread.payload(), "newly_created": True})
+        await self._route("THREAD_CREATE", {**thread.payload(), "newly_created": True})
         return _json_response(thread.payload())
 
     def _attachment(self, filename: str, data: bytes) -> dict[str, Any]:

@@ -240,3 +240,45 @@ async def test_llm_lists_models(llm: FakeLLM) -> None:
     async with aiohttp.ClientSession() as session, session.get(f"{llm.base_url}/models") as response:
         listing = await response.json()
     assert [model["id"] for model in listing["data"]] == [MODEL_NAME]
+
+
+class ShardClient(discord.AutoShardedClient):
+    def __init__(self, **options: object) -> None:
+        intents = discord.Intents(guilds=True, guild_messages=True, message_content=True)
+        super().__init__(intents=intents, guild_ready_timeout=0.1, **options)  # type: ignore[arg-type]
+
+
+async def test_each_shard_session_gets_only_its_servers_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unasked, two shards run; a client of shard 0 alone sees only its servers until one is handed over to it."""
+    async with FakeDiscord(shard_count=2) as fake:
+        monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base_url)
+        monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.gateway_url))
+        other_guild, other_channel = await fake.add_guild("Other Guild", shard=(1, 2))
+        assert fake.shard_of(fake.guild_id, 2) == 0
+        both = ShardClient()
+        async with both:
+            running = asyncio.create_task(both.start(fake.token))
+            # discord.py waits 5 s before each IDENTIFY after the first, as Discord's identify rate limit asks.
+            await asyncio.wait_for(both.wait_until_ready(), STARTUP_TIMEOUT + 10)
+            assert sorted(identify["shard"] for identify in fake.identifies) == [[0, 2], [1, 2]]
+            assert {guild.id for guild in both.guilds} == {fake.guild_id, other_guild}
+            await both.close()
+            await running
+        zero = ShardClient(shard_count=2, shard_ids=[0])
+        async with zero:
+            running = asyncio.create_task(zero.start(fake.token))
+            await fake.wait_for_shard(0)
+            await asyncio.wait_for(zero.wait_until_ready(), STARTUP_TIMEOUT)
+            assert [guild.id for guild in zero.guilds] == [fake.guild_id]
+            await fake.send_user_message(other_channel, fake.alice_id, "for shard 1")
+            assert all(data.get("content") != "for shard 1" for _, data in fake.events_of(0))
+            await fake.hand_over(other_guild, 0)
+            async with asyncio.timeout(STARTUP_TIMEOUT):
+                while zero.get_guild(other_guild) is None:  # noqa: ASYNC110 - the client's cache has no event
+                    await asyncio.sleep(0.01)
+            await fake.send_user_message(other_channel, fake.alice_id, "now for shard 0")
+            assert ("MESSAGE_CREATE", "now for shard 0") in [
+                (event, data.get("content")) for event, data in fake.events_of(0)
+            ]
+            await zero.close()
+            await running
