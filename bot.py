@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import discord
@@ -119,8 +119,12 @@ from preflight import (
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
 from sessions import restore, snapshot
+from shared import SharedSettings, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
+
+if TYPE_CHECKING:
+    from archive.changes import ChangeListener
 
 log = logging.getLogger("parley")
 
@@ -400,6 +404,8 @@ class Parley(discord.AutoShardedClient):
         # (by id, with their server's), in which every message is for Parley while they are open.
         self.thread_channels: set[int] = set()
         self.own_threads: dict[int, int] = {}
+        # With a Postgres archive: other processes' changes to the settings above, as they are committed.
+        self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
@@ -481,6 +487,13 @@ class Parley(discord.AutoShardedClient):
             where = describe_database_url(url)
             raise ArchiveUnavailable(f"DATABASE_URL names {where}, which cannot be opened: {error}") from error
         self.memory = await MemoryStore.open(self.archive)
+        shared = SharedSettings(
+            self.archive, self.profiles, self.forget_markers, self.thread_channels, self.own_threads, self._forgotten
+        )
+        try:
+            self._other_processes = await follow_other_processes(url, self.archive, shared)
+        except DatabaseUrlError as error:
+            raise ArchiveUnavailable(str(error)) from None
         await self.profiles.attach(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
         self.thread_channels.update(await self.archive.thread_channels())
@@ -638,6 +651,9 @@ class Parley(discord.AutoShardedClient):
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         self.memory = None
+        if self._other_processes is not None:
+            await self._other_processes.close()
+            self._other_processes = None
         if archive is not None:
             self.usage.detach()
             await archive.close()
@@ -1459,6 +1475,11 @@ class Parley(discord.AutoShardedClient):
         live = self.manager.get(channel_id) is not None
         self.manager.end(channel_id)
         return live
+
+    def _forgotten(self, channel_id: int) -> None:
+        """Another process's /parley forget: the channel's conversation here ends unsummarised, as in `forget`."""
+        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
+        self.manager.end(channel_id)
 
     def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None:
         """Make `messages` the model history of the channel's conversation, starting one if none is live."""

@@ -299,6 +299,7 @@ _SET = Write(
     ),
 )
 _RESET = Write("reset_profile_value", ("DELETE FROM profile_settings WHERE scope_id = ? AND field = ?",))
+_SELECT_STORED = "SELECT scope_id, field, guild_id, value, set_by, set_at FROM profile_settings"
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +339,26 @@ class Profiles:
     async def attach(self, archive: Archive) -> None:
         """Keep the commands' values in `archive`, and load those kept there that are still allowed."""
         self.archive = archive
-        rows = await archive.read("SELECT scope_id, field, guild_id, value, set_by, set_at FROM profile_settings")
+        self._keep(await archive.read(_SELECT_STORED))
+
+    async def reload(self, scope_id: int) -> None:
+        """Take up the commands' values of a channel (or server) as the archive now has them: another process
+        sharing it changed them."""
+        assert self.archive is not None
+        rows = await self.archive.read(f"{_SELECT_STORED} WHERE scope_id = ?", (scope_id,))
+        self._set.pop(scope_id, None)
+        self._guilds.pop(scope_id, None)
+        self._keep(rows)
+
+    async def reload_all(self) -> None:
+        """Take up every command value as the archive now has them (changes by other processes were missed)."""
+        assert self.archive is not None
+        rows = await self.archive.read(_SELECT_STORED)
+        self._set.clear()
+        self._guilds.clear()
+        self._keep(rows)
+
+    def _keep(self, rows: Iterable[tuple[Any, ...]]) -> None:
         for scope_id, name, guild_id, value, set_by, set_at in rows:
             try:
                 kept = normalise(name, value, self.settings.allowed_models) if name in FIELDS else None

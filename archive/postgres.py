@@ -281,6 +281,29 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
     DROP TABLE channel_settings;
     """,
+    # v12: what each process keeps in memory from these tables (profiles, forget markers, thread settings, the
+    # threads Parley opened) follows another process's change (archive/changes.py): a change notifies on
+    # `parley_<table>` with the row's channel (or server) id, from the transaction that makes it, so the
+    # notification goes out exactly when the change is committed.
+    """
+    CREATE FUNCTION parley_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify(
+            'parley_' || TG_TABLE_NAME,
+            (CASE TG_OP WHEN 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END) ->> TG_ARGV[0]
+        );
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER profile_settings_changed AFTER INSERT OR UPDATE OR DELETE ON profile_settings
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('scope_id');
+    CREATE TRIGGER forget_markers_changed AFTER INSERT OR UPDATE OR DELETE ON forget_markers
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('channel_id');
+    CREATE TRIGGER thread_settings_changed AFTER INSERT OR UPDATE OR DELETE ON thread_settings
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('channel_id');
+    CREATE TRIGGER own_threads_changed AFTER INSERT OR UPDATE OR DELETE ON own_threads
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('thread_id');
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.

@@ -1,0 +1,104 @@
+"""In step with the other processes sharing a Postgres archive (issue 13).
+
+Each process reads the shared settings into memory at start: profiles, /parley forget markers, the channels where
+a mention opens a thread, and the threads Parley opened. Another process's change reaches this one's memory as
+Postgres announces it (archive/changes.py): the changed channel's rows are read again, or all of them after the
+listening connection was lost. With SQLite there is one process, and nothing to follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from archive import Archive
+from profiles import Profiles
+
+if TYPE_CHECKING:
+    from archive.changes import ChangeListener
+
+
+class SharedSettings:
+    """This process's copies of the shared settings, and how to read each again from the archive.
+
+    `forgotten(channel_id)` is called when another process's /parley forget moved a channel's marker on, so
+    the channel's live conversation here ends as it would have in that process.
+    """
+
+    def __init__(
+        self,
+        archive: Archive,
+        profiles: Profiles,
+        forget_markers: dict[int, int],
+        thread_channels: set[int],
+        own_threads: dict[int, int],
+        forgotten: Callable[[int], None],
+    ) -> None:
+        self.archive = archive
+        self.profiles = profiles
+        self.forget_markers = forget_markers
+        self.thread_channels = thread_channels
+        self.own_threads = own_threads
+        self.forgotten = forgotten
+
+    async def reread(self, table: str, key: int) -> None:
+        """Read the rows of `table` for the channel (or server, or thread) `key` again."""
+        if table == "profile_settings":
+            await self.profiles.reload(key)
+        elif table == "forget_markers":
+            rows = await self.archive.read("SELECT after_id FROM forget_markers WHERE channel_id = ?", (key,))
+            self._take_marker(key, int(rows[0][0]) if rows else None)
+        elif table == "thread_settings":
+            rows = await self.archive.read("SELECT threads FROM thread_settings WHERE channel_id = ?", (key,))
+            if rows and rows[0][0]:
+                self.thread_channels.add(key)
+            else:
+                self.thread_channels.discard(key)
+        elif table == "own_threads":
+            rows = await self.archive.read("SELECT guild_id FROM own_threads WHERE thread_id = ?", (key,))
+            if rows:
+                self.own_threads[key] = int(rows[0][0])
+            else:
+                self.own_threads.pop(key, None)
+
+    async def reread_all(self) -> None:
+        """Read every shared setting again: changes were announced while this process was not listening."""
+        await self.profiles.reload_all()
+        markers = await self.archive.all_forget_markers()
+        for channel_id in self.forget_markers.keys() - markers.keys():
+            self._take_marker(channel_id, None)
+        for channel_id, marker in markers.items():
+            self._take_marker(channel_id, marker)
+        threads = await self.archive.thread_channels()
+        self.thread_channels.intersection_update(threads)
+        self.thread_channels.update(threads)
+        own = await self.archive.own_threads()
+        for thread_id in self.own_threads.keys() - own.keys():
+            del self.own_threads[thread_id]
+        self.own_threads.update(own)
+
+    def _take_marker(self, channel_id: int, marker: int | None) -> None:
+        known = self.forget_markers.get(channel_id)
+        if marker is None:
+            self.forget_markers.pop(channel_id, None)
+        elif marker != known:
+            self.forget_markers[channel_id] = marker
+            if known is None or marker > known:
+                self.forgotten(channel_id)
+
+
+async def follow_other_processes(url: str, archive: Archive, shared: SharedSettings) -> ChangeListener | None:
+    """Listen for other processes' changes to the shared settings (Postgres only); None with SQLite.
+
+    Call it before reading the settings, so that a change made meanwhile is either read or announced.
+
+    Raises:
+        DatabaseUrlError: the listening connection could not be opened; the message names the database.
+    """
+    if archive.dialect != "postgres":
+        return None
+    from archive.changes import ChangeListener  # asyncpg is loaded only for a Postgres archive
+
+    listener = ChangeListener(url, shared.reread, shared.reread_all)
+    await listener.start()
+    return listener
