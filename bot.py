@@ -119,7 +119,7 @@ from preflight import (
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
 from sessions import restore, snapshot
-from shared import SharedSettings, follow_other_processes
+from shared import SharedSettings, channels_served_elsewhere, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
 
@@ -504,8 +504,14 @@ class Parley(discord.AutoShardedClient):
         await self._resume_conversations(self.archive)
 
     async def _resume_conversations(self, archive: Archive) -> None:
-        """Take up the conversations a previous run left live; those that timed out since have ended."""
+        """Take up the conversations a previous run left live; those that timed out since have ended.
+
+        With SHARD_IDS, those of servers on other shards are other processes' to take up.
+        """
         stored = await archive.stored_conversations()
+        if self.settings.shard_ids and self.settings.shard_count:
+            elsewhere = await channels_served_elsewhere(archive, self.settings.shard_ids, self.settings.shard_count)
+            stored = {channel_id: kept for channel_id, kept in stored.items() if channel_id not in elsewhere}
         resumed = 0
         for channel_id, kept in sorted(stored.items(), key=lambda item: item[1].last_activity):
             try:

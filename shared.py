@@ -4,6 +4,9 @@ Each process reads the shared settings into memory at start: profiles, /parley f
 a mention opens a thread, and the threads Parley opened. Another process's change reaches this one's memory as
 Postgres announces it (archive/changes.py): the changed channel's rows are read again, or all of them after the
 listening connection was lost. With SQLite there is one process, and nothing to follow.
+
+The conversations kept in the archive are each process's own: a process takes up at start only those of the
+servers on its shards.
 """
 
 from __future__ import annotations
@@ -102,3 +105,13 @@ async def follow_other_processes(url: str, archive: Archive, shared: SharedSetti
     listener = ChangeListener(url, shared.reread, shared.reread_all)
     await listener.start()
     return listener
+
+
+async def channels_served_elsewhere(archive: Archive, shard_ids: frozenset[int], shard_count: int) -> set[int]:
+    """The archived channels whose server is on none of `shard_ids`: another process serves them.
+
+    Discord sends a server's events to shard `(guild_id >> 22) % shard_count`, and direct messages (server 0)
+    to shard 0.
+    """
+    rows = await archive.read("SELECT channel_id, guild_id FROM channels")
+    return {int(channel_id) for channel_id, guild_id in rows if (int(guild_id) >> 22) % shard_count not in shard_ids}

@@ -50,6 +50,18 @@ async def test_without_shard_settings_discord_decides_and_one_process_runs_them(
     assert any(request.path.endswith("/gateway/bot") for request in fake.requests)
 
 
+async def test_a_process_takes_up_only_the_kept_conversations_of_its_shards(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A conversation left live by shard 0's process stays in the archive, untouched, when shard 1's process starts."""
+    await bot.start(shard_count=2, shard_ids=frozenset({0}))
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember this conversation")
+    await fake.wait_for_posts(1)
+    await bot.stop()
+    client = await bot.start(shard_count=2, shard_ids=frozenset({1}))
+    assert client.archive is not None
+    assert client.manager.get(CHANNEL_ID) is None
+    assert CHANNEL_ID in await client.archive.stored_conversations()
+
+
 # --- Two processes, one Postgres -----------------------------------------------------------------
 
 PROCESS_TIMEOUT = 60.0
