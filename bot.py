@@ -725,11 +725,11 @@ class Parley(discord.AutoShardedClient):
 
     async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
         """Per channel, since when the archive held all of it, as the last session noted."""
-        noted = await archive.get_state(COVERAGE_STATE)
+        noted = await archive.get_state(self.coverage_state)
         try:
             return {int(channel): datetime.fromisoformat(since) for channel, since in json.loads(noted or "{}").items()}
         except (ValueError, TypeError, AttributeError):
-            log.warning("ignoring an unreadable %s in the archive", COVERAGE_STATE)
+            log.warning("ignoring an unreadable %s in the archive", self.coverage_state)
             return {}
 
     async def _note_coverage(self, archive: Archive) -> None:
@@ -737,9 +737,17 @@ class Parley(discord.AutoShardedClient):
         try:
             async with self._coverage_lock:
                 noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
-                await archive.set_state(COVERAGE_STATE, json.dumps(noted, sort_keys=True))
+                await archive.set_state(self.coverage_state, json.dumps(noted, sort_keys=True))
         except ArchiveWriteFailed as error:
             log.warning("could not note the archive's coverage (%s): the next start reads context from Discord", error)
+
+    @property
+    def coverage_state(self) -> str:
+        """Where the archive keeps this process's coverage: processes running other shards (SHARD_IDS) keep theirs
+        apart, else each would overwrite the others' with its own channels."""
+        if not self.settings.shard_ids:
+            return COVERAGE_STATE
+        return f"{COVERAGE_STATE}:{','.join(map(str, sorted(self.settings.shard_ids)))} of {self.settings.shard_count}"
 
     async def _stop_catch_up(self) -> None:
         task, self._catch_up = self._catch_up, None

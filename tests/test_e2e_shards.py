@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from e2e_support import (
     RunningBot,
     bot_environment,
     command_payload,
+    eventually,
     option,
     reply_text,
     run_command,
@@ -21,6 +23,8 @@ from e2e_support import (
 )
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM, ToolCall, allow_model_requests, message_text
+
+from archive import open_archive
 
 
 async def test_a_process_runs_the_shard_it_is_given_and_status_names_it(bot: RunningBot, fake: FakeDiscord) -> None:
@@ -60,6 +64,24 @@ async def test_a_process_takes_up_only_the_kept_conversations_of_its_shards(bot:
     assert client.archive is not None
     assert client.manager.get(CHANNEL_ID) is None
     assert CHANNEL_ID in await client.archive.stored_conversations()
+
+
+async def test_each_process_keeps_its_own_archive_coverage(bot: RunningBot, fake: FakeDiscord, tmp_path: Path) -> None:
+    """What shard 0's process noted of its channels' coverage for its next start outlives shard 1's start."""
+    _, other_channel = await fake.add_guild("Shard One", shard=(1, 2))
+    client = await bot.start(shard_count=2, shard_ids=frozenset({0}))
+    await eventually(lambda: CHANNEL_ID in client.covered_since and not client.catching_up, PROCESS_TIMEOUT)
+    shard_zero_coverage = client.coverage_state
+    await bot.stop()
+    client = await bot.start(shard_count=2, shard_ids=frozenset({1}))
+    await eventually(lambda: other_channel in client.covered_since and not client.catching_up, PROCESS_TIMEOUT)
+    await bot.stop()
+    archive = await open_archive(f"sqlite:///{tmp_path / 'parley.db'}")
+    try:
+        noted = json.loads(await archive.get_state(shard_zero_coverage) or "{}")
+    finally:
+        await archive.close()
+    assert str(CHANNEL_ID) in noted
 
 
 # --- Two processes, one Postgres -----------------------------------------------------------------
