@@ -1480,12 +1480,21 @@ class Parley(discord.AutoShardedClient):
             ArchiveWriteFailed: the archive dropped the marker; nothing was forgotten.
         """
         marker = discord.utils.time_snowflake(utc_now(), high=True)
+        previous = self.forget_markers.get(channel_id)
+        # Set before it is stored: the announcement of this very change (Postgres) then finds nothing new.
+        self.forget_markers[channel_id] = marker
         if self.archive is not None:
-            await self.archive.set_forget_marker(channel_id, guild_id, marker)
+            try:
+                await self.archive.set_forget_marker(channel_id, guild_id, marker)
+            except ArchiveWriteFailed:
+                if previous is None:
+                    del self.forget_markers[channel_id]
+                else:
+                    self.forget_markers[channel_id] = previous
+                raise
             # The summaries of earlier conversations are what the next one would start from.
             self.archive.delete_summaries(channel_id)
         self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        self.forget_markers[channel_id] = marker
         live = self.manager.get(channel_id) is not None
         self.manager.end(channel_id)
         return live

@@ -84,6 +84,20 @@ async def test_each_process_keeps_its_own_archive_coverage(bot: RunningBot, fake
     assert str(CHANNEL_ID) in noted
 
 
+async def test_forget_on_postgres_says_the_conversation_ended(
+    bot: RunningBot, fake: FakeDiscord, postgres_server: str
+) -> None:
+    """On a Postgres archive, whose change to the marker is announced back to this process too, /parley forget
+    still ends the conversation and says so."""
+    client = await bot.start(database_url=await fresh_postgres_database(postgres_server))
+    for attempt in range(3):
+        await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pineapple")
+        await fake.wait_for_posts(attempt + 1)
+        text = reply_text(await run_command(fake, "forget"))
+        assert text.startswith("Conversation ended and its model history dropped")
+        assert client.manager.get(CHANNEL_ID) is None
+
+
 # --- Two processes, one Postgres -----------------------------------------------------------------
 
 PROCESS_TIMEOUT = 60.0
