@@ -352,20 +352,21 @@ def build_responder(
         # pydantic-ai prepares a step's tools before it renders its instructions.
         return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
 
-    # Each tool set's note, shown while the channel's profile offers the set.
+    toolbox = toolbox or Toolbox()
+    # Each tool set's note, shown while the channel's profile offers the set (or one of the sets it describes):
+    # a note about a withheld tool would have the model call what it does not have.
     sets = ((_ARCHIVE_NOTE, ARCHIVE, archive_enabled), (_MEMORY_NOTE, MEMORY, memory_enabled))
-    notes = [(note, name) for note, name, on in sets if on]
+    notes = [(note, (name,)) for note, name, on in sets if on] + toolbox.notes
 
     async def offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         return offered(tool_defs, ctx.deps.offered_toolsets)
 
     async def notes_on_offered_tools(ctx: RunContext[ChatDeps]) -> str:
-        return "\n".join(note for note, name in notes if ctx.deps.offers(name))
+        return "\n".join(note for note, names in notes if any(map(ctx.deps.offers, names)))
 
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
-    toolbox = toolbox or Toolbox()
-    instructions: list[Any] = ["\n".join([_VOICE, *toolbox.notes])]
+    instructions: list[Any] = [_VOICE]
     capabilities: list[Any] = [ProcessHistory(keep_within_budget), *toolbox.capabilities.values()]
     if tools or toolbox.toolsets or toolbox.capabilities:
         instructions += [notes_on_offered_tools, answer_now_note]

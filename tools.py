@@ -296,13 +296,14 @@ class Toolbox:
     """The tool sets beyond the archive and memory, by the name a profile offers them under.
 
     `toolsets` holds "web" (DuckDuckGo or Tavily, searched by Parley) and one "mcp:<server>" per MCP server;
-    `capabilities` holds "web" when the model's provider searches itself (WEB_SEARCH=native).
+    `capabilities` holds "web" when the model's provider searches itself (WEB_SEARCH=native). `notes` tell the
+    model about them, each with the names of the sets it describes: it is shown while a profile offers one of them.
     """
 
     toolsets: dict[str, AbstractToolset[ChatDeps]] = field(default_factory=dict)
     capabilities: dict[str, AbstractCapability[ChatDeps]] = field(default_factory=dict)
     servers: list["McpServer"] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
     def offered_toolsets(self) -> list[AbstractToolset[ChatDeps]]:
         """Every tool set, each offered in a run only when its `ChatDeps.offers` it (a channel's profile may not)."""
@@ -341,16 +342,16 @@ def build_toolbox(
     toolbox = Toolbox()
     if settings.web_search == "native":
         toolbox.capabilities[WEB_TOOLSET] = native_web_search(settings.web_search_max_calls, model)
-        toolbox.notes.append(_NATIVE_WEB_NOTE)
+        toolbox.notes.append((_NATIVE_WEB_NOTE, (WEB_TOOLSET,)))
     elif settings.web_search != "off":
         search = web_search or web_search_function(settings)
         toolbox.toolsets[WEB_TOOLSET] = web_search_toolset(search, settings.web_search_max_calls)
-        toolbox.notes.append(_WEB_NOTE.format(max_calls=settings.web_search_max_calls))
+        toolbox.notes.append((_WEB_NOTE.format(max_calls=settings.web_search_max_calls), (WEB_TOOLSET,)))
     if settings.mcp_servers:
         toolbox.servers = load_mcp_servers(settings.mcp_servers, settings.mcp_tool_timeout_seconds)
         toolbox.toolsets.update((MCP_TOOLSET_PREFIX + server.name, server) for server in toolbox.servers)
         if toolbox.servers:
-            toolbox.notes.append(_MCP_NOTE)
+            toolbox.notes.append((_MCP_NOTE, tuple(MCP_TOOLSET_PREFIX + server.name for server in toolbox.servers)))
     return toolbox
 
 

@@ -108,16 +108,20 @@ async def test_web_search_is_offered_only_when_on(make_settings) -> None:
 
 
 async def test_a_channel_that_does_not_offer_web_gets_no_search(make_settings) -> None:
-    """An answer whose ChatDeps offer other tool sets only (a channel's profile) is offered neither kind of search."""
+    """An answer whose ChatDeps offer other tool sets only (a channel's profile) is offered neither kind of search,
+    nor told about one."""
     model, offered, _ = scripted()
     await ask(make_settings(web_search="duckduckgo"), model, FakeSearch(), offered=frozenset({"mcp:orders"}))
     assert "search_web" not in tool_names(offered[0])
+    assert "search_web" not in (offered[0].instructions or "")
     model, offered, _ = scripted()
     await ask(make_settings(web_search="duckduckgo"), model, FakeSearch(), offered=frozenset({"web"}))
     assert "search_web" in tool_names(offered[0])
+    assert "search_web" in (offered[0].instructions or "")
     model, offered, _ = scripted()
     await ask(make_settings(web_search="native"), model, offered=frozenset())
     assert offered[0].model_request_parameters.native_tools == []
+    assert "search the web" not in (offered[0].instructions or "")
 
 
 async def test_results_reach_the_model_as_quoted_data(make_settings) -> None:
