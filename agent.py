@@ -76,7 +76,7 @@ from quoting import (
     cap_text,
     inline,
 )
-from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox
+from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
 if TYPE_CHECKING:
     from pydantic_ai.models.anthropic import AnthropicModelSettings
@@ -356,13 +356,13 @@ def build_responder(
     # Each tool set's note, shown while the channel's profile offers the set (or one of the sets it describes):
     # a note about a withheld tool would have the model call what it does not have.
     sets = ((_ARCHIVE_NOTE, ARCHIVE, archive_enabled), (_MEMORY_NOTE, MEMORY, memory_enabled))
-    notes = [(note, (name,)) for note, name, on in sets if on] + toolbox.notes
+    notes = [(note, offers(name)) for note, name, on in sets if on] + toolbox.notes
 
     async def offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         return offered(tool_defs, ctx.deps.offered_toolsets)
 
     async def notes_on_offered_tools(ctx: RunContext[ChatDeps]) -> str:
-        return "\n".join(note for note, names in notes if any(map(ctx.deps.offers, names)))
+        return "\n".join(note for note, shown in notes if shown(ctx))
 
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.

@@ -1641,7 +1641,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
     model = build_model(settings)
-    toolbox = build_toolbox(settings, model)
+    toolbox = build_toolbox(settings)
     # Shared: the profile commands change it, the decider reads each channel's mode from it for every message.
     profiles = Profiles(settings, load_profiles_file(settings))
     decider = ResponseDecider(
