@@ -57,7 +57,7 @@ from attachments import (
     model_key,
 )
 from backfill import ChannelCatchUp, catch_up, readable_channels
-from budget import UsageLedger, next_utc_midnight
+from budget import NO_MEMBER, UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
 from config import Settings, describe_settings_error
 from context import (
@@ -436,6 +436,7 @@ class Parley(discord.Client):
             self.judge.model_for = self.judge_model_for
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+            self.summarizer.on_usage = self.account_summary
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
@@ -525,7 +526,7 @@ class Parley(discord.Client):
         self._ending.append(conversation)
         try:
             async with self._summary_slots:
-                summary = await summarizer.summarize(conversation.llm_history)
+                summary = await summarizer.summarize(conversation.llm_history, channel_id)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
             return
@@ -1315,8 +1316,22 @@ class Parley(discord.Client):
                 usage.output_tokens,
                 cached_input_tokens=usage.cache_read_tokens,
                 model=model_label(self.judge.agent.model),
-                judge=True,
+                kind="judge",
             )
+
+    def account_summary(self, channel_id: int, usage: RunUsage) -> None:
+        """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        self.usage.record(
+            guild.id if guild is not None else 0,
+            channel_id,
+            NO_MEMBER,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model_label(self.summarizer.agent.model) if self.summarizer is not None else "",
+            kind="summary",
+        )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
