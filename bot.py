@@ -69,6 +69,7 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
+from followup import ModelFileError, load_model, model_path
 from history import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
 from history import Decision as ArchivedDecision
 from limits import TokenBucket, WaitingLine
@@ -1205,6 +1206,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
+    learned = load_model(model_path(settings.decider_model))
     # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
     modes: dict[int, str] = {}
     decider = ResponseDecider(
@@ -1213,6 +1215,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         judge_timeout_seconds=settings.judge_timeout_seconds,
         modes=modes,
         judge_calls_per_minute=settings.judge_calls_per_minute,
+        learned=learned,
     )
     client = Parley(
         settings=settings,
@@ -1327,6 +1330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for problem in problems:
         print(f"Configuration error: {problem}", file=sys.stderr)
     if problems:
+        return 2
+    try:
+        load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
+    except ModelFileError as error:
+        print(f"Configuration error: {error}", file=sys.stderr)
         return 2
     if args.check:
         print(describe_configuration(settings))

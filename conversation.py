@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
 
@@ -352,6 +353,8 @@ class Decision:
 JudgeVerdict = tuple[bool, str] | tuple[bool, str, float]
 Judge = Callable[[MessageRecord, ChannelConversation], Awaitable[JudgeVerdict]]
 DecisionListener = Callable[[MessageRecord, Decision], None]
+# Sees the features of every message the learned tier scores (train_decider.py collects them so).
+FeatureListener = Callable[[MessageRecord, list[float]], None]
 
 
 class DecisionPolicy(Protocol):
@@ -433,6 +436,7 @@ class ResponseDecider:
         "outside_window",
         "already_followed_up",
         "cut_in",
+        "learned",
     )
 
     #: How much longer than normal a chatty channel's follow-up window is.
@@ -450,6 +454,7 @@ class ResponseDecider:
         disabled_rules: Iterable[str] = frozenset(),
         modes: Mapping[int, str] | None = None,
         judge_calls_per_minute: int = 0,
+        learned: LearnedModel | None = None,
     ) -> None:
         self.followup_window = timedelta(seconds=followup_window_seconds)
         self.chatty_window = self.followup_window * self.CHATTY_WINDOW_FACTOR
@@ -484,6 +489,12 @@ class ResponseDecider:
         self._window_rule = enabled["outside_window"]
         self._first_message_rule = enabled["already_followed_up"]
         self._cut_in_rule = enabled["cut_in"]
+        self.learned = learned if enabled["learned"] else None
+        self.on_features: FeatureListener | None = None
+        # Scores in the judge's uncertain band, judge or not: what a judge would cost (replay.py reports it).
+        self.uncertain = 0
+        # The follow-up rule's decision left to the tiers after the rules; read right after `_rules`.
+        self._turned_down: Decision = _NOT_FOR_BOT
 
     def should_start_conversation(self, message: MessageRecord, bot_user_id: int) -> tuple[bool, str]:
         """An @mention of the bot or a reply to it starts a conversation.
@@ -503,7 +514,7 @@ class ResponseDecider:
         """Whether to answer a message of a live conversation, and why."""
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
-            decision = await self._ask_judge(message, conversation)
+            decision = await self._past_rules(message, conversation, bot_user_id, self._turned_down)
         self._log(message, decision)
         return decision.respond, decision.reason
 
@@ -511,7 +522,7 @@ class ResponseDecider:
         """`should_respond` with the tier and the judge's confidence kept."""
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
-            decision = await self._ask_judge(message, conversation)
+            decision = await self._past_rules(message, conversation, bot_user_id, self._turned_down)
         self._log(message, decision)
         return decision
 
@@ -625,6 +636,10 @@ class ResponseDecider:
     def _in_window(self, turn: MessageRecord, now: datetime, decision: Decision, window: timedelta) -> Decision | None:
         if self._window_rule and now - turn.timestamp > window:
             return self._undecided(_OUTSIDE_WINDOW)
+        if self.learned is not None:
+            # The learned tier weighs the rules' "yes" too: it vetoes follow-ups that look like chatter.
+            self._turned_down = decision
+            return None
         return decision
 
     def _may_follow_up(self, message: MessageRecord, conversation: ChannelConversation) -> bool:
@@ -636,8 +651,40 @@ class ResponseDecider:
         return self._implicit_rule and unnamed is not None and _within_last(messages, unnamed, count)
 
     def _undecided(self, decision: Decision) -> Decision | None:
-        """A follow-up tier "no" that a configured judge gets to overrule."""
-        return None if self.judge is not None else decision
+        """A follow-up tier "no" that the learned tier or a configured judge gets to overrule."""
+        if self.judge is None and self.learned is None:
+            return decision
+        self._turned_down = decision
+        return None
+
+    async def _past_rules(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, turned_down: Decision
+    ) -> Decision:
+        """The learned tier's decision on a follow-up rule's after the bot spoke, else the judge's, else the rule's."""
+        model = self.learned
+        if model is None or turned_down.reason not in CANDIDATE_REASONS:
+            return await self._ask_judge(message, conversation) if self.judge is not None else turned_down
+        values = features(
+            message, conversation, bot_user_id, self.clock(), turned_down.reason, self.followup_scan_messages
+        )
+        if self.on_features is not None:
+            self.on_features(message, values)
+        logit = model.logit(values)
+        threshold = model.logits.chatty if self.modes.get(message.channel_id) == CHATTY else model.logits.normal
+        if abs(logit - threshold) < model.band_logits:
+            self.uncertain += 1
+            if self.judge is not None:
+                judged = await self._ask_judge(message, conversation)
+                if judged is not _JUDGE_BUDGET:
+                    return judged
+        respond = logit >= threshold
+        return Decision(
+            respond,
+            "learned_yes" if respond else "learned_no",
+            "learned",
+            round(sigmoid(logit), 3),
+            describe_features(model.top_features(values)),
+        )
 
     async def _ask_judge(self, message: MessageRecord, conversation: ChannelConversation) -> Decision:
         assert self.judge is not None

@@ -125,8 +125,8 @@ def test_judge_calls_are_counted() -> None:
 
 
 def test_cli_prints_json_on_the_last_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """`--json` prints the report as one JSON object on the last line of stdout."""
-    assert replay.main([str(BASIC), "--json"]) == 0
+    """`--json` prints the report as one JSON object on the last line of stdout (here the rules alone)."""
+    assert replay.main([str(BASIC), "--json", "--disable", "learned"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"precision", "recall", "f1", "messages", "positives", "judge_calls", "by_reason"} <= report.keys()
     assert (report["messages"], report["positives"], report["judge_calls"]) == (7, 3, 0)
@@ -136,7 +136,7 @@ def test_cli_prints_json_on_the_last_line(capsys: pytest.CaptureFixture[str]) ->
 
 def test_cli_prints_a_readable_report(capsys: pytest.CaptureFixture[str]) -> None:
     """Without `--json` the report is plain text with the headline figures and the reasons."""
-    assert replay.main([str(BASIC)]) == 0
+    assert replay.main([str(BASIC), "--disable", "learned"]) == 0
     out = capsys.readouterr().out
     assert "precision 0.667   recall 0.667   F1 0.667" in out
     assert "not mentioning the bot: 0.500 (1/2)" in out and "already_followed_up" in out
@@ -149,7 +149,7 @@ def test_folders_are_walked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     shutil.copy(BASIC, tmp_path / "a.jsonl")
     shutil.copy(THREADS, nested / "b.jsonl")
     (tmp_path / "notes.txt").write_text("not a transcript")
-    assert replay.main([str(tmp_path), str(GAP), "--json"]) == 0
+    assert replay.main([str(tmp_path), str(GAP), "--json", "--disable", "learned"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (report["files"], report["messages"], report["positives"]) == (3, 7 + 4 + 3, 3 + 2 + 2)
     assert (report["true_positives"], report["false_positives"]) == (2 + 2 + 2, 1)

@@ -1,0 +1,246 @@
+"""The learned follow-up tier: its features, its model file, the mode thresholds and the judge's band."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from conversation import CHATTY, MENTION_ONLY, NORMAL, ChannelConversation, ConversationManager, MessageRecord
+from conversation import ResponseDecider as Decider
+from followup import FEATURES, SHIPPED_MODEL, LearnedModel, ModelFileError, features, load_model, model_from_json
+
+ROOT = Path(__file__).resolve().parents[1]
+BOT, ALICE, BOB, CAROL = 1, 10, 20, 30
+CHANNEL = 500
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def record(
+    message_id: int, author: int, content: str, seconds: float, mentions: frozenset[int] = frozenset()
+) -> MessageRecord:
+    return MessageRecord(
+        message_id=message_id,
+        channel_id=CHANNEL,
+        author_id=author,
+        author={BOT: "parley", ALICE: "alice", BOB: "bob", CAROL: "carol"}[author],
+        content=content,
+        timestamp=START + timedelta(seconds=seconds),
+        is_bot=author == BOT,
+        mention_ids=mentions,
+    )
+
+
+def conversation_of(clock: Clock, *messages: MessageRecord) -> ChannelConversation:
+    """A live conversation holding `messages`, the clock at the last one."""
+    manager = ConversationManager(600, clock=clock)
+    manager.start(CHANNEL)
+    conversation = None
+    for message in messages:
+        clock.now = message.timestamp
+        conversation = manager.record_message(CHANNEL, message)
+    assert conversation is not None
+    return conversation
+
+
+def values_of(message: MessageRecord, conversation: ChannelConversation, reason: str) -> dict[str, float]:
+    return dict(zip(FEATURES, features(message, conversation, BOT, message.timestamp, reason), strict=True))
+
+
+def test_features_of_a_direct_answer_to_the_bot() -> None:
+    """Alice thanking the bot right after it named her: named, first since, overlap with its words, no question."""
+    clock = Clock()
+    answer = record(4, ALICE, "thanks, the grub reinstall worked", 30)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley how do I fix grub?", 0, frozenset({BOT})),
+        record(2, BOT, "alice: reinstall grub from a live disk", 10, frozenset({ALICE})),
+        record(3, BOB, "anyone tried the new kernel", 20),
+        answer,
+    )
+    values = values_of(answer, conversation, "followup")
+    assert values["rule_followup"] == 1 and values["rule_not_for_bot"] == 0
+    assert values["bot_named_author"] == 1 and values["bot_named_nobody"] == 0 and values["first_since_bot"] == 1
+    assert values["named_and_first"] == 1 and values["author_messages_since_bot"] == 0
+    assert values["log_seconds_since_bot"] == pytest.approx(math.log1p(20))
+    assert values["log_seconds_since_author"] == pytest.approx(math.log1p(30))
+    assert values["author_addressed_bot"] == 1 and values["thanks"] == 1 and values["question"] == 0
+    assert values["overlap_bot"] == pytest.approx(2 / 4)  # grub, reinstall of thanks, grub, reinstall, worked
+    assert values["speakers_since_bot"] == 1 and values["previous_is_bot"] == 0
+    assert values["log_words"] == pytest.approx(math.log1p(5))
+
+
+def test_features_of_a_bystander_after_others_spoke() -> None:
+    """Carol, never named, after two others spoke and one addressed her: a bystander's features."""
+    clock = Clock()
+    chatter = record(5, CAROL, "is the mirror down?", 50)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley how do I fix grub?", 0, frozenset({BOT})),
+        record(2, BOT, "alice: reinstall grub", 10, frozenset({ALICE})),
+        record(3, BOB, "carol: the mirror moved", 20, frozenset({CAROL})),
+        record(4, ALICE, "ok trying", 30),
+        chatter,
+    )
+    values = values_of(chatter, conversation, "not_for_bot")
+    assert values["rule_not_for_bot"] == 1 and values["bot_named_author"] == 0 and values["bot_ever_named_author"] == 0
+    assert values["speakers_since_bot"] == 2 and values["someone_addressed_author"] == 1
+    assert values["log_others_messages_since_bot"] == pytest.approx(math.log1p(2))
+    assert (
+        values["question"] == 1 and values["overlap_bot"] == 0 and values["overlap_others"] == pytest.approx(1 / 2)
+    )  # mirror, of mirror and down
+    assert values["log_seconds_since_author"] == pytest.approx(math.log1p(3600))  # never spoke: "long ago"
+
+
+def test_features_count_the_authors_messages_since_the_bot() -> None:
+    """An author's third line since the bot's turn is not their first: the count and the flag say so."""
+    clock = Clock()
+    third = record(5, ALICE, "still nothing", 40)
+    conversation = conversation_of(
+        clock,
+        record(1, BOT, "alice: try this", 0, frozenset({ALICE})),
+        record(2, ALICE, "ok", 10),
+        record(3, ALICE, "hmm", 20),
+        third,
+    )
+    values = values_of(third, conversation, "already_followed_up")
+    assert values["author_messages_since_bot"] == 2 and values["first_since_bot"] == 0
+    assert values["named_and_first"] == 0 and values["opener"] == 1 and values["bot_named_author"] == 1
+
+
+# --- The model file --------------------------------------------------------------------------------
+
+
+def model_json(**changes: object) -> dict[str, object]:
+    """A model answering only an author's first message since the bot's turn: logit 0 there, -2 elsewhere."""
+    count = len(FEATURES)
+    weights = [0.0] * count
+    weights[FEATURES.index("first_since_bot")] = 2.0
+    data: dict[str, object] = {
+        "format": "parley-followup-logreg/1",
+        "features": list(FEATURES),
+        "means": [0.0] * count,
+        "scales": [1.0] * count,
+        "weights": weights,
+        "bias": -2.0,
+        "thresholds": {"normal": 0.6, "chatty": 0.4},
+        "judge_band_logits": 0.5,
+    }
+    data.update(changes)
+    return data
+
+
+def test_the_shipped_model_loads() -> None:
+    """The model in the repository is a valid file for this version's features."""
+    model = load_model(SHIPPED_MODEL)
+    assert model.names == FEATURES and 0 < model.thresholds.chatty <= model.thresholds.normal < 1
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "no such file"),
+        ("{not json", "not JSON"),
+        (json.dumps(model_json(features=["bogus"])), "retrain it"),
+        (json.dumps(model_json(weights=[1.0])), "'weights' should be a list of"),
+        (json.dumps(model_json(scales=[0.0] * len(FEATURES))), "'scales' should all be positive"),
+        (json.dumps(model_json(thresholds={"normal": 2, "chatty": 0.1})), "'thresholds.normal'"),
+        (json.dumps(model_json(judge_band_logits=-1)), "'judge_band_logits'"),
+    ],
+)
+def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path, content: str | None, problem: str) -> None:
+    """A missing, corrupt or mismatched model file is one line naming the file and the problem."""
+    path = tmp_path / "model.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ModelFileError) as error:
+        load_model(path)
+    message = str(error.value)
+    assert message.startswith(f"learned decider model {path}: ") and problem in message and "\n" not in message
+
+
+@pytest.mark.parametrize("content", [None, "{}"])
+def test_the_bot_will_not_start_without_a_usable_model(tmp_path: Path, content: str | None) -> None:
+    """`python bot.py` with DECIDER_MODEL naming a missing or corrupt file prints one line and exits 2."""
+    path = tmp_path / "model.json"
+    if content is not None:
+        path.write_text(content)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD", "DECIDER"))}
+    env.update(
+        DISCORD_TOKEN="t", OPENAI_API_KEY="k", DECIDER_MODEL=str(path), DISCORD_API_BASE_URL="http://127.0.0.1:9"
+    )
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bot.py")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"Configuration error: learned decider model {path}: ")
+
+
+# --- The tier in the decider -----------------------------------------------------------------------
+
+
+async def decide(model: LearnedModel, mode: str, judge_verdict: bool | None = None) -> tuple[str, int, float | None]:
+    """Alice's first answer to the bot's turn naming her (logit 0 under `model_json`): reason, judge calls, score."""
+    clock = Clock()
+    answer = record(3, ALICE, "that worked", 20)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley help", 0, frozenset({BOT})),
+        record(2, BOT, "alice: try this", 10, frozenset({ALICE})),
+        answer,
+    )
+
+    async def judge(message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str]:
+        return bool(judge_verdict), "judged"
+
+    decider = Decider(
+        120, judge if judge_verdict is not None else None, clock=clock, modes={CHANNEL: mode}, learned=model
+    )
+    decision = await decider.decide(answer, conversation, BOT)
+    return decision.reason, decider.judge_calls, decision.confidence
+
+
+async def test_the_mode_moves_the_threshold() -> None:
+    """A score of 0.5 is answered in a chatty channel (0.4), not in a normal one (0.6); mention-only skips the tier."""
+    model = model_from_json(model_json())
+    assert await decide(model, CHATTY) == ("learned_yes", 0, 0.5)
+    assert await decide(model, NORMAL) == ("learned_no", 0, 0.5)
+    assert (await decide(model, MENTION_ONLY))[0] == "mention_only"
+
+
+async def test_the_judge_is_asked_only_inside_the_band() -> None:
+    """With a judge, a score within the band of the threshold goes to it; one outside the band does not."""
+    inside = model_from_json(model_json(judge_band_logits=0.5))  # |0 - logit(0.6)| = 0.41 < 0.5
+    assert await decide(inside, NORMAL, judge_verdict=True) == ("judge_yes", 1, None)
+    outside = model_from_json(model_json(judge_band_logits=0.3))
+    assert await decide(outside, NORMAL, judge_verdict=True) == ("learned_no", 0, 0.5)
+
+
+async def test_without_the_learned_tier_the_rules_decide() -> None:
+    """Switching the tier off (`learned` disabled) leaves the follow-up rule's own answer."""
+    clock = Clock()
+    answer = record(3, ALICE, "that worked", 20)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley help", 0, frozenset({BOT})),
+        record(2, BOT, "alice: try this", 10, frozenset({ALICE})),
+        answer,
+    )
+    model = model_from_json(model_json())
+    decider = Decider(120, clock=clock, learned=model, disabled_rules={"learned"})
+    assert (await decider.decide(answer, conversation, BOT)).reason == "followup"
