@@ -197,8 +197,8 @@ def judge_band(z_all: Matrix, threshold: float, labelled: int) -> float:
     distances = np.sort(np.abs(z_all - threshold))
     if allowed >= len(distances):
         return float(distances[-1]) + 1.0
-    # Strictly inside the band: the `allowed`-th nearest distance itself is left out.
-    return float(distances[allowed]) if allowed > 0 else 0.0
+    # Strictly inside the band, one call to spare: the bot's float sums may round the edge case either way.
+    return float(distances[allowed - 1]) if allowed > 0 else 0.0
 
 
 def _round(values: Sequence[float] | Matrix) -> tuple[float, ...]:
