@@ -382,6 +382,8 @@ _OUTSIDE_WINDOW = Decision(False, "outside_window", "followup")
 _ALREADY_FOLLOWED_UP = Decision(False, "already_followed_up", "followup")
 _CUT_IN = Decision(False, "cut_in", "followup")
 _NOT_FOR_BOT = Decision(False, "not_for_bot", "followup")
+# The same verdict, reached without the walk back: no recent bot turn can have been answering the author.
+_BYSTANDER = Decision(False, "not_for_bot", "followup")
 _MENTION_ONLY = Decision(False, "mention_only", "mode")
 _JUDGE_BUDGET = Decision(False, "judge_budget", "judge")
 
@@ -578,8 +580,9 @@ class ResponseDecider:
             return _OUTSIDE_WINDOW
         if not self._may_follow_up(message, conversation):
             # No bot turn in the look-back named this person or named nobody: none of them can
-            # have been answering them, so the walk back could only say no.
-            return self._undecided(_NOT_FOR_BOT)
+            # have been answering them, so the walk back could only say no. The learned tier leaves
+            # them alone too: they are most of a busy channel's messages, and its features cost a walk.
+            return self._undecided(_BYSTANDER) if self.judge is not None else _BYSTANDER
         # One bounded walk back from the newest message: find the bot's latest turn addressed to
         # the author, noting whether the author has spoken or been addressed by someone else since.
         author = message.author_id
@@ -662,7 +665,7 @@ class ResponseDecider:
     ) -> Decision:
         """The learned tier's decision on a follow-up rule's after the bot spoke, else the judge's, else the rule's."""
         model = self.learned
-        if model is None or turned_down.reason not in CANDIDATE_REASONS:
+        if model is None or turned_down is _BYSTANDER or turned_down.reason not in CANDIDATE_REASONS:
             return await self._ask_judge(message, conversation) if self.judge is not None else turned_down
         values = features(
             message, conversation, bot_user_id, self.clock(), turned_down.reason, self.followup_scan_messages

@@ -8,6 +8,7 @@ thresholds on irc-dev), stored as a small JSON file and scored in plain Python.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -90,11 +91,13 @@ class ModelFileError(Exception):
     """A learned-tier model file that cannot be used; the message is one line naming the file."""
 
 
-def _words(text: str) -> set[str]:
-    return {word for word in _WORD.findall(text.lower()) if word not in _STOPWORDS}
+@functools.lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    # Cached: each message is read again by the look-backs of the next 20 decided after it.
+    return frozenset(word for word in _WORD.findall(text.lower()) if word not in _STOPWORDS)
 
 
-def _overlap(words: set[str], other: set[str]) -> float:
+def _overlap(words: frozenset[str], other: set[str] | frozenset[str]) -> float:
     return len(words & other) / len(words) if words else 0.0
 
 

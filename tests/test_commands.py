@@ -369,7 +369,7 @@ async def test_why_shows_count_decisions_newest_first(bot: RunningBot, fake: Fak
     await decided(client, await say(fake, ALICE_ID, "and hidden ones?"))
     header, newest, older = reply_text(await run_command(fake, "why", [option("count", 2)])).splitlines()
     assert header.startswith("Last 2 decisions")
-    assert "`followup`" in newest and "and hidden ones?" in newest and "`mention`" in older
+    assert "`learned_yes` (learned, score " in newest and "and hidden ones?" in newest and "`mention`" in older
     *_, oldest = reply_text(await run_command(fake, "why")).splitlines()
     assert oldest.startswith("**silent** `no_conversation` (start) · **Bob**") and "anyone around?" in oldest
 
