@@ -412,7 +412,11 @@ class ResponseDecider:
        already), and nobody else has addressed the author since (else `cut_in`: someone else
        took up the thread). Without such a turn the message is `not_for_bot`; if the bot has not
        spoken (`bot_silent`) or not inside the window (`outside_window`), nothing is a follow-up;
-    4. judge: with a judge configured, a message the follow-up tier turned down although the bot
+    4. learned: with a model (`learned`, followup.py), every follow-up decision after the bot spoke,
+       "yes" included, except a bystander no recent bot turn can have been answering, is scored;
+       at or above the mode's threshold it is answered (`learned_yes`, else `learned_no`), and a
+       score within the model's band of the threshold goes to the judge when there is one;
+       without a model: a judge configured, a message the follow-up tier turned down although the bot
        spoke inside the window goes to the LLM judge, at most `judge_calls_per_minute` times a
        minute per channel (in bursts of as many); past that the answer is no (`judge_budget`);
     5. otherwise no answer.
@@ -529,7 +533,7 @@ class ResponseDecider:
         return decision
 
     def _rules(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
-        """The decision of the rule tiers, or None when it is the judge's to make."""
+        """The decision of the rule tiers, or None when it is the learned tier's or the judge's to make."""
         decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
         if decision is not None:
             return decision
