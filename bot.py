@@ -47,8 +47,11 @@ from context import (
     render_earlier_conversations,
 )
 from conversation import (
+    CHANNEL,
     CHANNEL_MODES,
+    DIRECT,
     NORMAL,
+    OWN_THREAD,
     ChannelConversation,
     ConversationManager,
     Decision,
@@ -60,11 +63,13 @@ from conversation import (
 )
 from discord_io import (
     is_automated,
+    is_closed_thread,
     may_read_history,
     record_from_archive,
     reply_mentions,
     safe_text,
     split_message,
+    thread_name,
     to_archived,
     to_record,
     typing_indicator,
@@ -96,6 +101,15 @@ BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'l
 SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+# What the model is told a direct message's server and channel are called.
+DIRECT_MESSAGES_PLACE = "direct messages"
+
+
+def guild_id_of(message: discord.Message) -> int:
+    """The message's server id; 0 for a direct message, so DMs share one budget and memory scope apart from servers."""
+    return 0 if message.guild is None else message.guild.id
 
 
 # The archive's bot_state entry: per channel, since when the archive holds all of it.
@@ -304,6 +318,8 @@ class Parley(discord.Client):
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = True
+        # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
+        intents.dm_messages = settings.direct_messages
         super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options)
         self.settings = settings
         self.manager = manager
@@ -335,6 +351,10 @@ class Parley(discord.Client):
         self.channel_modes = {} if channel_modes is None else channel_modes
         # Per channel, the message id its context starts after: set by /parley forget.
         self.forget_markers: dict[int, int] = {}
+        # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
+        # (by id, with their server's), in which every message is for Parley while they are open.
+        self.thread_channels: set[int] = set()
+        self.own_threads: dict[int, int] = {}
         self.decisions = DecisionJournal()
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
@@ -403,6 +423,8 @@ class Parley(discord.Client):
         self.memory = await MemoryStore.open(self.archive)
         await self._load_modes(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
+        self.thread_channels.update(await self.archive.thread_channels())
+        self.own_threads.update(await self.archive.own_threads())
         await self.usage.attach(self.archive)
         self.manager.on_change = self._keep_conversation
         self.manager.on_end = self._conversation_ended
@@ -574,6 +596,7 @@ class Parley(discord.Client):
         self.watching_since = utc_now()
         self.covered_since.clear()
         log.info("%s", self.startup_summary())
+        self._end_closed_threads()
         await self._stop_catch_up()
         archive = self.archive
         if archive is None:
@@ -670,8 +693,8 @@ class Parley(discord.Client):
     # -- Messages --
 
     async def on_message(self, message: discord.Message) -> None:
-        if message.guild is None or self.user is None:
-            return  # direct messages are out of scope
+        if self.user is None or (message.guild is None and not self.settings.direct_messages):
+            return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
@@ -711,10 +734,11 @@ class Parley(discord.Client):
         assert self.user is not None
         channel_id = message.channel.id
         live = self.manager.record_message(channel_id, record)
+        kind = self.kind_of(message)
         trigger: bool | None = None
         if live is None and channel_id not in self._turns:
             # Nothing is starting a conversation here, so this message can be decided at once.
-            trigger, _ = self.decider.should_start_conversation(record, self.user.id)
+            trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
             if not trigger:
                 return
         turn = self._turns.get(channel_id)
@@ -734,9 +758,116 @@ class Parley(discord.Client):
             if not answerable:
                 self._record_late(record, live)
                 return
-            conversation = await self._conversation_for(message, record, live, trigger)
+            thread = await self.open_thread(message, record) if self.opens_thread(message, record) else None
+            if thread is not None:
+                await self._answer_in_thread(message, record, thread)
+                return
+            conversation = await self._conversation_for(message, record, live, trigger, kind)
             if conversation is not None:
                 await self._decide_and_answer(message, record, conversation)
+
+    # -- Threads Parley opens, and direct messages --
+
+    def kind_of(self, message: discord.Message) -> str:
+        """Where the message was written, as the engine's conversation kind."""
+        if message.guild is None:
+            return DIRECT
+        channel = message.channel
+        if channel.id in self.own_threads and not is_closed_thread(channel):
+            return OWN_THREAD
+        return CHANNEL
+
+    def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
+        """Whether the message @mentions Parley in a text channel where `/parley threads on` was set."""
+        assert self.user is not None
+        return (
+            message.channel.id in self.thread_channels
+            and isinstance(message.channel, discord.TextChannel)
+            and self.user.id in record.mention_ids
+            and self._within_rate(message, record)
+        )
+
+    def _within_rate(self, message: discord.Message, record: MessageRecord) -> bool:
+        """Whether the author may be answered now, without spending their answer: a member past their rate gets no
+        thread, only the channel's one-line notice."""
+        rates = self.member_rates
+        if rates is None:
+            return True
+        member = (guild_id_of(message), record.author_id)
+        if not rates.take(member).admitted:
+            return False
+        rates.give_back(member)
+        return True
+
+    async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:
+        """Open a thread on the message (Discord's "start thread from message"), named from its question.
+
+        None if Discord refuses (no Create Public Threads permission, a thread already there): then the
+        question is answered in the channel, as without `/parley threads`.
+        """
+        assert self.user is not None and message.guild is not None
+        name = thread_name(record.content, record.author, self.user.display_name)
+        try:
+            thread = await message.create_thread(name=name)
+        except discord.HTTPException as error:
+            log.warning(
+                "could not open a thread on message %s in channel %s: %s", message.id, message.channel.id, error
+            )
+            return None
+        self.own_threads[thread.id] = message.guild.id
+        if self.archive is not None:
+            self.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
+        log.info("opened thread %s on message %s in channel %s", thread.id, message.id, message.channel.id)
+        return thread
+
+    async def _answer_in_thread(self, message: discord.Message, record: MessageRecord, thread: discord.Thread) -> None:
+        """Start the thread's conversation with the question that opened it, and answer it there.
+
+        The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
+        """
+        question = replace(record, channel_id=thread.id)
+        if thread.id not in self._turns:
+            self._turns[thread.id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        async with self._channel_turn(thread.id):
+            conversation = self.manager.start(thread.id, kind=OWN_THREAD)
+            self.manager.record_message(thread.id, question)
+            await self._decide_and_answer(message, question, conversation, thread)
+
+    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
+        """Make an @mention in the channel open a thread, or not, from its next message; the archive keeps it."""
+        if self.archive is not None:
+            await self.archive.set_thread_setting(channel_id, guild_id, on)
+        if on:
+            self.thread_channels.add(channel_id)
+        else:
+            self.thread_channels.discard(channel_id)
+
+    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
+        """An archived or locked thread ends its conversation; Parley never reopens it."""
+        # A THREAD_UPDATE always carries the thread's metadata; discord.py types it as such.
+        metadata: Mapping[str, object] = payload.data["thread_metadata"]
+        if metadata.get("archived") or metadata.get("locked"):
+            self._end_thread_conversation(payload.thread_id)
+
+    def _end_thread_conversation(self, thread_id: int) -> None:
+        ended = self.manager.end(thread_id)
+        if ended is not None:
+            log.info("the conversation in thread %s ended: the thread was archived or locked", thread_id)
+            # Like a timeout, a closed thread is a natural end: a reopened thread starts from its summary.
+            self.summarise_ended(ended)
+
+    def _end_closed_threads(self) -> None:
+        """End the kept conversations of Parley's threads archived, locked or deleted while it was away.
+
+        Discord sends only active threads with a server, so a thread missing from an available server is closed.
+        """
+        for conversation in self.manager.lasting():
+            guild = self.get_guild(self.own_threads.get(conversation.channel_id, 0))
+            if guild is None or guild.unavailable:
+                continue
+            thread = guild.get_thread(conversation.channel_id)
+            if thread is None or is_closed_thread(thread):
+                self._end_thread_conversation(conversation.channel_id)
 
     def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
         """Record a message that will not be answered in the conversation that began while it waited."""
@@ -745,11 +876,16 @@ class Parley(discord.Client):
             self.manager.record_message(record.channel_id, record)
 
     async def _decide_and_answer(
-        self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        where: discord.Thread | None = None,
     ) -> None:
-        """Put the message to the decider unless its author is over their rate; answer if it says so."""
-        assert self.user is not None and message.guild is not None
-        member = (message.guild.id, record.author_id)
+        """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
+        says so."""
+        assert self.user is not None
+        member = (guild_id_of(message), record.author_id)
         rates = self.member_rates
         if rates is not None:
             # Taken before deciding, so a member over the rate costs no judge call either.
@@ -769,7 +905,7 @@ class Parley(discord.Client):
                 rates.give_back(member)
             return
         async with self._answer_slots:
-            await self.answer(message, record, conversation)
+            await self.answer(message, record, conversation, where)
 
     async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
         """Tell a member once, replying to them, when Parley answers them again.
@@ -812,19 +948,20 @@ class Parley(discord.Client):
         record: MessageRecord,
         live: ChannelConversation | None,
         trigger: bool | None,
+        kind: str = CHANNEL,
     ) -> ChannelConversation | None:
-        """The conversation `record` belongs to, starting one if the message is a trigger."""
+        """The conversation `record` belongs to, starting one (of `kind`) if the message is a trigger."""
         assert self.user is not None
         channel_id = message.channel.id
         conversation = self.manager.get(channel_id)
         if conversation is None:
             if trigger is None:
-                trigger, _ = self.decider.should_start_conversation(record, self.user.id)
+                trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
             if not trigger:
                 return None
             context = await self.load_context(message)
             earlier = await self.earlier_conversations(channel_id)
-            conversation = self.manager.start(channel_id, context)
+            conversation = self.manager.start(channel_id, context, kind=kind)
             conversation.earlier_conversations = earlier
             self.manager.record_message(channel_id, record)
         elif conversation is not live:
@@ -882,48 +1019,67 @@ class Parley(discord.Client):
 
     # -- Answering --
 
-    async def answer(self, message: discord.Message, record: MessageRecord, conversation: ChannelConversation) -> None:
-        """Run the responder and post its answer; on failure apologise and leave the history as it was.
+    async def answer(
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        where: discord.Thread | None = None,
+    ) -> None:
+        """Run the responder and post its answer (in `where`, a thread opened for it, if given); on failure
+        apologise and leave the history as it was.
 
         A server whose token budget for the day is spent gets no answer (`decline_over_budget`).
         """
-        assert self.user is not None and message.guild is not None
-        if self.server_budget_spent(message.guild.id):
-            await self.decline_over_budget(message, record)
+        assert self.user is not None
+        channel = where or message.channel
+        if self.server_budget_spent(guild_id_of(message)):
+            await self.decline_over_budget(message, record, where)
             return
-        deps = ChatDeps(
-            bot_name=safe_text(self.user.display_name),
-            bot_user_id=self.user.id,
-            guild_id=message.guild.id,
-            guild_name=safe_text(message.guild.name),
-            channel_id=message.channel.id,
-            channel_name=safe_text(getattr(message.channel, "name", str(message.channel.id))),
-            archive=self.archive,
-            requester_id=message.author.id,
-            requester_can_read_history=may_read_history(message),
-            memory=self.memory if self.settings.memory_tools else None,
-            message_id=message.id,
-        )
-        async with typing_indicator(message.channel):
+        deps = self.chat_deps(message, channel)
+        async with typing_indicator(channel):
             try:
                 reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
             except ReplyFailed as failure:
-                self.account(message, failure.usage)
-                log.exception("answer to message %s in channel %s failed", message.id, message.channel.id)
-                await self.deliver(message, APOLOGY)
+                self.account(message, failure.usage, channel.id)
+                log.exception("answer to message %s in channel %s failed", message.id, channel.id)
+                await self.deliver(message, APOLOGY, where)
                 return
-        self.account(message, reply.usage)
-        posts = await self.deliver(message, reply.text)
+        self.account(message, reply.usage, channel.id)
+        posts = await self.deliver(message, reply.text, where)
         if posts:
-            self.manager.record_bot_response(message.channel.id, reply.messages, record.message_id)
+            self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
             self.compact_later(conversation)
 
-    def account(self, message: discord.Message, usage: RunUsage) -> None:
-        """Count the tokens an answer to `message` used against its server, channel and author."""
-        assert message.guild is not None
-        self.usage.record(
-            message.guild.id, message.channel.id, message.author.id, usage.input_tokens, usage.output_tokens
+    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
+        """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
+
+        A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
+        the person told Parley about themselves in DMs, never a server's.
+        """
+        assert self.user is not None
+        guild = message.guild
+        channel_id = getattr(channel, "id", message.channel.id)
+        return ChatDeps(
+            bot_name=safe_text(self.user.display_name),
+            bot_user_id=self.user.id,
+            guild_id=0 if guild is None else guild.id,
+            guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
+            channel_id=channel_id,
+            channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
+            archive=self.archive,
+            requester_id=message.author.id,
+            # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
+            requester_can_read_history=guild is None or may_read_history(message),
+            memory=self.memory if self.settings.memory_tools else None,
+            message_id=message.id,
         )
+
+    def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
+        """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
+        thread it was answered in, if not the message's own) and author."""
+        channel = message.channel.id if channel_id is None else channel_id
+        self.usage.record(guild_id_of(message), channel, message.author.id, usage.input_tokens, usage.output_tokens)
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
         """Count the tokens the judge spent on a message against its server, channel and author."""
@@ -936,42 +1092,53 @@ class Parley(discord.Client):
         budget = self.settings.server_tokens_per_day
         return budget > 0 and self.usage.server_tokens(guild_id) >= budget
 
-    async def decline_over_budget(self, message: discord.Message, record: MessageRecord) -> None:
+    async def decline_over_budget(
+        self, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
+    ) -> None:
         """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
-        assert message.guild is not None
+        guild_id = guild_id_of(message)
         self._decided_here(record, SERVER_BUDGET)
         day = self.usage.day
-        if self._budget_notices.get(message.guild.id) == day:
+        if self._budget_notices.get(guild_id) == day:
             return
-        self._budget_notices[message.guild.id] = day
+        self._budget_notices[guild_id] = day
         log.warning(
             "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
-            message.guild.id,
+            guild_id,
             self.settings.server_tokens_per_day,
             day,
-            extra={"guild_id": message.guild.id},
+            extra={"guild_id": guild_id},
         )
-        await self.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))))
+        await self.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
 
-    async def deliver(self, message: discord.Message, text: str) -> list[discord.Message]:
-        """Post `text` as a reply to `message`, split to Discord's limit; records what was posted."""
+    async def deliver(
+        self, message: discord.Message, text: str, where: discord.Thread | None = None
+    ) -> list[discord.Message]:
+        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit;
+        records what was posted. Nothing is posted in an archived or locked thread: posting would reopen it."""
         posts: list[discord.Message] = []
-        reference = message.to_reference(fail_if_not_exists=False)
+        channel = where or message.channel
+        if is_closed_thread(channel):
+            log.info("not posting in thread %s: it was archived or locked meanwhile", channel.id)
+            return posts
         try:
             for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
-                if index == 0:
-                    post = await message.channel.send(
-                        part, reference=reference, allowed_mentions=reply_mentions(message.author)
+                if index == 0 and where is not None:
+                    # Inside the thread opened on it, the question is the thread's start: no reference is needed.
+                    post = await channel.send(part, allowed_mentions=reply_mentions(message.author))
+                elif index == 0:
+                    post = await channel.send(
+                        part,
+                        reference=message.to_reference(fail_if_not_exists=False),
+                        allowed_mentions=reply_mentions(message.author),
                     )
                 else:
-                    post = await message.channel.send(part)
+                    post = await channel.send(part)
                 posts.append(post)
                 # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-                self.manager.record_message(
-                    message.channel.id, replace(to_record(post), reply_to_author_id=message.author.id)
-                )
+                self.manager.record_message(channel.id, replace(to_record(post), reply_to_author_id=message.author.id))
         except discord.HTTPException as error:
-            log.error("could not post to channel %s: %s", message.channel.id, error)
+            log.error("could not post to channel %s: %s", channel.id, error)
         return posts
 
     # -- Operator commands' state: decisions, modes, forgetting --
@@ -1038,6 +1205,8 @@ class Parley(discord.Client):
         self.manager.changed(channel_id)
 
     def _forget_channel(self, channel_id: int) -> None:
+        self.own_threads.pop(channel_id, None)
+        self.thread_channels.discard(channel_id)
         self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
         self.decisions.drop_channel(channel_id)
         self.channel_modes.pop(channel_id, None)
@@ -1052,11 +1221,17 @@ class Parley(discord.Client):
         if "content" not in data:
             return
         text = safe_text(payload.message.clean_content)
-        conversation = self.manager.get(payload.channel_id)
-        if conversation is not None and conversation.edit(payload.message_id, text):
-            self.manager.changed(payload.channel_id)
+        for holder in self._holders(payload.channel_id, payload.message_id):
+            conversation = self.manager.get(holder)
+            if conversation is not None and conversation.edit(payload.message_id, text):
+                self.manager.changed(holder)
         if self.archive is not None:
             self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
+
+    def _holders(self, channel_id: int, message_id: int) -> tuple[int, ...]:
+        """The conversations a message may be in: its channel's, and the thread Parley opened on it, if any
+        (a thread started from a message has that message's id, and its question is that message)."""
+        return (channel_id, message_id) if message_id in self.own_threads else (channel_id,)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         self._forget_messages(payload.channel_id, [payload.message_id])
@@ -1071,6 +1246,10 @@ class Parley(discord.Client):
             changed = [conversation.delete(message_id) for message_id in message_ids]
             if any(changed):
                 self.manager.changed(channel_id)
+        for message_id in message_ids:
+            opened = self.manager.get(message_id) if message_id in self.own_threads else None
+            if opened is not None and opened.delete(message_id):
+                self.manager.changed(message_id)
         for ending in self._ending:
             if ending.channel_id == channel_id:
                 for message_id in message_ids:
@@ -1091,9 +1270,13 @@ class Parley(discord.Client):
             self.archive.delete_channel(payload.thread_id)
 
     async def on_guild_remove(self, guild: discord.Guild) -> None:
-        for channel in guild.channels:
+        threads = [thread_id for thread_id, guild_id in self.own_threads.items() if guild_id == guild.id]
+        for channel in [*guild.channels, *guild.threads]:
             self.manager.end(channel.id)
             self._forget_channel(channel.id)
+        for thread_id in threads:
+            self.manager.end(thread_id)
+            self._forget_channel(thread_id)
         if self.archive is not None:
             self.archive.delete_guild(guild.id)
 

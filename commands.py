@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import discord
 from discord import app_commands
@@ -38,6 +38,13 @@ FORGOTTEN = (
 NOTHING_TO_FORGET = (
     "There was no conversation in this channel; the next @mention still starts afresh, with nothing said before now."
 )
+ThreadSetting = Literal["on", "off"]
+THREAD_SETTINGS: tuple[str, ...] = ("on", "off")
+THREADS_EFFECTS = {
+    "on": "an @mention of Parley opens a thread on that message, and Parley answers every message in it that is"
+    " not addressed to someone else, until the thread is archived or locked",
+    "off": "Parley answers in the channel itself",
+}
 MODE_EFFECTS = {
     MENTION_ONLY: "Parley answers only @mentions of it and replies to its messages",
     NORMAL: "Parley answers @mentions, replies, and follow-ups to what it has just said",
@@ -105,7 +112,8 @@ class ParleyCommands(
     # that, and subcommands cannot have defaults of their own, so each command checks when it runs.
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley why`, `mode`, `forget`, `status`, `memory …` and `context …`, about the channel they are used in."""
+    """`/parley why`, `mode`, `threads`, `forget`, `status`, `memory …` and `context …`, about the channel they are
+    used in."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -147,6 +155,25 @@ class ParleyCommands(
             raise Refusal("The mode could not be saved, so it is unchanged; the details are in Parley's log.") from None
         await send_ephemeral(interaction, describe_mode_change(channel_id, mode, kept=client.archive is not None))
 
+    @app_commands.command(description="Whether an @mention of Parley here opens a thread for the conversation.")
+    @app_commands.describe(setting="on: each @mention opens a thread on the message and Parley answers there; off: not")
+    @app_commands.checks.has_permissions(manage_channels=True)
+    async def threads(self, interaction: discord.Interaction[Parley], setting: ThreadSetting) -> None:
+        # Discord offers only the choices, but a request can still say otherwise.
+        if setting not in THREAD_SETTINGS:
+            raise Refusal(f"Unknown setting {setting!r}: choose on or off.")
+        if isinstance(interaction.channel, discord.Thread):
+            raise Refusal("A thread cannot hold threads: use /parley threads in the channel it belongs to.")
+        guild_id, channel_id = _place(interaction)
+        client = interaction.client
+        try:
+            await client.set_threads(channel_id, guild_id, setting == "on")
+        except ArchiveWriteFailed:
+            raise Refusal(
+                "The setting could not be saved, so it is unchanged; the details are in Parley's log."
+            ) from None
+        await send_ephemeral(interaction, describe_threads_change(channel_id, setting, kept=client.archive is not None))
+
     @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")
     @app_commands.checks.has_permissions(manage_messages=True)
     async def forget(self, interaction: discord.Interaction[Parley]) -> None:
@@ -171,6 +198,13 @@ class ParleyCommands(
         )
         # Participants are listed as mentions so they render as names; none of them is pinged.
         await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+
+
+def describe_threads_change(channel_id: int, setting: str, *, kept: bool) -> str:
+    """What `/parley threads` says once it is set; `kept`: whether it outlives a restart."""
+    lasting = "" if kept else " It lasts until Parley restarts: the archive is off."
+    effect = THREADS_EFFECTS[setting]
+    return f"Threads are **{setting}** in <#{channel_id}> from the next message on: {effect}.{lasting}"
 
 
 def describe_decisions(entries: Sequence[LoggedDecision], guild_id: int, channel_id: int) -> str:

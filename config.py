@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         ge=1,
         description="Answers to allow-listed bots in a channel without a human message in between (a loop guard).",
     )
+    direct_messages: bool = Field(
+        False,
+        description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
+        " that DM; off by default, since a DM has no moderators and every message costs a model call.",
+    )
     guild_id: int | None = Field(None, description="Guild for instant slash-command sync while developing.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Console log level.")

@@ -33,6 +33,14 @@ ConversationListener = Callable[["ChannelConversation"], None]
 # Told of a conversation that ended, and whether it ran out of time (rather than being ended on purpose).
 EndListener = Callable[["ChannelConversation", bool], None]
 
+# Where a conversation happens, which decides what in it is for Parley: in a channel (or a thread Parley did not
+# open) only what the decider's tiers pick out; in a thread Parley opened for it, or a direct message, every
+# message not addressed to someone else. A thread Parley opened also lasts as long as the thread is open.
+CHANNEL = "channel"
+OWN_THREAD = "own_thread"
+DIRECT = "direct"
+CONVERSATION_KINDS: tuple[str, ...] = (CHANNEL, OWN_THREAD, DIRECT)
+
 _NEVER = datetime.max.replace(tzinfo=UTC)
 _DAWN = datetime.min.replace(tzinfo=UTC)
 
@@ -91,6 +99,13 @@ class ChannelConversation:
     # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
     # which the first prompt of this one carries.
     earlier_conversations: str = ""
+    # CHANNEL, OWN_THREAD or DIRECT (see CONVERSATION_KINDS).
+    kind: str = CHANNEL
+
+    @property
+    def lasting(self) -> bool:
+        """Whether the conversation ignores the inactivity timeout: a thread Parley opened lives while it is open."""
+        return self.kind == OWN_THREAD
 
     def note_bot_message(self, message: MessageRecord) -> None:
         """Index a bot's message by whom it names (any bot's: the index only has to be a superset)."""
@@ -164,6 +179,9 @@ class ConversationManager:
         self.on_change = on_change
         self.on_end = on_end
         self._conversations: OrderedDict[int, ChannelConversation] = OrderedDict()
+        # Conversations the timeout does not end (`ChannelConversation.lasting`), kept apart so the sweep never
+        # walks past them.
+        self._lasting: dict[int, ChannelConversation] = {}
         # No conversation can expire before this instant, so the per-call sweep is one comparison.
         self._nothing_expires_before = _NEVER
         # Replayed logs can step back in time, which breaks "least recently active first";
@@ -172,14 +190,20 @@ class ConversationManager:
         self._clock_went_back = False
 
     def __len__(self) -> int:
-        return len(self._conversations)
+        return len(self._conversations) + len(self._lasting)
+
+    def lasting(self) -> list[ChannelConversation]:
+        """The conversations that end only when they are ended (threads Parley opened)."""
+        return list(self._lasting.values())
 
     def get(self, channel_id: int) -> ChannelConversation | None:
         """The channel's conversation, or None if there is none or it has expired."""
         return self._live(channel_id, self.clock())
 
-    def start(self, channel_id: int, initial_messages: Iterable[MessageRecord] = ()) -> ChannelConversation:
-        """Start (or restart) the channel's conversation with earlier messages as context."""
+    def start(
+        self, channel_id: int, initial_messages: Iterable[MessageRecord] = (), *, kind: str = CHANNEL
+    ) -> ChannelConversation:
+        """Start (or restart) the channel's conversation with earlier messages as context; `kind`: where it is."""
         now = self.clock()
         self._evict_expired(now)
         conversation = ChannelConversation(
@@ -187,15 +211,19 @@ class ConversationManager:
             started_at=now,
             last_activity=now,
             messages=deque(initial_messages, maxlen=self.max_messages),
+            kind=kind,
         )
         conversation.opened_after_id = max((m.message_id for m in conversation.messages), default=0)
         for message in conversation.messages:
             conversation.last_message_by_author[message.author_id] = message
             if message.is_bot:
                 conversation.note_bot_message(message)
-        self._end(self._conversations.pop(channel_id, None), expired=False)
-        self._conversations[channel_id] = conversation
-        self._touch(conversation, now)
+        self._end(self._pop(channel_id), expired=False)
+        if conversation.lasting:
+            self._lasting[channel_id] = conversation
+        else:
+            self._conversations[channel_id] = conversation
+            self._touch(conversation, now)
         self._changed(conversation)
         return conversation
 
@@ -205,7 +233,14 @@ class ConversationManager:
         Adopt before any channel speaks, oldest activity first: conversations are kept in order of activity.
         """
         now = self.clock()
-        if now - conversation.last_activity > self.timeout or conversation.channel_id in self._conversations:
+        channel_id = conversation.channel_id
+        if channel_id in self._conversations or channel_id in self._lasting:
+            return False
+        if conversation.lasting:
+            conversation.messages = deque(conversation.messages, maxlen=self.max_messages)
+            self._lasting[channel_id] = conversation
+            return True
+        if now - conversation.last_activity > self.timeout:
             return False
         conversation.messages = deque(conversation.messages, maxlen=self.max_messages)
         self._conversations[conversation.channel_id] = conversation
@@ -233,7 +268,9 @@ class ConversationManager:
         else:
             conversation.participants.add(message.author_id)
         # `_touch`, inlined for the common case: every message of every channel comes through here.
-        if now >= self._latest and self._nothing_expires_before is not _NEVER:
+        if conversation.lasting:
+            conversation.last_activity = now
+        elif now >= self._latest and self._nothing_expires_before is not _NEVER:
             conversation.last_activity = self._latest = now
             self._conversations.move_to_end(channel_id)
         else:
@@ -259,13 +296,17 @@ class ConversationManager:
 
     def end(self, channel_id: int) -> ChannelConversation | None:
         """End the channel's conversation now; returns it, or None if there was none."""
-        conversation = self._conversations.pop(channel_id, None)
+        conversation = self._pop(channel_id)
         self._end(conversation, expired=False)
         return conversation
 
+    def _pop(self, channel_id: int) -> ChannelConversation | None:
+        conversation = self._conversations.pop(channel_id, None)
+        return self._lasting.pop(channel_id, None) if conversation is None else conversation
+
     def changed(self, channel_id: int) -> None:
         """Say that the channel's conversation changed outside the manager (an edit or a deletion applied to it)."""
-        conversation = self._conversations.get(channel_id)
+        conversation = self._conversations.get(channel_id) or self._lasting.get(channel_id)
         if conversation is not None:
             self._changed(conversation)
 
@@ -284,6 +325,10 @@ class ConversationManager:
     def _live(self, channel_id: int, now: datetime) -> ChannelConversation | None:
         if now > self._nothing_expires_before:
             self._evict_expired(now)
+        if self._lasting:
+            lasting = self._lasting.get(channel_id)
+            if lasting is not None:
+                return lasting
         conversation = self._conversations.get(channel_id)
         if conversation is not None and self._clock_went_back and now - conversation.last_activity > self.timeout:
             del self._conversations[channel_id]
@@ -313,6 +358,8 @@ class ConversationManager:
 
     def _touch(self, conversation: ChannelConversation, now: datetime) -> None:
         conversation.last_activity = now
+        if conversation.lasting:
+            return
         self._conversations.move_to_end(conversation.channel_id)
         if now >= self._latest:
             self._latest = now
@@ -386,6 +433,10 @@ _NOT_FOR_BOT = Decision(False, "not_for_bot", "followup")
 _BYSTANDER = Decision(False, "not_for_bot", "followup")
 _MENTION_ONLY = Decision(False, "mention_only", "mode")
 _JUDGE_BUDGET = Decision(False, "judge_budget", "judge")
+# Past the gates, every message of a thread Parley opened or of a direct message is for it.
+_IN_OWN_THREAD = Decision(True, "own_thread", "place")
+_DIRECT_MESSAGE = Decision(True, "direct_message", "place")
+_BY_KIND = {OWN_THREAD: _IN_OWN_THREAD, DIRECT: _DIRECT_MESSAGE}
 
 # A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
 MENTION_ONLY = "mention-only"
@@ -420,6 +471,9 @@ class ResponseDecider:
        spoke inside the window goes to the LLM judge, at most `judge_calls_per_minute` times a
        minute per channel (in bursts of as many); past that the answer is no (`judge_budget`);
     5. otherwise no answer.
+
+    Tiers 3 and 4 (and the mode) apply only to a conversation of kind CHANNEL: in a thread Parley opened
+    (`own_thread`) or a direct message (`direct_message`), a message past the gates is for Parley.
 
     Each channel's mode (`modes`, by channel id; normal when absent) adjusts tiers 3 and 4:
     `mention-only` answers nothing past the gates (`mention_only`), `chatty` doubles the follow-up
@@ -537,6 +591,8 @@ class ResponseDecider:
         decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
         if decision is not None:
             return decision
+        if conversation.kind != CHANNEL:
+            return _BY_KIND[conversation.kind]
         # Looked up only past the gates: explicit triggers and gated messages never pay for it.
         mode = self.modes.get(message.channel_id, NORMAL)
         if mode == MENTION_ONLY:

@@ -322,3 +322,24 @@ async def _keep_typing(channel: discord.abc.Messageable) -> None:
             log.debug("typing indicator failed: %s", error)
             return
         await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+
+# --- Threads and direct messages -----------------------------------------------------------------
+
+THREAD_NAME_MAX = 100  # https://discord.com/developers/docs/resources/channel#start-thread-from-message
+
+
+def thread_name(question: str, asker: str, bot_name: str) -> str:
+    """A thread's name from the question that opened it: one line, without the @mention of Parley it starts
+    with, at most THREAD_NAME_MAX characters (cut with an ellipsis); "Question from <asker>" if nothing is left."""
+    line = " ".join(safe_text(question).split())
+    mention = f"@{' '.join(bot_name.split())}"
+    while line.startswith(mention):
+        line = line[len(mention) :].lstrip(" ,:")
+    line = line or f"Question from {' '.join(safe_text(asker).split())}"
+    return line if len(line) <= THREAD_NAME_MAX else line[: THREAD_NAME_MAX - 1].rstrip() + "…"
+
+
+def is_closed_thread(channel: object) -> bool:
+    """Whether `channel` is an archived or locked thread, where Parley posts nothing (posting would reopen it)."""
+    return isinstance(channel, discord.Thread) and (channel.archived or channel.locked)

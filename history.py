@@ -281,6 +281,25 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX conversation_summaries_channel ON conversation_summaries (channel_id, ended_at);
     CREATE INDEX conversation_summaries_time ON conversation_summaries (ended_at);
     """,
+    # v8: the channels where an @mention opens a thread (/parley threads), and the threads Parley opened,
+    # in which every message is for it while they are open.
+    """
+    CREATE TABLE thread_settings (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        threads    INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX thread_settings_guild ON thread_settings (guild_id);
+    CREATE TABLE own_threads (
+        thread_id INTEGER PRIMARY KEY,
+        parent_id INTEGER NOT NULL,
+        guild_id  INTEGER NOT NULL,
+        opened_at INTEGER NOT NULL
+    );
+    CREATE INDEX own_threads_parent ON own_threads (parent_id);
+    CREATE INDEX own_threads_guild ON own_threads (guild_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -501,6 +520,8 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM context_snapshots WHERE channel_id = ?",
         "DELETE FROM conversations WHERE channel_id = ?",
         "DELETE FROM conversation_summaries WHERE channel_id = ?",
+        "DELETE FROM thread_settings WHERE channel_id = ?",
+        "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
     ),
 )
 _DELETE_GUILD = _Write(
@@ -519,6 +540,8 @@ _DELETE_GUILD = _Write(
         # A conversation's channel has archived messages, so the channel list knows its server.
         "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
+        "DELETE FROM thread_settings WHERE guild_id = ?",
+        "DELETE FROM own_threads WHERE guild_id = ?",
     ),
 )
 _FORGET = _Write(
@@ -543,6 +566,21 @@ _SET_MODE = _Write(
         " VALUES (?, ?, ?, ?) ON CONFLICT (channel_id) DO UPDATE SET"
         " guild_id = excluded.guild_id, mode = excluded.mode,"
         " updated_at = excluded.updated_at",
+    ),
+)
+_SET_THREADS = _Write(
+    "set_thread_setting",
+    (
+        "INSERT INTO thread_settings (channel_id, guild_id, threads, updated_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, threads = excluded.threads,"
+        " updated_at = excluded.updated_at",
+    ),
+)
+_ADD_OWN_THREAD = _Write(
+    "add_own_thread",
+    (
+        "INSERT INTO own_threads (thread_id, parent_id, guild_id, opened_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (thread_id) DO NOTHING",
     ),
 )
 _SET_STATE = _Write(
@@ -806,6 +844,31 @@ class HistoryArchive:
         # The writer drops a failed write after logging it; only reading it back tells this caller.
         if await self.get_channel_mode(channel_id) != mode:
             raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
+
+    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
+        """Store whether an @mention in the channel opens a thread; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored setting is unchanged.
+        """
+        self._enqueue(_SET_THREADS, (channel_id, guild_id, int(threads), _to_ms(datetime.now(UTC))))
+        await self.flush()
+        if (channel_id in await self.thread_channels()) != threads:
+            raise ArchiveWriteFailed(f"the thread setting of channel {channel_id} could not be stored")
+
+    async def thread_channels(self) -> set[int]:
+        """The channels where an @mention opens a thread."""
+        rows = await self._reader.execute_fetchall("SELECT channel_id FROM thread_settings WHERE threads")
+        return {int(channel_id) for (channel_id,) in rows}
+
+    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None:
+        """Note a thread Parley opened, so a restart still treats its messages as meant for Parley."""
+        self._enqueue(_ADD_OWN_THREAD, (thread_id, parent_id, guild_id, _to_ms(datetime.now(UTC))))
+
+    async def own_threads(self) -> dict[int, int]:
+        """The threads Parley opened, with their server's id."""
+        rows = await self._reader.execute_fetchall("SELECT thread_id, guild_id FROM own_threads")
+        return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
 
     async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None:
         """Store that the channel's context starts after message id ``after_id``; returns once it is committed.

@@ -26,7 +26,12 @@ from history import MIGRATIONS, sqlite_path_from_url
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
 # scope already includes `applications.commands`, so the invite asks for no more.
 INVITE_PERMISSIONS = discord.Permissions(
-    view_channel=True, send_messages=True, send_messages_in_threads=True, read_message_history=True
+    view_channel=True,
+    send_messages=True,
+    send_messages_in_threads=True,
+    read_message_history=True,
+    # `/parley threads on` opens a thread on the message that mentions Parley.
+    create_public_threads=True,
 )
 MASK = "********"
 # Secrets of the providers that --check reports as set or not, never showing their values.

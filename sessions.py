@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelMessage
 
-from conversation import ChannelConversation, MessageRecord, redacted
+from conversation import CHANNEL, CONVERSATION_KINDS, ChannelConversation, MessageRecord, redacted
 
 __all__ = ["ConversationSnapshot", "restore", "snapshot"]
 
@@ -36,6 +36,7 @@ class ConversationSnapshot:
     prompted_through: int = 0
     redactions: dict[int, str | None] = field(default_factory=dict)
     earlier_conversations: str = ""
+    kind: str = CHANNEL
 
 
 _SNAPSHOT = TypeAdapter(ConversationSnapshot)
@@ -69,6 +70,7 @@ def snapshot(conversation: ChannelConversation) -> str:
         # A deletion is kept as such (None); an edit's text is already in the messages and history.
         redactions=dict(changes),
         earlier_conversations=conversation.earlier_conversations,
+        kind=conversation.kind,
     )
     return _SNAPSHOT.dump_json(state).decode()
 
@@ -95,4 +97,5 @@ def restore(data: str | bytes) -> ChannelConversation:
         prompted_through=state.prompted_through,
         redactions=state.redactions,
         earlier_conversations=state.earlier_conversations,
+        kind=state.kind if state.kind in CONVERSATION_KINDS else CHANNEL,
     )

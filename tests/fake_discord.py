@@ -89,6 +89,7 @@ OP_HELLO = 10
 OP_HEARTBEAT_ACK = 11
 
 HEARTBEAT_INTERVAL_MS = 41250
+DIRECT_MESSAGES_INTENT = 1 << 12  # https://discord.com/developers/docs/events/gateway#gateway-intents
 MAX_CONTENT_LENGTH = 2000  # https://discord.com/developers/docs/resources/message#create-message-jsonform-params
 MESSAGE_TYPE_DEFAULT = 0
 MESSAGE_TYPE_REPLY = 19
@@ -145,10 +146,21 @@ class FakeChannel:
     position: int
     messages: list[dict[str, Any]] = field(default_factory=list)  # sorted by id, oldest first
     parent_id: int | None = None  # set for a thread: the text channel it lives in
+    # A thread's kind and state, and its members (a private thread's are all who may see it).
+    private: bool = False
+    archived: bool = False
+    locked: bool = False
+    member_ids: set[int] = field(default_factory=set)
+    owner_id: int = ALICE_ID
+    # A text channel's permission overwrites, as Discord sends them.
+    overwrites: list[dict[str, Any]] = field(default_factory=list)
+    recipient_id: int | None = None  # set for a direct message channel: the person on the other side
 
     def payload(self) -> dict[str, Any]:
         if self.parent_id is not None:
             return self._thread_payload(self.parent_id)
+        if self.recipient_id is not None:
+            return self._dm_payload(self.recipient_id)
         return {
             "id": str(self.id),
             "type": discord.ChannelType.text.value,
@@ -159,33 +171,43 @@ class FakeChannel:
             "topic": None,
             "nsfw": False,
             "rate_limit_per_user": 0,
-            "permission_overwrites": [],
+            "permission_overwrites": self.overwrites,
             "last_message_id": self.messages[-1]["id"] if self.messages else None,
         }
 
+    def _dm_payload(self, recipient_id: int) -> dict[str, Any]:
+        """A direct message channel. https://discord.com/developers/docs/resources/channel#channel-object"""
+        return {
+            "id": str(self.id),
+            "type": discord.ChannelType.private.value,
+            "last_message_id": self.messages[-1]["id"] if self.messages else None,
+            "recipients": [{"id": str(recipient_id), "username": "", "discriminator": "0", "avatar": None}],
+        }
+
     def _thread_payload(self, parent_id: int) -> dict[str, Any]:
-        """A public thread, as THREAD_CREATE and GET /channels/{id} give it.
+        """A public or private thread, as THREAD_CREATE, THREAD_UPDATE and GET /channels/{id} give it.
 
         https://discord.com/developers/docs/resources/channel#thread-metadata-object
         """
+        kind = discord.ChannelType.private_thread if self.private else discord.ChannelType.public_thread
         return {
             "id": str(self.id),
-            "type": discord.ChannelType.public_thread.value,
+            "type": kind.value,
             "guild_id": str(GUILD_ID),
             "parent_id": str(parent_id),
-            "owner_id": str(ALICE_ID),
+            "owner_id": str(self.owner_id),
             "name": self.name,
             "last_message_id": self.messages[-1]["id"] if self.messages else None,
             "rate_limit_per_user": 0,
             "message_count": len(self.messages),
-            "member_count": 1,
+            "member_count": max(1, len(self.member_ids)),
             "total_message_sent": len(self.messages),
             "flags": 0,
             "thread_metadata": {
-                "archived": False,
+                "archived": self.archived,
                 "auto_archive_duration": 1440,
                 "archive_timestamp": iso_timestamp(self.id),
-                "locked": False,
+                "locked": self.locked,
                 "create_timestamp": iso_timestamp(self.id),
             },
         }
@@ -321,6 +343,8 @@ class FakeDiscord:
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []  # exceptions inside the fake, answered with 400
         self.interaction_calls: list[InteractionCall] = []
+        # (channel id, message id, JSON body) of each "start thread from message" request the bot made.
+        self.threads_started: list[tuple[int, int, dict[str, Any]]] = []
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.commands: dict[int | None, list[dict[str, Any]]] = {}  # guild id (None: global) -> commands
@@ -423,13 +447,52 @@ class FakeDiscord:
             channel_id, author_id, content, message_id=self._next_id(timestamp), reply_to=reply_to
         )
 
-    async def create_thread(self, parent_id: int, name: str) -> int:
-        """Open a public thread named `name` in the text channel `parent_id` and dispatch THREAD_CREATE; its id."""
+    async def create_thread(
+        self, parent_id: int, name: str, *, private: bool = False, members: Iterable[int] = ()
+    ) -> int:
+        """Open a thread named `name` in the text channel `parent_id` and dispatch THREAD_CREATE; its id.
+
+        A private thread is visible to its `members` (and moderators) only.
+        """
         self._channel(parent_id)
-        thread = FakeChannel(self._next_id(), name, 0, parent_id=parent_id)
+        thread = FakeChannel(self._next_id(), name, 0, parent_id=parent_id, private=private, member_ids=set(members))
         self.channels[thread.id] = thread
         await self.dispatch("THREAD_CREATE", {**thread.payload(), "newly_created": True})
         return thread.id
+
+    async def update_thread(self, thread_id: int, *, archived: bool | None = None, locked: bool | None = None) -> None:
+        """Archive or lock a thread (or undo it) and dispatch THREAD_UPDATE, as when a member or moderator does."""
+        thread = self._channel(thread_id)
+        if archived is not None:
+            thread.archived = archived
+        if locked is not None:
+            thread.locked = locked
+        await self.dispatch("THREAD_UPDATE", thread.payload())
+
+    def deny(self, channel_id: int, user_id: int, permissions: discord.Permissions) -> None:
+        """Deny a member `permissions` in a text channel (a member overwrite); the next GUILD_CREATE carries it."""
+        # https://discord.com/developers/docs/resources/channel#overwrite-object
+        overwrite = {"id": str(user_id), "type": 1, "allow": "0", "deny": str(permissions.value)}
+        self._channel(channel_id).overwrites.append(overwrite)
+
+    def dm_channel(self, user_id: int) -> int:
+        """The id of the direct message channel between the bot and `user_id`, opened on first use."""
+        for channel in self.channels.values():
+            if channel.recipient_id == user_id:
+                return channel.id
+        channel = FakeChannel(self._next_id(), "", 0, recipient_id=user_id)
+        self.channels[channel.id] = channel
+        return channel.id
+
+    async def send_dm(self, author_id: int, content: str) -> dict[str, Any]:
+        """A direct message from `author_id` to the bot, stored in their DM channel.
+
+        Its MESSAGE_CREATE reaches the client only if it identified with the DIRECT_MESSAGES intent, as on Discord.
+        """
+        message = self._create_message(self.dm_channel(author_id), author_id, content, message_id=self._next_id())
+        if self.identifies and self.identifies[-1].get("intents", 0) & DIRECT_MESSAGES_INTENT:
+            await self.dispatch("MESSAGE_CREATE", self._gateway_message(message))
+        return message
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send a gateway DISPATCH (op 0) to the identified client, e.g. MESSAGE_DELETE or INTERACTION_CREATE."""
@@ -612,8 +675,17 @@ class FakeDiscord:
             # member_count equal to the members sent marks the guild as chunked, so the client requests no chunks.
             "member_count": len(members),
             "members": members,
-            "channels": [channel.payload() for channel in self.channels.values() if channel.parent_id is None],
-            "threads": [channel.payload() for channel in self.channels.values() if channel.parent_id is not None],
+            "channels": [
+                channel.payload()
+                for channel in self.channels.values()
+                if channel.parent_id is None and channel.recipient_id is None
+            ],
+            # Discord sends a server's active threads only.
+            "threads": [
+                channel.payload()
+                for channel in self.channels.values()
+                if channel.parent_id is not None and not channel.archived
+            ],
             "presences": [],
             "voice_states": [],
             "stage_instances": [],
@@ -738,7 +810,10 @@ class FakeDiscord:
         return pinged
 
     def _gateway_message(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The MESSAGE_CREATE form: REST's message plus guild_id, the author's member and mentioned members."""
+        """The MESSAGE_CREATE form: REST's message plus guild_id, the author's member and mentioned members
+        (a direct message has none of these)."""
+        if self.channels[int(message["channel_id"])].recipient_id is not None:
+            return message
         author = self.users[int(message["author"]["id"])]
         mentions = [
             {**mention, "member": self.users[int(mention["id"])].member_payload()} for mention in message["mentions"]
@@ -868,6 +943,7 @@ class FakeDiscord:
             ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
             ("POST", "/channels/{channel_id}/messages", self._post_message),
             ("POST", "/channels/{channel_id}/typing", self._post_typing),
+            ("POST", "/channels/{channel_id}/messages/{message_id}/threads", self._start_thread_from_message),
             ("GET", "/guilds/{guild_id}", self._get_guild),
             ("POST", "/interactions/{interaction_id}/{token}/callback", self._interaction_callback),
             ("POST", "/webhooks/{application_id}/{token}", self._webhook_message),
@@ -988,6 +1064,32 @@ class FakeDiscord:
         if self._session is not None:
             await self._dispatch(self._session, "MESSAGE_CREATE", self._gateway_message(message))
         return _json_response(message)
+
+    async def _start_thread_from_message(self, request: web.Request) -> web.Response:
+        """Start a public thread on a message: the thread takes the message's id; THREAD_CREATE follows.
+
+        https://discord.com/developers/docs/resources/channel#start-thread-from-message
+        """
+        channel = self._channel_or_none(request)
+        if channel is None or channel.parent_id is not None or channel.recipient_id is not None:
+            return _error(404, "Unknown Channel", 10003)
+        message_id = int(request.match_info["message_id"])
+        message = channel.find(message_id)
+        if message is None:
+            return _error(404, "Unknown Message", 10008)
+        if message_id in self.channels:
+            return _error(400, "A thread has already been created for this message", 160004)
+        body = await request.json()
+        name = body.get("name") or ""
+        if not 1 <= len(name) <= 100:
+            return _invalid_form_body("name", "Must be between 1 and 100 in length.")
+        thread = FakeChannel(message_id, name, 0, parent_id=channel.id, owner_id=BOT_ID)
+        thread.member_ids = {BOT_ID, int(message["author"]["id"])}
+        self.channels[thread.id] = thread
+        self.threads_started.append((channel.id, message_id, body))
+        if self._session is not None:
+            await self._dispatch(self._session, "THREAD_CREATE", {**thread.payload(), "newly_created": True})
+        return _json_response(thread.payload())
 
     def _attachment(self, filename: str, data: bytes) -> dict[str, Any]:
         attachment_id = self._next_id()

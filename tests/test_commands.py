@@ -342,13 +342,15 @@ def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_setti
     assert payload["dm_permission"] is False
     assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in payload["options"]}
-    assert list(options) == ["why", "mode", "forget", "status", "memory", "context"]
+    assert list(options) == ["why", "mode", "threads", "forget", "status", "memory", "context"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     [mode] = options["mode"]["options"]
     assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
+    [setting] = options["threads"]["options"]
+    assert [choice["value"] for choice in setting["choices"]] == ["on", "off"]
 
 
 def test_only_sync_flag_forces_registration() -> None:

@@ -14,6 +14,8 @@ from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from conversation import (
+    DIRECT,
+    OWN_THREAD,
     ChannelConversation,
     ConversationManager,
     Decision,
@@ -21,6 +23,7 @@ from conversation import (
     ResponseDecider,
 )
 from quoting import MESSAGE_TAG
+from sessions import restore, snapshot
 
 BOT = 1
 ALICE = 10
@@ -566,3 +569,65 @@ def first_prompt(history: list[ModelMessage]) -> str:
     [part] = history[0].parts
     assert isinstance(part, UserPromptPart) and isinstance(part.content, str)
     return part.content
+
+
+# --- Conversation kinds: threads Parley opened, direct messages ---------------------------------
+
+
+def test_a_thread_parley_opened_outlives_the_timeout(manager: ConversationManager, clock: Clock) -> None:
+    """A conversation of kind own_thread is still live long past the inactivity timeout; a channel's is not."""
+    manager.start(CHANNEL, [], kind=OWN_THREAD)
+    manager.start(CHANNEL + 1, [])
+    clock.advance(3600)
+    assert manager.evict_expired() == 1
+    assert manager.get(CHANNEL) is not None and manager.get(CHANNEL + 1) is None
+    assert manager.record_message(CHANNEL, msg(at=clock.now)) is not None
+    assert len(manager) == 1
+
+
+def test_an_open_thread_ends_only_when_ended(clock: Clock) -> None:
+    """Ending a thread's conversation tells the end listener it did not time out, and it is gone."""
+    ended: list[tuple[int, bool]] = []
+    manager = ConversationManager(60, clock=clock, on_end=lambda c, expired: ended.append((c.channel_id, expired)))
+    manager.start(CHANNEL, [], kind=OWN_THREAD)
+    clock.advance(600)
+    manager.evict_expired()
+    assert ended == []
+    manager.end(CHANNEL)
+    assert ended == [(CHANNEL, False)] and manager.get(CHANNEL) is None
+
+
+@pytest.mark.parametrize(("kind", "reason"), [(OWN_THREAD, "own_thread"), (DIRECT, "direct_message")])
+async def test_every_message_past_the_gates_is_answered_in_a_thread_or_dm(
+    manager: ConversationManager, decider: ResponseDecider, clock: Clock, kind: str, reason: str
+) -> None:
+    """Without a mention or a follow-up window, a message in Parley's thread or a DM is answered, with its reason."""
+    conversation = manager.start(CHANNEL, [], kind=kind)
+    clock.advance(3600)
+    decision = await decider.decide(msg(BOB, "and what about ext4?", at=clock.now), conversation, BOT)
+    assert (decision.respond, decision.reason) == (True, reason)
+
+
+@pytest.mark.parametrize("kind", [OWN_THREAD, DIRECT])
+async def test_a_message_addressed_to_someone_else_is_left_alone_in_a_thread(
+    manager: ConversationManager, decider: ResponseDecider, kind: str
+) -> None:
+    """The gates still hold in Parley's thread: a message mentioning another member or another bot's is not answered."""
+    conversation = manager.start(CHANNEL, [], kind=kind)
+    to_bob = await decider.decide(msg(ALICE, "<@11> can you check?", mentions=frozenset({BOB})), conversation, BOT)
+    from_bot = await decider.decide(msg(OTHER_BOT, "beep", is_bot=True), conversation, BOT)
+    assert (to_bob.respond, to_bob.reason) == (False, "addressed_to_other")
+    assert (from_bot.respond, from_bot.reason) == (False, "other_bot")
+
+
+def test_a_thread_conversation_survives_a_snapshot_and_a_late_adoption(clock: Clock) -> None:
+    """Kept and restored after hours, a thread's conversation is adopted with its kind; a channel's is refused."""
+    kept = ConversationManager(60, clock=clock)
+    thread = kept.start(CHANNEL, [msg(at=clock.now)], kind=OWN_THREAD)
+    channel = kept.start(CHANNEL + 1, [msg(at=clock.now, channel_id=CHANNEL + 1)])
+    clock.advance(7200)
+    later = ConversationManager(60, clock=clock)
+    assert later.adopt(restore(snapshot(thread)))
+    assert not later.adopt(restore(snapshot(channel)))
+    resumed = later.get(CHANNEL)
+    assert resumed is not None and resumed.kind == OWN_THREAD

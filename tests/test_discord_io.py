@@ -5,10 +5,20 @@ from __future__ import annotations
 import itertools
 
 import discord
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discord_io import MAX_REOPENED_FENCE, SplitStep, _open_fence, reply_mentions, safe_text, split_message, split_steps
+from discord_io import (
+    MAX_REOPENED_FENCE,
+    SplitStep,
+    _open_fence,
+    reply_mentions,
+    safe_text,
+    split_message,
+    split_steps,
+    thread_name,
+)
 
 
 def words(text: str) -> list[str]:
@@ -253,3 +263,19 @@ def test_safe_text_always_encodes(text: str) -> None:
     cleaned = safe_text(text)
     cleaned.encode("utf-8")
     assert "\x00" not in cleaned
+
+
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [
+        ("@Parley how do I list files?", "how do I list files?"),
+        ("@Parley, @Parley   what\nis   ext4?", "what is ext4?"),
+        ("@Parley", "Question from alice"),
+        ("@Parley " + "word " * 40, ("word " * 20)[:99].rstrip() + "…"),
+        ("bad \x00 surrogate \ud800 here", "bad surrogate \ufffd here"),
+    ],
+)
+def test_thread_name_comes_from_the_question(question: str, name: str) -> None:
+    """A thread is named from the question, on one line, without the mention of Parley, within 100 characters."""
+    made = thread_name(question, "alice", "Parley")
+    assert made == name and len(made) <= 100

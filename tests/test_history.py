@@ -740,3 +740,32 @@ async def test_catch_up_reads_newest_ids_and_ids_in_a_range(archive: HistoryArch
     assert await archive.newest_message_ids(3, 2) == []
     assert await archive.message_ids_between(CHANNEL, snowflakes[0], snowflakes[2]) == set(snowflakes[1:])
     assert await archive.message_ids_between(CHANNEL, snowflakes[0] - 1, snowflakes[1]) == set(snowflakes[:2])
+
+
+async def test_thread_settings_and_own_threads_outlive_a_reopen(db_path: Path) -> None:
+    """`/parley threads` settings and the threads Parley opened are read back after the archive is reopened."""
+    archive = await HistoryArchive.open(db_path, retention_days=0)
+    await archive.set_thread_setting(100, 30, True)
+    await archive.set_thread_setting(101, 30, True)
+    await archive.set_thread_setting(101, 30, False)
+    archive.add_own_thread(500, 100, 30)
+    await archive.close()
+    reopened = await HistoryArchive.open(db_path, retention_days=0)
+    try:
+        assert await reopened.thread_channels() == {100}
+        assert await reopened.own_threads() == {500: 30}
+    finally:
+        await reopened.close()
+
+
+async def test_deleting_a_channel_or_server_forgets_its_threads(archive: HistoryArchive) -> None:
+    """A deleted parent channel takes its threads' notes along; a removed server all of its thread settings."""
+    await archive.set_thread_setting(100, 30, True)
+    await archive.set_thread_setting(200, 31, True)
+    archive.add_own_thread(500, 100, 30)
+    archive.add_own_thread(600, 200, 31)
+    archive.delete_channel(100)
+    archive.delete_guild(31)
+    await archive.flush()
+    assert await archive.thread_channels() == set()
+    assert await archive.own_threads() == {}

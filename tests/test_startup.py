@@ -285,8 +285,9 @@ def test_version_is_the_projects(capsys) -> None:
 
 
 def test_invite_link_asks_for_the_bot_scope_and_only_the_needed_permissions() -> None:
-    """The invite carries the client id, the bot scope, View Channels, Send Messages (in threads too), Read History."""
-    permissions = 1 << 10 | 1 << 11 | 1 << 16 | 1 << 38
+    """The invite carries the client id, the bot scope, View Channels, Send Messages (in threads too), Read History
+    and Create Public Threads."""
+    permissions = 1 << 10 | 1 << 11 | 1 << 16 | 1 << 35 | 1 << 38
     assert invite_link(42) == f"https://discord.com/oauth2/authorize?client_id=42&scope=bot&permissions={permissions}"
 
 
