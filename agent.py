@@ -11,33 +11,42 @@ bot.py; every agent built here is picked up by it.
 import inspect
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openai import AsyncOpenAI, DefaultAioHttpClient, Omit, omit
 from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic import BaseModel, Field
 from pydantic_ai import (
     Agent,
+    AgentStreamEvent,
     BaseToolCallPart,
     BaseToolReturnPart,
+    CancellationToken,
     CompactionPart,
+    FunctionToolCallEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ModelSettings,
     NativeOutput,
+    PartDeltaEvent,
+    PartStartEvent,
     PromptedOutput,
     RetryFeedbackPart,
+    RunCancelled,
     RunContext,
+    RunTimedOut,
     RunUsage,
     TextPart,
+    TextPartDelta,
     ToolDefinition,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
     UsageLimits,
+    UserContent,
     UserPromptPart,
     capture_run_messages,
 )
@@ -51,8 +60,10 @@ from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from pydantic_ai.settings import merge_model_settings
 from pydantic_core import to_json
 
+from attachments import PreparedFiles, content_chars, expire_images
 from config import JudgeOutputMode, Settings
 from conversation import ChannelConversation, MessageRecord
+from profiles import ARCHIVE, MEMORY, offered
 from quoting import (
     AI_PARTICIPANT_TAG,
     CHANNEL_INFO_TAG,
@@ -65,7 +76,10 @@ from quoting import (
     cap_text,
     inline,
 )
-from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps
+from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox
+
+if TYPE_CHECKING:
+    from pydantic_ai.models.anthropic import AnthropicModelSettings
 
 log = logging.getLogger("parley.agent")
 
@@ -86,6 +100,18 @@ MESSAGE_OVERHEAD_TOKENS = 4
 TOOL_ROUND_TOKENS = 2000
 # Before a run's first response, the size of what the messages don't show: instructions, tool schemas.
 INSTRUCTIONS_AND_TOOLS_TOKENS = 1000
+# Share of HISTORY_TOKEN_BUDGET a history over it is cut down to: about 20 turns of a busy channel grow
+# from the same start before the next cut (bench/bench_cost.py).
+CUT_TO_SHARE = 0.5
+# Anthropic caches a prompt prefix only at the points marked in the request (OpenAI and others cache
+# shared prefixes by themselves): after the tool definitions, after the instructions, and the newest
+# message, which the provider moves forward as the conversation grows. Other providers' models ignore these.
+# (Typed but not imported at run time: pydantic-ai's Anthropic module loads the anthropic SDK, seconds of start-up.)
+PROMPT_CACHE_SETTINGS: "AnthropicModelSettings" = {
+    "anthropic_cache_tool_definitions": True,
+    "anthropic_cache_instructions": True,
+    "anthropic_cache": True,
+}
 
 
 # --- Dependencies and results -----------------------------------------------------------------
@@ -96,12 +122,33 @@ class Reply:
     """An answer: the text to post, the model history to keep for the next turn, and the tokens it cost.
 
     `limited` names the per-answer limit that stopped the run, when one did; `text` then says so.
+    `stopped` is set when a member stopped the answer as it streamed; `text` then ends with STOPPED_NOTE.
     """
 
     text: str
     messages: list[ModelMessage]
     usage: RunUsage
     limited: str | None = None
+    stopped: bool = False
+    # `provider:model` as the provider named the model that answered ('' if none did), for usage and its cost.
+    model: str = ""
+
+
+class AnswerListener(Protocol):
+    """What watches an answer as it is written (streaming.LiveAnswer): told the text so far and each tool call.
+
+    Both calls are made from inside the model's stream, so they must return at once, never wait on the network.
+    Cancelling `cancellation` stops the run; the answer then keeps what was written, marked as stopped,
+    unless `outgrown` is set: then the text has outgrown every post the answer may take, the rest could
+    never be posted, and the answer is what was written, unmarked (the posts end "(answer cut)").
+    """
+
+    cancellation: CancellationToken
+    outgrown: bool
+
+    def text_so_far(self, text: str) -> None: ...
+
+    def tool_called(self, tool_name: str) -> None: ...
 
 
 class ReplyFailed(Exception):
@@ -257,6 +304,7 @@ def build_responder(
     model: Model | None = None,
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
+    toolbox: Toolbox | None = None,
 ) -> Agent[ChatDeps, str]:
     """The agent that writes Parley's answers.
 
@@ -268,6 +316,7 @@ def build_responder(
     request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
     `all_messages()`, and so `Reply.messages`, carries on. With tools, the last request the answer's
     limits leave room for goes without them (`wind_down_reason`), so the model answers then.
+    `toolbox` adds web search and the MCP servers' tools (`tools.build_toolbox`).
     """
     if archive_enabled is None:
         archive_enabled = settings.archive_tools_enabled
@@ -276,9 +325,11 @@ def build_responder(
     tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
     budget = settings.history_token_budget
     max_answer_tokens = settings.max_answer_tokens
+    image_retain_turns = settings.image_retain_turns
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return trim_history(messages, budget)
+        # Old images first: a placeholder costs the budget a line, the image a thousand tokens.
+        return trim_history(expire_images(messages, image_retain_turns), budget)
 
     async def withdraw_tools_near_the_limits(
         ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]
@@ -301,14 +352,24 @@ def build_responder(
         # pydantic-ai prepares a step's tools before it renders its instructions.
         return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
 
+    # Each tool set's note, shown while the channel's profile offers the set.
+    sets = ((_ARCHIVE_NOTE, ARCHIVE, archive_enabled), (_MEMORY_NOTE, MEMORY, memory_enabled))
+    notes = [(note, name) for note, name, on in sets if on]
+
+    async def offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return offered(tool_defs, ctx.deps.offered_toolsets)
+
+    async def notes_on_offered_tools(ctx: RunContext[ChatDeps]) -> str:
+        return "\n".join(note for note, name in notes if ctx.deps.offers(name))
+
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
-    notes = [note for note, on in ((_ARCHIVE_NOTE, archive_enabled), (_MEMORY_NOTE, memory_enabled)) if on]
-    instructions: list[Any] = ["\n".join([_VOICE, *notes])]
-    capabilities: list[Any] = [ProcessHistory(keep_within_budget)]
-    if tools:
-        instructions.append(answer_now_note)
-        capabilities.append(PrepareTools(withdraw_tools_near_the_limits))
+    toolbox = toolbox or Toolbox()
+    instructions: list[Any] = ["\n".join([_VOICE, *toolbox.notes])]
+    capabilities: list[Any] = [ProcessHistory(keep_within_budget), *toolbox.capabilities.values()]
+    if tools or toolbox.toolsets or toolbox.capabilities:
+        instructions += [notes_on_offered_tools, answer_now_note]
+        capabilities += [PrepareTools(offer_profile_tools), PrepareTools(withdraw_tools_near_the_limits)]
     return Agent(
         model,
         deps_type=ChatDeps,
@@ -316,9 +377,11 @@ def build_responder(
         name="parley",
         instructions=instructions,
         model_settings=merge_model_settings(
-            retry_settings(model, settings.model_retries), ModelSettings(max_tokens=max_answer_tokens)
+            retry_settings(model, settings.model_retries),
+            merge_model_settings(ModelSettings(max_tokens=max_answer_tokens), PROMPT_CACHE_SETTINGS),
         ),
         tools=tools,
+        toolsets=toolbox.offered_toolsets(),
         capabilities=capabilities,
     )
 
@@ -386,20 +449,89 @@ async def generate_reply(
     message: MessageRecord,
     deps: ChatDeps,
     settings: Settings,
+    files: PreparedFiles | None = None,
+    *,
+    listener: AnswerListener | None = None,
+    model: Model | None = None,
+    instructions: str | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
+
+    `files`: the attachments of the messages the prompt shows (`attachments.AttachmentPreparer`).
+    `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
     words if it had already answered, else `LIMIT_NOTE`; either way `Reply.limited` names the limit
     and the history keeps the prompt and that text, not the tool rounds that ran up the bill.
+
+    With a `listener`, the model's answer is streamed to it as it is written (`AnswerListener`);
+    the run, its limits and its failures are otherwise the same.
 
     Raises:
         ReplyFailed: on any other failure (provider error after retries, time limit, empty output),
             with the cause chained and the tokens spent so far, so the caller apologises and keeps
             the old history.
     """
-    prompt = build_prompt(conversation, message, deps)
+    text = build_prompt(conversation, message, deps, files)
+    prompt = text if files is None else files.user_content(text)
     history = list(conversation.llm_history)
+    run = _Run(listener, model, instructions)
+    return await _reply(agent, prompt, history, deps, settings, message.message_id, run)
+
+
+async def regenerate_reply(
+    agent: Agent[ChatDeps, str],
+    conversation: ChannelConversation,
+    deps: ChatDeps,
+    settings: Settings,
+    *,
+    listener: AnswerListener | None = None,
+    model: Model | None = None,
+    instructions: str | None = None,
+) -> Reply:
+    """A new answer to the conversation's last answered prompt, written as if the last answer had never been.
+
+    The prompt is the one the last turn sent (it quoted what the model had not seen yet); the history
+    is everything before that turn. `Reply.messages` replaces the conversation's history whole.
+
+    Raises:
+        ReplyFailed: as `generate_reply`, and when the history holds no answered prompt to ask again.
+    """
+    turns = split_turns(list(conversation.llm_history))
+    prompt = _user_prompt(turns[-1][0]) if turns else None
+    if prompt is None:
+        raise ReplyFailed(f"channel {deps.channel_id}: no answered prompt to ask again")
+    earlier = [message for turn in turns[:-1] for message in turn]
+    return await _reply(agent, prompt, earlier, deps, settings, deps.message_id, _Run(listener, model, instructions))
+
+
+def _user_prompt(message: ModelMessage) -> str | list[UserContent] | None:
+    """The prompt a turn's first request carried, with its files; None for a summary."""
+    if not _starts_turn(message) or is_summary(message):
+        return None
+    prompt = next(part for part in message.parts if isinstance(part, UserPromptPart))
+    return prompt.content if isinstance(prompt.content, str) else list(prompt.content)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """How one answer runs: who watches it stream, and the channel profile's model and extra instructions."""
+
+    listener: AnswerListener | None
+    model: Model | None
+    instructions: str | None
+
+
+async def _reply(
+    agent: Agent[ChatDeps, str],
+    prompt: str | list[UserContent],
+    history: list[ModelMessage],
+    deps: ChatDeps,
+    settings: Settings,
+    message_id: int,
+    run: _Run,
+) -> Reply:
+    listener = run.listener
     # The run adds to this object as it goes, so what a failed run spent is known too.
     usage = RunUsage()
     with capture_run_messages() as run_messages:
@@ -408,46 +540,113 @@ async def generate_reply(
                 prompt,
                 message_history=history,
                 deps=deps,
+                model=run.model,
+                instructions=run.instructions,
                 usage_limits=answer_limits(settings),
                 usage=usage,
                 timeout=settings.response_timeout_seconds,
+                event_stream_handler=None if listener is None else _streaming_to(listener),
+                cancellation_token=None if listener is None else listener.cancellation,
             )
         except UsageLimitExceeded as stop:
-            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message)
+            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message_id)
+        except RunCancelled as stop:
+            if isinstance(stop, RunTimedOut) or listener is None or not listener.cancellation.cancelled:
+                raise ReplyFailed(f"no answer to message {message_id}: {type(stop).__name__}: {stop}", usage) from stop
+            if listener.outgrown:
+                return _outgrown_reply(prompt, history, stop.all_messages(), usage, message_id)
+            return _stopped_reply(prompt, history, stop.all_messages(), usage)
         except Exception as error:
             if isinstance(error, UnexpectedModelBehavior) and deps.wound_down is not None:
                 # A model that calls the withdrawn tools anyway runs out of retries: its limits stopped it all the same.
                 limit = f"{deps.wound_down} (tools withdrawn)"
-                return _limited_reply(prompt, history, run_messages, usage, limit, message)
-            raise ReplyFailed(
-                f"no answer to message {message.message_id}: {type(error).__name__}: {error}", usage
-            ) from error
+                return _limited_reply(prompt, history, run_messages, usage, limit, message_id)
+            raise ReplyFailed(f"no answer to message {message_id}: {type(error).__name__}: {error}", usage) from error
     text = result.output.strip()
     if not text:
-        raise ReplyFailed(f"the model gave an empty answer to message {message.message_id}", usage)
-    return Reply(text=text, messages=result.all_messages(), usage=usage)
+        raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)
+    return Reply(text=text, messages=result.all_messages(), usage=usage, model=answering_model(result.new_messages()))
+
+
+def answering_model(messages: Sequence[ModelMessage]) -> str:
+    """`provider:model` of the last response in `messages` that names its model, as usage rows record it."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse) and message.model_name:
+            return f"{message.provider_name}:{message.model_name}" if message.provider_name else message.model_name
+    return ""
+
+
+# What ends an answer a member stopped, in the channel and in the history the model sees next.
+STOPPED_NOTE = "(stopped)"
+
+
+def _streaming_to(listener: AnswerListener) -> Any:
+    """pydantic-ai's event stream handler that tells `listener` each model response's text so far and each tool call."""
+
+    async def handle(ctx: RunContext[ChatDeps], events: AsyncIterable[AgentStreamEvent]) -> None:
+        # Called once per step: a model response's events, or a tool round's; text never spans two.
+        text = ""
+        async for event in events:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                text += event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                text += event.delta.content_delta
+            elif isinstance(event, FunctionToolCallEvent):
+                listener.tool_called(event.part.tool_name)
+                continue
+            else:
+                continue
+            listener.text_so_far(text)
+
+    return handle
+
+
+def _outgrown_reply(
+    prompt: str | list[UserContent],
+    history: list[ModelMessage],
+    run_messages: Sequence[ModelMessage],
+    usage: RunUsage,
+    message_id: int,
+) -> Reply:
+    """The answer as far as it was written when it outgrew its posts: the model was stopped there."""
+    text = _final_text(run_messages)
+    if not text:
+        raise ReplyFailed(f"the answer to message {message_id} outgrew its posts with no text to show", usage)
+    log.info("answer to message %s stopped once it outgrew MAX_ANSWER_POSTS", message_id)
+    kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
+    return Reply(text=text, messages=kept, usage=usage, limited="max_answer_posts")
+
+
+def _stopped_reply(
+    prompt: str | list[UserContent], history: list[ModelMessage], run_messages: Sequence[ModelMessage], usage: RunUsage
+) -> Reply:
+    """What a stopped answer leaves: the text written so far, marked, as the turn the model sees next time."""
+    written = _final_text(run_messages)
+    text = f"{written}\n\n{STOPPED_NOTE}" if written else STOPPED_NOTE
+    kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
+    return Reply(text=text, messages=kept, usage=usage, stopped=True)
 
 
 def _limited_reply(
-    prompt: str,
+    prompt: str | list[UserContent],
     history: list[ModelMessage],
     run_messages: list[ModelMessage],
     usage: RunUsage,
     limit: str,
-    message: MessageRecord,
+    message_id: int,
 ) -> Reply:
     text = _final_text(run_messages) or LIMIT_NOTE
     log.warning(
         "answer to message %s stopped by its %s after %d requests (%d input, %d output tokens)",
-        message.message_id,
+        message_id,
         limit,
         usage.requests,
         usage.input_tokens,
         usage.output_tokens,
-        extra={"message_id": message.message_id, "limit": limit},
+        extra={"message_id": message_id, "limit": limit},
     )
     kept = [*history, ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart(text)])]
-    return Reply(text=text, messages=kept, usage=usage, limited=limit)
+    return Reply(text=text, messages=kept, usage=usage, limited=limit, model=answering_model(run_messages))
 
 
 def _limit_name(stop: UsageLimitExceeded) -> str:
@@ -467,8 +666,13 @@ def _final_text(messages: Sequence[ModelMessage]) -> str:
 # --- The prompt -------------------------------------------------------------------------------
 
 
-def build_prompt(conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps) -> str:
-    """The user prompt for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
+def build_prompt(
+    conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps, files: PreparedFiles | None = None
+) -> str:
+    """The prompt's text for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
+
+    Each message's attachments (`files`) follow its quote as `<attachment>` elements; the images themselves
+    follow the text (`PreparedFiles.user_content`).
 
     "Not seen" is every message no earlier answer showed the model (`unseen_before`): the loaded context
     with the bot's own earlier turns when a conversation starts, and what was said while it wrote.
@@ -486,13 +690,16 @@ def build_prompt(conversation: ChannelConversation, message: MessageRecord, deps
             + conversation.earlier_conversations
         )
     if earlier:
-        parts.append(
-            f"What was said in the channel that you have not seen yet:\n{render_transcript(earlier, bot_user_id)}"
-        )
-    parts.append(
-        "Answer this new message:\n" + quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
-    )
+        transcript = render_transcript(earlier, bot_user_id, files=files)
+        parts.append(f"What was said in the channel that you have not seen yet:\n{transcript}")
+    new = quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
+    parts.append("Answer this new message:\n" + _with_files(new, message, files))
     return "\n\n".join(parts)
+
+
+def _with_files(quote: str, message: MessageRecord, files: PreparedFiles | None) -> str:
+    elements = files.elements(message.message_id) if files is not None and message.attachments else ""
+    return f"{quote}\n{elements}" if elements else quote
 
 
 def render_channel_info(deps: ChatDeps) -> str:
@@ -510,13 +717,18 @@ def render_channel_info(deps: ChatDeps) -> str:
 
 
 def render_transcript(
-    messages: Sequence[MessageRecord], bot_user_id: int | None, *, max_messages: int = TRANSCRIPT_MAX_MESSAGES
+    messages: Sequence[MessageRecord],
+    bot_user_id: int | None,
+    *,
+    max_messages: int = TRANSCRIPT_MAX_MESSAGES,
+    files: PreparedFiles | None = None,
 ) -> str:
     """The newest `max_messages` of `messages` as a quoted `<chat_transcript>`, noting any left out."""
     shown = messages[-max_messages:] if max_messages else []
     omitted = len(messages) - len(shown)
     lines = [open_tag(TRANSCRIPT_TAG, omitted_earlier=str(omitted) if omitted else None)]
-    lines += [quote_message(m, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id) for m in shown]
+    quotes = (quote_message(m, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id) for m in shown)
+    lines += [_with_files(quote, m, files) for quote, m in zip(quotes, shown, strict=True)]
     lines.append(close_tag(TRANSCRIPT_TAG))
     return "\n".join(lines)
 
@@ -550,13 +762,20 @@ def _addressed_to_bot(message: MessageRecord, bot_user_id: int | None) -> dict[s
 
 
 def trim_history(messages: list[ModelMessage], budget_tokens: int) -> list[ModelMessage]:
-    """Drop the oldest turns until the history fits `budget_tokens` (approximately, chars/4).
+    """Keep the history within `budget_tokens` (approximately, chars/4), cutting in large steps.
+
+    A history within budget goes out unchanged. Past it, the oldest turns are cut down to
+    `CUT_TO_SHARE` of the budget, not just under it: the kept history is what the run carries on, so
+    the next requests grow from the same start again, and a provider's prefix cache serves all of them
+    until the budget is passed once more (cutting one turn each time would change the start of every request).
 
     A turn is a request carrying a user prompt and everything up to the next one, so a tool call
     always stays with its return and the kept history starts with a user prompt. The newest turn,
     holding the request about to be sent, is always kept, even if it alone is over budget, and so is a
     leading summary of earlier turns (`context.summary_turn`), which is short.
     """
+    if approx_tokens(messages) > budget_tokens:
+        budget_tokens = int(CUT_TO_SHARE * budget_tokens)
     turns = split_turns(messages)
     # A summary of the turns cut earlier goes on standing in for them; the turns after it are cut first.
     summary = turns.pop(0) if len(turns) > 1 and is_summary(turns[0][0]) else []
@@ -580,6 +799,8 @@ def _part_chars(part: object) -> int:
         return len(part.tool_name) + len(part.args_as_json_str())
     if isinstance(part, BaseToolReturnPart):
         return len(part.model_response_str())
+    if isinstance(part, UserPromptPart):
+        return content_chars(part.content)
     content = getattr(part, "content", None)
     if isinstance(content, str):
         return len(content)
@@ -663,13 +884,16 @@ class LLMJudge:
     bot_user_id: int | None = None
     # Told what each verdict cost, failed and timed-out ones included, so the bot can count it.
     on_usage: Callable[[MessageRecord, RunUsage], None] | None = None
+    # The model for a channel's judge (its profile's), by channel id; None: the agent's.
+    model_for: Callable[[int], Model | None] | None = None
 
     async def __call__(self, message: MessageRecord, conversation: ChannelConversation) -> tuple[bool, str, float]:
         """The verdict on `message`: (respond, reason, confidence)."""
         prompt = build_judge_prompt(conversation, message, bot_name=self.bot_name, bot_user_id=self.bot_user_id)
         usage = RunUsage()
         try:
-            result = await self.agent.run(prompt, usage_limits=JUDGE_LIMITS, usage=usage)
+            model = self.model_for(message.channel_id) if self.model_for is not None else None
+            result = await self.agent.run(prompt, model=model, usage_limits=JUDGE_LIMITS, usage=usage)
         finally:
             if self.on_usage is not None:
                 self.on_usage(message, usage)

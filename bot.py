@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import hashlib
 import json
@@ -15,7 +16,7 @@ import signal
 import sqlite3
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from operator import attrgetter
@@ -31,8 +32,30 @@ from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
 
-from agent import LLMJudge, ReplyFailed, build_judge, build_responder, close_model, generate_reply
+from agent import (
+    TRANSCRIPT_MAX_MESSAGES,
+    AnswerListener,
+    LLMJudge,
+    Reply,
+    ReplyFailed,
+    build_judge,
+    build_model,
+    build_responder,
+    close_model,
+    generate_reply,
+    regenerate_reply,
+)
+from attachments import (
+    AttachmentInfo,
+    AttachmentPreparer,
+    Kind,
+    PreparedFiles,
+    build_transcriber,
+    is_image_refusal,
+    model_key,
+)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import UsageLedger, next_utc_midnight
 from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
@@ -48,7 +71,6 @@ from context import (
 )
 from conversation import (
     CHANNEL,
-    CHANNEL_MODES,
     DIRECT,
     NORMAL,
     OWN_THREAD,
@@ -61,6 +83,7 @@ from conversation import (
     log_decision,
     utc_now,
 )
+from costs import UsageMetrics, model_label
 from discord_io import (
     is_automated,
     is_closed_thread,
@@ -88,8 +111,10 @@ from preflight import (
     required_settings_help,
     settings_env_file,
 )
+from profiles import Profiles, load_profiles_file, persona_instructions
 from sessions import restore, snapshot
-from tools import ChatDeps
+from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
+from tools import ChatDeps, Toolbox, build_toolbox
 
 log = logging.getLogger("parley")
 
@@ -295,6 +320,10 @@ class BotGate:
 # --- The client -------------------------------------------------------------------------------
 
 
+# Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
+ATTACHMENT_SOURCES_KEPT = 2048
+
+
 class Parley(discord.Client):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
@@ -307,8 +336,9 @@ class Parley(discord.Client):
         responder: Agent[ChatDeps, str],
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
-        channel_modes: dict[int, str] | None = None,
+        profiles: Profiles | None = None,
         sync_commands: bool = False,
+        toolbox: Toolbox | None = None,
         **options: Any,
     ) -> None:
         # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
@@ -327,6 +357,8 @@ class Parley(discord.Client):
         self.responder = responder
         self.judge = judge
         self.summarizer = summarizer
+        # Web search and the MCP servers, by name; the servers run from setup_hook to close.
+        self.toolbox = toolbox or Toolbox()
         self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: HistoryArchive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
@@ -347,8 +379,12 @@ class Parley(discord.Client):
         self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
-        # Each channel's mode, in the mapping the decider reads it from (build_client shares it).
-        self.channel_modes = {} if channel_modes is None else channel_modes
+        # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
+        self.profiles = profiles or Profiles(settings)
+        self.profiles.place = self.profile_place
+        # The models profiles name, built once each; the defaults are the agents' own.
+        self._answer_models: dict[str, Model] = {}
+        self._judge_models: dict[str, Model] = {}
         # Per channel, the message id its context starts after: set by /parley forget.
         self.forget_markers: dict[int, int] = {}
         # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
@@ -359,12 +395,16 @@ class Parley(discord.Client):
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
+        if settings.logfire_token is not None:
+            self.usage.on_record = UsageMetrics()
         # The UTC day each server was last told its budget is spent.
         self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
         self.tree.add_command(ParleyCommands())
+        self.tree.add_command(regenerate_command())
+        self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
         # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
@@ -373,18 +413,32 @@ class Parley(discord.Client):
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
+        self.attachments = AttachmentPreparer(
+            self.read_attachment,
+            vision=settings.vision,
+            max_images=settings.max_images,
+            max_chars=settings.max_attachment_chars,
+            transcriber=build_transcriber(settings),
+        )
+        # The discord.py attachments of recent messages, read through their signed links; older ones are read
+        # by fetching their message again, which signs the links anew.
+        self._attachment_sources: OrderedDict[int, discord.Attachment] = OrderedDict()
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
         await self._resources.enter_async_context(self.responder)
+        self.toolbox.start()
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
             self.judge.on_usage = self.account_judgement
+            self.judge.model_for = self.judge_model_for
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+        # Stop buttons answer after a restart too: their custom id says whose answer it was.
+        self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
         await self.sync_commands(force=self.force_command_sync)
 
@@ -421,7 +475,7 @@ class Parley(discord.Client):
         except (OSError, sqlite3.Error, RuntimeError) as error:
             raise ArchiveUnavailable(f"DATABASE_URL names {path}, which cannot be opened: {error}") from error
         self.memory = await MemoryStore.open(self.archive)
-        await self._load_modes(self.archive)
+        await self.profiles.attach(self.archive)
         self.forget_markers.update(await self.archive.all_forget_markers())
         self.thread_channels.update(await self.archive.thread_channels())
         self.own_threads.update(await self.archive.own_threads())
@@ -524,13 +578,6 @@ class Parley(discord.Client):
         task.add_done_callback(self._background.discard)
         return task
 
-    async def _load_modes(self, archive: HistoryArchive) -> None:
-        for channel_id, mode in (await archive.all_channel_modes()).items():
-            if mode in CHANNEL_MODES:
-                self.channel_modes[channel_id] = mode
-            else:
-                log.warning("ignoring unknown mode %r stored for channel %s", mode, channel_id)
-
     async def sync_commands(self, *, force: bool = False) -> None:
         """Register the slash commands with Discord if they changed since the last time (or if `force`).
 
@@ -583,12 +630,15 @@ class Parley(discord.Client):
         if archive is not None:
             self.usage.detach()
             await archive.close()
+        await self.toolbox.stop()
         await self._resources.aclose()
         await close_model(self.responder.model)
         if self.judge is not None:
             await close_model(self.judge.agent.model)
         if self.summarizer is not None:
             await close_model(self.summarizer.agent.model)
+        for model in [*self._answer_models.values(), *self._judge_models.values()]:
+            await close_model(model)
 
     async def on_ready(self) -> None:
         # A new gateway session (not a resume) may have missed messages: the archive's unbroken
@@ -680,7 +730,7 @@ class Parley(discord.Client):
         servers = len(self.guilds)
         judge = settings.judge_model if self.judge is not None else "off"
         archive = str(sqlite_path_from_url(settings.database_url)) if settings.archive_enabled else "off"
-        others = len(self.channel_modes)
+        others = len(self.profiles.modes)
         modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
         line = (
             f"Parley {parley_version()} connected as {self.user} to {servers} server(s):"
@@ -696,8 +746,11 @@ class Parley(discord.Client):
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message)
+        self._note_attachments(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
+            if record.attachments:
+                self.in_background(self._archive_attachment_text(record), f"attachment-text-{message.id}")
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
@@ -1037,18 +1090,22 @@ class Parley(discord.Client):
             await self.decline_over_budget(message, record, where)
             return
         deps = self.chat_deps(message, channel)
+        if self.settings.stream_answers:
+            await self._answer_streamed(message, record, conversation, deps, where)
+            return
         async with typing_indicator(channel):
             try:
-                reply = await generate_reply(self.responder, conversation, record, deps, self.settings)
+                reply = await self._reply(message, conversation, record, deps)
             except ReplyFailed as failure:
                 self.account(message, failure.usage, channel.id)
                 log.exception("answer to message %s in channel %s failed", message.id, channel.id)
                 await self.deliver(message, APOLOGY, where)
                 return
-        self.account(message, reply.usage, channel.id)
+        self.account(message, reply.usage, channel.id, reply.model)
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
+            self.streams.answered(message, posts, channel)
             self.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
@@ -1073,19 +1130,194 @@ class Parley(discord.Client):
             requester_can_read_history=guild is None or may_read_history(message),
             memory=self.memory if self.settings.memory_tools else None,
             message_id=message.id,
+            offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
         )
 
-    def account(self, message: discord.Message, usage: RunUsage, channel_id: int | None = None) -> None:
+    async def _reply(
+        self,
+        message: discord.Message,
+        conversation: ChannelConversation,
+        record: MessageRecord,
+        deps: ChatDeps,
+        listener: AnswerListener | None = None,
+    ) -> Reply:
+        """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
+        marks the model as taking none and gets the same answer asked again without them."""
+        profile = self.profiles.for_channel(deps.channel_id)
+        chosen = self.answer_model(profile.model)
+        instructions = persona_instructions(profile.persona)
+        model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
+        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
+        files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
+        self._archive_extracted(files)
+        ask = functools.partial(
+            generate_reply,
+            self.responder,
+            conversation,
+            record,
+            deps,
+            self.settings,
+            listener=listener,
+            model=chosen,
+            instructions=instructions,
+        )
+        try:
+            return await ask(files)
+        except ReplyFailed as failure:
+            if model is None or not files.images or not is_image_refusal(failure.__cause__):
+                raise
+            self.account(message, failure.usage, deps.channel_id)
+            self.attachments.refuse_images(model)
+            log.warning(
+                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
+            )
+            return await ask(files.without_images("image not shown: this model takes no images"))
+
+    # -- Attachments --
+
+    def _note_attachments(self, attachments: Sequence[discord.Attachment]) -> None:
+        for attachment in attachments:
+            self._attachment_sources[attachment.id] = attachment
+        while len(self._attachment_sources) > ATTACHMENT_SOURCES_KEPT:
+            self._attachment_sources.popitem(last=False)
+
+    async def read_attachment(self, record: MessageRecord, info: AttachmentInfo) -> bytes:
+        """An attachment's bytes through discord.py; raises on any failure (the preparer turns it into a note)."""
+        source = self._attachment_sources.get(info.attachment_id)
+        if source is None:
+            channel = self.get_channel(record.channel_id) or await self.fetch_channel(record.channel_id)
+            if not isinstance(channel, discord.abc.Messageable):
+                raise LookupError(f"channel {record.channel_id} has no messages")
+            fetched = await channel.fetch_message(record.message_id)
+            self._note_attachments(fetched.attachments)
+            source = next(a for a in fetched.attachments if a.id == info.attachment_id)
+        return await source.read()
+
+    async def _archive_attachment_text(self, record: MessageRecord) -> None:
+        """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
+        for prepared in await self.attachments.archivable_text(record):
+            if self.archive is not None and prepared.text:
+                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+
+    def _archive_extracted(self, files: PreparedFiles) -> None:
+        # Transcripts exist only once a voice note was answered; text files were read on arrival already.
+        for prepared in files.extracted:
+            if self.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
+                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+
+    async def _answer_streamed(
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        deps: ChatDeps,
+        where: discord.Thread | None,
+    ) -> None:
+        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
+        channel = where or message.channel
+        if is_closed_thread(channel):
+            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
+            return
+
+        def write(listener: AnswerListener) -> Awaitable[Reply]:
+            return self._reply(message, conversation, record, deps, listener)
+
+        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
+        self._note_posts(message, channel.id, streamed.posts)
+        if streamed.reply is None:
+            assert streamed.failure is not None
+            self.account(message, streamed.failure.usage, channel.id)
+            log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
+            return
+        self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
+        if streamed.posts:
+            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
+            self.streams.answered(message, streamed.posts, channel)
+            self.compact_later(conversation)
+
+    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
+        """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
+        for post in posts:
+            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
+            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
+
+    async def regenerate(self, turn: AnsweredTurn) -> None:
+        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
+        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+        question, channel = turn.question, turn.channel
+        channel_id: int = getattr(channel, "id", question.channel.id)
+        if channel_id not in self._turns:
+            self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        async with self._channel_turn(channel_id), self._answer_slots:
+            conversation = self.manager.get(channel_id)
+            if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
+                return
+            if self.server_budget_spent(guild_id_of(question)):
+                return
+            deps = self.chat_deps(question, channel)
+
+            profile = self.profiles.for_channel(channel_id)
+
+            def write(listener: AnswerListener) -> Awaitable[Reply]:
+                return regenerate_reply(
+                    self.responder,
+                    conversation,
+                    deps,
+                    self.settings,
+                    listener=listener,
+                    model=self.answer_model(profile.model),
+                    instructions=persona_instructions(profile.persona),
+                )
+
+            streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
+            kept = {post.id for post in turn.posts}
+            self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
+            usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
+            self.account(question, streamed.failure.usage if streamed.failure is not None else usage, channel_id)
+            if streamed.reply is None:
+                log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
+                return
+            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            self.streams.answered(question, streamed.posts, channel)
+
+    def account(
+        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
+    ) -> None:
         """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the message's own) and author."""
+        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
         channel = message.channel.id if channel_id is None else channel_id
-        self.usage.record(guild_id_of(message), channel, message.author.id, usage.input_tokens, usage.output_tokens)
+        if usage.cache_read_tokens:
+            log.info(
+                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
+                message.id,
+                usage.cache_read_tokens,
+                usage.input_tokens,
+                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
+            )
+        self.usage.record(
+            guild_id_of(message),
+            channel,
+            message.author.id,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model or model_label(self.responder.model),
+        )
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
         """Count the tokens the judge spent on a message against its server, channel and author."""
         guild = getattr(self.get_channel(record.channel_id), "guild", None)
-        if guild is not None:
-            self.usage.record(guild.id, record.channel_id, record.author_id, usage.input_tokens, usage.output_tokens)
+        if guild is not None and self.judge is not None:
+            self.usage.record(
+                guild.id,
+                record.channel_id,
+                record.author_id,
+                usage.input_tokens,
+                usage.output_tokens,
+                cached_input_tokens=usage.cache_read_tokens,
+                model=model_label(self.judge.agent.model),
+                judge=True,
+            )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
@@ -1170,13 +1402,32 @@ class Parley(discord.Client):
         return sorted(kept.values(), key=_message_id, reverse=True)[:count]
 
     def mode_of(self, channel_id: int) -> str:
-        return self.channel_modes.get(channel_id, NORMAL)
+        return self.profiles.for_channel(channel_id).mode
 
-    async def set_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
-        """Set a channel's mode from its next message on; the archive, when on, keeps it across restarts."""
-        if self.archive is not None:
-            await self.archive.set_channel_mode(channel_id, guild_id, mode)
-        self.channel_modes[channel_id] = mode
+    def profile_place(self, channel_id: int) -> tuple[int | None, int]:
+        """The server of a channel (None: not known) and the channel whose profile it follows: a thread's parent."""
+        channel = self.get_channel(channel_id)
+        guild = getattr(channel, "guild", None)
+        followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
+        return (guild.id if guild is not None else None), followed
+
+    def answer_model(self, name: str) -> Model | None:
+        """The model a profile names for answers, built once; None for LLM_MODEL, the responder's own."""
+        if name == self.settings.llm_model:
+            return None
+        if name not in self._answer_models:
+            self._answer_models[name] = build_model(self.settings, name)
+        return self._answer_models[name]
+
+    def judge_model_for(self, channel_id: int) -> Model | None:
+        """The judge model of a channel's profile, built once; None for JUDGE_MODEL, the judge's own."""
+        name = self.profiles.for_channel(channel_id).judge_model
+        if name == self.settings.judge_model:
+            return None
+        if name not in self._judge_models:
+            # As build_judge does: one quick retry at most, within the decider's short timeout.
+            self._judge_models[name] = build_model(self.settings, name, max_retries=min(self.settings.model_retries, 1))
+        return self._judge_models[name]
 
     async def forget(self, channel_id: int, guild_id: int) -> bool:
         """End the channel's conversation and start its next one afresh; whether there was one.
@@ -1209,7 +1460,7 @@ class Parley(discord.Client):
         self.thread_channels.discard(channel_id)
         self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
         self.decisions.drop_channel(channel_id)
-        self.channel_modes.pop(channel_id, None)
+        self.profiles.forget(channel_id)
         self.forget_markers.pop(channel_id, None)
 
     # -- Edits and deletions: Discord's developer terms require honouring them in the archive, and what
@@ -1277,6 +1528,7 @@ class Parley(discord.Client):
         for thread_id in threads:
             self.manager.end(thread_id)
             self._forget_channel(thread_id)
+        self.profiles.forget(guild.id)
         if self.archive is not None:
             self.archive.delete_guild(guild.id)
 
@@ -1390,13 +1642,15 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
     learned = load_model(model_path(settings.decider_model))
-    # One mapping, shared: `/parley mode` writes it, the decider reads it for every message.
-    modes: dict[int, str] = {}
+    model = build_model(settings)
+    toolbox = build_toolbox(settings, model)
+    # Shared: the profile commands change it, the decider reads each channel's mode from it for every message.
+    profiles = Profiles(settings, load_profiles_file(settings))
     decider = ResponseDecider(
         settings.followup_window_seconds,
         judge,
         judge_timeout_seconds=settings.judge_timeout_seconds,
-        modes=modes,
+        modes=profiles.modes,
         judge_calls_per_minute=settings.judge_calls_per_minute,
         learned=learned,
     )
@@ -1404,11 +1658,12 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings=settings,
         manager=manager,
         decider=decider,
-        responder=build_responder(settings),
+        responder=build_responder(settings, model=model, toolbox=toolbox),
         judge=judge,
         summarizer=build_summarizer(settings) if settings.summarize_history else None,
-        channel_modes=modes,
+        profiles=profiles,
         sync_commands=sync_commands,
+        toolbox=toolbox,
         **options,
     )
     decider.on_decision = client.note_decision

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 
@@ -25,6 +25,8 @@ class UsageArchive(Protocol):
     def record_usage(self, usage: TokenUsage) -> None: ...
 
     async def usage_on(self, day: date) -> list[TokenUsage]: ...
+
+    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,10 @@ class UsageLedger:
         self.day = self.today()
         self._by_place: Counter[tuple[int, int, int]] = Counter()
         self._by_server: Counter[int] = Counter()
+        # Today's rows in full (per server, channel, member and model), for /parley usage.
+        self._rows: dict[tuple[int, int, int, str], TokenUsage] = {}
+        # Told of every record as it is made (Logfire's metrics, when it is on).
+        self.on_record: Callable[[TokenUsage], None] | None = None
 
     def today(self) -> date:
         return self.clock().astimezone(UTC).date()
@@ -61,21 +67,57 @@ class UsageLedger:
         self._roll_over()
         for row in await archive.usage_on(self.day):
             self._count(row.guild_id, row.channel_id, row.member_id, row.total_tokens)
+            self._add_row(row)
 
     def detach(self) -> None:
         """Stop writing to the archive (it is closing); counting goes on in memory."""
         self.archive = None
 
-    def record(self, guild_id: int, channel_id: int, member_id: int, input_tokens: int, output_tokens: int) -> None:
-        """Count one answer's tokens for the member who asked, in that channel and server."""
+    def record(
+        self,
+        guild_id: int,
+        channel_id: int,
+        member_id: int,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        cached_input_tokens: int = 0,
+        model: str = "",
+        judge: bool = False,
+    ) -> None:
+        """Count one answer's (or, with `judge`, one judge call's) tokens for the member whose message it was about,
+        in that channel and server; `model` is `provider:model`."""
         if input_tokens <= 0 and output_tokens <= 0:
             return
         self._roll_over()
         self._count(guild_id, channel_id, member_id, input_tokens + output_tokens)
+        usage = TokenUsage(
+            self.day,
+            guild_id,
+            channel_id,
+            member_id,
+            input_tokens,
+            output_tokens,
+            answers=0 if judge else 1,
+            cached_input_tokens=cached_input_tokens,
+            judge_calls=1 if judge else 0,
+            model=model,
+        )
+        self._add_row(usage)
         if self.archive is not None:
-            self.archive.record_usage(
-                TokenUsage(self.day, guild_id, channel_id, member_id, input_tokens, output_tokens)
-            )
+            self.archive.record_usage(usage)
+        if self.on_record is not None:
+            self.on_record(usage)
+
+    async def guild_usage(self, guild_id: int, days: int) -> list[TokenUsage]:
+        """The server's rows of the last `days` UTC days, today included: today's from memory, earlier ones from
+        the archive (none without it)."""
+        self._roll_over()
+        today = [row for key, row in self._rows.items() if key[0] == guild_id]
+        if days <= 1 or self.archive is None:
+            return today
+        earlier = await self.archive.guild_usage(guild_id, self.day - timedelta(days=days - 1), self.day)
+        return [row for row in earlier if row.day != self.day] + today
 
     def server_tokens(self, guild_id: int) -> int:
         """The server's tokens so far today."""
@@ -100,9 +142,24 @@ class UsageLedger:
         self._by_place[guild_id, channel_id, member_id] += tokens
         self._by_server[guild_id] += tokens
 
+    def _add_row(self, usage: TokenUsage) -> None:
+        key = (usage.guild_id, usage.channel_id, usage.member_id, usage.model)
+        kept = self._rows.get(key)
+        if kept is not None:
+            usage = replace(
+                kept,
+                input_tokens=kept.input_tokens + usage.input_tokens,
+                output_tokens=kept.output_tokens + usage.output_tokens,
+                answers=kept.answers + usage.answers,
+                cached_input_tokens=kept.cached_input_tokens + usage.cached_input_tokens,
+                judge_calls=kept.judge_calls + usage.judge_calls,
+            )
+        self._rows[key] = usage
+
     def _roll_over(self) -> None:
         today = self.today()
         if today != self.day:
             self.day = today
             self._by_place.clear()
             self._by_server.clear()
+            self._rows.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -10,7 +11,9 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
+VisionMode = Literal["auto", "on", "off"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
+WebSearchMode = Literal["off", "native", "duckduckgo", "tavily"]
 
 # The bot token travels to DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL: only over TLS, or to this machine.
 _SECURE_SCHEMES = {"discord_api_base_url": ("https", "http"), "discord_gateway_url": ("wss", "ws")}
@@ -29,6 +32,14 @@ class Settings(BaseSettings):
     )
     llm_base_url: str | None = Field(None, description="Any OpenAI-compatible chat-completions server.")
     llm_api_key: SecretStr | None = Field(None, description="Key for LLM_BASE_URL's server.")
+    models: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
+        description="Models a profile may choose for a channel, comma-separated model strings;"
+        " LLM_MODEL and JUDGE_MODEL are always allowed.",
+    )
+    profiles_file: Path | None = Field(
+        None, description="TOML file of server and channel profiles; the /parley profile commands override it."
+    )
 
     conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")
     followup_window_seconds: float = Field(
@@ -81,6 +92,13 @@ class Settings(BaseSettings):
         ge=1,
         description='Messages one answer may take; a longer answer is cut, its last message ending "(answer cut)".',
     )
+    stream_answers: bool = Field(
+        True,
+        description="Post an answer once its first sentence is written and edit it as it grows, with a Stop button.",
+    )
+    stream_edit_seconds: float = Field(
+        1.0, ge=0.2, le=60, description="Shortest time between two edits of a streamed answer in a channel."
+    )
     history_token_budget: int = Field(
         12000, ge=500, description="Approximate tokens of conversation history sent to the model."
     )
@@ -131,6 +149,39 @@ class Settings(BaseSettings):
         description="Offer the model the remember and recall tools, which keep facts in the archive"
         " (needs it, and HISTORY_TOOLS).",
     )
+
+    vision: VisionMode = Field(
+        "auto",
+        description="Send members' images to the model: `auto` (when the model's profile says it takes images, until"
+        " its provider refuses one), `on` or `off`.",
+    )
+    max_images: int = Field(4, ge=0, le=20, description="Images one request may carry, newest first; 0: none.")
+    image_retain_turns: int = Field(
+        3, ge=1, description="Turns an image stays in the model's history before it becomes a one-line placeholder."
+    )
+    max_attachment_chars: int = Field(
+        100_000, ge=0, description="Characters of text files, PDFs and transcripts one request may carry, newest first."
+    )
+    transcription_model: str | None = Field(
+        None,
+        description="An audio transcription model on LLM_BASE_URL's server (or OpenAI's) that turns voice notes into"
+        " text; unset: the model is told a voice note was there.",
+    )
+    mcp_servers: str | None = Field(
+        None,
+        description="JSON file of MCP servers whose tools Parley offers, in the common mcpServers format"
+        " (stdio: command, args, env; streamable HTTP: url, headers); needs the mcp extra.",
+    )
+    mcp_tool_timeout_seconds: float = Field(
+        30, gt=0, description="Longest an MCP tool call may take; a slower one is stopped and the model told so."
+    )
+    tavily_api_key: SecretStr | None = Field(None, description="Tavily's API key, for WEB_SEARCH=tavily.")
+    web_search: WebSearchMode = Field(
+        "off",
+        description="Web search for the model: off, native (the provider's own search tool), duckduckgo or"
+        " tavily (searched by Parley; needs the web extra).",
+    )
+    web_search_max_calls: int = Field(2, ge=1, description="Web searches one answer may make.")
 
     discord_api_base_url: str | None = Field(
         None, description="REST proxy, e.g. a local fake in tests: https://, or http:// to a loopback address only."
@@ -205,10 +256,17 @@ class Settings(BaseSettings):
             " [::1]), because the bot token is sent there"
         )
 
-    @field_validator("logfire_token", mode="before")
+    @field_validator("logfire_token", "tavily_api_key", "mcp_servers", mode="before")
     @classmethod
     def _blank_token_is_none(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("web_search")
+    @classmethod
+    def _tavily_needs_its_key(cls, value: WebSearchMode, info: ValidationInfo) -> WebSearchMode:
+        if value == "tavily" and info.data.get("tavily_api_key") is None:
+            raise ValueError("tavily needs TAVILY_API_KEY")
+        return value
 
     @field_validator("answer_bot_ids", mode="before")
     @classmethod
@@ -220,6 +278,18 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _comma_separated_models(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+    @field_validator("profiles_file", mode="before")
+    @classmethod
+    def _blank_file_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("answer_output_tokens_limit")
     @classmethod
@@ -237,6 +307,12 @@ class Settings(BaseSettings):
         if not self.summary_model:
             self.summary_model = self.judge_model
         return self
+
+    @property
+    def allowed_models(self) -> tuple[str, ...]:
+        """The models a profile may name: MODELS, and the ones the deployer set as defaults."""
+        defaults = (self.llm_model, self.judge_model or self.llm_model)
+        return tuple(dict.fromkeys((*defaults, *sorted(self.models))))
 
     @property
     def archive_enabled(self) -> bool:

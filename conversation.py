@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from attachments import AttachmentInfo, images_without_deleted, without_deleted
 from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
@@ -67,6 +68,8 @@ class MessageRecord:
     reply_to_author_id: int | None = None
     # Discord resolves @everyone/@here and role mentions separately from user mentions.
     mentions_everyone: bool = False
+    # Files shared with the message, described; their bytes are read only when the model is shown them.
+    attachments: tuple[AttachmentInfo, ...] = ()
 
 
 @dataclass(slots=True)
@@ -294,6 +297,15 @@ class ConversationManager:
         self._touch(conversation, self.clock())
         self._changed(conversation)
 
+    def replace_last_bot_turn(self, channel_id: int, llm_history: list[ModelMessage]) -> None:
+        """Store the model history of a regenerated answer: it replaces the last turn, so no turn is added."""
+        conversation = self.get(channel_id)
+        if conversation is None:
+            return
+        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        self._touch(conversation, self.clock())
+        self._changed(conversation)
+
     def end(self, channel_id: int) -> ChannelConversation | None:
         """End the channel's conversation now; returns it, or None if there was none."""
         conversation = self._pop(channel_id)
@@ -451,8 +463,8 @@ class ResponseDecider:
     1. explicit: a mention of the bot (`mention`) or a reply to it (`reply_to_bot`) is always
        answered;
     2. gates: a message from another bot (`other_bot`), replying to someone else
-       (`reply_to_other`), mentioning someone else (`addressed_to_other`) or without text
-       (`no_text`) is left alone;
+       (`reply_to_other`), mentioning someone else (`addressed_to_other`) or without text or
+       attachments (`no_text`) is left alone;
     3. follow-up: a message answering the bot's latest turn addressed to its author is answered.
        Looking back over at most `followup_scan_messages` messages for that turn:
        - `followup`: the turn mentioned or replied to the author;
@@ -625,7 +637,7 @@ class ResponseDecider:
             and _names_someone_else(message.mention_ids, message.author_id, bot_user_id)
         ):
             return _ADDRESSED_TO_OTHER
-        if self._no_text and (not message.content or message.content.isspace()):
+        if self._no_text and (not message.content or message.content.isspace()) and not message.attachments:
             return _NO_TEXT
         return None
 
@@ -850,10 +862,20 @@ def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> Model
 
 
 def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) -> ModelRequestPart:
+    deleted = {message_id for message_id, text in changes.items() if text is None}
     if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
-        content = requote(part.content, changes)
+        content = without_deleted(requote(part.content, changes), deleted)
         if content != part.content:
             # A copy: the old history may still be in use by a run that began before the change.
             part = copy.copy(part)
             part.content = content
+    elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+        # A prompt with images: its text items hold the quotes, and the images are framed by their message.
+        items = [
+            without_deleted(requote(item, changes), deleted) if isinstance(item, str) else item for item in part.content
+        ]
+        items = images_without_deleted(items, deleted)
+        if any(new != old for new, old in zip(items, part.content, strict=True)):
+            part = copy.copy(part)
+            part.content = items
     return part

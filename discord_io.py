@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import discord
 
+from attachments import AttachmentInfo
 from conversation import MessageRecord
-from history import ArchivedMessage
+from history import ArchivedAttachment, ArchivedMessage
 
 log = logging.getLogger("parley")
 
@@ -49,10 +50,37 @@ def to_record(message: discord.Message) -> MessageRecord:
         content=safe_text(message.clean_content),
         timestamp=message.created_at,
         is_bot=is_automated(message),
-        mention_ids=frozenset(user.id for user in message.mentions),
+        mention_ids=mentioned_ids(message),
         reply_to_author_id=replied_author_id(message),
         mentions_everyone=message.mention_everyone,
+        attachments=tuple(attachment_info(attachment) for attachment in message.attachments),
     )
+
+
+def attachment_info(attachment: discord.Attachment) -> AttachmentInfo:
+    """What the engine and the model are told of a file shared in Discord, before it is downloaded."""
+    return AttachmentInfo(
+        attachment_id=attachment.id,
+        filename=safe_text(attachment.filename),
+        content_type=attachment.content_type or "",
+        size=attachment.size,
+    )
+
+
+def mentioned_ids(message: discord.Message) -> frozenset[int]:
+    """The users a message @mentions; a mention of the bot's own integration role counts as one of the bot.
+
+    Members often pick the bot's managed role from the autocomplete instead of its user: they mean the bot.
+    Any other role's mention names no one in particular, so it is left out.
+    """
+    ids = {user.id for user in message.mentions}
+    # Looked up only when a role is mentioned: `self_role` walks the server's roles.
+    if message.role_mentions and message.guild is not None:
+        own_role = message.guild.self_role
+        bot_id = own_role.tags.bot_id if own_role is not None and own_role.tags is not None else None
+        if bot_id is not None and own_role in message.role_mentions:
+            ids.add(bot_id)
+    return frozenset(ids)
 
 
 def is_automated(message: discord.Message) -> bool:
@@ -95,6 +123,10 @@ def record_from_archive(row: ArchivedMessage) -> MessageRecord:
         mention_ids=row.mention_ids,
         reply_to_author_id=row.reply_to_author_id,
         mentions_everyone=row.mentions_everyone,
+        attachments=tuple(
+            AttachmentInfo(attachment.attachment_id, attachment.filename, attachment.content_type, attachment.size)
+            for attachment in row.attachments
+        ),
     )
 
 
@@ -115,6 +147,10 @@ def to_archived(message: discord.Message, record: MessageRecord | None = None) -
         mention_ids=record.mention_ids,
         reply_to_author_id=record.reply_to_author_id,
         mentions_everyone=record.mentions_everyone,
+        attachments=tuple(
+            ArchivedAttachment(info.attachment_id, info.filename, info.content_type, info.size)
+            for info in record.attachments
+        ),
     )
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
@@ -34,6 +35,7 @@ from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_T
 
 __all__ = [
     "MIGRATIONS",
+    "ArchivedAttachment",
     "ArchivedMessage",
     "ChannelStats",
     "ConversationSummary",
@@ -300,6 +302,80 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX own_threads_parent ON own_threads (parent_id);
     CREATE INDEX own_threads_guild ON own_threads (guild_id);
     """,
+    # v9: what members shared with their messages: names, types, sizes and the text read from them (text files,
+    # PDFs, transcripts), searchable beside the messages; a message's attachments go with it.
+    """
+    CREATE TABLE attachments (
+        attachment_id INTEGER PRIMARY KEY,
+        message_id    INTEGER NOT NULL,
+        channel_id    INTEGER NOT NULL,
+        filename      TEXT    NOT NULL,
+        content_type  TEXT    NOT NULL,
+        size          INTEGER NOT NULL,
+        text          TEXT    NOT NULL DEFAULT ''
+    );
+    CREATE INDEX attachments_message ON attachments (message_id);
+    CREATE VIRTUAL TABLE attachments_fts USING fts5 (
+        filename, text,
+        content = 'attachments', content_rowid = 'attachment_id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER attachments_insert AFTER INSERT ON attachments BEGIN
+        INSERT INTO attachments_fts (rowid, filename, text) VALUES (new.attachment_id, new.filename, new.text);
+    END;
+    CREATE TRIGGER attachments_delete AFTER DELETE ON attachments BEGIN
+        INSERT INTO attachments_fts (attachments_fts, rowid, filename, text)
+        VALUES ('delete', old.attachment_id, old.filename, old.text);
+    END;
+    CREATE TRIGGER attachments_update AFTER UPDATE OF filename, text ON attachments
+    WHEN old.filename IS NOT new.filename OR old.text IS NOT new.text BEGIN
+        INSERT INTO attachments_fts (attachments_fts, rowid, filename, text)
+        VALUES ('delete', old.attachment_id, old.filename, old.text);
+        INSERT INTO attachments_fts (rowid, filename, text) VALUES (new.attachment_id, new.filename, new.text);
+    END;
+    -- However a message goes (deleted, its channel or server deleted, pruned), what it shared goes with it.
+    CREATE TRIGGER messages_delete_attachments AFTER DELETE ON messages BEGIN
+        DELETE FROM attachments WHERE message_id = old.message_id;
+    END;
+    """,
+    # v10: per model (its price differs), the cached input tokens providers report, and the judge's calls
+    # apart from answers (v3's `answers` counted both); older rows have model '' (unknown).
+    """
+    CREATE TABLE token_usage_by_model (
+        day                 INTEGER NOT NULL, -- UTC days since 1970-01-01
+        guild_id            INTEGER NOT NULL,
+        channel_id          INTEGER NOT NULL,
+        member_id           INTEGER NOT NULL,
+        model               TEXT    NOT NULL, -- provider:model as the provider named it
+        input_tokens        INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        output_tokens       INTEGER NOT NULL,
+        answers             INTEGER NOT NULL,
+        judge_calls         INTEGER NOT NULL,
+        PRIMARY KEY (day, guild_id, channel_id, member_id, model)
+    ) WITHOUT ROWID;
+    INSERT INTO token_usage_by_model
+        SELECT day, guild_id, channel_id, member_id, '', input_tokens, 0, output_tokens, answers, 0 FROM token_usage;
+    DROP TABLE token_usage;
+    ALTER TABLE token_usage_by_model RENAME TO token_usage;
+    """,
+    # v11: profiles (profiles.py): each value a /parley profile command set for a channel or, under the
+    # server's id, for a server, with who set it and when. The channel modes move there.
+    """
+    CREATE TABLE profile_settings (
+        scope_id INTEGER NOT NULL, -- a channel's id, or its server's for the server default
+        field    TEXT    NOT NULL,
+        guild_id INTEGER NOT NULL,
+        value    TEXT    NOT NULL,
+        set_by   INTEGER,          -- NULL for a mode set before v11, whose setter was not kept
+        set_at   INTEGER NOT NULL,
+        PRIMARY KEY (scope_id, field)
+    ) WITHOUT ROWID;
+    CREATE INDEX profile_settings_guild ON profile_settings (guild_id);
+    INSERT INTO profile_settings (scope_id, field, guild_id, value, set_by, set_at)
+        SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
+    DROP TABLE channel_settings;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -325,6 +401,19 @@ _SEARCH_ALL_SQL = _SEARCH_SQL.format(low=f"(SELECT slot << {_SEQ_BITS} FROM chan
 _SEARCH_WINDOW_SQL = _SEARCH_SQL.format(
     low="(SELECT min(search_key) FROM messages WHERE channel_id = :channel AND created_at >= :since)"
 )
+
+# The excerpt of the matching attachment text travels as the attachment's text, so the model sees why it matched.
+_SEARCH_ATTACHMENTS_SQL = f"""
+SELECT {", ".join("m." + name for name in _MESSAGE_COLUMNS.split(", "))},
+    a.attachment_id, a.filename, a.content_type, a.size,
+    snippet(attachments_fts, 1, '', '', '…', 40)
+FROM attachments_fts
+    JOIN attachments AS a ON a.attachment_id = attachments_fts.rowid
+    JOIN messages AS m ON m.message_id = a.message_id
+WHERE attachments_fts MATCH :match AND a.channel_id = :channel AND m.created_at >= :since
+ORDER BY bm25(attachments_fts), m.created_at DESC
+LIMIT :limit
+"""
 
 # The stats queries read only the (channel_id, created_at, search_key,
 # author_id) index, apart from one row per top author for their name.
@@ -392,6 +481,17 @@ class ArchiveWriteFailed(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ArchivedAttachment:
+    """A file shared with an archived message: its bytes stay on Discord's CDN; `text` is what was read from it."""
+
+    attachment_id: int
+    filename: str
+    content_type: str
+    size: int
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ArchivedMessage:
     """One Discord message as archived; times are tz-aware UTC datetimes."""
 
@@ -408,6 +508,7 @@ class ArchivedMessage:
     mention_ids: frozenset[int] = frozenset()
     reply_to_author_id: int | None = None
     mentions_everyone: bool = False
+    attachments: tuple[ArchivedAttachment, ...] = ()
 
 
 class TopAuthor(NamedTuple):
@@ -456,6 +557,11 @@ class TokenUsage:
     input_tokens: int
     output_tokens: int
     answers: int = 1
+    # Of `input_tokens`, those the provider served from its prompt cache, where it reports them.
+    cached_input_tokens: int = 0
+    judge_calls: int = 0
+    # `provider:model` as the provider named it; '' for rows from before the archive kept it.
+    model: str = ""
 
     @property
     def total_tokens(self) -> int:
@@ -514,7 +620,7 @@ _DELETE_CHANNEL = _Write(
     (
         "DELETE FROM messages WHERE channel_id = ?",
         "DELETE FROM decisions WHERE channel_id = ?",
-        "DELETE FROM channel_settings WHERE channel_id = ?",
+        "DELETE FROM profile_settings WHERE scope_id = ?",
         "DELETE FROM forget_markers WHERE channel_id = ?",
         "DELETE FROM memories WHERE channel_id = ?",
         "DELETE FROM context_snapshots WHERE channel_id = ?",
@@ -529,10 +635,10 @@ _DELETE_GUILD = _Write(
     (
         "DELETE FROM decisions WHERE channel_id IN ("
         " SELECT channel_id FROM channels WHERE guild_id = ?1"
-        " UNION SELECT channel_id FROM channel_settings WHERE guild_id = ?1)",
+        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = ?1)",
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM channel_settings WHERE guild_id = ?",
+        "DELETE FROM profile_settings WHERE guild_id = ?",
         "DELETE FROM token_usage WHERE guild_id = ?",
         "DELETE FROM forget_markers WHERE guild_id = ?",
         "DELETE FROM memories WHERE guild_id = ?",
@@ -559,15 +665,6 @@ _DECISION = _Write(
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     ),
 )
-_SET_MODE = _Write(
-    "set_channel_mode",
-    (
-        "INSERT INTO channel_settings (channel_id, guild_id, mode, updated_at)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT (channel_id) DO UPDATE SET"
-        " guild_id = excluded.guild_id, mode = excluded.mode,"
-        " updated_at = excluded.updated_at",
-    ),
-)
 _SET_THREADS = _Write(
     "set_thread_setting",
     (
@@ -587,14 +684,20 @@ _SET_STATE = _Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
+_USAGE_COLUMNS = (
+    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
+)
 # Adds to the day's row, so a batch of answers by one member in one channel is one row.
 _USAGE = _Write(
     "record_usage",
     (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers)"
-        " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (day, guild_id, channel_id, member_id) DO UPDATE SET"
+        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
+        " output_tokens, answers, judge_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
         " input_tokens = input_tokens + excluded.input_tokens,"
-        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + 1",
+        " cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,"
+        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + excluded.answers,"
+        " judge_calls = judge_calls + excluded.judge_calls",
     ),
 )
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.
@@ -612,6 +715,16 @@ _ADD_SUMMARY = _Write(
     "add_summary",
     ("INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id) VALUES (?, ?, ?, ?, ?)",),
 )
+# A re-added message (catch-up) keeps the text already read from its attachments.
+_ADD_ATTACHMENT = _Write(
+    "add_attachment",
+    (
+        "INSERT INTO attachments (attachment_id, message_id, channel_id, filename, content_type, size)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
+        " content_type = excluded.content_type, size = excluded.size",
+    ),
+)
+_ATTACHMENT_TEXT = _Write("set_attachment_text", ("UPDATE attachments SET text = ?2 WHERE attachment_id = ?1",))
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 _Op = tuple[_Write, tuple[Any, ...]]
@@ -743,6 +856,15 @@ class HistoryArchive:
                 self._keys.next(m.channel_id),
             ),
         )  # fmt: skip
+        for attachment in m.attachments:
+            a = attachment
+            self._enqueue(
+                _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
+            )
+
+    def set_attachment_text(self, attachment_id: int, text: str) -> None:
+        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
+        self._enqueue(_ATTACHMENT_TEXT, (attachment_id, text))
 
     def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
         """Replace a stored message's text (no-op if the message isn't archived)."""
@@ -824,26 +946,14 @@ class HistoryArchive:
         )
 
     def record_usage(self, usage: TokenUsage) -> None:
-        """Add an answer's tokens to its day's row for that server, channel and member."""
+        """Add an answer's or a judge call's tokens to its day's row for that server, channel, member and model."""
         self._enqueue(
             _USAGE,
             (
-                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id,
-                usage.input_tokens, usage.output_tokens,
+                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
+                usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
             ),
         )  # fmt: skip
-
-    async def set_channel_mode(self, channel_id: int, guild_id: int, mode: str) -> None:
-        """Store a channel's mode; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored mode is unchanged.
-        """
-        self._enqueue(_SET_MODE, (channel_id, guild_id, mode, _to_ms(datetime.now(UTC))))
-        await self.flush()
-        # The writer drops a failed write after logging it; only reading it back tells this caller.
-        if await self.get_channel_mode(channel_id) != mode:
-            raise ArchiveWriteFailed(f"the mode of channel {channel_id} could not be stored")
 
     async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
         """Store whether an @mention in the channel opens a thread; returns once it is committed.
@@ -916,10 +1026,28 @@ class HistoryArchive:
         if not phrases or limit <= 0:
             return []
         since = _since_ms(hours, now)
-        found = await self._search(channel_id, phrases, "AND", since, limit)
+        found = await self._search_both(channel_id, phrases, "AND", since, limit)
         if not found and len(phrases) > 1:
-            found = await self._search(channel_id, phrases, "OR", since, limit)
+            found = await self._search_both(channel_id, phrases, "OR", since, limit)
         return found
+
+    async def _search_both(
+        self, channel_id: int, phrases: list[str], op: str, since: int, limit: int
+    ) -> list[ArchivedMessage]:
+        """Messages whose text matches, and messages whose attachments' names or text match, taking turns."""
+        in_text = await self._search(channel_id, phrases, op, since, limit)
+        rows = await self._reader.execute_fetchall(
+            _SEARCH_ATTACHMENTS_SQL,
+            {"match": f" {op} ".join(phrases), "channel": channel_id, "since": since, "limit": limit},
+        )
+        in_files = [_with_attachment(row) for row in rows]
+        merged: dict[int, ArchivedMessage] = {}
+        for pair in itertools.zip_longest(in_text, in_files):
+            for message in pair:
+                if message is not None:
+                    known = merged.get(message.message_id)
+                    merged[message.message_id] = message if known is None or message.attachments else known
+        return list(merged.values())[:limit]
 
     async def recent(
         self,
@@ -945,7 +1073,25 @@ class HistoryArchive:
             " ORDER BY created_at DESC, message_id DESC LIMIT ?",
             (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
         )
-        return [_message_from_row(row) for row in reversed(list(rows))]
+        return await self._with_attachments([_message_from_row(row) for row in reversed(list(rows))])
+
+    async def _with_attachments(self, messages: list[ArchivedMessage]) -> list[ArchivedMessage]:
+        """`messages` carrying what they shared (names, types, sizes, the text read from it)."""
+        if not messages:
+            return messages
+        found: dict[int, list[ArchivedAttachment]] = {}
+        for start in range(0, len(messages), _MAX_VARIABLES):
+            ids = [message.message_id for message in messages[start : start + _MAX_VARIABLES]]
+            rows = await self._reader.execute_fetchall(
+                "SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
+                f" WHERE message_id IN ({', '.join('?' * len(ids))}) ORDER BY attachment_id",
+                ids,
+            )
+            for message_id, *fields in rows:
+                found.setdefault(message_id, []).append(ArchivedAttachment(*fields))
+        if not found:
+            return messages
+        return [replace(m, attachments=tuple(found[m.message_id])) if m.message_id in found else m for m in messages]
 
     async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
         """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
@@ -982,26 +1128,20 @@ class HistoryArchive:
             last_at=_from_ms(last),
         )
 
-    async def get_channel_mode(self, channel_id: int) -> str | None:
-        """The stored mode of a channel, or None if never set."""
-        rows = await self._reader.execute_fetchall(
-            "SELECT mode FROM channel_settings WHERE channel_id = ?", (channel_id,)
-        )
-        return next((mode for (mode,) in rows), None)
-
-    async def all_channel_modes(self) -> dict[int, str]:
-        """Every stored channel mode, by channel id."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id, mode FROM channel_settings")
-        return {int(channel_id): str(mode) for channel_id, mode in rows}
-
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""
         rows = await self._reader.execute_fetchall(
-            "SELECT guild_id, channel_id, member_id, input_tokens, output_tokens, answers"
-            " FROM token_usage WHERE day = ?",
-            (_to_day(day),),
+            f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = ?", (_to_day(day),)
         )
         return [TokenUsage(day, *row) for row in rows]
+
+    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
+        """One server's rows from UTC day `first` to `last`, both included."""
+        rows = await self._reader.execute_fetchall(
+            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE day BETWEEN ? AND ? AND guild_id = ?",
+            (_to_day(first), _to_day(last), guild_id),
+        )
+        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
         """The latest ``limit`` decisions in a channel, newest first."""
@@ -1301,6 +1441,10 @@ def _to_day(day: date) -> int:
     return (day - _EPOCH_DAY).days
 
 
+def _from_day(days: int) -> date:
+    return _EPOCH_DAY + timedelta(days=days)
+
+
 def _from_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
@@ -1335,6 +1479,14 @@ def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
         reply_to_author_id=reply_to_author_id,
         mentions_everyone=bool(mentions_everyone),
     )
+
+
+def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:
+    """A message found by one of its attachments, carrying that attachment and the matching excerpt."""
+    message = _message_from_row(row[:13])
+    attachment_id, filename, content_type, size, excerpt = row[13:]
+    found = ArchivedAttachment(attachment_id, filename, content_type, size, excerpt)
+    return replace(message, attachments=(found,))
 
 
 def _decision_from_row(row: Sequence[Any]) -> Decision:
@@ -1397,6 +1549,9 @@ def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
     text = " ".join(message.content.split())
     if len(text) > _MAX_LINE_TEXT:
         text = text[: _MAX_LINE_TEXT - 1] + "…"
+    for attachment in message.attachments:
+        excerpt = " ".join(attachment.text.split())[:_MAX_LINE_TEXT]
+        text += f" [attached {' '.join(attachment.filename.split())}" + (f": {excerpt}]" if excerpt else "]")
     return wrap(
         ARCHIVED_MESSAGE_TAG,
         text,

@@ -22,6 +22,8 @@ from pydantic_ai.exceptions import UserError
 from agent import build_model
 from config import Settings
 from history import MIGRATIONS, sqlite_path_from_url
+from profiles import profiles_file_problem
+from tools import supports_native_web_search, tool_config_problem
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
 # scope already includes `applications.commands`, so the invite asks for no more.
@@ -88,7 +90,11 @@ def settings_env_file() -> str | os.PathLike[str] | None:
 def configuration_problems(settings: Settings) -> list[str]:
     """Everything that would stop the bot once connected, found offline: one line per problem, naming the variable."""
     problems = [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
+    problems += [model_problem(settings, "MODELS", name) for name in sorted(settings.models - {settings.llm_model})]
     problems.append(archive_problem(settings.database_url))
+    if not any(problems):
+        problems += [native_web_search_problem(settings), tool_config_problem(settings)]
+    problems.append(profiles_file_problem(settings))
     return [problem for problem in problems if problem]
 
 
@@ -122,6 +128,17 @@ def model_problem(settings: Settings, variable: str, name: str) -> str | None:
             )
         return f"{variable}={name} cannot be used: {message.splitlines()[0]}"
     return None
+
+
+def native_web_search_problem(settings: Settings) -> str | None:
+    """Why WEB_SEARCH=native cannot work with LLM_MODEL (its provider has no search of its own), or None."""
+    if settings.web_search != "native" or supports_native_web_search(build_model(settings)):
+        return None
+    where = f"on LLM_BASE_URL's server ({settings.llm_model})" if settings.llm_base_url else settings.llm_model
+    return (
+        f"WEB_SEARCH=native needs a model whose provider searches the web itself (OpenAI Responses, Anthropic,"
+        f" Google, Groq), and LLM_MODEL {where} has none: use WEB_SEARCH=duckduckgo or tavily"
+    )
 
 
 def archive_problem(database_url: str) -> str | None:
@@ -174,6 +191,9 @@ def _shown(value: object) -> str:
         return MASK if value.get_secret_value() else ""
     if value is None:
         return ""
+    if isinstance(value, frozenset):
+        # As the variable is written: comma-separated.
+        return ",".join(sorted(map(str, value)))
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

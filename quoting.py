@@ -9,6 +9,7 @@ user id.
 
 import re
 from collections.abc import Mapping
+from typing import Final
 
 from pydantic_ai.framing import register_tag, wrap
 
@@ -27,8 +28,11 @@ __all__ = [
     "MESSAGE_TAG",
     "NEW_MESSAGE_TAG",
     "SUMMARY_SO_FAR_TAG",
+    "TOOL_RESULT_TAG",
     "TOP_AUTHOR_TAG",
     "TRANSCRIPT_TAG",
+    "WEB_RESULTS_TAG",
+    "WEB_RESULT_TAG",
     "author_attributes",
     "inline",
 ]
@@ -51,6 +55,11 @@ EARLIER_CONVERSATION_TAG = register_tag("earlier_conversation")
 SUMMARY_SO_FAR_TAG = register_tag("summary_so_far")
 EARLIER_CONVERSATIONS_TAG = register_tag("earlier_conversations")
 AI_TURN_TAG = register_tag("ai_turn")
+# What outside tools return: an MCP server's result (in pydantic-ai's own data tag, which `wrap` takes as it is),
+# and web search results, whoever wrote those pages.
+TOOL_RESULT_TAG: Final = "tool_result"
+WEB_RESULTS_TAG = register_tag("web_results")
+WEB_RESULT_TAG = register_tag("web_result")
 
 # Discord caps names at 100 characters; anything longer did not come from Discord.
 NAME_MAX_CHARS = 100

@@ -18,6 +18,9 @@ ends each conversation between batches); the first message of each conversation,
 the channel's context, is reported apart. Each of `--runs` runs starts a fresh bot. The run with
 the lowest inbound median is the figure, as `timeit` advises for a shared machine, where a slower
 run measures the neighbours rather than the code; every run's medians are printed too.
+Each run also prints its inbound and outbound medians over its own bare agent's (below): a ratio of
+two figures taken minutes apart on the same machine, which the neighbours move far less than either
+figure; the best of the runs' ratios is held against a target of 1.5x.
 
 After each run, for scale: how long a bare pydantic-ai agent (no tools, no history, the stock
 OpenAI-compatible provider) takes in this process from `agent.run` to its request reaching the
@@ -48,6 +51,8 @@ from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # noqa: E402
 
 CONVERSATION_TIMEOUT = 0.5
+# Issue 14: inbound and outbound each at most this many times the bare agent of the same run, best of 5.
+TARGET_RATIO = 1.5
 
 
 async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str]) -> asyncio.subprocess.Process:
@@ -66,11 +71,18 @@ async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str
     )
 
 
+def is_answer_request(request: dict) -> bool:
+    """A request of the responder (not of the summariser, which ended conversations also call)."""
+    system = next((m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "system"), "")
+    return isinstance(system, str) and system.startswith("You take part in a Discord group chat")
+
+
 async def measure(count: int, turns: int, database: Path) -> tuple[list[float], list[float], list[int]]:
     answered_at: list[float] = []
 
     def instant_model(request: dict) -> str:
-        answered_at.append(time.monotonic())
+        if is_answer_request(request):
+            answered_at.append(time.monotonic())
         return "Sure."
 
     inbound: list[float] = []
@@ -81,7 +93,7 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
         with log_path.open("w") as log:
             bot = await start_bot(fake, llm, database, log)
         try:
-            await fake.wait_for_ready(timeout=30)
+            await fake.wait_for_ready(timeout=120)  # python bot.py starts slowly on a loaded machine
             await asyncio.sleep(2.5)  # past discord.py's guild_ready_timeout (2 s): on_ready has run
             for index in range(count):
                 turn = index % turns
@@ -90,7 +102,10 @@ async def measure(count: int, turns: int, database: Path) -> tuple[list[float], 
                 await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> question {index}")
                 sent = time.monotonic()  # the frame is in the socket: the bot may already be reading it
                 [*_, post] = await fake.wait_for_posts(index + 1)
-                inbound.append(llm.arrivals[index] - sent)
+                # Ended conversations' summaries reach the same server: only the responder's requests count.
+                pairs = zip(llm.request_arrivals, llm.requests, strict=True)
+                arrivals = [at for at, request in pairs if is_answer_request(request)]
+                inbound.append(arrivals[index] - sent)
                 outbound.append(post.at - answered_at[index])
                 turn_numbers.append(turn)
         except Exception:
@@ -126,6 +141,15 @@ class Run:
     def leg(self, samples: list[float], *, first: bool) -> list[float]:
         return [sample for sample, turn in zip(samples, self.turns, strict=True) if (turn == 0) == first]
 
+    def median(self, name: str) -> float:
+        """The run's median in ms of `inbound` or `outbound` (answers after a conversation's first), or `floor`."""
+        samples = self.floor if name == "floor" else self.leg(getattr(self, name), first=False)
+        return median_ms(samples)
+
+    def ratio(self, name: str) -> float:
+        """The run's `inbound` or `outbound` median over its bare agent's median, both measured in this run."""
+        return self.median(name) / self.median("floor")
+
 
 def describe(name: str, samples: list[float]) -> str:
     ms = sorted(sample * 1000 for sample in samples)
@@ -149,13 +173,14 @@ def main() -> None:
             measured = asyncio.run(measure(args.messages, args.turns, Path(folder) / "parley.db"))
         run = Run(*measured, floor=asyncio.run(measure_floor(args.messages)))
         runs.append(run)
-        inbound, outbound = (median_ms(run.leg(leg, first=False)) for leg in (run.inbound, run.outbound))
+        inbound, outbound, floor = (run.median(name) for name in ("inbound", "outbound", "floor"))
         print(
             f"run {number}: inbound median {inbound:.2f} ms, outbound median {outbound:.2f} ms;"
-            f" a bare pydantic-ai agent's request: {median_ms(run.floor):.2f} ms",
+            f" a bare pydantic-ai agent's request: {floor:.2f} ms;"
+            f" inbound / bare agent {run.ratio('inbound'):.2f}x, outbound / bare agent {run.ratio('outbound'):.2f}x",
             flush=True,
         )
-    best = min(runs, key=lambda run: median_ms(run.leg(run.inbound, first=False)))
+    best = min(runs, key=lambda run: run.median("inbound"))
     print(f"answered messages: {args.messages} per run, in conversations of {args.turns} answers")
     print(f"best of {len(runs)} runs (lowest inbound median):")
     print(describe("  first of a conversation, inbound (loads context)", best.leg(best.inbound, first=True)))
@@ -163,10 +188,15 @@ def main() -> None:
     print(describe("  outbound (model answer -> post at Discord)", best.leg(best.outbound, first=False)))
     print(describe("  a bare pydantic-ai agent, agent.run -> model request", best.floor))
     for name in ("inbound", "outbound"):
-        medians = sorted(median_ms(run.leg(getattr(run, name), first=False)) for run in runs)
+        medians = sorted(run.median(name) for run in runs)
         print(f"{name} medians over the runs: {', '.join(f'{m:.2f}' for m in medians)} ms")
-    floors = sorted(median_ms(run.floor) for run in runs)
+    floors = sorted(run.median("floor") for run in runs)
     print(f"bare-agent medians over the runs: {', '.join(f'{m:.2f}' for m in floors)} ms")
+    # Each ratio compares two medians of the same run, so a busy neighbour slows both sides alike.
+    for name in ("inbound", "outbound"):
+        ratio = min(run.ratio(name) for run in runs)
+        verdict = "within" if ratio <= TARGET_RATIO else "over"
+        print(f"{name} / bare agent, best of {len(runs)}: {ratio:.2f}x ({verdict} the {TARGET_RATIO}x target)")
 
 
 if __name__ == "__main__":

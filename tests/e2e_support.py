@@ -175,16 +175,7 @@ def command_payload(
         },
     }
     if in_guild:
-        payload |= {
-            "guild_id": str(GUILD_ID),
-            "guild_locale": "en-US",
-            "channel_id": str(CHANNEL_ID),
-            "channel": fake.channels[CHANNEL_ID].payload(),
-            "member": {"user": user.payload(), **user.member_payload(), "permissions": str(permissions.value)},
-            "app_permissions": str((EVERYONE_PERMISSIONS | BOT_PERMISSIONS).value),
-            "authorizing_integration_owners": {"0": str(GUILD_ID)},
-            "context": 0,
-        }
+        _in_channel(fake, payload, user_id, permissions)
     else:
         dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
         payload |= {
@@ -210,6 +201,86 @@ async def run_command(
     await fake.dispatch("INTERACTION_CREATE", payload)
     await fake.wait_for(lambda: len(calls()) >= posts, what=f"/parley {subcommand} answered")
     return calls()
+
+
+def _in_channel(fake: FakeDiscord, payload: dict[str, Any], user_id: int, permissions: discord.Permissions) -> None:
+    """Add to an interaction payload what Discord sends for one made in #general by `user_id`."""
+    user = fake.users[user_id]
+    payload |= {
+        "guild_id": str(GUILD_ID),
+        "guild_locale": "en-US",
+        "channel_id": str(CHANNEL_ID),
+        "channel": fake.channels[CHANNEL_ID].payload(),
+        "member": {"user": user.payload(), **user.member_payload(), "permissions": str(permissions.value)},
+        "app_permissions": str((EVERYONE_PERMISSIONS | BOT_PERMISSIONS).value),
+        "authorizing_integration_owners": {"0": str(GUILD_ID)},
+        "context": 0,
+    }
+
+
+def _interaction(kind: int, data: dict[str, Any]) -> dict[str, Any]:
+    number = next(_interaction_numbers)
+    return {
+        "id": str(snowflake_at(datetime.now(UTC), number)),
+        "application_id": str(APPLICATION_ID),
+        "type": kind,
+        "token": f"interaction-token-{number}",
+        "version": 1,
+        "locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 10 * 2**20,
+        "data": data,
+    }
+
+
+async def _interact(fake: FakeDiscord, payload: dict[str, Any], what: str) -> list[InteractionCall]:
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= 1, what=what)
+    return calls()
+
+
+async def click(
+    fake: FakeDiscord,
+    message: dict[str, Any],
+    custom_id: str,
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+) -> list[InteractionCall]:
+    """Click the button `custom_id` on `message` in #general; the bot's calls once it has answered the click.
+
+    https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-interaction-type
+    """
+    payload = _interaction(3, {"custom_id": custom_id, "component_type": 2})  # MESSAGE_COMPONENT, a button
+    payload["message"] = message
+    _in_channel(fake, payload, user_id, permissions)
+    return await _interact(fake, payload, f"click on {custom_id}")
+
+
+async def use_message_command(
+    fake: FakeDiscord,
+    name: str,
+    target: dict[str, Any],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+) -> list[InteractionCall]:
+    """Use the message context-menu command `name` on `target` in #general; the bot's calls once it answered."""
+    data = {
+        "id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 1)),
+        "name": name,
+        "type": 3,  # MESSAGE
+        "target_id": target["id"],
+        "resolved": {"messages": {target["id"]: target}},
+    }
+    payload = _interaction(2, data)
+    _in_channel(fake, payload, user_id, permissions)
+    return await _interact(fake, payload, f"{name} answered")
 
 
 def reply_text(calls: list[InteractionCall]) -> str:

@@ -59,6 +59,8 @@ BOB_ID = snowflake_at(_WORLD_CREATED, 6)
 CAROL_ID = snowflake_at(_WORLD_CREATED, 7)
 OTHER_BOT_ID = snowflake_at(_WORLD_CREATED, 8)
 BOT_ROLE_ID = snowflake_at(_WORLD_CREATED, 9)
+# The other bot's integration role: a role mention that is not of Parley's.
+OTHER_BOT_ROLE_ID = snowflake_at(_WORLD_CREATED, 20)
 
 EVERYONE_PERMISSIONS = discord.Permissions(
     view_channel=True,
@@ -236,12 +238,23 @@ class Post:
 
     @property
     def content(self) -> str:
-        return self.body.get("content") or ""
+        """The post's text as it stands now, after any edits (the body keeps what was first sent)."""
+        return self.message.get("content") or ""
 
     @property
     def reply_to(self) -> int | None:
         reference = self.body.get("message_reference")
         return int(reference["message_id"]) if reference else None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An edit the bot made through `PATCH /channels/{id}/messages/{id}`."""
+
+    channel_id: int
+    message_id: int
+    body: dict[str, Any]
+    at: float  # event-loop time, comparable with Post.at
 
 
 @dataclass(frozen=True)
@@ -338,6 +351,8 @@ class FakeDiscord:
             for channel in (FakeChannel(CHANNEL_ID, "general", 0), FakeChannel(OTHER_CHANNEL_ID, "random", 1))
         }
         self.bot_posts: list[Post] = []
+        self.edits: list[Edit] = []
+        self.deleted_ids: list[int] = []  # messages the bot deleted, in order
         self.typing_events: list[TypingEvent] = []
         self.requests: list[RecordedRequest] = []
         self.unknown_routes: list[str] = []
@@ -351,6 +366,11 @@ class FakeDiscord:
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> INTERACTION_CREATE data
         self._original_responses: dict[str, dict[str, Any]] = {}  # token -> message
         self._failures: list[_Failure] = []
+        # Attachment bytes the fake CDN serves, by attachment id; ids in `cdn_failures` answer 500 instead.
+        self.cdn: dict[int, bytes] = {}
+        self.cdn_failures: set[int] = set()
+        self.cdn_requests: list[int] = []
+        self._edit_failures: list[_Failure] = []
         self._session: _Session | None = None
         self._sockets: set[web.WebSocketResponse] = set()
         self._increment = itertools.count()
@@ -411,11 +431,12 @@ class FakeDiscord:
         reply_to: int | None = None,
         ping_reply: bool = True,
         message_id: int | None = None,
+        attachments: Iterable[dict[str, Any]] = (),
     ) -> dict[str, Any]:
         """Store a message from `author_id` in the channel and dispatch its MESSAGE_CREATE.
 
         `mentions` adds user ids to those written as `<@id>` in `content`. A reply pings the replied-to author
-        unless `ping_reply` is False, as in the Discord client.
+        unless `ping_reply` is False, as in the Discord client. `attachments` are `served_attachment`s.
         """
         if message_id is None:
             message_id = self._next_id()
@@ -429,9 +450,24 @@ class FakeDiscord:
             reply_to=reply_to,
             # What the Discord client sends; its reply toggle sets replied_user.
             allowed_mentions={"parse": ["users", "roles", "everyone"], "replied_user": ping_reply},
+            attachments=list(attachments),
         )
         await self.dispatch("MESSAGE_CREATE", self._gateway_message(message))
         return message
+
+    def served_attachment(
+        self, filename: str, data: bytes, content_type: str | None = None, *, fail: bool = False
+    ) -> dict[str, Any]:
+        """An attachment object whose bytes this fake's CDN serves on loopback (or, with `fail`, answers 500 for)."""
+        attachment_id = self._next_id()
+        self.cdn[attachment_id] = data
+        if fail:
+            self.cdn_failures.add(attachment_id)
+        url = f"http://127.0.0.1:{self._require_port()}/cdn/attachments/{attachment_id}/{filename}"
+        attachment = {"id": str(attachment_id), "filename": filename, "size": len(data), "url": url, "proxy_url": url}
+        if content_type is not None:
+            attachment["content_type"] = content_type
+        return attachment
 
     def add_history(
         self,
@@ -559,10 +595,23 @@ class FakeDiscord:
         """
         self._failures.extend(_Failure(status, channel_id, retry_after) for _ in range(count))
 
+    def fail_next_edits(
+        self, count: int, *, status: int = 429, channel_id: int | None = None, retry_after: float = 0.05
+    ) -> None:
+        """Answer the next `count` message PATCHes (to `channel_id`, or any) with `status`, as `fail_next_posts`."""
+        self._edit_failures.extend(_Failure(status, channel_id, retry_after) for _ in range(count))
+
     # Test API: observing the bot
 
     def posts_in(self, channel_id: int) -> list[Post]:
         return [post for post in self.bot_posts if post.channel_id == channel_id]
+
+    def edits_in(self, channel_id: int) -> list[Edit]:
+        return [edit for edit in self.edits if edit.channel_id == channel_id]
+
+    def bot_messages(self, channel_id: int) -> list[dict[str, Any]]:
+        """The bot's messages in the channel as they stand now (edited, deleted ones gone), oldest first."""
+        return [m for m in self.channels[channel_id].messages if int(m["author"]["id"]) == BOT_ID]
 
     def messages(self, channel_id: int) -> list[dict[str, Any]]:
         """Every message stored in the channel, oldest first."""
@@ -641,7 +690,14 @@ class FakeDiscord:
             "permissions": str(BOT_PERMISSIONS.value),
             "tags": {"bot_id": str(BOT_ID)},
         }
-        return [everyone, bot_role]
+        other_bot_role = {
+            **bot_role,
+            "id": str(OTHER_BOT_ROLE_ID),
+            "name": "Other Bot",
+            "position": 2,
+            "tags": {"bot_id": str(OTHER_BOT_ID)},
+        }
+        return [everyone, bot_role, other_bot_role]
 
     def _guild(self) -> dict[str, Any]:
         """The guild object as GET /guilds/{id} returns it (no channels or members)."""
@@ -942,6 +998,8 @@ class FakeDiscord:
             ("GET", "/channels/{channel_id}/messages", self._get_messages),
             ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
             ("POST", "/channels/{channel_id}/messages", self._post_message),
+            ("PATCH", "/channels/{channel_id}/messages/{message_id}", self._patch_message),
+            ("DELETE", "/channels/{channel_id}/messages/{message_id}", self._delete_message),
             ("POST", "/channels/{channel_id}/typing", self._post_typing),
             ("POST", "/channels/{channel_id}/messages/{message_id}/threads", self._start_thread_from_message),
             ("GET", "/guilds/{guild_id}", self._get_guild),
@@ -958,6 +1016,7 @@ class FakeDiscord:
         for method, path, handler in api:
             router.add_route(method, API_PREFIX + path, handler)
         router.add_get("/gateway", self._gateway)
+        router.add_get("/cdn/attachments/{attachment_id}/{filename}", self._get_cdn_file)
         router.add_route("*", "/{tail:.*}", self._unknown)
 
     @web.middleware
@@ -978,7 +1037,7 @@ class FakeDiscord:
     @web.middleware
     async def _authorize(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         # Interaction callbacks and webhooks authenticate by the token in their path, not a header.
-        unauthenticated = ("/gateway", f"{API_PREFIX}/interactions/", f"{API_PREFIX}/webhooks/")
+        unauthenticated = ("/gateway", "/cdn/", f"{API_PREFIX}/interactions/", f"{API_PREFIX}/webhooks/")
         authorized = request.headers.get("Authorization") == f"Bot {self.token}"
         if not (authorized or request.path.startswith(unauthenticated)):
             return _error(401, "401: Unauthorized")
@@ -989,6 +1048,16 @@ class FakeDiscord:
         _log.warning("FakeDiscord: unknown route %s", route)
         self.unknown_routes.append(route)
         return _error(404, "404: Not Found")
+
+    async def _get_cdn_file(self, request: web.Request) -> web.Response:
+        attachment_id = int(request.match_info["attachment_id"])
+        self.cdn_requests.append(attachment_id)
+        if attachment_id in self.cdn_failures:
+            return web.Response(status=500, text="CDN failure")
+        data = self.cdn.get(attachment_id)
+        if data is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def _get_me(self, request: web.Request) -> web.Response:
         return _json_response(self._bot_user())
@@ -1059,11 +1128,58 @@ class FakeDiscord:
             allowed_mentions=body.get("allowed_mentions"),
             attachments=[self._attachment(name, data) for name, data in files],
         )
+        if body.get("components"):
+            message["components"] = body["components"]
         self.bot_posts.append(Post(channel.id, body, message, files, asyncio.get_running_loop().time()))
         # Discord echoes the bot's own message back over the gateway.
         if self._session is not None:
             await self._dispatch(self._session, "MESSAGE_CREATE", self._gateway_message(message))
         return _json_response(message)
+
+    async def _patch_message(self, request: web.Request) -> web.Response:
+        """Edit one of the bot's messages; MESSAGE_UPDATE follows, as Discord sends it.
+
+        https://discord.com/developers/docs/resources/message#edit-message
+        """
+        channel = self._channel_or_none(request)
+        message = channel.find(int(request.match_info["message_id"])) if channel else None
+        if channel is None or message is None:
+            return _error(404, "Unknown Message", 10008)
+        failure = _take(self._edit_failures, channel.id)
+        if failure is not None:
+            return self._failure_response(failure)
+        if int(message["author"]["id"]) != BOT_ID:
+            return _error(403, "Cannot edit a message authored by another user", 50005)
+        body, _ = await _read_message_body(request)
+        content = body.get("content", message["content"]) or ""
+        if len(content) > MAX_CONTENT_LENGTH:
+            return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
+        message["content"] = content
+        message["edited_timestamp"] = datetime.now(UTC).isoformat()
+        if "components" in body:
+            message["components"] = body["components"] or []
+        # Who is listed as mentioned follows the new text, within the edit's allowed_mentions.
+        mentioned = self._pinged_users(content, (), body.get("allowed_mentions") or {"parse": []}, None)
+        message["mentions"] = [self.users[user_id].payload() for user_id in mentioned]
+        message["mention_roles"] = _ROLE_MENTION.findall(content)
+        self.edits.append(Edit(channel.id, int(message["id"]), body, asyncio.get_running_loop().time()))
+        if self._session is not None:
+            await self._dispatch(self._session, "MESSAGE_UPDATE", self._gateway_message(message))
+        return _json_response(message)
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        message_id = int(request.match_info["message_id"])
+        if channel is None or channel.find(message_id) is None:
+            return _error(404, "Unknown Message", 10008)
+        channel.messages = [m for m in channel.messages if int(m["id"]) != message_id]
+        self.deleted_ids.append(message_id)
+        if self._session is not None:
+            where = {"id": str(message_id), "channel_id": str(channel.id)}
+            if channel.recipient_id is None:
+                where["guild_id"] = str(GUILD_ID)
+            await self._dispatch(self._session, "MESSAGE_DELETE", where)
+        return web.Response(status=204)
 
     async def _start_thread_from_message(self, request: web.Request) -> web.Response:
         """Start a public thread on a message: the thread takes the message's id; THREAD_CREATE follows.
@@ -1097,10 +1213,7 @@ class FakeDiscord:
         return {"id": str(attachment_id), "filename": filename, "size": len(data), "url": url, "proxy_url": url}
 
     def _take_failure(self, channel_id: int) -> _Failure | None:
-        for index, failure in enumerate(self._failures):
-            if failure.channel_id in (None, channel_id):
-                return self._failures.pop(index)
-        return None
+        return _take(self._failures, channel_id)
 
     def _failure_response(self, failure: _Failure) -> web.Response:
         if failure.status != 429:
@@ -1212,6 +1325,14 @@ class FakeDiscord:
         self.commands[scope] = commands
         self._changed()
         return _json_response(commands)
+
+
+def _take(failures: list[_Failure], channel_id: int) -> _Failure | None:
+    """The first scripted failure for `channel_id` (or any channel), removed from `failures`."""
+    for index, failure in enumerate(failures):
+        if failure.channel_id in (None, channel_id):
+            return failures.pop(index)
+    return None
 
 
 def _command_scope(request: web.Request) -> int | None:

@@ -47,7 +47,18 @@ class Error:
     retryable: bool = True
 
 
-Reply = str | ToolCall | list[ToolCall] | Error
+@dataclass(frozen=True)
+class BreakOff:
+    """Stream `text`, then an error event in place of the rest, as a provider failing mid-answer does.
+
+    https://platform.openai.com/docs/api-reference/chat-streaming (the SDK raises on a chunk with `error`)
+    """
+
+    text: str
+    message: str = "fake LLM stream broke off"
+
+
+Reply = str | ToolCall | list[ToolCall] | Error | BreakOff
 Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
 
 
@@ -57,6 +68,20 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+def image_parts(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The image parts (`image_url`, a data: URI for sent bytes) of every message in a request, in order."""
+    return [
+        part
+        for message in request["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+IMAGE_REFUSAL = "image input is not supported by this model"
 
 
 def last_user_text(request: dict[str, Any]) -> str:
@@ -90,11 +115,42 @@ def allow_model_requests() -> Iterator[None]:
 class FakeLLM:
     """Serves `POST /v1/chat/completions` (plain or `stream: true`) from `handler`, recording each request body."""
 
-    def __init__(self, handler: Handler = echo) -> None:
+    def __init__(
+        self,
+        handler: Handler = echo,
+        *,
+        refuse_images: int = 0,
+        max_body_bytes: int = 2**20,
+        stream_delay: float = 0.0,
+        words_per_chunk: int = 32,
+        caches_prefixes: bool = False,
+    ) -> None:
         self.handler = handler
+        # aiohttp's default limit, 1 MiB; a provider takes more (OpenAI: images up to 20 MB each).
+        self.max_body_bytes = max_body_bytes
+        # The next this many requests carrying images get a 400 IMAGE_REFUSAL, as a text-only model's server says.
+        self.refuse_images = refuse_images
+        self.image_refusals = 0
+        # POST /v1/audio/transcriptions answers this text; each request's (model, filename) is recorded.
+        self.transcript = "fake transcript"
+        self.transcriptions: list[tuple[str, str]] = []
+        # A real model streams a token a chunk; the client spends about 2 ms on each chunk here, so tests
+        # stream several words a chunk and the bench one.
+        self.words_per_chunk = words_per_chunk
+        # Seconds between streamed chunks (one a word): 0.02 is a model writing 50 tokens a second.
+        self.stream_delay = stream_delay
+        # Event-loop time each streamed reply's first text chunk went out.
+        self.first_tokens: list[float] = []
+        # Like OpenAI's prompt cache: the tokens of the leading messages a request shares with the one before it
+        # are reported as `prompt_tokens_details.cached_tokens`.
+        self.caches_prefixes = caches_prefixes
+        # The `usage` each response reported, in the order of `requests`.
+        self.usages: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         # Event-loop time each chat-completions request reached its handler, before its body was read.
         self.arrivals: list[float] = []
+        # The arrival time of each of `requests`, in its order (concurrent requests may finish reading out of order).
+        self.request_arrivals: list[float] = []
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []
         self._ids = itertools.count(1)
@@ -102,9 +158,10 @@ class FakeLLM:
         self._port: int | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=self.max_body_bytes)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcription)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         # Short: a handler a test left waiting must not hold up shutdown.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -131,9 +188,15 @@ class FakeLLM:
         return f"http://127.0.0.1:{self._port}/v1"
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        self.arrivals.append(asyncio.get_running_loop().time())
+        arrived = asyncio.get_running_loop().time()
+        self.arrivals.append(arrived)
         body = await request.json()
         self.requests.append(body)
+        self.request_arrivals.append(arrived)
+        if self.refuse_images and image_parts(body):
+            self.refuse_images -= 1
+            self.image_refusals += 1
+            return _error_response(Error(400, IMAGE_REFUSAL, retryable=False))
         try:
             reply = self.handler(body)
             if inspect.isawaitable(reply):
@@ -144,21 +207,72 @@ class FakeLLM:
             reply = Error(500, f"FakeLLM handler failed: {exc!r}", retryable=False)
         if isinstance(reply, Error):
             return _error_response(reply)
-        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), reply, body)
+        broken = reply if isinstance(reply, BreakOff) else None
+        text = broken.text if broken is not None else reply
+        assert not isinstance(text, BreakOff | Error)
+        cached = self._cached_tokens(body) if self.caches_prefixes else None
+        completion = _Completion(f"chatcmpl-{next(self._ids)}", body.get("model", MODEL_NAME), text, body, cached)
+        self.usages.append(completion.usage())
         if body.get("stream"):
-            return await self._stream(request, completion, body)
+            return await self._stream(request, completion, body, broken)
+        if broken is not None:
+            return _error_response(Error(500, broken.message, retryable=False))
+        if self.stream_delay and completion.text:
+            # The model takes as long to write a whole reply as to stream it; its first token comes as soon.
+            chunks = -(-len(re.findall(r"\S+\s*|\s+", completion.text)) // self.words_per_chunk)
+            self.first_tokens.append(asyncio.get_running_loop().time() + self.stream_delay)
+            await asyncio.sleep(self.stream_delay * chunks)
         return web.json_response(completion.response())
 
-    async def _stream(self, request: web.Request, completion: _Completion, body: dict[str, Any]) -> web.StreamResponse:
+    def _cached_tokens(self, body: dict[str, Any]) -> int:
+        """The tokens of the leading messages `body` shares with the request before it (its last one never)."""
+        previous = self.requests[-2]["messages"] if len(self.requests) > 1 else []
+        shared = 0
+        for old, new in zip(previous, body["messages"][:-1], strict=False):
+            if old != new:
+                break
+            shared += _count_tokens(message_text(new))
+        return shared
+
+    async def _stream(
+        self, request: web.Request, completion: _Completion, body: dict[str, Any], broken: BreakOff | None = None
+    ) -> web.StreamResponse:
         # https://platform.openai.com/docs/api-reference/chat-streaming
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         include_usage = (body.get("stream_options") or {}).get("include_usage", False)
-        for chunk in completion.chunks(include_usage):
+        first_text = True
+        start: float | None = None
+        sent = 0
+        for chunk in completion.chunks(include_usage, self.words_per_chunk):
+            delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
+            if broken is not None and delta.get("content") is None and not first_text:
+                error = {"error": {"message": broken.message, "type": "server_error", "param": None, "code": None}}
+                await response.write(f"data: {json.dumps(error)}\n\n".encode())
+                await response.write_eof()
+                return response
+            if delta.get("content"):
+                if self.stream_delay:
+                    # On a schedule from the first chunk, so the sleeps' overshoots don't add up.
+                    loop = asyncio.get_running_loop()
+                    start = start if start is not None else loop.time()
+                    sent += 1
+                    await asyncio.sleep(max(0.0, start + sent * self.stream_delay - loop.time()))
+                if first_text:
+                    self.first_tokens.append(asyncio.get_running_loop().time())
+                first_text = False
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    async def _transcription(self, request: web.Request) -> web.Response:
+        # https://platform.openai.com/docs/api-reference/audio/createTranscription
+        form = await request.post()
+        upload = form.get("file")
+        filename = upload.filename if isinstance(upload, web.FileField) else ""
+        self.transcriptions.append((str(form.get("model", "")), filename))
+        return web.json_response({"text": self.transcript})
 
     async def _models(self, request: web.Request) -> web.Response:
         model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "fake"}
@@ -193,6 +307,7 @@ class _Completion:
     model: str
     reply: str | ToolCall | list[ToolCall]
     request: dict[str, Any]
+    cached_tokens: int | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 
     @property
@@ -215,12 +330,16 @@ class _Completion:
     def finish_reason(self) -> str:
         return "tool_calls" if self.tool_calls else "stop"
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         prompt = sum(_count_tokens(message_text(m)) for m in self.request.get("messages", []))
         completion = _count_tokens(self.text or "") + sum(
             _count_tokens(call["function"]["arguments"]) for call in self.tool_calls
         )
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+        usage["total_tokens"] = prompt + completion
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
     def _envelope(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
@@ -232,16 +351,17 @@ class _Completion:
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason, "logprobs": None}
         return {**self._envelope("chat.completion"), "choices": [choice], "usage": self.usage()}
 
-    def chunks(self, include_usage: bool) -> Iterator[dict[str, Any]]:
-        """The reply as streamed deltas: text word by word, each tool call whole."""
+    def chunks(self, include_usage: bool, words_per_chunk: int = 1) -> Iterator[dict[str, Any]]:
+        """The reply as streamed deltas: text `words_per_chunk` words at a time, each tool call whole."""
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
             choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
             return {**self._envelope("chat.completion.chunk"), "choices": [choice]}
 
         yield chunk({"role": "assistant", "content": ""})
-        for word in re.findall(r"\S+\s*|\s+", self.text or ""):
-            yield chunk({"content": word})
+        words = re.findall(r"\S+\s*|\s+", self.text or "")
+        for start in range(0, len(words), words_per_chunk):
+            yield chunk({"content": "".join(words[start : start + words_per_chunk])})
         for index, call in enumerate(self.tool_calls):
             yield chunk({"tool_calls": [{"index": index, **call}]})
         yield chunk({}, self.finish_reason)

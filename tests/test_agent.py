@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import openai
 import pytest
 from anthropic import AsyncAnthropic
 from fake_llm import Error, FakeLLM, replies
 from openai import AsyncOpenAI
+from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic_ai import (
     ModelHTTPError,
     ModelMessage,
@@ -33,9 +37,11 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import (
+    CUT_TO_SHARE,
     LIMIT_NOTE,
     OPENAI_COMPATIBLE_SERVER,
     Reply,
@@ -397,6 +403,34 @@ def test_trim_drops_a_leading_orphan():
     orphan = turn(0, tool=True)[2:]
     rest = turn(1) + turn(2)
     assert trim_history(orphan + rest, 10_000) == rest
+
+
+def test_trim_leaves_a_history_within_budget_as_it_is():
+    """Under the budget nothing is cut, so the request repeats the previous one's start."""
+    history = [m for i in range(4) for m in turn(i)] + [ModelRequest(parts=[UserPromptPart("new")])]
+    assert trim_history(history, approx_tokens(history)) == history
+
+
+def test_trim_past_the_budget_cuts_well_under_it():
+    """Once over the budget the oldest turns go down to CUT_TO_SHARE of it, not just under it."""
+    history = [m for i in range(20) for m in turn(i)] + [ModelRequest(parts=[UserPromptPart("new")])]
+    budget = approx_tokens(history) - 10
+    trimmed = trim_history(history, budget)
+    assert approx_tokens(trimmed) <= CUT_TO_SHARE * budget
+    assert approx_tokens(trimmed) > CUT_TO_SHARE * budget - approx_tokens(turn(0))
+    assert_well_formed(trimmed)
+
+
+def test_a_growing_conversation_keeps_its_start_between_cuts():
+    """Carried from answer to answer, the history changes its start once every several turns, not every turn."""
+    kept: list[ModelMessage] = []
+    starts_changed = 0
+    for i in range(60):
+        request = trim_history([*kept, ModelRequest(parts=[UserPromptPart(f"question {i} " + "q" * 400)])], 2000)
+        if kept and request[0] is not kept[0]:
+            starts_changed += 1
+        kept = [*request, ModelResponse(parts=[TextPart(f"answer {i} " + "a" * 400)])]
+    assert 0 < starts_changed <= 60 // 5
 
 
 async def test_budget_applies_to_what_the_model_is_sent(make_settings):
@@ -815,6 +849,28 @@ async def test_untransformed_client_sends_the_same_bytes(make_settings):
     untransformed = await request_bodies(UntransformedOpenAI, make_settings, question_id=4242)
     assert len(stock) == 2 and b'"tools"' in stock[0] and b'"role":"tool"' in stock[1].replace(b" ", b"")
     assert untransformed == stock
+
+
+def test_the_responder_marks_anthropic_cache_points(make_settings):
+    """On an Anthropic model, the tools, the instructions and the newest message are cache points."""
+    model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(api_key="sk-ant-not-used"))
+    settings = build_responder(make_settings(), model=model, archive_enabled=True).model_settings
+    assert isinstance(settings, dict)
+    assert settings.get("anthropic_cache_tool_definitions") is True
+    assert settings.get("anthropic_cache_instructions") is True and settings.get("anthropic_cache") is True
+
+
+def test_the_openai_sdk_still_has_what_untransformed_openai_replaces():
+    """UntransformedOpenAI replaces `AsyncOpenAI.chat` and `AsyncChat.completions` and relies on `create`'s
+    `messages`, `tools` and `extra_body`: an openai release that reshapes any of them fails here by name."""
+    version = f"openai {openai.__version__}"
+    create = inspect.signature(AsyncCompletions.create).parameters
+    for name in ("messages", "tools", "extra_body"):
+        assert name in create, f"{version}: chat.completions.create has no `{name}` any more"
+    for owner, name in ((AsyncOpenAI, "chat"), (AsyncChat, "completions")):
+        assert isinstance(inspect.getattr_static(owner, name), cached_property), f"{version}: {owner.__name__}.{name}"
+    completions = UntransformedOpenAI(api_key="x", base_url="http://127.0.0.1:9/v1").chat.completions
+    assert isinstance(completions, AsyncCompletions) and type(completions) is not AsyncCompletions, version
 
 
 async def test_base_url_model_retries_with_its_own_client(make_settings):

@@ -336,13 +336,13 @@ def test_every_refusal_is_one_line(error: discord.app_commands.AppCommandError, 
 def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_settings) -> None:
     """Discord gets /parley as guild-only, shown by default to Manage Messages, with bounded options."""
     client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url=""))
-    [group] = client.tree.get_commands()
+    [group] = client.tree.get_commands(type=discord.AppCommandType.chat_input)
     assert isinstance(group, ParleyCommands)
     payload = group.to_dict(client.tree)
     assert payload["dm_permission"] is False
     assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in payload["options"]}
-    assert list(options) == ["why", "mode", "threads", "forget", "status", "memory", "context"]
+    assert list(options) == ["why", "mode", "threads", "forget", "status", "usage", "memory", "context", "profile"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [count] = options["why"]["options"]
@@ -351,6 +351,8 @@ def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_setti
     assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
     [setting] = options["threads"]["options"]
     assert [choice["value"] for choice in setting["choices"]] == ["on", "off"]
+    [period] = options["usage"]["options"]
+    assert [choice["value"] for choice in period["choices"]] == ["day", "week", "month"]
 
 
 def test_only_sync_flag_forces_registration() -> None:
@@ -402,22 +404,28 @@ async def test_a_long_why_arrives_as_several_ephemeral_posts(bot: RunningBot, fa
     assert len(reply_text(calls).splitlines()) == 1 + 25
 
 
-async def test_mode_needs_manage_channels(bot: RunningBot, fake: FakeDiscord) -> None:
+def stored_modes(tmp_path: Path) -> list[tuple[int, str, int]]:
+    """The modes in the archive's file: (channel, mode, set by)."""
+    with raw_db(tmp_path / "parley.db") as db:
+        return db.execute("SELECT scope_id, value, set_by FROM profile_settings WHERE field = 'mode'").fetchall()
+
+
+async def test_mode_needs_manage_channels(bot: RunningBot, fake: FakeDiscord, tmp_path: Path) -> None:
     """A member without Manage Channels is told so in one line, and the mode stays as it was."""
     client = await bot.start()
     text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")], permissions=MEMBER))
     assert text == "You need the Manage Channels permission in this channel to use /parley mode."
     assert client.mode_of(CHANNEL_ID) == "normal"
-    assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) is None
+    assert stored_modes(tmp_path) == []
 
 
-async def test_mode_is_set_and_stored(bot: RunningBot, fake: FakeDiscord) -> None:
+async def test_mode_is_set_and_stored(bot: RunningBot, fake: FakeDiscord, tmp_path: Path) -> None:
     """A moderator's mode change answers what it does, applies at once and is in the archive."""
     client = await bot.start()
     text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")]))
     assert text.startswith(f"<#{CHANNEL_ID}> is **chatty** from the next message on: ") and "restarts" not in text
     assert client.mode_of(CHANNEL_ID) == "chatty" and client.decider.modes[CHANNEL_ID] == "chatty"
-    assert client.archive is not None and await client.archive.get_channel_mode(CHANNEL_ID) == "chatty"
+    assert stored_modes(tmp_path) == [(CHANNEL_ID, "chatty", ALICE_ID)]
 
 
 async def test_mode_that_cannot_be_saved_is_refused_and_unchanged(
@@ -534,7 +542,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -545,7 +553,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == ["parley"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -555,4 +563,4 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley"]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "Regenerate"]

@@ -7,6 +7,7 @@ import logging
 import re
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -128,8 +129,18 @@ async def test_failing_summariser_falls_back_to_trimming(caplog: pytest.LogCaptu
     assert "could not summarise the history of channel 500 (RuntimeError: summary model unavailable)" in caplog.text
 
 
-async def test_answers_do_not_wait_for_a_summary_and_it_is_swapped_in_after() -> None:
-    """While a summary is being written the next answer goes out; the summary then replaces the oldest turns only."""
+@dataclass
+class SummaryUnderWay:
+    """A conversation answered until a summary was due, whose summary model writes only once `release` is set."""
+
+    agent: Agent[ChatDeps, str]
+    chat: ChannelConversation
+    answers: int
+    release: asyncio.Event
+    summarising: asyncio.Task[bool]
+
+
+async def summary_under_way() -> SummaryUnderWay:
     release = asyncio.Event()
 
     async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -145,35 +156,28 @@ async def test_answers_do_not_wait_for_a_summary_and_it_is_swapped_in_after() ->
         await answer(agent, chat, number)
     summarising = asyncio.create_task(compactor.compact(chat))
     await asyncio.sleep(0)
-    await answer(agent, chat, number + 1)
-    assert not summarising.done()
-    release.set()
-    assert await summarising
+    return SummaryUnderWay(agent, chat, number, release, summarising)
+
+
+async def test_answers_do_not_wait_for_a_summary_and_it_is_swapped_in_after() -> None:
+    """While a summary is being written the next answer goes out; the summary then replaces the oldest turns only."""
+    pending = await summary_under_way()
+    chat, number = pending.chat, pending.answers
+    await answer(pending.agent, chat, number + 1)
+    assert not pending.summarising.done()
+    pending.release.set()
+    assert await pending.summarising
     assert is_summary(chat.llm_history[0])
     assert f"turn {number + 1}:" in str(chat.llm_history[-2].parts[0])
 
 
 async def test_summary_is_dropped_when_a_message_was_deleted_meanwhile() -> None:
     """A deletion while the summary is written may be in it: the summary is not used."""
-    release = asyncio.Event()
-
-    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        await release.wait()
-        return turns_summary(messages, info)
-
-    agent = build_responder(settings(), model=Responder().model, archive_enabled=False)
-    compactor = HistoryCompactor(summarizer(slow), BUDGET)
-    chat = conversation()
-    number = 0
-    while not compactor.due(chat):
-        number += 1
-        await answer(agent, chat, number)
-    summarising = asyncio.create_task(compactor.compact(chat))
-    await asyncio.sleep(0)
-    chat.delete(question(1).message_id)
-    release.set()
-    assert not await summarising
-    assert not any(is_summary(message) for message in chat.llm_history)
+    pending = await summary_under_way()
+    pending.chat.delete(question(1).message_id)
+    pending.release.set()
+    assert not await pending.summarising
+    assert not any(is_summary(message) for message in pending.chat.llm_history)
 
 
 def test_new_conversation_starts_with_the_latest_summaries_within_budget() -> None:

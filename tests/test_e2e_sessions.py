@@ -14,6 +14,8 @@ from e2e_support import RunningBot, bot_environment, eventually, request_texts, 
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, echo
 
+from history import HistoryArchive
+
 # Long enough that no answer, even on a loaded machine, outlasts a conversation.
 TIMEOUT = 3.0
 
@@ -63,10 +65,8 @@ async def test_conversation_continues_after_restart(
     assert any("ferret" in text for text in earlier), earlier
 
 
-async def test_next_conversation_starts_with_the_summary_of_the_last(
-    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
-) -> None:
-    """A conversation that timed out is summarised, and the channel's next one starts with that summary quoted."""
+async def conversation_summarised(bot: RunningBot, fake: FakeDiscord) -> HistoryArchive:
+    """Start Parley, have a conversation time out, and wait until the archive keeps its summary; the archive."""
     client = await bot.start(conversation_timeout_seconds=TIMEOUT)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
     await fake.wait_for_posts(1)
@@ -76,6 +76,14 @@ async def test_next_conversation_starts_with_the_summary_of_the_last(
     async with asyncio.timeout(10):
         while not await archive.summaries(CHANNEL_ID):  # noqa: ASYNC110 - the archive has no event to wait on
             await asyncio.sleep(0.05)
+    return archive
+
+
+async def test_next_conversation_starts_with_the_summary_of_the_last(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A conversation that timed out is summarised, and the channel's next one starts with that summary quoted."""
+    await conversation_summarised(bot, fake)
     summary_request = llm.requests[-1]
     assert "ferret" in request_texts(summary_request)[-1]
     await say(fake, ALICE_ID, f"<@{BOT_ID}> hello again")
@@ -116,15 +124,7 @@ async def test_no_summary_is_kept_of_a_message_deleted_while_it_was_written(
 
 async def test_forget_deletes_the_channels_summaries(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """`/parley forget` deletes the kept summaries, so the next conversation starts without them."""
-    client = await bot.start(conversation_timeout_seconds=TIMEOUT)
-    await say(fake, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
-    await fake.wait_for_posts(1)
-    await eventually(lambda: client.manager.get(CHANNEL_ID) is None, timeout=TIMEOUT + 10)
-    archive = client.archive
-    assert archive is not None
-    async with asyncio.timeout(10):
-        while not await archive.summaries(CHANNEL_ID):  # noqa: ASYNC110 - the archive has no event to wait on
-            await asyncio.sleep(0.05)
+    archive = await conversation_summarised(bot, fake)
     await run_command(fake, "forget")
     await archive.flush()
     assert await archive.summaries(CHANNEL_ID) == []

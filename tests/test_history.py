@@ -18,7 +18,6 @@ from freezegun import freeze_time
 from history import (
     MIGRATIONS,
     ArchivedMessage,
-    ArchiveWriteFailed,
     ChannelStats,
     HistoryArchive,
     TopAuthor,
@@ -428,37 +427,9 @@ async def test_pending_writes(archive: HistoryArchive) -> None:
     assert archive.pending_writes == 0
 
 
-async def test_channel_modes_round_trip(archive: HistoryArchive) -> None:
-    """Channel modes are stored, replaced and listed."""
-    assert await archive.get_channel_mode(CHANNEL) is None
-    await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
-    await archive.set_channel_mode(OTHER_CHANNEL, GUILD, "active")
-    await archive.set_channel_mode(CHANNEL, GUILD, "off")
-
-    assert await archive.get_channel_mode(CHANNEL) == "off"
-    assert await archive.all_channel_modes() == {CHANNEL: "off", OTHER_CHANNEL: "active"}
-
-    archive.delete_guild(GUILD)
-    await archive.flush()
-    assert await archive.all_channel_modes() == {}
-
-
 REFUSE_MODES = (
-    "CREATE TRIGGER refuse_modes BEFORE {} ON channel_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+    "CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
 )
-
-
-async def test_a_mode_that_cannot_be_stored_raises_and_keeps_the_old_one(archive: HistoryArchive, db_path) -> None:
-    """When the mode's write is dropped the caller hears of it, and the stored mode is the previous one."""
-    await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
-    with raw_db(db_path) as db:
-        db.execute(REFUSE_MODES.format("UPDATE"))
-    with pytest.raises(ArchiveWriteFailed):
-        await archive.set_channel_mode(CHANNEL, GUILD, "off")
-    assert await archive.get_channel_mode(CHANNEL) == "quiet"
-    archive.add(msg(1, "still writing"))
-    await archive.flush()
-    assert ids(await archive.recent(CHANNEL)) == [1]
 
 
 async def test_decisions_round_trip(archive: HistoryArchive) -> None:
@@ -532,9 +503,8 @@ async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
     try:
         assert (await archive.recent(CHANNEL))[0] == msg(1, "written by version one")
         archive.add(msg(2, "written by version two"))
-        await archive.set_channel_mode(CHANNEL, GUILD, "quiet")
+        await archive.flush()
         assert ids(await archive.search(CHANNEL, "written")) == [2, 1]
-        assert await archive.get_channel_mode(CHANNEL) == "quiet"
     finally:
         await archive.close()
     with raw_db(db_path) as db:

@@ -21,6 +21,7 @@ from fake_llm import MODEL_NAME
 from bot import build_client, main, parse_args
 from config import Settings
 from preflight import export_dotenv_variables, invite_link, parley_version
+from profiles import ProfilesFile
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -305,7 +306,7 @@ def test_summary_offers_the_invite_link_when_in_no_server(make_settings) -> None
     """A bot in no server says where to add it, with the invite link."""
     client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url="", use_llm_judge=True))
     client._connection.application_id = 42  # what login sets from the application's data
-    client.channel_modes[1] = "chatty"
+    client.profiles.file = ProfilesFile(channels={1: {"mode": "chatty"}})
     summary = client.startup_summary()
     assert "to 0 server(s)" in summary and "judge openai:gpt-4.1-mini, archive off" in summary
     assert "mode normal by default (1 channel(s) set otherwise)" in summary

@@ -1,0 +1,118 @@
+"""End-to-end: /parley usage after a scripted day of traffic, against what the fake model server counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import discord
+import genai_prices
+from e2e_support import MODERATOR, RunningBot, assert_ephemeral_one_liner, decided, option, reply_text, run_command
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_llm import FakeLLM, ToolCall, message_text
+
+PRICED_MODEL = "gpt-4.1-mini"
+SCRIPTED_DAY = datetime(2026, 11, 20, 15, 0, tzinfo=UTC)
+SERVER_MANAGER = MODERATOR | discord.Permissions(manage_guild=True)
+
+
+def answers_and_judges(request: dict[str, Any]) -> Any:
+    """Answers a question; as the judge, says the message is not for the bot."""
+    system = message_text(request["messages"][0])
+    if system.startswith("You decide whether"):
+        return ToolCall("final_result", {"respond": False, "confidence": 0.9, "reason": "chatter"})
+    return "Use the deploy script, then check the logs for errors before you announce it."
+
+
+@dataclass
+class Counted:
+    """What the fake model server reported for some of its requests."""
+
+    answers: int = 0
+    judge_calls: int = 0
+    input_tokens: int = 0
+    cached: int = 0
+    output: int = 0
+
+    def add(self, request: dict[str, Any], usage: dict[str, Any]) -> None:
+        if message_text(request["messages"][0]).startswith("You decide whether"):
+            self.judge_calls += 1
+        else:
+            self.answers += 1
+        self.input_tokens += usage["prompt_tokens"]
+        self.cached += usage["prompt_tokens_details"]["cached_tokens"]
+        self.output += usage["completion_tokens"]
+
+    def line(self) -> str:
+        """The figures as /parley usage words them, with the cost from genai-prices' own calculation."""
+        usage = genai_prices.Usage(
+            input_tokens=self.input_tokens, cache_read_tokens=self.cached, output_tokens=self.output
+        )
+        cost = genai_prices.calc_price(usage, PRICED_MODEL).total_price
+        cached = f" ({self.cached:,} cached)" if self.cached else ""
+        return (
+            f"{self.answers:,} answers, {self.judge_calls:,} judge calls; {self.input_tokens:,} input tokens{cached},"
+            f" {self.output:,} output; ${cost:.4f}"
+        )
+
+
+async def test_usage_after_a_day_matches_what_the_model_server_counted(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Per channel and per member, /parley usage shows the fake server's answers, judge calls, tokens and cost."""
+    llm.handler = answers_and_judges
+    llm.caches_prefixes = True
+    # Answers posted whole: a streamed one is on Discord before its run, and so its count, has ended.
+    client = await bot.start(
+        llm_model=PRICED_MODEL,
+        use_llm_judge=True,
+        judge_calls_per_minute=0,
+        summarize_history=False,
+        stream_answers=False,
+    )
+    client.usage.clock = lambda: SCRIPTED_DAY
+    by_channel = {CHANNEL_ID: Counted(), OTHER_CHANNEL_ID: Counted()}
+    by_member = {ALICE_ID: Counted(), BOB_ID: Counted(), CAROL_ID: Counted()}
+
+    async def traffic(channel_id: int, author_id: int, text: str, *, answered: bool) -> None:
+        before = len(llm.requests)
+        posts = len(fake.posts_in(channel_id))
+        sent = await fake.send_user_message(channel_id, author_id, text)
+        if answered:
+            await fake.wait_for_posts(posts + 1, channel_id)
+        else:  # the judge's tokens are counted before its decision is logged
+            await decided(client, sent)
+        for request, usage in zip(llm.requests[before:], llm.usages[before:], strict=True):
+            by_channel[channel_id].add(request, usage)
+            by_member[author_id].add(request, usage)
+
+    await traffic(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> how do we deploy the bot?", answered=True)
+    await traffic(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> and how do we roll it back?", answered=True)
+    await traffic(CHANNEL_ID, CAROL_ID, "anyone up for lunch later?", answered=False)
+    await traffic(OTHER_CHANNEL_ID, BOB_ID, f"<@{BOT_ID}> what is the staging address?", answered=True)
+    assert by_channel[CHANNEL_ID].judge_calls == 1 and by_member[ALICE_ID].cached > 0
+
+    report = reply_text(await run_command(fake, "usage", [option("period", "day")], permissions=SERVER_MANAGER))
+
+    assert "genai-prices " + genai_prices.__version__ in report
+    for channel_id, counted in by_channel.items():
+        assert f"<#{channel_id}> {counted.line()}" in report
+    for member_id, counted in by_member.items():
+        assert f"<@{member_id}> {counted.line()}" in report
+
+    # The next day starts from nothing, and the week still holds the scripted day, read back from the archive.
+    assert client.archive is not None
+    await client.archive.flush()
+    client.usage.clock = lambda: SCRIPTED_DAY + timedelta(days=1)
+    next_day = reply_text(await run_command(fake, "usage", permissions=SERVER_MANAGER))
+    assert "used no model tokens in this server today" in next_day
+    week = reply_text(await run_command(fake, "usage", [option("period", "week")], permissions=SERVER_MANAGER))
+    assert f"<@{ALICE_ID}> {by_member[ALICE_ID].line()}" in week
+
+
+async def test_usage_needs_manage_server(bot: RunningBot, fake: FakeDiscord) -> None:
+    """A moderator without Manage Server is told in one line that /parley usage needs it."""
+    await bot.start()
+    line = assert_ephemeral_one_liner(await run_command(fake, "usage", permissions=MODERATOR))
+    assert line == "You need the Manage Guild permission in this channel to use /parley usage."
