@@ -2,8 +2,9 @@
 
 Nothing here knows about Discord: the features read only the engine's `ChannelConversation` and the
 clock, so the bot, `replay.py` and `train_decider.py` compute exactly the same numbers. The model is
-a logistic regression (`train_decider.py` fits it on the irc-train transcripts and picks its
-thresholds on irc-dev), stored as a small JSON file and scored in plain Python.
+a few dozen shallow gradient-boosted trees (`train_decider.py` fits them on the irc-train transcripts
+and picks the thresholds on irc-dev), stored as a small JSON file and scored in plain Python by
+walking each tree.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 #: The model the bot ships with; the `DECIDER_MODEL` setting names another.
 SHIPPED_MODEL = HERE / "decider_model.json"
-MODEL_FORMAT = "parley-followup-logreg/1"
+MODEL_FORMAT = "parley-followup-trees/1"
+# Bounds on what a model file may hold, so a corrupt one fails loading instead of the hot path.
+MAX_TREES = 1000
+MAX_DEPTH = 8
 
 #: The follow-up rules' decisions the tier may overrule, "yes" ones included: each one means the bot has spoken.
 CANDIDATE_REASONS: tuple[str, ...] = (
@@ -59,16 +63,32 @@ FEATURES: tuple[str, ...] = (
     # What happened since the bot's latest turn, and the author's own recent thread.
     "author_messages_since_bot",
     "first_since_bot",
-    "named_and_first",
     "log_others_messages_since_bot",
-    "speakers_since_bot",
     "someone_addressed_author",
     "previous_is_bot",
     "log_seconds_since_author",
     "author_addressed_bot",
-    # Word overlap: with what the bot said last, and with what others said lately.
+    # Word overlap with what the bot said last.
     "overlap_bot",
-    "overlap_others",
+    # Who the author is talking with: the bot's recent turns to them, others' words to them, theirs to others.
+    "bot_latest_named_is_author",
+    "bot_turns_naming_author",
+    "bot_answered_author_unnamed",
+    "others_named_author",
+    "author_named_others",
+    "latest_to_name_author_is_bot",
+    "author_previous_addressed_bot",
+    "log_messages_since_author",
+    # The people's habits: how much the bot and the author speak, how often they name whom they answer.
+    "bot_turns_recent",
+    "bot_named_share",
+    "author_messages_recent",
+    "others_named_share",
+    "log_seconds_since_previous",
+    # The message's form.
+    "question_word",
+    "second_person",
+    "first_person",
 )
 
 # A feature that cannot be measured (no earlier message of the author in the look-back) takes
@@ -77,6 +97,9 @@ _LONG_AGO_SECONDS = 3600.0
 _LOG_LONG_AGO = math.log1p(_LONG_AGO_SECONDS)
 _WORD = re.compile(r"[a-z0-9_']+")
 _THANKS = frozenset("thanks thank thx ty tnx thanx cheers".split())
+_QUESTION_WORDS = frozenset("how what why where when which who is are can could does do did should would will".split())
+_SECOND_PERSON = frozenset("you your you're youre u ur yours".split())
+_FIRST_PERSON = frozenset("i my i'm im me mine i've ive".split())
 _OPENERS = frozenset(
     "yes yeah yep yup no nope nah ok okay k sure right but and so well hmm still same done it that".split()
 )
@@ -92,9 +115,19 @@ class ModelFileError(Exception):
 
 
 @functools.lru_cache(maxsize=4096)
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def _first_word(text: str) -> str:
+    parts = text.split(None, 1)
+    return parts[0].lower().strip(",.!:;") if parts else ""
+
+
+@functools.lru_cache(maxsize=4096)
 def _words(text: str) -> frozenset[str]:
     # Cached: each message is read again by the look-backs of the next 20 decided after it.
-    return frozenset(word for word in _WORD.findall(text.lower()) if word not in _STOPWORDS)
+    return _tokens(text) - _STOPWORDS
 
 
 def _overlap(words: frozenset[str], other: set[str] | frozenset[str]) -> float:
@@ -116,51 +149,90 @@ def features(
 ) -> list[float]:
     """The values of `FEATURES` for a message the follow-up rule `reason` decided after the bot spoke.
 
-    One walk back over at most `look_back` messages (the message itself skipped), like the rules' own.
+    One walk back over at most `look_back` messages (the message itself skipped), like the rules' own;
+    the rest comes from the conversation's indexes.
     """
     author = message.author_id
+    message_id = message.message_id
     last_bot = conversation.last_message_by_author[bot_user_id]
     named_author = conversation.bot_message_naming.get(author)
     text = message.content
+    tokens = _tokens(text)
     words = _words(text)
-    first_word = text.split(None, 1)[0].lower().strip(",.!:;") if text.strip() else ""
+    first_word = _first_word(text)
 
-    author_since_bot = others_since_bot = 0
-    speakers: set[int] = set()
-    someone_addressed_author = author_addressed_bot = False
-    previous_is_bot: bool | None = None
-    author_previous: MessageRecord | None = None
-    others_words: set[str] = set()
+    # Since the bot's latest turn.
     since_bot = True
+    author_since_bot = others_since_bot = 0
+    someone_addressed_author = False
+    # Over the whole look-back: who the author is talking with, and how everyone names whom they answer.
+    author_addressed_bot = bot_answered_author_unnamed = False
+    bot_latest_named: bool | None = None  # whether the bot's latest turn naming anyone named the author
+    latest_to_name_author_is_bot: bool | None = None
+    bot_turns = bot_turns_naming = bot_turns_naming_author = 0
+    author_messages = author_named_others = 0
+    others_messages = others_naming = others_named_author = 0
+    messages_since_author = 0
+    previous: MessageRecord | None = None
+    author_previous: MessageRecord | None = None
+    newer: MessageRecord | None = None  # the message just after `earlier` in time
     budget = look_back
     for earlier in reversed(conversation.messages):
-        if earlier.message_id == message.message_id:
+        if earlier.message_id == message_id:
             continue
         budget -= 1
         if budget < 0:
             break
+        if previous is None:
+            previous = earlier
         earlier_author = earlier.author_id
-        if previous_is_bot is None:
-            previous_is_bot = earlier_author == bot_user_id
+        mention_ids = earlier.mention_ids
+        reply_to = earlier.reply_to_author_id
+        names_someone = bool(mention_ids) or reply_to is not None
+        names_author = names_someone and (author in mention_ids or reply_to == author)
         if earlier_author == bot_user_id:
             since_bot = False
-            continue
-        if earlier_author == author:
+            bot_turns += 1
+            if names_someone:
+                bot_turns_naming += 1
+                if bot_latest_named is None:
+                    bot_latest_named = names_author
+                if names_author:
+                    bot_turns_naming_author += 1
+                    if latest_to_name_author_is_bot is None:
+                        latest_to_name_author_is_bot = True
+        elif earlier_author == author:
             author_since_bot += since_bot
+            author_messages += 1
             if author_previous is None:
                 author_previous = earlier
-            if bot_user_id in earlier.mention_ids or earlier.reply_to_author_id == bot_user_id:
-                author_addressed_bot = True
-            continue
-        others_words |= _words(earlier.content)
-        if since_bot:
-            others_since_bot += 1
-            speakers.add(earlier_author)
-            if author in earlier.mention_ids or earlier.reply_to_author_id == author:
-                someone_addressed_author = True
+                bot_answered_author_unnamed = (
+                    newer is not None
+                    and newer.author_id == bot_user_id
+                    and not newer.mention_ids
+                    and newer.reply_to_author_id is None
+                )
+            if names_someone:
+                if bot_user_id in mention_ids or reply_to == bot_user_id:
+                    author_addressed_bot = True
+                if _names_other(earlier, author, bot_user_id):
+                    author_named_others += 1
+        else:
+            if author_previous is None:
+                messages_since_author += 1
+            others_messages += 1
+            if names_someone:
+                others_naming += 1
+                if names_author:
+                    others_named_author += 1
+                    if latest_to_name_author_is_bot is None:
+                        latest_to_name_author_is_bot = False
+                    someone_addressed_author |= since_bot
+            others_since_bot += since_bot
+        newer = earlier
 
-    bot_named = author in last_bot.mention_ids or last_bot.reply_to_author_id == author
-    first = author_since_bot == 0
+    last_bot_names = last_bot.mention_ids
+    bot_named = author in last_bot_names or last_bot.reply_to_author_id == author
     return [
         float(reason == "followup"),
         float(reason == "followup_implicit"),
@@ -170,7 +242,7 @@ def features(
         float(reason == "not_for_bot"),
         _log_seconds(now, last_bot.timestamp),
         float(bot_named),
-        float(not last_bot.mention_ids and last_bot.reply_to_author_id is None),
+        float(not last_bot_names and last_bot.reply_to_author_id is None),
         float("?" in last_bot.content),
         float(named_author is not None),
         _log_seconds(now, named_author.timestamp) if named_author is not None else _LOG_LONG_AGO,
@@ -179,17 +251,40 @@ def features(
         float(not words.isdisjoint(_THANKS)),
         float(first_word in _OPENERS),
         float(min(author_since_bot, 5)),
-        float(first),
-        float(first and bot_named),
+        float(author_since_bot == 0),
         math.log1p(others_since_bot),
-        float(min(len(speakers), 5)),
         float(someone_addressed_author),
-        float(bool(previous_is_bot)),
+        float(previous is not None and previous.author_id == bot_user_id),
         _log_seconds(now, author_previous.timestamp) if author_previous is not None else _LOG_LONG_AGO,
         float(author_addressed_bot),
         _overlap(words, _words(last_bot.content)),
-        _overlap(words, others_words),
+        float(bool(bot_latest_named)),
+        float(min(bot_turns_naming_author, 3)),
+        float(bot_answered_author_unnamed),
+        float(min(others_named_author, 3)),
+        float(min(author_named_others, 3)),
+        float(bool(latest_to_name_author_is_bot)),
+        float(
+            author_previous is not None
+            and (bot_user_id in author_previous.mention_ids or author_previous.reply_to_author_id == bot_user_id)
+        ),
+        math.log1p(messages_since_author if author_previous is not None else look_back),
+        float(min(bot_turns, 5)),
+        bot_turns_naming / bot_turns if bot_turns else 0.0,
+        float(min(author_messages, 5)),
+        others_naming / others_messages if others_messages else 0.0,
+        _log_seconds(now, previous.timestamp) if previous is not None else _LOG_LONG_AGO,
+        float(first_word in _QUESTION_WORDS),
+        float(not tokens.isdisjoint(_SECOND_PERSON)),
+        float(not tokens.isdisjoint(_FIRST_PERSON)),
     ]
+
+
+def _names_other(message: MessageRecord, author: int, bot_user_id: int) -> bool:
+    reply_to = message.reply_to_author_id
+    if reply_to is not None and reply_to != author and reply_to != bot_user_id:
+        return True
+    return any(person != author and person != bot_user_id for person in message.mention_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,34 +295,63 @@ class Thresholds:
     chatty: float
 
 
+# A tree as the hot path walks it: a leaf is its log-odds; a split is (feature index, threshold, left, right),
+# a value at or below the threshold going left.
+Tree = float | tuple[int, float, "Tree", "Tree"]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node of a tree as the file states it: a leaf (`feature` None) or a split, with its log-odds either way."""
+
+    value: float  # the tree's output if the walk stopped here: what explains a split's effect
+    feature: int | None = None
+    threshold: float = 0.0
+    left: Node | None = None
+    right: Node | None = None
+
+    def compiled(self) -> Tree:
+        if self.feature is None or self.left is None or self.right is None:
+            return self.value
+        return (self.feature, self.threshold, self.left.compiled(), self.right.compiled())
+
+    def to_json(self) -> dict[str, Any]:
+        if self.feature is None or self.left is None or self.right is None:
+            return {"value": self.value}
+        return {
+            "feature": FEATURES[self.feature],
+            "threshold": self.threshold,
+            "value": self.value,
+            "left": self.left.to_json(),
+            "right": self.right.to_json(),
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class LearnedModel:
-    """A logistic regression over standardised `FEATURES`, its thresholds and the judge's uncertain band."""
+    """Gradient-boosted trees over `FEATURES` (their log-odds add up), the thresholds and the judge's band."""
 
     names: tuple[str, ...]
-    means: tuple[float, ...]
-    scales: tuple[float, ...]
-    weights: tuple[float, ...]  # per standardised feature, so their sizes compare
-    bias: float
+    base: float  # log-odds before any tree
+    trees: tuple[Node, ...]
     thresholds: Thresholds  # probabilities
     # With a judge configured, a score within this many log-odds of the mode's threshold is the judge's to decide.
     band_logits: float
-    # Derived: the thresholds as log-odds, and the weights folded over the standardisation for the hot path.
+    # Derived: the thresholds as log-odds, and the trees as nested tuples for the hot path.
     logits: Thresholds = field(init=False)
-    _raw_weights: tuple[float, ...] = field(init=False, repr=False)
-    _raw_bias: float = field(init=False, repr=False)
+    _compiled: tuple[Tree, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "logits", Thresholds(logit(self.thresholds.normal), logit(self.thresholds.chatty)))
-        raw = tuple(weight / scale for weight, scale in zip(self.weights, self.scales, strict=True))
-        object.__setattr__(self, "_raw_weights", raw)
-        object.__setattr__(self, "_raw_bias", self.bias - sum(w * m for w, m in zip(raw, self.means, strict=True)))
+        object.__setattr__(self, "_compiled", tuple(tree.compiled() for tree in self.trees))
 
     def logit(self, values: Sequence[float]) -> float:
         """The model's log-odds that the message is for the bot."""
-        total = self._raw_bias
-        for value, weight in zip(values, self._raw_weights, strict=True):
-            total += weight * value
+        total = self.base
+        for node in self._compiled:
+            while isinstance(node, tuple):
+                node = node[2] if values[node[0]] <= node[1] else node[3]
+            total += node
         return total
 
     def score(self, values: Sequence[float]) -> float:
@@ -235,26 +359,24 @@ class LearnedModel:
         return sigmoid(self.logit(values))
 
     def top_features(self, values: Sequence[float], count: int = 3) -> list[tuple[str, float]]:
-        """The features that moved this score most from the average candidate's, with their log-odds."""
-        contributions = [
-            (name, weight * (value - mean) / scale)
-            for name, value, mean, scale, weight in zip(
-                self.names, values, self.means, self.scales, self.weights, strict=True
-            )
-        ]
-        contributions.sort(key=lambda item: -abs(item[1]))
-        return contributions[:count]
+        """The features that moved this score most, with their log-odds: each split's change, summed per feature."""
+        moved: dict[int, float] = {}
+        for node in self.trees:
+            while node.feature is not None and node.left is not None and node.right is not None:
+                child = node.left if values[node.feature] <= node.threshold else node.right
+                moved[node.feature] = moved.get(node.feature, 0.0) + child.value - node.value
+                node = child
+        ranked = sorted(moved.items(), key=lambda item: (-abs(item[1]), item[0]))
+        return [(self.names[index], value) for index, value in ranked[:count]]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": MODEL_FORMAT,
             "features": list(self.names),
-            "means": list(self.means),
-            "scales": list(self.scales),
-            "weights": list(self.weights),
-            "bias": self.bias,
             "thresholds": {"normal": self.thresholds.normal, "chatty": self.thresholds.chatty},
             "judge_band_logits": self.band_logits,
+            "base": self.base,
+            "trees": [tree.to_json() for tree in self.trees],
         }
 
 
@@ -277,15 +399,10 @@ def describe_features(top: Sequence[tuple[str, float]]) -> str:
     return ", ".join(f"{name} {value:+.2f}" for name, value in top)
 
 
-def _numbers(data: dict[str, Any], key: str, length: int) -> tuple[float, ...]:
-    values = data.get(key)
-    if (
-        not isinstance(values, list)
-        or len(values) != length
-        or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values)
-    ):
-        raise ValueError(f"{key!r} should be a list of {length} finite numbers")
-    return tuple(float(v) for v in values)
+def _finite(value: Any, what: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"{what} should be a finite number")
+    return float(value)
 
 
 def _probability(value: Any, what: str) -> float:
@@ -294,21 +411,37 @@ def _probability(value: Any, what: str) -> float:
     return float(value)
 
 
+def _node(data: Any, where: str, depth: int) -> Node:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} should be an object")
+    value = _finite(data.get("value"), f"{where}.value")
+    if "feature" not in data:
+        return Node(value)
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"{where} is deeper than {MAX_DEPTH} levels")
+    name = data["feature"]
+    if name not in FEATURES:
+        raise ValueError(f"{where}.feature {name!r} is not one of the features this version computes (retrain it)")
+    return Node(
+        value,
+        FEATURES.index(name),
+        _finite(data.get("threshold"), f"{where}.threshold"),
+        _node(data.get("left"), f"{where}.left", depth + 1),
+        _node(data.get("right"), f"{where}.right", depth + 1),
+    )
+
+
 def model_from_json(data: Any) -> LearnedModel:
     """Check and build a model from its parsed JSON; raises ValueError saying what is wrong."""
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
     if data.get("format") != MODEL_FORMAT:
-        raise ValueError(f"'format' should be {MODEL_FORMAT!r}, not {data.get('format')!r}")
+        raise ValueError(f"'format' should be {MODEL_FORMAT!r}, not {data.get('format')!r} (retrain it)")
     if data.get("features") != list(FEATURES):
         raise ValueError("its 'features' are not the ones this version of Parley computes (retrain it)")
-    count = len(FEATURES)
-    scales = _numbers(data, "scales", count)
-    if any(scale <= 0 for scale in scales):
-        raise ValueError("'scales' should all be positive")
-    bias = data.get("bias")
-    if not isinstance(bias, int | float) or isinstance(bias, bool) or not math.isfinite(bias):
-        raise ValueError("'bias' should be a finite number")
+    trees = data.get("trees")
+    if not isinstance(trees, list) or not 0 < len(trees) <= MAX_TREES:
+        raise ValueError(f"'trees' should be a list of 1 to {MAX_TREES} trees")
     thresholds = data.get("thresholds")
     if not isinstance(thresholds, dict):
         raise ValueError("'thresholds' should be an object with 'normal' and 'chatty'")
@@ -317,10 +450,8 @@ def model_from_json(data: Any) -> LearnedModel:
         raise ValueError("'judge_band_logits' should be a number >= 0")
     return LearnedModel(
         names=FEATURES,
-        means=_numbers(data, "means", count),
-        scales=scales,
-        weights=_numbers(data, "weights", count),
-        bias=float(bias),
+        base=_finite(data.get("base"), "'base'"),
+        trees=tuple(_node(tree, f"trees[{index}]", 0) for index, tree in enumerate(trees)),
         thresholds=Thresholds(
             normal=_probability(thresholds.get("normal"), "'thresholds.normal'"),
             chatty=_probability(thresholds.get("chatty"), "'thresholds.chatty'"),
