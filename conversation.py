@@ -475,8 +475,8 @@ class ResponseDecider:
        already), and nobody else has addressed the author since (else `cut_in`: someone else
        took up the thread). Without such a turn the message is `not_for_bot`; if the bot has not
        spoken (`bot_silent`) or not inside the window (`outside_window`), nothing is a follow-up;
-    4. learned: with a model (`learned`, followup.py), every follow-up decision after the bot spoke,
-       "yes" included, except a bystander no recent bot turn can have been answering, is scored;
+    4. learned: with a model (`learned`, followup.py), every follow-up "no" after the bot spoke (and,
+       with `learned_veto`, every "yes"), except a bystander no recent bot turn can have been answering, is scored;
        at or above the mode's threshold it is answered (`learned_yes`, else `learned_no`), and a
        score within the model's band of the threshold goes to the judge when there is one;
        without a model: a judge configured, a message the follow-up tier turned down although the bot
@@ -527,6 +527,7 @@ class ResponseDecider:
         modes: Mapping[int, str] | None = None,
         judge_calls_per_minute: int = 0,
         learned: LearnedModel | None = None,
+        learned_veto: bool = False,
     ) -> None:
         self.followup_window = timedelta(seconds=followup_window_seconds)
         self.chatty_window = self.followup_window * self.CHATTY_WINDOW_FACTOR
@@ -562,6 +563,9 @@ class ResponseDecider:
         self._first_message_rule = enabled["already_followed_up"]
         self._cut_in_rule = enabled["cut_in"]
         self.learned = learned if enabled["learned"] else None
+        # Off by default: weighing every follow-up "yes" too gains F1 0.0015 on irc-dev and costs a third of the
+        # engine's throughput (an answered member's next message is a follow-up, so busy channels score most).
+        self._learned_veto = self.learned is not None and learned_veto
         self.on_features: FeatureListener | None = None
         # Scores in the judge's uncertain band, judge or not: what a judge would cost (replay.py reports it).
         self.uncertain = 0
@@ -610,8 +614,13 @@ class ResponseDecider:
         if mode == MENTION_ONLY:
             return _MENTION_ONLY
         if mode == CHATTY:
-            return self._chatty(message, conversation, bot_user_id)
-        return self._followup(message, conversation, bot_user_id, self.followup_window)
+            decision = self._chatty(message, conversation, bot_user_id)
+        else:
+            decision = self._followup(message, conversation, bot_user_id, self.followup_window)
+        if decision is None and self.learned is not None:
+            # Scored here, not in the awaited path: only a score the judge must weigh pays for a coroutine.
+            return self._learned(message, conversation, bot_user_id, mode)
+        return decision
 
     def _chatty(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
         decision = self._followup(message, conversation, bot_user_id, self.chatty_window)
@@ -711,7 +720,7 @@ class ResponseDecider:
     def _in_window(self, turn: MessageRecord, now: datetime, decision: Decision, window: timedelta) -> Decision | None:
         if self._window_rule and now - turn.timestamp > window:
             return self._undecided(_OUTSIDE_WINDOW)
-        if self.learned is not None:
+        if self._learned_veto:
             # The learned tier weighs the rules' "yes" too: it vetoes follow-ups that look like chatter.
             self._turned_down = decision
             return None
@@ -732,34 +741,45 @@ class ResponseDecider:
         self._turned_down = decision
         return None
 
-    async def _past_rules(
-        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, turned_down: Decision
-    ) -> Decision:
-        """The learned tier's decision on a follow-up rule's after the bot spoke, else the judge's, else the rule's."""
+    def _learned(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, mode: str
+    ) -> Decision | None:
+        """The learned tier's decision on a follow-up rule's after the bot spoke; None leaves it to the judge."""
         model = self.learned
-        if model is None or turned_down is _BYSTANDER or turned_down.reason not in CANDIDATE_REASONS:
-            return await self._ask_judge(message, conversation) if self.judge is not None else turned_down
+        assert model is not None
+        turned_down = self._turned_down
+        if turned_down is _BYSTANDER or turned_down.reason not in CANDIDATE_REASONS:
+            return None if self.judge is not None else turned_down
         values = features(
             message, conversation, bot_user_id, self.clock(), turned_down.reason, self.followup_scan_messages
         )
         if self.on_features is not None:
             self.on_features(message, values)
         logit = model.logit(values)
-        threshold = model.logits.chatty if self.modes.get(message.channel_id) == CHATTY else model.logits.normal
+        threshold = model.logits.chatty if mode == CHATTY else model.logits.normal
+        respond = logit >= threshold
+        # Only the log line carries the features that weighed most: working them out costs more than the score.
+        detail = describe_features(model.top_features(values)) if decision_log.isEnabledFor(logging.INFO) else None
+        decision = Decision(
+            respond, "learned_yes" if respond else "learned_no", "learned", round(sigmoid(logit), 3), detail
+        )
         if abs(logit - threshold) < model.band_logits:
             self.uncertain += 1
             if self.judge is not None:
-                judged = await self._ask_judge(message, conversation)
-                if judged is not _JUDGE_BUDGET:
-                    return judged
-        respond = logit >= threshold
-        return Decision(
-            respond,
-            "learned_yes" if respond else "learned_no",
-            "learned",
-            round(sigmoid(logit), 3),
-            describe_features(model.top_features(values)),
-        )
+                self._turned_down = decision  # the answer if the judge's budget is spent
+                return None
+        return decision
+
+    async def _past_rules(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, turned_down: Decision
+    ) -> Decision:
+        """The judge's decision on what the tiers before it left open; past its budget, the learned tier's answer."""
+        if self.judge is None:
+            return turned_down
+        judged = await self._ask_judge(message, conversation)
+        if judged is _JUDGE_BUDGET and turned_down.tier == "learned":
+            return turned_down
+        return judged
 
     async def _ask_judge(self, message: MessageRecord, conversation: ChannelConversation) -> Decision:
         assert self.judge is not None

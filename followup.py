@@ -161,18 +161,16 @@ def features(
     words = _words(text)
     first_word = _first_word(text)
 
-    # Since the bot's latest turn.
+    # Counted over the whole look-back; the "since the bot" counts are these at the bot's latest turn.
     since_bot = True
     author_since_bot = others_since_bot = 0
-    someone_addressed_author = False
-    # Over the whole look-back: who the author is talking with, and how everyone names whom they answer.
-    author_addressed_bot = bot_answered_author_unnamed = False
+    someone_addressed_author = author_addressed_bot = bot_answered_author_unnamed = False
     bot_latest_named: bool | None = None  # whether the bot's latest turn naming anyone named the author
     latest_to_name_author_is_bot: bool | None = None
     bot_turns = bot_turns_naming = bot_turns_naming_author = 0
     author_messages = author_named_others = 0
     others_messages = others_naming = others_named_author = 0
-    messages_since_author = 0
+    messages_since_author = look_back
     previous: MessageRecord | None = None
     author_previous: MessageRecord | None = None
     newer: MessageRecord | None = None  # the message just after `earlier` in time
@@ -186,15 +184,14 @@ def features(
         if previous is None:
             previous = earlier
         earlier_author = earlier.author_id
-        mention_ids = earlier.mention_ids
-        reply_to = earlier.reply_to_author_id
-        names_someone = bool(mention_ids) or reply_to is not None
-        names_author = names_someone and (author in mention_ids or reply_to == author)
         if earlier_author == bot_user_id:
-            since_bot = False
+            if since_bot:
+                since_bot = False
+                author_since_bot, others_since_bot = author_messages, others_messages
             bot_turns += 1
-            if names_someone:
+            if earlier.mention_ids or earlier.reply_to_author_id is not None:
                 bot_turns_naming += 1
+                names_author = author in earlier.mention_ids or earlier.reply_to_author_id == author
                 if bot_latest_named is None:
                     bot_latest_named = names_author
                 if names_author:
@@ -202,81 +199,79 @@ def features(
                     if latest_to_name_author_is_bot is None:
                         latest_to_name_author_is_bot = True
         elif earlier_author == author:
-            author_since_bot += since_bot
             author_messages += 1
             if author_previous is None:
                 author_previous = earlier
+                messages_since_author = others_messages
                 bot_answered_author_unnamed = (
                     newer is not None
                     and newer.author_id == bot_user_id
                     and not newer.mention_ids
                     and newer.reply_to_author_id is None
                 )
-            if names_someone:
-                if bot_user_id in mention_ids or reply_to == bot_user_id:
+            if earlier.mention_ids or earlier.reply_to_author_id is not None:
+                if bot_user_id in earlier.mention_ids or earlier.reply_to_author_id == bot_user_id:
                     author_addressed_bot = True
                 if _names_other(earlier, author, bot_user_id):
                     author_named_others += 1
         else:
-            if author_previous is None:
-                messages_since_author += 1
             others_messages += 1
-            if names_someone:
+            if earlier.mention_ids or earlier.reply_to_author_id is not None:
                 others_naming += 1
-                if names_author:
+                if author in earlier.mention_ids or earlier.reply_to_author_id == author:
                     others_named_author += 1
                     if latest_to_name_author_is_bot is None:
                         latest_to_name_author_is_bot = False
                     someone_addressed_author |= since_bot
-            others_since_bot += since_bot
         newer = earlier
+    if since_bot:
+        author_since_bot, others_since_bot = author_messages, others_messages
 
     last_bot_names = last_bot.mention_ids
     bot_named = author in last_bot_names or last_bot.reply_to_author_id == author
+    # Flags stay bools (a tree compares them like 0 and 1): a float() each would cost more than the walk's steps.
     return [
-        float(reason == "followup"),
-        float(reason == "followup_implicit"),
-        float(reason == "outside_window"),
-        float(reason == "already_followed_up"),
-        float(reason == "cut_in"),
-        float(reason == "not_for_bot"),
+        reason == "followup",
+        reason == "followup_implicit",
+        reason == "outside_window",
+        reason == "already_followed_up",
+        reason == "cut_in",
+        reason == "not_for_bot",
         _log_seconds(now, last_bot.timestamp),
-        float(bot_named),
-        float(not last_bot_names and last_bot.reply_to_author_id is None),
-        float("?" in last_bot.content),
-        float(named_author is not None),
+        bot_named,
+        not last_bot_names and last_bot.reply_to_author_id is None,
+        "?" in last_bot.content,
+        named_author is not None,
         _log_seconds(now, named_author.timestamp) if named_author is not None else _LOG_LONG_AGO,
-        float("?" in text),
+        "?" in text,
         math.log1p(len(text.split())),
-        float(not words.isdisjoint(_THANKS)),
-        float(first_word in _OPENERS),
-        float(min(author_since_bot, 5)),
-        float(author_since_bot == 0),
+        not words.isdisjoint(_THANKS),
+        first_word in _OPENERS,
+        min(author_since_bot, 5),
+        author_since_bot == 0,
         math.log1p(others_since_bot),
-        float(someone_addressed_author),
-        float(previous is not None and previous.author_id == bot_user_id),
+        someone_addressed_author,
+        previous is not None and previous.author_id == bot_user_id,
         _log_seconds(now, author_previous.timestamp) if author_previous is not None else _LOG_LONG_AGO,
-        float(author_addressed_bot),
+        author_addressed_bot,
         _overlap(words, _words(last_bot.content)),
-        float(bool(bot_latest_named)),
-        float(min(bot_turns_naming_author, 3)),
-        float(bot_answered_author_unnamed),
-        float(min(others_named_author, 3)),
-        float(min(author_named_others, 3)),
-        float(bool(latest_to_name_author_is_bot)),
-        float(
-            author_previous is not None
-            and (bot_user_id in author_previous.mention_ids or author_previous.reply_to_author_id == bot_user_id)
-        ),
-        math.log1p(messages_since_author if author_previous is not None else look_back),
-        float(min(bot_turns, 5)),
+        bool(bot_latest_named),
+        min(bot_turns_naming_author, 3),
+        bot_answered_author_unnamed,
+        min(others_named_author, 3),
+        min(author_named_others, 3),
+        bool(latest_to_name_author_is_bot),
+        author_previous is not None
+        and (bot_user_id in author_previous.mention_ids or author_previous.reply_to_author_id == bot_user_id),
+        math.log1p(messages_since_author),
+        min(bot_turns, 5),
         bot_turns_naming / bot_turns if bot_turns else 0.0,
-        float(min(author_messages, 5)),
+        min(author_messages, 5),
         others_naming / others_messages if others_messages else 0.0,
         _log_seconds(now, previous.timestamp) if previous is not None else _LOG_LONG_AGO,
-        float(first_word in _QUESTION_WORDS),
-        float(not tokens.isdisjoint(_SECOND_PERSON)),
-        float(not tokens.isdisjoint(_FIRST_PERSON)),
+        first_word in _QUESTION_WORDS,
+        not tokens.isdisjoint(_SECOND_PERSON),
+        not tokens.isdisjoint(_FIRST_PERSON),
     ]
 
 
@@ -349,9 +344,10 @@ class LearnedModel:
         """The model's log-odds that the message is for the bot."""
         total = self.base
         for node in self._compiled:
-            while isinstance(node, tuple):
-                node = node[2] if values[node[0]] <= node[1] else node[3]
-            total += node
+            while type(node) is tuple:
+                feature, threshold, left, right = node
+                node = left if values[feature] <= threshold else right
+            total += node  # type: ignore[operator]  # a leaf: the loop stops at the first non-tuple
         return total
 
     def score(self, values: Sequence[float]) -> float:

@@ -24,7 +24,8 @@ negatives per decision reason. `--json` prints the same as one JSON object on th
 `--judge` adds the configured LLM judge (real model calls: needs the bot's environment variables).
 `--disable RULE` switches one of `ResponseDecider.RULES` off (repeatable), for ablations;
 `--ablation` prints a markdown table of the scores with each rule disabled in turn, the learned
-follow-up tier (`--model`, the shipped `decider_model.json` by default; followup.py) among them.
+follow-up tier (`--model`, the shipped `decider_model.json` by default; followup.py) among them, and
+with the tier's veto of the follow-up rules' "yes" (`--learned-veto`, off in the bot) added.
 Lines whose learned score falls in the judge's uncertain band are counted: what a judge would cost.
 
 A malformed transcript stops the replay with `file:line: what is wrong` and exit code 2.
@@ -245,6 +246,7 @@ def build_decider(
     judge: Judge | None = None,
     judge_timeout_seconds: float | None = None,
     learned: LearnedModel | None = None,
+    learned_veto: bool = False,
 ) -> ResponseDecider:
     """The bot's `ResponseDecider` on `clock`, with `Settings`' defaults for what is not given (no learned tier)."""
     if followup_window_seconds is None:
@@ -258,6 +260,7 @@ def build_decider(
         clock=clock,
         disabled_rules=disabled_rules,
         learned=learned,
+        learned_veto=learned_veto,
     )
 
 
@@ -272,6 +275,7 @@ async def replay_transcript(
     timeout_seconds: float | None = None,
     max_messages: int | None = None,
     learned: LearnedModel | None = None,
+    learned_veto: bool = False,
 ) -> list[ScoredDecision]:
     """Feed one parsed transcript through a fresh manager and decider; a decision per non-bot line.
 
@@ -299,6 +303,7 @@ async def replay_transcript(
             judge=make_judge(transcript) if make_judge is not None else None,
             judge_timeout_seconds=judge_timeout_seconds,
             learned=learned,
+            learned_veto=learned_veto,
         )
     channel, bot_id = transcript.channel_id, transcript.bot_id
     decisions: list[ScoredDecision] = []
@@ -509,6 +514,8 @@ def ablation(paths: Sequence[str | Path], **options: Any) -> str:
     rows.append(
         ("explicit only (`mention`, `reply_to_bot`)", replay_paths(paths, **options, disabled_rules=only_explicit))
     )
+    if options.get("learned") is not None:
+        rows.append(("with `--learned-veto`", replay_paths(paths, **{**options, "learned_veto": True})))
     out = [
         "| decider | precision | recall | F1 | non-mention recall |",
         "|---|---:|---:|---:|---:|",
@@ -553,6 +560,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the learned follow-up tier's model (default: the shipped one); `--disable learned` turns the tier off",
     )
     parser.add_argument(
+        "--learned-veto",
+        action="store_true",
+        help='let the learned tier overrule the follow-up rules\' "yes" too (off in the bot: it costs speed)',
+    )
+    parser.add_argument(
         "--ablation", action="store_true", help="print a markdown table of the scores with each rule disabled in turn"
     )
     return parser
@@ -568,7 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModelFileError as error:
         print(error, file=sys.stderr)
         return 2
-    options: dict[str, Any] = {"followup_window_seconds": args.followup_window, "learned": learned}
+    options: dict[str, Any] = {
+        "followup_window_seconds": args.followup_window,
+        "learned": learned,
+        "learned_veto": args.learned_veto,
+    }
     if args.judge:
         # Only here: the judge needs the bot's configuration (environment) and a model client.
         from agent import build_judge

@@ -199,13 +199,14 @@ def test_the_bot_will_not_start_without_a_usable_model(tmp_path: Path, content: 
 
 
 async def decide(model: LearnedModel, mode: str, judge_verdict: bool | None = None) -> tuple[str, int, float | None]:
-    """Alice's first answer to the bot's turn naming her (logit 0 under `model_json`): reason, judge calls, score."""
+    """Alice's first answer to the bot's turn after Bob cut in (`cut_in`, logit 0 under `model_json`)."""
     clock = Clock()
-    answer = record(3, ALICE, "that worked", 20)
+    answer = record(4, ALICE, "that worked", 20)
     conversation = conversation_of(
         clock,
         record(1, ALICE, "@parley help", 0, frozenset({BOT})),
         record(2, BOT, "alice: try this", 10, frozenset({ALICE})),
+        record(3, BOB, "alice: or that", 15, frozenset({ALICE})),
         answer,
     )
 
@@ -248,3 +249,24 @@ async def test_without_the_learned_tier_the_rules_decide() -> None:
     model = model_from_json(model_json())
     decider = Decider(120, clock=clock, learned=model, disabled_rules={"learned"})
     assert (await decider.decide(answer, conversation, BOT)).reason == "followup"
+
+
+async def test_the_rules_yes_is_scored_only_with_the_veto() -> None:
+    """A follow-up the rules answer stands without `learned_veto`; with it, a low score turns it down."""
+    clock = Clock()
+    second = record(4, ALICE, "and another thing", 30)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley help", 0, frozenset({BOT})),
+        record(2, BOT, "alice: try this", 10, frozenset({ALICE})),
+        record(3, ALICE, "ok", 20),
+        record(5, BOT, "alice: and then this", 25, frozenset({ALICE})),
+        second,
+    )
+    # Alice's first message since the bot's latest turn: a follow-up; this model scores it below any threshold.
+    model = model_from_json(model_json(base=-5.0))
+    plain = Decider(120, clock=clock, learned=model)
+    assert (await plain.decide(second, conversation, BOT)).reason == "followup"
+    vetoing = Decider(120, clock=clock, learned=model, learned_veto=True)
+    decision = await vetoing.decide(second, conversation, BOT)
+    assert (decision.reason, decision.respond) == ("learned_no", False)
