@@ -590,7 +590,7 @@ class ResponseDecider:
         """Whether to answer a message of a live conversation, and why."""
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
-            decision = await self._past_rules(message, conversation, bot_user_id, self._turned_down)
+            decision = await self._past_rules(message, conversation, self._turned_down)
         self._log(message, decision)
         return decision.respond, decision.reason
 
@@ -598,7 +598,7 @@ class ResponseDecider:
         """`should_respond` with the tier and the judge's confidence kept."""
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
-            decision = await self._past_rules(message, conversation, bot_user_id, self._turned_down)
+            decision = await self._past_rules(message, conversation, self._turned_down)
         self._log(message, decision)
         return decision
 
@@ -771,7 +771,7 @@ class ResponseDecider:
         return decision
 
     async def _past_rules(
-        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, turned_down: Decision
+        self, message: MessageRecord, conversation: ChannelConversation, turned_down: Decision
     ) -> Decision:
         """The judge's decision on what the tiers before it left open; past its budget, the learned tier's answer."""
         if self.judge is None:

@@ -120,6 +120,96 @@ def test_features_count_the_authors_messages_since_the_bot() -> None:
     assert values["opener"] == 1 and values["bot_named_author"] == 1
 
 
+def test_features_of_whom_the_author_talks_with() -> None:
+    """Who named Alice lately (the bot twice, then Bob) and whom she named (Carol) are counted over the look-back."""
+    clock = Clock()
+    message = record(7, ALICE, "did you mean the other one", 60)
+    conversation = conversation_of(
+        clock,
+        record(1, BOT, "alice: first this", 0, frozenset({ALICE})),
+        record(2, ALICE, "carol: hang on", 10, frozenset({CAROL})),
+        record(3, BOT, "alice: then that", 20, frozenset({ALICE})),
+        record(4, BOB, "alice: or this", 30, frozenset({ALICE})),
+        record(5, CAROL, "ok", 40),
+        record(6, BOT, "anyone else?", 50),
+        message,
+    )
+    values = values_of(message, conversation, "not_for_bot")
+    assert values["bot_turns_naming_author"] == 2 and values["bot_latest_named_is_author"] == 1
+    assert values["others_named_author"] == 1 and values["latest_to_name_author_is_bot"] == 0
+    assert values["author_named_others"] == 1 and values["author_messages_recent"] == 1
+    assert values["bot_turns_recent"] == 3 and values["bot_named_share"] == pytest.approx(2 / 3)
+    assert values["others_named_share"] == pytest.approx(1 / 2)  # Bob named Alice; Carol named nobody
+    assert values["log_messages_since_author"] == pytest.approx(math.log1p(2))  # Bob, Carol (the bot not counted)
+    assert values["previous_is_bot"] == 1 and values["log_seconds_since_previous"] == pytest.approx(math.log1p(10))
+    assert values["question_word"] == 1 and values["second_person"] == 1 and values["first_person"] == 0
+
+
+def test_features_of_an_unnamed_answer_to_the_author() -> None:
+    """The bot's turn naming nobody right after Alice's question reads as its answer to her."""
+    clock = Clock()
+    message = record(3, ALICE, "i tried that already", 20)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley why is my disk full?", 0, frozenset({BOT})),
+        record(2, BOT, "check /var/log with du", 10),
+        message,
+    )
+    values = values_of(message, conversation, "followup_implicit")
+    assert values["bot_answered_author_unnamed"] == 1 and values["bot_named_nobody"] == 1
+    assert values["author_previous_addressed_bot"] == 1 and values["author_addressed_bot"] == 1
+    assert values["bot_latest_named_is_author"] == 0 and values["first_person"] == 1 and values["second_person"] == 0
+
+
+def test_the_trees_add_up_and_name_what_moved_the_score() -> None:
+    """The score is the base plus each tree's leaf; the explanation names the splits that moved it, largest first."""
+    model = model_from_json(
+        model_json(
+            base=0.5,
+            trees=[
+                {
+                    "feature": "question",
+                    "threshold": 0.5,
+                    "value": 0.1,
+                    "left": {"value": -0.4},
+                    "right": {
+                        "feature": "log_words",
+                        "threshold": 2.0,
+                        "value": 0.3,
+                        "left": {"value": 0.2},
+                        "right": {"value": 1.3},
+                    },
+                },
+                {"value": -0.25},
+            ],
+        )
+    )
+    values = [0.0] * len(FEATURES)
+    values[FEATURES.index("question")] = 1.0
+    values[FEATURES.index("log_words")] = 3.0
+    assert model.logit(values) == pytest.approx(0.5 + 1.3 - 0.25)
+    top = model.top_features(values)
+    assert [name for name, _ in top] == ["log_words", "question"] and [moved for _, moved in top] == pytest.approx(
+        [1.0, 0.2]
+    )
+    values[FEATURES.index("question")] = 0.0
+    assert model.logit(values) == pytest.approx(0.5 - 0.4 - 0.25)
+
+
+def test_training_twice_writes_the_same_file(tmp_path: Path) -> None:
+    """`train_decider.py` on the same transcripts writes the same bytes twice, and the bot loads what it wrote."""
+    import train_decider
+
+    outputs = []
+    for run in ("first", "second"):
+        out = tmp_path / f"{run}.json"
+        sample = str(ROOT / "eval" / "sample")
+        assert train_decider.main(["--train", sample, "--dev", sample, "--out", str(out)]) == 0
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert load_model(tmp_path / "first.json").names == FEATURES
+
+
 # --- The model file --------------------------------------------------------------------------------
 
 

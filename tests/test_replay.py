@@ -10,6 +10,7 @@ import pytest
 
 import replay
 from conversation import ChannelConversation, MessageRecord, ResponseDecider
+from followup import SHIPPED_MODEL, load_model
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "replay"
 BASIC = FIXTURES / "basic.jsonl"
@@ -205,3 +206,19 @@ def test_reply_to_resolves_the_replied_author(tmp_path: Path) -> None:
         line(id=3, author_id=11, author="bob", content="and you?", mentions=[], reply_to=2, label=True),
     )
     assert [d.reason for d in replay.replay_file(path)] == ["mention", "reply_to_bot"]
+
+
+def test_ablation_with_the_learned_tier_adds_its_veto() -> None:
+    """With a model, the ablation also shows the tier's veto of the follow-up rules' "yes" switched on."""
+    table = replay.ablation([BASIC], learned=load_model(SHIPPED_MODEL))
+    assert "| without `learned` |" in table and "| with `--learned-veto` |" in table
+
+
+def test_replaying_twice_gives_the_same_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """`replay.py --json` with the shipped model prints the same report on two runs."""
+    sample = str(Path(__file__).resolve().parents[1] / "eval" / "sample")
+    reports = []
+    for _ in range(2):
+        assert replay.main([sample, "--json"]) == 0
+        reports.append(capsys.readouterr().out.strip().splitlines()[-1])
+    assert reports[0] == reports[1] and json.loads(reports[0])["messages"] == 526
