@@ -15,11 +15,10 @@ import os
 import signal
 import sqlite3
 import sys
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +56,8 @@ from attachments import (
     model_key,
 )
 from backfill import ChannelCatchUp, catch_up, readable_channels
-from budget import UsageLedger, next_utc_midnight
-from commands import WHY_MAX_COUNT, ParleyCommands, ParleyTree, discord_time
+from budget import NO_MEMBER, UsageLedger, next_utc_midnight
+from commands import ParleyCommands, ParleyTree, discord_time
 from config import Settings, describe_settings_error
 from context import (
     EARLIER_SUMMARIES,
@@ -99,7 +98,7 @@ from discord_io import (
 )
 from followup import ModelFileError, load_model, model_path
 from history import ArchiveWriteFailed, HistoryArchive, StoredConversation, sqlite_path_from_url
-from history import Decision as ArchivedDecision
+from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
 from preflight import (
@@ -157,124 +156,6 @@ MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
 SUPERSEDED = Decision(False, "superseded", "limit")
 QUEUE_FULL = Decision(False, "queue_full", "limit")
 SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
-
-
-# --- Decisions kept for /parley why ------------------------------------------------------------
-
-# "No conversation" is most of a busy channel's decisions; a few answer "why was it silent?".
-IDLE_DECISIONS_KEPT = 5
-JOURNAL_MAX_CHANNELS = 1_000
-EXCERPT_CHARS = 60
-# The reason the decider gives a message outside any conversation.
-IDLE_REASON = "no_conversation"
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """`text` on one line of at most `limit` characters, with an ellipsis where it was cut."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedDecision:
-    """A decision as `/parley why` shows it: whose message, its first words, what was decided and why."""
-
-    message_id: int
-    author: str
-    excerpt: str
-    respond: bool
-    reason: str
-    tier: str
-    confidence: float | None = None
-
-    @classmethod
-    def of(cls, message: MessageRecord, decision: Decision) -> LoggedDecision:
-        return cls(
-            message.message_id,
-            message.author,
-            excerpt(message.content),
-            decision.respond,
-            decision.reason,
-            decision.tier,
-            decision.confidence,
-        )
-
-    @classmethod
-    def from_archive(cls, row: ArchivedDecision) -> LoggedDecision:
-        return cls(row.message_id, row.author_name, row.excerpt, row.responded, row.reason, row.tier, row.confidence)
-
-
-@dataclass(slots=True)
-class _ChannelJournal:
-    in_conversation: deque[LoggedDecision]
-    idle: deque[LoggedDecision]
-
-
-class DecisionJournal:
-    """The latest decisions of the most recently active channels, in memory, for `/parley why`.
-
-    Bounded twice: per channel, the last `per_channel` decisions made inside a conversation plus
-    the last `idle_per_channel` "no conversation" ones; and at most `max_channels` channels, the
-    least recently active forgotten first. The idle decisions have their own short buffer because
-    they are most of a busy channel's traffic and would push out the conversation asked about.
-    """
-
-    def __init__(
-        self,
-        *,
-        per_channel: int = WHY_MAX_COUNT,
-        idle_per_channel: int = IDLE_DECISIONS_KEPT,
-        max_channels: int = JOURNAL_MAX_CHANNELS,
-    ) -> None:
-        self.per_channel = per_channel
-        self.idle_per_channel = idle_per_channel
-        self.max_channels = max_channels
-        self._channels: OrderedDict[int, _ChannelJournal] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._channels)
-
-    def add(self, channel_id: int, entry: LoggedDecision) -> None:
-        journal = self._channels.get(channel_id)
-        if journal is None:
-            journal = _ChannelJournal(deque(maxlen=self.per_channel), deque(maxlen=self.idle_per_channel))
-            self._channels[channel_id] = journal
-            if len(self._channels) > self.max_channels:
-                self._channels.popitem(last=False)
-        else:
-            self._channels.move_to_end(channel_id)
-        entries = journal.idle if entry.reason == IDLE_REASON else journal.in_conversation
-        if entries and entries[-1].message_id == entry.message_id:
-            # A later verdict on the same message (a budget overruling an answer) replaces the first.
-            entries[-1] = entry
-        else:
-            entries.append(entry)
-
-    def recent(self, channel_id: int) -> list[LoggedDecision]:
-        """The channel's kept decisions, newest first."""
-        journal = self._channels.get(channel_id)
-        if journal is None:
-            return []
-        return sorted([*journal.in_conversation, *journal.idle], key=_message_id, reverse=True)
-
-    def forget_messages(self, channel_id: int, message_ids: Iterable[int]) -> None:
-        """Drop the decisions about deleted messages: their excerpts are copies of the text."""
-        journal = self._channels.get(channel_id)
-        if journal is None:
-            return
-        gone = set(message_ids)
-        journal.in_conversation = _without(journal.in_conversation, gone)
-        journal.idle = _without(journal.idle, gone)
-
-    def drop_channel(self, channel_id: int) -> None:
-        self._channels.pop(channel_id, None)
-
-
-_message_id = attrgetter("message_id")
-
-
-def _without(entries: deque[LoggedDecision], message_ids: set[int]) -> deque[LoggedDecision]:
-    return deque((entry for entry in entries if entry.message_id not in message_ids), maxlen=entries.maxlen)
 
 
 # --- Other bots and webhooks ---------------------------------------------------------------------
@@ -437,6 +318,7 @@ class Parley(discord.Client):
             self.judge.model_for = self.judge_model_for
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
+            self.summarizer.on_usage = self.account_summary
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
@@ -526,7 +408,7 @@ class Parley(discord.Client):
         self._ending.append(conversation)
         try:
             async with self._summary_slots:
-                summary = await summarizer.summarize(conversation.llm_history)
+                summary = await summarizer.summarize(conversation.llm_history, channel_id)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
             return
@@ -1316,8 +1198,22 @@ class Parley(discord.Client):
                 usage.output_tokens,
                 cached_input_tokens=usage.cache_read_tokens,
                 model=model_label(self.judge.agent.model),
-                judge=True,
+                kind="judge",
             )
+
+    def account_summary(self, channel_id: int, usage: RunUsage) -> None:
+        """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        self.usage.record(
+            guild.id if guild is not None else 0,
+            channel_id,
+            NO_MEMBER,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model_label(self.summarizer.agent.model) if self.summarizer is not None else "",
+            kind="summary",
+        )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
@@ -1399,7 +1295,7 @@ class Parley(discord.Client):
         if self.archive is not None:
             for row in await self.archive.recent_decisions(channel_id, count):
                 kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
-        return sorted(kept.values(), key=_message_id, reverse=True)[:count]
+        return newest_first(kept.values())[:count]
 
     def mode_of(self, channel_id: int) -> str:
         return self.profiles.for_channel(channel_id).mode
@@ -1643,7 +1539,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     judge = build_judge(settings) if settings.use_llm_judge else None
     learned = load_model(model_path(settings.decider_model))
     model = build_model(settings)
-    toolbox = build_toolbox(settings, model)
+    toolbox = build_toolbox(settings)
     # Shared: the profile commands change it, the decider reads each channel's mode from it for every message.
     profiles = Profiles(settings, load_profiles_file(settings))
     decider = ResponseDecider(

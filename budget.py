@@ -12,11 +12,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 from history import TokenUsage
 
 TOP_MEMBERS = 5
+# The member a summary's tokens are counted for: it is written for a channel, not for anyone's message.
+NO_MEMBER = 0
+UsageKind = Literal["answer", "judge", "summary"]
 
 
 class UsageArchive(Protocol):
@@ -83,10 +86,10 @@ class UsageLedger:
         *,
         cached_input_tokens: int = 0,
         model: str = "",
-        judge: bool = False,
+        kind: UsageKind = "answer",
     ) -> None:
-        """Count one answer's (or, with `judge`, one judge call's) tokens for the member whose message it was about,
-        in that channel and server; `model` is `provider:model`."""
+        """Count the tokens of one answer, judge call or summary (`kind`) for the member whose message it was about
+        (`NO_MEMBER` for a summary), in that channel and server; `model` is `provider:model`."""
         if input_tokens <= 0 and output_tokens <= 0:
             return
         self._roll_over()
@@ -98,9 +101,9 @@ class UsageLedger:
             member_id,
             input_tokens,
             output_tokens,
-            answers=0 if judge else 1,
+            answers=1 if kind == "answer" else 0,
             cached_input_tokens=cached_input_tokens,
-            judge_calls=1 if judge else 0,
+            judge_calls=1 if kind == "judge" else 0,
             model=model,
         )
         self._add_row(usage)
@@ -132,7 +135,8 @@ class UsageLedger:
         for (guild, place, member), tokens in self._by_place.items():
             if guild != guild_id:
                 continue
-            members[member] += tokens
+            if member != NO_MEMBER:
+                members[member] += tokens
             if place == channel_id:
                 channel += tokens
         ranked = sorted(members.items(), key=lambda item: (-item[1], item[0]))[:top]

@@ -17,17 +17,18 @@ from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelCon
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import split_message
 from history import ArchiveWriteFailed
+from journal import KEPT_PER_CHANNEL, LoggedDecision
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 
 if TYPE_CHECKING:
-    from bot import LoggedDecision, Parley
+    from bot import Parley
 
 log = logging.getLogger("parley")
 
 UsagePeriod = Literal["day", "week", "month"]
 WHY_DEFAULT_COUNT = 10
-WHY_MAX_COUNT = 25
+WHY_MAX_COUNT = KEPT_PER_CHANNEL
 
 # --- Operator commands: /parley why | mode | forget | status ---------------------------------------
 

@@ -16,6 +16,7 @@ import genai_prices
 import logfire
 from pydantic_ai.models import Model
 
+from budget import NO_MEMBER
 from history import TokenUsage
 
 PRICE_TABLE = f"genai-prices {genai_prices.__version__}"
@@ -125,6 +126,10 @@ def format_cost(cost: Decimal) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
 
 
+def _place_name(mention: str, key: int) -> str:
+    return "Conversation summaries" if mention == "@" and key == NO_MEMBER else f"<{mention}{key}>"
+
+
 def describe_usage_report(report: UsageReport, period: str) -> str:
     """What `/parley usage` says: the server's totals, then per channel and per member, biggest first."""
     words = PERIOD_WORDS[period]
@@ -134,7 +139,7 @@ def describe_usage_report(report: UsageReport, period: str) -> str:
     for title, shown, mention in (("By channel", report.channels, "#"), ("By member", report.members, "@")):
         ranked = sorted(shown.items(), key=lambda item: (-item[1].tokens, item[0]))
         lines.append(f"**{title}:**")
-        lines += [f"<{mention}{key}> {describe_totals(totals)}" for key, totals in ranked[:USAGE_MAX_ROWS]]
+        lines += [f"{_place_name(mention, key)} {describe_totals(totals)}" for key, totals in ranked[:USAGE_MAX_ROWS]]
         if len(ranked) > USAGE_MAX_ROWS:
             lines.append(f"… and {len(ranked) - USAGE_MAX_ROWS} more")
     if report.total.unpriced:

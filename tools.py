@@ -272,6 +272,8 @@ SEARCH_WEB = "search_web"
 # A search backend: the query in, results as pydantic-ai's common search tools return them
 # (a title, `url` or `href`, and `content` or `body`).
 WebSearchFunction = Callable[[str], Awaitable[Sequence[Mapping[str, Any]]]]
+# Whether a run gets a tool note: its profile offers the tools, and its model can use them.
+ToolNoteShown = Callable[[RunContext[ChatDeps]], bool]
 
 _WEB_NOTE = """\
 - `search_web` searches the web (at most {max_calls} times an answer) and answers with <web_results> of \
@@ -296,13 +298,15 @@ class Toolbox:
     """The tool sets beyond the archive and memory, by the name a profile offers them under.
 
     `toolsets` holds "web" (DuckDuckGo or Tavily, searched by Parley) and one "mcp:<server>" per MCP server;
-    `capabilities` holds "web" when the model's provider searches itself (WEB_SEARCH=native).
+    `capabilities` holds "web" when the model's provider searches itself (WEB_SEARCH=native). `notes` tell the
+    model about them, each with when to show it: a note about a tool the run does not have would have the model
+    call what it lacks.
     """
 
     toolsets: dict[str, AbstractToolset[ChatDeps]] = field(default_factory=dict)
     capabilities: dict[str, AbstractCapability[ChatDeps]] = field(default_factory=dict)
     servers: list["McpServer"] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[tuple[str, ToolNoteShown]] = field(default_factory=list)
 
     def offered_toolsets(self) -> list[AbstractToolset[ChatDeps]]:
         """Every tool set, each offered in a run only when its `ChatDeps.offers` it (a channel's profile may not)."""
@@ -327,31 +331,37 @@ class Toolbox:
         return "MCP servers: " + ", ".join(server.describe() for server in self.servers)
 
 
-def build_toolbox(
-    settings: Settings, model: Model | None = None, *, web_search: WebSearchFunction | None = None
-) -> Toolbox:
+def build_toolbox(settings: Settings, *, web_search: WebSearchFunction | None = None) -> Toolbox:
     """The web search and MCP tool sets the settings turn on; nothing is started or sent yet.
 
-    `web_search` replaces the search backend WEB_SEARCH names (tests pass a fake one). `model` is the
-    responder's, for WEB_SEARCH=native: it says whether the provider can cap its own searches.
+    `web_search` replaces the search backend WEB_SEARCH names (tests pass a fake one).
 
     Raises:
         ToolConfigError: MCP_SERVERS names a file that cannot be used, or WEB_SEARCH's package is missing.
     """
     toolbox = Toolbox()
     if settings.web_search == "native":
-        toolbox.capabilities[WEB_TOOLSET] = native_web_search(settings.web_search_max_calls, model)
-        toolbox.notes.append(_NATIVE_WEB_NOTE)
+        toolbox.capabilities[WEB_TOOLSET] = native_web_search(settings.web_search_max_calls)
+        toolbox.notes.append((_NATIVE_WEB_NOTE, native_web_search_offered))
     elif settings.web_search != "off":
         search = web_search or web_search_function(settings)
         toolbox.toolsets[WEB_TOOLSET] = web_search_toolset(search, settings.web_search_max_calls)
-        toolbox.notes.append(_WEB_NOTE.format(max_calls=settings.web_search_max_calls))
+        toolbox.notes.append((_WEB_NOTE.format(max_calls=settings.web_search_max_calls), offers(WEB_TOOLSET)))
     if settings.mcp_servers:
         toolbox.servers = load_mcp_servers(settings.mcp_servers, settings.mcp_tool_timeout_seconds)
         toolbox.toolsets.update((MCP_TOOLSET_PREFIX + server.name, server) for server in toolbox.servers)
         if toolbox.servers:
-            toolbox.notes.append(_MCP_NOTE)
+            toolbox.notes.append((_MCP_NOTE, offers(*(MCP_TOOLSET_PREFIX + server.name for server in toolbox.servers))))
     return toolbox
+
+
+def offers(*names: str) -> ToolNoteShown:
+    """Whether the run's profile offers any of the tool sets `names`."""
+
+    def offered(ctx: RunContext[ChatDeps]) -> bool:
+        return any(map(ctx.deps.offers, names))
+
+    return offered
 
 
 def _offered(name: str) -> Callable[[RunContext[ChatDeps], ToolDefinition], bool]:
@@ -464,17 +474,34 @@ def supports_native_web_search(model: Model) -> bool:
     return WebSearchTool in model.profile.get("supported_native_tools", frozenset())
 
 
-def native_web_search(max_calls: int, model: Model | None) -> WebSearch[ChatDeps]:
-    """The provider's own web search, capped at `max_calls` searches where the provider takes a cap (Anthropic)."""
-    tool = WebSearchTool(max_uses=max_calls)
-    if model is not None and model.unsupported_native_tool_settings(tool):
-        # OpenAI, Google and Groq take no cap: they decide how often to search within one request.
-        tool = WebSearchTool()
+def native_web_search(max_calls: int) -> WebSearch[ChatDeps]:
+    """The provider's own web search, capped at `max_calls` searches where the provider takes a cap (Anthropic).
+
+    A channel's profile may run a model whose provider has no search of its own (MODELS): that run goes
+    without, rather than failing on pydantic-ai's UserError for an unsupported native tool.
+    """
+    capped = WebSearchTool(max_uses=max_calls)
 
     def offered_tool(ctx: RunContext[ChatDeps]) -> WebSearchTool | None:
-        return tool if ctx.deps.offers(WEB_TOOLSET) else None
+        model = _searching_model(ctx)
+        if model is None:
+            return None
+        # OpenAI, Google and Groq take no cap: they decide how often to search within one request.
+        return WebSearchTool() if model.unsupported_native_tool_settings(capped) else capped
 
     return WebSearch(native=offered_tool)
+
+
+def native_web_search_offered(ctx: RunContext[ChatDeps]) -> bool:
+    return _searching_model(ctx) is not None
+
+
+def _searching_model(ctx: RunContext[ChatDeps]) -> Model | None:
+    """The run's model, when its profile offers web search and its provider searches itself."""
+    model = ctx.model
+    if ctx.deps.offers(WEB_TOOLSET) and isinstance(model, Model) and supports_native_web_search(model):
+        return model
+    return None
 
 
 # --- MCP servers ------------------------------------------------------------------------------

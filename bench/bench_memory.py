@@ -174,7 +174,7 @@ async def ended_conversations(count: int, folder: Path) -> tuple[int, int, int, 
     client.manager.clock = lambda: start
     try:
         # One summary first: pydantic-ai builds its run machinery once per process, which is not the conversations'.
-        await client.summarizer.summarize([ModelRequest(parts=[UserPromptPart("warm up")])])
+        await client.summarizer.summarize([ModelRequest(parts=[UserPromptPart("warm up")])], 0)
         before = resident_bytes()
         for channel in range(count):
             channel_id = FIRST_CHANNEL + channel

@@ -26,8 +26,9 @@ from fake_discord import (
 )
 from fake_llm import MODEL_NAME, FakeLLM, message_text
 
-from bot import LoggedDecision, Parley, build_client, point_at_discord, run
+from bot import Parley, build_client, point_at_discord, run
 from config import Settings
+from journal import LoggedDecision
 
 QUIET = 0.6  # how long "the bot said nothing" is watched for
 

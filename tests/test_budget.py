@@ -7,7 +7,7 @@ from pathlib import Path
 
 from freezegun import freeze_time
 
-from budget import UsageLedger, UsageSummary, next_utc_midnight
+from budget import NO_MEMBER, UsageLedger, UsageSummary, next_utc_midnight
 from history import HistoryArchive, TokenUsage
 
 NOW = datetime(2026, 3, 10, 15, 30, tzinfo=UTC)
@@ -44,6 +44,20 @@ def test_memory_ledger_counts_per_server_channel_and_member() -> None:
     assert ledger.summary(GUILD, GENERAL) == UsageSummary(TODAY, 4550, 2150, [(CAROL, 2400), (ALICE, 1800), (BOB, 350)])
     assert ledger.summary(GUILD, GENERAL, top=1).top_members == [(CAROL, 2400)]
     assert ledger.server_tokens(OTHER_GUILD) == 9900
+
+
+async def test_a_summary_counts_for_the_server_and_channel_but_no_member() -> None:
+    """A summary's tokens go to the server's budget and the channel, are neither an answer nor a judge call, and
+    put no one among the top members."""
+    ledger = UsageLedger(Clock())
+    spend(ledger)
+    ledger.record(GUILD, GENERAL, NO_MEMBER, 5000, 300, model="openai:gpt-4.1-nano", kind="summary")
+    assert ledger.server_tokens(GUILD) == 4550 + 5300
+    summary = ledger.summary(GUILD, GENERAL)
+    assert summary.channel_tokens == 2150 + 5300
+    assert summary.top_members == [(CAROL, 2400), (ALICE, 1800), (BOB, 350)]
+    [row] = [row for row in await ledger.guild_usage(GUILD, 1) if row.member_id == NO_MEMBER]
+    assert (row.answers, row.judge_calls, row.total_tokens) == (0, 0, 5300)
 
 
 def test_a_new_utc_day_starts_from_zero() -> None:

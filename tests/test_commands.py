@@ -29,16 +29,10 @@ from fake_llm import FakeLLM, message_text
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_history import REFUSE_MODES, raw_db
+from test_journal import logged
 
 from agent import build_judge
-from bot import (
-    DecisionJournal,
-    LoggedDecision,
-    build_client,
-    excerpt,
-    parse_args,
-    point_at_discord,
-)
+from bot import build_client, parse_args, point_at_discord
 from budget import UsageSummary
 from commands import (
     EPHEMERAL_MAX_POSTS,
@@ -61,6 +55,7 @@ from conversation import (
     ResponseDecider,
 )
 from discord_io import split_message
+from journal import LoggedDecision
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -212,70 +207,7 @@ async def test_chatty_judge_is_asked_at_most_its_calls_per_minute(make_settings:
     assert len(asked) == decide.judge_calls == 5
 
 
-# --- The decision journal and what the replies say -----------------------------------------------
-
-
-def logged(message_id: int, reason: str = "followup", *, respond: bool = True, **fields: Any) -> LoggedDecision:
-    tier = "start" if reason == "no_conversation" else "followup"
-    values = {"author": "alice", "excerpt": "and then?", "tier": tier, **fields}
-    return LoggedDecision(message_id, respond=respond, reason=reason, **values)
-
-
-def test_journal_keeps_a_bounded_window_per_channel() -> None:
-    """At most 25 conversation decisions a channel, newest first; the oldest fall out."""
-    journal = DecisionJournal()
-    for message_id in range(1, 31):
-        journal.add(CHANNEL, logged(message_id))
-    assert [entry.message_id for entry in journal.recent(CHANNEL)] == list(range(30, 5, -1))
-
-
-def test_idle_silence_never_crowds_out_the_conversation() -> None:
-    """Chatter outside a conversation keeps only its 5 latest decisions, beside the conversation's."""
-    journal = DecisionJournal()
-    for message_id in range(1, 11):
-        journal.add(CHANNEL, logged(message_id))
-    for message_id in range(11, 211):
-        journal.add(CHANNEL, logged(message_id, "no_conversation", respond=False))
-    kept = journal.recent(CHANNEL)
-    assert [entry.message_id for entry in kept] == [210, 209, 208, 207, 206, *range(10, 0, -1)]
-
-
-def test_journal_forgets_the_least_recently_active_channel() -> None:
-    """Beyond `max_channels` the channel whose last decision is oldest is dropped whole."""
-    journal = DecisionJournal(max_channels=2)
-    journal.add(1, logged(1))
-    journal.add(2, logged(2))
-    journal.add(1, logged(3))
-    journal.add(3, logged(4))
-    assert len(journal) == 2 and journal.recent(2) == [] and len(journal.recent(1)) == 2
-
-
-def test_a_later_verdict_on_a_message_replaces_the_first() -> None:
-    """A budget overruling an answer leaves one entry for that message, the overruling one."""
-    journal = DecisionJournal()
-    journal.add(CHANNEL, logged(1, "mention"))
-    journal.add(CHANNEL, logged(2, "mention"))
-    journal.add(CHANNEL, logged(2, "server_budget", respond=False))
-    assert [(entry.message_id, entry.reason) for entry in journal.recent(CHANNEL)] == [
-        (2, "server_budget"),
-        (1, "mention"),
-    ]
-
-
-def test_journal_forgets_deleted_messages() -> None:
-    """A deleted message's decision goes too: its excerpt is a copy of the text."""
-    journal = DecisionJournal()
-    for message_id, reason in [(1, "followup"), (2, "no_conversation"), (3, "followup")]:
-        journal.add(CHANNEL, logged(message_id, reason))
-    journal.forget_messages(CHANNEL, {1, 2})
-    assert [entry.message_id for entry in journal.recent(CHANNEL)] == [3]
-
-
-def test_excerpt_is_one_short_line() -> None:
-    """Whitespace collapses to single spaces and a long text is cut with an ellipsis."""
-    assert excerpt("  how\ndo   I\tlist files? ") == "how do I list files?"
-    long = excerpt("word " * 50)
-    assert len(long) == 60 and long.endswith("…")
+# --- What the replies say -----------------------------------------------------------------------
 
 
 def test_why_line_shows_verdict_reason_confidence_author_and_link() -> None:

@@ -61,7 +61,7 @@ def test_the_ledger_counts_judge_calls_apart_from_answers() -> None:
     """A judge call adds to judge_calls, not answers, and both count against the server's tokens."""
     ledger = UsageLedger(clock=lambda: datetime(2026, 11, 20, 12, tzinfo=UTC))
     ledger.record(1, 7, 3, 100, 10, model="openai:gpt-4.1-mini")
-    ledger.record(1, 7, 3, 50, 5, cached_input_tokens=20, model="openai:gpt-4.1-mini", judge=True)
+    ledger.record(1, 7, 3, 50, 5, cached_input_tokens=20, model="openai:gpt-4.1-mini", kind="judge")
     assert ledger.server_tokens(1) == 165
     [kept] = ledger._rows.values()
     assert (kept.answers, kept.judge_calls, kept.input_tokens, kept.cached_input_tokens) == (1, 1, 150, 20)

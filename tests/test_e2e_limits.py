@@ -22,7 +22,8 @@ from e2e_support import (
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, echo
 
-from bot import LoggedDecision, Parley
+from bot import Parley
+from journal import LoggedDecision
 
 T0 = datetime(2026, 11, 22, 23, 0, tzinfo=UTC)
 

@@ -37,7 +37,8 @@ class ToolModel:
 
     def __call__(self, request: dict[str, Any]) -> Reply:
         self.offered.append([tool["function"]["name"] for tool in request.get("tools", [])])
-        self.instructions.append(message_text(request["messages"][0]))
+        system = [message for message in request["messages"] if message["role"] in ("system", "developer")]
+        self.instructions.append("\n".join(map(message_text, system)))
         last = request["messages"][-1]
         if last["role"] == "tool":
             self.results.append(message_text(last))

@@ -8,8 +8,17 @@ from typing import Any
 
 import discord
 import genai_prices
-from e2e_support import MODERATOR, RunningBot, assert_ephemeral_one_liner, decided, option, reply_text, run_command
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
+from e2e_support import (
+    MODERATOR,
+    RunningBot,
+    assert_ephemeral_one_liner,
+    decided,
+    eventually,
+    option,
+    reply_text,
+    run_command,
+)
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, message_text
 
 PRICED_MODEL = "gpt-4.1-mini"
@@ -36,12 +45,13 @@ class Counted:
     output: int = 0
 
     def add(self, request: dict[str, Any], usage: dict[str, Any]) -> None:
-        if message_text(request["messages"][0]).startswith("You decide whether"):
+        system = message_text(request["messages"][0])
+        if system.startswith("You decide whether"):
             self.judge_calls += 1
-        else:
+        elif not system.startswith("You summarise"):
             self.answers += 1
         self.input_tokens += usage["prompt_tokens"]
-        self.cached += usage["prompt_tokens_details"]["cached_tokens"]
+        self.cached += usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         self.output += usage["completion_tokens"]
 
     def line(self) -> str:
@@ -109,6 +119,38 @@ async def test_usage_after_a_day_matches_what_the_model_server_counted(
     assert "used no model tokens in this server today" in next_day
     week = reply_text(await run_command(fake, "usage", [option("period", "week")], permissions=SERVER_MANAGER))
     assert f"<@{ALICE_ID}> {by_member[ALICE_ID].line()}" in week
+
+
+async def test_a_summary_is_counted_for_its_channel_and_no_member(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A conversation that timed out is summarised: /parley usage counts the summary's tokens for the channel, on a
+    line of their own rather than for the member whose mention started the conversation."""
+    timeout = 3.0
+    client = await bot.start(
+        llm_model=PRICED_MODEL, judge_model=PRICED_MODEL, conversation_timeout_seconds=timeout, stream_answers=False
+    )
+    client.usage.clock = lambda: SCRIPTED_DAY
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    await eventually(lambda: len(llm.requests) == 2, timeout=timeout + 10)
+    answer, summary = Counted(), Counted()
+    answer.add(llm.requests[0], llm.usages[0])
+    summary.add(llm.requests[1], llm.usages[1])
+    assert summary.answers == 0 and summary.input_tokens > 0
+    await eventually(lambda: client.usage.server_tokens(GUILD_ID) > answer.input_tokens + answer.output)
+
+    report = reply_text(await run_command(fake, "usage", permissions=SERVER_MANAGER))
+
+    assert f"<@{ALICE_ID}> {answer.line()}" in report
+    assert f"Conversation summaries {summary.line()}" in report
+    both = Counted(
+        answers=1,
+        input_tokens=answer.input_tokens + summary.input_tokens,
+        cached=answer.cached + summary.cached,
+        output=answer.output + summary.output,
+    )
+    assert f"<#{CHANNEL_ID}> {both.line()}" in report
 
 
 async def test_usage_needs_manage_server(bot: RunningBot, fake: FakeDiscord) -> None:

@@ -10,6 +10,7 @@ import pytest
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.native_tools import WebSearchTool
+from pydantic_ai.profiles import ModelProfile
 
 from agent import build_responder, generate_reply
 from bot import main
@@ -38,7 +39,9 @@ class FakeSearch:
         return PAGES
 
 
-def scripted(*responses: ModelResponse) -> tuple[FunctionModel, list[AgentInfo], list[list[ModelMessage]]]:
+def scripted(
+    *responses: ModelResponse, profile: ModelProfile | None = None
+) -> tuple[FunctionModel, list[AgentInfo], list[list[ModelMessage]]]:
     """A model giving `responses` in order, then a text answer; records what each request offered and carried."""
     offered: list[AgentInfo] = []
     seen: list[list[ModelMessage]] = []
@@ -49,7 +52,7 @@ def scripted(*responses: ModelResponse) -> tuple[FunctionModel, list[AgentInfo],
         seen.append(list(messages))
         return next(remaining, ModelResponse(parts=[TextPart("Version 3 <https://example.com/notes>")]))
 
-    return FunctionModel(model), offered, seen
+    return FunctionModel(model, profile=profile), offered, seen
 
 
 def searches(*queries: str) -> ModelResponse:
@@ -108,16 +111,20 @@ async def test_web_search_is_offered_only_when_on(make_settings) -> None:
 
 
 async def test_a_channel_that_does_not_offer_web_gets_no_search(make_settings) -> None:
-    """An answer whose ChatDeps offer other tool sets only (a channel's profile) is offered neither kind of search."""
+    """An answer whose ChatDeps offer other tool sets only (a channel's profile) is offered neither kind of search,
+    nor told about one."""
     model, offered, _ = scripted()
     await ask(make_settings(web_search="duckduckgo"), model, FakeSearch(), offered=frozenset({"mcp:orders"}))
     assert "search_web" not in tool_names(offered[0])
+    assert "search_web" not in (offered[0].instructions or "")
     model, offered, _ = scripted()
     await ask(make_settings(web_search="duckduckgo"), model, FakeSearch(), offered=frozenset({"web"}))
     assert "search_web" in tool_names(offered[0])
+    assert "search_web" in (offered[0].instructions or "")
     model, offered, _ = scripted()
     await ask(make_settings(web_search="native"), model, offered=frozenset())
     assert offered[0].model_request_parameters.native_tools == []
+    assert "search the web" not in (offered[0].instructions or "")
 
 
 async def test_results_reach_the_model_as_quoted_data(make_settings) -> None:
@@ -176,12 +183,22 @@ async def test_native_web_search_uses_the_providers_tool_with_the_cap(make_setti
     """WEB_SEARCH=native offers pydantic-ai's built-in WebSearchTool, capped where the model takes a cap."""
     settings = make_settings(web_search="native", web_search_max_calls=3)
     model, offered, _ = scripted()
-    toolbox = build_toolbox(settings, model)
+    toolbox = build_toolbox(settings)
     assert list(toolbox.capabilities) == [WEB_TOOLSET] and not toolbox.toolsets
     await ask(settings, model)
     native = offered[0].model_request_parameters.native_tools
     assert native == [WebSearchTool(max_uses=3)]
     assert "search_web" not in tool_names(offered[0])
+
+
+async def test_a_profile_model_without_native_search_answers_without_it(make_settings) -> None:
+    """WEB_SEARCH=native with a channel's model whose provider has no search (from MODELS): the answer comes,
+    with neither the search nor a note offering it."""
+    settings = make_settings(web_search="native")
+    model, offered, _ = scripted(profile=ModelProfile(supported_native_tools=frozenset()))
+    assert await ask(settings, model) == "Version 3 <https://example.com/notes>"
+    assert offered[0].model_request_parameters.native_tools == []
+    assert "search the web" not in (offered[0].instructions or "")
 
 
 async def test_duckduckgo_goes_through_the_common_tool(make_settings, monkeypatch: pytest.MonkeyPatch) -> None:
