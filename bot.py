@@ -104,6 +104,7 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
+from followup import ModelFileError, load_model, model_path
 from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
@@ -1590,6 +1591,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
     judge = build_judge(settings) if settings.use_llm_judge else None
+    learned = load_model(model_path(settings.decider_model))
     model = build_model(settings)
     toolbox = build_toolbox(settings)
     # Shared: the profile commands change it, the decider reads each channel's mode from it for every message.
@@ -1600,6 +1602,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         judge_timeout_seconds=settings.judge_timeout_seconds,
         modes=profiles.modes,
         judge_calls_per_minute=settings.judge_calls_per_minute,
+        learned=learned,
     )
     client = Parley(
         settings=settings,
@@ -1715,6 +1718,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for problem in problems:
         print(f"Configuration error: {problem}", file=sys.stderr)
     if problems:
+        return 2
+    try:
+        load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
+    except ModelFileError as error:
+        print(f"Configuration error: {error}", file=sys.stderr)
         return 2
     if args.check:
         print(describe_configuration(settings))

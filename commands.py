@@ -248,7 +248,9 @@ def describe_decisions(entries: Sequence[LoggedDecision], guild_id: int, channel
 def describe_decision(entry: LoggedDecision, guild_id: int, channel_id: int) -> str:
     """One `/parley why` line: verdict, reason (tier, judge's confidence), author, time, excerpt, link."""
     verdict = "answered" if entry.respond else "silent"
-    tier = entry.tier if entry.confidence is None else f"{entry.tier}, confidence {entry.confidence:.2f}"
+    # The learned tier's confidence is its model's score, which operators compare with the mode's threshold.
+    measure = "score" if entry.tier == "learned" else "confidence"
+    tier = entry.tier if entry.confidence is None else f"{entry.tier}, {measure} {entry.confidence:.2f}"
     author = discord.utils.escape_markdown(entry.author)
     sent = discord_time(discord.utils.snowflake_time(entry.message_id))
     text = discord.utils.escape_markdown(entry.excerpt) if entry.excerpt else "(no text)"

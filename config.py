@@ -64,6 +64,13 @@ class Settings(BaseSettings):
         " asked for in the prompt (works with any model).",
     )
 
+    decider_model: str = Field(
+        "decider_model.json",
+        min_length=1,
+        description="The learned follow-up tier's model (train_decider.py writes it); a relative path is read from"
+        " Parley's folder. A missing or unreadable file stops the start.",
+    )
+
     judge_calls_per_minute: int = Field(
         6, ge=0, description="Judge calls a channel may make a minute (in bursts of as many); 0: no limit."
     )

@@ -1,6 +1,6 @@
 """Replay labelled decision transcripts through Parley's conversation engine and score its decisions.
 
-    python replay.py [--json] [--judge] [--disable RULE]... [--followup-window SECONDS] PATH...
+    python replay.py [--json] [--judge] [--disable RULE]... [--followup-window SECONDS] [--model FILE] PATH...
     python replay.py --ablation PATH...
 
 Each PATH is a transcript (JSON Lines, see eval/sample/README.md) or a folder whose `*.jsonl`
@@ -23,7 +23,10 @@ the recall on the positives that do not mention the bot, and the true/false posi
 negatives per decision reason. `--json` prints the same as one JSON object on the last line.
 `--judge` adds the configured LLM judge (real model calls: needs the bot's environment variables).
 `--disable RULE` switches one of `ResponseDecider.RULES` off (repeatable), for ablations;
-`--ablation` prints a markdown table of the scores with each rule disabled in turn.
+`--ablation` prints a markdown table of the scores with each rule disabled in turn, the learned
+follow-up tier (`--model`, the shipped `decider_model.json` by default; followup.py) among them, and
+with the tier's veto of the follow-up rules' "yes" (`--learned-veto`, off in the bot) added.
+Lines whose learned score falls in the judge's uncertain band are counted: what a judge would cost.
 
 A malformed transcript stops the replay with `file:line: what is wrong` and exit code 2.
 """
@@ -44,6 +47,7 @@ from pydantic import SecretStr, ValidationError
 
 from config import Settings, describe_settings_error
 from conversation import Clock, ConversationManager, DecisionPolicy, Judge, MessageRecord, ResponseDecider
+from followup import SHIPPED_MODEL, LearnedModel, ModelFileError, load_model
 
 DeciderFactory = Callable[[Clock], DecisionPolicy]
 
@@ -228,6 +232,7 @@ class ScoredDecision:
     reason: str
     mentions_bot: bool
     judged: bool = False  # the LLM judge was asked about this line
+    uncertain: bool = False  # the learned score fell in the judge's band: a judge would have been asked
 
 
 JudgeFactory = Callable[[Transcript], Judge]
@@ -240,8 +245,10 @@ def build_decider(
     disabled_rules: Iterable[str] = frozenset(),
     judge: Judge | None = None,
     judge_timeout_seconds: float | None = None,
+    learned: LearnedModel | None = None,
+    learned_veto: bool = False,
 ) -> ResponseDecider:
-    """The bot's `ResponseDecider` on `clock`, with `Settings`' defaults for what is not given."""
+    """The bot's `ResponseDecider` on `clock`, with `Settings`' defaults for what is not given (no learned tier)."""
     if followup_window_seconds is None:
         followup_window_seconds = _setting_default("followup_window_seconds")
     if judge_timeout_seconds is None:
@@ -252,6 +259,8 @@ def build_decider(
         judge_timeout_seconds=judge_timeout_seconds,
         clock=clock,
         disabled_rules=disabled_rules,
+        learned=learned,
+        learned_veto=learned_veto,
     )
 
 
@@ -265,6 +274,8 @@ async def replay_transcript(
     make_decider: DeciderFactory | None = None,
     timeout_seconds: float | None = None,
     max_messages: int | None = None,
+    learned: LearnedModel | None = None,
+    learned_veto: bool = False,
 ) -> list[ScoredDecision]:
     """Feed one parsed transcript through a fresh manager and decider; a decision per non-bot line.
 
@@ -291,6 +302,8 @@ async def replay_transcript(
             disabled_rules=disabled_rules,
             judge=make_judge(transcript) if make_judge is not None else None,
             judge_timeout_seconds=judge_timeout_seconds,
+            learned=learned,
+            learned_veto=learned_veto,
         )
     channel, bot_id = transcript.channel_id, transcript.bot_id
     decisions: list[ScoredDecision] = []
@@ -306,6 +319,7 @@ async def replay_transcript(
             manager.record_bot_response(channel, conversation.llm_history, message.message_id)
             continue
         calls_before = getattr(decider, "judge_calls", 0)
+        uncertain_before = getattr(decider, "uncertain", 0)
         if manager.get(channel) is None:
             start, reason = decider.should_start_conversation(message, bot_id)
             if start:
@@ -325,6 +339,7 @@ async def replay_transcript(
                 reason=reason,
                 mentions_bot=bot_id in message.mention_ids,
                 judged=getattr(decider, "judge_calls", 0) > calls_before,
+                uncertain=getattr(decider, "uncertain", 0) > uncertain_before,
             )
         )
     return decisions
@@ -372,6 +387,7 @@ class Report:
     nonmention_positives: int = 0
     nonmention_true_positives: int = 0
     judge_calls: int = 0  # on every non-bot line, context included: what the replay cost
+    uncertain: int = 0  # lines a judge would be asked about (the learned tier's band), context included
     by_reason: dict[str, ReasonCounts] = field(default_factory=dict)
 
     @property
@@ -394,6 +410,10 @@ class Report:
     def judge_calls_per_100(self) -> float:
         return _ratio(100 * self.judge_calls, self.messages)
 
+    @property
+    def uncertain_per_100(self) -> float:
+        return _ratio(100 * self.uncertain, self.messages)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files": self.files,
@@ -408,6 +428,8 @@ class Report:
             "nonmention_recall": round(self.nonmention_recall, 4),
             "judge_calls": self.judge_calls,
             "judge_calls_per_100": round(self.judge_calls_per_100, 2),
+            "uncertain": self.uncertain,
+            "uncertain_per_100": round(self.uncertain_per_100, 2),
             "by_reason": {reason: counts.to_dict() for reason, counts in sorted(self.by_reason.items())},
         }
 
@@ -417,6 +439,7 @@ def score(decisions: Iterable[ScoredDecision], files: int = 0) -> Report:
     report = Report(files=files)
     for decision in decisions:
         report.judge_calls += decision.judged
+        report.uncertain += decision.uncertain
         if decision.label is None:
             continue
         report.messages += 1
@@ -463,6 +486,11 @@ def format_report(report: Report) -> str:
     ]
     if report.judge_calls:
         out.append(f"judge calls: {report.judge_calls} ({report.judge_calls_per_100:.1f} per 100 labelled messages)")
+    if report.uncertain:
+        out.append(
+            f"in the judge's uncertain band: {report.uncertain} ({report.uncertain_per_100:.1f} per 100 labelled"
+            " messages; a configured judge is asked about these)"
+        )
     answered = {r: c for r, c in report.by_reason.items() if c.true_positives or c.false_positives}
     ignored = {r: c for r, c in report.by_reason.items() if c.true_negatives or c.false_negatives}
     out.append("")
@@ -486,6 +514,8 @@ def ablation(paths: Sequence[str | Path], **options: Any) -> str:
     rows.append(
         ("explicit only (`mention`, `reply_to_bot`)", replay_paths(paths, **options, disabled_rules=only_explicit))
     )
+    if options.get("learned") is not None:
+        rows.append(("with `--learned-veto`", replay_paths(paths, **{**options, "learned_veto": True})))
     out = [
         "| decider | precision | recall | F1 | non-mention recall |",
         "|---|---:|---:|---:|---:|",
@@ -523,6 +553,18 @@ def _parser() -> argparse.ArgumentParser:
         help="the follow-up window (default: the followup_window_seconds setting's default)",
     )
     parser.add_argument(
+        "--model",
+        type=Path,
+        default=SHIPPED_MODEL,
+        metavar="FILE",
+        help="the learned follow-up tier's model (default: the shipped one); `--disable learned` turns the tier off",
+    )
+    parser.add_argument(
+        "--learned-veto",
+        action="store_true",
+        help='let the learned tier overrule the follow-up rules\' "yes" too (off in the bot: it costs speed)',
+    )
+    parser.add_argument(
         "--ablation", action="store_true", help="print a markdown table of the scores with each rule disabled in turn"
     )
     return parser
@@ -533,7 +575,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.ablation and (args.judge or args.disable):
         parser.error("--ablation goes without --judge and --disable")
-    options: dict[str, Any] = {"followup_window_seconds": args.followup_window}
+    try:
+        learned = load_model(args.model)
+    except ModelFileError as error:
+        print(error, file=sys.stderr)
+        return 2
+    options: dict[str, Any] = {
+        "followup_window_seconds": args.followup_window,
+        "learned": learned,
+        "learned_veto": args.learned_veto,
+    }
     if args.judge:
         # Only here: the judge needs the bot's configuration (environment) and a model client.
         from agent import build_judge

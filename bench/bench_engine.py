@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conversation import ConversationManager, MessageRecord, ResponseDecider
+from followup import SHIPPED_MODEL, load_model
 
 BOT_ID = 1
 FIRST_USER = 1_000
@@ -120,8 +121,9 @@ async def process(messages, manager: ConversationManager, decider: ResponseDecid
 
 
 def build_engine(clock: SimulatedClock) -> tuple[ConversationManager, ResponseDecider]:
+    # The bot's decider as it ships: the learned follow-up tier scores what the follow-up rules decide.
     return ConversationManager(timeout_seconds=120, clock=clock), ResponseDecider(
-        followup_window_seconds=60, clock=clock
+        followup_window_seconds=60, clock=clock, learned=load_model(SHIPPED_MODEL)
     )
 
 

@@ -298,15 +298,17 @@ def test_only_sync_flag_forces_registration() -> None:
 
 
 async def test_why_shows_count_decisions_newest_first(bot: RunningBot, fake: FakeDiscord) -> None:
-    """`count` limits the list; the newest decision comes first; idle silence shows as `no_conversation`."""
+    """`count` limits the list, newest first; a learned decision shows its score; idle silence is `no_conversation`."""
     client = await bot.start()
     await decided(client, await say(fake, BOB_ID, "anyone around?"))
     await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
     await fake.wait_for_posts(1)
+    # Bob answering Alice makes her next line a `cut_in` for the rules: the learned tier weighs it.
+    await decided(client, await say(fake, BOB_ID, f"<@{ALICE_ID}> ls -a shows them"))
     await decided(client, await say(fake, ALICE_ID, "and hidden ones?"))
-    header, newest, older = reply_text(await run_command(fake, "why", [option("count", 2)])).splitlines()
-    assert header.startswith("Last 2 decisions")
-    assert "`followup`" in newest and "and hidden ones?" in newest and "`mention`" in older
+    header, newest, bobs, older = reply_text(await run_command(fake, "why", [option("count", 3)])).splitlines()
+    assert header.startswith("Last 3 decisions") and "`addressed_to_other`" in bobs and "`mention`" in older
+    assert "(learned, score " in newest and "and hidden ones?" in newest
     *_, oldest = reply_text(await run_command(fake, "why")).splitlines()
     assert oldest.startswith("**silent** `no_conversation` (start) · **Bob**") and "anyone around?" in oldest
 

@@ -50,7 +50,7 @@ async def test_mode_changes_the_next_decision(bot: RunningBot, fake: FakeDiscord
     await fake.wait_for_posts(2)
     followup = await say(fake, ALICE_ID, "and hidden ones too?")
     await fake.wait_for_posts(3)
-    assert (await decided(client, followup)).reason == "followup"
+    assert (await decided(client, followup)).reason == "followup"  # the rule's "yes" stands: the tier weighs its "no"
 
 
 async def test_mode_and_decisions_survive_a_restart(bot: RunningBot, fake: FakeDiscord) -> None:

@@ -169,6 +169,10 @@ RUN_ELSEWHERE = {
     "cp .env.example .env": "test_quickstart",
     "python bot.py --check": "test_quickstart",
     "python bot.py": "test_e2e.py::test_sigterm_stops_bot_py_cleanly runs it against the fake Discord",
+    "python ../shared/eval/make_transcripts.py ../shared/eval/irc-train train data/irc-train-transcripts": (
+        "needs the training corpus, which is not in the repository"
+    ),
+    "python train_decider.py --dev ../shared/eval/irc-dev --folds": "needs the train transcripts; minutes of replays",
     "ollama pull qwen3:8b": "downloads a model",
     "vllm serve Qwen/Qwen3-8B --enable-auto-tool-choice --tool-call-parser hermes": "downloads a model",
     "ruff check .": ".ci/run (test_readme_and_pre_commit_name_the_checks_ci_runs keeps them the same)",
@@ -214,7 +218,8 @@ def test_replay_on_the_sample_gives_the_readme_figures() -> None:
     )
     assert figures in " ".join(section("How Parley decides when to speak").split())
     as_json = json.loads(run("python replay.py --json eval/sample").splitlines()[-1])
-    assert (as_json["files"], as_json["messages"], f"{as_json['f1']:.3f}") == (3, 526, f1)
+    # The JSON rounds to 4 places, the text to 3: 0.74549 is 0.7455 in one and 0.745 in the other.
+    assert (as_json["files"], as_json["messages"]) == (3, 526) and as_json["f1"] == pytest.approx(float(f1), abs=6e-4)
 
 
 def test_the_other_replay_commands_run_on_the_sample() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 import replay
 from conversation import ChannelConversation, MessageRecord, ResponseDecider
+from followup import SHIPPED_MODEL, load_model
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "replay"
 BASIC = FIXTURES / "basic.jsonl"
@@ -125,8 +126,8 @@ def test_judge_calls_are_counted() -> None:
 
 
 def test_cli_prints_json_on_the_last_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """`--json` prints the report as one JSON object on the last line of stdout."""
-    assert replay.main([str(BASIC), "--json"]) == 0
+    """`--json` prints the report as one JSON object on the last line of stdout (here the rules alone)."""
+    assert replay.main([str(BASIC), "--json", "--disable", "learned"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"precision", "recall", "f1", "messages", "positives", "judge_calls", "by_reason"} <= report.keys()
     assert (report["messages"], report["positives"], report["judge_calls"]) == (7, 3, 0)
@@ -136,7 +137,7 @@ def test_cli_prints_json_on_the_last_line(capsys: pytest.CaptureFixture[str]) ->
 
 def test_cli_prints_a_readable_report(capsys: pytest.CaptureFixture[str]) -> None:
     """Without `--json` the report is plain text with the headline figures and the reasons."""
-    assert replay.main([str(BASIC)]) == 0
+    assert replay.main([str(BASIC), "--disable", "learned"]) == 0
     out = capsys.readouterr().out
     assert "precision 0.667   recall 0.667   F1 0.667" in out
     assert "not mentioning the bot: 0.500 (1/2)" in out and "already_followed_up" in out
@@ -149,7 +150,7 @@ def test_folders_are_walked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     shutil.copy(BASIC, tmp_path / "a.jsonl")
     shutil.copy(THREADS, nested / "b.jsonl")
     (tmp_path / "notes.txt").write_text("not a transcript")
-    assert replay.main([str(tmp_path), str(GAP), "--json"]) == 0
+    assert replay.main([str(tmp_path), str(GAP), "--json", "--disable", "learned"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (report["files"], report["messages"], report["positives"]) == (3, 7 + 4 + 3, 3 + 2 + 2)
     assert (report["true_positives"], report["false_positives"]) == (2 + 2 + 2, 1)
@@ -205,3 +206,19 @@ def test_reply_to_resolves_the_replied_author(tmp_path: Path) -> None:
         line(id=3, author_id=11, author="bob", content="and you?", mentions=[], reply_to=2, label=True),
     )
     assert [d.reason for d in replay.replay_file(path)] == ["mention", "reply_to_bot"]
+
+
+def test_ablation_with_the_learned_tier_adds_its_veto() -> None:
+    """With a model, the ablation also shows the tier's veto of the follow-up rules' "yes" switched on."""
+    table = replay.ablation([BASIC], learned=load_model(SHIPPED_MODEL))
+    assert "| without `learned` |" in table and "| with `--learned-veto` |" in table
+
+
+def test_replaying_twice_gives_the_same_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """`replay.py --json` with the shipped model prints the same report on two runs."""
+    sample = str(Path(__file__).resolve().parents[1] / "eval" / "sample")
+    reports = []
+    for _ in range(2):
+        assert replay.main([sample, "--json"]) == 0
+        reports.append(capsys.readouterr().out.strip().splitlines()[-1])
+    assert reports[0] == reports[1] and json.loads(reports[0])["messages"] == 526
