@@ -14,7 +14,7 @@ from e2e_support import RunningBot, bot_environment, eventually, request_texts, 
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, echo
 
-from history import HistoryArchive
+from archive import Archive
 
 # Long enough that no answer, even on a loaded machine, outlasts a conversation.
 TIMEOUT = 3.0
@@ -65,7 +65,7 @@ async def test_conversation_continues_after_restart(
     assert any("ferret" in text for text in earlier), earlier
 
 
-async def conversation_summarised(bot: RunningBot, fake: FakeDiscord) -> HistoryArchive:
+async def conversation_summarised(bot: RunningBot, fake: FakeDiscord) -> Archive:
     """Start Parley, have a conversation time out, and wait until the archive keeps its summary; the archive."""
     client = await bot.start(conversation_timeout_seconds=TIMEOUT)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
