@@ -11,8 +11,8 @@ the planner reads a rare word's matches off the index and a common word's off th
 ``ts_rank`` ranks the channel's newest 400 matches. Queries are built from the same plain words as SQLite's, so no
 search syntax from a member or the model ever reaches a tsquery.
 
-Writes are made ready for the database (words folded, column arrays built) while the previous batch is on the
-server; an add run is one statement.
+Writes are made ready for the database (words folded into tsvector text) while the previous batch is on the
+server; a run of adds is one binary COPY and one statement.
 
 Times are integer unix milliseconds (UTC), as in SQLite, so both backends share their row conversions.
 """
