@@ -6,7 +6,8 @@ summaries, memories) come from the database's identity sequences, so any number 
 
 Full-text search indexes each message's words as `archive.folded_words` gives them (lowercased, without
 diacritics: FTS5's ``unicode61 remove_diacritics 2``) in a ``tsvector`` column with a GIN index, each lexeme
-prefixed by its channel, so a search reads only that channel's matches (as SQLite's per-channel key ranges do);
+but the commonest words' prefixed by its channel, so a search reads only that channel's matches (as SQLite's
+per-channel key ranges do);
 the planner reads a rare word's matches off the index and a common word's off the channel's newest rows, and
 ``ts_rank`` ranks the channel's newest 400 matches. Queries are built from the same plain words as SQLite's, so no
 search syntax from a member or the model ever reaches a tsquery.
@@ -565,7 +566,7 @@ ORDER BY n DESC, name
 _PLACEHOLDER = re.compile(r"\?(\d*)|(?<![:\w]):([A-Za-z_]\w*)")
 
 _Op = tuple[Write, tuple[Any, ...]]
-# A run of ops of one kind as its statements take it: a row of parameters per op (an add run: one row of columns).
+# A run of ops of one kind as its statements take it: a row of parameters per op (an add run: `added_messages` rows).
 _Run = tuple[Write, list[tuple[Any, ...]]]
 
 
