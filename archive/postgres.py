@@ -5,10 +5,15 @@ order, one transaction per batch; reads run on a small pool and see committed da
 summaries, memories) come from the database's identity sequences, so any number of processes can write.
 
 Full-text search indexes each message's words as `archive.folded_words` gives them (lowercased, without
-diacritics: FTS5's ``unicode61 remove_diacritics 2``) in a ``tsvector`` column with a GIN index; the
-planner reads a rare word's matches off the index and a common word's off the newest rows, and
+diacritics: FTS5's ``unicode61 remove_diacritics 2``) in a ``tsvector`` column with a GIN index, each lexeme
+but the commonest words' prefixed by its channel, so a search reads only that channel's matches (as SQLite's
+per-channel key ranges do);
+the planner reads a rare word's matches off the index and a common word's off the channel's newest rows, and
 ``ts_rank`` ranks the channel's newest 400 matches. Queries are built from the same plain words as SQLite's, so no
-search syntax from a member or the model ever reaches ``to_tsquery``.
+search syntax from a member or the model ever reaches a tsquery.
+
+Writes are made ready for the database (words folded into tsvector text) while the previous batch is on the
+server; a run of adds is one binary COPY and one statement.
 
 Times are integer unix milliseconds (UTC), as in SQLite, so both backends share their row conversions.
 """
@@ -68,6 +73,12 @@ _MIN_MS = -(2**63)
 _MAX_ID = 2**63 - 1
 # The same candidate count as SQLite's: ranking every match of a common word costs more than it helps.
 _SEARCH_CANDIDATES = 400
+# The longest word indexed, in bytes: a tsvector's lexemes hold at most 2046 (to_tsvector leaves longer words out),
+# less the longest channel prefix ("ffffffffffffffffx").
+_MAX_WORD_BYTES = 2046 - 17
+# "':1", "':2", ...: what ends each word's lexeme in tsvector text; words past the last position share it, as in
+# to_tsvector.
+_POSITIONS = tuple(f"':{position}" for position in range(1, 16384))
 # Serialises migrations between processes starting together (any constant unique to Parley).
 _MIGRATION_LOCK = 0x7061726C6579
 _CONNECT_TIMEOUT = 10.0
@@ -78,6 +89,19 @@ _MESSAGE_COLUMNS = (
     " mention_ids, reply_to_author_id, mentions_everyone"
 )
 _DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
+
+# Words indexed without their channel: archive's stopwords as of v12. A search leaves them out unless they are all
+# it has, and a few huge posting lists cost the index much less to extend than a key per channel for each (they
+# are about half of all words said). Changing the list needs a migration that rewrites `messages.words`.
+_CHANNEL_FREE_WORDS = frozenset(
+    """
+    a about after all also am an and any are as at be been but by can could did
+    do does for from had has have he her him his how i if in into is it its me
+    my no not of on or our she so than that the their them then there these
+    they this to us was we were what when where which who why will with would
+    you your
+    """.split()
+)
 
 # Ordered schema migrations, numbered as SQLite's (entry N-1 takes the database from version N-1 to N), so a
 # table added to both backends gets the same number. Append new scripts, never edit shipped ones.
@@ -281,7 +305,29 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
     DROP TABLE channel_settings;
     """,
-    # v12: what each process keeps in memory from these tables (profiles, forget markers, thread settings, the
+    # v12: each message's lexemes carry its channel (`_channel_prefix`), the commonest words' apart, so a search
+    # reads the posting lists of its words in that one channel, rather than every channel's matches ANDed with the
+    # channel's whole time index.
+    """
+    DROP INDEX messages_words;
+    UPDATE messages SET words = (
+        SELECT coalesce(string_agg(
+            ''''
+                || CASE WHEN lexeme = ANY (CAST($words$"""
+    + "{"
+    + ",".join(sorted(_CHANNEL_FREE_WORDS))
+    + "}"
+    + """$words$ AS text[])) THEN '' ELSE to_hex(channel_id) || 'x' END
+                || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || ''''
+                || coalesce(':' || array_to_string(positions, ','), ''),
+            ' '), '')::tsvector
+        FROM unnest(words)
+    );
+    -- Postgres's default pending list (4 MB): a search reads all of it (about 2 ms when full), but the index
+    -- takes pending entries in at about a third of the cost per entry of a 256 kB list.
+    CREATE INDEX messages_words ON messages USING gin (words) WITH (gin_pending_list_limit = 4096);
+    """,
+    # v13: what each process keeps in memory from these tables (profiles, forget markers, thread settings, the
     # threads Parley opened) follows another process's change (archive/changes.py): a change notifies on
     # `parley_<table>` with the row's channel (or server) id, from the transaction that makes it, so the
     # notification goes out exactly when the change is committed.
@@ -307,15 +353,29 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
-# One statement per run of adds, its columns as arrays: about 5x the rate of a statement per row.
+# A run of adds is copied (binary COPY) into the writer's session table `added_messages`, then moved by one
+# statement: a statement per row is about 5x slower, and a statement of column arrays costs asyncpg an element check
+# per value (a quarter of the writer's time). The words come as tsvector text (`_lexemes`): parsing that costs the
+# server a third of what to_tsvector costs. The database puts in the channel's prefix where `_lexemes` marks it, so
+# the writer sends 40% fewer bytes.
+_CHANNEL_LEXEMES = "replace({}, '''_', '''' || to_hex(channel_id) || 'x')::tsvector"
+# Rows of the runs of adds of the transaction (one batch), told apart by `run`; emptied when it commits.
+_ADDED_MESSAGES = """
+CREATE TEMPORARY TABLE IF NOT EXISTS added_messages (
+    run BIGINT NOT NULL, message_id BIGINT, guild_id BIGINT, channel_id BIGINT, author_id BIGINT, author_name TEXT,
+    content TEXT, created_at BIGINT, edited_at BIGINT, is_bot BOOLEAN, reply_to_message_id BIGINT, mention_ids TEXT,
+    reply_to_author_id BIGINT, mentions_everyone BOOLEAN, lexemes TEXT
+) ON COMMIT DELETE ROWS
+"""
 _ADD = Write(
     "add",
     (
-        f"INSERT INTO messages ({_MESSAGE_COLUMNS}, words)"
-        f" SELECT {_MESSAGE_COLUMNS}, to_tsvector('simple', folded) FROM unnest("
-        "$1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::bigint[],"
-        " $8::bigint[], $9::boolean[], $10::bigint[], $11::text[], $12::bigint[], $13::boolean[], $14::text[])"
-        f" AS r({_MESSAGE_COLUMNS}, folded)"
+        "WITH added AS (SELECT * FROM added_messages WHERE run = $1),"
+        # Every channel that has had a message, in the same statement.
+        " new_channels AS (INSERT INTO channels (channel_id, guild_id)"
+        " SELECT DISTINCT channel_id, guild_id FROM added ON CONFLICT (channel_id) DO NOTHING)"
+        f" INSERT INTO messages ({_MESSAGE_COLUMNS}, words)"
+        f" SELECT {_MESSAGE_COLUMNS}, {_CHANNEL_LEXEMES.format('lexemes')} FROM added"
         " ON CONFLICT (message_id) DO UPDATE SET author_id = excluded.author_id,"
         " author_name = excluded.author_name, content = excluded.content, words = excluded.words,"
         " created_at = excluded.created_at, edited_at = excluded.edited_at,"
@@ -324,12 +384,15 @@ _ADD = Write(
         " mentions_everyone = excluded.mentions_everyone",
     ),
 )
-# Where add() puts the channel and guild ids in an add op's params.
-_CHANNEL_FIELD, _GUILD_FIELD = 2, 1
-_ADD_CHANNEL = "INSERT INTO channels (channel_id, guild_id) VALUES ($1, $2) ON CONFLICT (channel_id) DO NOTHING"
+# Adds whose words are made ready between two turns of the event loop: a batch of 1,000 at once held it for about
+# 10 ms, longer on a loaded machine.
+_PREPARED_AT_ONCE = 250
 _EDIT = Write(
     "edit",
-    ("UPDATE messages SET content = $2, edited_at = $3, words = to_tsvector('simple', $4) WHERE message_id = $1",),
+    (
+        "UPDATE messages SET content = $2, edited_at = $3,"
+        f" words = {_CHANNEL_LEXEMES.format('$4')} WHERE message_id = $1",
+    ),
 )
 _DELETE = Write(
     "delete",
@@ -465,7 +528,9 @@ _ATTACHMENT_TEXT = Write(
 )
 
 # The writes whose last parameter is the folded words of the text at this position in their params.
-_INDEXED = {_ADD: 5, _EDIT: 1, _ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
+_INDEXED = {_ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
+# Where add() and edit() put the message's text in their params.
+_ADD_TEXT_FIELD, _EDIT_TEXT_FIELD = 5, 1
 _OWN_WRITES = frozenset(
     {
         _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_STATE, _USAGE,
@@ -478,9 +543,10 @@ _OWN_WRITES = frozenset(
 _SEARCH_SQL = f"""
 SELECT {_MESSAGE_COLUMNS} FROM (
     SELECT {_MESSAGE_COLUMNS}, ts_rank(words, query) AS score
-    FROM messages, to_tsquery('simple', $2) AS query
+    FROM messages, CAST($2 AS tsquery) AS query
     WHERE channel_id = $1 AND words @@ query AND created_at >= $3
-    ORDER BY message_id DESC
+    -- The channel's time index gives this order, so a very common word is read newest first off it.
+    ORDER BY created_at DESC, message_id DESC
     LIMIT {_SEARCH_CANDIDATES}
 ) AS candidates
 ORDER BY score DESC, created_at DESC, message_id DESC
@@ -523,6 +589,8 @@ ORDER BY n DESC, name
 _PLACEHOLDER = re.compile(r"\?(\d*)|(?<![:\w]):([A-Za-z_]\w*)")
 
 _Op = tuple[Write, tuple[Any, ...]]
+# A run of ops of one kind as its statements take it: a row of parameters per op (an add run: `added_messages` rows).
+_Run = tuple[Write, list[tuple[Any, ...]]]
 
 
 def tsquery_expression(query: str, op: str) -> str | None:
@@ -532,6 +600,43 @@ def tsquery_expression(query: str, op: str) -> str | None:
     """
     words = list(dict.fromkeys(folded_words(" ".join(search_words(query))).split()))
     return f" {'&' if op == 'AND' else '|'} ".join(words) or None
+
+
+@functools.lru_cache(maxsize=4096)
+def _channel_prefix(channel_id: int) -> str:
+    """What starts each of the channel's lexemes: its id in hex (as the database's to_hex writes it) and 'x'."""
+    return f"{channel_id & 0xFFFF_FFFF_FFFF_FFFF:x}x"
+
+
+def _lexemes(text: str) -> str:
+    """tsvector text of `text`'s folded words at their positions (as to_tsvector counts), each lexeme marked by '_'
+    (never in a folded word) where the channel's prefix goes (`_CHANNEL_LEXEMES`), but for `_CHANNEL_FREE_WORDS`.
+
+    Folded words are letters and digits only, so none needs escaping. Words too long for a lexeme with any
+    channel's prefix are left out, as to_tsvector leaves out words too long for a lexeme; the database merges a
+    word's positions and caps them as to_tsvector does.
+    """
+    folded = folded_words(text)
+    words = folded.split()
+    if len(folded) > _MAX_WORD_BYTES // 4:  # else no word can be too long, even in UTF-8
+        words = [word for word in words if len(word.encode()) <= _MAX_WORD_BYTES]
+    positions: Iterable[str] = _POSITIONS
+    if len(words) > len(_POSITIONS):
+        positions = itertools.chain(_POSITIONS, itertools.repeat(_POSITIONS[-1]))
+    return "".join(
+        [
+            (" '" if word in _CHANNEL_FREE_WORDS else " '_") + word + at
+            for word, at in zip(words, positions, strict=False)
+        ]
+    )
+
+
+def _channel_tsquery(channel_id: int, expression: str) -> str | None:
+    """`expression` (`tsquery_expression`'s) as tsquery text of the channel's lexemes; None if no word can be one."""
+    prefix = _channel_prefix(channel_id)
+    op = " | " if " | " in expression else " & "
+    words = [word for word in expression.split(op) if len(word.encode()) <= _MAX_WORD_BYTES]
+    return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
 class PostgresArchive:
@@ -566,6 +671,7 @@ class PostgresArchive:
         self._closing = False
         self._writer_task: asyncio.Task[None] | None = None
         self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
+        self._add_runs = itertools.count()
 
     @classmethod
     async def open(
@@ -822,9 +928,11 @@ class PostgresArchive:
         return found
 
     async def _search_both(self, channel_id: int, expression: str, since: int, limit: int) -> list[ArchivedMessage]:
-        in_text = [
-            _message_from_row(row) for row in await self._fetch(_SEARCH_SQL, channel_id, expression, since, limit)
-        ]
+        in_text = []
+        channel_query = _channel_tsquery(channel_id, expression)
+        if channel_query is not None:
+            rows = await self._fetch(_SEARCH_SQL, channel_id, channel_query, since, limit)
+            in_text = [_message_from_row(row) for row in rows]
         rows = await self._fetch(_SEARCH_ATTACHMENTS_SQL, channel_id, expression, since, limit)
         in_files = [_with_attachment(row) for row in rows]
         merged: dict[int, ArchivedMessage] = {}
@@ -988,18 +1096,40 @@ class PostgresArchive:
     async def _run_writer(self) -> None:
         loop = asyncio.get_running_loop()
         next_prune = loop.time() + self._prune_interval
+        committing: asyncio.Task[None] | None = None
         async with self._pool.acquire() as connection:
+            await connection.execute(_ADDED_MESSAGES)
             while not (self._closing and not self._queue):
                 await self._wait_for_work()
-                if self._queue:
-                    batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
-                    self._taken += len(batch)
-                    await self._write_batch(connection, batch)
-                self._done = self._taken
+                batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
+                self._taken += len(batch)
+                # Made ready while the previous batch is on the server, so this process and the database work at
+                # once (about a third of a write's time is spent here).
+                runs = await self._prepare_batch(batch)
+                if committing is not None:
+                    await committing
+                    committing = None
+                if batch:
+                    sending = asyncio.Event()
+                    committing = asyncio.create_task(self._commit(connection, batch, runs, sending))
+                    # Only once the batch's statements are on their way is the loop free to prepare the next.
+                    await sending.wait()
                 self._release_waiters()
                 if loop.time() >= next_prune and not self._closing:
                     next_prune = loop.time() + self._prune_interval
                     self._enqueue_prune(datetime.now(UTC), None)
+            if committing is not None:
+                await committing
+
+    async def _commit(
+        self, connection: asyncpg.Connection, batch: list[_Op], runs: list[_Run] | None, sending: asyncio.Event
+    ) -> None:
+        try:
+            await self._write_batch(connection, batch, runs, sending)
+        finally:
+            sending.set()
+        self._done += len(batch)
+        self._release_waiters()
 
     async def _wait_for_work(self) -> None:
         if self._closing or self._waiters or len(self._queue) >= self._batch_size:
@@ -1018,13 +1148,27 @@ class PostgresArchive:
                 waiter.set_result(None)
         self._waiters = pending
 
-    async def _write_batch(self, connection: asyncpg.Connection, batch: list[_Op]) -> None:
-        """Commit a batch in one transaction; on failure, retry op by op so one bad write costs only itself."""
+    async def _prepare_batch(self, batch: list[_Op]) -> list[_Run] | None:
         try:
-            async with connection.transaction():
-                pruned = await self._apply(connection, batch)
+            return await self._prepare(batch)
         except Exception:
-            logger.exception("history: batch of %d writes failed; retrying one by one", len(batch))
+            logger.exception("history: batch of %d writes could not be prepared; trying one by one", len(batch))
+            return None
+
+    async def _write_batch(
+        self, connection: asyncpg.Connection, batch: list[_Op], runs: list[_Run] | None, sending: asyncio.Event
+    ) -> None:
+        """Commit a batch (as `runs`) in one transaction, setting `sending` as its statements go out; on failure,
+        retry op by op so one bad write costs only itself."""
+        pruned = None
+        if runs is not None:
+            try:
+                async with connection.transaction():
+                    sending.set()
+                    pruned = await self._execute(connection, runs)
+            except Exception:
+                logger.exception("history: batch of %d writes failed; retrying one by one", len(batch))
+        if pruned is None:
             pruned = await self._write_one_by_one(connection, batch)
         for done, count in pruned:
             if done is not None and not done.done():
@@ -1039,7 +1183,7 @@ class PostgresArchive:
                 for op in batch:
                     try:
                         async with connection.transaction():  # a savepoint
-                            pruned += await self._apply(connection, [op])
+                            pruned += await self._execute(connection, await self._prepare([op]))
                     except Exception as exc:
                         logger.exception("history: dropped %s write", op[0].name)
                         _fail_prunes([op], exc)
@@ -1049,37 +1193,42 @@ class PostgresArchive:
             return []
         return pruned
 
-    async def _apply(
-        self, connection: asyncpg.Connection, ops: list[_Op]
-    ) -> list[tuple[asyncio.Future[int] | None, int]]:
-        """Run ops in order, each run of one kind together; return (future, count) per prune."""
-        pruned = []
+    async def _prepare(self, ops: list[_Op]) -> list[_Run]:
+        """The ops' runs of one kind, in order, with what their statements take (no I/O).
+
+        Folding the words happens here rather than on the caller's stack: it is the costliest part of a write.
+        """
+        runs = []
         for kind, group in groupby(ops, key=itemgetter(0)):
             params = [p for _, p in group]
+            if kind is _SAVE_CONVERSATION:
+                params = self._conversation_rows(params)
+            elif kind is _ADD:
+                params = await _added_rows(next(self._add_runs), params)
+            elif kind is _EDIT:
+                params = [(*p, _lexemes(p[_EDIT_TEXT_FIELD])) for p in params]
+            elif kind in _INDEXED:
+                params = [(*p, folded_words(p[_INDEXED[kind]])) for p in params]
+            if params:
+                runs.append((kind, params))
+        return runs
+
+    async def _execute(
+        self, connection: asyncpg.Connection, runs: list[_Run]
+    ) -> list[tuple[asyncio.Future[int] | None, int]]:
+        """Run prepared runs in order; return (future, count) per prune."""
+        pruned = []
+        for kind, params in runs:
             if kind is _PRUNE:
                 for cutoff, done in params:
                     pruned.append((done, await _delete_older_than(connection, cutoff)))
-                continue
-            if kind is _SAVE_CONVERSATION:
-                params = self._conversation_rows(params)
-                if not params:
-                    continue
-            if kind in _INDEXED:
-                # Folded here rather than on the caller's stack: it is the costliest part of a write.
-                params = [(*p, folded_words(p[_INDEXED[kind]])) for p in params]
-            if kind is _ADD:
-                await self._add_rows(connection, params)
-                continue
-            for statement in kind.statements:
-                await connection.executemany(_statement(kind, statement), params)
+            elif kind is _ADD:
+                await connection.copy_records_to_table("added_messages", records=params)
+                await connection.execute(_ADD.statements[0], params[0][0])
+            else:
+                for statement in kind.statements:
+                    await connection.executemany(_statement(kind, statement), params)
         return pruned
-
-    async def _add_rows(self, connection: asyncpg.Connection, params: list[tuple[Any, ...]]) -> None:
-        channels = {(p[_CHANNEL_FIELD], p[_GUILD_FIELD]) for p in params}
-        await connection.executemany(_ADD_CHANNEL, sorted(channels))
-        # One statement may not change a row twice: of a message added again in the run, its last version.
-        latest = list({p[0]: p for p in params}.values())
-        await connection.execute(_ADD.statements[0], *(list(column) for column in zip(*latest, strict=True)))
 
     def _conversation_rows(self, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         rows = []
@@ -1094,7 +1243,15 @@ class PostgresArchive:
 async def _connect(url: str) -> asyncpg.Pool:
     where = describe_database_url(url)
     try:
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=4, timeout=_CONNECT_TIMEOUT)
+        pool = await asyncpg.create_pool(
+            url,
+            min_size=1,
+            max_size=4,
+            timeout=_CONNECT_TIMEOUT,
+            # asyncpg prepares every statement, and after five runs Postgres may keep one generic plan for it: for
+            # a search that is ANDing the channel's whole time index into every word's matches (10x slower).
+            server_settings={"plan_cache_mode": "force_custom_plan"},
+        )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise DatabaseUrlError(f"DATABASE_URL names {where}, which cannot be reached: {reason}") from None
@@ -1130,6 +1287,18 @@ async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> 
     await connection.execute("DELETE FROM token_usage WHERE day < $1", cutoff_ms // _MS_PER_DAY)
     status: str = await connection.execute("DELETE FROM messages WHERE created_at < $1", cutoff_ms)
     return int(status.split()[-1])
+
+
+async def _added_rows(run: int, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The `added_messages` rows of a run of adds: the run's number, the message, its lexemes."""
+    # One statement may not change a row twice: of a message added again in the run, its last version.
+    latest = list({p[0]: p for p in params}.values())
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(latest), _PREPARED_AT_ONCE):
+        if start:
+            await asyncio.sleep(0)
+        rows += [(run, *p, _lexemes(p[_ADD_TEXT_FIELD])) for p in latest[start : start + _PREPARED_AT_ONCE]]
+    return rows
 
 
 def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:

@@ -257,6 +257,21 @@ async def analyze(url: str) -> None:
         await connection.close()
 
 
+# What a small managed Postgres is sized by; the bench's own server runs initdb's stock values for all of them.
+SERVER_SETTINGS = ("shared_buffers", "work_mem", "effective_cache_size", "max_wal_size", "synchronous_commit")
+
+
+async def server_settings(url: str) -> str:
+    """The server's version and sizing, for the table (the figures depend on them)."""
+    connection = await asyncpg.connect(url)
+    try:
+        version = await connection.fetchval("SHOW server_version")
+        values = [f"{name} {await connection.fetchval(f'SHOW {name}')}" for name in SERVER_SETTINGS]
+    finally:
+        await connection.close()
+    return f"PostgreSQL {version.split()[0]}: {', '.join(values)}"
+
+
 @contextlib.asynccontextmanager
 async def bench_database(args: argparse.Namespace) -> AsyncIterator[tuple[str, Callable[[], Awaitable[float]]]]:
     """A fresh database for the run: (its DATABASE_URL, how to read its size in MB)."""
@@ -349,6 +364,7 @@ async def run(args: argparse.Namespace) -> None:
         finally:
             await archive.close()
         size_mb = await database_size()
+        settings = await server_settings(url) if args.backend == "postgres" else ""
 
     lags_ms = [lag * 1000 for lag in monitor.lags]
     print()
@@ -357,11 +373,15 @@ async def run(args: argparse.Namespace) -> None:
     print(row("messages archived", f"{args.messages:,}"))
     print(row("channels / messages in searched channel", f"{args.channels} / {in_busiest:,}"))
     print(row("database file size", f"{size_mb:,.0f} MB"))
+    if settings:
+        print(row("server settings", settings))
     print(row("add() cost on the event loop", f"{in_add / args.messages * 1e6:.2f} us/msg"))
     print(row("sustained ingest (add + final flush)", f"{args.messages / total:,.0f} msg/s", ">= 20,000"))
     print(row("event-loop lag while ingesting, max", f"{max(lags_ms):.1f} ms", "<= 20 ms"))
     print(row("event-loop lag while ingesting, p99", f"{percentile(lags_ms, 0.99):.2f} ms"))
-    print(latency_row("search: 1-3 topic words", *topic, "p95 <= 10 ms"))
+    # Issue 13 asks Postgres for 20 ms: a round trip to another process (or machine) per query.
+    search_target = "p95 <= 10 ms" if args.backend == "sqlite" else "p95 <= 20 ms"
+    print(latency_row("search: 1-3 topic words", *topic, search_target))
     print(latency_row("search: same queries, hours=24", *day))
     print(latency_row("search: same topics as questions", *question))
     print(latency_row("search: one top-20 word (the, you, ...)", *common))

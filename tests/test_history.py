@@ -14,9 +14,11 @@ from pathlib import Path
 import asyncpg
 import discord
 import pytest
+from conftest import fresh_postgres_database
 from freezegun import freeze_time
 
 from archive import open_archive
+from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from archive.sqlite import (
     MIGRATIONS,
     ArchivedMessage,
@@ -767,3 +769,53 @@ async def test_deleting_a_channel_or_server_forgets_its_threads(archive: History
     await archive.flush()
     assert await archive.thread_channels() == set()
     assert await archive.own_threads() == {}
+
+
+async def test_a_very_long_word_loses_neither_its_message_nor_the_other_words(archive: HistoryArchive) -> None:
+    """A word longer than Postgres indexes (2,046 bytes) is archived with its message, whose other words still find it,
+    and searching for that word is no error."""
+    long_word = "ж" * 1200  # 2,400 bytes in UTF-8
+    archive.add(msg(1, f"release {long_word} notes"))
+    await archive.flush()
+
+    assert [m.content for m in await archive.recent(CHANNEL)] == [f"release {long_word} notes"]
+    assert ids(await archive.search(CHANNEL, "notes release")) == [1]
+    assert ids(await archive.search(CHANNEL, f"{long_word} notes")) == [1]
+    assert isinstance(await archive.search(CHANNEL, long_word), list)
+
+
+async def test_a_postgres_archive_from_before_v12_is_still_searched_by_channel(postgres_server: str) -> None:
+    """Messages a v11 Postgres archive indexed are found after the upgrade in their own channel only, by a topic
+    word and by a lone stopword, and an edit is found by its new words."""
+    url = await fresh_postgres_database(postgres_server)
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for number, migration in enumerate(POSTGRES_MIGRATIONS[:11], start=1):
+            await connection.execute(migration)
+            await connection.execute("INSERT INTO schema_version (version) VALUES ($1)", number)
+        for message_id, channel, text in ((1, CHANNEL, "the deploy went fine"), (2, OTHER_CHANNEL, "deploy again")):
+            await connection.execute(
+                "INSERT INTO messages (message_id, guild_id, channel_id, author_id, author_name, content,"
+                " created_at, is_bot, words) VALUES ($1, $2, $3, 100, 'alice', $4, $5, false,"
+                " to_tsvector('simple', $4))",
+                message_id,
+                GUILD,
+                channel,
+                text,
+                int(NOW.timestamp() * 1000),
+            )
+    finally:
+        await connection.close()
+    archive = await open_archive(url, retention_days=0)
+    try:
+        assert ids(await archive.search(CHANNEL, "deploy")) == [1]
+        assert ids(await archive.search(OTHER_CHANNEL, "deploy")) == [2]
+        assert ids(await archive.search(CHANNEL, "the")) == [1]
+        archive.edit(1, "the rollback happened", NOW)
+        await archive.flush()
+        assert ids(await archive.search(CHANNEL, "rollback")) == [1]
+        assert await archive.search(CHANNEL, "deploy") == []
+        assert ids(await archive.search(CHANNEL, "the")) == [1]
+    finally:
+        await archive.close()
