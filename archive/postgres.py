@@ -26,10 +26,9 @@ import functools
 import itertools
 import logging
 import re
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -39,7 +38,6 @@ import asyncpg
 from archive import (
     ArchivedAttachment,
     ArchivedMessage,
-    ArchiveWriteFailed,
     ChannelStats,
     ConversationSummary,
     DatabaseUrlError,
@@ -52,6 +50,7 @@ from archive import (
     folded_words,
     search_words,
 )
+from archive.queued import Op, QueuedWrites, WriteKinds, to_day, to_ms
 from archive.sqlite import (
     _decision_from_row,
     _from_day,
@@ -59,8 +58,6 @@ from archive.sqlite import (
     _message_from_row,
     _since_ms,
     _snowflake_ms,
-    _to_day,
-    _to_ms,
 )
 
 __all__ = ["MIGRATIONS", "PostgresArchive", "tsquery_expression"]
@@ -588,7 +585,6 @@ ORDER BY n DESC, name
 # SQLite-style placeholders in other stores' statements: ?, ?N and :name (but not a :: cast).
 _PLACEHOLDER = re.compile(r"\?(\d*)|(?<![:\w]):([A-Za-z_]\w*)")
 
-_Op = tuple[Write, tuple[Any, ...]]
 # A run of ops of one kind as its statements take it: a row of parameters per op (an add run: `added_messages` rows).
 _Run = tuple[Write, list[tuple[Any, ...]]]
 
@@ -639,13 +635,30 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive:
+class PostgresArchive(QueuedWrites):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at
     least every ``flush_interval`` seconds. Reads see committed data only; call ``flush()`` to read your
     own writes.
     """
+
+    writes = WriteKinds(
+        edit=_EDIT,
+        delete=_DELETE,
+        delete_guild=_DELETE_GUILD,
+        forget=_FORGET,
+        decision=_DECISION,
+        set_threads=_SET_THREADS,
+        add_own_thread=_ADD_OWN_THREAD,
+        set_state=_SET_STATE,
+        usage=_USAGE,
+        prune=_PRUNE,
+        save_conversation=_SAVE_CONVERSATION,
+        drop_conversation=_DROP_CONVERSATION,
+        delete_summaries=_DELETE_SUMMARIES,
+        attachment_text=_ATTACHMENT_TEXT,
+    )
 
     dialect = "postgres"
 
@@ -659,18 +672,10 @@ class PostgresArchive:
         prune_interval: float,
     ) -> None:
         self._pool = pool
-        self._retention = timedelta(days=retention_days)
+        self._start_queue(retention_days=retention_days, batch_size=batch_size)
         self._flush_interval = flush_interval
-        self._batch_size = batch_size
         self._prune_interval = prune_interval
-        self._queue: deque[_Op] = deque()
-        self._wake = asyncio.Event()
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._taken = 0
-        self._done = 0
-        self._closing = False
         self._writer_task: asyncio.Task[None] | None = None
-        self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
         self._add_runs = itertools.count()
 
     @classmethod
@@ -717,32 +722,17 @@ class PostgresArchive:
         finally:
             await self._pool.close()
 
-    async def flush(self) -> None:
-        """Wait until every write queued before this call is committed (or logged as failed)."""
-        target = self._taken + len(self._queue)
-        if target <= self._done:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append((target, waiter))
-        self._wake.set()
-        await waiter
-
-    @property
-    def pending_writes(self) -> int:
-        """Writes queued or being committed; for metrics and producer backpressure."""
-        return len(self._queue) + self._taken - self._done
-
     # Writes: synchronous, they only enqueue.
 
     def add(self, message: ArchivedMessage) -> None:
         """Archive a message, replacing any stored version with the same id."""
         m = message
-        edited = None if m.edited_at is None else _to_ms(m.edited_at)
+        edited = None if m.edited_at is None else to_ms(m.edited_at)
         self._enqueue(
             _ADD,
             (
                 m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
-                m.content, _to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
+                m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
                 " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
             ),
         )  # fmt: skip
@@ -751,131 +741,24 @@ class PostgresArchive:
                 _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
             )
 
-    def set_attachment_text(self, attachment_id: int, text: str) -> None:
-        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
-        self._enqueue(_ATTACHMENT_TEXT, (attachment_id, text))
-
-    def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
-        """Replace a stored message's text (no-op if the message isn't archived)."""
-        self._enqueue(_EDIT, (message_id, content, _to_ms(edited_at)))
-
-    def delete(self, message_ids: Iterable[int]) -> None:
-        """Remove messages, and the decisions about them and memories made from them."""
-        for message_id in message_ids:
-            self._enqueue(_DELETE, (message_id,))
-
     def delete_channel(self, channel_id: int) -> None:
         """Remove a channel's messages, decisions and settings (its token counts stay, as in SQLite)."""
         self._enqueue(_DELETE_CHANNEL, (channel_id,))
 
-    def delete_guild(self, guild_id: int) -> None:
-        """Remove everything stored for a guild's channels, and the guild's token counts."""
-        self._enqueue(_DELETE_GUILD, (guild_id,))
-
-    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None:
-        """Keep the channel's live conversation; `state` is called when the write is committed, for the latest."""
-        if channel_id not in self._unsaved_conversations:
-            self._enqueue(_SAVE_CONVERSATION, (channel_id,))
-        self._unsaved_conversations[channel_id] = state
-
-    def drop_conversation(self, channel_id: int) -> None:
-        """Forget the channel's kept conversation (it ended)."""
-        self._unsaved_conversations.pop(channel_id, None)
-        self._enqueue(_DROP_CONVERSATION, (channel_id,))
-
     def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
         """Keep the summary of a conversation of the channel that ended at `ended_at` (see archive.sqlite)."""
         first_id, last_id = message_ids
-        self._enqueue(_ADD_SUMMARY, (channel_id, _to_ms(ended_at), summary, first_id, last_id))
-
-    def delete_summaries(self, channel_id: int) -> None:
-        """Remove every kept conversation summary of the channel."""
-        self._enqueue(_DELETE_SUMMARIES, (channel_id,))
-
-    def record_decision(
-        self,
-        *,
-        channel_id: int,
-        message_id: int,
-        author_name: str,
-        excerpt: str,
-        responded: bool,
-        reason: str,
-        tier: str,
-        confidence: float | None = None,
-        decided_at: datetime | None = None,
-    ) -> None:
-        """Log whether the bot replied to a message and why."""
-        when = _to_ms(decided_at or datetime.now(UTC))
-        self._enqueue(
-            _DECISION, (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when)
-        )
-
-    def record_usage(self, usage: TokenUsage) -> None:
-        """Add an answer's or a judge call's tokens to its day's row for that server, channel, member and model."""
-        self._enqueue(
-            _USAGE,
-            (
-                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
-                usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
-            ),
-        )  # fmt: skip
-
-    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
-        """Store whether an @mention in the channel opens a thread; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored setting is unchanged.
-        """
-        self._enqueue(_SET_THREADS, (channel_id, guild_id, threads, _to_ms(datetime.now(UTC))))
-        await self.flush()
-        if (channel_id in await self.thread_channels()) != threads:
-            raise ArchiveWriteFailed(f"the thread setting of channel {channel_id} could not be stored")
+        self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
 
     async def thread_channels(self) -> set[int]:
         """The channels where an @mention opens a thread."""
         rows = await self._fetch("SELECT channel_id FROM thread_settings WHERE threads")
         return {int(channel_id) for (channel_id,) in rows}
 
-    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None:
-        """Note a thread Parley opened, so a restart still treats its messages as meant for Parley."""
-        self._enqueue(_ADD_OWN_THREAD, (thread_id, parent_id, guild_id, _to_ms(datetime.now(UTC))))
-
     async def own_threads(self) -> dict[int, int]:
         """The threads Parley opened, with their server's id."""
         rows = await self._fetch("SELECT thread_id, guild_id FROM own_threads")
         return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
-
-    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None:
-        """Store that the channel's context starts after message id ``after_id``; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored marker is unchanged.
-        """
-        self._enqueue(_FORGET, (channel_id, guild_id, after_id))
-        await self.flush()
-        if (await self.all_forget_markers()).get(channel_id) != after_id:
-            raise ArchiveWriteFailed(f"the forget marker of channel {channel_id} could not be stored")
-
-    async def set_state(self, name: str, value: str) -> None:
-        """Store `value` under `name`; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why).
-        """
-        self._enqueue(_SET_STATE, (name, value))
-        await self.flush()
-        if await self.get_state(name) != value:
-            raise ArchiveWriteFailed(f"the value of {name!r} could not be stored")
-
-    async def prune(self, now: datetime | None = None) -> int:
-        """Delete messages and decisions older than the retention; return messages removed."""
-        if not self._retention:
-            return 0
-        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._enqueue_prune(now or datetime.now(UTC), done)
-        self._wake.set()
-        return await done
 
     # Reads: committed data only, on the pool.
 
@@ -1029,7 +912,7 @@ class PostgresArchive:
 
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""
-        rows = await self._fetch(f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = $1", _to_day(day))
+        rows = await self._fetch(f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = $1", to_day(day))
         return [TokenUsage(day, *row) for row in rows]
 
     async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
@@ -1037,8 +920,8 @@ class PostgresArchive:
         rows = await self._fetch(
             f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE guild_id = $1 AND day BETWEEN $2 AND $3",
             guild_id,
-            _to_day(first),
-            _to_day(last),
+            to_day(first),
+            to_day(last),
         )
         return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
@@ -1082,17 +965,6 @@ class PostgresArchive:
 
     # Writer side.
 
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
-        if self._closing:
-            raise RuntimeError("PostgresArchive is closed")
-        self._queue.append((kind, params))
-        if len(self._queue) >= self._batch_size:
-            self._wake.set()
-
-    def _enqueue_prune(self, now: datetime, done: asyncio.Future[int] | None) -> None:
-        if self._retention:
-            self._enqueue(_PRUNE, (_to_ms(now - self._retention), done))
-
     async def _run_writer(self) -> None:
         loop = asyncio.get_running_loop()
         next_prune = loop.time() + self._prune_interval
@@ -1122,7 +994,7 @@ class PostgresArchive:
                 await committing
 
     async def _commit(
-        self, connection: asyncpg.Connection, batch: list[_Op], runs: list[_Run] | None, sending: asyncio.Event
+        self, connection: asyncpg.Connection, batch: list[Op], runs: list[_Run] | None, sending: asyncio.Event
     ) -> None:
         try:
             await self._write_batch(connection, batch, runs, sending)
@@ -1139,16 +1011,7 @@ class PostgresArchive:
             async with asyncio.timeout(self._flush_interval):
                 await self._wake.wait()
 
-    def _release_waiters(self) -> None:
-        pending = []
-        for target, waiter in self._waiters:
-            if target > self._done:
-                pending.append((target, waiter))
-            elif not waiter.done():
-                waiter.set_result(None)
-        self._waiters = pending
-
-    async def _prepare_batch(self, batch: list[_Op]) -> list[_Run] | None:
+    async def _prepare_batch(self, batch: list[Op]) -> list[_Run] | None:
         try:
             return await self._prepare(batch)
         except Exception:
@@ -1156,7 +1019,7 @@ class PostgresArchive:
             return None
 
     async def _write_batch(
-        self, connection: asyncpg.Connection, batch: list[_Op], runs: list[_Run] | None, sending: asyncio.Event
+        self, connection: asyncpg.Connection, batch: list[Op], runs: list[_Run] | None, sending: asyncio.Event
     ) -> None:
         """Commit a batch (as `runs`) in one transaction, setting `sending` as its statements go out; on failure,
         retry op by op so one bad write costs only itself."""
@@ -1175,7 +1038,7 @@ class PostgresArchive:
                 done.set_result(count)
 
     async def _write_one_by_one(
-        self, connection: asyncpg.Connection, batch: list[_Op]
+        self, connection: asyncpg.Connection, batch: list[Op]
     ) -> list[tuple[asyncio.Future[int] | None, int]]:
         pruned: list[tuple[asyncio.Future[int] | None, int]] = []
         try:
@@ -1193,7 +1056,7 @@ class PostgresArchive:
             return []
         return pruned
 
-    async def _prepare(self, ops: list[_Op]) -> list[_Run]:
+    async def _prepare(self, ops: list[Op]) -> list[_Run]:
         """The ops' runs of one kind, in order, with what their statements take (no I/O).
 
         Folding the words happens here rather than on the caller's stack: it is the costliest part of a write.
@@ -1229,15 +1092,6 @@ class PostgresArchive:
                 for statement in kind.statements:
                     await connection.executemany(_statement(kind, statement), params)
         return pruned
-
-    def _conversation_rows(self, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        rows = []
-        for (channel_id,) in params:
-            state = self._unsaved_conversations.pop(channel_id, None)
-            if state is not None:  # else dropped since it was queued
-                stored = state()
-                rows.append((channel_id, _to_ms(stored.last_activity), stored.state))
-        return rows
 
 
 async def _connect(url: str) -> asyncpg.Pool:
@@ -1341,7 +1195,7 @@ def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
     return _PLACEHOLDER.sub(number, sql), tuple(names)
 
 
-def _fail_prunes(ops: Iterable[_Op], exc: Exception) -> None:
+def _fail_prunes(ops: Iterable[Op], exc: Exception) -> None:
     for kind, params in ops:
         if kind is _PRUNE and params[1] is not None and not params[1].done():
             params[1].set_exception(exc)

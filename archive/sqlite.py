@@ -18,8 +18,7 @@ import contextlib
 import functools
 import itertools
 import logging
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
@@ -44,6 +43,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.queued import Op, QueuedWrites, WriteKinds, to_day, to_ms
 
 __all__ = [
     "MIGRATIONS",
@@ -598,12 +598,11 @@ _ADD_ATTACHMENT = _Write(
 _ATTACHMENT_TEXT = _Write("set_attachment_text", ("UPDATE attachments SET text = ?2 WHERE attachment_id = ?1",))
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
-_Op = tuple[_Write, tuple[Any, ...]]
 # A kind of write other modules queue through `HistoryArchive.enqueue`.
 Write = _Write
 
 
-class HistoryArchive:
+class HistoryArchive(QueuedWrites):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -613,6 +612,23 @@ class HistoryArchive:
     last moments of a conversation in memory anyway and a read should never
     wait behind a backlog of writes. Call ``flush()`` first to read your writes.
     """
+
+    writes = WriteKinds(
+        edit=_EDIT,
+        delete=_DELETE,
+        delete_guild=_DELETE_GUILD,
+        forget=_FORGET,
+        decision=_DECISION,
+        set_threads=_SET_THREADS,
+        add_own_thread=_ADD_OWN_THREAD,
+        set_state=_SET_STATE,
+        usage=_USAGE,
+        prune=_PRUNE,
+        save_conversation=_SAVE_CONVERSATION,
+        drop_conversation=_DROP_CONVERSATION,
+        delete_summaries=_DELETE_SUMMARIES,
+        attachment_text=_ATTACHMENT_TEXT,
+    )
 
     dialect = "sqlite"
 
@@ -630,21 +646,10 @@ class HistoryArchive:
         self._db = writer
         self._reader = reader
         self._keys = keys
-        self._retention = timedelta(days=retention_days)
+        self._start_queue(retention_days=retention_days, batch_size=batch_size)
         self._flush_interval = flush_interval
-        self._batch_size = batch_size
         self._prune_interval = prune_interval
-        self._queue: deque[_Op] = deque()
-        self._wake = asyncio.Event()
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        # Ops handed to the writer so far / finished (committed or logged).
-        self._taken = 0
-        self._done = 0
-        self._closing = False
         self._writer_task: asyncio.Task[None] | None = None
-        # Per channel, how to read its conversation's latest state: a busy channel changes it with every
-        # message, and only the state at commit time is worth writing, once per batch.
-        self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
         # The last id handed out per table by `new_id`.
         self._last_ids: dict[str, int] = {}
 
@@ -701,32 +706,17 @@ class HistoryArchive:
             await self._reader.close()
             await self._db.close()
 
-    async def flush(self) -> None:
-        """Wait until every write queued before this call is committed (or logged as failed)."""
-        target = self._taken + len(self._queue)
-        if target <= self._done:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append((target, waiter))
-        self._wake.set()
-        await waiter
-
-    @property
-    def pending_writes(self) -> int:
-        """Writes queued or being committed; for metrics and producer backpressure."""
-        return len(self._queue) + self._taken - self._done
-
     # Writes: synchronous, never touch the disk on the caller's stack.
 
     def add(self, message: ArchivedMessage) -> None:
         """Archive a message, replacing any stored version with the same id."""
         m = message
-        edited = None if m.edited_at is None else _to_ms(m.edited_at)
+        edited = None if m.edited_at is None else to_ms(m.edited_at)
         self._enqueue(
             _ADD,
             (
                 m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
-                m.content, _to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
+                m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
                 " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
                 self._keys.next(m.channel_id),
             ),
@@ -737,19 +727,6 @@ class HistoryArchive:
                 _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
             )
 
-    def set_attachment_text(self, attachment_id: int, text: str) -> None:
-        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
-        self._enqueue(_ATTACHMENT_TEXT, (attachment_id, text))
-
-    def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
-        """Replace a stored message's text (no-op if the message isn't archived)."""
-        self._enqueue(_EDIT, (message_id, content, _to_ms(edited_at)))
-
-    def delete(self, message_ids: Iterable[int]) -> None:
-        """Remove messages, and the decisions about them and memories made from them."""
-        for message_id in message_ids:
-            self._enqueue(_DELETE, (message_id,))
-
     def delete_channel(self, channel_id: int) -> None:
         """Remove a channel's messages, decisions and settings.
 
@@ -758,21 +735,6 @@ class HistoryArchive:
         """
         self._enqueue(_DELETE_CHANNEL, (channel_id,))
 
-    def delete_guild(self, guild_id: int) -> None:
-        """Remove everything stored for a guild's channels, and the guild's token counts."""
-        self._enqueue(_DELETE_GUILD, (guild_id,))
-
-    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None:
-        """Keep the channel's live conversation; `state` is called when the write is committed, for the latest."""
-        if channel_id not in self._unsaved_conversations:
-            self._enqueue(_SAVE_CONVERSATION, (channel_id,))
-        self._unsaved_conversations[channel_id] = state
-
-    def drop_conversation(self, channel_id: int) -> None:
-        """Forget the channel's kept conversation (it ended)."""
-        self._unsaved_conversations.pop(channel_id, None)
-        self._enqueue(_DROP_CONVERSATION, (channel_id,))
-
     def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
         """Keep the summary of a conversation of the channel that ended at `ended_at`.
 
@@ -780,11 +742,7 @@ class HistoryArchive:
         of the channel between them deletes the summary too.
         """
         first_id, last_id = message_ids
-        self._enqueue(_ADD_SUMMARY, (channel_id, _to_ms(ended_at), summary, first_id, last_id))
-
-    def delete_summaries(self, channel_id: int) -> None:
-        """Remove every kept conversation summary of the channel."""
-        self._enqueue(_DELETE_SUMMARIES, (channel_id,))
+        self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
 
     async def stored_conversations(self) -> dict[int, StoredConversation]:
         """Every kept live conversation, by channel id (the caller decides which are still live)."""
@@ -800,85 +758,20 @@ class HistoryArchive:
         )
         return [ConversationSummary(_from_ms(ended), summary) for ended, summary in rows]
 
-    def record_decision(
-        self,
-        *,
-        channel_id: int,
-        message_id: int,
-        author_name: str,
-        excerpt: str,
-        responded: bool,
-        reason: str,
-        tier: str,
-        confidence: float | None = None,
-        decided_at: datetime | None = None,
-    ) -> None:
-        """Log whether the bot replied to a message and why."""
-        when = _to_ms(decided_at or datetime.now(UTC))
-        self._enqueue(
-            _DECISION,
-            (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when),
-        )
-
-    def record_usage(self, usage: TokenUsage) -> None:
-        """Add an answer's or a judge call's tokens to its day's row for that server, channel, member and model."""
-        self._enqueue(
-            _USAGE,
-            (
-                _to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
-                usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
-            ),
-        )  # fmt: skip
-
-    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
-        """Store whether an @mention in the channel opens a thread; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored setting is unchanged.
-        """
-        self._enqueue(_SET_THREADS, (channel_id, guild_id, int(threads), _to_ms(datetime.now(UTC))))
-        await self.flush()
-        if (channel_id in await self.thread_channels()) != threads:
-            raise ArchiveWriteFailed(f"the thread setting of channel {channel_id} could not be stored")
-
     async def thread_channels(self) -> set[int]:
         """The channels where an @mention opens a thread."""
         rows = await self._reader.execute_fetchall("SELECT channel_id FROM thread_settings WHERE threads")
         return {int(channel_id) for (channel_id,) in rows}
-
-    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None:
-        """Note a thread Parley opened, so a restart still treats its messages as meant for Parley."""
-        self._enqueue(_ADD_OWN_THREAD, (thread_id, parent_id, guild_id, _to_ms(datetime.now(UTC))))
 
     async def own_threads(self) -> dict[int, int]:
         """The threads Parley opened, with their server's id."""
         rows = await self._reader.execute_fetchall("SELECT thread_id, guild_id FROM own_threads")
         return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
 
-    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None:
-        """Store that the channel's context starts after message id ``after_id``; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored marker is unchanged.
-        """
-        self._enqueue(_FORGET, (channel_id, guild_id, after_id))
-        await self.flush()
-        if (await self.all_forget_markers()).get(channel_id) != after_id:
-            raise ArchiveWriteFailed(f"the forget marker of channel {channel_id} could not be stored")
-
     async def all_forget_markers(self) -> dict[int, int]:
         """Every channel's /parley forget marker: the message id its context starts after."""
         rows = await self._reader.execute_fetchall("SELECT channel_id, after_id FROM forget_markers")
         return {int(channel_id): int(after_id) for channel_id, after_id in rows}
-
-    async def prune(self, now: datetime | None = None) -> int:
-        """Delete messages and decisions older than the retention; return messages removed."""
-        if not self._retention:
-            return 0
-        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._enqueue_prune(now or datetime.now(UTC), done)
-        self._wake.set()
-        return await done
 
     # Reads: committed data only, on the read connection.
 
@@ -1006,7 +899,7 @@ class HistoryArchive:
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""
         rows = await self._reader.execute_fetchall(
-            f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = ?", (_to_day(day),)
+            f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = ?", (to_day(day),)
         )
         return [TokenUsage(day, *row) for row in rows]
 
@@ -1014,7 +907,7 @@ class HistoryArchive:
         """One server's rows from UTC day `first` to `last`, both included."""
         rows = await self._reader.execute_fetchall(
             f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE day BETWEEN ? AND ? AND guild_id = ?",
-            (_to_day(first), _to_day(last), guild_id),
+            (to_day(first), to_day(last), guild_id),
         )
         return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
@@ -1032,17 +925,6 @@ class HistoryArchive:
         """The value stored under `name` by `set_state`, or None."""
         rows = await self._reader.execute_fetchall("SELECT value FROM bot_state WHERE name = ?", (name,))
         return next((value for (value,) in rows), None)
-
-    async def set_state(self, name: str, value: str) -> None:
-        """Store `value` under `name`; returns once it is committed.
-
-        Raises:
-            ArchiveWriteFailed: the write was dropped (the writer logs why).
-        """
-        self._enqueue(_SET_STATE, (name, value))
-        await self.flush()
-        if await self.get_state(name) != value:
-            raise ArchiveWriteFailed(f"the value of {name!r} could not be stored")
 
     # For the stores that keep their tables in this file (memory.py): the same single writer and read connection.
 
@@ -1066,17 +948,6 @@ class HistoryArchive:
         return [tuple(row) for row in await self._reader.execute_fetchall(sql, params)]
 
     # Writer side.
-
-    def _enqueue(self, kind: _Write, params: tuple[Any, ...]) -> None:
-        if self._closing:
-            raise RuntimeError("HistoryArchive is closed")
-        self._queue.append((kind, params))
-        if len(self._queue) >= self._batch_size:
-            self._wake.set()
-
-    def _enqueue_prune(self, now: datetime, done: asyncio.Future[int] | None) -> None:
-        if self._retention:
-            self._enqueue(_PRUNE, (_to_ms(now - self._retention), done))
 
     async def _run_writer(self) -> None:
         loop = asyncio.get_running_loop()
@@ -1103,16 +974,7 @@ class HistoryArchive:
         except TimeoutError:
             pass
 
-    def _release_waiters(self) -> None:
-        pending = []
-        for target, waiter in self._waiters:
-            if target > self._done:
-                pending.append((target, waiter))
-            elif not waiter.done():
-                waiter.set_result(None)
-        self._waiters = pending
-
-    async def _write_batch(self, batch: list[_Op]) -> None:
+    async def _write_batch(self, batch: list[Op]) -> None:
         """Commit a batch in one transaction; on failure, retry op by op so one bad write costs only itself."""
         try:
             await self._db.execute("BEGIN IMMEDIATE")
@@ -1126,7 +988,7 @@ class HistoryArchive:
             if done is not None and not done.done():
                 done.set_result(count)
 
-    async def _write_one_by_one(self, batch: list[_Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
+    async def _write_one_by_one(self, batch: list[Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
         pruned: list[tuple[asyncio.Future[int] | None, int]] = []
         try:
             await self._db.execute("BEGIN IMMEDIATE")
@@ -1147,7 +1009,7 @@ class HistoryArchive:
             return []
         return pruned
 
-    async def _apply(self, ops: list[_Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
+    async def _apply(self, ops: list[Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
         """Run ops in order, each run of one kind together; return (future, count) per prune."""
         pruned = []
         for kind, group in groupby(ops, key=itemgetter(0)):
@@ -1175,15 +1037,6 @@ class HistoryArchive:
                 for statement in kind.statements:
                     await self._db.execute(_expand(statement, kind.row, len(chunk)), values)
         return pruned
-
-    def _conversation_rows(self, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        rows = []
-        for (channel_id,) in params:
-            state = self._unsaved_conversations.pop(channel_id, None)
-            if state is not None:  # else dropped since it was queued
-                stored = state()
-                rows.append((channel_id, _to_ms(stored.last_activity), stored.state))
-        return rows
 
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
@@ -1289,7 +1142,7 @@ def _expand(statement: str, row: str, count: int) -> str:
     return statement.replace("{rows}", ", ".join([row] * count))
 
 
-def _fail_prunes(ops: Iterable[_Op], exc: Exception) -> None:
+def _fail_prunes(ops: Iterable[Op], exc: Exception) -> None:
     for kind, params in ops:
         if kind is _PRUNE and params[1] is not None and not params[1].done():
             params[1].set_exception(exc)
@@ -1309,20 +1162,9 @@ def _query_phrases(query: str) -> list[str]:
     return ['"' + word.replace('"', '""') + '"' for word in search_words(query)]
 
 
-def _to_ms(moment: datetime) -> int:
-    # Naive datetimes are taken as UTC; integer division avoids float rounding.
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _ONE_MS
-
-
 def _snowflake_ms(snowflake: int) -> int:
     """The unix milliseconds a Discord id was made at."""
     return (snowflake >> 22) + _DISCORD_EPOCH_MS
-
-
-def _to_day(day: date) -> int:
-    return (day - _EPOCH_DAY).days
 
 
 def _from_day(days: int) -> date:
@@ -1337,7 +1179,7 @@ def _since_ms(hours: float | None, now: datetime | None) -> int:
     if hours is None:
         return _MIN_MS
     try:
-        return _to_ms((now or datetime.now(UTC)) - timedelta(hours=hours))
+        return to_ms((now or datetime.now(UTC)) - timedelta(hours=hours))
     except OverflowError:
         # A window reaching past year 1 (a model asking for "everything").
         return _MIN_MS

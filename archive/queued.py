@@ -1,0 +1,238 @@
+"""The write queue both archive backends share.
+
+A write is queued, not awaited: the bot records every message, edit and decision without waiting on the
+database, and each backend's writer task commits the queue in batches with its own statements (`Write`s,
+named per kind in a `WriteKinds`). What is here is the same for SQLite and Postgres: the queue, `flush`,
+and the writes that only enqueue, or enqueue and check what was committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, ClassVar
+
+from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+_EPOCH_DAY = date(1970, 1, 1)
+
+Op = tuple[Write, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteKinds:
+    """A backend's statements for each kind of write the shared methods queue."""
+
+    edit: Write
+    delete: Write
+    delete_guild: Write
+    forget: Write
+    decision: Write
+    set_threads: Write
+    add_own_thread: Write
+    set_state: Write
+    usage: Write
+    prune: Write
+    save_conversation: Write
+    drop_conversation: Write
+    delete_summaries: Write
+    attachment_text: Write
+
+
+class QueuedWrites(ABC):
+    """The queue of writes a backend's writer task commits, and the writes that go through it."""
+
+    writes: ClassVar[WriteKinds]
+
+    def _start_queue(self, *, retention_days: int, batch_size: int) -> None:
+        self._retention = timedelta(days=retention_days)
+        self._batch_size = batch_size
+        self._queue: deque[Op] = deque()
+        self._wake = asyncio.Event()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Ops handed to the writer so far / finished (committed or logged).
+        self._taken = 0
+        self._done = 0
+        self._closing = False
+        # Per channel, how to read its conversation's latest state: a busy channel changes it with every
+        # message, and only the state at commit time is worth writing, once per batch.
+        self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
+
+    @abstractmethod
+    async def all_forget_markers(self) -> dict[int, int]: ...
+
+    @abstractmethod
+    async def thread_channels(self) -> set[int]: ...
+
+    @abstractmethod
+    async def get_state(self, name: str) -> str | None: ...
+
+    async def flush(self) -> None:
+        """Wait until every write queued before this call is committed (or logged as failed)."""
+        target = self._taken + len(self._queue)
+        if target <= self._done:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, waiter))
+        self._wake.set()
+        await waiter
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes queued or being committed; for metrics and producer backpressure."""
+        return len(self._queue) + self._taken - self._done
+
+    def set_attachment_text(self, attachment_id: int, text: str) -> None:
+        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
+        self._enqueue(self.writes.attachment_text, (attachment_id, text))
+
+    def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
+        """Replace a stored message's text (no-op if the message isn't archived)."""
+        self._enqueue(self.writes.edit, (message_id, content, to_ms(edited_at)))
+
+    def delete(self, message_ids: Iterable[int]) -> None:
+        """Remove messages, and the decisions about them and memories made from them."""
+        for message_id in message_ids:
+            self._enqueue(self.writes.delete, (message_id,))
+
+    def delete_guild(self, guild_id: int) -> None:
+        """Remove everything stored for a guild's channels, and the guild's token counts."""
+        self._enqueue(self.writes.delete_guild, (guild_id,))
+
+    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None:
+        """Keep the channel's live conversation; `state` is called when the write is committed, for the latest."""
+        if channel_id not in self._unsaved_conversations:
+            self._enqueue(self.writes.save_conversation, (channel_id,))
+        self._unsaved_conversations[channel_id] = state
+
+    def drop_conversation(self, channel_id: int) -> None:
+        """Forget the channel's kept conversation (it ended)."""
+        self._unsaved_conversations.pop(channel_id, None)
+        self._enqueue(self.writes.drop_conversation, (channel_id,))
+
+    def delete_summaries(self, channel_id: int) -> None:
+        """Remove every kept conversation summary of the channel."""
+        self._enqueue(self.writes.delete_summaries, (channel_id,))
+
+    def record_decision(
+        self,
+        *,
+        channel_id: int,
+        message_id: int,
+        author_name: str,
+        excerpt: str,
+        responded: bool,
+        reason: str,
+        tier: str,
+        confidence: float | None = None,
+        decided_at: datetime | None = None,
+    ) -> None:
+        """Log whether the bot replied to a message and why."""
+        when = to_ms(decided_at or datetime.now(UTC))
+        self._enqueue(
+            self.writes.decision,
+            (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when),
+        )
+
+    def record_usage(self, usage: TokenUsage) -> None:
+        """Add an answer's, a judge call's or a summary's tokens to its day's row for that server, channel, member
+        and model."""
+        self._enqueue(
+            self.writes.usage,
+            (
+                to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
+                usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
+            ),
+        )  # fmt: skip
+
+    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None:
+        """Store whether an @mention in the channel opens a thread; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored setting is unchanged.
+        """
+        self._enqueue(self.writes.set_threads, (channel_id, guild_id, threads, to_ms(datetime.now(UTC))))
+        await self.flush()
+        if (channel_id in await self.thread_channels()) != threads:
+            raise ArchiveWriteFailed(f"the thread setting of channel {channel_id} could not be stored")
+
+    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None:
+        """Note a thread Parley opened, so a restart still treats its messages as meant for Parley."""
+        self._enqueue(self.writes.add_own_thread, (thread_id, parent_id, guild_id, to_ms(datetime.now(UTC))))
+
+    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None:
+        """Store that the channel's context starts after message id ``after_id``; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why), so the stored marker is unchanged.
+        """
+        self._enqueue(self.writes.forget, (channel_id, guild_id, after_id))
+        await self.flush()
+        if (await self.all_forget_markers()).get(channel_id) != after_id:
+            raise ArchiveWriteFailed(f"the forget marker of channel {channel_id} could not be stored")
+
+    async def prune(self, now: datetime | None = None) -> int:
+        """Delete messages and decisions older than the retention; return messages removed."""
+        if not self._retention:
+            return 0
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._enqueue_prune(now or datetime.now(UTC), done)
+        self._wake.set()
+        return await done
+
+    async def set_state(self, name: str, value: str) -> None:
+        """Store `value` under `name`; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why).
+        """
+        self._enqueue(self.writes.set_state, (name, value))
+        await self.flush()
+        if await self.get_state(name) != value:
+            raise ArchiveWriteFailed(f"the value of {name!r} could not be stored")
+
+    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
+        if self._closing:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        self._queue.append((kind, params))
+        if len(self._queue) >= self._batch_size:
+            self._wake.set()
+
+    def _enqueue_prune(self, now: datetime, done: asyncio.Future[int] | None) -> None:
+        if self._retention:
+            self._enqueue(self.writes.prune, (to_ms(now - self._retention), done))
+
+    def _release_waiters(self) -> None:
+        pending = []
+        for target, waiter in self._waiters:
+            if target > self._done:
+                pending.append((target, waiter))
+            elif not waiter.done():
+                waiter.set_result(None)
+        self._waiters = pending
+
+    def _conversation_rows(self, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        rows = []
+        for (channel_id,) in params:
+            state = self._unsaved_conversations.pop(channel_id, None)
+            if state is not None:  # else dropped since it was queued
+                stored = state()
+                rows.append((channel_id, to_ms(stored.last_activity), stored.state))
+        return rows
+
+
+def to_ms(moment: datetime) -> int:
+    """Unix milliseconds; a naive datetime is taken as UTC (integer division avoids float rounding)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _ONE_MS
+
+
+def to_day(day: date) -> int:
+    return (day - _EPOCH_DAY).days
