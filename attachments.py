@@ -12,6 +12,7 @@ import asyncio
 import io
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -46,6 +47,8 @@ MAX_DOWNLOAD_BYTES = 25 * 2**20
 MAX_UNKNOWN_DOWNLOAD_BYTES = 2 * 2**20
 # Extracted text kept in the archive per attachment, for search.
 ARCHIVED_TEXT_MAX_CHARS = 500_000
+# Text files and PDFs read lately, kept for the answer that follows their arrival: enough for a burst of pastes.
+TEXTS_KEPT = 64
 # Bytes looked at to tell text from binary.
 _SNIFF_BYTES = 8192
 
@@ -352,6 +355,9 @@ class AttachmentPreparer:
     transcriber: Transcriber | None = None
     # Models (`model_key`) whose provider refused images at run time: they get none from then on.
     no_vision: set[str] = field(default_factory=set)
+    # The latest text files and PDFs read (or being read), by attachment id: a file on a message Parley answers is
+    # read on arrival for the archive (`archivable_text`) and again for the answer, and one download serves both.
+    _texts: OrderedDict[int, asyncio.Future[Prepared]] = field(default_factory=OrderedDict)
 
     def sees_images(self, model: Model | None) -> bool:
         """Whether images are sent to `model`: VISION, its profile (auto), and what its provider said."""
@@ -403,6 +409,28 @@ class AttachmentPreparer:
         if claimed is Kind.OTHER and info.size > MAX_UNKNOWN_DOWNLOAD_BYTES:
             # Most likely an archive or an office file: not worth downloading only to say so.
             return Prepared(info, message.message_id, claimed, note="not opened: a file type Parley cannot read")
+        if claimed in (Kind.TEXT, Kind.PDF):
+            return await self._read_text_once(message, info, claimed, vision)
+        return await self._download(message, info, claimed, vision)
+
+    async def _read_text_once(
+        self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool
+    ) -> Prepared:
+        """A text file or PDF, read once for the archive and the answer alike; what was not text is read anew."""
+        shared = self._texts.get(info.attachment_id)
+        if shared is not None:
+            prepared = await asyncio.shield(shared)
+            if prepared.text is not None and prepared.kind in (Kind.TEXT, Kind.PDF):
+                return prepared
+            # A failed download is tried again, and bytes that are an image depend on `vision`.
+            return await self._download(message, info, claimed, vision)
+        reading = asyncio.ensure_future(self._download(message, info, claimed, vision))
+        self._texts[info.attachment_id] = reading
+        if len(self._texts) > TEXTS_KEPT:
+            self._texts.popitem(last=False)
+        return await asyncio.shield(reading)
+
+    async def _download(self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool) -> Prepared:
         try:
             data = await self.reader(message, info)
         except Exception as error:  # noqa: BLE001 - any failure becomes the model's note, never a failed answer

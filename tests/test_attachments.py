@@ -132,6 +132,22 @@ def test_content_decides_not_the_name() -> None:
     assert detect(b"PK\x03\x04" + bytes(range(256))) is Kind.OTHER
 
 
+async def test_a_text_file_is_downloaded_once_for_the_archive_and_the_answer() -> None:
+    """A pasted log read on arrival for the archive is not fetched again for the answer; a failed read is retried."""
+    files = Files()
+    log = files.info("build.log", b"ERROR disk full on /dev/sda1", "text/plain")
+    gone = files.info("old.log", b"", "text/plain")
+    del files.data[gone.attachment_id]
+    preparer = AttachmentPreparer(files.read)
+    pasted = message(1, log, gone)
+    archived = await preparer.archivable_text(pasted)
+    answered = await preparer.prepare([pasted], vision=True)
+    assert [prepared.text for prepared in archived] == ["ERROR disk full on /dev/sda1"]
+    assert "ERROR disk full on /dev/sda1</attachment>" in answered.elements(1)
+    assert files.reads.count(log.attachment_id) == 1
+    assert files.reads.count(gone.attachment_id) == 2
+
+
 async def test_a_text_file_named_png_is_inlined_as_text() -> None:
     """An extension that lies (text named .png) is read by its content: inlined as text, not sent as an image."""
     files = Files()
