@@ -428,7 +428,11 @@ class AttachmentPreparer:
         self._texts[info.attachment_id] = reading
         if len(self._texts) > TEXTS_KEPT:
             self._texts.popitem(last=False)
-        return await asyncio.shield(reading)
+        prepared = await asyncio.shield(reading)
+        if len(prepared.text or "") > self.max_chars and self._texts.get(info.attachment_id) is reading:
+            # Longer than a request carries: not worth its memory in the meantime (at most TEXTS_KEPT * max_chars).
+            del self._texts[info.attachment_id]
+        return prepared
 
     async def _download(self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool) -> Prepared:
         try:

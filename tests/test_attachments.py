@@ -146,6 +146,11 @@ async def test_a_text_file_is_downloaded_once_for_the_archive_and_the_answer() -
     assert "ERROR disk full on /dev/sda1</attachment>" in answered.elements(1)
     assert files.reads.count(log.attachment_id) == 1
     assert files.reads.count(gone.attachment_id) == 2
+    # A file longer than a request carries is not kept meanwhile: it is read again.
+    small = AttachmentPreparer(files.read, max_chars=10)
+    await small.archivable_text(message(2, log))
+    await small.prepare([message(2, log)], vision=True)
+    assert files.reads.count(log.attachment_id) == 3
 
 
 async def test_a_text_file_named_png_is_inlined_as_text() -> None:
