@@ -21,7 +21,6 @@ Times are integer unix milliseconds (UTC), as in SQLite, so both backends share 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
@@ -672,10 +671,12 @@ class PostgresArchive(QueuedWrites):
         prune_interval: float,
     ) -> None:
         self._pool = pool
-        self._start_queue(retention_days=retention_days, batch_size=batch_size)
-        self._flush_interval = flush_interval
-        self._prune_interval = prune_interval
-        self._writer_task: asyncio.Task[None] | None = None
+        self._start_queue(
+            retention_days=retention_days,
+            batch_size=batch_size,
+            flush_interval=flush_interval,
+            prune_interval=prune_interval,
+        )
         self._add_runs = itertools.count()
 
     @classmethod
@@ -708,17 +709,13 @@ class PostgresArchive(QueuedWrites):
             batch_size=batch_size,
             prune_interval=prune_interval,
         )
-        archive._enqueue_prune(datetime.now(UTC), None)
-        archive._writer_task = asyncio.create_task(archive._run_writer(), name="history-writer")
+        archive._start_writer()
         return archive
 
     async def close(self) -> None:
         """Commit everything still queued, stop the writer and close the connections."""
-        self._closing = True
-        self._wake.set()
         try:
-            if self._writer_task is not None:
-                await self._writer_task
+            await self._stop_writer()
         finally:
             await self._pool.close()
 
@@ -1002,14 +999,6 @@ class PostgresArchive(QueuedWrites):
             sending.set()
         self._done += len(batch)
         self._release_waiters()
-
-    async def _wait_for_work(self) -> None:
-        if self._closing or self._waiters or len(self._queue) >= self._batch_size:
-            return
-        self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._flush_interval):
-                await self._wake.wait()
 
     async def _prepare_batch(self, batch: list[Op]) -> list[_Run] | None:
         try:

@@ -9,6 +9,7 @@ and the writes that only enqueue, or enqueue and check what was committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -50,9 +51,14 @@ class QueuedWrites(ABC):
 
     writes: ClassVar[WriteKinds]
 
-    def _start_queue(self, *, retention_days: int, batch_size: int) -> None:
+    def _start_queue(
+        self, *, retention_days: int, batch_size: int, flush_interval: float, prune_interval: float
+    ) -> None:
         self._retention = timedelta(days=retention_days)
         self._batch_size = batch_size
+        self._flush_interval = flush_interval
+        self._prune_interval = prune_interval
+        self._writer_task: asyncio.Task[None] | None = None
         self._queue: deque[Op] = deque()
         self._wake = asyncio.Event()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -63,6 +69,31 @@ class QueuedWrites(ABC):
         # Per channel, how to read its conversation's latest state: a busy channel changes it with every
         # message, and only the state at commit time is worth writing, once per batch.
         self._unsaved_conversations: dict[int, Callable[[], StoredConversation]] = {}
+
+    @abstractmethod
+    async def _run_writer(self) -> None:
+        """Commit the queue in batches until the archive closes and the queue is empty."""
+
+    def _start_writer(self) -> None:
+        """Queue the first prune and start the writer task (once the archive is open)."""
+        self._enqueue_prune(datetime.now(UTC), None)
+        self._writer_task = asyncio.create_task(self._run_writer(), name="history-writer")
+
+    async def _stop_writer(self) -> None:
+        """Refuse new writes and wait until the writer has committed everything queued."""
+        self._closing = True
+        self._wake.set()
+        if self._writer_task is not None:
+            await self._writer_task
+
+    async def _wait_for_work(self) -> None:
+        """Until a batch is full, someone waits on a flush, the archive closes, or `flush_interval` has passed."""
+        if self._closing or self._waiters or len(self._queue) >= self._batch_size:
+            return
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._flush_interval):
+                await self._wake.wait()
 
     @abstractmethod
     async def all_forget_markers(self) -> dict[int, int]: ...

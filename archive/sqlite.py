@@ -646,10 +646,12 @@ class HistoryArchive(QueuedWrites):
         self._db = writer
         self._reader = reader
         self._keys = keys
-        self._start_queue(retention_days=retention_days, batch_size=batch_size)
-        self._flush_interval = flush_interval
-        self._prune_interval = prune_interval
-        self._writer_task: asyncio.Task[None] | None = None
+        self._start_queue(
+            retention_days=retention_days,
+            batch_size=batch_size,
+            flush_interval=flush_interval,
+            prune_interval=prune_interval,
+        )
         # The last id handed out per table by `new_id`.
         self._last_ids: dict[str, int] = {}
 
@@ -690,17 +692,13 @@ class HistoryArchive(QueuedWrites):
             batch_size=batch_size,
             prune_interval=prune_interval,
         )
-        archive._enqueue_prune(datetime.now(UTC), None)
-        archive._writer_task = asyncio.create_task(archive._run_writer(), name="history-writer")
+        archive._start_writer()
         return archive
 
     async def close(self) -> None:
         """Commit everything still queued, stop the writer and close the file."""
-        self._closing = True
-        self._wake.set()
         try:
-            if self._writer_task is not None:
-                await self._writer_task
+            await self._stop_writer()
         finally:
             # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
             await self._reader.close()
@@ -963,16 +961,6 @@ class HistoryArchive(QueuedWrites):
             if loop.time() >= next_prune and not self._closing:
                 next_prune = loop.time() + self._prune_interval
                 self._enqueue_prune(datetime.now(UTC), None)
-
-    async def _wait_for_work(self) -> None:
-        if self._closing or self._waiters or len(self._queue) >= self._batch_size:
-            return
-        self._wake.clear()
-        try:
-            async with asyncio.timeout(self._flush_interval):
-                await self._wake.wait()
-        except TimeoutError:
-            pass
 
     async def _write_batch(self, batch: list[Op]) -> None:
         """Commit a batch in one transaction; on failure, retry op by op so one bad write costs only itself."""
