@@ -9,6 +9,7 @@ Decoding and resizing run in a worker thread, so the event loop never waits on P
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import re
@@ -419,9 +420,10 @@ class AttachmentPreparer:
         """A text file or PDF, read once for the archive and the answer alike; what was not text is read anew."""
         shared = self._texts.get(info.attachment_id)
         if shared is not None:
-            prepared = await asyncio.shield(shared)
-            if prepared.text is not None and prepared.kind in (Kind.TEXT, Kind.PDF):
-                return prepared
+            with contextlib.suppress(Exception):  # the first reader's error is its own: this one tries anew
+                prepared = await asyncio.shield(shared)
+                if prepared.text is not None and prepared.kind in (Kind.TEXT, Kind.PDF):
+                    return prepared
             # A failed download is tried again, and bytes that are an image depend on `vision`.
             return await self._download(message, info, claimed, vision)
         reading = asyncio.ensure_future(self._download(message, info, claimed, vision))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal, Protocol
 
-from archive.sqlite import TokenUsage
+from archive import TokenUsage
 
 TOP_MEMBERS = 5
 # The member a summary's tokens are counted for: it is written for a channel, not for anyone's message.

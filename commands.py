@@ -11,7 +11,7 @@ import discord
 from discord import app_commands
 
 from agent import approx_tokens
-from archive.sqlite import ArchiveWriteFailed
+from archive import ArchiveWriteFailed
 from budget import UsageSummary, next_utc_midnight
 from config import ChannelMode
 from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation

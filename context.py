@@ -30,7 +30,7 @@ from pydantic_ai.messages import BaseToolReturnPart, UserPromptPart
 from pydantic_ai.models import Model
 
 from agent import approx_tokens, build_model, is_summary, retry_settings, split_turns
-from archive.sqlite import ConversationSummary
+from archive import ConversationSummary
 from config import Settings
 from conversation import ChannelConversation
 from quoting import AI_TURN_TAG, EARLIER_CONVERSATION_TAG, EARLIER_CONVERSATIONS_TAG, SUMMARY_SO_FAR_TAG, cap_text
