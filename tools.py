@@ -211,6 +211,18 @@ HISTORY_NOT_PERMITTED = (
 )
 
 
+def log_tool_call(ctx: RunContext[ChatDeps], tool: str, kind: str = "") -> None:
+    """One INFO line a tool call: which tool, in which channel, for whom (ids only, never arguments)."""
+    log.info(
+        "%s%s in channel %s for user %s",
+        kind,
+        tool,
+        ctx.deps.channel_id,
+        ctx.deps.requester_id,
+        extra={"tool": tool, "channel_id": ctx.deps.channel_id, "requester_id": ctx.deps.requester_id},
+    )
+
+
 async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[MessageArchive], Awaitable[str]]) -> str:
     """Run one tool's archive read; a failure becomes a short line the model can relay, not a failed answer."""
     archive = ctx.deps.archive
@@ -224,13 +236,7 @@ async def _read_archive(ctx: RunContext[ChatDeps], tool: str, read: Callable[[Me
             ctx.deps.requester_id,
         )
         return HISTORY_NOT_PERMITTED
-    log.info(
-        "%s in channel %s for user %s",
-        tool,
-        ctx.deps.channel_id,
-        ctx.deps.requester_id,
-        extra={"tool": tool, "channel_id": ctx.deps.channel_id, "requester_id": ctx.deps.requester_id},
-    )
+    log_tool_call(ctx, tool)
     try:
         # The archive commits in batches; what was said a moment ago belongs in the answer too.
         await archive.flush()
@@ -415,12 +421,7 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
         """
         if _searches_so_far(ctx, up_to_this_call=True) > max_calls:
             return f"No more web searches in this answer (at most {max_calls}): answer with what you found."
-        log.info(
-            "search_web in channel %s for user %s",
-            ctx.deps.channel_id,
-            ctx.deps.requester_id,
-            extra={"tool": SEARCH_WEB, "channel_id": ctx.deps.channel_id, "requester_id": ctx.deps.requester_id},
-        )
+        log_tool_call(ctx, SEARCH_WEB)
         try:
             results = await search(query)
         except Exception as error:  # noqa: BLE001 - an outside service: any failure is a line for the model
@@ -590,13 +591,7 @@ class McpServer(WrapperToolset[ChatDeps]):
     ) -> str:
         if not self.state.up:
             raise ToolFailed(f"The {self.name} service is not available now.")
-        log.info(
-            "MCP tool %s in channel %s for user %s",
-            name,
-            ctx.deps.channel_id,
-            ctx.deps.requester_id,
-            extra={"tool": name, "channel_id": ctx.deps.channel_id, "requester_id": ctx.deps.requester_id},
-        )
+        log_tool_call(ctx, name, "MCP tool ")
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
