@@ -876,8 +876,10 @@ class Parley(discord.AutoShardedClient):
                 ):
                     await self._say_slow_down(message, admission.retry_at)
                 return
-        respond, _ = await self.decider.should_respond(record, conversation, self.user.id)
-        if not respond:
+        decision = self.decider.decide_now(record, conversation, self.user.id)
+        if not isinstance(decision, Decision):
+            decision = await decision  # the judge's call
+        if not decision.respond:
             if rates is not None:
                 rates.give_back(member)
             return

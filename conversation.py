@@ -10,10 +10,10 @@ import asyncio
 import copy
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -411,6 +411,8 @@ class Decision:
 
 JudgeVerdict = tuple[bool, str] | tuple[bool, str, float]
 Judge = Callable[[MessageRecord, ChannelConversation], Awaitable[JudgeVerdict]]
+# The judge's decision on a message the tiers before it left open, logged once it is made: await it.
+JudgeCall = Coroutine[Any, Any, Decision]
 DecisionListener = Callable[[MessageRecord, Decision], None]
 # Sees the features of every message the learned tier scores (train_decider.py collects them so).
 FeatureListener = Callable[[MessageRecord, list[float]], None]
@@ -588,17 +590,28 @@ class ResponseDecider:
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> tuple[bool, str]:
         """Whether to answer a message of a live conversation, and why."""
-        decision = self._rules(message, conversation, bot_user_id)
-        if decision is None:
-            decision = await self._past_rules(message, conversation, self._turned_down)
-        self._log(message, decision)
+        decision = await self.decide(message, conversation, bot_user_id)
         return decision.respond, decision.reason
 
     async def decide(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision:
         """`should_respond` with the tier and the judge's confidence kept."""
+        decision = self.decide_now(message, conversation, bot_user_id)
+        return decision if isinstance(decision, Decision) else await decision
+
+    def decide_now(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+    ) -> Decision | JudgeCall:
+        """`decide` without a coroutine when no judge is needed: the decision, logged; else the judge's call to await.
+
+        Almost every message is decided by the tiers before the judge, and creating and awaiting a coroutine
+        for each was a tenth of the engine's time: only a message the judge must weigh pays for one now.
+        """
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
-            decision = await self._past_rules(message, conversation, self._turned_down)
+            if self.judge is not None:
+                # Read now: `_turned_down` is the next message's once this call returns.
+                return self._judged(message, conversation, self._turned_down)
+            decision = self._turned_down
         self._log(message, decision)
         return decision
 
@@ -770,16 +783,15 @@ class ResponseDecider:
                 return None
         return decision
 
-    async def _past_rules(
+    async def _judged(
         self, message: MessageRecord, conversation: ChannelConversation, turned_down: Decision
     ) -> Decision:
-        """The judge's decision on what the tiers before it left open; past its budget, the learned tier's answer."""
-        if self.judge is None:
-            return turned_down
-        judged = await self._ask_judge(message, conversation)
-        if judged is _JUDGE_BUDGET and turned_down.tier == "learned":
-            return turned_down
-        return judged
+        """The judge's decision on what the tiers before it left open, logged; past its budget, the learned tier's."""
+        decision = await self._ask_judge(message, conversation)
+        if decision is _JUDGE_BUDGET and turned_down.tier == "learned":
+            decision = turned_down
+        self._log(message, decision)
+        return decision
 
     async def _ask_judge(self, message: MessageRecord, conversation: ChannelConversation) -> Decision:
         assert self.judge is not None
