@@ -92,6 +92,7 @@ from conversation import (
 )
 from costs import UsageMetrics, model_label
 from discord_io import (
+    attachment_info,
     is_automated,
     is_closed_thread,
     may_read_history,
@@ -1424,12 +1425,20 @@ class Parley(discord.AutoShardedClient):
         if "content" not in data:
             return
         text = safe_text(payload.message.clean_content)
+        # An update that lists the message's files lists all it still has: those missing were taken off it.
+        # https://discord.com/developers/docs/topics/gateway-events#message-update
+        files = tuple(attachment_info(a) for a in payload.message.attachments) if "attachments" in data else None
         for holder in self._holders(payload.channel_id, payload.message_id):
             conversation = self.manager.get(holder)
-            if conversation is not None and conversation.edit(payload.message_id, text):
+            if conversation is None:
+                continue
+            edited = conversation.edit(payload.message_id, text)
+            if (files is not None and conversation.keep_files(payload.message_id, files)) or edited:
                 self.manager.changed(holder)
         if self.archive is not None:
             self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
+            if files is not None:
+                self.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
 
     def _holders(self, channel_id: int, message_id: int) -> tuple[int, ...]:
         """The conversations a message may be in: its channel's, and the thread Parley opened on it, if any

@@ -523,6 +523,14 @@ _ATTACHMENT_TEXT = Write(
     ("UPDATE attachments SET text = $2, words = name_words || to_tsvector('simple', $3) WHERE attachment_id = $1",),
 )
 
+_KEEP_ATTACHMENTS = Write(
+    "keep_attachments",
+    (
+        "DELETE FROM attachments WHERE message_id = $1"
+        " AND attachment_id NOT IN (SELECT value::bigint FROM jsonb_array_elements_text($2::text::jsonb))",
+    ),
+)
+
 # The writes whose last parameter is the folded words of the text at this position in their params.
 _INDEXED = {_ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
 # Where add() and edit() put the message's text in their params.
@@ -531,7 +539,7 @@ _OWN_WRITES = frozenset(
     {
         _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_STATE, _USAGE,
         _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
-        _ADD_ATTACHMENT, _ATTACHMENT_TEXT,
+        _ADD_ATTACHMENT, _ATTACHMENT_TEXT, _KEEP_ATTACHMENTS,
     }
 )  # fmt: skip
 
@@ -657,6 +665,7 @@ class PostgresArchive(QueuedWrites):
         drop_conversation=_DROP_CONVERSATION,
         delete_summaries=_DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
+        keep_attachments=_KEEP_ATTACHMENTS,
     )
 
     dialect = "postgres"

@@ -596,6 +596,10 @@ _ADD_ATTACHMENT = _Write(
     ),
 )
 _ATTACHMENT_TEXT = _Write("set_attachment_text", ("UPDATE attachments SET text = ?2 WHERE attachment_id = ?1",))
+_KEEP_ATTACHMENTS = _Write(
+    "keep_attachments",
+    ("DELETE FROM attachments WHERE message_id = ?1 AND attachment_id NOT IN (SELECT value FROM json_each(?2))",),
+)
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 # A kind of write other modules queue through `HistoryArchive.enqueue`.
@@ -628,6 +632,7 @@ class HistoryArchive(QueuedWrites):
         drop_conversation=_DROP_CONVERSATION,
         delete_summaries=_DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
+        keep_attachments=_KEEP_ATTACHMENTS,
     )
 
     dialect = "sqlite"
