@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -72,6 +72,14 @@ class MessageRecord:
     attachments: tuple[AttachmentInfo, ...] = ()
 
 
+class AnswerPosts(NamedTuple):
+    """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
+
+    question_channel_id: int
+    question_id: int
+    post_ids: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class ChannelConversation:
     """A channel's live conversation: everything said while it is active, answered or not."""
@@ -107,6 +115,8 @@ class ChannelConversation:
     earlier_conversations: str = ""
     # CHANNEL, OWN_THREAD or DIRECT (see CONVERSATION_KINDS).
     kind: str = CHANNEL
+    # What "Regenerate" may replace, kept with the conversation so that it outlives a restart.
+    latest_answer: AnswerPosts | None = None
 
     @property
     def lasting(self) -> bool:

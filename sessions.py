@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelMessage
 
-from conversation import CHANNEL, CONVERSATION_KINDS, ChannelConversation, MessageRecord, redacted
+from conversation import CHANNEL, CONVERSATION_KINDS, AnswerPosts, ChannelConversation, MessageRecord, redacted
 
 __all__ = ["ConversationSnapshot", "restore", "snapshot"]
 
@@ -38,6 +38,7 @@ class ConversationSnapshot:
     files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     earlier_conversations: str = ""
     kind: str = CHANNEL
+    latest_answer: AnswerPosts | None = None
 
 
 _SNAPSHOT = TypeAdapter(ConversationSnapshot)
@@ -73,6 +74,7 @@ def snapshot(conversation: ChannelConversation) -> str:
         files_kept=dict(conversation.files_kept),
         earlier_conversations=conversation.earlier_conversations,
         kind=conversation.kind,
+        latest_answer=conversation.latest_answer,
     )
     return _SNAPSHOT.dump_json(state).decode()
 
@@ -101,4 +103,5 @@ def restore(data: str | bytes) -> ChannelConversation:
         files_kept=state.files_kept,
         earlier_conversations=state.earlier_conversations,
         kind=state.kind if state.kind in CONVERSATION_KINDS else CHANNEL,
+        latest_answer=state.latest_answer,
     )
