@@ -49,11 +49,10 @@ from archive import (
     folded_words,
     search_words,
 )
-from archive.queued import Op, QueuedWrites, WriteKinds, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.sqlite import (
     _decision_from_row,
     _from_day,
-    _from_ms,
     _message_from_row,
     _since_ms,
     _snowflake_ms,
@@ -771,7 +770,7 @@ class PostgresArchive(QueuedWrites):
     async def stored_conversations(self) -> dict[int, StoredConversation]:
         """Every kept live conversation, by channel id (the caller decides which are still live)."""
         rows = await self._fetch("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(_from_ms(last), state) for channel_id, last, state in rows}
+        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
 
     async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
         """The channel's latest `limit` conversation summaries, newest first."""
@@ -781,7 +780,7 @@ class PostgresArchive(QueuedWrites):
             channel_id,
             limit,
         )
-        return [ConversationSummary(_from_ms(ended), summary) for ended, summary in rows]
+        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
 
     async def all_forget_markers(self) -> dict[int, int]:
         """Every channel's /parley forget marker: the message id its context starts after."""
@@ -912,8 +911,8 @@ class PostgresArchive(QueuedWrites):
             busiest_hours=sorted(((int(hour), n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[
                 :3
             ],
-            first_at=_from_ms(first),
-            last_at=_from_ms(last),
+            first_at=from_ms(first),
+            last_at=from_ms(last),
         )
 
     async def usage_on(self, day: date) -> list[TokenUsage]:

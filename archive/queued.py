@@ -272,5 +272,10 @@ def to_ms(moment: datetime) -> int:
     return (moment - _EPOCH) // _ONE_MS
 
 
+def from_ms(ms: int) -> datetime:
+    """The UTC moment of Unix milliseconds `ms` (`to_ms`'s inverse)."""
+    return _EPOCH + ms * _ONE_MS
+
+
 def to_day(day: date) -> int:
     return (day - _EPOCH_DAY).days
