@@ -293,7 +293,11 @@ class ConversationManager:
         Returns the conversation, or None when the channel has none (the message is not kept).
         """
         now = self.clock()
-        conversation = self._live(channel_id, now)
+        if now > self._nothing_expires_before or self._lasting or self._clock_went_back:
+            conversation = self._live(channel_id, now)
+        else:
+            # `_live`'s common case, inlined: nothing to evict, no thread to look in, no clock to distrust.
+            conversation = self._conversations.get(channel_id)
         if conversation is None:
             return None
         messages = conversation.messages
@@ -306,8 +310,9 @@ class ConversationManager:
             conversation.note_bot_message(message)
         else:
             conversation.participants.add(message.author_id)
-        # `_touch`, inlined for the common case: every message of every channel comes through here.
-        if conversation.lasting:
+        # `_touch`, inlined for the common case: every message of every channel comes through here
+        # (and `lasting` too: a property costs a call).
+        if conversation.kind == OWN_THREAD:
             conversation.last_activity = now
         elif now >= self._latest and self._nothing_expires_before is not _NEVER:
             conversation.last_activity = self._latest = now
