@@ -658,9 +658,14 @@ class ResponseDecider:
 
     def _rules(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
         """The decision of the rule tiers, or None when it is the learned tier's or the judge's to make."""
-        decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
-        if decision is not None:
-            return decision
+        # Most messages name nobody, reply to nobody and are a person's: of the explicit triggers and the gates
+        # only "no text" can apply to them, so they skip the calls for the rest.
+        if message.mention_ids or message.reply_to_author_id is not None or message.is_bot:
+            decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
+            if decision is not None:
+                return decision
+        elif self._no_text and _without_text(message):
+            return _NO_TEXT
         if conversation.kind != CHANNEL:
             return _BY_KIND[conversation.kind]
         # Looked up only past the gates: explicit triggers and gated messages never pay for it.
@@ -700,7 +705,7 @@ class ResponseDecider:
             and _names_someone_else(message.mention_ids, message.author_id, bot_user_id)
         ):
             return _ADDRESSED_TO_OTHER
-        if self._no_text and (not message.content or message.content.isspace()) and not message.attachments:
+        if self._no_text and _without_text(message):
             return _NO_TEXT
         return None
 
@@ -781,12 +786,23 @@ class ResponseDecider:
         return decision
 
     def _may_follow_up(self, message: MessageRecord, conversation: ChannelConversation) -> bool:
-        messages, count = conversation.messages, self.followup_scan_messages
+        """Whether a bot turn naming the author, or naming nobody, may be among the messages the look-back reads.
+
+        In O(1), and in one function: most messages of a busy channel are asked this.
+        """
         named = conversation.bot_message_naming.get(message.author_id)
-        if named is not None and _within_last(messages, named, count):
+        unnamed = conversation.last_unnamed_bot_message if self._implicit_rule else None
+        if named is None and unnamed is None:
+            return False
+        messages, count = conversation.messages, self.followup_scan_messages
+        if len(messages) <= count + 1:
             return True
-        unnamed = conversation.last_unnamed_bot_message
-        return self._implicit_rule and unnamed is not None and _within_last(messages, unnamed, count)
+        # The look-back skips the message being decided, usually the newest: counting one more errs on the side of
+        # looking.
+        oldest_read = messages[-(count + 1)].message_id
+        return (named is not None and named.message_id >= oldest_read) or (
+            unnamed is not None and unnamed.message_id >= oldest_read
+        )
 
     def _undecided(self, decision: Decision) -> Decision | None:
         """A follow-up tier "no" that the learned tier or a configured judge gets to overrule."""
@@ -894,15 +910,9 @@ def _log_decision(level: int, message: MessageRecord, decision: Decision) -> Non
     )
 
 
-def _within_last(messages: deque[MessageRecord], earlier: MessageRecord, count: int) -> bool:
-    """Whether `earlier` may be among the `count` messages the follow-up look-back reads, in O(1).
-
-    The look-back skips the message being decided, usually the newest: counting one more errs
-    on the side of looking.
-    """
-    if len(messages) <= count + 1:
-        return True
-    return earlier.message_id >= messages[-(count + 1)].message_id
+def _without_text(message: MessageRecord) -> bool:
+    """Whether a message has neither text nor files: nothing to answer."""
+    return (not message.content or message.content.isspace()) and not message.attachments
 
 
 def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:
