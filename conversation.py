@@ -621,11 +621,14 @@ class ResponseDecider:
         Only a "no" is logged here: a "yes" is followed by `should_respond` on the same message,
         whose decision is the one that says whether it was answered.
         """
-        decision = self._explicit(message, bot_user_id)
-        if decision is None:
-            self._log(message, _NO_CONVERSATION)
-            return False, _NO_CONVERSATION.reason
-        return decision.respond, decision.reason
+        # Asked of every message of a quiet channel: one naming nobody and replying to nobody skips the call.
+        if message.mention_ids or message.reply_to_author_id is not None:
+            decision = self._explicit(message, bot_user_id)
+            if decision is not None:
+                return decision.respond, decision.reason
+        # Silence without a conversation is the common case in a busy server: debug, not info.
+        self._log(message, _NO_CONVERSATION, logging.DEBUG)
+        return False, _NO_CONVERSATION.reason
 
     async def should_respond(
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
@@ -645,7 +648,7 @@ class ResponseDecider:
         """`decide` without a coroutine when no judge is needed: the decision, logged; else the judge's call to await.
 
         Almost every message is decided by the tiers before the judge, and creating and awaiting a coroutine
-        for each was a tenth of the engine's time: only a message the judge must weigh pays for one now.
+        for each cost a few percent of the engine's time: only a message the judge must weigh pays for one now.
         """
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
@@ -653,7 +656,11 @@ class ResponseDecider:
                 # Read now: `_turned_down` is the next message's once this call returns.
                 return self._judged(message, conversation, self._turned_down)
             decision = self._turned_down
-        self._log(message, decision)
+        # `_log`, inlined: this is every decided message's path.
+        if self.on_decision is not None:
+            self.on_decision(message, decision)
+        if decision_log.isEnabledFor(logging.INFO):
+            _log_decision(logging.INFO, message, decision)
         return decision
 
     def _rules(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
@@ -664,8 +671,8 @@ class ResponseDecider:
             decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
             if decision is not None:
                 return decision
-        elif self._no_text and _without_text(message):
-            return _NO_TEXT
+        elif self._no_text and (not message.content or message.content.isspace()) and not message.attachments:
+            return _NO_TEXT  # `_without_text`, inlined: it is asked of nearly every message
         if conversation.kind != CHANNEL:
             return _BY_KIND[conversation.kind]
         # Looked up only past the gates: explicit triggers and gated messages never pay for it.
@@ -866,11 +873,9 @@ class ResponseDecider:
         confidence = rest[0] if rest else None
         return Decision(respond, f"judge_{'yes' if respond else 'no'}", "judge", confidence, detail)
 
-    def _log(self, message: MessageRecord, decision: Decision) -> None:
+    def _log(self, message: MessageRecord, decision: Decision, level: int = logging.INFO) -> None:
         if self.on_decision is not None:
             self.on_decision(message, decision)
-        # Silence without a conversation is the common case in a busy server: debug, not info.
-        level = logging.DEBUG if decision is _NO_CONVERSATION else logging.INFO
         if decision_log.isEnabledFor(level):
             _log_decision(level, message, decision)
 
