@@ -468,6 +468,12 @@ class DecisionPolicy(Protocol):
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> tuple[bool, str]: ...
 
+    def decide_now(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+    ) -> Decision | JudgeCall:
+        """The bot's path: the decision, or the call to await when it needs one (`ResponseDecider.decide_now`)."""
+        ...
+
 
 # Decisions that carry nothing message-specific are built once, so deciding allocates none.
 _MENTION = Decision(True, "mention", "explicit")
