@@ -37,6 +37,8 @@ class ConversationSnapshot:
     redactions: dict[int, str | None] = field(default_factory=dict)
     earlier_conversations: str = ""
     kind: str = CHANNEL
+    # Absent from snapshots of earlier versions: the learned tier then counts from the bot's latest naming turn.
+    bot_namings: dict[int, int] = field(default_factory=dict)
 
 
 _SNAPSHOT = TypeAdapter(ConversationSnapshot)
@@ -71,6 +73,7 @@ def snapshot(conversation: ChannelConversation) -> str:
         redactions=dict(changes),
         earlier_conversations=conversation.earlier_conversations,
         kind=conversation.kind,
+        bot_namings=dict(conversation.bot_namings),
     )
     return _SNAPSHOT.dump_json(state).decode()
 
@@ -98,4 +101,5 @@ def restore(data: str | bytes) -> ChannelConversation:
         redactions=state.redactions,
         earlier_conversations=state.earlier_conversations,
         kind=state.kind if state.kind in CONVERSATION_KINDS else CHANNEL,
+        bot_namings=state.bot_namings,
     )
