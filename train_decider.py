@@ -5,7 +5,7 @@
 1. Replays every transcript of `--train` (built by `../shared/eval/make_transcripts.py`, git-ignored
    under data/) and of `--dev` through the bot's own decider, collecting the features of each
    message the follow-up rules decided after the bot spoke (the learned tier's candidates; the
-   rules' "yes" among them, which the trees learn from although the bot does not score them).
+   rules' "yes" among them, which the trees learn from although the bot scores only `followup_implicit`'s).
 2. Fits gradient-boosted trees (log loss, histogram splits, no sampling: deterministic) on the train
    candidates only.
 3. On `--dev`: the `normal` threshold is the one with the best F1 of the whole decider among those
