@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import AttachmentInfo, images_without_deleted, without_deleted
+from attachments import AttachmentInfo, Removals, images_without_removed, kept_names, without_removed
 from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
@@ -72,6 +72,14 @@ class MessageRecord:
     attachments: tuple[AttachmentInfo, ...] = ()
 
 
+class AnswerPosts(NamedTuple):
+    """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
+
+    question_channel_id: int
+    question_id: int
+    post_ids: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class ChannelConversation:
     """A channel's live conversation: everything said while it is active, answered or not."""
@@ -99,11 +107,16 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
+    # The names of the files still on each message an edit took files off (`attachments.kept_names`), applied
+    # the same way: the model no longer sees a file its member removed.
+    files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
     # which the first prompt of this one carries.
     earlier_conversations: str = ""
     # CHANNEL, OWN_THREAD or DIRECT (see CONVERSATION_KINDS).
     kind: str = CHANNEL
+    # What "Regenerate" may replace, kept with the conversation so that it outlives a restart.
+    latest_answer: AnswerPosts | None = None
     # How many bot turns named each person over the whole conversation, beyond the look-back: counted on the
     # bot's messages only, so the many messages of others pay nothing for it (the learned tier reads it).
     bot_namings: dict[int, int] = field(default_factory=dict)
@@ -148,6 +161,29 @@ class ChannelConversation:
     def delete(self, message_id: int) -> bool:
         """Drop a deleted message from the conversation and its text from the model history."""
         return self._redact(message_id, None)
+
+    def keep_files(self, message_id: int, attachments: tuple[AttachmentInfo, ...]) -> bool:
+        """Apply an edit that took files off a message: only `attachments` remain; whether the conversation changed.
+
+        Names, not ids, are what the model's history shows of a file, so it is matched by name there.
+        """
+        found = next((m for m in self.messages if m.message_id == message_id), None)
+        if found is not None:
+            if {a.attachment_id for a in found.attachments} <= {a.attachment_id for a in attachments}:
+                return False  # nothing was removed (Discord sends the files with every edit)
+            self.messages.remove(found)
+            _insert_in_order(self.messages, replace(found, attachments=attachments))
+        elif message_id > self.prompted_through:
+            return False  # never shown to the model, nor part of this conversation
+        kept = kept_names(attachments)
+        history = redacted(self.llm_history, {}, {message_id: kept})
+        if found is None and history == self.llm_history:
+            return False
+        # A summary written while the file was there may repeat it, as for a deleted message.
+        history = [message for message in history if not _summarises(message, message_id)]
+        self.files_kept[message_id] = kept
+        self.llm_history = history
+        return True
 
     def _redact(self, message_id: int, content: str | None) -> bool:
         found = next((m for m in self.messages if m.message_id == message_id), None)
@@ -299,7 +335,7 @@ class ConversationManager:
         conversation = self.get(channel_id)
         if conversation is None:
             return
-        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        conversation.llm_history = redacted(llm_history, conversation.redactions, conversation.files_kept)
         conversation.prompted_through = max(conversation.prompted_through, answered_id)
         conversation.bot_turns += 1
         self._touch(conversation, self.clock())
@@ -310,7 +346,7 @@ class ConversationManager:
         conversation = self.get(channel_id)
         if conversation is None:
             return
-        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        conversation.llm_history = redacted(llm_history, conversation.redactions, conversation.files_kept)
         self._touch(conversation, self.clock())
         self._changed(conversation)
 
@@ -868,14 +904,22 @@ def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id
     return any(user_id != author_id and user_id != bot_user_id for user_id in mention_ids)
 
 
-def redacted(history: list[ModelMessage], changes: Mapping[int, str | None]) -> list[ModelMessage]:
-    """`history` with the quotes of edited messages updated and of deleted ones emptied (`quoting.requote`).
+def redacted(
+    history: list[ModelMessage],
+    changes: Mapping[int, str | None],
+    files_kept: Mapping[int, frozenset[str]] | None = None,
+) -> list[ModelMessage]:
+    """`history` with the quotes of edited messages updated and of deleted ones emptied (`quoting.requote`), and the
+    files of deleted messages, or no longer on their message (`files_kept`), taken out.
 
     Prompts and tool results are rewritten; the model's own words are left as they were.
     """
-    if not changes:
+    if not changes and not files_kept:
         return list(history)
-    return [_redacted(message, changes) if isinstance(message, ModelRequest) else message for message in history]
+    removals = Removals({message_id for message_id, text in changes.items() if text is None}, files_kept or {})
+    return [
+        _redacted(message, changes, removals) if isinstance(message, ModelRequest) else message for message in history
+    ]
 
 
 def _summarises(message: ModelMessage, message_id: int) -> bool:
@@ -888,14 +932,13 @@ def _summarises(message: ModelMessage, message_id: int) -> bool:
     )
 
 
-def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> ModelRequest:
-    return replace(request, parts=[_redacted_part(part, changes) for part in request.parts])
+def _redacted(request: ModelRequest, changes: Mapping[int, str | None], removals: Removals) -> ModelRequest:
+    return replace(request, parts=[_redacted_part(part, changes, removals) for part in request.parts])
 
 
-def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) -> ModelRequestPart:
-    deleted = {message_id for message_id, text in changes.items() if text is None}
+def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None], removals: Removals) -> ModelRequestPart:
     if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
-        content = without_deleted(requote(part.content, changes), deleted)
+        content = without_removed(requote(part.content, changes), removals)
         if content != part.content:
             # A copy: the old history may still be in use by a run that began before the change.
             part = copy.copy(part)
@@ -903,9 +946,10 @@ def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) ->
     elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
         # A prompt with images: its text items hold the quotes, and the images are framed by their message.
         items = [
-            without_deleted(requote(item, changes), deleted) if isinstance(item, str) else item for item in part.content
+            without_removed(requote(item, changes), removals) if isinstance(item, str) else item
+            for item in part.content
         ]
-        items = images_without_deleted(items, deleted)
+        items = images_without_removed(items, removals)
         if any(new != old for new, old in zip(items, part.content, strict=True)):
             part = copy.copy(part)
             part.content = items
