@@ -117,6 +117,9 @@ class ChannelConversation:
     kind: str = CHANNEL
     # What "Regenerate" may replace, kept with the conversation so that it outlives a restart.
     latest_answer: AnswerPosts | None = None
+    # How many bot turns named each person over the whole conversation, beyond the look-back: counted on the
+    # bot's messages only, so the many messages of others pay nothing for it (the learned tier reads it).
+    bot_namings: dict[int, int] = field(default_factory=dict)
 
     @property
     def lasting(self) -> bool:
@@ -126,12 +129,17 @@ class ChannelConversation:
     def note_bot_message(self, message: MessageRecord) -> None:
         """Index a bot's message by whom it names (any bot's: the index only has to be a superset)."""
         named = message.mention_ids
-        if message.reply_to_author_id is not None:
-            self.bot_message_naming[message.reply_to_author_id] = message
+        namings = self.bot_namings
+        reply_to = message.reply_to_author_id
+        if reply_to is not None:
+            self.bot_message_naming[reply_to] = message
+            namings[reply_to] = namings.get(reply_to, 0) + 1
         elif not named:
             self.last_unnamed_bot_message = message
         for person in named:
             self.bot_message_naming[person] = message
+            if person != reply_to:
+                namings[person] = namings.get(person, 0) + 1
 
     def unseen_before(self, message_id: int, bot_user_id: int) -> list[MessageRecord]:
         """The messages before `message_id` that no answer has shown the model yet, oldest first.
@@ -524,8 +532,9 @@ class ResponseDecider:
        already), and nobody else has addressed the author since (else `cut_in`: someone else
        took up the thread). Without such a turn the message is `not_for_bot`; if the bot has not
        spoken (`bot_silent`) or not inside the window (`outside_window`), nothing is a follow-up;
-    4. learned: with a model (`learned`, followup.py), every follow-up "no" after the bot spoke (and,
-       with `learned_veto`, every "yes"), except a bystander no recent bot turn can have been answering, is scored;
+    4. learned: with a model (`learned`, followup.py), every follow-up "no" after the bot spoke and every
+       `followup_implicit` (with `learned_veto`, every "yes"), except a bystander no recent bot turn can have been
+       answering, is scored;
        at or above the mode's threshold it is answered (`learned_yes`, else `learned_no`), and a
        score within the model's band of the threshold goes to the judge when there is one;
        without a model: a judge configured, a message the follow-up tier turned down although the bot
@@ -792,8 +801,10 @@ class ResponseDecider:
     def _in_window(self, turn: MessageRecord, now: datetime, decision: Decision, window: timedelta) -> Decision | None:
         if self._window_rule and now - turn.timestamp > window:
             return self._undecided(_OUTSIDE_WINDOW)
-        if self._learned_veto:
-            # The learned tier weighs the rules' "yes" too: it vetoes follow-ups that look like chatter.
+        if self._learned_veto or (decision is _FOLLOWUP_IMPLICIT and self.learned is not None):
+            # The learned tier weighs the rules' "yes" too: it vetoes follow-ups that look like chatter. An implicit
+            # follow-up is weighed even without the veto: it is right only six times in ten, and rare enough to cost
+            # nothing measurable.
             self._turned_down = decision
             return None
         return decision

@@ -88,6 +88,8 @@ FEATURES: tuple[str, ...] = (
     "question_word",
     "second_person",
     "first_person",
+    # The conversation beyond the look-back: how many bot turns named the author since it began.
+    "bot_turns_naming_author_all",
 )
 
 # A feature that cannot be measured (no earlier message of the author in the look-back) takes
@@ -271,6 +273,8 @@ def features(
         first_word in _QUESTION_WORDS,
         not tokens.isdisjoint(_SECOND_PERSON),
         not tokens.isdisjoint(_FIRST_PERSON),
+        # A restored conversation may lack the counts: a bot turn naming the author still counts as one.
+        min(max(conversation.bot_namings.get(author, 0), named_author is not None), 10),
     ]
 
 

@@ -39,6 +39,8 @@ class ConversationSnapshot:
     earlier_conversations: str = ""
     kind: str = CHANNEL
     latest_answer: AnswerPosts | None = None
+    # Absent from snapshots of earlier versions: the learned tier then counts from the bot's latest naming turn.
+    bot_namings: dict[int, int] = field(default_factory=dict)
 
 
 _SNAPSHOT = TypeAdapter(ConversationSnapshot)
@@ -75,6 +77,7 @@ def snapshot(conversation: ChannelConversation) -> str:
         earlier_conversations=conversation.earlier_conversations,
         kind=conversation.kind,
         latest_answer=conversation.latest_answer,
+        bot_namings=dict(conversation.bot_namings),
     )
     return _SNAPSHOT.dump_json(state).decode()
 
@@ -104,4 +107,5 @@ def restore(data: str | bytes) -> ChannelConversation:
         earlier_conversations=state.earlier_conversations,
         kind=state.kind if state.kind in CONVERSATION_KINDS else CHANNEL,
         latest_answer=state.latest_answer,
+        bot_namings=state.bot_namings,
     )

@@ -5,7 +5,7 @@
 1. Replays every transcript of `--train` (built by `../shared/eval/make_transcripts.py`, git-ignored
    under data/) and of `--dev` through the bot's own decider, collecting the features of each
    message the follow-up rules decided after the bot spoke (the learned tier's candidates; the
-   rules' "yes" among them, which the trees learn from although the bot does not score them).
+   rules' "yes" among them, which the trees learn from although the bot scores only `followup_implicit`'s).
 2. Fits gradient-boosted trees (log loss, histogram splits, no sampling: deterministic) on the train
    candidates only.
 3. On `--dev`: the `normal` threshold is the one with the best F1 of the whole decider among those
@@ -81,10 +81,16 @@ def _rule_said_yes(values: list[float]) -> bool:
     return any(values[index] > 0 for index in _YES_FEATURES)
 
 
+_NAMED_FOLLOWUP = FEATURES.index("rule_followup")
+
+
 def as_shipped(data: Collected, z: Matrix) -> Matrix:
-    """Scores as the bot uses them: without `learned_veto` a follow-up rule's "yes" is never scored, so it stands."""
-    rule_yes = np.array([_rule_said_yes(values) for values in data.features], dtype=bool)
-    return np.where(rule_yes, np.inf, z)
+    """Scores as the bot uses them: without `learned_veto` a `followup` "yes" is never scored, so it stands.
+
+    (A `followup_implicit` "yes" is scored: the tier may turn it down.)
+    """
+    named_yes = np.array([values[_NAMED_FOLLOWUP] > 0 for values in data.features], dtype=bool)
+    return np.where(named_yes, np.inf, z)
 
 
 def collect(folder: Path) -> Collected:

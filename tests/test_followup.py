@@ -360,3 +360,42 @@ async def test_the_rules_yes_is_scored_only_with_the_veto() -> None:
     vetoing = Decider(120, clock=clock, learned=model, learned_veto=True)
     decision = await vetoing.decide(second, conversation, BOT)
     assert (decision.reason, decision.respond) == ("learned_no", False)
+
+
+def test_features_remember_the_bots_turns_beyond_the_look_back() -> None:
+    """Three bot turns named Alice long before a 3-message look-back: the look-back sees none, the conversation all."""
+    clock = Clock()
+    early = [record(index, BOT, f"alice: step {index}", index, frozenset({ALICE})) for index in range(1, 4)]
+    chatter = [record(index, BOB, "unrelated", index) for index in range(4, 10)]
+    message = record(10, ALICE, "done", 10)
+    conversation = conversation_of(clock, *early, *chatter, message)
+    values = dict(zip(FEATURES, features(message, conversation, BOT, clock.now, "not_for_bot", 3), strict=True))
+    assert values["bot_turns_naming_author"] == 0
+    assert values["bot_turns_naming_author_all"] == 3
+
+
+def test_a_bot_turn_naming_someone_twice_counts_once() -> None:
+    """A bot reply to Alice that also mentions her is one turn naming her, not two."""
+    clock = Clock()
+    conversation = conversation_of(clock, record(1, ALICE, "@parley hi", 0, frozenset({BOT})))
+    conversation.note_bot_message(
+        MessageRecord(2, CHANNEL, BOT, "parley", "alice: hi", START, True, frozenset({ALICE}), ALICE)
+    )
+    assert conversation.bot_namings == {ALICE: 1}
+
+
+async def test_an_implicit_followup_is_scored_without_the_veto() -> None:
+    """The bot's unnamed answer to Alice makes her next line an implicit follow-up, which a low score turns down."""
+    clock = Clock()
+    answer = record(3, ALICE, "i tried that already", 20)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley why is my disk full?", 0, frozenset({BOT})),
+        record(2, BOT, "check /var/log with du", 10),
+        answer,
+    )
+    rules = Decider(120, clock=clock)
+    assert (await rules.decide(answer, conversation, BOT)).reason == "followup_implicit"
+    scored = Decider(120, clock=clock, learned=model_from_json(model_json(base=-5.0)))
+    decision = await scored.decide(answer, conversation, BOT)
+    assert (decision.reason, decision.respond) == ("learned_no", False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from archive.sqlite import ArchivedMessage, StoredConversation
 from attachments import AttachmentInfo
 from context import summary_turn
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
+from followup import FEATURES, features
 from quoting import MESSAGE_TAG
 from sessions import restore, snapshot
 
@@ -188,3 +190,16 @@ def test_deleting_a_summarised_message_drops_the_summary_from_the_history() -> N
     conversation.llm_history = [summary_turn("alice's secret plan", (90, 100)), *conversation.llm_history]
     conversation.delete(100)
     assert "secret plan" not in snapshot(conversation)
+
+
+@freeze_time(T0)
+def test_snapshot_keeps_how_often_the_bot_named_each_person() -> None:
+    """The learned tier's count of bot turns naming Alice survives a restore; a snapshot without it falls back."""
+    conversation = answered_conversation(ConversationManager())
+    assert restore(snapshot(conversation)).bot_namings == {ALICE: 1}
+    older = json.loads(snapshot(conversation))
+    del older["bot_namings"]
+    restored = restore(json.dumps(older))
+    question = record(102, "and then?")
+    values = dict(zip(FEATURES, features(question, restored, BOT, T0, "followup"), strict=True))
+    assert restored.bot_namings == {} and values["bot_turns_naming_author_all"] == 1
