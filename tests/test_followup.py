@@ -251,6 +251,22 @@ def test_training_twice_writes_the_same_file(tmp_path: Path) -> None:
     assert load_model(tmp_path / "first.json").names == FEATURES
 
 
+def test_the_lexicon_learns_what_the_offset_leaves_unexplained() -> None:
+    """Words of replies weigh up, of new questions down; a word the offset already explains, or a rare one, not."""
+    import numpy as np
+
+    import train_decider
+
+    terms = [["yes", "done"]] * 20 + [["hello", "done"]] * 20 + [["sudo"]] * 20 + [["rare"]] * 2
+    y = np.array([1.0] * 20 + [0.0] * 20 + [1.0] * 15 + [0.0] * 5 + [1.0] * 2)
+    # `sudo` lines are replies 3 times in 4, and the offset (the trees' log-odds) already says so.
+    offset = np.array([0.0] * 40 + [math.log(3)] * 20 + [0.0] * 2)
+    lexicon = train_decider.fit_lexicon(terms, y, offset)
+    assert lexicon.weights["yes"] > 0.5 and lexicon.weights["hello"] < -0.5
+    assert abs(lexicon.weights.get("sudo", 0.0)) < 0.2 and "rare" not in lexicon.weights
+    assert list(lexicon.weights) == sorted(lexicon.weights)
+
+
 # --- The model file --------------------------------------------------------------------------------
 
 
