@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import io
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import PurePosixPath
@@ -624,30 +625,60 @@ def _placeholder(item: UserContent, age: int) -> UserContent:
 # One <attachment> element or image frame's opening tag: attribute values are escaped, so none holds ">", and a body
 # cannot hold the closing tag (`wrap` neutralises it).
 _ATTACHMENT_ELEMENT = re.compile(r'<attachment\b[^>]*\bmessage_id="(\d+)"[^>]*>(?:.*?</attachment>)?', re.DOTALL)
+_FILENAME_ATTRIBUTE = re.compile(r'\bfilename="([^"]*)"')
 DELETED_NOTE = "(message deleted)"
+FILE_REMOVED_NOTE = "(file removed from its message)"
 
 
-def without_deleted(text: str, deleted: Collection[int]) -> str:
-    """`text` with the `<attachment>` elements of the `deleted` messages emptied: their files go with them."""
-    if not deleted or "<attachment" not in text:
+def kept_names(attachments: Iterable[AttachmentInfo]) -> frozenset[str]:
+    """The names a message's files go by in the model's history (`FilesKept`'s values)."""
+    return frozenset(inline(attachment.filename) for attachment in attachments)
+
+
+@dataclass(frozen=True)
+class Removals:
+    """What the model's history must no longer show of members' files: every file of the `deleted` messages, and
+    of each message in `files_kept` (an edit took files off it) those not named there."""
+
+    deleted: Collection[int] = ()
+    files_kept: Mapping[int, Collection[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.deleted or self.files_kept)
+
+    def note(self, element: str, message_id: int) -> str | None:
+        """Why the `<attachment>` element or frame `element` of message `message_id` must go; None keeps it."""
+        if message_id in self.deleted:
+            return DELETED_NOTE
+        kept = self.files_kept.get(message_id)
+        if kept is None:
+            return None
+        named = _FILENAME_ATTRIBUTE.search(element)
+        return None if named is not None and html.unescape(named[1]) in kept else FILE_REMOVED_NOTE
+
+
+def without_removed(text: str, removals: Removals) -> str:
+    """`text` with the `<attachment>` elements of removed files emptied: their name and text go with them."""
+    if not removals or "<attachment" not in text:
         return text
 
     def replace_element(match: re.Match[str]) -> str:
-        if int(match[1]) not in deleted:
-            return match[0]
-        return wrap(ATTACHMENT_TAG, "", message_id=match[1], note=DELETED_NOTE)
+        note = removals.note(match[0], int(match[1]))
+        return match[0] if note is None else wrap(ATTACHMENT_TAG, "", message_id=match[1], note=note)
 
     return _ATTACHMENT_ELEMENT.sub(replace_element, text)
 
 
-def images_without_deleted(content: Sequence[UserContent], deleted: Collection[int]) -> list[UserContent]:
-    """Prompt `content` with the images framed as the `deleted` messages' replaced by a note."""
+def images_without_removed(content: Sequence[UserContent], removals: Removals) -> list[UserContent]:
+    """Prompt `content` with each removed file's image replaced by a note, and its frame by one without its name."""
     kept: list[UserContent] = []
     for item in content:
         previous = kept[-1] if kept else None
         frame = _ATTACHMENT_ELEMENT.fullmatch(previous) if isinstance(previous, str) else None
-        if frame is not None and int(frame[1]) in deleted and not isinstance(item, str):
-            item = DELETED_NOTE
+        note = removals.note(frame[0], int(frame[1])) if frame is not None and not isinstance(item, str) else None
+        if frame is not None and note is not None:
+            kept[-1] = open_tag(ATTACHMENT_TAG, message_id=frame[1])
+            item = note
         kept.append(item)
     return kept
 

@@ -81,6 +81,7 @@ from conversation import (
     DIRECT,
     NORMAL,
     OWN_THREAD,
+    AnswerPosts,
     ChannelConversation,
     ConversationManager,
     Decision,
@@ -92,6 +93,7 @@ from conversation import (
 )
 from costs import UsageMetrics, model_label
 from discord_io import (
+    attachment_info,
     is_automated,
     is_closed_thread,
     may_read_history,
@@ -876,8 +878,10 @@ class Parley(discord.AutoShardedClient):
                 ):
                     await self._say_slow_down(message, admission.retry_at)
                 return
-        respond, _ = await self.decider.should_respond(record, conversation, self.user.id)
-        if not respond:
+        decision = self.decider.decide_now(record, conversation, self.user.id)
+        if not isinstance(decision, Decision):
+            decision = await decision  # the judge's call
+        if not decision.respond:
             if rates is not None:
                 rates.give_back(member)
             return
@@ -1028,8 +1032,8 @@ class Parley(discord.AutoShardedClient):
         self.account(message, reply.usage, channel.id, reply.model)
         posts = await self.deliver(message, reply.text, where)
         if posts:
+            self._answered(message, posts, channel, conversation)
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
-            self.streams.answered(message, posts, channel)
             self.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
@@ -1155,8 +1159,8 @@ class Parley(discord.AutoShardedClient):
             return
         self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
         if streamed.posts:
+            self._answered(message, streamed.posts, channel, conversation)
             self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
-            self.streams.answered(message, streamed.posts, channel)
             self.compact_later(conversation)
 
     def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
@@ -1164,6 +1168,40 @@ class Parley(discord.AutoShardedClient):
         for post in posts:
             # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
             self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
+
+    def _answered(
+        self,
+        question: discord.Message,
+        posts: list[discord.Message],
+        channel: discord.abc.Messageable,
+        conversation: ChannelConversation,
+    ) -> None:
+        """Note the channel's latest answer for "Regenerate": its messages at hand, their ids with the conversation
+        (stored with its next change, which the caller makes)."""
+        self.streams.answered(question, posts, channel)
+        conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+
+    async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
+        """The latest answer of the channel's live conversation, fetched anew after a restart; None if there is none
+        or a message of it is gone."""
+        channel_id: int = getattr(channel, "id", 0)
+        known = self.streams.latest(channel_id)
+        conversation = self.manager.get(channel_id)
+        if known is not None or conversation is None or conversation.latest_answer is None:
+            return known
+        question_channel_id, question_id, post_ids = conversation.latest_answer
+        try:
+            # A thread Parley opened on a message answers it inside the thread: the question is in the parent.
+            asked_in = channel if question_channel_id == channel_id else await self.fetch_channel(question_channel_id)
+            if not isinstance(asked_in, discord.abc.Messageable) or not isinstance(channel, discord.abc.Messageable):
+                return None
+            question = await asked_in.fetch_message(question_id)
+            posts = [await channel.fetch_message(post_id) for post_id in post_ids]
+        except discord.HTTPException as error:
+            log.info("the latest answer in channel %s cannot be regenerated: %s", channel_id, error)
+            return None
+        self.streams.answered(question, posts, channel)
+        return self.streams.latest(channel_id)
 
     async def regenerate(self, turn: AnsweredTurn) -> None:
         """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
@@ -1201,8 +1239,8 @@ class Parley(discord.AutoShardedClient):
             if streamed.reply is None:
                 log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
                 return
+            self._answered(question, streamed.posts, channel, conversation)
             self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
-            self.streams.answered(question, streamed.posts, channel)
 
     def account(
         self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
@@ -1424,12 +1462,20 @@ class Parley(discord.AutoShardedClient):
         if "content" not in data:
             return
         text = safe_text(payload.message.clean_content)
+        # An update that lists the message's files lists all it still has: those missing were taken off it.
+        # https://discord.com/developers/docs/topics/gateway-events#message-update
+        files = tuple(attachment_info(a) for a in payload.message.attachments) if "attachments" in data else None
         for holder in self._holders(payload.channel_id, payload.message_id):
             conversation = self.manager.get(holder)
-            if conversation is not None and conversation.edit(payload.message_id, text):
+            if conversation is None:
+                continue
+            edited = conversation.edit(payload.message_id, text)
+            if (files is not None and conversation.keep_files(payload.message_id, files)) or edited:
                 self.manager.changed(holder)
         if self.archive is not None:
             self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
+            if files is not None:
+                self.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
 
     def _holders(self, channel_id: int, message_id: int) -> tuple[int, ...]:
         """The conversations a message may be in: its channel's, and the thread Parley opened on it, if any

@@ -204,7 +204,7 @@ class HistoryCompactor:
         cut = split_for_summary(base, int(KEEP_VERBATIM * self.budget_tokens))
         if cut is None:
             return False
-        changes = dict(conversation.redactions)
+        changes = dict(conversation.redactions), dict(conversation.files_kept)
         self._running.add(channel_id)
         try:
             summary = await self.summarizer.summarize(base[:cut], channel_id)
@@ -221,7 +221,7 @@ class HistoryCompactor:
         finally:
             self._running.discard(channel_id)
         merged = swapped_in(base, cut, summary_turn(summary, quoted_message_ids(base[:cut])), conversation.llm_history)
-        if merged is None or conversation.redactions != changes:
+        if merged is None or (conversation.redactions, conversation.files_kept) != changes:
             log.info("summary of channel %s dropped: the conversation changed while it was written", channel_id)
             return False
         conversation.llm_history = merged

@@ -10,10 +10,10 @@ import asyncio
 import copy
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import AttachmentInfo, images_without_deleted, without_deleted
+from attachments import AttachmentInfo, Removals, images_without_removed, kept_names, without_removed
 from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
@@ -72,6 +72,14 @@ class MessageRecord:
     attachments: tuple[AttachmentInfo, ...] = ()
 
 
+class AnswerPosts(NamedTuple):
+    """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
+
+    question_channel_id: int
+    question_id: int
+    post_ids: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class ChannelConversation:
     """A channel's live conversation: everything said while it is active, answered or not."""
@@ -99,11 +107,16 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
+    # The names of the files still on each message an edit took files off (`attachments.kept_names`), applied
+    # the same way: the model no longer sees a file its member removed.
+    files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
     # which the first prompt of this one carries.
     earlier_conversations: str = ""
     # CHANNEL, OWN_THREAD or DIRECT (see CONVERSATION_KINDS).
     kind: str = CHANNEL
+    # What "Regenerate" may replace, kept with the conversation so that it outlives a restart.
+    latest_answer: AnswerPosts | None = None
 
     @property
     def lasting(self) -> bool:
@@ -140,6 +153,29 @@ class ChannelConversation:
     def delete(self, message_id: int) -> bool:
         """Drop a deleted message from the conversation and its text from the model history."""
         return self._redact(message_id, None)
+
+    def keep_files(self, message_id: int, attachments: tuple[AttachmentInfo, ...]) -> bool:
+        """Apply an edit that took files off a message: only `attachments` remain; whether the conversation changed.
+
+        Names, not ids, are what the model's history shows of a file, so it is matched by name there.
+        """
+        found = next((m for m in self.messages if m.message_id == message_id), None)
+        if found is not None:
+            if {a.attachment_id for a in found.attachments} <= {a.attachment_id for a in attachments}:
+                return False  # nothing was removed (Discord sends the files with every edit)
+            self.messages.remove(found)
+            _insert_in_order(self.messages, replace(found, attachments=attachments))
+        elif message_id > self.prompted_through:
+            return False  # never shown to the model, nor part of this conversation
+        kept = kept_names(attachments)
+        history = redacted(self.llm_history, {}, {message_id: kept})
+        if found is None and history == self.llm_history:
+            return False
+        # A summary written while the file was there may repeat it, as for a deleted message.
+        history = [message for message in history if not _summarises(message, message_id)]
+        self.files_kept[message_id] = kept
+        self.llm_history = history
+        return True
 
     def _redact(self, message_id: int, content: str | None) -> bool:
         found = next((m for m in self.messages if m.message_id == message_id), None)
@@ -257,7 +293,11 @@ class ConversationManager:
         Returns the conversation, or None when the channel has none (the message is not kept).
         """
         now = self.clock()
-        conversation = self._live(channel_id, now)
+        if now > self._nothing_expires_before or self._lasting or self._clock_went_back:
+            conversation = self._live(channel_id, now)
+        else:
+            # `_live`'s common case, inlined: nothing to evict, no thread to look in, no clock to distrust.
+            conversation = self._conversations.get(channel_id)
         if conversation is None:
             return None
         messages = conversation.messages
@@ -270,8 +310,9 @@ class ConversationManager:
             conversation.note_bot_message(message)
         else:
             conversation.participants.add(message.author_id)
-        # `_touch`, inlined for the common case: every message of every channel comes through here.
-        if conversation.lasting:
+        # `_touch`, inlined for the common case: every message of every channel comes through here
+        # (and `lasting` too: a property costs a call).
+        if conversation.kind == OWN_THREAD:
             conversation.last_activity = now
         elif now >= self._latest and self._nothing_expires_before is not _NEVER:
             conversation.last_activity = self._latest = now
@@ -291,7 +332,7 @@ class ConversationManager:
         conversation = self.get(channel_id)
         if conversation is None:
             return
-        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        conversation.llm_history = redacted(llm_history, conversation.redactions, conversation.files_kept)
         conversation.prompted_through = max(conversation.prompted_through, answered_id)
         conversation.bot_turns += 1
         self._touch(conversation, self.clock())
@@ -302,7 +343,7 @@ class ConversationManager:
         conversation = self.get(channel_id)
         if conversation is None:
             return
-        conversation.llm_history = redacted(llm_history, conversation.redactions)
+        conversation.llm_history = redacted(llm_history, conversation.redactions, conversation.files_kept)
         self._touch(conversation, self.clock())
         self._changed(conversation)
 
@@ -411,6 +452,8 @@ class Decision:
 
 JudgeVerdict = tuple[bool, str] | tuple[bool, str, float]
 Judge = Callable[[MessageRecord, ChannelConversation], Awaitable[JudgeVerdict]]
+# The judge's decision on a message the tiers before it left open, logged once it is made: await it.
+JudgeCall = Coroutine[Any, Any, Decision]
 DecisionListener = Callable[[MessageRecord, Decision], None]
 # Sees the features of every message the learned tier scores (train_decider.py collects them so).
 FeatureListener = Callable[[MessageRecord, list[float]], None]
@@ -424,6 +467,12 @@ class DecisionPolicy(Protocol):
     async def should_respond(
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> tuple[bool, str]: ...
+
+    def decide_now(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+    ) -> Decision | JudgeCall:
+        """The bot's path: the decision, or the call to await when it needs one (`ResponseDecider.decide_now`)."""
+        ...
 
 
 # Decisions that carry nothing message-specific are built once, so deciding allocates none.
@@ -578,35 +627,58 @@ class ResponseDecider:
         Only a "no" is logged here: a "yes" is followed by `should_respond` on the same message,
         whose decision is the one that says whether it was answered.
         """
-        decision = self._explicit(message, bot_user_id)
-        if decision is None:
-            self._log(message, _NO_CONVERSATION)
-            return False, _NO_CONVERSATION.reason
-        return decision.respond, decision.reason
+        # Asked of every message of a quiet channel: one naming nobody and replying to nobody skips the call.
+        if message.mention_ids or message.reply_to_author_id is not None:
+            decision = self._explicit(message, bot_user_id)
+            if decision is not None:
+                return decision.respond, decision.reason
+        # Silence without a conversation is the common case in a busy server: debug, not info.
+        self._log(message, _NO_CONVERSATION, logging.DEBUG)
+        return False, _NO_CONVERSATION.reason
 
     async def should_respond(
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
     ) -> tuple[bool, str]:
         """Whether to answer a message of a live conversation, and why."""
-        decision = self._rules(message, conversation, bot_user_id)
-        if decision is None:
-            decision = await self._past_rules(message, conversation, self._turned_down)
-        self._log(message, decision)
+        decision = await self.decide(message, conversation, bot_user_id)
         return decision.respond, decision.reason
 
     async def decide(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision:
         """`should_respond` with the tier and the judge's confidence kept."""
+        decision = self.decide_now(message, conversation, bot_user_id)
+        return decision if isinstance(decision, Decision) else await decision
+
+    def decide_now(
+        self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int
+    ) -> Decision | JudgeCall:
+        """`decide` without a coroutine when no judge is needed: the decision, logged; else the judge's call to await.
+
+        Almost every message is decided by the tiers before the judge, and creating and awaiting a coroutine
+        for each cost a few percent of the engine's time: only a message the judge must weigh pays for one now.
+        """
         decision = self._rules(message, conversation, bot_user_id)
         if decision is None:
-            decision = await self._past_rules(message, conversation, self._turned_down)
-        self._log(message, decision)
+            if self.judge is not None:
+                # Read now: `_turned_down` is the next message's once this call returns.
+                return self._judged(message, conversation, self._turned_down)
+            decision = self._turned_down
+        # `_log`, inlined: this is every decided message's path.
+        if self.on_decision is not None:
+            self.on_decision(message, decision)
+        if decision_log.isEnabledFor(logging.INFO):
+            _log_decision(logging.INFO, message, decision)
         return decision
 
     def _rules(self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int) -> Decision | None:
         """The decision of the rule tiers, or None when it is the learned tier's or the judge's to make."""
-        decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
-        if decision is not None:
-            return decision
+        # Most messages name nobody, reply to nobody and are a person's: of the explicit triggers and the gates
+        # only "no text" can apply to them, so they skip the calls for the rest.
+        if message.mention_ids or message.reply_to_author_id is not None or message.is_bot:
+            decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
+            if decision is not None:
+                return decision
+        elif self._no_text and (not message.content or message.content.isspace()) and not message.attachments:
+            return _NO_TEXT  # `_without_text`, inlined: it is asked of nearly every message
         if conversation.kind != CHANNEL:
             return _BY_KIND[conversation.kind]
         # Looked up only past the gates: explicit triggers and gated messages never pay for it.
@@ -646,7 +718,7 @@ class ResponseDecider:
             and _names_someone_else(message.mention_ids, message.author_id, bot_user_id)
         ):
             return _ADDRESSED_TO_OTHER
-        if self._no_text and (not message.content or message.content.isspace()) and not message.attachments:
+        if self._no_text and _without_text(message):
             return _NO_TEXT
         return None
 
@@ -727,12 +799,23 @@ class ResponseDecider:
         return decision
 
     def _may_follow_up(self, message: MessageRecord, conversation: ChannelConversation) -> bool:
-        messages, count = conversation.messages, self.followup_scan_messages
+        """Whether a bot turn naming the author, or naming nobody, may be among the messages the look-back reads.
+
+        In O(1), and in one function: most messages of a busy channel are asked this.
+        """
         named = conversation.bot_message_naming.get(message.author_id)
-        if named is not None and _within_last(messages, named, count):
+        unnamed = conversation.last_unnamed_bot_message if self._implicit_rule else None
+        if named is None and unnamed is None:
+            return False
+        messages, count = conversation.messages, self.followup_scan_messages
+        if len(messages) <= count + 1:
             return True
-        unnamed = conversation.last_unnamed_bot_message
-        return self._implicit_rule and unnamed is not None and _within_last(messages, unnamed, count)
+        # The look-back skips the message being decided, usually the newest: counting one more errs on the side of
+        # looking.
+        oldest_read = messages[-(count + 1)].message_id
+        return (named is not None and named.message_id >= oldest_read) or (
+            unnamed is not None and unnamed.message_id >= oldest_read
+        )
 
     def _undecided(self, decision: Decision) -> Decision | None:
         """A follow-up tier "no" that the learned tier or a configured judge gets to overrule."""
@@ -776,16 +859,15 @@ class ResponseDecider:
                 return None
         return decision
 
-    async def _past_rules(
+    async def _judged(
         self, message: MessageRecord, conversation: ChannelConversation, turned_down: Decision
     ) -> Decision:
-        """The judge's decision on what the tiers before it left open; past its budget, the learned tier's answer."""
-        if self.judge is None:
-            return turned_down
-        judged = await self._ask_judge(message, conversation)
-        if judged is _JUDGE_BUDGET and turned_down.tier == "learned":
-            return turned_down
-        return judged
+        """The judge's decision on what the tiers before it left open, logged; past its budget, the learned tier's."""
+        decision = await self._ask_judge(message, conversation)
+        if decision is _JUDGE_BUDGET and turned_down.tier == "learned":
+            decision = turned_down
+        self._log(message, decision)
+        return decision
 
     async def _ask_judge(self, message: MessageRecord, conversation: ChannelConversation) -> Decision:
         assert self.judge is not None
@@ -803,11 +885,9 @@ class ResponseDecider:
         confidence = rest[0] if rest else None
         return Decision(respond, f"judge_{'yes' if respond else 'no'}", "judge", confidence, detail)
 
-    def _log(self, message: MessageRecord, decision: Decision) -> None:
+    def _log(self, message: MessageRecord, decision: Decision, level: int = logging.INFO) -> None:
         if self.on_decision is not None:
             self.on_decision(message, decision)
-        # Silence without a conversation is the common case in a busy server: debug, not info.
-        level = logging.DEBUG if decision is _NO_CONVERSATION else logging.INFO
         if decision_log.isEnabledFor(level):
             _log_decision(level, message, decision)
 
@@ -847,15 +927,9 @@ def _log_decision(level: int, message: MessageRecord, decision: Decision) -> Non
     )
 
 
-def _within_last(messages: deque[MessageRecord], earlier: MessageRecord, count: int) -> bool:
-    """Whether `earlier` may be among the `count` messages the follow-up look-back reads, in O(1).
-
-    The look-back skips the message being decided, usually the newest: counting one more errs
-    on the side of looking.
-    """
-    if len(messages) <= count + 1:
-        return True
-    return earlier.message_id >= messages[-(count + 1)].message_id
+def _without_text(message: MessageRecord) -> bool:
+    """Whether a message has neither text nor files: nothing to answer."""
+    return (not message.content or message.content.isspace()) and not message.attachments
 
 
 def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id: int) -> bool:
@@ -863,14 +937,22 @@ def _names_someone_else(mention_ids: frozenset[int], author_id: int, bot_user_id
     return any(user_id != author_id and user_id != bot_user_id for user_id in mention_ids)
 
 
-def redacted(history: list[ModelMessage], changes: Mapping[int, str | None]) -> list[ModelMessage]:
-    """`history` with the quotes of edited messages updated and of deleted ones emptied (`quoting.requote`).
+def redacted(
+    history: list[ModelMessage],
+    changes: Mapping[int, str | None],
+    files_kept: Mapping[int, frozenset[str]] | None = None,
+) -> list[ModelMessage]:
+    """`history` with the quotes of edited messages updated and of deleted ones emptied (`quoting.requote`), and the
+    files of deleted messages, or no longer on their message (`files_kept`), taken out.
 
     Prompts and tool results are rewritten; the model's own words are left as they were.
     """
-    if not changes:
+    if not changes and not files_kept:
         return list(history)
-    return [_redacted(message, changes) if isinstance(message, ModelRequest) else message for message in history]
+    removals = Removals({message_id for message_id, text in changes.items() if text is None}, files_kept or {})
+    return [
+        _redacted(message, changes, removals) if isinstance(message, ModelRequest) else message for message in history
+    ]
 
 
 def _summarises(message: ModelMessage, message_id: int) -> bool:
@@ -883,14 +965,13 @@ def _summarises(message: ModelMessage, message_id: int) -> bool:
     )
 
 
-def _redacted(request: ModelRequest, changes: Mapping[int, str | None]) -> ModelRequest:
-    return replace(request, parts=[_redacted_part(part, changes) for part in request.parts])
+def _redacted(request: ModelRequest, changes: Mapping[int, str | None], removals: Removals) -> ModelRequest:
+    return replace(request, parts=[_redacted_part(part, changes, removals) for part in request.parts])
 
 
-def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) -> ModelRequestPart:
-    deleted = {message_id for message_id, text in changes.items() if text is None}
+def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None], removals: Removals) -> ModelRequestPart:
     if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
-        content = without_deleted(requote(part.content, changes), deleted)
+        content = without_removed(requote(part.content, changes), removals)
         if content != part.content:
             # A copy: the old history may still be in use by a run that began before the change.
             part = copy.copy(part)
@@ -898,9 +979,10 @@ def _redacted_part(part: ModelRequestPart, changes: Mapping[int, str | None]) ->
     elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
         # A prompt with images: its text items hold the quotes, and the images are framed by their message.
         items = [
-            without_deleted(requote(item, changes), deleted) if isinstance(item, str) else item for item in part.content
+            without_removed(requote(item, changes), removals) if isinstance(item, str) else item
+            for item in part.content
         ]
-        items = images_without_deleted(items, deleted)
+        items = images_without_removed(items, removals)
         if any(new != old for new, old in zip(items, part.content, strict=True)):
             part = copy.copy(part)
             part.content = items

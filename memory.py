@@ -22,6 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from archive import Archive, ArchiveWriteFailed, Write
 from archive.postgres import tsquery_expression
+from archive.queued import from_ms, to_ms
 from archive.sqlite import match_expression
 from quoting import MEMORIES_TAG, MEMORY_TAG
 
@@ -158,7 +159,7 @@ class MemoryStore:
             _REMEMBER,
             (
                 memory.id, guild_id, channel_id, memory.about_id, said_by_id, source_message_id,
-                memory.fact, _to_ms(memory.created_at),
+                memory.fact, to_ms(memory.created_at),
             ),
         )  # fmt: skip
         await self.archive.flush()
@@ -251,7 +252,7 @@ class MemoryStore:
         Raises:
             ArchiveWriteFailed: the write was dropped (the writer logs why).
         """
-        saved_at = _to_ms(now or datetime.now(UTC))
+        saved_at = to_ms(now or datetime.now(UTC))
         history = ModelMessagesTypeAdapter.dump_json(list(messages)).decode()
         self.archive.enqueue(_SAVE_SNAPSHOT, (channel_id, name, guild_id, saved_by, saved_at, history))
         await self.archive.flush()
@@ -269,7 +270,7 @@ class MemoryStore:
             (channel_id,),
         )
         return [
-            Snapshot(name, int(saved_by), _from_ms(saved_at), int(count)) for name, saved_by, saved_at, count in rows
+            Snapshot(name, int(saved_by), from_ms(saved_at), int(count)) for name, saved_by, saved_at, count in rows
         ]
 
     async def load_snapshot(self, channel_id: int, name: str) -> list[ModelMessage] | None:
@@ -313,20 +314,7 @@ def _memories(rows: Sequence[Sequence[Any]]) -> list[Memory]:
             int(said_by_id),
             int(source_message_id),
             fact,
-            _from_ms(created_at),
+            from_ms(created_at),
         )
         for memory_id, guild_id, channel_id, about_id, said_by_id, source_message_id, fact, created_at in rows
     ]
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _to_ms(moment: datetime) -> int:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int((moment - _EPOCH).total_seconds() * 1000)
-
-
-def _from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)

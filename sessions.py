@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelMessage
 
-from conversation import CHANNEL, CONVERSATION_KINDS, ChannelConversation, MessageRecord, redacted
+from conversation import CHANNEL, CONVERSATION_KINDS, AnswerPosts, ChannelConversation, MessageRecord, redacted
 
 __all__ = ["ConversationSnapshot", "restore", "snapshot"]
 
@@ -35,8 +35,10 @@ class ConversationSnapshot:
     opened_after_id: int = 0
     prompted_through: int = 0
     redactions: dict[int, str | None] = field(default_factory=dict)
+    files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     earlier_conversations: str = ""
     kind: str = CHANNEL
+    latest_answer: AnswerPosts | None = None
 
 
 _SNAPSHOT = TypeAdapter(ConversationSnapshot)
@@ -57,7 +59,7 @@ def snapshot(conversation: ChannelConversation) -> str:
         started_at=conversation.started_at,
         last_activity=conversation.last_activity,
         messages=list(conversation.messages),
-        llm_history=redacted(conversation.llm_history, changes),
+        llm_history=redacted(conversation.llm_history, changes, conversation.files_kept),
         participants=sorted(conversation.participants),
         last_message_by_author={k: current(m) for k, m in conversation.last_message_by_author.items()},
         bot_turns=conversation.bot_turns,
@@ -69,8 +71,10 @@ def snapshot(conversation: ChannelConversation) -> str:
         prompted_through=conversation.prompted_through,
         # A deletion is kept as such (None); an edit's text is already in the messages and history.
         redactions=dict(changes),
+        files_kept=dict(conversation.files_kept),
         earlier_conversations=conversation.earlier_conversations,
         kind=conversation.kind,
+        latest_answer=conversation.latest_answer,
     )
     return _SNAPSHOT.dump_json(state).decode()
 
@@ -96,6 +100,8 @@ def restore(data: str | bytes) -> ChannelConversation:
         opened_after_id=state.opened_after_id,
         prompted_through=state.prompted_through,
         redactions=state.redactions,
+        files_kept=state.files_kept,
         earlier_conversations=state.earlier_conversations,
         kind=state.kind if state.kind in CONVERSATION_KINDS else CHANNEL,
+        latest_answer=state.latest_answer,
     )

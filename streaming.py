@@ -417,10 +417,6 @@ class AnswerStreams:
     def latest(self, channel_id: int) -> AnsweredTurn | None:
         return self._latest.get(channel_id)
 
-    def forget(self, channel_id: int) -> None:
-        """The channel's conversation ended: its last answer can no longer be regenerated."""
-        self._latest.pop(channel_id, None)
-
 
 # --- Regenerate -------------------------------------------------------------------------------
 
@@ -429,6 +425,8 @@ class Regenerator(Protocol):
     """The client, as "Regenerate" needs it."""
 
     streams: AnswerStreams
+
+    async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None: ...
 
     async def regenerate(self, turn: AnsweredTurn) -> None: ...
 
@@ -442,17 +440,16 @@ def regenerate_command() -> app_commands.ContextMenu:
 
 async def _regenerate(interaction: discord.Interaction, message: discord.Message) -> None:
     client: Any = interaction.client
-    streams: AnswerStreams | None = getattr(client, "streams", None)
-    turn = streams.latest(message.channel.id) if streams is not None else None
-    if streams is None or turn is None or message.id not in {post.id for post in turn.posts}:
+    regenerator: Regenerator = client
+    turn = await regenerator.latest_answer(message.channel)
+    if turn is None or message.id not in {post.id for post in turn.posts}:
         await interaction.response.send_message(CANNOT_REGENERATE, ephemeral=True)
         return
     if not may_change(interaction, turn.question.author.id):
         await interaction.response.send_message(NOT_YOUR_ANSWER, ephemeral=True)
         return
-    if streams.busy(message.channel.id):
+    if regenerator.streams.busy(message.channel.id):
         await interaction.response.send_message(BUSY, ephemeral=True)
         return
     await interaction.response.send_message(REGENERATING, ephemeral=True)
-    regenerator: Regenerator = client
     await regenerator.regenerate(turn)

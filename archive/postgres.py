@@ -49,11 +49,10 @@ from archive import (
     folded_words,
     search_words,
 )
-from archive.queued import Op, QueuedWrites, WriteKinds, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.sqlite import (
     _decision_from_row,
     _from_day,
-    _from_ms,
     _message_from_row,
     _since_ms,
     _snowflake_ms,
@@ -523,6 +522,14 @@ _ATTACHMENT_TEXT = Write(
     ("UPDATE attachments SET text = $2, words = name_words || to_tsvector('simple', $3) WHERE attachment_id = $1",),
 )
 
+_KEEP_ATTACHMENTS = Write(
+    "keep_attachments",
+    (
+        "DELETE FROM attachments WHERE message_id = $1"
+        " AND attachment_id NOT IN (SELECT value::bigint FROM jsonb_array_elements_text($2::text::jsonb))",
+    ),
+)
+
 # The writes whose last parameter is the folded words of the text at this position in their params.
 _INDEXED = {_ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
 # Where add() and edit() put the message's text in their params.
@@ -531,7 +538,7 @@ _OWN_WRITES = frozenset(
     {
         _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_STATE, _USAGE,
         _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
-        _ADD_ATTACHMENT, _ATTACHMENT_TEXT,
+        _ADD_ATTACHMENT, _ATTACHMENT_TEXT, _KEEP_ATTACHMENTS,
     }
 )  # fmt: skip
 
@@ -657,6 +664,7 @@ class PostgresArchive(QueuedWrites):
         drop_conversation=_DROP_CONVERSATION,
         delete_summaries=_DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
+        keep_attachments=_KEEP_ATTACHMENTS,
     )
 
     dialect = "postgres"
@@ -762,7 +770,7 @@ class PostgresArchive(QueuedWrites):
     async def stored_conversations(self) -> dict[int, StoredConversation]:
         """Every kept live conversation, by channel id (the caller decides which are still live)."""
         rows = await self._fetch("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(_from_ms(last), state) for channel_id, last, state in rows}
+        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
 
     async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
         """The channel's latest `limit` conversation summaries, newest first."""
@@ -772,7 +780,7 @@ class PostgresArchive(QueuedWrites):
             channel_id,
             limit,
         )
-        return [ConversationSummary(_from_ms(ended), summary) for ended, summary in rows]
+        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
 
     async def all_forget_markers(self) -> dict[int, int]:
         """Every channel's /parley forget marker: the message id its context starts after."""
@@ -903,8 +911,8 @@ class PostgresArchive(QueuedWrites):
             busiest_hours=sorted(((int(hour), n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[
                 :3
             ],
-            first_at=_from_ms(first),
-            last_at=_from_ms(last),
+            first_at=from_ms(first),
+            last_at=from_ms(last),
         )
 
     async def usage_on(self, day: date) -> list[TokenUsage]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -44,6 +45,7 @@ class WriteKinds:
     drop_conversation: Write
     delete_summaries: Write
     attachment_text: Write
+    keep_attachments: Write
 
 
 class QueuedWrites(ABC):
@@ -122,6 +124,11 @@ class QueuedWrites(ABC):
     def set_attachment_text(self, attachment_id: int, text: str) -> None:
         """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
         self._enqueue(self.writes.attachment_text, (attachment_id, text))
+
+    def keep_attachments(self, message_id: int, attachment_ids: Iterable[int]) -> None:
+        """Drop the files an edit took off a stored message, with their text: only `attachment_ids` remain."""
+        # A JSON array: one parameter either backend's SQL takes apart (SQLite binds no lists).
+        self._enqueue(self.writes.keep_attachments, (message_id, json.dumps(sorted(attachment_ids))))
 
     def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
         """Replace a stored message's text (no-op if the message isn't archived)."""
@@ -263,6 +270,11 @@ def to_ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // _ONE_MS
+
+
+def from_ms(ms: int) -> datetime:
+    """The UTC moment of Unix milliseconds `ms` (`to_ms`'s inverse)."""
+    return _EPOCH + ms * _ONE_MS
 
 
 def to_day(day: date) -> int:

@@ -43,7 +43,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
-from archive.queued import Op, QueuedWrites, WriteKinds, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 
 __all__ = [
     "MIGRATIONS",
@@ -67,8 +67,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _URL_PREFIX = "sqlite:///"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
 _MS_PER_HOUR = 3_600_000
 _MS_PER_DAY = 24 * _MS_PER_HOUR
 _EPOCH_DAY = date(1970, 1, 1)
@@ -596,6 +594,10 @@ _ADD_ATTACHMENT = _Write(
     ),
 )
 _ATTACHMENT_TEXT = _Write("set_attachment_text", ("UPDATE attachments SET text = ?2 WHERE attachment_id = ?1",))
+_KEEP_ATTACHMENTS = _Write(
+    "keep_attachments",
+    ("DELETE FROM attachments WHERE message_id = ?1 AND attachment_id NOT IN (SELECT value FROM json_each(?2))",),
+)
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 # A kind of write other modules queue through `HistoryArchive.enqueue`.
@@ -628,6 +630,7 @@ class HistoryArchive(QueuedWrites):
         drop_conversation=_DROP_CONVERSATION,
         delete_summaries=_DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
+        keep_attachments=_KEEP_ATTACHMENTS,
     )
 
     dialect = "sqlite"
@@ -745,7 +748,7 @@ class HistoryArchive(QueuedWrites):
     async def stored_conversations(self) -> dict[int, StoredConversation]:
         """Every kept live conversation, by channel id (the caller decides which are still live)."""
         rows = await self._reader.execute_fetchall("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(_from_ms(last), state) for channel_id, last, state in rows}
+        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
 
     async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
         """The channel's latest `limit` conversation summaries, newest first."""
@@ -754,7 +757,7 @@ class HistoryArchive(QueuedWrites):
             " ORDER BY ended_at DESC, id DESC LIMIT ?",
             (channel_id, limit),
         )
-        return [ConversationSummary(_from_ms(ended), summary) for ended, summary in rows]
+        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
 
     async def thread_channels(self) -> set[int]:
         """The channels where an @mention opens a thread."""
@@ -890,8 +893,8 @@ class HistoryArchive(QueuedWrites):
             message_count=sum(n for _, n in by_hour),
             top_authors=[TopAuthor(author_id, name, n) for author_id, name, n in authors],
             busiest_hours=sorted(((hour, n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
-            first_at=_from_ms(first),
-            last_at=_from_ms(last),
+            first_at=from_ms(first),
+            last_at=from_ms(last),
         )
 
     async def usage_on(self, day: date) -> list[TokenUsage]:
@@ -1159,10 +1162,6 @@ def _from_day(days: int) -> date:
     return _EPOCH_DAY + timedelta(days=days)
 
 
-def _from_ms(ms: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=ms)
-
-
 def _since_ms(hours: float | None, now: datetime | None) -> int:
     if hours is None:
         return _MIN_MS
@@ -1185,10 +1184,10 @@ def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
         author_id=author_id,
         author_name=name,
         content=content,
-        created_at=_from_ms(created),
+        created_at=from_ms(created),
         is_bot=bool(is_bot),
         reply_to_message_id=reply,
-        edited_at=None if edited is None else _from_ms(edited),
+        edited_at=None if edited is None else from_ms(edited),
         mention_ids=frozenset(map(int, mentions.split())),
         reply_to_author_id=reply_to_author_id,
         mentions_everyone=bool(mentions_everyone),
@@ -1215,5 +1214,5 @@ def _decision_from_row(row: Sequence[Any]) -> Decision:
         reason=reason,
         tier=tier,
         confidence=confidence,
-        decided_at=_from_ms(decided),
+        decided_at=from_ms(decided),
     )

@@ -3,11 +3,12 @@
     python bench/bench_engine.py [--messages 1000000] [--channels 10000] [--runs 5]
 
 Throughput: messages per second through the bot's per-message path, as in bot.py's `handle`
-(record_message; on a trigger, start; should_respond; the bot's reply recorded after each answer)
-on one core, over pre-built `MessageRecord`s, with decision logging at its production default (one
-INFO record per decision, here with no handler attached below WARNING, as when the console level is
-WARNING). The best of several runs is the figure, as `timeit` advises: on a shared machine a
-slower run measures the neighbours, not the code; the median and the slowest are printed too.
+(record_message; on a trigger, start; decide_now, awaiting only a judge's call; the bot's reply
+recorded after each answer) on one core, over pre-built `MessageRecord`s, with decision logging at
+its production default (one INFO record per decision, here with no handler attached below WARNING,
+as when the console level is WARNING). The best of several runs is the figure, as `timeit` advises:
+on a shared machine a slower run measures the neighbours, not the code; the median and the slowest
+are printed too.
 Memory: a second pass that builds
 messages lazily, so only the engine holds them: the process's resident memory at the start, with
 every conversation live, and once every conversation has expired (after `gc` and `malloc_trim`, so
@@ -32,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conversation import ConversationManager, MessageRecord, ResponseDecider
+from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider
 from followup import SHIPPED_MODEL, load_model
 
 BOT_ID = 1
@@ -99,11 +100,11 @@ def bot_reply(message: MessageRecord) -> MessageRecord:
 async def process(messages, manager: ConversationManager, decider: ResponseDecider, clock: SimulatedClock) -> int:
     """The bot's per-message path, as in bot.py's `handle`; returns how many were answered."""
     answered = 0
-    start, record, should_start, respond = (
+    start, record, should_start, decide_now = (
         manager.start,
         manager.record_message,
         decider.should_start_conversation,
-        decider.should_respond,
+        decider.decide_now,
     )
     for message in messages:
         clock.now = message.timestamp
@@ -114,7 +115,10 @@ async def process(messages, manager: ConversationManager, decider: ResponseDecid
                 continue
             conversation = start(channel_id, ())
             record(channel_id, message)
-        if (await respond(message, conversation, BOT_ID))[0]:
+        decision = decide_now(message, conversation, BOT_ID)
+        if not isinstance(decision, Decision):
+            decision = await decision  # the judge's call (the bench configures no judge)
+        if decision.respond:
             answered += 1
             record(channel_id, bot_reply(message))
     return answered

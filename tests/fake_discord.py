@@ -612,10 +612,15 @@ class FakeDiscord:
             self._interactions[data["token"]] = data
         await self._route(event, data)
 
-    async def edit_user_message(self, channel_id: int, message_id: int, content: str) -> dict[str, Any]:
-        """Change a stored message's text and dispatch MESSAGE_UPDATE with the whole message, as Discord does."""
+    async def edit_user_message(
+        self, channel_id: int, message_id: int, content: str, *, attachments: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Change a stored message's text (and, given `attachments`, the files it keeps) and dispatch MESSAGE_UPDATE
+        with the whole message, as Discord does."""
         message = self._stored(channel_id, message_id)
         message["content"] = content
+        if attachments is not None:
+            message["attachments"] = attachments
         message["edited_timestamp"] = datetime.now(UTC).isoformat()
         await self.dispatch("MESSAGE_UPDATE", self._gateway_message(message))
         return message

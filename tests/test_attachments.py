@@ -27,6 +27,7 @@ from pypdf import PdfWriter
 
 from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
 from attachments import (
+    FILE_REMOVED_NOTE,
     AttachmentInfo,
     AttachmentPreparer,
     ImageProblem,
@@ -451,6 +452,69 @@ async def test_deleting_a_message_takes_its_files_out_of_the_model_history() -> 
     text = "\n".join(item for item in part.content if isinstance(item, str))
     assert "hunter2" not in text and "still here" in text
     assert not any(isinstance(item, BinaryContent) for item in part.content)
+
+
+async def test_an_edit_taking_files_off_a_message_takes_them_out_of_the_model_history() -> None:
+    """Files a member removed by editing leave the history (names, text, image); the file left on it stays."""
+    files = Files()
+    log, shot, notes = (
+        files.info("secret.log", b"password=hunter2"),
+        files.info("shot.png", png(), "image/png"),
+        files.info("notes.txt", b"still here"),
+    )
+    shared = message(5, log, shot, notes)
+    prepared = await AttachmentPreparer(files.read).prepare([shared], vision=True)
+    conversation = ConversationManager().start(CHANNEL, [shared])
+    prompt = prepared.user_content(prepared.elements(5))
+    conversation.llm_history = [ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart("ok")])]
+    conversation.prompted_through = 5
+
+    assert not conversation.keep_files(5, (log, shot, notes))
+    assert conversation.keep_files(5, (notes,))
+
+    part = conversation.llm_history[0].parts[0]
+    assert isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+    text = "\n".join(item for item in part.content if isinstance(item, str))
+    assert "hunter2" not in text and "secret.log" not in text and "shot.png" not in text
+    # The log's element, and the screenshot's element and its image frame.
+    assert "still here" in text and text.count(FILE_REMOVED_NOTE) == 3
+    assert not any(isinstance(item, BinaryContent) for item in part.content)
+    assert [m.attachments for m in conversation.messages] == [(notes,)]
+
+
+def test_a_file_removed_while_an_answer_was_written_stays_out_of_its_history() -> None:
+    """The history an answer brings back, begun before the edit, is stored without the removed file."""
+    gone = AttachmentInfo(9, "dump.txt", "text/plain", 10)
+    manager = ConversationManager()
+    conversation = manager.start(CHANNEL, [message(5, gone)])
+    conversation.prompted_through = 5
+    element = '<attachment filename="dump.txt" type="text" size="10 B" message_id="5">token=abc123</attachment>'
+    written: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(element)]), ModelResponse(parts=[TextPart("ok")])]
+    assert conversation.keep_files(5, ())
+    manager.record_bot_response(CHANNEL, written, 6)
+    part = conversation.llm_history[0].parts[0]
+    assert isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    assert "abc123" not in part.content and "dump.txt" not in part.content and FILE_REMOVED_NOTE in part.content
+
+
+async def test_an_edit_taking_a_file_off_a_message_drops_it_from_the_archive(archive: Archive) -> None:
+    """A file removed by an edit is no longer found by its name or text; the file kept on the message still is."""
+    archive.add(
+        archived(1, ArchivedAttachment(77, "crash.log", "text/plain", 40), ArchivedAttachment(78, "ok.txt", "", 3))
+    )
+    archive.set_attachment_text(77, "frobnicator exploded")
+    archive.set_attachment_text(78, "gizmo fine")
+    await archive.flush()
+    archive.keep_attachments(1, [78])
+    archive.keep_attachments(2, [])  # a message never archived: nothing happens
+    await archive.flush()
+    assert await archive.search(CHANNEL, "frobnicator") == []
+    assert await archive.search(CHANNEL, "crash") == []
+    [found] = await archive.search(CHANNEL, "gizmo")
+    assert [a.attachment_id for a in found.attachments] == [78]
+    archive.keep_attachments(1, [])
+    await archive.flush()
+    assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
 
 
 async def test_recent_messages_carry_their_attachments(archive: Archive) -> None:

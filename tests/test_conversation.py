@@ -22,6 +22,7 @@ from conversation import (
     MessageRecord,
     ResponseDecider,
 )
+from followup import SHIPPED_MODEL, load_model
 from quoting import MESSAGE_TAG
 from sessions import restore, snapshot
 
@@ -391,6 +392,56 @@ async def test_judge_timeout_means_no_answer(manager: ConversationManager, clock
     decider = ResponseDecider(judge=RecordingJudge(delay=1.0), judge_timeout_seconds=0.01, clock=clock)
     conversation = engaged(manager, clock)
     assert await decider.should_respond(msg(BOB, "hm", at=clock.now), conversation, BOT) == (False, "judge_timeout")
+
+
+async def test_decide_now_gives_the_async_paths_decisions_and_journal(
+    manager: ConversationManager, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The synchronous path decides, tells its listener and logs each message exactly as `decide` does."""
+    seen: dict[str, list[tuple[int, Decision]]] = {"now": [], "async": []}
+
+    def listening(path: str) -> ResponseDecider:
+        decider = ResponseDecider(followup_window_seconds=60, clock=clock, learned=load_model(SHIPPED_MODEL))
+        decider.on_decision = lambda message, decision: seen[path].append((message.message_id, decision))
+        return decider
+
+    now, awaited = listening("now"), listening("async")
+    conversation = engaged(manager, clock)
+    messages = [
+        msg(ALICE, "and for ext4?", at=clock.now),
+        msg(BOB, "<@1> hi", at=clock.now, mentions=frozenset({BOT})),
+        msg(BOB, "<@10> hi", at=clock.now, mentions=frozenset({ALICE})),
+        msg(ALICE, "what about btrfs then, does it need anything?", at=clock.now),
+        msg(BOB, "lol", at=clock.now),
+    ]
+    with caplog.at_level(logging.INFO, logger="parley.decisions"):
+        for message in messages:
+            manager.record_message(CHANNEL, message)
+            assert now.decide_now(message, conversation, BOT) == await awaited.decide(message, conversation, BOT)
+    assert seen["now"] == seen["async"]
+    assert {decision.tier for _, decision in seen["now"]} >= {"explicit", "gate", "followup", "learned"}
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines[0::2] == lines[1::2] and len(lines) == 2 * len(messages)
+
+
+async def test_decide_now_leaves_the_judge_to_be_awaited(manager: ConversationManager, clock: Clock) -> None:
+    """A message the judge must weigh gets its call to await, decided and told to the listener only then."""
+    judge = RecordingJudge((True, "continues the thread", 0.9))
+    seen: list[Decision] = []
+    decider = ResponseDecider(
+        followup_window_seconds=60, judge=judge, clock=clock, on_decision=lambda m, d: seen.append(d)
+    )
+    conversation = engaged(manager, clock)
+    assert decider.decide_now(msg(ALICE, "and for ext4?", at=clock.now), conversation, BOT) == Decision(
+        True, "followup", "followup"
+    )
+    ambiguous = msg(BOB, "is that the same on fedora", at=clock.now)
+    call = decider.decide_now(ambiguous, conversation, BOT)
+    assert not isinstance(call, Decision)
+    assert [d.reason for d in seen] == ["followup"]
+    assert await call == Decision(True, "judge_yes", "judge", 0.9, "continues the thread")
+    assert judge.asked == [ambiguous]
+    assert [d.reason for d in seen] == ["followup", "judge_yes"]
 
 
 # --- Logging and pluggability -----------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 from e2e_support import RunningBot, request_texts, say
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
-from fake_llm import FakeLLM, image_parts
+from fake_llm import FakeLLM, ToolCall, image_parts, replies
 from PIL import Image
 
 
@@ -179,3 +179,25 @@ async def test_a_screenshot_posted_before_the_question_reaches_the_model(
     await mention_with(fake, "what does bob's screenshot show?")
     await fake.wait_for_posts(1)
     assert len(image_parts(llm.requests[0])) == 1 and 'filename="dash.png"' in last_prompt(llm)
+
+
+async def test_a_file_removed_by_an_edit_is_gone_from_the_next_request_and_from_search(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob takes his pasted config off his message: the next request and a search no longer have it; his text stays."""
+    llm.handler = lambda request: "Noted."  # not an echo: the model's own words are not rewritten
+    await bot.start()
+    secret = fake.served_attachment("config.txt", b"api_key=sk-live-123", "text/plain")
+    kept = fake.served_attachment("notes.txt", b"deploy on friday", "text/plain")
+    shared = await say(fake, BOB_ID, "my config and notes", attachments=[secret, kept])
+    await mention_with(fake, "what do you make of Bob's files?")
+    await fake.wait_for_posts(1)
+    assert "sk-live-123" in "\n".join(request_texts(llm.requests[0]))
+    await fake.edit_user_message(CHANNEL_ID, int(shared["id"]), "my config and notes", attachments=[kept])
+    llm.handler = replies(ToolCall("search_history", {"query": "api_key"}), "Gone.")
+    await mention_with(fake, "and now?")
+    await fake.wait_for_posts(2)
+    asked, answered = (request_texts(request) for request in llm.requests[-2:])
+    assert not any("sk-live-123" in text or "config.txt" in text for text in asked + answered)
+    assert any("deploy on friday" in text for text in asked) and any("my config and notes" in t for t in asked)
+    assert "No messages found." in answered[-1]

@@ -23,7 +23,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import BreakOff, FakeLLM, ToolCall, echo
 
 from discord_io import split_message
-from streaming import ANSWER_FINISHED, BROKE_OFF, NOT_YOUR_ANSWER, REGENERATING
+from streaming import ANSWER_FINISHED, BROKE_OFF, CANNOT_REGENERATE, NOT_YOUR_ANSWER, REGENERATING
 
 PROSE = " ".join(f"Sentence number {i} says a little more about it." for i in range(40))
 
@@ -174,6 +174,29 @@ async def test_regenerate_replaces_the_answer_and_its_history(bot: RunningBot, f
     await fake.wait_for(lambda: len(llm.requests) == 3, what="the next request")
     assistant = [m["content"] for m in llm.requests[2]["messages"] if m["role"] == "assistant"]
     assert assistant == ["The second answer."]
+
+
+async def test_regenerate_works_on_the_latest_answer_after_a_restart(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """After a redeploy within the conversation, Regenerate still rewrites the latest answer; an older one is not."""
+    answers = iter(["The first answer.", "The second answer.", "The rewritten answer."])
+    llm.handler = lambda request: next(answers)
+    await bot.start()
+    await ask(fake, "what is it?")
+    await fake.wait_for(lambda: answer_posts(fake) == ["The first answer."], what="first answer")
+    await ask(fake, "and the other?")
+    await fake.wait_for(lambda: answer_posts(fake)[-1:] == ["The second answer."], what="second answer")
+    older, latest = fake.bot_messages(CHANNEL_ID)
+    await bot.stop()
+    await bot.start()
+
+    refused = await use_message_command(fake, "Regenerate", older, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(refused) == CANNOT_REGENERATE
+    calls = await use_message_command(fake, "Regenerate", latest, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATING
+    await fake.wait_for(lambda: answer_posts(fake) == ["The first answer.", "The rewritten answer."], what="rewrite")
+    assert request_texts(llm.requests[2])[-1] == request_texts(llm.requests[1])[-1]
 
 
 async def test_edits_never_ping(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:

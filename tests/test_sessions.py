@@ -11,6 +11,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 
 from archive import Archive, open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
+from attachments import AttachmentInfo
 from context import summary_turn
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
 from quoting import MESSAGE_TAG
@@ -65,6 +66,21 @@ def test_snapshot_keeps_no_text_of_a_deleted_message() -> None:
     conversation = answered_conversation(ConversationManager())
     conversation.delete(100)
     assert "secret plan" not in snapshot(conversation)
+
+
+@freeze_time(T0)
+def test_a_file_taken_off_a_message_stays_out_after_a_restart() -> None:
+    """A restored conversation keeps a removed file out of an answer that was being written before the restart."""
+    manager = ConversationManager()
+    conversation = manager.start(CHANNEL)
+    manager.record_message(CHANNEL, record(100, "see file", attachments=(AttachmentInfo(7, "plan.txt"),)))
+    assert conversation.keep_files(100, ())
+    fresh = ConversationManager()
+    assert fresh.adopt(restore(snapshot(conversation)))
+    element = '<attachment filename="plan.txt" type="text" size="9 B" message_id="100">secret plan</attachment>'
+    fresh.record_bot_response(CHANNEL, [ModelRequest(parts=[UserPromptPart(element)])], 100)
+    resumed = fresh.get(CHANNEL)
+    assert resumed is not None and "secret plan" not in str(resumed.llm_history)
 
 
 def test_adopt_refuses_a_conversation_that_timed_out() -> None:
