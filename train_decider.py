@@ -1,6 +1,6 @@
 """Train the learned follow-up tier's model (followup.py) and choose its thresholds.
 
-    python train_decider.py [--train DIR] [--dev DIR] [--out decider_model.json] [--folds]
+    python train_decider.py [--train DIR] [--dev DIR] [--out decider_model.json] [--folds [N]]
 
 1. Replays every transcript of `--train` (built by `../shared/eval/make_transcripts.py`, git-ignored
    under data/) and of `--dev` through the bot's own decider, collecting the features of each
