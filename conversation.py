@@ -845,7 +845,13 @@ class ResponseDecider:
         if turned_down is _BYSTANDER or turned_down.reason not in CANDIDATE_REASONS:
             return None if self.judge is not None else turned_down
         values = features(
-            message, conversation, bot_user_id, self.clock(), turned_down.reason, self.followup_scan_messages
+            message,
+            conversation,
+            bot_user_id,
+            self.clock(),
+            turned_down.reason,
+            self.followup_scan_messages,
+            model.lexicon,
         )
         if self.on_features is not None:
             self.on_features(message, values)

@@ -4,7 +4,8 @@ Nothing here knows about Discord: the features read only the engine's `ChannelCo
 clock, so the bot, `replay.py` and `train_decider.py` compute exactly the same numbers. The model is
 a few dozen shallow gradient-boosted trees (`train_decider.py` fits them on the irc-train transcripts
 and picks the thresholds on irc-dev), stored as a small JSON file and scored in plain Python by
-walking each tree.
+walking each tree. A lexicon of weighted words (a logistic regression fitted on what the trees leave
+unexplained) adds the message's words to the trees' log-odds: a dict lookup per word.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,10 +25,11 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 #: The model the bot ships with; the `DECIDER_MODEL` setting names another.
 SHIPPED_MODEL = HERE / "decider_model.json"
-MODEL_FORMAT = "parley-followup-trees/1"
+MODEL_FORMAT = "parley-followup-trees/2"
 # Bounds on what a model file may hold, so a corrupt one fails loading instead of the hot path.
 MAX_TREES = 1000
 MAX_DEPTH = 8
+MAX_LEXICON_TERMS = 10_000
 
 #: The follow-up rules' decisions the tier may overrule, "yes" ones included: each one means the bot has spoken.
 CANDIDATE_REASONS: tuple[str, ...] = (
@@ -90,7 +92,11 @@ FEATURES: tuple[str, ...] = (
     "first_person",
     # The conversation beyond the look-back: how many bot turns named the author since it began.
     "bot_turns_naming_author_all",
+    # The message's words, weighed by the model's lexicon: added to the trees' log-odds as they are, never split on
+    # (the trees are fitted first and the lexicon on what they leave unexplained).
+    "lexical",
 )
+LEXICAL = FEATURES.index("lexical")
 
 # A feature that cannot be measured (no earlier message of the author in the look-back) takes
 # this many seconds: longer than any follow-up window, so it reads as "long ago".
@@ -111,6 +117,26 @@ _STOPWORDS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Lexicon:
+    """Log-odds per term of a message (`lexical_terms`), and their base: a logistic regression's weights."""
+
+    bias: float
+    weights: Mapping[str, float]
+
+    def logit(self, terms: Iterable[str]) -> float:
+        """The lexicon's log-odds for a message's terms: the bias plus each known term's weight."""
+        weight = self.weights.get
+        return self.bias + sum(weight(term, 0.0) for term in terms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bias": self.bias, "weights": dict(sorted(self.weights.items()))}
+
+
+#: A lexicon that adds nothing: the trees' log-odds alone.
+NO_LEXICON = Lexicon(0.0, {})
+
+
 class ModelFileError(Exception):
     """A learned-tier model file that cannot be used; the message is one line naming the file."""
 
@@ -122,6 +148,20 @@ def _tokens(text: str) -> frozenset[str]:
 def _first_word(text: str) -> str:
     parts = text.split(None, 1)
     return parts[0].lower().strip(",.!:;") if parts else ""
+
+
+def lexical_terms(tokens: frozenset[str], reason: str) -> list[str]:
+    """What the lexicon weighs in a message: its words, and each word marked with the rule that decided it.
+
+    The same word means different things after different rules ("ok" right after the bot's answer, or as
+    an author's third line), so the lexicon may weigh the two apart.
+    """
+    return [*tokens, *(f"{reason}|{token}" for token in tokens)]
+
+
+def message_terms(text: str, reason: str) -> list[str]:
+    """`lexical_terms` of a message's text (for training, which has the text but not `features`' tokens)."""
+    return lexical_terms(_tokens(text), reason)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -147,11 +187,12 @@ def features(
     now: datetime,
     reason: str,
     look_back: int = 20,
+    lexicon: Lexicon = NO_LEXICON,
 ) -> list[float]:
     """The values of `FEATURES` for a message the follow-up rule `reason` decided after the bot spoke.
 
     One walk back over at most `look_back` messages (the message itself skipped), like the rules' own;
-    the rest comes from the conversation's indexes.
+    the rest comes from the conversation's indexes, and `lexical` from `lexicon`.
     """
     author = message.author_id
     message_id = message.message_id
@@ -275,6 +316,7 @@ def features(
         not tokens.isdisjoint(_FIRST_PERSON),
         # A restored conversation may lack the counts: a bot turn naming the author still counts as one.
         min(max(conversation.bot_namings.get(author, 0), named_author is not None), 10),
+        lexicon.logit(lexical_terms(tokens, reason)),
     ]
 
 
@@ -327,7 +369,7 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class LearnedModel:
-    """Gradient-boosted trees over `FEATURES` (their log-odds add up), the thresholds and the judge's band."""
+    """Trees over `FEATURES` and a lexicon (their log-odds add up), the thresholds and the judge's band."""
 
     names: tuple[str, ...]
     base: float  # log-odds before any tree
@@ -335,6 +377,8 @@ class LearnedModel:
     thresholds: Thresholds  # probabilities
     # With a judge configured, a score within this many log-odds of the mode's threshold is the judge's to decide.
     band_logits: float
+    # Read by `features` (its `lexical` value), which the model adds to the trees' sum.
+    lexicon: Lexicon = NO_LEXICON
     # Derived: the thresholds as log-odds, and the trees as nested tuples for the hot path.
     logits: Thresholds = field(init=False)
     _compiled: tuple[Tree, ...] = field(init=False, repr=False)
@@ -345,7 +389,7 @@ class LearnedModel:
 
     def logit(self, values: Sequence[float]) -> float:
         """The model's log-odds that the message is for the bot."""
-        total = self.base
+        total = self.base + values[LEXICAL]
         for node in self._compiled:
             while type(node) is tuple:
                 feature, threshold, left, right = node
@@ -359,7 +403,8 @@ class LearnedModel:
 
     def top_features(self, values: Sequence[float], count: int = 3) -> list[tuple[str, float]]:
         """The features that moved this score most, with their log-odds: each split's change, summed per feature."""
-        moved: dict[int, float] = {}
+        lexical = values[LEXICAL]
+        moved: dict[int, float] = {LEXICAL: lexical} if lexical else {}
         for node in self.trees:
             while node.feature is not None and node.left is not None and node.right is not None:
                 child = node.left if values[node.feature] <= node.threshold else node.right
@@ -376,6 +421,7 @@ class LearnedModel:
             "judge_band_logits": self.band_logits,
             "base": self.base,
             "trees": [tree.to_json() for tree in self.trees],
+            "lexicon": self.lexicon.to_json(),
         }
 
 
@@ -430,6 +476,18 @@ def _node(data: Any, where: str, depth: int) -> Node:
     )
 
 
+def _lexicon(data: Any) -> Lexicon:
+    if not isinstance(data, dict):
+        raise ValueError("'lexicon' should be an object with 'bias' and 'weights'")
+    weights = data.get("weights")
+    if not isinstance(weights, dict) or len(weights) > MAX_LEXICON_TERMS:
+        raise ValueError(f"'lexicon.weights' should be an object of at most {MAX_LEXICON_TERMS} terms")
+    return Lexicon(
+        _finite(data.get("bias"), "'lexicon.bias'"),
+        {term: _finite(weight, f"'lexicon.weights' of {term!r}") for term, weight in weights.items()},
+    )
+
+
 def model_from_json(data: Any) -> LearnedModel:
     """Check and build a model from its parsed JSON; raises ValueError saying what is wrong."""
     if not isinstance(data, dict):
@@ -456,6 +514,7 @@ def model_from_json(data: Any) -> LearnedModel:
             chatty=_probability(thresholds.get("chatty"), "'thresholds.chatty'"),
         ),
         band_logits=float(band),
+        lexicon=_lexicon(data.get("lexicon")),
     )
 
 

@@ -1,19 +1,22 @@
 """Train the learned follow-up tier's model (followup.py) and choose its thresholds.
 
-    python train_decider.py [--train DIR] [--dev DIR] [--out decider_model.json] [--folds]
+    python train_decider.py [--train DIR] [--dev DIR] [--out decider_model.json] [--folds [N]]
 
 1. Replays every transcript of `--train` (built by `../shared/eval/make_transcripts.py`, git-ignored
    under data/) and of `--dev` through the bot's own decider, collecting the features of each
    message the follow-up rules decided after the bot spoke (the learned tier's candidates; the
    rules' "yes" among them, which the trees learn from although the bot scores only `followup_implicit`'s).
 2. Fits gradient-boosted trees (log loss, histogram splits, no sampling: deterministic) on the train
-   candidates only.
+   candidates only, then the lexicon: a logistic regression over the candidates' terms
+   (`followup.lexical_terms`) whose offset is each candidate's trees' log-odds from trees fitted
+   without its log (5 groups of logs), so the words learn what the trees leave unexplained.
 3. On `--dev`: the `normal` threshold is the one with the best F1 of the whole decider among those
    with precision at least 0.83 (precision is what a member notices), `chatty`'s the best F2 (recall
    counts double: a chatty channel would rather answer), and the judge's band the widest around the
    threshold that puts at most 5 of every 100 labelled messages to the judge.
-4. `--folds` adds leave-one-log-out over the train logs: each log scored by a model fitted on the
-   others, at the dev-chosen threshold, against the rules alone on the same log.
+4. `--folds [N]` adds held-out figures over the train logs in N groups (5 unless given; the number of
+   logs is leave-one-log-out): each group scored by trees and lexicon fitted on the others, at the
+   dev-chosen threshold, against the rules alone on the same logs.
 
 Writes the model as JSON (numbers rounded, so two runs write the same bytes) and prints the figures.
 Needs numpy (a dev dependency); the bot scores the model in plain Python.
@@ -31,7 +34,7 @@ import math
 import pickle
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +42,19 @@ import numpy as np
 import numpy.typing as npt
 
 from conversation import Clock, MessageRecord, ResponseDecider
-from followup import FEATURES, SHIPPED_MODEL, LearnedModel, Node, Thresholds, logit
+from followup import (
+    CANDIDATE_REASONS,
+    FEATURES,
+    LEXICAL,
+    NO_LEXICON,
+    SHIPPED_MODEL,
+    LearnedModel,
+    Lexicon,
+    Node,
+    Thresholds,
+    logit,
+    message_terms,
+)
 from replay import ReplayError, build_decider, load_transcript, replay_transcript, transcript_paths
 
 Matrix = npt.NDArray[np.float64]
@@ -55,6 +70,13 @@ MAX_BINS = 32
 #: The precision a member notices: the normal threshold is the F1-best among those that keep it.
 MIN_PRECISION = 0.83
 JUDGE_CALLS_PER_100 = 5.0
+#: The lexicon: L2 penalty on each weight, the least candidates a term needs to be weighed, the terms kept
+#: (largest weights first), and the groups of logs whose held-out trees give its offsets.
+LEXICON_L2 = 10.0
+LEXICON_MIN_COUNT = 3
+LEXICON_TERMS = 2000
+OFFSET_FOLDS = 5
+LBFGS_STEPS = 300
 
 
 @dataclass(slots=True)
@@ -67,11 +89,13 @@ class Collected:
     candidate: list[int]  # per labelled line: its row in `features`, or -1
     features: list[list[float]]  # every candidate line, context lines included
     feature_labelled: list[bool]  # per feature row: whether the line is labelled
+    terms: list[list[str]]  # per feature row: what the lexicon weighs
+    feature_log: list[str]  # per feature row: its channel log
 
 
 def _silent_model() -> LearnedModel:
     """A model that scores every candidate and answers none: the rules' own decisions, with features seen."""
-    return LearnedModel(FEATURES, -30.0, (Node(0.0),), Thresholds(1.0, 1.0), 0.0)
+    return LearnedModel(FEATURES, -30.0, (Node(0.0),), Thresholds(1.0, 1.0), 0.0, NO_LEXICON)
 
 
 _YES_FEATURES = (FEATURES.index("rule_followup"), FEATURES.index("rule_followup_implicit"))
@@ -95,7 +119,7 @@ def as_shipped(data: Collected, z: Matrix) -> Matrix:
 
 def collect(folder: Path) -> Collected:
     """Replay every transcript under `folder` with the rules alone, noting each candidate's features."""
-    out = Collected([], [], [], [], [], [])
+    out = Collected([], [], [], [], [], [], [], [])
     for path in transcript_paths([folder]):
         try:
             transcript = load_transcript(path)
@@ -107,14 +131,17 @@ def collect(folder: Path) -> Collected:
         log = path.name.rsplit(".", 2)[0]  # "2005-02-06.train-c" of "2005-02-06.train-c.nick.jsonl"
         rows: dict[int, int] = {}
 
-        def make_decider(clock: Clock, rows: dict[int, int] = rows) -> ResponseDecider:
+        def make_decider(clock: Clock, rows: dict[int, int] = rows, log: str = log) -> ResponseDecider:
             # The veto on: the follow-up rules' "yes" are candidates too, so the trees learn from them.
             decider = build_decider(clock, learned=_silent_model(), learned_veto=True)
 
-            def note(message: MessageRecord, values: list[float]) -> None:
+            def note(message: MessageRecord, values: list[float], log: str = log) -> None:
                 rows[message.message_id] = len(out.features)
                 out.features.append(values)
                 out.feature_labelled.append(False)
+                reason = next(name for name, flag in zip(CANDIDATE_REASONS, values, strict=False) if flag)
+                out.terms.append(message_terms(message.content, reason))
+                out.feature_log.append(log)
 
             decider.on_features = note
             return decider
@@ -226,7 +253,7 @@ def fit(x: Matrix, y: Matrix) -> LearnedModel:
 
 def logits(model: LearnedModel, x: Matrix) -> Matrix:
     """The model's log-odds for every row of `x`, vectorised (the bot's walk, one tree at a time for all rows)."""
-    z = np.full(len(x), model.base)
+    z = model.base + x[:, LEXICAL]
     for tree in model.trees:
         z += _tree_logits(tree, x, np.arange(len(x)))
     return z
@@ -239,6 +266,92 @@ def _tree_logits(node: Node, x: Matrix, rows: npt.NDArray[np.int64]) -> Matrix:
         return out
     goes_left = x[rows, node.feature] <= node.threshold
     return _tree_logits(node.left, x, rows[goes_left]) + _tree_logits(node.right, x, rows[~goes_left])
+
+
+def _lbfgs(loss_and_gradient: Callable[[Matrix], tuple[float, Matrix]], w: Matrix, memory: int = 10) -> Matrix:
+    """Minimise a smooth convex function from `w` (limited-memory BFGS with backtracking; deterministic)."""
+    loss, gradient = loss_and_gradient(w)
+    steps: list[tuple[Matrix, Matrix]] = []
+    for _ in range(LBFGS_STEPS):
+        direction = -gradient
+        alphas = []
+        for s, y in reversed(steps):
+            alpha = (s @ direction) / (y @ s)
+            alphas.append(alpha)
+            direction = direction - alpha * y
+        if steps:
+            s, y = steps[-1]
+            direction = direction * (s @ y) / (y @ y)
+        for (s, y), alpha in zip(steps, reversed(alphas), strict=True):
+            direction = direction + s * (alpha - (y @ direction) / (y @ s))
+        size = 1.0
+        while True:
+            candidate = w + size * direction
+            new_loss, new_gradient = loss_and_gradient(candidate)
+            if new_loss <= loss + 1e-4 * size * (gradient @ direction) or size < 1e-10:
+                break
+            size /= 2
+        s, y = candidate - w, new_gradient - gradient
+        if y @ s > 1e-12:
+            steps = [*steps[-(memory - 1) :], (s, y)]
+        w, loss, gradient = candidate, new_loss, new_gradient
+        if float(np.abs(gradient).max()) < 1e-6:
+            break
+    return w
+
+
+def fit_lexicon(terms: Sequence[Sequence[str]], y: Matrix, offset: Matrix) -> Lexicon:
+    """A logistic regression over the rows' terms (present or not) on top of `offset` log-odds, L2-penalised.
+
+    Terms of fewer than `LEXICON_MIN_COUNT` rows are left out, and only the `LEXICON_TERMS` largest weights
+    kept, rounded to 3 decimals: a vocabulary and weights that follow from the data alone.
+    """
+    counts: dict[str, int] = defaultdict(int)
+    for row_terms in terms:
+        for term in set(row_terms):
+            counts[term] += 1
+    vocabulary = sorted(term for term, count in counts.items() if count >= LEXICON_MIN_COUNT)
+    index = {term: i for i, term in enumerate(vocabulary)}
+    rows_list, columns_list = [], []
+    for row, row_terms in enumerate(terms):
+        for column in sorted({index[term] for term in row_terms if term in index}):
+            rows_list.append(row)
+            columns_list.append(column)
+    rows, columns = np.array(rows_list, dtype=np.int64), np.array(columns_list, dtype=np.int64)
+    size = len(vocabulary)
+
+    def loss_and_gradient(w: Matrix) -> tuple[float, Matrix]:
+        weights = w[1:]
+        z = offset + w[0] + np.bincount(rows, weights[columns], len(y))
+        residual = 1 / (1 + np.exp(-np.clip(z, -30, 30))) - y
+        loss = float(np.sum(np.logaddexp(0, z) - y * z)) + 0.5 * LEXICON_L2 * float(w @ w)
+        gradient = np.concatenate([[residual.sum()], np.bincount(columns, residual[rows], size)]) + LEXICON_L2 * w
+        return loss, gradient
+
+    w = _lbfgs(loss_and_gradient, np.zeros(size + 1))
+    ranked = sorted(range(size), key=lambda i: (-abs(w[i + 1]), vocabulary[i]))[:LEXICON_TERMS]
+    weights = {vocabulary[i]: round(float(w[i + 1]), 3) for i in ranked}
+    return Lexicon(round(float(w[0]), 3), {term: weight for term, weight in sorted(weights.items()) if weight})
+
+
+def with_lexical(x: Matrix, lexicon: Lexicon, terms: Sequence[Sequence[str]]) -> Matrix:
+    """`x` with its `lexical` column as the bot computes it with `lexicon`."""
+    out = x.copy()
+    out[:, LEXICAL] = [lexicon.logit(row_terms) for row_terms in terms]
+    return out
+
+
+def fit_with_lexicon(
+    x: Matrix, y: Matrix, terms: Sequence[Sequence[str]], groups: npt.NDArray[np.int64]
+) -> LearnedModel:
+    """Trees on `x`, then the lexicon on the trees' log-odds of each row from trees fitted without its group."""
+    offset = np.zeros(len(y))
+    # With one group there are no held-out trees: the lexicon then fits the words alone.
+    for group in np.unique(groups) if len(np.unique(groups)) > 1 else []:
+        inside = groups == group
+        offset[inside] = logits(fit(x[~inside], y[~inside]), x[inside])
+    trees = fit(x, y)
+    return LearnedModel(FEATURES, trees.base, trees.trees, trees.thresholds, 0.0, fit_lexicon(terms, y, offset))
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,25 +432,36 @@ def judge_band(z_all: Matrix, threshold: float, labelled: int) -> float:
     return float(distances[allowed])
 
 
-def leave_one_log_out(train: Collected, x: Matrix, y: Matrix, threshold: float) -> str:
-    """Each train log scored by a model fitted on the other logs: pooled and per-log gains over the rules."""
+def log_groups(logs: Sequence[str], count: int) -> npt.NDArray[np.int64]:
+    """Each row's group of logs: the logs in name order dealt round `count` groups."""
+    order = {log: i % count for i, log in enumerate(sorted(set(logs)))}
+    return np.array([order[log] for log in logs], dtype=np.int64)
+
+
+def held_out(train: Collected, x: Matrix, y: Matrix, threshold: float, count: int) -> str:
+    """The train logs in `count` groups, each scored by trees and lexicon fitted on the others: gains over the rules."""
     logs = sorted(set(train.logs))
-    feature_log = ["" for _ in train.features]
-    for i, row in enumerate(train.candidate):
-        if row >= 0:
-            feature_log[row] = train.logs[i]
-    # Candidates of context lines have no labelled row; they belong to no log's training set.
+    count = min(count, len(logs))
+    labelled = np.array(train.feature_labelled)
+    groups = log_groups(train.feature_log, count)
+    held_out_z = np.zeros(len(train.features))
+    for group in range(count):
+        inside = groups == group
+        fitting = labelled & ~inside
+        terms = [train.terms[row] for row in np.flatnonzero(fitting)]
+        model = fit_with_lexicon(
+            x[fitting],
+            y[fitting],
+            terms,
+            log_groups([train.feature_log[row] for row in np.flatnonzero(fitting)], OFFSET_FOLDS),
+        )
+        scored = np.flatnonzero(inside)
+        x_scored = with_lexical(x[scored], model.lexicon, [train.terms[row] for row in scored])
+        held_out_z[scored] = logits(model, x_scored)
+    held_out_z = as_shipped(train, held_out_z)
     rows_by_log: dict[str, list[int]] = defaultdict(list)
     for i, log in enumerate(train.logs):
         rows_by_log[log].append(i)
-    held_out_z = np.zeros(len(train.features))
-    names = np.array(feature_log)
-    labelled = np.array(train.feature_labelled)
-    for log in logs:
-        inside = names == log
-        model = fit(x[labelled & ~inside], y[labelled & ~inside])
-        held_out_z[inside] = logits(model, x[inside])
-    held_out_z = as_shipped(train, held_out_z)
     gains: list[float] = []
     worst = ("", math.inf)
     for log in logs:
@@ -350,14 +474,15 @@ def leave_one_log_out(train: Collected, x: Matrix, y: Matrix, threshold: float) 
     pooled_rules = evaluate(train, None, threshold)
     pooled = evaluate(train, held_out_z, threshold)
     gains_array = np.array(gains)
+    how = "leave-one-log-out" if count == len(logs) else f"{count} groups of logs held out in turn"
     return "\n".join(
         [
-            f"leave-one-log-out over {len(logs)} train logs (threshold {threshold:+.3f} log-odds):",
-            f"  pooled: rules P {pooled_rules.precision:.3f} R {pooled_rules.recall:.3f} F1 {pooled_rules.f1:.3f}"
-            f" -> learned P {pooled.precision:.3f} R {pooled.recall:.3f} F1 {pooled.f1:.3f}",
+            f"{how} over {len(logs)} train logs (threshold {threshold:+.3f} log-odds):",
+            f"  pooled: rules P {pooled_rules.precision:.3f} R {pooled_rules.recall:.3f} F1 {pooled_rules.f1:.4f}"
+            f" -> learned P {pooled.precision:.3f} R {pooled.recall:.3f} F1 {pooled.f1:.4f}",
             f"  per-log F1 gain: mean {gains_array.mean():+.3f}, median {float(np.median(gains_array)):+.3f},"
-            f" improved {int((gains_array > 0).sum())}, unchanged {int((gains_array == 0).sum())},"
-            f" worse {int((gains_array < 0).sum())}; worst {worst[0]} {worst[1]:+.3f}",
+            f" improved {int((gains_array > 1e-12).sum())}, unchanged {int((np.abs(gains_array) <= 1e-12).sum())},"
+            f" worse {int((gains_array < -1e-12).sum())}; worst {worst[0]} {worst[1]:+.3f}",
         ]
     )
 
@@ -380,7 +505,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=SHIPPED_MODEL)
     # For trying changes to the fit: the replays' features, kept between runs (pickle, so only a file you wrote).
     parser.add_argument("--cache", type=Path, help="keep the collected features in this file and reuse them")
-    parser.add_argument("--folds", action="store_true", help="add leave-one-log-out over the train logs")
+    parser.add_argument(
+        "--folds",
+        type=int,
+        nargs="?",
+        const=5,
+        default=0,
+        help="add held-out figures over the train logs in this many groups (5; the number of logs: one log each)",
+    )
     args = parser.parse_args(argv)
 
     if args.cache is not None and args.cache.exists():
@@ -395,15 +527,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if row >= 0:
             y[row] = float(train.labels[i])
     labelled = np.array(train.feature_labelled)
-    fitted = fit(x[labelled], y[labelled])
+    rows = np.flatnonzero(labelled)
+    fitted = fit_with_lexicon(
+        x[rows],
+        y[rows],
+        [train.terms[row] for row in rows],
+        log_groups([train.feature_log[row] for row in rows], OFFSET_FOLDS),
+    )
     # The file's numbers are rounded as they are made, so the thresholds are chosen for the model as stated.
-    z_dev = as_shipped(dev, logits(fitted, np.array(dev.features, dtype=np.float64)))
+    x_dev = with_lexical(np.array(dev.features, dtype=np.float64), fitted.lexicon, dev.terms)
+    z_dev = as_shipped(dev, logits(fitted, x_dev))
     normal = best_threshold(dev, z_dev, 1.0, MIN_PRECISION)
     chatty = min(best_threshold(dev, z_dev, 2.0), normal)
     thresholds = Thresholds(round(1 / (1 + math.exp(-normal)), 6), round(1 / (1 + math.exp(-chatty)), 6))
     # Around the threshold as the bot reads it back, and rounded down: a band rounded up could take in a tie.
     band = math.floor(judge_band(z_dev, logit(thresholds.normal), len(dev.labels)) * 1e6) / 1e6
-    shipped = LearnedModel(FEATURES, fitted.base, fitted.trees, thresholds, band)
+    shipped = LearnedModel(FEATURES, fitted.base, fitted.trees, thresholds, band, fitted.lexicon)
     args.out.write_text(json.dumps(shipped.to_json(), indent=1) + "\n", encoding="utf-8")
 
     threshold = logit(shipped.thresholds.normal)
@@ -415,8 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("splits per feature:")
     for name, count in sorted(_splits(shipped).items(), key=lambda item: (-item[1], item[0])):
         print(f"  {name:<36} {count}")
+    print(f"lexicon: {len(shipped.lexicon.weights)} terms, bias {shipped.lexicon.bias:+.3f}")
     if args.folds:
-        print(leave_one_log_out(train, x, y, threshold))
+        print(held_out(train, x, y, threshold, args.folds))
     print(f"wrote {args.out}")
     return 0
 

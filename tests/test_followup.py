@@ -14,7 +14,16 @@ import pytest
 
 from conversation import CHATTY, MENTION_ONLY, NORMAL, ChannelConversation, ConversationManager, MessageRecord
 from conversation import ResponseDecider as Decider
-from followup import FEATURES, SHIPPED_MODEL, LearnedModel, ModelFileError, features, load_model, model_from_json
+from followup import (
+    FEATURES,
+    SHIPPED_MODEL,
+    LearnedModel,
+    Lexicon,
+    ModelFileError,
+    features,
+    load_model,
+    model_from_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT, ALICE, BOB, CAROL = 1, 10, 20, 30
@@ -57,8 +66,15 @@ def conversation_of(clock: Clock, *messages: MessageRecord) -> ChannelConversati
     return conversation
 
 
-def values_of(message: MessageRecord, conversation: ChannelConversation, reason: str) -> dict[str, float]:
-    return dict(zip(FEATURES, features(message, conversation, BOT, message.timestamp, reason), strict=True))
+def values_of(
+    message: MessageRecord, conversation: ChannelConversation, reason: str, lexicon: Lexicon | None = None
+) -> dict[str, float]:
+    computed = (
+        features(message, conversation, BOT, message.timestamp, reason)
+        if lexicon is None
+        else features(message, conversation, BOT, message.timestamp, reason, lexicon=lexicon)
+    )
+    return dict(zip(FEATURES, computed, strict=True))
 
 
 def test_features_of_a_direct_answer_to_the_bot() -> None:
@@ -161,6 +177,31 @@ def test_features_of_an_unnamed_answer_to_the_author() -> None:
     assert values["bot_latest_named_is_author"] == 0 and values["first_person"] == 1 and values["second_person"] == 0
 
 
+def test_the_lexicon_weighs_the_words_and_the_words_after_their_rule() -> None:
+    """`lexical` is the lexicon's bias plus each word's weight, and its weight as said after the deciding rule."""
+    clock = Clock()
+    answer = record(3, ALICE, "Thanks, that worked! thanks", 30)
+    conversation = conversation_of(
+        clock,
+        record(1, ALICE, "@parley how do I fix grub?", 0, frozenset({BOT})),
+        record(2, BOT, "alice: reinstall grub", 10, frozenset({ALICE})),
+        answer,
+    )
+    lexicon = Lexicon(-0.5, {"thanks": 1.0, "worked": 0.25, "followup|worked": 0.5, "cut_in|worked": -3.0, "grub": 9.0})
+    assert values_of(answer, conversation, "followup", lexicon)["lexical"] == pytest.approx(-0.5 + 1.0 + 0.25 + 0.5)
+    assert values_of(answer, conversation, "cut_in", lexicon)["lexical"] == pytest.approx(-0.5 + 1.0 + 0.25 - 3.0)
+    assert values_of(answer, conversation, "followup")["lexical"] == 0.0
+
+
+def test_the_lexical_score_adds_to_the_trees_and_is_named_when_it_weighs_most() -> None:
+    """The model's log-odds are the trees' plus `lexical`, which the explanation names like a split."""
+    model = model_from_json(model_json(base=0.5, trees=[{"value": -0.25}]))
+    values = [0.0] * len(FEATURES)
+    values[FEATURES.index("lexical")] = 1.5
+    assert model.logit(values) == pytest.approx(0.5 - 0.25 + 1.5)
+    assert model.top_features(values) == [("lexical", 1.5)]
+
+
 def test_the_trees_add_up_and_name_what_moved_the_score() -> None:
     """The score is the base plus each tree's leaf; the explanation names the splits that moved it, largest first."""
     model = model_from_json(
@@ -210,13 +251,29 @@ def test_training_twice_writes_the_same_file(tmp_path: Path) -> None:
     assert load_model(tmp_path / "first.json").names == FEATURES
 
 
+def test_the_lexicon_learns_what_the_offset_leaves_unexplained() -> None:
+    """Words of replies weigh up, of new questions down; a word the offset already explains, or a rare one, not."""
+    import numpy as np
+
+    import train_decider
+
+    terms = [["yes", "done"]] * 20 + [["hello", "done"]] * 20 + [["sudo"]] * 20 + [["rare"]] * 2
+    y = np.array([1.0] * 20 + [0.0] * 20 + [1.0] * 15 + [0.0] * 5 + [1.0] * 2)
+    # `sudo` lines are replies 3 times in 4, and the offset (the trees' log-odds) already says so.
+    offset = np.array([0.0] * 40 + [math.log(3)] * 20 + [0.0] * 2)
+    lexicon = train_decider.fit_lexicon(terms, y, offset)
+    assert lexicon.weights["yes"] > 0.5 and lexicon.weights["hello"] < -0.5
+    assert abs(lexicon.weights.get("sudo", 0.0)) < 0.2 and "rare" not in lexicon.weights
+    assert list(lexicon.weights) == sorted(lexicon.weights)
+
+
 # --- The model file --------------------------------------------------------------------------------
 
 
 def model_json(**changes: object) -> dict[str, object]:
     """A model answering only an author's first message since the bot's turn: logit 0 there, -2 elsewhere."""
     data: dict[str, object] = {
-        "format": "parley-followup-trees/1",
+        "format": "parley-followup-trees/2",
         "features": list(FEATURES),
         "thresholds": {"normal": 0.6, "chatty": 0.4},
         "judge_band_logits": 0.5,
@@ -230,6 +287,7 @@ def model_json(**changes: object) -> dict[str, object]:
                 "right": {"value": 1.0},
             }
         ],
+        "lexicon": {"bias": 0.0, "weights": {"thanks": 0.0}},
     }
     data.update(changes)
     return data
@@ -254,6 +312,12 @@ def test_the_shipped_model_loads() -> None:
         (json.dumps(model_json(base="1")), "'base' should be a finite number"),
         (json.dumps(model_json(thresholds={"normal": 2, "chatty": 0.1})), "'thresholds.normal'"),
         (json.dumps(model_json(judge_band_logits=-1)), "'judge_band_logits'"),
+        (json.dumps(model_json(format="parley-followup-trees/1")), "retrain it"),
+        (json.dumps(model_json(lexicon=None)), "'lexicon' should be an object"),
+        (json.dumps(model_json(lexicon={"bias": 0.0, "weights": ["thanks"]})), "'lexicon.weights' should be"),
+        (json.dumps(model_json(lexicon={"weights": {}})), "'lexicon.bias' should be a finite number"),
+        (json.dumps(model_json(lexicon={"bias": 0, "weights": {"ok": "1"}})), "'lexicon.weights' of 'ok'"),
+        (json.dumps(model_json())[:-1] + ', "lexicon": {"bias": 0, "weights": {"ok": NaN}}}', "of 'ok'"),
     ],
 )
 def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path, content: str | None, problem: str) -> None:
