@@ -15,12 +15,14 @@ import pytest
 from conversation import CHATTY, MENTION_ONLY, NORMAL, ChannelConversation, ConversationManager, MessageRecord
 from conversation import ResponseDecider as Decider
 from followup import (
+    CANDIDATE_REASONS,
     FEATURES,
     SHIPPED_MODEL,
     LearnedModel,
     Lexicon,
     ModelFileError,
     features,
+    lexical_terms,
     load_model,
     model_from_json,
 )
@@ -191,6 +193,24 @@ def test_the_lexicon_weighs_the_words_and_the_words_after_their_rule() -> None:
     assert values_of(answer, conversation, "followup", lexicon)["lexical"] == pytest.approx(-0.5 + 1.0 + 0.25 + 0.5)
     assert values_of(answer, conversation, "cut_in", lexicon)["lexical"] == pytest.approx(-0.5 + 1.0 + 0.25 - 3.0)
     assert values_of(answer, conversation, "followup")["lexical"] == 0.0
+
+
+@pytest.mark.parametrize("reason", CANDIDATE_REASONS)
+def test_the_bot_scores_words_exactly_as_training_does(reason: str) -> None:
+    """The bot's one-lookup-per-word lexicon score equals, to the last bit, the terms' score that training computes."""
+    lexicon = load_model(SHIPPED_MODEL).lexicon
+    texts = [
+        "thanks, that worked",
+        "ok ok it still fails, why?",
+        "you said to reboot but my disk is gone",
+        "yes",
+        "",
+        "zzz unknown words only",
+    ]
+    for text in texts:
+        tokens = frozenset(text.replace(",", " ").replace("?", " ").split())
+        assert lexicon.message_logit(tokens, reason) == lexicon.logit(lexical_terms(tokens, reason)), text
+    assert Lexicon(-0.5, {"cut_in|worked": -3.0}).message_logit(frozenset({"worked"}), "cut_in") == -3.5
 
 
 def test_the_lexical_score_adds_to_the_trees_and_is_named_when_it_weighs_most() -> None:
