@@ -236,7 +236,7 @@ def features(
     named_author = conversation.bot_message_naming.get(author)
     text = message.content
     tokens = _tokens(text)
-    words = _words(text)
+    words = tokens - _STOPWORDS  # `_words(text)`, from the tokens already found
     first_word = _first_word(text)
 
     # Counted over the whole look-back; the "since the bot" counts are these at the bot's latest turn.
