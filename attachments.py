@@ -272,6 +272,7 @@ class Prepared:
             "type": self.kind.value,
             "size": _size(self.info.size),
             "message_id": str(self.message_id),
+            "file_id": str(self.info.attachment_id),
             "image": None if self.image_number is None else str(self.image_number),
             "note": self.note,
         }
@@ -317,6 +318,7 @@ class PreparedFiles:
                     ATTACHMENT_TAG,
                     filename=inline(prepared.info.filename),
                     message_id=str(prepared.message_id),
+                    file_id=str(prepared.info.attachment_id),
                     image=str(prepared.image_number),
                 )
             )
@@ -626,19 +628,28 @@ def _placeholder(item: UserContent, age: int) -> UserContent:
 # cannot hold the closing tag (`wrap` neutralises it).
 _ATTACHMENT_ELEMENT = re.compile(r'<attachment\b[^>]*\bmessage_id="(\d+)"[^>]*>(?:.*?</attachment>)?', re.DOTALL)
 _FILENAME_ATTRIBUTE = re.compile(r'\bfilename="([^"]*)"')
+_FILE_ID_ATTRIBUTE = re.compile(r'\bfile_id="(\d+)"')
 DELETED_NOTE = "(message deleted)"
 FILE_REMOVED_NOTE = "(file removed from its message)"
 
 
-def kept_names(attachments: Iterable[AttachmentInfo]) -> frozenset[str]:
-    """The names a message's files go by in the model's history (`FilesKept`'s values)."""
-    return frozenset(inline(attachment.filename) for attachment in attachments)
+def kept_files(attachments: Iterable[AttachmentInfo]) -> frozenset[str]:
+    """The keys a message's remaining files go by in `Removals.files_kept`: each one's id, which the model's history
+    gives every file (names cannot tell pasted screenshots apart: all are `image.png`), and its name, for history
+    written before it did."""
+    names = (inline(attachment.filename) for attachment in attachments)
+    return frozenset((*names, *(_file_key(attachment.attachment_id) for attachment in attachments)))
+
+
+def _file_key(attachment_id: int | str) -> str:
+    # Kept apart from names: a file may be called anything, even a number.
+    return f"#{attachment_id}"
 
 
 @dataclass(frozen=True)
 class Removals:
     """What the model's history must no longer show of members' files: every file of the `deleted` messages, and
-    of each message in `files_kept` (an edit took files off it) those not named there."""
+    of each message in `files_kept` (an edit took files off it) those not among its `kept_files`."""
 
     deleted: Collection[int] = ()
     files_kept: Mapping[int, Collection[str]] = field(default_factory=dict)
@@ -653,6 +664,9 @@ class Removals:
         kept = self.files_kept.get(message_id)
         if kept is None:
             return None
+        identified = _FILE_ID_ATTRIBUTE.search(element)
+        if identified is not None:
+            return None if _file_key(identified[1]) in kept else FILE_REMOVED_NOTE
         named = _FILENAME_ATTRIBUTE.search(element)
         return None if named is not None and html.unescape(named[1]) in kept else FILE_REMOVED_NOTE
 

@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import AttachmentInfo, Removals, images_without_removed, kept_names, without_removed
+from attachments import AttachmentInfo, Removals, images_without_removed, kept_files, without_removed
 from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
@@ -107,7 +107,7 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
-    # The names of the files still on each message an edit took files off (`attachments.kept_names`), applied
+    # The files still on each message an edit took files off (`attachments.kept_files`), applied
     # the same way: the model no longer sees a file its member removed.
     files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
@@ -165,7 +165,7 @@ class ChannelConversation:
     def keep_files(self, message_id: int, attachments: tuple[AttachmentInfo, ...]) -> bool:
         """Apply an edit that took files off a message: only `attachments` remain; whether the conversation changed.
 
-        Names, not ids, are what the model's history shows of a file, so it is matched by name there.
+        The model's history shows each file with its id; one written before it did is matched by name.
         """
         found = next((m for m in self.messages if m.message_id == message_id), None)
         if found is not None:
@@ -175,7 +175,7 @@ class ChannelConversation:
             _insert_in_order(self.messages, replace(found, attachments=attachments))
         elif message_id > self.prompted_through:
             return False  # never shown to the model, nor part of this conversation
-        kept = kept_names(attachments)
+        kept = kept_files(attachments)
         history = redacted(self.llm_history, {}, {message_id: kept})
         if found is None and history == self.llm_history:
             return False

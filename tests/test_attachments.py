@@ -482,6 +482,28 @@ async def test_an_edit_taking_files_off_a_message_takes_them_out_of_the_model_hi
     assert [m.attachments for m in conversation.messages] == [(notes,)]
 
 
+async def test_an_edit_taking_one_of_two_same_named_screenshots_off_keeps_the_other() -> None:
+    """Pasted screenshots are all `image.png`: the one removed leaves the history, the one still there stays."""
+    files = Files()
+    first, second = files.info("image.png", png(), "image/png"), files.info("image.png", png(), "image/png")
+    shared = message(5, first, second)
+    prepared = await AttachmentPreparer(files.read).prepare([shared], vision=True)
+    conversation = ConversationManager().start(CHANNEL, [shared])
+    prompt = prepared.user_content(prepared.elements(5))
+    conversation.llm_history = [ModelRequest(parts=[UserPromptPart(prompt)]), ModelResponse(parts=[TextPart("ok")])]
+    conversation.prompted_through = 5
+
+    assert conversation.keep_files(5, (second,))
+
+    part = conversation.llm_history[0].parts[0]
+    assert isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+    images = [item for item in part.content if isinstance(item, BinaryContent)]
+    assert [image.identifier for image in images] == [f"attachment-{second.attachment_id}"]
+    text = "\n".join(item for item in part.content if isinstance(item, str))
+    # The first screenshot's element and its frame say it is gone; the second's still name it.
+    assert text.count(FILE_REMOVED_NOTE) == 2 and text.count('filename="image.png"') == 2
+
+
 def test_a_file_removed_while_an_answer_was_written_stays_out_of_its_history() -> None:
     """The history an answer brings back, begun before the edit, is stored without the removed file."""
     gone = AttachmentInfo(9, "dump.txt", "text/plain", 10)
