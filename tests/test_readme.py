@@ -145,6 +145,7 @@ RUN_HERE = {
     "python replay.py data/irc-dev",
     'sqlite3 data/parley.db "SELECT author_name, count(*) FROM messages GROUP BY 1 ORDER BY 2 DESC"',
     "python bench/bench_engine.py",
+    "python bench/bench_engine_ab.py",
     "python bench/bench_history.py",
     "python bench/bench_history.py --backend postgres",
     "python bench/bench_bot.py",
@@ -282,6 +283,12 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
     ("command", "small", "shows"),
     [
         ("python bench/bench_engine.py", "--messages 2000 --channels 20 --runs 1", "record-and-decide"),
+        (
+            # Against the checkout's own HEAD: any clone has it, and the same engine must decide alike.
+            "python bench/bench_engine_ab.py",
+            "--against HEAD --messages 2000 --channels 20 --rounds 1 --slice 500 --check-messages 1000",
+            "decisions identical: True; log lines identical: True",
+        ),
         ("python bench/bench_history.py", "--messages 2000 --channels 5 --queries 5", "LIKE '%word%' scan"),
         (
             "python bench/bench_history.py --backend postgres",
