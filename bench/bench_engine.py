@@ -27,9 +27,10 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -84,8 +85,8 @@ def message_stream(count: int, channels: int, seed: int = 7) -> Iterator[Message
         )
 
 
-def bot_reply(message: MessageRecord) -> MessageRecord:
-    return MessageRecord(
+def bot_reply(message: MessageRecord, record_type: type[MessageRecord] = MessageRecord) -> MessageRecord:
+    return record_type(
         message_id=message.message_id + 1,
         channel_id=message.channel_id,
         author_id=BOT_ID,
@@ -97,8 +98,19 @@ def bot_reply(message: MessageRecord) -> MessageRecord:
     )
 
 
-async def process(messages, manager: ConversationManager, decider: ResponseDecider, clock: SimulatedClock) -> int:
-    """The bot's per-message path, as in bot.py's `handle`; returns how many were answered."""
+async def process(
+    messages,
+    manager: ConversationManager,
+    decider: ResponseDecider,
+    clock: SimulatedClock,
+    *,
+    decision_type: type[Decision] = Decision,
+    record_type: type[MessageRecord] = MessageRecord,
+) -> int:
+    """The bot's per-message path, as in bot.py's `handle`; returns how many were answered.
+
+    `decision_type` and `record_type` are those of the engine's own version (`bench_engine_ab.py` runs two).
+    """
     answered = 0
     start, record, should_start, decide_now = (
         manager.start,
@@ -116,11 +128,12 @@ async def process(messages, manager: ConversationManager, decider: ResponseDecid
             conversation = start(channel_id, ())
             record(channel_id, message)
         decision = decide_now(message, conversation, BOT_ID)
-        if not isinstance(decision, Decision):
-            decision = await decision  # the judge's call (the bench configures no judge)
+        if not isinstance(decision, decision_type):
+            # The judge's call (the bench configures no judge); a type held in a variable does not narrow for mypy.
+            decision = await cast("Coroutine[Any, Any, Decision]", decision)
         if decision.respond:
             answered += 1
-            record(channel_id, bot_reply(message))
+            record(channel_id, bot_reply(message, record_type))
     return answered
 
 

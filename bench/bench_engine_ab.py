@@ -109,43 +109,17 @@ class Run:
         self.slices.append(time.process_time() - began)
 
     def _decide(self, messages: list[Any]) -> int:
-        decision_type, record_type = self.engine.conversation.Decision, self.engine.conversation.MessageRecord
-        clock, bot_id = self.clock, bench_engine.BOT_ID
-        answered = 0
-        start, record, should_start, decide_now = (
-            self.manager.start,
-            self.manager.record_message,
-            self.decider.should_start_conversation,
-            self.decider.decide_now,
+        engine = self.engine.conversation
+        return asyncio.run(
+            bench_engine.process(
+                messages,
+                self.manager,
+                self.decider,
+                self.clock,
+                decision_type=engine.Decision,
+                record_type=engine.MessageRecord,
+            )
         )
-        for message in messages:
-            clock.now = message.timestamp
-            channel_id = message.channel_id
-            conversation = record(channel_id, message)
-            if conversation is None:
-                if not should_start(message, bot_id)[0]:
-                    continue
-                conversation = start(channel_id, ())
-                record(channel_id, message)
-            decision = decide_now(message, conversation, bot_id)
-            if not isinstance(decision, decision_type):
-                decision = asyncio.run(decision)  # the judge's call (none is configured here)
-            if decision.respond:
-                answered += 1
-                record(
-                    channel_id,
-                    record_type(
-                        message_id=message.message_id + 1,
-                        channel_id=channel_id,
-                        author_id=bot_id,
-                        author="Parley",
-                        content="Sure.",
-                        timestamp=message.timestamp,
-                        is_bot=True,
-                        reply_to_author_id=message.author_id,
-                    ),
-                )
-        return answered
 
 
 class Capture(logging.Handler):
