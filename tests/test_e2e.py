@@ -206,6 +206,7 @@ async def test_model_failure_apologises_and_keeps_serving(bot: RunningBot, fake:
     await eventually(lambda: len(conversation.llm_history) >= 2)
 
 
+@pytest.mark.slow
 async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """`python bot.py` connects, answers, and on SIGTERM closes and exits 0 (Railway's redeploy)."""
     env = bot_environment(fake, llm, tmp_path / "parley.db")
@@ -436,6 +437,7 @@ async def test_answer_is_posted_even_if_the_question_was_deleted(
     assert post.reply_to is not None and post.message.get("message_reference") is None
 
 
+@pytest.mark.slow
 async def test_unusable_database_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """A DATABASE_URL that cannot be opened stops `python bot.py` with one line naming it, exit 2."""
     blocker = tmp_path / "not-a-folder"

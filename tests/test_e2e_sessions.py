@@ -32,6 +32,7 @@ def kept_turns(database: Path) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 async def test_conversation_continues_after_restart(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, stop: signal.Signals

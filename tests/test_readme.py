@@ -21,6 +21,9 @@ from fake_llm import FakeLLM
 from archive.sqlite import ArchivedMessage, HistoryArchive
 from config import Settings
 
+# Reads the README and runs its commands and benches in processes of their own (see tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
