@@ -28,23 +28,23 @@ pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 # The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest.
 # A test is slow when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over
 # stdio), runs a bench or reads the README: mark it `@pytest.mark.slow`, or a whole module with
-# `pytestmark = pytest.mark.slow`. An unmarked test that starts a process fails (`processes_only_when_slow`),
-# naming what it started. Not counted, as what libraries start in passing: the test Postgres's own programs
-# (initdb, pg_ctl: the server is shared by a whole run, one per xdist worker) and Logfire's `git rev-parse HEAD`.
-_PASSING_PROGRAMS = ("initdb", "pg_ctl", "postgres", "useradd", "git")
+# `pytestmark = pytest.mark.slow`. An unmarked test that starts Python, a shell or a script of this repository
+# fails (`processes_only_when_slow`), naming it. Programs libraries run in passing (the test Postgres's pg_ctl,
+# Logfire's `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted.
+_SLOW_PROGRAM = re.compile(r"python[0-9.]*|(ba|da|z)?sh|uv|pip[0-9.]*")
+_REPOSITORY = Path(__file__).resolve().parents[1]
 # The programs the running test started, while it is a test not marked slow; None otherwise.
 _started_programs: list[str] | None = None
 
 
 def _note_started_program(event: str, arguments: tuple[Any, ...]) -> None:
-    """An audit hook (https://docs.python.org/3/library/audit_events.html): note each process a fast test starts."""
+    """An audit hook (https://docs.python.org/3/library/audit_events.html): note what a fast test starts."""
     if event != "subprocess.Popen" or _started_programs is None:
         return
-    executable, command = arguments[0], arguments[1]
-    program = executable or (command if isinstance(command, str | bytes) else command[0])
-    name = os.path.basename(os.fsdecode(program).split()[0])
-    if name not in _PASSING_PROGRAMS:
-        _started_programs.append(name)
+    path = Path(os.fsdecode(arguments[0]))  # the executable, as subprocess resolved it from the command
+    ours = path.is_relative_to(_REPOSITORY) and not path.is_relative_to(sys.prefix)  # not the venv's programs
+    if _SLOW_PROGRAM.fullmatch(path.name) or path == Path(sys.executable) or ours:
+        _started_programs.append(path.name)
 
 
 sys.addaudithook(_note_started_program)

@@ -1,4 +1,4 @@
-"""The suite's own rules (tests/conftest.py): a test that starts a process is marked slow."""
+"""The suite's own rules (tests/conftest.py): a test that starts Python or a shell is marked slow."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from conftest import processes_only_when_slow
 
 
 def test_unmarked_start():
-    subprocess.run(["true"], check=True)
+    subprocess.run(["sh", "-c", "true"], check=True)
 
 
 @pytest.mark.slow
 def test_marked_start():
-    subprocess.run(["true"], check=True)
+    subprocess.run(["sh", "-c", "true"], check=True)
 
 
 def test_no_start():
@@ -30,11 +30,11 @@ def test_no_start():
 
 
 def test_only_a_test_marked_slow_may_start_a_process(pytester: pytest.Pytester) -> None:
-    """An unmarked test that starts a process fails, naming the program; marked or starting none, it passes."""
+    """An unmarked test that starts a shell fails, naming it; marked, or starting none, it passes."""
     pytester.makeini("[pytest]\nmarkers =\n    slow: starts a process\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_starts=STARTS_A_PROCESS)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, errors=1, warnings=0)
     result.stdout.fnmatch_lines(
-        ["*ERROR at teardown of test_unmarked_start*", "E * Failed: started ?'true'? but is not marked slow*"]
+        ["*ERROR at teardown of test_unmarked_start*", "E * Failed: started ?'sh'? but is not marked slow*"]
     )
