@@ -114,7 +114,7 @@ async def test_conversation_expires(bot: RunningBot, fake: FakeDiscord, llm: Fak
     await bot.start(conversation_timeout_seconds=0.5, followup_window_seconds=60)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> hi!")
     await fake.wait_for_posts(1)
-    await asyncio.sleep(0.7)
+    bot.clock.advance(0.7)
     await say(fake, ALICE_ID, "and another thing")
     await assert_silent(fake, 1)
     assert bot.client is not None and bot.client.manager.get(CHANNEL_ID) is None
