@@ -109,7 +109,7 @@ async def test_rate_limited_edit_loses_no_text(bot: RunningBot, fake: FakeDiscor
 async def test_model_failure_mid_stream_leaves_one_clear_line(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """A model that breaks off after its first sentences leaves one line saying so, not half an answer."""
     llm.handler = lambda request: BreakOff(PROSE[:600])
-    slow(llm, delay=0.05, words=2)
+    slow(llm, delay=0.05, words=6)
     await bot.start(stream_edit_seconds=0.2)
     await ask(fake, "tell me about it")
     await fake.wait_for(lambda: answer_posts(fake) == [BROKE_OFF], timeout=15, what="the one line")
