@@ -110,7 +110,9 @@ def test_readme_gives_the_install_and_test_commands() -> None:
     development = readme_commands(section("Development"))
     assert 'pip install -e ".[dev]"' in development and "pytest" in development
     ci = (ROOT / ".ci" / "run").read_text()
-    assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().endswith("pytest")
+    # The fast tests, then the slow ones: together the whole suite, on every core.
+    runs = ['pytest -m "not slow" -n auto --dist worksteal', "pytest -m slow -n auto --dist worksteal"]
+    assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().splitlines()[-2:] == runs
 
 
 def test_readme_and_pre_commit_name_the_checks_ci_runs() -> None:
