@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say, start_bot_py
+from e2e_support import (
+    RunningBot,
+    assert_silent,
+    bot_environment,
+    decided,
+    eventually,
+    request_texts,
+    say,
+    start_bot_py,
+)
 from fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -342,9 +351,9 @@ async def test_deleted_messages_are_gone(bot: RunningBot, fake: FakeDiscord, llm
 
 async def test_archive_survives_a_restart(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """Messages archived before a restart are found by the next process on the same file."""
-    await bot.start()
-    await say(fake, BOB_ID, "the quokka deploy finished at noon")
-    await asyncio.sleep(0.1)  # let the gateway deliver it before the shutdown
+    client = await bot.start()
+    message = await say(fake, BOB_ID, "the quokka deploy finished at noon")
+    await decided(client, message)  # the bot has it before the shutdown
     await bot.stop()
     await bot.start()
     [result] = await ask_with_search(fake, llm, "quokka")
