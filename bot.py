@@ -54,6 +54,7 @@ from archive import (
     describe_database_url,
     open_archive,
 )
+from archive.text import safe_text
 from attachments import (
     AttachmentInfo,
     AttachmentPreparer,
@@ -99,7 +100,6 @@ from discord_io import (
     may_read_history,
     record_from_archive,
     reply_mentions,
-    safe_text,
     split_message,
     thread_name,
     to_archived,
