@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, ClassVar
 
 from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
+from archive.text import safe_text
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -122,8 +123,12 @@ class QueuedWrites(ABC):
         return len(self._queue) + self._taken - self._done
 
     def set_attachment_text(self, attachment_id: int, text: str) -> None:
-        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
-        self._enqueue(self.writes.attachment_text, (attachment_id, text))
+        """Keep the text read from an archived attachment, for search (no-op once its message is gone).
+
+        Made safe here, as message text is at the edge: a file can hold NUL anywhere (Postgres text refuses it,
+        SQLite's string functions stop at it) and lone surrogates (UTF-8 cannot encode them).
+        """
+        self._enqueue(self.writes.attachment_text, (attachment_id, safe_text(text)))
 
     def keep_attachments(self, message_id: int, attachment_ids: Iterable[int]) -> None:
         """Drop the files an edit took off a stored message, with their text: only `attachment_ids` remain."""
