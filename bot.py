@@ -54,6 +54,7 @@ from archive import (
     describe_database_url,
     open_archive,
 )
+from archive.file_text import FileTextBudget
 from archive.text import safe_text
 from attachments import (
     AttachmentInfo,
@@ -365,7 +366,13 @@ class Parley(discord.AutoShardedClient):
             return
         url = self.settings.database_url
         try:
-            self.archive = await open_archive(url, retention_days=self.settings.history_retention_days)
+            self.archive = await open_archive(
+                url,
+                retention_days=self.settings.history_retention_days,
+                file_text_budget=FileTextBudget(
+                    self.settings.archive_file_text_channel_bytes, self.settings.archive_file_text_member_bytes
+                ),
+            )
         except DatabaseUrlError as error:
             raise ArchiveUnavailable(str(error)) from None
         except (OSError, sqlite3.Error, RuntimeError) as error:

@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, ClassVar
 
 from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
+from archive.file_text import FileTextBudget, FileTextGate
 from archive.text import safe_text
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -55,9 +56,16 @@ class QueuedWrites(ABC):
     writes: ClassVar[WriteKinds]
 
     def _start_queue(
-        self, *, retention_days: int, batch_size: int, flush_interval: float, prune_interval: float
+        self,
+        *,
+        retention_days: int,
+        batch_size: int,
+        flush_interval: float,
+        prune_interval: float,
+        file_text_budget: FileTextBudget | None,
     ) -> None:
         self._retention = timedelta(days=retention_days)
+        self._file_texts = FileTextGate(file_text_budget)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._prune_interval = prune_interval
