@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import discord
 import pytest
 
 from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
+from bot import build_client
 
 WHEN = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
 GUILD = 5
@@ -169,5 +171,27 @@ async def test_a_zero_budget_is_no_limit(archive_url: str) -> None:
         await share_text(archive, 1, "a" * 100_000)
         await share_text(archive, 2, "frobnicator " * 10_000)
         assert [len(text) for text in (await kept_texts(archive)).values()] == [100_000, 120_000]
+    finally:
+        await archive.close()
+
+
+async def test_the_bot_opens_its_archive_with_the_budgets_its_settings_give(make_settings, tmp_path: Path) -> None:
+    """ARCHIVE_FILE_TEXT_MEMBER_BYTES and ..._CHANNEL_BYTES are the budgets of the archive the bot opens."""
+    settings = make_settings(
+        llm_base_url="http://127.0.0.1:9/v1",
+        database_url=f"sqlite:///{tmp_path / 'parley.db'}",
+        archive_file_text_channel_bytes=100,
+        archive_file_text_member_bytes=60,
+    )
+    client = build_client(settings)
+    await client.open_archive()
+    archive = client.archive
+    assert archive is not None
+    try:
+        await share_text(archive, 1, "a" * 50)
+        await share_text(archive, 2, "b" * 40, author_id=ALEX)
+        await share_text(archive, 3, "c" * 20)
+        await share_text(archive, 4, "d" * 20, author_id=5)
+        assert await kept_texts(archive) == {1: "a" * 50, 2: "b" * 40, 3: MEMBER_OVER, 4: CHANNEL_OVER}
     finally:
         await archive.close()
