@@ -17,7 +17,10 @@ from bot import build_client
 WHEN = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
 GUILD = 5
 CHANNEL = 1
+OTHER_CHANNEL = 3
 SAM = 2
+ALEX = 4
+NEXT_DAY = WHEN + timedelta(days=1)
 
 
 @pytest.fixture
@@ -69,10 +72,6 @@ async def test_lone_surrogate_in_file_text_is_stored_as_a_replacement_character(
 
 
 # --- Budgets --------------------------------------------------------------------------------------
-
-OTHER_CHANNEL = 3
-ALEX = 4
-NEXT_DAY = WHEN + timedelta(days=1)
 
 
 def file_on(moment: datetime, number: int) -> ArchivedAttachment:
