@@ -64,9 +64,9 @@ async def test_forty_mentions_in_a_minute_get_the_burst_and_one_notice(
 ) -> None:
     """40 mentions from one member in a minute: 5 answers (the burst), one "slow down" reply, then silence."""
     client = await bot.start()
-    assert client.member_rates is not None
+    assert client.admission.member_rates is not None
     now = T0
-    client.member_rates.clock = lambda: now
+    client.admission.member_rates.clock = lambda: now
     mentions, reasons = [], []
     for number in range(40):
         now = T0 + timedelta(seconds=1.5 * number)
