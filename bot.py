@@ -32,7 +32,7 @@ from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from admission.gatekeeper import MEMBER_RATE_LIMITED, QUEUE_FULL, SUPERSEDED, Gatekeeper, Turn
+from admission.gatekeeper import QUEUE_FULL, SUPERSEDED, Gatekeeper
 from agent import (
     TRANSCRIPT_MAX_MESSAGES,
     AnswerListener,
@@ -108,7 +108,6 @@ from discord_io import (
 )
 from followup import ModelFileError, load_model, model_path
 from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
-from limits import WaitingLine
 from memory import MemoryStore
 from preflight import (
     configuration_problems,
@@ -130,7 +129,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley")
 
-SUMMARIES_AT_ONCE = 4
 
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
@@ -241,9 +239,8 @@ class Parley(discord.AutoShardedClient):
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
-        # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
-        # so neither the model provider nor the process's memory sees them all at the same time.
-        self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
+        # The channels whose history a compaction is waiting to summarise, or summarising.
+        self._compacting: set[int] = set()
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
@@ -370,7 +367,9 @@ class Parley(discord.AutoShardedClient):
         deletions = len(conversation.redactions)
         self._ending.append(conversation)
         try:
-            async with self._summary_slots:
+            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
+                if not admitted:
+                    return
                 summary = await summarizer.summarize(conversation.llm_history, channel_id)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
@@ -396,12 +395,20 @@ class Parley(discord.AutoShardedClient):
 
     def compact_later(self, conversation: ChannelConversation) -> None:
         """Summarise the conversation's oldest turns in the background once its history nears the budget."""
-        if self.compactor is not None and self.compactor.due(conversation):
-            self.in_background(self._compact(self.compactor, conversation), f"compact-{conversation.channel_id}")
+        channel_id = conversation.channel_id
+        # One at a time per channel: a compaction waiting for the channel's turn is not under way for `due` yet.
+        if self.compactor is not None and channel_id not in self._compacting and self.compactor.due(conversation):
+            self._compacting.add(channel_id)
+            self.in_background(self._compact(self.compactor, conversation), f"compact-{channel_id}")
 
     async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
-        if await compactor.compact(conversation) and self.manager.get(conversation.channel_id) is conversation:
-            self.manager.changed(conversation.channel_id)
+        channel_id = conversation.channel_id
+        try:
+            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
+                if admitted and await compactor.compact(conversation) and self.manager.get(channel_id) is conversation:
+                    self.manager.changed(channel_id)
+        finally:
+            self._compacting.discard(channel_id)
 
     async def earlier_conversations(self, channel_id: int) -> str:
         """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
@@ -650,23 +657,20 @@ class Parley(discord.AutoShardedClient):
         live = self.manager.record_message(channel_id, record)
         kind = self.kind_of(message)
         trigger: bool | None = None
-        if live is None and channel_id not in self.admission.turns:
+        if live is None and self.admission.idle(channel_id):
             # Nothing is starting a conversation here, so this message can be decided at once.
             trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
             if not trigger:
                 return
-        turn = self.admission.turns.get(channel_id)
-        if turn is None:
-            turn = self.admission.turns[channel_id] = Turn(WaitingLine(self.settings.channel_queue_limit))
         in_line = addresses_bot(record, self.user.id)
         answerable = True
-        if in_line and not turn.line.join(record.message_id, record.author_id).admitted:
+        if in_line and not self.admission.join_line(channel_id, record):
             self.decided_here(record, QUEUE_FULL)
             if live is not None:
                 return  # recorded already; a full line has waiters, who clear the turn away
             in_line = answerable = False  # it waits only to be recorded in order
         async with self.admission.channel_turn(channel_id):
-            if in_line and not turn.line.leave(record.message_id):
+            if in_line and not self.admission.leave_line(channel_id, record.message_id):
                 self.decided_here(record, SUPERSEDED)
                 answerable = False
             if not answerable:
@@ -728,8 +732,6 @@ class Parley(discord.AutoShardedClient):
         The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
         """
         question = replace(record, channel_id=thread.id)
-        if thread.id not in self.admission.turns:
-            self.admission.turns[thread.id] = Turn(WaitingLine(self.settings.channel_queue_limit))
         async with self.admission.channel_turn(thread.id):
             conversation = self.manager.start(thread.id, kind=OWN_THREAD)
             self.manager.record_message(thread.id, question)
@@ -787,26 +789,14 @@ class Parley(discord.AutoShardedClient):
         """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
         says so."""
         assert self.user is not None
-        member = (guild_id_of(message), record.author_id)
-        rates = self.admission.member_rates
-        if rates is not None:
-            # Taken before deciding, so a member over the rate costs no judge call either.
-            admission = rates.take(member)
-            if not admission.admitted:
-                self.decided_here(record, MEMBER_RATE_LIMITED)
-                if (
-                    admission.retry_at is not None
-                    and addresses_bot(record, self.user.id)
-                    and rates.first_warning(member)
-                ):
-                    await self.admission.say_slow_down(message, admission.retry_at)
-                return
+        guild_id = guild_id_of(message)
+        if not await self.admission.admit_member(guild_id, message, record, addresses_bot(record, self.user.id)):
+            return
         decision = self.decider.decide_now(record, conversation, self.user.id)
         if not isinstance(decision, Decision):
-            decision = await decision  # the judge's call
+            decision = await self.admission.judged(guild_id, record, decision)
         if not decision.respond:
-            if rates is not None:
-                rates.give_back(member)
+            self.admission.give_back(guild_id, record.author_id)
             return
         async with self.admission.answer_slots:
             await self.answer(message, record, conversation, where)
@@ -1097,19 +1087,25 @@ class Parley(discord.AutoShardedClient):
         self.streams.answered(question, posts, channel)
         return self.streams.latest(channel_id)
 
-    async def regenerate(self, turn: AnsweredTurn) -> None:
-        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
-        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
+        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
+        spent one of their answers, which `regenerate` gives back if it makes no model call."""
+        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+
+    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
+        """ "Regenerate", admitted for `member_id`: a new answer to the question of the channel's latest answer,
+        streamed into its posts, replacing the answer in the conversation's model history; nothing changes if the
+        conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
-        if channel_id not in self.admission.turns:
-            self.admission.turns[channel_id] = Turn(WaitingLine(self.settings.channel_queue_limit))
+        guild_id = guild_id_of(question)
         async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
             conversation = self.manager.get(channel_id)
-            if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
+            gone = conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel)
+            if gone or self.admission.server_budget_spent(guild_id):
+                self.admission.give_back(guild_id, member_id)
                 return
-            if self.admission.server_budget_spent(guild_id_of(question)):
-                return
+            assert conversation is not None
             deps = self.chat_deps(question, channel)
 
             profile = self.profiles.for_channel(channel_id)
@@ -1175,11 +1171,15 @@ class Parley(discord.AutoShardedClient):
                 kind="judge",
             )
 
+    def guild_of(self, channel_id: int) -> int:
+        """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        return guild.id if guild is not None else 0
+
     def account_summary(self, channel_id: int, usage: RunUsage) -> None:
         """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
-        guild = getattr(self.get_channel(channel_id), "guild", None)
         self.usage.record(
-            guild.id if guild is not None else 0,
+            self.guild_of(channel_id),
             channel_id,
             NO_MEMBER,
             usage.input_tokens,
