@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Protocol
@@ -74,14 +74,21 @@ class Gatekeeper:
     channel's turn (never beside an answer there) and are skipped on a spent budget.
     """
 
-    def __init__(self, settings: Settings, usage: UsageLedger, client: AdmissionClient) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        usage: UsageLedger,
+        client: AdmissionClient,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self.settings = settings
         self.usage = usage
         self.client = client
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         self.turns: dict[int, Turn] = {}
         self.member_rates = (
-            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
+            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=clock)
             if settings.member_answers_per_hour
             else None
         )
