@@ -33,6 +33,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from admission.gatekeeper import QUEUE_FULL, SUPERSEDED, Gatekeeper
+from admission.history_access import private_view
 from agent import (
     TRANSCRIPT_MAX_MESSAGES,
     AnswerListener,
@@ -45,6 +46,7 @@ from agent import (
     close_model,
     generate_reply,
     regenerate_reply,
+    split_turns,
 )
 from archive import (
     Archive,
@@ -146,6 +148,21 @@ def guild_id_of(message: discord.Message) -> int:
 
 # The archive's bot_state entry: per channel, since when the archive holds all of it.
 COVERAGE_STATE = "archive_covered_since"
+
+
+def regenerated_view(
+    conversation: ChannelConversation, deps: ChatDeps
+) -> tuple[ChannelConversation, list[ModelMessage]]:
+    """What Regenerate shows the model of `conversation`, and the history kept before the turn it rewrites.
+
+    An asker without Read Message History (`history_access`) gets their own last turn alone as history, the rest
+    kept as it was; anyone else the whole conversation, whose rewritten history replaces it whole.
+    """
+    if deps.requester_can_read_history:
+        return conversation, []
+    turns = split_turns(list(conversation.llm_history))
+    earlier = [message for turn in turns[:-1] for message in turn]
+    return private_view(conversation, deps.requester_id, deps.bot_user_id, turns[-1] if turns else []), earlier
 
 
 class ArchiveUnavailable(Exception):
@@ -917,7 +934,7 @@ class Parley(discord.AutoShardedClient):
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self._answered(message, posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
+            self._keep_answer(channel.id, conversation, reply.messages, record.message_id, deps)
             self.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
@@ -955,6 +972,8 @@ class Parley(discord.AutoShardedClient):
     ) -> Reply:
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
+        if not deps.requester_can_read_history:
+            conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
         profile = self.profiles.for_channel(deps.channel_id)
         chosen = self.answer_model(profile.model)
         instructions = persona_instructions(profile.persona)
@@ -1044,8 +1063,25 @@ class Parley(discord.AutoShardedClient):
         self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
         if streamed.posts:
             self._answered(message, streamed.posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
+            self._keep_answer(channel.id, conversation, streamed.reply.messages, record.message_id, deps)
             self.compact_later(conversation)
+
+    def _keep_answer(
+        self,
+        channel_id: int,
+        conversation: ChannelConversation,
+        messages: list[ModelMessage],
+        answered_id: int,
+        deps: ChatDeps,
+    ) -> None:
+        """Store an answer's model history as the conversation's. A private answer (to an asker without Read Message
+        History: `history_access`) was written without the conversation's history, so its turn goes after it, and
+        the messages it did not show are still news to the model."""
+        if deps.requester_can_read_history:
+            self.manager.record_bot_response(channel_id, messages, answered_id)
+        else:
+            history = [*conversation.llm_history, *messages]
+            self.manager.record_bot_response(channel_id, history, conversation.prompted_through)
 
     def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
         """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
@@ -1107,13 +1143,13 @@ class Parley(discord.AutoShardedClient):
                 return
             assert conversation is not None
             deps = self.chat_deps(question, channel)
-
+            shown, earlier = regenerated_view(conversation, deps)
             profile = self.profiles.for_channel(channel_id)
 
             def write(listener: AnswerListener) -> Awaitable[Reply]:
                 return regenerate_reply(
                     self.responder,
-                    conversation,
+                    shown,
                     deps,
                     self.settings,
                     listener=listener,
@@ -1130,7 +1166,7 @@ class Parley(discord.AutoShardedClient):
                 log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
                 return
             self._answered(question, streamed.posts, channel, conversation)
-            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            self.manager.replace_last_bot_turn(channel_id, [*earlier, *streamed.reply.messages])
 
     def account(
         self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""

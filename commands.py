@@ -139,6 +139,9 @@ class ParleyCommands(
         count: app_commands.Range[int, 1, WHY_MAX_COUNT] = WHY_DEFAULT_COUNT,
     ) -> None:
         guild_id, channel_id = _place(interaction)
+        # The decisions quote the channel's messages: only for members who may read its history.
+        if not interaction.permissions.read_message_history:
+            raise app_commands.MissingPermissions(["read_message_history"])
         # Discord enforces the range, but a request can still say otherwise.
         count = min(max(count, 1), WHY_MAX_COUNT)
         entries = await interaction.client.recent_decisions(channel_id, count)
@@ -496,6 +499,10 @@ MEMORY_FACT_SHOWN_CHARS = 200
 ABOUT_ME = "about-me"
 CHANNEL = "channel"
 MEMORY_OFF = "Parley keeps no memories here: the archive is off (DATABASE_URL is empty)."
+CHANNEL_MEMORIES_HIDDEN = (
+    "This channel's own memories are not listed: they come from its history, which you lack the Read Message"
+    " History permission to read here."
+)
 
 
 class MemoryCommands(app_commands.Group, name="memory", description="What Parley remembers here, and forgetting it."):
@@ -505,10 +512,19 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
     async def list_memories(self, interaction: discord.Interaction[Parley]) -> None:
         guild_id, channel_id = _place(interaction)
         store = _memory(interaction)
+        # The channel's facts are copies of its history: a member who may not read it sees only their own.
+        reads_history = interaction.permissions.read_message_history
         found = await store.visible(
-            guild_id=guild_id, channel_id=channel_id, member_id=interaction.user.id, limit=MEMORY_LIST_MAX
+            guild_id=guild_id,
+            channel_id=channel_id,
+            member_id=interaction.user.id,
+            limit=MEMORY_LIST_MAX,
+            channel_facts=reads_history,
         )
-        await send_ephemeral(interaction, describe_memories(found, interaction.user.id), suppress_embeds=True)
+        text = describe_memories(found, interaction.user.id)
+        if not reads_history:
+            text += f"\n{CHANNEL_MEMORIES_HIDDEN}"
+        await send_ephemeral(interaction, text, suppress_embeds=True)
 
     @app_commands.command(description="Delete memories: about-me, channel (Manage Messages), or one memory's id.")
     @app_commands.describe(target="about-me: what is about you or told by you; channel: this channel's; or a memory id")
