@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import discord
@@ -16,7 +15,7 @@ from budget import UsageSummary, next_utc_midnight
 from config import ChannelMode
 from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
-from discord_io import split_message
+from discord_io import discord_time, split_message
 from journal import KEPT_PER_CHANNEL, LoggedDecision
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
@@ -263,11 +262,6 @@ def describe_decision(entry: LoggedDecision, guild_id: int, channel_id: int) -> 
 
 def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
     return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
-
-
-def discord_time(moment: datetime) -> str:
-    """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
-    return f"<t:{int(moment.timestamp())}:R>"
 
 
 def describe_status(conversation: ChannelConversation | None, mode: str) -> str:

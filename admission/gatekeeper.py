@@ -15,10 +15,9 @@ import discord
 
 from admission.bots import BotGate
 from budget import UsageLedger, next_utc_midnight
-from commands import discord_time
 from config import Settings
 from conversation import Decision, JudgeCall, MessageRecord, utc_now
-from discord_io import reply_mentions
+from discord_io import discord_time, reply_mentions
 from limits import Admission, TokenBucket, WaitingLine
 
 log = logging.getLogger("parley")
