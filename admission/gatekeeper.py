@@ -39,7 +39,9 @@ SUMMARIES_AT_ONCE = 4
 
 
 @dataclass
-class Turn:
+class _Turn:
+    """A channel's turn: its lock, how many hold or await it, and the mentions of Parley waiting in it."""
+
     line: WaitingLine
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: int = 0
@@ -85,7 +87,7 @@ class Gatekeeper:
         self.usage = usage
         self.client = client
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
-        self.turns: dict[int, Turn] = {}
+        self._turns: dict[int, _Turn] = {}
         self.member_rates = (
             TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=clock)
             if settings.member_answers_per_hour
@@ -156,7 +158,7 @@ class Gatekeeper:
 
     def idle(self, channel_id: int) -> bool:
         """Whether nothing in the channel holds or awaits its turn."""
-        return channel_id not in self.turns
+        return channel_id not in self._turns
 
     def join_line(self, channel_id: int, record: MessageRecord) -> bool:
         """Put a mention of Parley in its channel's line; False if the line is full (then it is not answered)."""
@@ -166,10 +168,10 @@ class Gatekeeper:
         """Take a mention out of the line for its turn; False if the same member's later one superseded it."""
         return self._turn_of(channel_id).line.leave(message_id)
 
-    def _turn_of(self, channel_id: int) -> Turn:
-        turn = self.turns.get(channel_id)
+    def _turn_of(self, channel_id: int) -> _Turn:
+        turn = self._turns.get(channel_id)
         if turn is None:
-            turn = self.turns[channel_id] = Turn(WaitingLine(self.settings.channel_queue_limit))
+            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
         return turn
 
     @contextlib.asynccontextmanager
@@ -183,7 +185,7 @@ class Gatekeeper:
         finally:
             turn.waiting -= 1
             if turn.waiting == 0:
-                del self.turns[channel_id]
+                del self._turns[channel_id]
 
     # -- The server's budget --
 
