@@ -33,7 +33,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from admission.gatekeeper import QUEUE_FULL, SUPERSEDED, Gatekeeper
-from admission.history_access import private_view
+from admission.history_access import private_view, regenerated_view
 from agent import (
     TRANSCRIPT_MAX_MESSAGES,
     AnswerListener,
@@ -46,7 +46,6 @@ from agent import (
     close_model,
     generate_reply,
     regenerate_reply,
-    split_turns,
 )
 from archive import (
     Archive,
@@ -148,21 +147,6 @@ def guild_id_of(message: discord.Message) -> int:
 
 # The archive's bot_state entry: per channel, since when the archive holds all of it.
 COVERAGE_STATE = "archive_covered_since"
-
-
-def regenerated_view(
-    conversation: ChannelConversation, deps: ChatDeps
-) -> tuple[ChannelConversation, list[ModelMessage]]:
-    """What Regenerate shows the model of `conversation`, and the history kept before the turn it rewrites.
-
-    An asker without Read Message History (`history_access`) gets their own last turn alone as history, the rest
-    kept as it was; anyone else the whole conversation, whose rewritten history replaces it whole.
-    """
-    if deps.requester_can_read_history:
-        return conversation, []
-    turns = split_turns(list(conversation.llm_history))
-    earlier = [message for turn in turns[:-1] for message in turn]
-    return private_view(conversation, deps.requester_id, deps.bot_user_id, turns[-1] if turns else []), earlier
 
 
 class ArchiveUnavailable(Exception):
@@ -1143,7 +1127,8 @@ class Parley(discord.AutoShardedClient):
                 return
             assert conversation is not None
             deps = self.chat_deps(question, channel)
-            shown, earlier = regenerated_view(conversation, deps)
+            reads_history = deps.requester_can_read_history
+            shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
             profile = self.profiles.for_channel(channel_id)
 
             def write(listener: AnswerListener) -> Awaitable[Reply]:

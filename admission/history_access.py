@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from pydantic_ai.messages import ModelMessage
 
+from agent import split_turns
 from conversation import ChannelConversation, MessageRecord
 
 
@@ -51,3 +52,19 @@ def private_view(
         bot_namings={},
         latest_answer=None,
     )
+
+
+def regenerated_view(
+    conversation: ChannelConversation, asker_id: int, bot_user_id: int, reads_history: bool
+) -> tuple[ChannelConversation, list[ModelMessage]]:
+    """What Regenerate shows the model of `conversation`, and the history kept before the turn it rewrites.
+
+    An asker who may not read the channel's history gets their own last turn alone as history (it was written
+    from their private view), the turns before it kept as they were; anyone else the whole conversation, whose
+    rewritten history then replaces it whole.
+    """
+    if reads_history:
+        return conversation, []
+    turns = split_turns(list(conversation.llm_history))
+    earlier = [message for turn in turns[:-1] for message in turn]
+    return private_view(conversation, asker_id, bot_user_id, turns[-1] if turns else []), earlier

@@ -3,15 +3,12 @@ model receives it (a FunctionModel) for an answer and for Regenerate."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from pydantic_ai import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_agent import BOB, BOT, CAROL, conversation_of, deps, msg, user_texts
 
-from admission.history_access import private_view, visible_to
+from admission.history_access import private_view, regenerated_view, visible_to
 from agent import build_responder, generate_reply
-from bot import regenerated_view
 
 
 def secretive_channel():
@@ -63,12 +60,10 @@ def test_regenerate_for_a_private_answer_shows_only_its_own_turn() -> None:
     shared_turn = turn("what is the combination?", "the shared answer: 1-2-3-4")
     bobs_turn = turn("what did carol say?", "Bob's private answer")
     conversation = conversation_of(*messages, llm_history=[*shared_turn, *bobs_turn])
-    may_not_read = replace(deps(can_read_history=False), requester_id=BOB)
-
-    shown, earlier = regenerated_view(conversation, may_not_read)
+    shown, earlier = regenerated_view(conversation, BOB, BOT, reads_history=False)
     assert earlier == shared_turn
     assert shown.llm_history == bobs_turn
     assert "1-2-3-4" not in str(list(shown.messages))
 
-    shown, earlier = regenerated_view(conversation, deps())
+    shown, earlier = regenerated_view(conversation, BOB, BOT, reads_history=True)
     assert shown is conversation and earlier == []
