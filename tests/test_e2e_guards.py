@@ -20,12 +20,14 @@ from e2e_support import (
     request_texts,
     run_command,
     say,
+    use_message_command,
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, message_text
 from test_e2e_memory import run_group_command
 
 from commands import CHANNEL_MEMORIES_HIDDEN
+from streaming import REGENERATING
 
 LONE_SURROGATE = "\ud800"
 
@@ -269,3 +271,30 @@ async def test_why_and_memory_list_show_a_member_without_read_message_history_no
     assert "1-2-3-4" in reply_text(await run_command(fake, "why", user_id=ALICE_ID, permissions=MODERATOR))
     alices = await run_group_command(fake, "memory", "list", user_id=ALICE_ID)
     assert "1-2-3-4" in alices and CHANNEL_MEMORIES_HIDDEN not in alices
+
+
+async def test_regenerate_for_a_member_without_read_message_history_shows_only_their_turn(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob (denied Read Message History) regenerates his answer: the model is asked his private prompt again,
+    with none of the channel's or the conversation's history beside it."""
+    fake.deny(CHANNEL_ID, BOB_ID, READ_HISTORY)
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> the vault combination is 1-2-3-4, remember it")
+    await fake.wait_for_posts(1)
+    question = await say(fake, BOB_ID, f"<@{BOT_ID}> what is the combination?")
+    await fake.wait_for_posts(2)
+
+    def bobs_turn() -> bool:
+        latest = client.streams.latest(CHANNEL_ID)
+        return latest is not None and latest.question.id == int(question["id"])
+
+    await eventually(bobs_turn)
+    bobs_answer = fake.bot_messages(CHANNEL_ID)[-1]
+
+    calls = await use_message_command(fake, "Regenerate", bobs_answer, user_id=BOB_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATING
+    await fake.wait_for(lambda: len(llm.requests) == 3, what="the regenerated answer's request")
+    regenerated = llm.requests[2]
+    assert "1-2-3-4" not in " ".join(request_texts(regenerated))
+    assert request_texts(regenerated)[-1] == request_texts(llm.requests[1])[-1]
