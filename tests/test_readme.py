@@ -428,14 +428,14 @@ def test_the_readme_profiles_example_is_in_configuration() -> None:
 
 
 def test_every_commit_a_figure_names_is_in_the_history() -> None:
-    """The commits Benchmarks and Evaluation date their figures by exist (a typo would date a figure wrongly)."""
+    """The commits the pages date their figures and changes by exist (a typo would date a figure wrongly)."""
     git = shutil.which("git")
     if git is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     shallow = subprocess.run([git, "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
     if shallow.stdout.strip() != "false":
         pytest.skip("a shallow clone does not hold the history the figures name")
-    text = PAGES["benchmarks.md"] + PAGES["evaluation.md"]
+    text = "\n".join(PAGES.values())
     commits = {word for word in re.findall(r"\b[0-9a-f]{7}\b", text) if re.search("[a-f]", word)}
     assert len(commits) > 10, commits
     for commit in sorted(commits):
