@@ -54,15 +54,6 @@ from archive import (
     describe_database_url,
     open_archive,
 )
-from attachments import (
-    AttachmentInfo,
-    AttachmentPreparer,
-    Kind,
-    PreparedFiles,
-    build_transcriber,
-    is_image_refusal,
-    model_key,
-)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
@@ -106,6 +97,10 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
+from files.kinds import AttachmentInfo, Kind
+from files.prepared import PreparedFiles
+from files.preparer import AttachmentPreparer
+from files.providers import build_transcriber, is_image_refusal, model_key
 from followup import ModelFileError, load_model, model_path
 from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
 from limits import TokenBucket, WaitingLine

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import discord
 
 from archive import ArchivedAttachment, ArchivedMessage
-from attachments import AttachmentInfo
 from conversation import MessageRecord
+from files.kinds import AttachmentInfo
 
 log = logging.getLogger("parley")
 

@@ -1,0 +1,232 @@
+"""Turning the attachments of the messages a request shows into model input, within the request's caps, and reading
+text files and PDFs for the archive's search.
+
+Decoding and resizing run in a worker thread, so the event loop never waits on Pillow or pypdf.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from config import VisionMode
+from files.images import ImageProblem, prepare_image
+from files.kinds import (
+    MAX_DOWNLOAD_BYTES,
+    MAX_UNKNOWN_DOWNLOAD_BYTES,
+    AttachmentInfo,
+    AttachmentReader,
+    Kind,
+    Transcriber,
+    decode_text,
+    detect,
+)
+from files.pdf import pdf_text
+from files.prepared import Prepared, PreparedFiles, human_size
+from files.providers import model_key
+from quoting import cap_text
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from conversation import MessageRecord
+
+log = logging.getLogger("parley.attachments")
+
+# Extracted text kept in the archive per attachment, for search.
+ARCHIVED_TEXT_MAX_CHARS = 500_000
+# Text files and PDFs read lately, kept for the answer that follows their arrival: enough for a burst of pastes.
+TEXTS_KEPT = 64
+
+
+@dataclass
+class AttachmentPreparer:
+    """Turns the attachments of the messages a request shows into model input, within the request's caps.
+
+    `vision`: VISION; `auto` trusts the model's pydantic-ai profile and what the provider said at run time.
+    """
+
+    reader: AttachmentReader
+    vision: VisionMode = "auto"
+    max_images: int = 4
+    max_chars: int = 100_000
+    transcriber: Transcriber | None = None
+    # Models (`model_key`) whose provider refused images at run time: they get none from then on.
+    no_vision: set[str] = field(default_factory=set)
+    # The latest text files and PDFs read (or being read), by attachment id: a file on a message Parley answers is
+    # read on arrival for the archive (`archivable_text`) and again for the answer, and one download serves both.
+    _texts: OrderedDict[int, asyncio.Future[Prepared]] = field(default_factory=OrderedDict)
+
+    def sees_images(self, model: Model | None) -> bool:
+        """Whether images are sent to `model`: VISION, its profile (auto), and what its provider said."""
+        if self.vision == "off":
+            return False
+        if model is not None and model_key(model) in self.no_vision:
+            return False
+        return self.vision == "on" or model is None or bool(model.profile.get("supports_image_input", True))
+
+    def refuse_images(self, model: Model) -> None:
+        """Remember that `model`'s provider takes no images."""
+        self.no_vision.add(model_key(model))
+
+    async def prepare(self, messages: Sequence[MessageRecord], *, vision: bool) -> PreparedFiles:
+        """The attachments of `messages` (oldest first; the newest has priority) as model input.
+
+        Images: at most `max_images`, newest first. Text (files, PDFs, transcripts): at most `max_chars`
+        in all, newest first, a cut said where it falls. Every attachment the model does not get has a note.
+        A failed download is a note too: it never fails the answer.
+        """
+        wanted = [(message, info) for message in reversed(messages) for info in message.attachments]
+        if not wanted:
+            return PreparedFiles()
+        image_slots = self.max_images if vision else 0
+        plans: list[Awaitable[Prepared]] = []
+        for message, info in wanted:
+            claimed = info.claimed_kind
+            if claimed is Kind.IMAGE:
+                if not vision:
+                    plans.append(_noted(message, info, Kind.IMAGE, "image not shown: this model is not sent images"))
+                    continue
+                if image_slots == 0:
+                    plans.append(
+                        _noted(message, info, Kind.IMAGE, f"image not shown: over {self.max_images} images a request")
+                    )
+                    continue
+                image_slots -= 1
+            plans.append(self._prepare_one(message, info, claimed, vision))
+        prepared = await asyncio.gather(*plans)
+        return self._within_caps(prepared)
+
+    async def _prepare_one(self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool) -> Prepared:
+        if claimed is Kind.VIDEO:
+            return Prepared(info, message.message_id, Kind.VIDEO, note="video: not opened (videos are not supported)")
+        if claimed is Kind.AUDIO and self.transcriber is None:
+            return Prepared(info, message.message_id, Kind.AUDIO, note="voice note or audio: not transcribed")
+        if info.size > MAX_DOWNLOAD_BYTES:
+            return Prepared(info, message.message_id, claimed, note=f"not opened: too large ({human_size(info.size)})")
+        if claimed is Kind.OTHER and info.size > MAX_UNKNOWN_DOWNLOAD_BYTES:
+            # Most likely an archive or an office file: not worth downloading only to say so.
+            return Prepared(info, message.message_id, claimed, note="not opened: a file type Parley cannot read")
+        if claimed in (Kind.TEXT, Kind.PDF):
+            return await self._read_text_once(message, info, claimed, vision)
+        return await self._download(message, info, claimed, vision)
+
+    async def _read_text_once(
+        self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool
+    ) -> Prepared:
+        """A text file or PDF, read once for the archive and the answer alike; what was not text is read anew."""
+        shared = self._texts.get(info.attachment_id)
+        if shared is not None:
+            with contextlib.suppress(Exception):  # the first reader's error is its own: this one tries anew
+                prepared = await asyncio.shield(shared)
+                if prepared.text is not None and prepared.kind in (Kind.TEXT, Kind.PDF):
+                    return prepared
+            # A failed download is tried again, and bytes that are an image depend on `vision`.
+            return await self._download(message, info, claimed, vision)
+        reading = asyncio.ensure_future(self._download(message, info, claimed, vision))
+        self._texts[info.attachment_id] = reading
+        if len(self._texts) > TEXTS_KEPT:
+            self._texts.popitem(last=False)
+        prepared = await asyncio.shield(reading)
+        if len(prepared.text or "") > self.max_chars and self._texts.get(info.attachment_id) is reading:
+            # Longer than a request carries: not worth its memory in the meantime (at most TEXTS_KEPT * max_chars).
+            del self._texts[info.attachment_id]
+        return prepared
+
+    async def _download(self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool) -> Prepared:
+        try:
+            data = await self.reader(message, info)
+        except Exception as error:  # noqa: BLE001 - any failure becomes the model's note, never a failed answer
+            log.warning(
+                "could not download attachment %s of message %s: %r", info.attachment_id, message.message_id, error
+            )
+            return Prepared(info, message.message_id, claimed, note="could not be downloaded")
+        return await self._from_bytes(message, info, data, vision)
+
+    async def _from_bytes(self, message: MessageRecord, info: AttachmentInfo, data: bytes, vision: bool) -> Prepared:
+        kind = detect(data)
+        message_id = message.message_id
+        if kind is Kind.IMAGE:
+            if not vision:
+                return Prepared(info, message_id, kind, note="image not shown: this model is not sent images")
+            try:
+                image = await asyncio.to_thread(prepare_image, data)
+            except ImageProblem as problem:
+                return Prepared(info, message_id, kind, note=f"image not shown: {problem}")
+            return Prepared(info, message_id, kind, image=image, note=", ".join(image.changes) or None)
+        if kind is Kind.TEXT:
+            text = await asyncio.to_thread(decode_text, data)
+            return Prepared(info, message_id, kind, text=text or None, note=None if text else "empty file")
+        if kind is Kind.PDF:
+            return await self._pdf(info, message_id, data)
+        if kind is Kind.AUDIO:
+            return await self._transcribed(info, message_id, data)
+        what = "a video" if kind is Kind.VIDEO else "a binary file of a type Parley cannot read"
+        return Prepared(info, message_id, kind, note=f"not opened: {what}")
+
+    async def _pdf(self, info: AttachmentInfo, message_id: int, data: bytes) -> Prepared:
+        try:
+            text = await asyncio.to_thread(pdf_text, data)
+        except ImportError:
+            return Prepared(info, message_id, Kind.PDF, note="PDF not read: pypdf (the files extra) is not installed")
+        except ValueError as problem:
+            return Prepared(info, message_id, Kind.PDF, note=f"PDF not read: {problem}")
+        if not text:
+            return Prepared(info, message_id, Kind.PDF, note="PDF unreadable: no text layer (a scan?)")
+        return Prepared(info, message_id, Kind.PDF, text=text)
+
+    async def _transcribed(self, info: AttachmentInfo, message_id: int, data: bytes) -> Prepared:
+        if self.transcriber is None:
+            return Prepared(info, message_id, Kind.AUDIO, note="voice note or audio: not transcribed")
+        try:
+            text = (await self.transcriber(info, data)).strip()
+        except Exception as error:  # noqa: BLE001 - a failed transcription is a note, never a failed answer
+            log.warning("could not transcribe attachment %s: %r", info.attachment_id, error)
+            return Prepared(info, message_id, Kind.AUDIO, note="voice note: transcription failed")
+        return Prepared(info, message_id, Kind.AUDIO, text=text or None, note="transcript" if text else "silent")
+
+    async def archivable_text(self, message: MessageRecord) -> list[Prepared]:
+        """The text of `message`'s text files and PDFs, for the archive's search (images and audio are not read)."""
+        readable = [info for info in message.attachments if info.claimed_kind in (Kind.TEXT, Kind.PDF)]
+        prepared = await asyncio.gather(
+            *(self._prepare_one(message, info, info.claimed_kind, False) for info in readable)
+        )
+        return [
+            replace(p, text=p.text[:ARCHIVED_TEXT_MAX_CHARS]) for p in prepared if p.text and p.kind is not Kind.AUDIO
+        ]
+
+    def _within_caps(self, newest_first: Iterable[Prepared]) -> PreparedFiles:
+        """Number the images and share `max_chars` out among the texts, newest first."""
+        remaining = self.max_chars
+        image_number = 0
+        by_message: dict[int, list[Prepared]] = {}
+        for prepared in newest_first:
+            if prepared.image is not None:
+                image_number += 1
+                prepared = replace(prepared, image_number=image_number)
+            elif prepared.text is not None:
+                prepared = _capped(prepared, remaining, self.max_chars)
+                remaining -= min(len(prepared.text or ""), remaining)
+            by_message.setdefault(prepared.message_id, []).append(prepared)
+        # Images are numbered newest first; the prompt lists messages oldest first, each in its own order.
+        return PreparedFiles({message_id: by_message[message_id] for message_id in sorted(by_message)})
+
+
+def _capped(prepared: Prepared, room: int, max_chars: int) -> Prepared:
+    text = prepared.text or ""
+    if len(text) <= room:
+        return prepared
+    if room <= 0:
+        note = f"text not included: the {max_chars:,} characters of files a request may carry are used up"
+        return replace(prepared, text=None, note=note)
+    note = f"cut: the first {room:,} of {len(text):,} characters (MAX_ATTACHMENT_CHARS)"
+    return replace(prepared, text=cap_text(text, room), note=note)
+
+
+async def _noted(message: MessageRecord, info: AttachmentInfo, kind: Kind, note: str) -> Prepared:
+    return Prepared(info, message.message_id, kind, note=note)
