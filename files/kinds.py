@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath
@@ -84,22 +86,38 @@ Transcriber = Callable[[AttachmentInfo, bytes], Awaitable[str]]
 
 def detect(data: bytes) -> Kind:
     """What `data` is, from its content alone: a file's name and declared type can lie."""
+    return sniff(data)[0]
+
+
+def sniff(data: bytes) -> tuple[Kind, str | None]:
+    """What `data` is, and its text when it is text (decoded once). Blocking for a large text: see `sniffed`."""
     head = data[:16]
     if head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")) or (
         head[:4] == b"RIFF" and head[8:12] == b"WEBP"
     ):
-        return Kind.IMAGE
+        return Kind.IMAGE, None
     if head.startswith(b"%PDF-"):
-        return Kind.PDF
+        return Kind.PDF, None
     if (
         head.startswith((b"OggS", b"ID3", b"fLaC", b"\xff\xfb", b"\xff\xf3", b"\xff\xf2", b"\xff\xf1", b"\xff\xf9"))
         or (head[:4] == b"RIFF" and head[8:12] == b"WAVE")
         or head[4:11] == b"ftypM4A"
     ):
-        return Kind.AUDIO
+        return Kind.AUDIO, None
     if head[4:8] == b"ftyp" or head.startswith(b"\x1aE\xdf\xa3"):
-        return Kind.VIDEO
-    return Kind.TEXT if decode_text(data) is not None else Kind.OTHER
+        return Kind.VIDEO, None
+    text = decode_text(data)
+    return (Kind.TEXT, text) if text is not None else (Kind.OTHER, None)
+
+
+# Decoding a 25 MB text takes ~60 ms: off the event loop, and off the default executor, whose threads aiohttp's
+# DNS lookups use. Two threads: a paste is not held up behind another one.
+_SNIFFERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parley-sniff")
+
+
+async def sniffed(data: bytes) -> tuple[Kind, str | None]:
+    """`sniff` in a thread of its own."""
+    return await asyncio.get_running_loop().run_in_executor(_SNIFFERS, sniff, data)
 
 
 def decode_text(data: bytes) -> str | None:

@@ -1,7 +1,10 @@
 """Turning the attachments of the messages a request shows into model input, within the request's caps, and reading
 text files and PDFs for the archive's search.
 
-Decoding and resizing run in a worker thread, so the event loop never waits on Pillow or pypdf.
+Each file is prepared on its own: whatever one raises or however long it takes, it becomes that file's note,
+never a failed answer or archiving. Nothing of a member's file is read on the event loop: detection and text
+decoding run on threads of their own, images on one bounded decoding thread (`files.images`), PDFs in worker
+processes that are killed when they run late (`files.extraction`).
 """
 
 from __future__ import annotations
@@ -9,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from config import VisionMode
-from files.images import ImageProblem, prepare_image
+from files.extraction import PdfReaders
+from files.images import ImageProblem, prepared_image
 from files.kinds import (
     MAX_DOWNLOAD_BYTES,
     MAX_UNKNOWN_DOWNLOAD_BYTES,
@@ -23,10 +28,9 @@ from files.kinds import (
     AttachmentReader,
     Kind,
     Transcriber,
-    decode_text,
-    detect,
+    sniffed,
 )
-from files.pdf import pdf_text
+from files.pdf import PdfText
 from files.prepared import Prepared, PreparedFiles, human_size
 from files.providers import model_key
 from quoting import cap_text
@@ -42,6 +46,12 @@ log = logging.getLogger("parley.attachments")
 ARCHIVED_TEXT_MAX_CHARS = 500_000
 # Text files and PDFs read lately, kept for the answer that follows their arrival: enough for a burst of pastes.
 TEXTS_KEPT = 64
+# Wall time for reading one downloaded file (detection, decoding, a PDF's turn and worker): past it, a note. PDF
+# workers are killed sooner (PDF_SECONDS); an image's decoding, bounded by its pixels, ends on its own.
+FILE_SECONDS = 60
+# Files read for the archive at once (their bytes are in memory while they wait for a PDF worker).
+ARCHIVE_READS_AT_ONCE = 2
+DOWNLOAD_FAILED_NOTE = "could not be downloaded"
 
 
 @dataclass
@@ -61,6 +71,8 @@ class AttachmentPreparer:
     # The latest text files and PDFs read (or being read), by attachment id: a file on a message Parley answers is
     # read on arrival for the archive (`archivable_text`) and again for the answer, and one download serves both.
     _texts: OrderedDict[int, asyncio.Future[Prepared]] = field(default_factory=OrderedDict)
+    pdfs: PdfReaders = field(default_factory=PdfReaders)
+    _archive_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(ARCHIVE_READS_AT_ONCE))
 
     def sees_images(self, model: Model | None) -> bool:
         """Whether images are sent to `model`: VISION, its profile (auto), and what its provider said."""
@@ -103,6 +115,15 @@ class AttachmentPreparer:
         return self._within_caps(prepared)
 
     async def _prepare_one(self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool) -> Prepared:
+        """One attachment as model input; whatever goes wrong with it is its note, never an error."""
+        try:
+            return await self._prepare_unguarded(message, info, claimed, vision)
+        except Exception as error:  # noqa: BLE001 - one file must never fail an answer or the archiving of its message
+            return _unreadable(message, info, claimed, error)
+
+    async def _prepare_unguarded(
+        self, message: MessageRecord, info: AttachmentInfo, claimed: Kind, vision: bool
+    ) -> Prepared:
         if claimed is Kind.VIDEO:
             return Prepared(info, message.message_id, Kind.VIDEO, note="video: not opened (videos are not supported)")
         if claimed is Kind.AUDIO and self.transcriber is None:
@@ -124,7 +145,8 @@ class AttachmentPreparer:
         if shared is not None:
             with contextlib.suppress(Exception):  # the first reader's error is its own: this one tries anew
                 prepared = await asyncio.shield(shared)
-                if prepared.text is not None and prepared.kind in (Kind.TEXT, Kind.PDF):
+                # Read text, or a note on why it could not be read (said once, logged once).
+                if prepared.kind in (Kind.TEXT, Kind.PDF) and prepared.note != DOWNLOAD_FAILED_NOTE:
                     return prepared
             # A failed download is tried again, and bytes that are an image depend on `vision`.
             return await self._download(message, info, claimed, vision)
@@ -145,40 +167,32 @@ class AttachmentPreparer:
             log.warning(
                 "could not download attachment %s of message %s: %r", info.attachment_id, message.message_id, error
             )
-            return Prepared(info, message.message_id, claimed, note="could not be downloaded")
-        return await self._from_bytes(message, info, data, vision)
+            return Prepared(info, message.message_id, claimed, note=DOWNLOAD_FAILED_NOTE)
+        try:
+            async with asyncio.timeout(FILE_SECONDS):
+                return await self._from_bytes(message, info, data, vision)
+        except Exception as error:  # noqa: BLE001 - here, within the shared reading, so it is noted and logged once
+            return _unreadable(message, info, claimed, error)
 
     async def _from_bytes(self, message: MessageRecord, info: AttachmentInfo, data: bytes, vision: bool) -> Prepared:
-        kind = detect(data)
+        kind, text = await sniffed(data)
         message_id = message.message_id
         if kind is Kind.IMAGE:
             if not vision:
                 return Prepared(info, message_id, kind, note="image not shown: this model is not sent images")
             try:
-                image = await asyncio.to_thread(prepare_image, data)
+                image = await prepared_image(data)
             except ImageProblem as problem:
                 return Prepared(info, message_id, kind, note=f"image not shown: {problem}")
             return Prepared(info, message_id, kind, image=image, note=", ".join(image.changes) or None)
         if kind is Kind.TEXT:
-            text = await asyncio.to_thread(decode_text, data)
             return Prepared(info, message_id, kind, text=text or None, note=None if text else "empty file")
         if kind is Kind.PDF:
-            return await self._pdf(info, message_id, data)
+            return _pdf_prepared(info, message_id, await self.pdfs.read(data))
         if kind is Kind.AUDIO:
             return await self._transcribed(info, message_id, data)
         what = "a video" if kind is Kind.VIDEO else "a binary file of a type Parley cannot read"
         return Prepared(info, message_id, kind, note=f"not opened: {what}")
-
-    async def _pdf(self, info: AttachmentInfo, message_id: int, data: bytes) -> Prepared:
-        try:
-            text = await asyncio.to_thread(pdf_text, data)
-        except ImportError:
-            return Prepared(info, message_id, Kind.PDF, note="PDF not read: pypdf (the files extra) is not installed")
-        except ValueError as problem:
-            return Prepared(info, message_id, Kind.PDF, note=f"PDF not read: {problem}")
-        if not text:
-            return Prepared(info, message_id, Kind.PDF, note="PDF unreadable: no text layer (a scan?)")
-        return Prepared(info, message_id, Kind.PDF, text=text)
 
     async def _transcribed(self, info: AttachmentInfo, message_id: int, data: bytes) -> Prepared:
         if self.transcriber is None:
@@ -193,9 +207,12 @@ class AttachmentPreparer:
     async def archivable_text(self, message: MessageRecord) -> list[Prepared]:
         """The text of `message`'s text files and PDFs, for the archive's search (images and audio are not read)."""
         readable = [info for info in message.attachments if info.claimed_kind in (Kind.TEXT, Kind.PDF)]
-        prepared = await asyncio.gather(
-            *(self._prepare_one(message, info, info.claimed_kind, False) for info in readable)
-        )
+        prepared = []
+        for info in readable:
+            # One file at a time per message, and ARCHIVE_READS_AT_ONCE in all: what members post anywhere takes
+            # the PDF workers in turns, and an answer's own reading of a file never queues behind these.
+            async with self._archive_reads:
+                prepared.append(await self._prepare_one(message, info, info.claimed_kind, False))
         return [
             replace(p, text=p.text[:ARCHIVED_TEXT_MAX_CHARS]) for p in prepared if p.text and p.kind is not Kind.AUDIO
         ]
@@ -226,6 +243,39 @@ def _capped(prepared: Prepared, room: int, max_chars: int) -> Prepared:
         return replace(prepared, text=None, note=note)
     note = f"cut: the first {room:,} of {len(text):,} characters (MAX_ATTACHMENT_CHARS)"
     return replace(prepared, text=cap_text(text, room), note=note)
+
+
+def _pdf_prepared(info: AttachmentInfo, message_id: int, read: PdfText | str) -> Prepared:
+    if isinstance(read, str):
+        return Prepared(info, message_id, Kind.PDF, note=read)
+    if not read.text:
+        return Prepared(info, message_id, Kind.PDF, note="PDF unreadable: no text layer (a scan?)")
+    note = None
+    if read.cut_at_chars:
+        note = f"PDF cut: the first {len(read.text):,} characters ({read.pages_read} of {read.pages} pages)"
+    elif read.pages_read < read.pages:
+        note = f"PDF cut: the first {read.pages_read} of {read.pages} pages"
+    return Prepared(info, message_id, Kind.PDF, text=read.text, note=note)
+
+
+# Byte strings quoted in a parser's message (pypdf's "starting with b'...'") are the file's content: never logged.
+_QUOTED_BYTES = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')
+
+
+def _unreadable(message: MessageRecord, info: AttachmentInfo, kind: Kind, error: Exception) -> Prepared:
+    """The note for a file that raised `error` while being read, its cause logged: its type and the start of its
+    message, without the file's content."""
+    cause = _QUOTED_BYTES.sub("b'...'", str(error)).replace("\n", " ")[:120]
+    log.warning(
+        "attachment %s of message %s could not be read: %s%s",
+        info.attachment_id,
+        message.message_id,
+        type(error).__name__,
+        f": {cause}" if cause else "",
+    )
+    if isinstance(error, TimeoutError):
+        return Prepared(info, message.message_id, kind, note=f"not read: it took over {FILE_SECONDS} s")
+    return Prepared(info, message.message_id, kind, note=f"could not be read ({type(error).__name__})")
 
 
 async def _noted(message: MessageRecord, info: AttachmentInfo, kind: Kind, note: str) -> Prepared:
