@@ -43,13 +43,18 @@ class PreparedImage:
 
 
 def prepare_image(
-    data: bytes, *, max_bytes: int = MAX_IMAGE_BYTES, max_side: int = MAX_IMAGE_SIDE, max_pixels: int = MAX_IMAGE_PIXELS
+    data: bytes,
+    *,
+    max_bytes: int = MAX_IMAGE_BYTES,
+    max_side: int = MAX_IMAGE_SIDE,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+    max_decoded_bytes: int = MAX_DECODED_BYTES,
 ) -> PreparedImage:
     """`data` as an image every vision provider takes: png, jpeg or still webp, within the size limits.
 
     A gif (or an animated webp) becomes its first frame, as a png: several providers refuse gifs or
     read only one frame anyway. Only its header is read before an image over `max_pixels` (or
-    `MAX_DECODED_BYTES` once decoded) is refused; a jpeg is decoded at the smallest scale that still
+    `max_decoded_bytes` once decoded) is refused; a jpeg is decoded at the smallest scale that still
     covers `max_side`. Blocking (decoding, resizing): run it through `prepared_image`.
 
     Raises:
@@ -59,7 +64,7 @@ def prepare_image(
 
     try:
         with Image.open(io.BytesIO(data)) as image:
-            _refuse_oversized(image, max_pixels)
+            _refuse_oversized(image, max_pixels, max_decoded_bytes)
             declared_size = image.size
             image_format = image.format or ""
             animated = bool(getattr(image, "is_animated", False))
@@ -95,13 +100,13 @@ def prepare_image(
     return PreparedImage(encoded, media_type, tuple(dict.fromkeys(changes)))
 
 
-def _refuse_oversized(image: Any, max_pixels: int) -> None:
+def _refuse_oversized(image: Any, max_pixels: int, max_decoded_bytes: int) -> None:
     """Refuse, from its header alone, an image whose decoding would take more memory than the ceiling allows."""
     width, height = image.size
     if width * height > max_pixels:
         raise ImageProblem(f"too large to open ({width}x{height} pixels; the limit is {max_pixels / 1e6:g} megapixels)")
     decoded = width * height * _STORED_BYTES.get(image.mode, 4)
-    if decoded > MAX_DECODED_BYTES:
+    if decoded > max_decoded_bytes:
         raise ImageProblem(f"too large to open ({width}x{height} pixels in {image.mode} take {decoded // 2**20} MB)")
 
 

@@ -46,9 +46,10 @@ log = logging.getLogger("parley.attachments")
 ARCHIVED_TEXT_MAX_CHARS = 500_000
 # Text files and PDFs read lately, kept for the answer that follows their arrival: enough for a burst of pastes.
 TEXTS_KEPT = 64
-# Wall time for reading one downloaded file (detection, decoding, a PDF's turn and worker): past it, a note. PDF
-# workers are killed sooner (PDF_SECONDS); an image's decoding, bounded by its pixels, ends on its own.
-FILE_SECONDS = 60
+# Wall time for telling what a downloaded file is, and for decoding an image (its turn on the decoding thread
+# included): past it, a note. The thread ends on its own (a decoding is bounded by MAX_IMAGE_PIXELS); a PDF
+# has its own limit (PDF_SECONDS), after which its worker is killed; a transcription, its client's timeout.
+DECODE_SECONDS = 30
 # Files read for the archive at once (their bytes are in memory while they wait for a PDF worker).
 ARCHIVE_READS_AT_ONCE = 2
 DOWNLOAD_FAILED_NOTE = "could not be downloaded"
@@ -72,6 +73,7 @@ class AttachmentPreparer:
     # read on arrival for the archive (`archivable_text`) and again for the answer, and one download serves both.
     _texts: OrderedDict[int, asyncio.Future[Prepared]] = field(default_factory=OrderedDict)
     pdfs: PdfReaders = field(default_factory=PdfReaders)
+    decode_seconds: float = DECODE_SECONDS
     _archive_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(ARCHIVE_READS_AT_ONCE))
 
     def sees_images(self, model: Model | None) -> bool:
@@ -169,19 +171,24 @@ class AttachmentPreparer:
             )
             return Prepared(info, message.message_id, claimed, note=DOWNLOAD_FAILED_NOTE)
         try:
-            async with asyncio.timeout(FILE_SECONDS):
-                return await self._from_bytes(message, info, data, vision)
+            return await self._from_bytes(message, info, data, vision)
+        except TimeoutError:
+            note = f"not read: it took over {self.decode_seconds:g} s"
+            log.warning("attachment %s of message %s: %s", info.attachment_id, message.message_id, note)
+            return Prepared(info, message.message_id, claimed, note=note)
         except Exception as error:  # noqa: BLE001 - here, within the shared reading, so it is noted and logged once
             return _unreadable(message, info, claimed, error)
 
     async def _from_bytes(self, message: MessageRecord, info: AttachmentInfo, data: bytes, vision: bool) -> Prepared:
-        kind, text = await sniffed(data)
+        async with asyncio.timeout(self.decode_seconds):
+            kind, text = await sniffed(data)
         message_id = message.message_id
         if kind is Kind.IMAGE:
             if not vision:
                 return Prepared(info, message_id, kind, note="image not shown: this model is not sent images")
             try:
-                image = await prepared_image(data)
+                async with asyncio.timeout(self.decode_seconds):
+                    image = await prepared_image(data)
             except ImageProblem as problem:
                 return Prepared(info, message_id, kind, note=f"image not shown: {problem}")
             return Prepared(info, message_id, kind, image=image, note=", ".join(image.changes) or None)
@@ -273,8 +280,6 @@ def _unreadable(message: MessageRecord, info: AttachmentInfo, kind: Kind, error:
         type(error).__name__,
         f": {cause}" if cause else "",
     )
-    if isinstance(error, TimeoutError):
-        return Prepared(info, message.message_id, kind, note=f"not read: it took over {FILE_SECONDS} s")
     return Prepared(info, message.message_id, kind, note=f"could not be read ({type(error).__name__})")
 
 
