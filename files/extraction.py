@@ -12,6 +12,7 @@ import asyncio
 import importlib.util
 import json
 import logging
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -27,8 +28,9 @@ PDF_MAX_PAGES = 100
 PDF_MAX_CHARS = 500_000
 # Wall time one PDF may take, the worker's start included; its CPU time is capped at the same in the worker.
 PDF_SECONDS = 15
-# Workers at once: PDFs beyond them wait their turn, holding only their bytes.
-PDF_WORKERS = 2
+# Workers at once: PDFs beyond them wait their turn, holding only their bytes. One core is left to the bot
+# (on this project's 2-core bench machine, one worker; two from 3 cores up).
+PDF_WORKERS = max(1, min(2, (os.cpu_count() or 1) - 1))
 
 _WORKER_SCRIPT = Path(__file__).with_name("pdf.py")
 

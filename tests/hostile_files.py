@@ -23,10 +23,15 @@ def _chunk(kind: bytes, body: bytes) -> bytes:
 def bomb_png(side: int = 13_000) -> bytes:
     """A one-bit black png of `side` x `side` pixels: ~20 kB for 13,000 (169 megapixels, under Pillow's hard limit,
     so it only warns), which decoded whole takes 169 MB, and over 700 MB once converted to RGBA."""
-    row = b"\x00" + bytes((side + 7) // 8)  # filter type 0, then the row's bits
+    return flat_png(side, side, rgb=False)
+
+
+def flat_png(width: int, height: int, *, rgb: bool = True) -> bytes:
+    """A png of one colour: 8-bit RGB, or one-bit greyscale; tiny whatever its size, written a row at a time."""
+    row = b"\x00" + (bytes([90, 140, 200]) * width if rgb else bytes((width + 7) // 8))  # filter type 0, the pixels
     compressor = zlib.compressobj(9)
-    data = b"".join(compressor.compress(row) for _ in range(side)) + compressor.flush()
-    header = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)  # 1 bit, greyscale
+    data = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8 if rgb else 1, 2 if rgb else 0, 0, 0, 0)
     return PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
 
 

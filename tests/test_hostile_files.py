@@ -231,6 +231,7 @@ async def test_cancelling_a_reading_kills_its_worker() -> None:
         await reading
 
 
+@pytest.mark.slow
 async def test_pdf_workers_run_at_most_their_number_at_once() -> None:
     readers = PdfReaders(workers=2)
     seen: list[int] = []
