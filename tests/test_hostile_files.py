@@ -31,7 +31,7 @@ from files.images import MAX_IMAGE_SIDE, ImageProblem, PreparedImage, prepare_im
 from files.kinds import AttachmentInfo, Kind
 from files.pdf import PdfText, extract_text, read_pdf
 from files.prepared import Prepared
-from files.preparer import AttachmentPreparer
+from files.preparer import AttachmentPreparer, _unreadable
 
 # Every input the fuzz tests feed, in the order and with the caps the preparation uses.
 IMAGE_SEEDS = [image(image_format) for image_format in ("PNG", "JPEG", "GIF", "WEBP")]
@@ -98,6 +98,19 @@ async def test_any_error_reading_a_file_is_its_note_logged_once(caplog: pytest.L
     assert files.by_message[5][0].note == "could not be read (TypeError)"
     [record] = [r for r in caplog.records if "could not be read" in r.getMessage()]
     assert "attachment 1 of message 5 could not be read: TypeError" in record.getMessage()
+
+
+def test_the_logged_cause_leaves_out_the_bytes_a_parser_quotes(caplog: pytest.LogCaptureFixture) -> None:
+    """Parsers quote the bytes they choke on (pypdf: "starting with b'...'"): the log line has the error's type and
+    words, never the file's content."""
+    error = ValueError("Invalid Elementary Object starting with b'api_key=\\'sk-123' @42")
+    with caplog.at_level(logging.WARNING, "parley.attachments"):
+        prepared = _unreadable(message(5), AttachmentInfo(1, "a.pdf"), Kind.PDF, error)
+    assert prepared.note == "could not be read (ValueError)"
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "attachment 1 of message 5 could not be read: ValueError: Invalid Elementary Object starting with b'...' @42"
+    )
 
 
 async def test_a_file_taking_too_long_to_decode_is_a_note() -> None:
