@@ -122,6 +122,29 @@ def malformed_pdfs() -> dict[str, bytes]:
     }
 
 
+# Found by the fuzz (seed and mutation number): mutations on which pypdf raises something else than PdfReadError,
+# which Parley used to let out (issue 30).
+_PYPDF_CHOKES = {
+    "limit-reached.pdf": (0, 26),  # LimitReachedError
+    "unsupported-filter.pdf": (5, 46),  # NotImplementedError
+    "indirect-reference.pdf": (30, 9),  # AttributeError
+    "str-plus-int.pdf": (51, 40),  # TypeError
+}
+
+
+def pdfs_pypdf_chokes_on() -> dict[str, bytes]:
+    """Mutated PDFs on which pypdf (7.x) raises LimitReachedError, NotImplementedError, AttributeError, TypeError."""
+    seeds = [text_pdf("the first quarter"), shared_stream_pdf(pages=3, lines=["a", "b"])]
+    donors = [*seeds, *malformed_pdfs().values()]
+    found = {}
+    for name, (seed, number) in _PYPDF_CHOKES.items():
+        rng = random.Random(seed)
+        for count in range(number + 1):
+            data = mutated(rng, seeds[count % 2], donors)
+        found[name] = data
+    return found
+
+
 def mutated(rng: random.Random, data: bytes, donors: list[bytes]) -> bytes:
     """`data` damaged the way a fuzzer would: bytes flipped, cut short, a piece of another file spliced in,
     a piece repeated, or a run zeroed."""

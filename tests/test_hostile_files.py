@@ -18,6 +18,7 @@ from hostile_files import (
     image,
     malformed_pdfs,
     mutations,
+    pdfs_pypdf_chokes_on,
     shared_stream_pdf,
     text_pdf,
 )
@@ -131,6 +132,15 @@ async def test_malformed_pdfs_are_notes_and_archive_nothing() -> None:
         "PDF not read: it is damaged (PdfStreamError)",
         "PDF unreadable: no text layer (a scan?)",
         "PDF not read: it is damaged (PdfReadError)",
+    ]
+
+
+def test_pdfs_pypdf_raises_anything_on_are_notes() -> None:
+    """The exceptions issue 30 saw escape (pypdf's own PdfReadError was the only one caught) are notes."""
+    notes = [read_pdf(data, max_pages=100, max_chars=500_000) for data in pdfs_pypdf_chokes_on().values()]
+    assert notes == [
+        f"PDF not read: it is damaged ({kind})"
+        for kind in ("LimitReachedError", "NotImplementedError", "AttributeError", "TypeError")
     ]
 
 
