@@ -55,6 +55,8 @@ from archive import (
     describe_database_url,
     open_archive,
 )
+from archive.file_text import FileTextBudget
+from archive.text import safe_text
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger
 from commands import ParleyCommands, ParleyTree
@@ -91,7 +93,6 @@ from discord_io import (
     may_read_history,
     record_from_archive,
     reply_mentions,
-    safe_text,
     split_message,
     thread_name,
     to_archived,
@@ -105,6 +106,7 @@ from files.providers import build_transcriber, is_image_refusal, model_key
 from followup import ModelFileError, load_model, model_path
 from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from memory import MemoryStore
+from ops.redaction import LogLineFormatter, MaskCredentials
 from preflight import (
     configuration_problems,
     describe_configuration,
@@ -293,7 +295,13 @@ class Parley(discord.AutoShardedClient):
             return
         url = self.settings.database_url
         try:
-            self.archive = await open_archive(url, retention_days=self.settings.history_retention_days)
+            self.archive = await open_archive(
+                url,
+                retention_days=self.settings.history_retention_days,
+                file_text_budget=FileTextBudget(
+                    self.settings.archive_file_text_channel_bytes, self.settings.archive_file_text_member_bytes
+                ),
+            )
         except DatabaseUrlError as error:
             raise ArchiveUnavailable(str(error)) from None
         except (OSError, sqlite3.Error, RuntimeError) as error:
@@ -1459,19 +1467,20 @@ def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProce
         additional_span_processors=list(span_processors),
         scrubbing=logfire.ScrubbingOptions(callback=_keep_ids),
     )
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    line_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    console = logging.StreamHandler()
+    # Names and message text in records are members': escaped there, so one record is one line.
+    console.setFormatter(LogLineFormatter(line_format))
+    handlers: list[logging.Handler] = [console]
     # Without a destination, spans and log records would go nowhere, yet building them costs about
     # 2 ms a model call and 0.2 ms a log record.
     if token is not None or span_processors:
         content = settings.logfire_include_content
         logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
-        handlers.append(logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler())
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
+        to_logfire = logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler()
+        to_logfire.addFilter(MaskCredentials())
+        handlers.append(to_logfire)
+    logging.basicConfig(level=settings.log_level, format=line_format, handlers=handlers, force=True)
 
 
 def _keep_ids(match: logfire.ScrubMatch) -> Any:
