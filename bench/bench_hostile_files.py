@@ -75,7 +75,15 @@ class Bot:
         self.answers = 0
 
     async def start(self, log: IO[str]) -> int:
-        env = bot_environment(self.fake, self.llm, self.database, MEMBER_ANSWERS_PER_HOUR="0")
+        # The archive's daily budgets for file text off, so all ten PDFs are stored whole (older code ignores them).
+        env = bot_environment(
+            self.fake,
+            self.llm,
+            self.database,
+            MEMBER_ANSWERS_PER_HOUR="0",
+            ARCHIVE_FILE_TEXT_CHANNEL_BYTES="0",
+            ARCHIVE_FILE_TEXT_MEMBER_BYTES="0",
+        )
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, str(self.source / "bot.py"), env=env, cwd=self.folder, stderr=log
         )
