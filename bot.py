@@ -57,15 +57,6 @@ from archive import (
 )
 from archive.file_text import FileTextBudget
 from archive.text import safe_text
-from attachments import (
-    AttachmentInfo,
-    AttachmentPreparer,
-    Kind,
-    PreparedFiles,
-    build_transcriber,
-    is_image_refusal,
-    model_key,
-)
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger
 from commands import ParleyCommands, ParleyTree
@@ -108,6 +99,10 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
+from files.kinds import AttachmentInfo, Kind
+from files.prepared import PreparedFiles
+from files.preparer import AttachmentPreparer
+from files.providers import build_transcriber, is_image_refusal, model_key
 from followup import ModelFileError, load_model, model_path
 from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from memory import MemoryStore
