@@ -30,9 +30,11 @@ pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 # stdio), runs a bench or reads the README: mark it `@pytest.mark.slow`, or a whole module with
 # `pytestmark = pytest.mark.slow`. An unmarked test that starts Python, a shell or a script of this repository
 # fails (`processes_only_when_slow`), naming it. Programs libraries run in passing (the test Postgres's pg_ctl,
-# Logfire's `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted.
+# Logfire's `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted, nor are
+# the bot's own PDF workers (files/pdf.py, a small isolated interpreter): they are the code under test.
 _SLOW_PROGRAM = re.compile(r"python[0-9.]*|(ba|da|z)?sh|uv|pip[0-9.]*")
 _REPOSITORY = Path(__file__).resolve().parents[1]
+_BOTS_OWN_WORKERS = frozenset({str(_REPOSITORY / "files" / "pdf.py")})
 # The programs the running test started, while it is a test not marked slow; None otherwise.
 _started_programs: list[str] | None = None
 
@@ -42,6 +44,8 @@ def _note_started_program(event: str, arguments: tuple[Any, ...]) -> None:
     if event != "subprocess.Popen" or _started_programs is None:
         return
     path = Path(os.fsdecode(arguments[0]))  # the executable, as subprocess resolved it from the command
+    if _BOTS_OWN_WORKERS.intersection(map(os.fsdecode, arguments[1])):
+        return
     ours = path.is_relative_to(_REPOSITORY) and not path.is_relative_to(sys.prefix)  # not the venv's programs
     if _SLOW_PROGRAM.fullmatch(path.name) or path == Path(sys.executable) or ours:
         _started_programs.append(path.name)
