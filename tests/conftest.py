@@ -27,7 +27,8 @@ pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 
 # The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest.
 # A test is slow when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over
-# stdio), runs a bench or reads the README: mark it `@pytest.mark.slow`, or a whole module with
+# stdio), runs a bench, reads the README and docs, or takes more than a few seconds however it is written (a
+# hostile file's caps): mark it `@pytest.mark.slow`, or a whole module with
 # `pytestmark = pytest.mark.slow`. An unmarked test that starts Python, a shell or a script of this repository
 # fails (`processes_only_when_slow`), naming it. Programs libraries run in passing (the test Postgres's pg_ctl,
 # Logfire's `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted, nor are
