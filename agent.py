@@ -62,7 +62,7 @@ from pydantic_core import to_json
 
 from attachments import PreparedFiles, content_chars, expire_images
 from config import JudgeOutputMode, Settings
-from conversation import ChannelConversation, MessageRecord
+from conversation import ChannelConversation
 from profiles import ARCHIVE, MEMORY, offered
 from quoting import (
     AI_PARTICIPANT_TAG,
@@ -76,6 +76,7 @@ from quoting import (
     cap_text,
     inline,
 )
+from records import MessageRecord
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
 if TYPE_CHECKING:

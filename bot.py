@@ -54,15 +54,7 @@ from archive import (
     describe_database_url,
     open_archive,
 )
-from attachments import (
-    AttachmentInfo,
-    AttachmentPreparer,
-    Kind,
-    PreparedFiles,
-    build_transcriber,
-    is_image_refusal,
-    model_key,
-)
+from attachments import AttachmentPreparer, PreparedFiles, build_transcriber, is_image_refusal, model_key
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
@@ -76,21 +68,7 @@ from context import (
     quoted_message_ids,
     render_earlier_conversations,
 )
-from conversation import (
-    CHANNEL,
-    DIRECT,
-    NORMAL,
-    OWN_THREAD,
-    AnswerPosts,
-    ChannelConversation,
-    ConversationManager,
-    Decision,
-    MessageRecord,
-    ResponseDecider,
-    addresses_bot,
-    log_decision,
-    utc_now,
-)
+from conversation import ChannelConversation, ConversationManager, ResponseDecider, addresses_bot, log_decision, utc_now
 from costs import UsageMetrics, model_label
 from discord_io import (
     attachment_info,
@@ -120,6 +98,7 @@ from preflight import (
     settings_env_file,
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
+from records import CHANNEL, DIRECT, NORMAL, OWN_THREAD, AnswerPosts, AttachmentInfo, Decision, Kind, MessageRecord
 from sessions import restore, snapshot
 from shared import SharedSettings, channels_served_elsewhere, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command

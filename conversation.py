@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -24,23 +24,27 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import AttachmentInfo, Removals, images_without_removed, kept_files, without_removed
+from attachments import Removals, images_without_removed, kept_files, without_removed
 from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
+from records import (
+    CHANNEL,
+    CHATTY,
+    DIRECT,
+    MENTION_ONLY,
+    NORMAL,
+    OWN_THREAD,
+    AnswerPosts,
+    AttachmentInfo,
+    Decision,
+    MessageRecord,
+)
 
 Clock = Callable[[], datetime]
 ConversationListener = Callable[["ChannelConversation"], None]
 # Told of a conversation that ended, and whether it ran out of time (rather than being ended on purpose).
 EndListener = Callable[["ChannelConversation", bool], None]
-
-# Where a conversation happens, which decides what in it is for Parley: in a channel (or a thread Parley did not
-# open) only what the decider's tiers pick out; in a thread Parley opened for it, or a direct message, every
-# message not addressed to someone else. A thread Parley opened also lasts as long as the thread is open.
-CHANNEL = "channel"
-OWN_THREAD = "own_thread"
-DIRECT = "direct"
-CONVERSATION_KINDS: tuple[str, ...] = (CHANNEL, OWN_THREAD, DIRECT)
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 _DAWN = datetime.min.replace(tzinfo=UTC)
@@ -51,33 +55,6 @@ decision_log = logging.getLogger("parley.decisions")
 def utc_now() -> datetime:
     """The current UTC time, read at call time (so freezegun and replays can move it)."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class MessageRecord:
-    """One channel message, reduced to what the engine needs."""
-
-    message_id: int
-    channel_id: int
-    author_id: int
-    author: str
-    content: str
-    timestamp: datetime
-    is_bot: bool = False
-    mention_ids: frozenset[int] = frozenset()
-    reply_to_author_id: int | None = None
-    # Discord resolves @everyone/@here and role mentions separately from user mentions.
-    mentions_everyone: bool = False
-    # Files shared with the message, described; their bytes are read only when the model is shown them.
-    attachments: tuple[AttachmentInfo, ...] = ()
-
-
-class AnswerPosts(NamedTuple):
-    """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
-
-    question_channel_id: int
-    question_id: int
-    post_ids: tuple[int, ...]
 
 
 @dataclass(slots=True)
@@ -446,18 +423,6 @@ def _insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> 
 # --- Deciding ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One answer-or-not decision, with a short machine-readable reason and its tier."""
-
-    respond: bool
-    reason: str
-    tier: str
-    confidence: float | None = None
-    # The judge's own words, for operators; `reason` stays a short fixed vocabulary.
-    detail: str | None = None
-
-
 JudgeVerdict = tuple[bool, str] | tuple[bool, str, float]
 Judge = Callable[[MessageRecord, ChannelConversation], Awaitable[JudgeVerdict]]
 # The judge's decision on a message the tiers before it left open, logged once it is made: await it.
@@ -507,12 +472,6 @@ _JUDGE_BUDGET = Decision(False, "judge_budget", "judge")
 _IN_OWN_THREAD = Decision(True, "own_thread", "place")
 _DIRECT_MESSAGE = Decision(True, "direct_message", "place")
 _BY_KIND = {OWN_THREAD: _IN_OWN_THREAD, DIRECT: _DIRECT_MESSAGE}
-
-# A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
-MENTION_ONLY = "mention-only"
-NORMAL = "normal"
-CHATTY = "chatty"
-CHANNEL_MODES: tuple[str, ...] = (MENTION_ONLY, NORMAL, CHATTY)
 
 
 class ResponseDecider:

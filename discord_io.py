@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import discord
 
 from archive import ArchivedAttachment, ArchivedMessage
-from attachments import AttachmentInfo
-from conversation import MessageRecord
+from records import AttachmentInfo, MessageRecord
 
 log = logging.getLogger("parley")
 

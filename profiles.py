@@ -28,7 +28,7 @@ from pydantic_ai import ToolDefinition
 
 from archive import Archive, ArchiveWriteFailed, Write
 from config import Settings
-from conversation import CHANNEL_MODES, NORMAL
+from records import CHANNEL_MODES, NORMAL
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS
 
 log = logging.getLogger("parley.profiles")

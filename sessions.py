@@ -13,7 +13,8 @@ from datetime import datetime
 from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelMessage
 
-from conversation import CHANNEL, CONVERSATION_KINDS, AnswerPosts, ChannelConversation, MessageRecord, redacted
+from conversation import ChannelConversation, redacted
+from records import CHANNEL, CONVERSATION_KINDS, AnswerPosts, MessageRecord
 
 __all__ = ["ConversationSnapshot", "restore", "snapshot"]
 

@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.optimize
 
-from conversation import Clock, MessageRecord, ResponseDecider
+from conversation import Clock, ResponseDecider
 from followup import (
     CANDIDATE_REASONS,
     FEATURES,
@@ -56,6 +56,7 @@ from followup import (
     logit,
     message_terms,
 )
+from records import MessageRecord
 from replay import ReplayError, build_decider, load_transcript, replay_transcript, transcript_paths
 
 Matrix = npt.NDArray[np.float64]

@@ -38,9 +38,11 @@ import bench_engine  # noqa: E402
 
 import conversation  # noqa: E402
 import followup  # noqa: E402
+import records  # noqa: E402
 
-# What conversation.py imports from this repository: loaded afresh from the earlier commit for the old engine.
-ENGINE_MODULES = ("conversation", "followup", "attachments", "limits", "quoting")
+# What conversation.py imports from this repository: loaded afresh from the earlier commit for the old engine
+# (those the commit has: records.py holds the value types since they left conversation.py).
+ENGINE_MODULES = ("conversation", "followup", "attachments", "limits", "quoting", "records")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, Pat
     """conversation.py and followup.py as they were at `revision`, imported apart from this worktree's."""
     for name in (*ENGINE_MODULES, "decider_model"):
         filename = "decider_model.json" if name == "decider_model" else f"{name}.py"
+        if not _exists_at(revision, filename):
+            continue
         text = subprocess.run(
             ["git", "-C", str(ROOT), "show", f"{revision}:{filename}"], check=True, capture_output=True, text=True
         ).stdout
@@ -80,6 +84,12 @@ def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, Pat
             sys.modules.pop(name, None)
         sys.modules.update(saved)
     return old_conversation, old_followup, into / "decider_model.json"
+
+
+def _exists_at(revision: str, filename: str) -> bool:
+    """Whether the commit `revision` has `filename`."""
+    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{revision}:{filename}"], capture_output=True)
+    return found.returncode == 0
 
 
 def converted(messages: Sequence[Any], record_type: type) -> list[Any]:
@@ -185,7 +195,7 @@ def main() -> None:
             converted(messages, old_conversation.MessageRecord),
         )
         # Both versions get records built the same way, so neither has its messages laid out better in memory.
-        new_messages = converted(messages, conversation.MessageRecord)
+        new_messages = converted(messages, records.MessageRecord)
         new = Engine("this worktree", conversation, followup, followup.SHIPPED_MODEL, new_messages)
         del messages
 

@@ -49,8 +49,8 @@ from archive.sqlite import HistoryArchive
 from bot import build_client
 from config import Settings
 from context import Summarizer
-from conversation import MessageRecord
 from memory import MemoryStore
+from records import MessageRecord
 
 GUILD_ID = 900_000_000_000_000_000
 FIRST_CHANNEL = 1_100_000_000_000_000_000

@@ -28,10 +28,8 @@ from pypdf import PdfWriter
 from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
 from attachments import (
     FILE_REMOVED_NOTE,
-    AttachmentInfo,
     AttachmentPreparer,
     ImageProblem,
-    Kind,
     PreparedFiles,
     detect,
     expire_images,
@@ -39,7 +37,8 @@ from attachments import (
     prepare_image,
 )
 from config import Settings, describe_settings_error
-from conversation import ConversationManager, MessageRecord
+from conversation import ConversationManager
+from records import AttachmentInfo, Kind, MessageRecord
 
 CHANNEL = 10
 WHEN = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -47,16 +47,10 @@ from commands import (
     refusal,
 )
 from config import ChannelMode
-from conversation import (
-    CHANNEL_MODES,
-    ChannelConversation,
-    ConversationManager,
-    Judge,
-    MessageRecord,
-    ResponseDecider,
-)
+from conversation import ChannelConversation, ConversationManager, Judge, ResponseDecider
 from discord_io import split_message
 from journal import LoggedDecision
+from records import CHANNEL_MODES, MessageRecord
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

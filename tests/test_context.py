@@ -19,7 +19,8 @@ from agent import approx_tokens, build_prompt, build_responder, generate_reply, 
 from archive.sqlite import ConversationSummary
 from config import Settings
 from context import HistoryCompactor, Summarizer, pick_summaries, render_earlier_conversations
-from conversation import ChannelConversation, MessageRecord
+from conversation import ChannelConversation
+from records import MessageRecord
 from tools import ChatDeps
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 42

@@ -13,17 +13,10 @@ from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from conversation import (
-    DIRECT,
-    OWN_THREAD,
-    ChannelConversation,
-    ConversationManager,
-    Decision,
-    MessageRecord,
-    ResponseDecider,
-)
+from conversation import ChannelConversation, ConversationManager, ResponseDecider
 from followup import SHIPPED_MODEL, load_model
 from quoting import MESSAGE_TAG
+from records import DIRECT, OWN_THREAD, Decision, MessageRecord
 from sessions import restore, snapshot
 
 BOT = 1

@@ -19,7 +19,8 @@ from agent import build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, HistoryArchive
 from bot import configure_logging
 from config import Settings
-from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider, log_decision
+from conversation import ConversationManager, ResponseDecider, log_decision
+from records import Decision, MessageRecord
 from tools import ChatDeps
 
 BOT, MALLORY, CHANNEL, GUILD = 1, 66, 500, 42

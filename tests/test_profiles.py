@@ -21,7 +21,7 @@ from archive import Archive, ArchiveWriteFailed, open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from archive.sqlite import MIGRATIONS, HistoryArchive
 from config import Settings
-from conversation import ChannelConversation, MessageRecord, utc_now
+from conversation import ChannelConversation, utc_now
 from profiles import (
     Profiles,
     ProfilesFile,
@@ -31,6 +31,7 @@ from profiles import (
     offered,
     persona_instructions,
 )
+from records import MessageRecord
 
 GUILD, CHANNEL, OTHER_CHANNEL, ALICE = 1000, 2000, 2001, 3000
 

@@ -12,11 +12,11 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 
 from archive import Archive, open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
-from attachments import AttachmentInfo
 from context import summary_turn
-from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
+from conversation import ChannelConversation, ConversationManager, ResponseDecider
 from followup import FEATURES, features
 from quoting import MESSAGE_TAG
+from records import AttachmentInfo, MessageRecord
 from sessions import restore, snapshot
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 7

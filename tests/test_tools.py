@@ -14,7 +14,8 @@ from pydantic_ai.profiles import ModelProfile
 
 from agent import build_responder, generate_reply
 from bot import main
-from conversation import ChannelConversation, MessageRecord
+from conversation import ChannelConversation
+from records import MessageRecord
 from tools import WEB_TOOLSET, ChatDeps, ToolConfigError, build_toolbox, tool_config_problem, web_search_function
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
