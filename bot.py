@@ -34,15 +34,12 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from agent import (
-    TRANSCRIPT_MAX_MESSAGES,
     AnswerListener,
     LLMJudge,
     Reply,
     ReplyFailed,
     build_judge,
-    build_model,
     build_responder,
-    close_model,
     generate_reply,
     regenerate_reply,
 )
@@ -61,6 +58,7 @@ from commands import ParleyCommands, ParleyTree, discord_time
 from config import Settings, describe_settings_error
 from context import (
     EARLIER_SUMMARIES,
+    TRANSCRIPT_MAX_MESSAGES,
     HistoryCompactor,
     Summarizer,
     build_summarizer,
@@ -98,6 +96,7 @@ from preflight import (
     settings_env_file,
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
+from providers.models import build_model, close_model
 from records import CHANNEL, DIRECT, NORMAL, OWN_THREAD, AnswerPosts, AttachmentInfo, Decision, Kind, MessageRecord
 from sessions import restore, snapshot
 from shared import SharedSettings, channels_served_elsewhere, follow_other_processes

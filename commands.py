@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import discord
 from discord import app_commands
 
-from agent import approx_tokens
 from archive import ArchiveWriteFailed
 from budget import UsageSummary, next_utc_midnight
 from config import ChannelMode
+from context import approx_tokens
 from conversation import ChannelConversation
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import split_message

@@ -29,8 +29,9 @@ from pydantic_ai import Agent, ModelMessage, ModelRequest, ModelResponse, TextPa
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # noqa: E402
 
-from agent import UntransformedOpenAI, build_responder  # noqa: E402
+from agent import build_responder  # noqa: E402
 from config import Settings  # noqa: E402
+from providers.openai_transport import UntransformedOpenAI  # noqa: E402
 from tools import ChatDeps  # noqa: E402
 
 WORDS = "deploy build cache server branch commit release docker image volume the a of to and in is it".split()

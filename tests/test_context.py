@@ -15,10 +15,18 @@ import pytest
 from pydantic_ai import Agent, CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent import approx_tokens, build_prompt, build_responder, generate_reply, is_summary
+from agent import build_responder, generate_reply
 from archive.sqlite import ConversationSummary
 from config import Settings
-from context import HistoryCompactor, Summarizer, pick_summaries, render_earlier_conversations
+from context import (
+    HistoryCompactor,
+    Summarizer,
+    approx_tokens,
+    build_prompt,
+    is_summary,
+    pick_summaries,
+    render_earlier_conversations,
+)
 from conversation import ChannelConversation
 from records import MessageRecord
 from tools import ChatDeps
