@@ -1,5 +1,7 @@
 """Parley's voice: the pydantic-ai agent that writes answers (its tools are in tools.py), and the LLM judge.
 
+What they are shown (prompts, history cuts) is context.py's; the models they run on are built in providers/.
+
 Nothing here knows about Discord: the bot turns discord.py objects into `MessageRecord`s and
 `ChatDeps`, calls `generate_reply`, and posts `Reply.text`. Logfire instrumentation is set up in
 bot.py; every agent built here is picked up by it.
@@ -49,7 +51,7 @@ from pydantic_ai.settings import merge_model_settings
 
 from attachments import PreparedFiles, expire_images
 from config import JudgeOutputMode, Settings
-from context import _user_prompt, approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history
+from context import approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history, turn_prompt
 from conversation import ChannelConversation
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
@@ -116,6 +118,24 @@ class AnswerListener(Protocol):
     def tool_called(self, tool_name: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Responder:
+    """The agent that writes answers, with what every run of it gets: the answer's limits and its time limit.
+
+    Both come from the settings once, when it is built (`build_responder`); a run is handed only what changes
+    from one answer to the next.
+    """
+
+    agent: Agent[ChatDeps, str]
+    limits: UsageLimits
+    timeout_seconds: float
+
+    @property
+    def model(self) -> Model | str | None:
+        """The model the agent runs on unless a run names another (a channel profile's)."""
+        return self.agent.model
+
+
 class ReplyFailed(Exception):
     """The model could not produce an answer; the cause is chained, and `usage` is what was spent before."""
 
@@ -172,8 +192,8 @@ def build_responder(
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
     toolbox: Toolbox | None = None,
-) -> Agent[ChatDeps, str]:
-    """The agent that writes Parley's answers.
+) -> Responder:
+    """The agent that writes Parley's answers, with its limits (`answer_limits`) and RESPONSE_TIMEOUT_SECONDS.
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
@@ -238,7 +258,7 @@ def build_responder(
     if tools or toolbox.toolsets or toolbox.capabilities:
         instructions += [notes_on_offered_tools, answer_now_note]
         capabilities += [PrepareTools(offer_profile_tools), PrepareTools(withdraw_tools_near_the_limits)]
-    return Agent(
+    agent = Agent(
         model,
         deps_type=ChatDeps,
         output_type=str,
@@ -252,6 +272,7 @@ def build_responder(
         toolsets=toolbox.offered_toolsets(),
         capabilities=capabilities,
     )
+    return Responder(agent, answer_limits(settings), settings.response_timeout_seconds)
 
 
 def answer_limits(settings: Settings) -> UsageLimits:
@@ -312,11 +333,10 @@ def next_request_tokens(ctx: RunContext[Any]) -> int:
 
 
 async def generate_reply(
-    agent: Agent[ChatDeps, str],
+    responder: Responder,
     conversation: ChannelConversation,
     message: MessageRecord,
     deps: ChatDeps,
-    settings: Settings,
     files: PreparedFiles | None = None,
     *,
     listener: AnswerListener | None = None,
@@ -344,14 +364,13 @@ async def generate_reply(
     prompt = text if files is None else files.user_content(text)
     history = list(conversation.llm_history)
     run = _Run(listener, model, instructions)
-    return await _reply(agent, prompt, history, deps, settings, message.message_id, run)
+    return await _reply(responder, prompt, history, deps, message.message_id, run)
 
 
 async def regenerate_reply(
-    agent: Agent[ChatDeps, str],
+    responder: Responder,
     conversation: ChannelConversation,
     deps: ChatDeps,
-    settings: Settings,
     *,
     listener: AnswerListener | None = None,
     model: Model | None = None,
@@ -366,11 +385,11 @@ async def regenerate_reply(
         ReplyFailed: as `generate_reply`, and when the history holds no answered prompt to ask again.
     """
     turns = split_turns(list(conversation.llm_history))
-    prompt = _user_prompt(turns[-1][0]) if turns else None
+    prompt = turn_prompt(turns[-1][0]) if turns else None
     if prompt is None:
         raise ReplyFailed(f"channel {deps.channel_id}: no answered prompt to ask again")
     earlier = [message for turn in turns[:-1] for message in turn]
-    return await _reply(agent, prompt, earlier, deps, settings, deps.message_id, _Run(listener, model, instructions))
+    return await _reply(responder, prompt, earlier, deps, deps.message_id, _Run(listener, model, instructions))
 
 
 @dataclass(frozen=True)
@@ -383,11 +402,10 @@ class _Run:
 
 
 async def _reply(
-    agent: Agent[ChatDeps, str],
+    responder: Responder,
     prompt: str | list[UserContent],
     history: list[ModelMessage],
     deps: ChatDeps,
-    settings: Settings,
     message_id: int,
     run: _Run,
 ) -> Reply:
@@ -396,15 +414,15 @@ async def _reply(
     usage = RunUsage()
     with capture_run_messages() as run_messages:
         try:
-            result = await agent.run(
+            result = await responder.agent.run(
                 prompt,
                 message_history=history,
                 deps=deps,
                 model=run.model,
                 instructions=run.instructions,
-                usage_limits=answer_limits(settings),
+                usage_limits=responder.limits,
                 usage=usage,
-                timeout=settings.response_timeout_seconds,
+                timeout=responder.timeout_seconds,
                 event_stream_handler=None if listener is None else _streaming_to(listener),
                 cancellation_token=None if listener is None else listener.cancellation,
             )

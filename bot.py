@@ -29,7 +29,7 @@ import yarl
 from discord import app_commands
 from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
-from pydantic_ai import Agent, RunUsage
+from pydantic_ai import RunUsage
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
@@ -38,6 +38,7 @@ from agent import (
     LLMJudge,
     Reply,
     ReplyFailed,
+    Responder,
     build_judge,
     build_responder,
     generate_reply,
@@ -205,7 +206,7 @@ class Parley(discord.AutoShardedClient):
         settings: Settings,
         manager: ConversationManager,
         decider: ResponseDecider,
-        responder: Agent[ChatDeps, str],
+        responder: Responder,
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
         profiles: Profiles | None = None,
@@ -303,7 +304,7 @@ class Parley(discord.AutoShardedClient):
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
-        await self._resources.enter_async_context(self.responder)
+        await self._resources.enter_async_context(self.responder.agent)
         self.toolbox.start()
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
@@ -1062,7 +1063,6 @@ class Parley(discord.AutoShardedClient):
             conversation,
             record,
             deps,
-            self.settings,
             listener=listener,
             model=chosen,
             instructions=instructions,
@@ -1203,7 +1203,6 @@ class Parley(discord.AutoShardedClient):
                     self.responder,
                     conversation,
                     deps,
-                    self.settings,
                     listener=listener,
                     model=self.answer_model(profile.model),
                     instructions=persona_instructions(profile.persona),

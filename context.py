@@ -1,9 +1,12 @@
-"""What the model sees of the past: summaries in place of a long history's oldest turns, and of ended conversations.
+"""What the model sees: the prompt and the judge's prompt rendered from a conversation, the history kept within
+HISTORY_TOKEN_BUDGET (token arithmetic and cuts), and summaries in place of a long history's oldest turns and of
+ended conversations.
 
+Every name and every channel message in a prompt is quoted in a registered framing tag (`quote_message`).
 A conversation's history grows with every answer. Past `SUMMARY_AT` of HISTORY_TOKEN_BUDGET, a task that
 runs after the answer is posted (`HistoryCompactor`) has a small model (SUMMARY_MODEL) summarise the oldest
 turns, and swaps the summary in for them unless the conversation moved on in a way that conflicts. Until
-then, and whenever summarising fails, the responder's `ProcessHistory` trim (`agent.trim_history`) keeps
+then, and whenever summarising fails, the responder's `ProcessHistory` trim (`trim_history`) keeps
 each request under budget by cutting the oldest turns, as before; it keeps the summary turn while it can.
 When a conversation ends, its summary is kept for the channel (the archive's `conversation_summaries`), and
 the next conversation there starts with the latest few, quoted as data.
@@ -417,7 +420,7 @@ def _addressed_to_bot(message: MessageRecord, bot_user_id: int | None) -> dict[s
     }
 
 
-def _user_prompt(message: ModelMessage) -> str | list[UserContent] | None:
+def turn_prompt(message: ModelMessage) -> str | list[UserContent] | None:
     """The prompt a turn's first request carried, with its files; None for a summary."""
     if not _starts_turn(message) or is_summary(message):
         return None

@@ -171,7 +171,7 @@ async def converse(base_url: str, image: bytes, *, turns: int, every: int, retai
             began = time.perf_counter()
             prepared = await preparer.prepare([record], vision=True)
             (with_image if shares else without).append(time.perf_counter() - began)
-            reply = await generate_reply(agent, conversation, record, deps, settings, prepared)
+            reply = await generate_reply(agent, conversation, record, deps, prepared)
             manager.record_bot_response(CHANNEL_ID, reply.messages, record.message_id)
     finally:
         stop.set()

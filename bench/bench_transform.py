@@ -1,4 +1,5 @@
-"""Measure what `agent.UntransformedOpenAI` saves: the openai SDK's request transform, at 20 turns of history.
+"""Measure what `UntransformedOpenAI` (providers/openai_transport.py) saves: the openai SDK's request transform,
+at 20 turns of history.
 
     python bench/bench_transform.py [--turns 20] [--requests 200] [--runs 5]
 
@@ -52,7 +53,7 @@ def history(turns: int) -> list[ModelMessage]:
 
 def agent_on(client: AsyncOpenAI, settings: Settings) -> Agent[ChatDeps, str]:
     provider = OpenAICompatibleProvider("llm-server", openai_client=client)
-    return build_responder(settings, model=OpenAIChatModel(MODEL_NAME, provider=provider), archive_enabled=True)
+    return build_responder(settings, model=OpenAIChatModel(MODEL_NAME, provider=provider), archive_enabled=True).agent
 
 
 async def measure(turns: int, requests: int) -> dict[str, float]:

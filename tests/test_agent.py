@@ -109,7 +109,7 @@ def tool_returns(messages: Sequence[ModelMessage]) -> list[ToolReturnPart]:
 
 
 async def answer(agent, conversation, message, settings, archive: Any = None) -> Reply:
-    return await generate_reply(agent, conversation, message, deps(archive), settings)
+    return await generate_reply(agent, conversation, message, deps(archive))
 
 
 async def reply_to(message, settings, model, *, history=None, archive=None, archive_enabled=None) -> Reply:
@@ -218,7 +218,7 @@ async def first_request(make_settings, deps_: ChatDeps, message: MessageRecord) 
 
     settings = make_settings()
     agent = build_responder(settings, model=FunctionModel(model))
-    await generate_reply(agent, conversation_of(message), message, deps_, settings)
+    await generate_reply(agent, conversation_of(message), message, deps_)
     return seen[0]
 
 
@@ -618,7 +618,7 @@ async def test_tools_read_nothing_for_a_member_without_read_message_history(make
     settings = make_settings()
     new = msg(ALICE, "Alice", "what did I miss?", 0)
     agent = build_responder(settings, model=model, archive_enabled=True)
-    reply = await generate_reply(agent, conversation_of(new), new, deps(archive, can_read_history=False), settings)
+    reply = await generate_reply(agent, conversation_of(new), new, deps(archive, can_read_history=False))
     assert [r.content for r in tool_returns(reply.messages)] == [HISTORY_NOT_PERMITTED] * 3
     assert archive.calls == []
 
@@ -841,7 +841,7 @@ async def test_untransformed_client_sends_the_same_bytes(make_settings):
 def test_the_responder_marks_anthropic_cache_points(make_settings):
     """On an Anthropic model, the tools, the instructions and the newest message are cache points."""
     model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(api_key="sk-ant-not-used"))
-    settings = build_responder(make_settings(), model=model, archive_enabled=True).model_settings
+    settings = build_responder(make_settings(), model=model, archive_enabled=True).agent.model_settings
     assert isinstance(settings, dict)
     assert settings.get("anthropic_cache_tool_definitions") is True
     assert settings.get("anthropic_cache_instructions") is True and settings.get("anthropic_cache") is True

@@ -15,6 +15,7 @@ import pytest
 from pydantic_ai import Agent, CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agent import Responder as AnswerAgent
 from agent import build_responder, generate_reply
 from archive.sqlite import ConversationSummary
 from config import Settings
@@ -86,11 +87,11 @@ def conversation() -> ChannelConversation:
     return ChannelConversation(CHANNEL, T0, T0, deque())
 
 
-async def answer(agent: Agent[ChatDeps, str], chat: ChannelConversation, number: int) -> None:
+async def answer(agent: AnswerAgent, chat: ChannelConversation, number: int) -> None:
     """Answer turn `number` and keep its history, as the bot does once the answer is posted."""
     message = question(number)
     chat.messages.append(message)
-    reply = await generate_reply(agent, chat, message, deps(), settings())
+    reply = await generate_reply(agent, chat, message, deps())
     chat.llm_history = reply.messages
     chat.prompted_through = message.message_id
 
@@ -142,7 +143,7 @@ async def test_failing_summariser_falls_back_to_trimming(caplog: pytest.LogCaptu
 class SummaryUnderWay:
     """A conversation answered until a summary was due, whose summary model writes only once `release` is set."""
 
-    agent: Agent[ChatDeps, str]
+    agent: AnswerAgent
     chat: ChannelConversation
     answers: int
     release: asyncio.Event

@@ -71,7 +71,7 @@ async def answer_and_decide(settings: Settings, tmp_path: Path) -> None:
         log_decision(question, Decision(False, "judge_no", "judge", 0.9, detail=JUDGE_WORDS))
         agent = build_responder(settings, model=FunctionModel(search_then_answer), archive_enabled=True)
         deps = ChatDeps("Parley", BOT, GUILD, "Guild", CHANNEL, CHANNEL_NAME, archive, MALLORY, True)
-        reply = await generate_reply(agent, conversation, question, deps, settings)
+        reply = await generate_reply(agent, conversation, question, deps)
         assert reply.text == ANSWER
     finally:
         await archive.close()
