@@ -66,7 +66,7 @@ log = logging.getLogger("parley.agent")
 TOOL_CALLS_PER_REPLY = 10
 
 # A tool round adds its calls and results to every later request; each result is capped at about
-# 4,000 characters (archive.sqlite.format_messages), so this allows for a round of a couple of calls.
+# 4,000 characters (quoting.format_messages), so this allows for a round of a couple of calls.
 TOOL_ROUND_TOKENS = 2000
 # Before a run's first response, the size of what the messages don't show: instructions, tool schemas.
 INSTRUCTIONS_AND_TOOLS_TOKENS = 1000

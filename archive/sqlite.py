@@ -38,8 +38,6 @@ from archive import (
     StoredConversation,
     TokenUsage,
     TopAuthor,
-    format_messages,
-    format_stats,
     search_words,
 )
 from archive import Write as _Write
@@ -58,8 +56,6 @@ __all__ = [
     "TokenUsage",
     "TopAuthor",
     "Write",
-    "format_messages",
-    "format_stats",
     "match_expression",
     "sqlite_path_from_url",
 ]

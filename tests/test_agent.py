@@ -41,11 +41,12 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import LIMIT_NOTE, Reply, ReplyFailed, build_judge, build_responder, generate_reply
-from archive.sqlite import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, format_messages, format_stats
+from archive.sqlite import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor
 from context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
 from conversation import ChannelConversation, ResponseDecider
 from providers.models import OPENAI_COMPATIBLE_SERVER, build_model, close_model, retry_settings
 from providers.openai_transport import UntransformedOpenAI
+from quoting import format_messages, format_stats
 from records import AttachmentInfo, MessageRecord
 from tools import HISTORY_NOT_PERMITTED, HOURS_MAX, ChatDeps
 

@@ -25,7 +25,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.profiles import ModelProfile
 from pypdf import PdfWriter
 
-from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
 from attachments import (
     FILE_REMOVED_NOTE,
     AttachmentPreparer,
@@ -38,6 +38,7 @@ from attachments import (
 )
 from config import Settings, describe_settings_error
 from conversation import ConversationManager
+from quoting import format_messages
 from records import AttachmentInfo, Kind, MessageRecord
 
 CHANNEL = 10

@@ -19,16 +19,8 @@ from freezegun import freeze_time
 
 from archive import open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
-from archive.sqlite import (
-    MIGRATIONS,
-    ArchivedMessage,
-    ChannelStats,
-    HistoryArchive,
-    TopAuthor,
-    format_messages,
-    format_stats,
-    sqlite_path_from_url,
-)
+from archive.sqlite import MIGRATIONS, ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, sqlite_path_from_url
+from quoting import format_messages, format_stats
 
 NOW = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
 GUILD = 10
