@@ -1,7 +1,8 @@
-"""The message archive: one interface, two backends (SQLite embedded, Postgres for several processes).
+"""The message archive: one interface per concern, two backends (SQLite embedded, Postgres for several processes).
 
-`open_archive(url)` picks the backend from ``DATABASE_URL``; the bot, the tools and the commands only
-see `Archive`. The record types and the renderings for the model are shared by both backends.
+`open_archive(url)` picks the backend from ``DATABASE_URL``; the bot sees `Archive`, every other user only the
+concern it needs (`MessageLog`, `MemoryTables`, ...). The record types are shared by both backends. The archive
+imports nothing else of Parley: what the model is shown of its rows is rendered outside it (quoting.py).
 """
 
 from __future__ import annotations
@@ -19,13 +20,25 @@ __all__ = [
     "ArchiveWriteFailed",
     "ArchivedAttachment",
     "ArchivedMessage",
+    "ChannelSettings",
     "ChannelStats",
+    "ConversationStore",
     "ConversationSummary",
     "DatabaseUrlError",
     "Decision",
+    "DecisionLog",
+    "Lifecycle",
+    "Memory",
+    "MemoryTables",
+    "MessageLog",
+    "ProfileTables",
+    "ProfileValue",
+    "Snapshot",
+    "StateStore",
     "StoredConversation",
     "TokenUsage",
     "TopAuthor",
+    "UsageStore",
     "Write",
     "check_database_url",
     "describe_database_url",
@@ -182,21 +195,47 @@ class TokenUsage:
         return self.input_tokens + self.output_tokens
 
 
-class Archive(Protocol):
-    """What both backends offer: queued writes in order, committed reads, search, stats and small stores.
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One remembered fact: what, about whom (None: about no one in particular), who said it, where and when."""
 
-    Fire-and-forget writes only enqueue; ``flush()`` waits until everything queued before it is committed.
-    Writes a caller is told about (markers, settings, state) return once committed and raise
-    `ArchiveWriteFailed` otherwise. Stores with tables of their own (memory.py) queue `Write`s and
-    `read` SQL; where the dialects differ they look at ``dialect``.
+    id: int
+    guild_id: int
+    channel_id: int
+    about_id: int | None
+    said_by_id: int
+    source_message_id: int
+    fact: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A named copy of a channel's conversation model history."""
+
+    name: str
+    saved_by: int
+    saved_at: datetime
+    messages: int
+
+
+class ProfileValue(NamedTuple):
+    """A channel's or server's profile field as set by command; `set_at` in ms since the epoch."""
+
+    scope_id: int
+    field: str
+    guild_id: int
+    value: str
+    set_by: int
+    set_at: int
+
+
+class MessageLog(Protocol):
+    """The channels' messages and their files: archived as they come, edited, deleted, searched and counted.
+
+    Writes only enqueue: ``flush()`` (`Lifecycle`) waits until everything queued before it is committed.
     """
 
-    dialect: str
-
-    async def close(self) -> None: ...
-    async def flush(self) -> None: ...
-    @property
-    def pending_writes(self) -> int: ...
     def add(self, message: ArchivedMessage) -> None: ...
     def set_attachment_text(self, attachment_id: int, text: str) -> None: ...
     def keep_attachments(self, message_id: int, attachment_ids: Iterable[int]) -> None: ...
@@ -204,33 +243,6 @@ class Archive(Protocol):
     def delete(self, message_ids: Iterable[int]) -> None: ...
     def delete_channel(self, channel_id: int) -> None: ...
     def delete_guild(self, guild_id: int) -> None: ...
-    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None: ...
-    def drop_conversation(self, channel_id: int) -> None: ...
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None: ...
-    def delete_summaries(self, channel_id: int) -> None: ...
-    async def stored_conversations(self) -> dict[int, StoredConversation]: ...
-    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
-    def record_decision(
-        self,
-        *,
-        channel_id: int,
-        message_id: int,
-        author_name: str,
-        excerpt: str,
-        responded: bool,
-        reason: str,
-        tier: str,
-        confidence: float | None = None,
-        decided_at: datetime | None = None,
-    ) -> None: ...
-    def record_usage(self, usage: TokenUsage) -> None: ...
-    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
-    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None: ...
-    async def thread_channels(self) -> set[int]: ...
-    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None: ...
-    async def own_threads(self) -> dict[int, int]: ...
-    async def all_forget_markers(self) -> dict[int, int]: ...
-    async def prune(self, now: datetime | None = None) -> int: ...
     async def search(
         self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20, now: datetime | None = None
     ) -> list[ArchivedMessage]: ...
@@ -249,14 +261,130 @@ class Archive(Protocol):
     async def stats(
         self, channel_id: int, *, hours: float | None = None, now: datetime | None = None
     ) -> ChannelStats: ...
+    async def archived_channels(self) -> dict[int, int]: ...
+
+
+class ConversationStore(Protocol):
+    """Live conversations kept across restarts, and the summaries of ended ones."""
+
+    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None: ...
+    def drop_conversation(self, channel_id: int) -> None: ...
+    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None: ...
+    def delete_summaries(self, channel_id: int) -> None: ...
+    async def stored_conversations(self) -> dict[int, StoredConversation]: ...
+    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
+
+
+class DecisionLog(Protocol):
+    """The decisions on whether to answer, for `/parley why`."""
+
+    def record_decision(
+        self,
+        *,
+        channel_id: int,
+        message_id: int,
+        author_name: str,
+        excerpt: str,
+        responded: bool,
+        reason: str,
+        tier: str,
+        confidence: float | None = None,
+        decided_at: datetime | None = None,
+    ) -> None: ...
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+
+
+class UsageStore(Protocol):
+    """Tokens spent, per day, server, channel and member."""
+
+    def record_usage(self, usage: TokenUsage) -> None: ...
     async def usage_on(self, day: date) -> list[TokenUsage]: ...
     async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]: ...
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+
+
+class ChannelSettings(Protocol):
+    """What channels are set to, shared by every process on the archive: forget markers, threads, own threads."""
+
+    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
+    async def all_forget_markers(self) -> dict[int, int]: ...
+    async def forget_marker(self, channel_id: int) -> int | None: ...
+    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None: ...
+    async def thread_channels(self) -> set[int]: ...
+    async def threads_enabled(self, channel_id: int) -> bool: ...
+    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None: ...
+    async def own_threads(self) -> dict[int, int]: ...
+    async def own_thread_guild(self, thread_id: int) -> int | None: ...
+
+
+class StateStore(Protocol):
+    """Small named values the bot keeps (command sync hashes, ...)."""
+
     async def get_state(self, name: str) -> str | None: ...
     async def set_state(self, name: str, value: str) -> None: ...
-    async def new_id(self, table: str) -> int: ...
-    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+class MemoryTables(Protocol):
+    """Facts members asked Parley to keep, and named copies of a channel's model history (memory.py's rules)."""
+
+    async def new_memory_id(self) -> int: ...
+    async def add_memory(self, memory: Memory) -> None: ...
+    async def recall_memories(
+        self, query: str, *, guild_id: int, channel_id: int, member_id: int, limit: int
+    ) -> list[Memory]: ...
+    async def visible_memories(self, *, guild_id: int, channel_id: int, member_id: int, limit: int) -> list[Memory]: ...
+    async def memory(self, memory_id: int) -> Memory | None: ...
+    async def memory_ids_about(self, *, guild_id: int, member_id: int) -> list[int]: ...
+    async def memory_ids_in_channel(self, channel_id: int) -> list[int]: ...
+    async def forget_memories(self, memory_ids: Sequence[int]) -> None: ...
+    async def save_snapshot(
+        self, *, channel_id: int, name: str, guild_id: int, saved_by: int, saved_at: datetime, history: str
+    ) -> None: ...
+    async def snapshots(self, channel_id: int) -> list[Snapshot]: ...
+    async def snapshot_history(self, channel_id: int, name: str) -> str | None: ...
+
+
+class ProfileTables(Protocol):
+    """Profile values set by command (profiles.py's rules)."""
+
+    async def profile_values(self, scope_id: int | None = None) -> list[ProfileValue]: ...
+    async def profile_value(self, scope_id: int, name: str) -> str | None: ...
+    async def set_profile_value(self, value: ProfileValue) -> None: ...
+    async def reset_profile_values(self, scope_id: int, names: Sequence[str]) -> None: ...
+
+
+class Lifecycle(Protocol):
+    """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
+
+    ``dialect`` ("sqlite" or "postgres") tells whether other processes may share it.
+    """
+
+    dialect: str
+
+    async def close(self) -> None: ...
+    async def flush(self) -> None: ...
+    @property
+    def pending_writes(self) -> int: ...
+    async def prune(self, now: datetime | None = None) -> int: ...
+
+
+class Archive(
+    Lifecycle,
+    MessageLog,
+    ConversationStore,
+    DecisionLog,
+    UsageStore,
+    ChannelSettings,
+    StateStore,
+    MemoryTables,
+    ProfileTables,
+    Protocol,
+):
+    """Everything both backends offer, for the composition root; every other user takes the concern it needs.
+
+    Fire-and-forget writes only enqueue; ``flush()`` waits until everything queued before it is committed.
+    Writes a caller is told about (markers, settings, state, memories) return once committed and raise
+    `ArchiveWriteFailed` otherwise.
+    """
 
 
 def is_postgres_url(url: str) -> bool:

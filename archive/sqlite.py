@@ -42,6 +42,7 @@ from archive import (
 )
 from archive import Write as _Write
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 
 __all__ = [
     "MIGRATIONS",
@@ -422,6 +423,19 @@ FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
 ORDER BY n DESC, name
 """
 
+# bm25 ranks the newest in-scope matches only (`RECALL_CANDIDATES`).
+_RECALL_MEMORIES_SQL = f"""
+SELECT {MEMORY_COLUMNS} FROM (
+    SELECT {", ".join("m." + name for name in MEMORY_COLUMNS.split(", "))}, bm25(memories_fts) AS score
+    FROM memories_fts CROSS JOIN memories AS m ON m.id = memories_fts.rowid
+    WHERE memories_fts MATCH :match AND {MEMORY_SCOPE}
+    ORDER BY memories_fts.rowid DESC
+    LIMIT {RECALL_CANDIDATES}
+)
+ORDER BY score, id DESC
+LIMIT :limit
+"""
+
 _PRAGMAS = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
@@ -600,7 +614,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class HistoryArchive(QueuedWrites):
+class HistoryArchive(QueuedWrites, StoreTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -923,7 +937,12 @@ class HistoryArchive(QueuedWrites):
         rows = await self._reader.execute_fetchall("SELECT value FROM bot_state WHERE name = ?", (name,))
         return next((value for (value,) in rows), None)
 
-    # For the stores that keep their tables in this file (memory.py): the same single writer and read connection.
+    # The small stores' tables (archive/stores.py): the same single writer and read connection.
+
+    recall_sql = _RECALL_MEMORIES_SQL
+
+    def _memory_match(self, query: str, op: str) -> str | None:
+        return match_expression(query, op)
 
     async def new_id(self, table: str) -> int:
         """A fresh ``id`` for a new row of ``table``: counted here, as this process is the file's only writer."""
@@ -935,10 +954,6 @@ class HistoryArchive(QueuedWrites):
             self._last_ids.setdefault(table, int(stored))
         self._last_ids[table] += 1
         return self._last_ids[table]
-
-    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
-        """Queue one write of `kind` for the writer; `flush()` waits for it to be committed."""
-        self._enqueue(kind, params)
 
     async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query on the read connection: committed data only."""

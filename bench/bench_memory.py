@@ -46,6 +46,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 
 from archive.sqlite import HistoryArchive
+from archive.stores import StoreTables
 from bot import build_client
 from config import Settings
 from context import Summarizer
@@ -196,6 +197,7 @@ async def ended_conversations(count: int, folder: Path) -> tuple[int, int, int, 
             await asyncio.gather(*list(client._background))
         await client.archive.flush()
         ended = resident_bytes()
+        assert isinstance(client.archive, StoreTables)  # a backend: its tables, beyond what the interface shows
         summaries = await client.archive.read("SELECT count(*) FROM conversation_summaries", ())
         return before, live, ended, summaries[0][0]
     finally:

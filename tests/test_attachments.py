@@ -26,6 +26,7 @@ from pydantic_ai.profiles import ModelProfile
 from pypdf import PdfWriter
 
 from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
+from archive.stores import StoreTables
 from attachments import (
     FILE_REMOVED_NOTE,
     AttachmentPreparer,
@@ -43,6 +44,12 @@ from records import AttachmentInfo, Kind, MessageRecord
 
 CHANNEL = 10
 WHEN = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+async def stored_rows(archive: Archive, sql: str) -> list[tuple[Any, ...]]:
+    """Rows straight from the backend's tables: what it keeps, beyond what the archive's interface shows."""
+    assert isinstance(archive, StoreTables)
+    return await archive.read(sql)
 
 
 def png(width: int = 32, height: int = 24, color: tuple[int, int, int] = (10, 200, 10)) -> bytes:
@@ -390,7 +397,7 @@ async def test_deleting_the_message_deletes_its_attachments(archive: Archive) ->
     await archive.flush()
     assert await archive.search(CHANNEL, "frobnicator") == []
     assert await archive.search(CHANNEL, "crash") == []
-    assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+    assert await stored_rows(archive, "SELECT count(*) FROM attachments") == [(0,)]
 
 
 async def test_re_adding_a_message_keeps_its_attachment_text(archive: Archive) -> None:
@@ -421,7 +428,7 @@ async def test_a_message_gone_with_its_channel_server_or_retention_takes_its_att
             await archive.prune(WHEN + timedelta(days=2))
         await archive.flush()
         assert await archive.search(CHANNEL, "frobnicator") == []
-        assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+        assert await stored_rows(archive, "SELECT count(*) FROM attachments") == [(0,)]
     finally:
         await archive.close()
 
@@ -536,7 +543,7 @@ async def test_an_edit_taking_a_file_off_a_message_drops_it_from_the_archive(arc
     assert [a.attachment_id for a in found.attachments] == [78]
     archive.keep_attachments(1, [])
     await archive.flush()
-    assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+    assert await stored_rows(archive, "SELECT count(*) FROM attachments") == [(0,)]
 
 
 async def test_recent_messages_carry_their_attachments(archive: Archive) -> None:

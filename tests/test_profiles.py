@@ -20,6 +20,7 @@ from agent import JudgeOutput, LLMJudge
 from archive import Archive, ArchiveWriteFailed, open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from archive.sqlite import MIGRATIONS, HistoryArchive
+from archive.stores import StoreTables
 from config import Settings
 from conversation import ChannelConversation, utc_now
 from profiles import (
@@ -34,6 +35,12 @@ from profiles import (
 from records import MessageRecord
 
 GUILD, CHANNEL, OTHER_CHANNEL, ALICE = 1000, 2000, 2001, 3000
+
+
+async def stored_rows(archive: Archive, sql: str) -> list[tuple[Any, ...]]:
+    """Rows straight from the backend's tables: what it keeps, beyond what the archive's interface shows."""
+    assert isinstance(archive, StoreTables)
+    return await archive.read(sql)
 
 
 @pytest.fixture
@@ -243,10 +250,13 @@ async def test_a_deleted_channel_or_left_server_takes_its_values(archive: Archiv
     await profiles.set_value("server", GUILD, CHANNEL, "persona", "three", ALICE)
     archive.delete_channel(CHANNEL)
     await archive.flush()
-    assert await archive.read("SELECT scope_id FROM profile_settings ORDER BY scope_id") == [(GUILD,), (OTHER_CHANNEL,)]
+    assert await stored_rows(archive, "SELECT scope_id FROM profile_settings ORDER BY scope_id") == [
+        (GUILD,),
+        (OTHER_CHANNEL,),
+    ]
     archive.delete_guild(GUILD)
     await archive.flush()
-    assert await archive.read("SELECT count(*) FROM profile_settings") == [(0,)]
+    assert await stored_rows(archive, "SELECT count(*) FROM profile_settings") == [(0,)]
     profiles.forget(GUILD)
     assert profiles.resolve(GUILD, OTHER_CHANNEL).persona == ""
 
