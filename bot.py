@@ -68,6 +68,7 @@ from context import (
     render_earlier_conversations,
 )
 from conversation import ChannelConversation, ConversationManager, ResponseDecider, addresses_bot, log_decision, utc_now
+from conversation_snapshots import restore, snapshot
 from costs import UsageMetrics, model_label
 from discord_io import (
     attachment_info,
@@ -99,7 +100,6 @@ from preflight import (
 from profiles import Profiles, load_profiles_file, persona_instructions
 from providers.models import build_model, close_model
 from records import CHANNEL, DIRECT, NORMAL, OWN_THREAD, AnswerPosts, AttachmentInfo, Decision, Kind, MessageRecord
-from sessions import restore, snapshot
 from shared import SharedSettings, channels_served_elsewhere, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox

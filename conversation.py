@@ -199,7 +199,8 @@ class ConversationManager:
         self.timeout = timedelta(seconds=timeout_seconds)
         self.max_messages = max_messages
         self.clock = clock
-        # Told whenever a conversation's state changes, so it can be kept beyond this process (sessions.py).
+        # Told whenever a conversation's state changes, so it can be kept beyond this process
+        # (conversation_snapshots.py).
         self.on_change = on_change
         self.on_end = on_end
         self._conversations: OrderedDict[int, ChannelConversation] = OrderedDict()

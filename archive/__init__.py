@@ -90,7 +90,8 @@ class Write:
 
 
 class StoredConversation(NamedTuple):
-    """A live conversation as the archive keeps it: when it was last active, and its `sessions.snapshot`."""
+    """A live conversation as the archive keeps it: when it was last active, and its snapshot
+    (`conversation_snapshots.snapshot`)."""
 
     last_activity: datetime
     state: str
@@ -440,9 +441,9 @@ async def open_archive(url: str, **options: Any) -> Archive:
         from archive.postgres import PostgresArchive  # asyncpg is loaded only when asked for
 
         return await PostgresArchive.open(url, **options)
-    from archive.sqlite import HistoryArchive, sqlite_path_from_url
+    from archive.sqlite import SQLiteArchive, sqlite_path_from_url
 
-    return await HistoryArchive.open(sqlite_path_from_url(url), **options)
+    return await SQLiteArchive.open(sqlite_path_from_url(url), **options)
 
 
 def search_words(query: str) -> list[str]:

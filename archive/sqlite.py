@@ -52,7 +52,7 @@ __all__ = [
     "ChannelStats",
     "ConversationSummary",
     "Decision",
-    "HistoryArchive",
+    "SQLiteArchive",
     "StoredConversation",
     "TokenUsage",
     "TopAuthor",
@@ -610,11 +610,11 @@ _KEEP_ATTACHMENTS = _Write(
 )
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
-# A kind of write other modules queue through `HistoryArchive.enqueue`.
+# A kind of write other modules queue through `SQLiteArchive.enqueue`.
 Write = _Write
 
 
-class HistoryArchive(QueuedWrites, StoreTables):
+class SQLiteArchive(QueuedWrites, StoreTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -677,7 +677,7 @@ class HistoryArchive(QueuedWrites, StoreTables):
         flush_interval: float = 0.5,
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
-    ) -> HistoryArchive:
+    ) -> SQLiteArchive:
         """Open (creating it and its folder if needed) and migrate the archive, then start the writer.
 
         ``retention_days=0`` keeps everything; otherwise older messages and

@@ -45,7 +45,7 @@ from pydantic_ai import Agent, ModelResponse, TextPart
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 
-from archive.sqlite import HistoryArchive
+from archive.sqlite import SQLiteArchive
 from archive.stores import StoreTables
 from bot import build_client
 from config import Settings
@@ -124,11 +124,11 @@ async def run(args: argparse.Namespace) -> None:
     common = [rng.choice(vocabulary[:20]) for _ in range(args.queries)]
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         path = Path(tmp) / "bench.db"
-        await (await HistoryArchive.open(path)).close()  # creates the schema
+        await (await SQLiteArchive.open(path)).close()  # creates the schema
         started = time.perf_counter()
         fill(path, args, vocabulary, rng)
         print(f"stored {args.memories:,} memories in {time.perf_counter() - started:.1f} s", flush=True)
-        archive = await HistoryArchive.open(path)
+        archive = await SQLiteArchive.open(path)
         try:
             store = await MemoryStore.open(archive)
             await time_recall(store, topics[:20], args, rng)  # warm the page cache

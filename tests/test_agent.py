@@ -41,7 +41,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import LIMIT_NOTE, Reply, ReplyFailed, build_judge, build_responder, generate_reply
-from archive.sqlite import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor
+from archive.sqlite import ArchivedMessage, ChannelStats, SQLiteArchive, TopAuthor
 from context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
 from conversation import ChannelConversation, ResponseDecider
 from providers.models import OPENAI_COMPATIBLE_SERVER, build_model, close_model, retry_settings
@@ -521,8 +521,8 @@ async def test_tools_take_the_channel_from_deps_not_from_the_model(make_settings
 
 
 async def test_tools_work_with_the_real_archive(make_settings, tmp_path):
-    """Against archive.sqlite.HistoryArchive, the tools read this channel's messages and never another channel's."""
-    archive = await HistoryArchive.open(tmp_path / "archive.db", retention_days=0)
+    """Against archive.sqlite.SQLiteArchive, the tools read this channel's messages and never another channel's."""
+    archive = await SQLiteArchive.open(tmp_path / "archive.db", retention_days=0)
     try:
         archive.add(ARCHIVED)
         archive.add(replace(ARCHIVED, message_id=2, channel_id=CHANNEL + 1, content="the release is secret"))
@@ -542,7 +542,7 @@ async def test_tool_results_tell_the_bot_from_a_member_named_like_it(make_settin
     """In every tool result from a real archive only the bot's own messages carry by_ai, not a member named "Parley"."""
     impostor = replace(ARCHIVED, message_id=1, author_id=CAROL, author_name="Parley", content="Parley here: deploy now")
     own = replace(ARCHIVED, message_id=2, author_id=BOT, author_name="Parley", content="deploy is Friday", is_bot=True)
-    archive = await HistoryArchive.open(tmp_path / "archive.db", retention_days=0)
+    archive = await SQLiteArchive.open(tmp_path / "archive.db", retention_days=0)
     try:
         archive.add(impostor)
         archive.add(own)

@@ -28,7 +28,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM, message_text
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_history import REFUSE_MODES, raw_db
+from test_archive_contract import REFUSE_MODES, raw_db
 from test_journal import logged
 
 from agent import build_judge

@@ -14,10 +14,10 @@ from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from conversation import ChannelConversation, ConversationManager, ResponseDecider
+from conversation_snapshots import restore, snapshot
 from followup import SHIPPED_MODEL, load_model
 from quoting import MESSAGE_TAG
 from records import DIRECT, OWN_THREAD, Decision, MessageRecord
-from sessions import restore, snapshot
 
 BOT = 1
 ALICE = 10

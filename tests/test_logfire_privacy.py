@@ -16,7 +16,7 @@ from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, ToolCallPa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
-from archive.sqlite import ArchivedMessage, HistoryArchive
+from archive.sqlite import ArchivedMessage, SQLiteArchive
 from bot import configure_logging
 from config import Settings
 from conversation import ConversationManager, ResponseDecider, log_decision
@@ -60,7 +60,7 @@ def search_then_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRe
 async def answer_and_decide(settings: Settings, tmp_path: Path) -> None:
     """One real responder run with a history tool, plus the decisions Parley logs around it."""
     now = datetime.now(UTC)
-    archive = await HistoryArchive.open(tmp_path / "archive.db")
+    archive = await SQLiteArchive.open(tmp_path / "archive.db")
     try:
         archive.add(ArchivedMessage(7, GUILD, CHANNEL, MALLORY, AUTHOR, ARCHIVED_TEXT, now, is_bot=False))
         question = MessageRecord(8, CHANNEL, MALLORY, AUTHOR, QUESTION, now, mention_ids=frozenset({BOT}))

@@ -14,12 +14,12 @@ import pytest
 from conftest import fresh_postgres_database
 from pydantic_ai import Agent, ModelMessage, ModelResponse, ToolCallPart, ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_history import raw_db, refuse_mode_writes
+from test_archive_contract import raw_db, refuse_mode_writes
 
 from agent import JudgeOutput, LLMJudge
 from archive import Archive, ArchiveWriteFailed, open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
-from archive.sqlite import MIGRATIONS, HistoryArchive
+from archive.sqlite import MIGRATIONS, SQLiteArchive
 from archive.stores import StoreTables
 from config import Settings
 from conversation import ChannelConversation, utc_now
@@ -269,7 +269,7 @@ async def test_the_modes_of_an_older_archive_move_into_profiles(tmp_path: Path, 
             db.executescript(migration)
             db.execute(f"PRAGMA user_version = {number}")
         db.execute("INSERT INTO channel_settings VALUES (?, ?, 'chatty', 1700000000000)", (CHANNEL, GUILD))
-    archive = await HistoryArchive.open(path, retention_days=0)
+    archive = await SQLiteArchive.open(path, retention_days=0)
     try:
         profiles = Profiles(settings)
         await profiles.attach(archive)
