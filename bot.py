@@ -67,9 +67,10 @@ from context import (
     quoted_message_ids,
     render_earlier_conversations,
 )
-from conversation import ChannelConversation, ConversationManager, ResponseDecider, addresses_bot, log_decision, utc_now
+from conversation import ChannelConversation, ConversationManager, utc_now
 from conversation_snapshots import restore, snapshot
 from costs import UsageMetrics, model_label
+from decider import ResponseDecider, addresses_bot, log_decision
 from discord_io import (
     attachment_info,
     is_automated,

@@ -42,7 +42,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.optimize
 
-from conversation import Clock, ResponseDecider
+from conversation import Clock
+from decider import ResponseDecider
 from followup import (
     CANDIDATE_REASONS,
     FEATURES,

@@ -43,7 +43,8 @@ from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from agent import LIMIT_NOTE, Reply, ReplyFailed, build_judge, build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, ChannelStats, SQLiteArchive, TopAuthor
 from context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
-from conversation import ChannelConversation, ResponseDecider
+from conversation import ChannelConversation
+from decider import ResponseDecider
 from providers.models import OPENAI_COMPATIBLE_SERVER, build_model, close_model, retry_settings
 from providers.openai_transport import UntransformedOpenAI
 from quoting import format_messages, format_stats

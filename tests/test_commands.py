@@ -47,7 +47,8 @@ from commands import (
     refusal,
 )
 from config import ChannelMode
-from conversation import ChannelConversation, ConversationManager, Judge, ResponseDecider
+from conversation import ChannelConversation, ConversationManager
+from decider import Judge, ResponseDecider
 from discord_io import split_message
 from journal import LoggedDecision
 from records import CHANNEL_MODES, MessageRecord

@@ -14,8 +14,9 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 from archive import Archive, open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
 from context import summary_turn
-from conversation import ChannelConversation, ConversationManager, ResponseDecider
+from conversation import ChannelConversation, ConversationManager
 from conversation_snapshots import restore, snapshot
+from decider import ResponseDecider
 from followup import FEATURES, features
 from quoting import MESSAGE_TAG
 from records import AttachmentInfo, MessageRecord

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conversation import ChannelConversation, ConversationManager
-from conversation import ResponseDecider as Decider
+from decider import ResponseDecider as Decider
 from followup import (
     CANDIDATE_REASONS,
     FEATURES,

@@ -19,7 +19,8 @@ from agent import build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, SQLiteArchive
 from bot import configure_logging
 from config import Settings
-from conversation import ConversationManager, ResponseDecider, log_decision
+from conversation import ConversationManager
+from decider import ResponseDecider, log_decision
 from records import Decision, MessageRecord
 from tools import ChatDeps
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import replay
-from conversation import ChannelConversation, ResponseDecider
+from conversation import ChannelConversation
+from decider import ResponseDecider
 from followup import SHIPPED_MODEL, load_model
 from records import MessageRecord
 
