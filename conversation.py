@@ -1,4 +1,5 @@
-"""The conversation engine: which channels Parley is talking in, and whether to answer a message.
+"""The conversation engine: which channels Parley is talking in, and what each conversation holds (whether to
+answer a message is decider.py's).
 
 Nothing here knows about Discord. Time comes from an injected clock, so tests (freezegun) and
 `replay.py` (message timestamps) drive it; the bot adapts discord.py objects into `MessageRecord`s.
