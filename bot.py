@@ -10,15 +10,14 @@ import gc
 import hashlib
 import json
 import logging
-import math
 import os
 import signal
 import sqlite3
 import sys
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from collections.abc import Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,8 @@ from pydantic_ai import RunUsage
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
+from admission.gatekeeper import QUEUE_FULL, SUPERSEDED, Gatekeeper
+from admission.history_access import private_view, regenerated_view
 from agent import (
     AnswerListener,
     LLMJudge,
@@ -52,10 +53,12 @@ from archive import (
     describe_database_url,
     open_archive,
 )
+from archive.file_text import FileTextBudget
+from archive.text import safe_text
 from attachments import AttachmentPreparer, PreparedFiles, build_transcriber, is_image_refusal, model_key
 from backfill import ChannelCatchUp, catch_up, readable_channels
-from budget import NO_MEMBER, UsageLedger, next_utc_midnight
-from commands import ParleyCommands, ParleyTree, discord_time
+from budget import NO_MEMBER, UsageLedger
+from commands import ParleyCommands, ParleyTree
 from config import Settings, describe_settings_error
 from context import (
     EARLIER_SUMMARIES,
@@ -78,7 +81,6 @@ from discord_io import (
     may_read_history,
     record_from_archive,
     reply_mentions,
-    safe_text,
     split_message,
     thread_name,
     to_archived,
@@ -86,9 +88,9 @@ from discord_io import (
     typing_indicator,
 )
 from followup import ModelFileError, load_model, model_path
-from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
-from limits import TokenBucket, WaitingLine
+from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from memory import MemoryStore
+from ops.redaction import LogLineFormatter, MaskCredentials
 from preflight import (
     configuration_problems,
     describe_configuration,
@@ -110,12 +112,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley")
 
-SUMMARIES_AT_ONCE = 4
 
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
-# Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
-BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
-SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
 
@@ -135,60 +133,6 @@ COVERAGE_STATE = "archive_covered_since"
 
 class ArchiveUnavailable(Exception):
     """The archive DATABASE_URL names cannot be opened or created (or its server reached)."""
-
-
-@dataclass
-class _Turn:
-    line: WaitingLine
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    waiting: int = 0
-
-
-# Decisions the admission limits make instead of the decider: the message is recorded, not answered.
-MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
-SUPERSEDED = Decision(False, "superseded", "limit")
-QUEUE_FULL = Decision(False, "queue_full", "limit")
-SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
-
-
-# --- Other bots and webhooks ---------------------------------------------------------------------
-
-BOT_NOT_LISTED = Decision(False, "other_bot", "gate")
-BOT_LOOP = Decision(False, "bot_loop", "gate")
-
-
-class BotGate:
-    """Which automated messages may make Parley answer: allow-listed bots and webhooks, a few turns at a time.
-
-    A bot, webhook or system author never triggers an answer unless its id is allow-listed. Even
-    then, two bots that answer each other's mentions would go on forever, so after `max_exchanges`
-    admitted triggers in a channel without a human message in between, the rest are refused.
-    """
-
-    def __init__(
-        self, allowed_ids: frozenset[int], max_exchanges: int, *, max_channels: int = JOURNAL_MAX_CHANNELS
-    ) -> None:
-        self.allowed_ids = allowed_ids
-        self.max_exchanges = max_exchanges
-        self.max_channels = max_channels
-        # Bot triggers admitted per channel since its last human message; only channels with bot traffic.
-        self._exchanges: OrderedDict[int, int] = OrderedDict()
-
-    def human_spoke(self, channel_id: int) -> None:
-        self._exchanges.pop(channel_id, None)
-
-    def refusal(self, author_id: int, channel_id: int) -> Decision | None:
-        """Why an automated message addressed to Parley may not make it answer; None admits it, counting one turn."""
-        if author_id not in self.allowed_ids:
-            return BOT_NOT_LISTED
-        exchanges = self._exchanges.pop(channel_id, 0)
-        if exchanges >= self.max_exchanges:
-            self._exchanges[channel_id] = exchanges
-            return BOT_LOOP
-        self._exchanges[channel_id] = exchanges + 1
-        if len(self._exchanges) > self.max_channels:
-            self._exchanges.popitem(last=False)
-        return None
 
 
 # --- The client -------------------------------------------------------------------------------
@@ -247,13 +191,6 @@ class Parley(discord.AutoShardedClient):
         self._catch_up: asyncio.Task[None] | None = None
         # set_state reads its value back to confirm it; two notes at once would each read the other's.
         self._coverage_lock = asyncio.Lock()
-        self._turns: dict[int, _Turn] = {}
-        self.member_rates = (
-            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
-            if settings.member_answers_per_hour
-            else None
-        )
-        self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
@@ -271,13 +208,12 @@ class Parley(discord.AutoShardedClient):
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
-        self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
         if settings.logfire_token is not None:
             self.usage.on_record = UsageMetrics()
-        # The UTC day each server was last told its budget is spent.
-        self._budget_notices: dict[int, date] = {}
+        # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
+        self.admission = Gatekeeper(settings, self.usage, self)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -286,9 +222,8 @@ class Parley(discord.AutoShardedClient):
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self._background: set[asyncio.Task[None]] = set()
-        # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
-        # so neither the model provider nor the process's memory sees them all at the same time.
-        self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
+        # The channels whose history a compaction is waiting to summarise, or summarising.
+        self._compacting: set[int] = set()
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
@@ -345,7 +280,13 @@ class Parley(discord.AutoShardedClient):
             return
         url = self.settings.database_url
         try:
-            self.archive = await open_archive(url, retention_days=self.settings.history_retention_days)
+            self.archive = await open_archive(
+                url,
+                retention_days=self.settings.history_retention_days,
+                file_text_budget=FileTextBudget(
+                    self.settings.archive_file_text_channel_bytes, self.settings.archive_file_text_member_bytes
+                ),
+            )
         except DatabaseUrlError as error:
             raise ArchiveUnavailable(str(error)) from None
         except (OSError, sqlite3.Error, RuntimeError) as error:
@@ -415,7 +356,9 @@ class Parley(discord.AutoShardedClient):
         deletions = len(conversation.redactions)
         self._ending.append(conversation)
         try:
-            async with self._summary_slots:
+            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
+                if not admitted:
+                    return
                 summary = await summarizer.summarize(conversation.llm_history, channel_id)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
@@ -441,12 +384,20 @@ class Parley(discord.AutoShardedClient):
 
     def compact_later(self, conversation: ChannelConversation) -> None:
         """Summarise the conversation's oldest turns in the background once its history nears the budget."""
-        if self.compactor is not None and self.compactor.due(conversation):
-            self.in_background(self._compact(self.compactor, conversation), f"compact-{conversation.channel_id}")
+        channel_id = conversation.channel_id
+        # One at a time per channel: a compaction waiting for the channel's turn is not under way for `due` yet.
+        if self.compactor is not None and channel_id not in self._compacting and self.compactor.due(conversation):
+            self._compacting.add(channel_id)
+            self.in_background(self._compact(self.compactor, conversation), f"compact-{channel_id}")
 
     async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
-        if await compactor.compact(conversation) and self.manager.get(conversation.channel_id) is conversation:
-            self.manager.changed(conversation.channel_id)
+        channel_id = conversation.channel_id
+        try:
+            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
+                if admitted and await compactor.compact(conversation) and self.manager.get(channel_id) is conversation:
+                    self.manager.changed(channel_id)
+        finally:
+            self._compacting.discard(channel_id)
 
     async def earlier_conversations(self, channel_id: int) -> str:
         """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
@@ -662,7 +613,7 @@ class Parley(discord.AutoShardedClient):
         if message.type not in CHAT_MESSAGE_TYPES:
             return
         if not is_automated(message):
-            self.bot_gate.human_spoke(message.channel.id)
+            self.admission.bot_gate.human_spoke(message.channel.id)
         elif self._refuse_automated(record):
             return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
@@ -674,11 +625,11 @@ class Parley(discord.AutoShardedClient):
         assert self.user is not None
         if not addresses_bot(record, self.user.id):
             return False
-        refusal = self.bot_gate.refusal(record.author_id, record.channel_id)
+        refusal = self.admission.bot_gate.refusal(record.author_id, record.channel_id)
         if refusal is None:
             return False
         self.manager.record_message(record.channel_id, record)
-        self._decided_here(record, refusal)
+        self.decided_here(record, refusal)
         return True
 
     async def handle(self, message: discord.Message, record: MessageRecord) -> None:
@@ -695,24 +646,21 @@ class Parley(discord.AutoShardedClient):
         live = self.manager.record_message(channel_id, record)
         kind = self.kind_of(message)
         trigger: bool | None = None
-        if live is None and channel_id not in self._turns:
+        if live is None and self.admission.idle(channel_id):
             # Nothing is starting a conversation here, so this message can be decided at once.
             trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
             if not trigger:
                 return
-        turn = self._turns.get(channel_id)
-        if turn is None:
-            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
         in_line = addresses_bot(record, self.user.id)
         answerable = True
-        if in_line and not turn.line.join(record.message_id, record.author_id).admitted:
-            self._decided_here(record, QUEUE_FULL)
+        if in_line and not self.admission.join_line(channel_id, record):
+            self.decided_here(record, QUEUE_FULL)
             if live is not None:
                 return  # recorded already; a full line has waiters, who clear the turn away
             in_line = answerable = False  # it waits only to be recorded in order
-        async with self._channel_turn(channel_id):
-            if in_line and not turn.line.leave(record.message_id):
-                self._decided_here(record, SUPERSEDED)
+        async with self.admission.channel_turn(channel_id):
+            if in_line and not self.admission.leave_line(channel_id, record.message_id):
+                self.decided_here(record, SUPERSEDED)
                 answerable = False
             if not answerable:
                 self._record_late(record, live)
@@ -743,20 +691,8 @@ class Parley(discord.AutoShardedClient):
             message.channel.id in self.thread_channels
             and isinstance(message.channel, discord.TextChannel)
             and self.user.id in record.mention_ids
-            and self._within_rate(message, record)
+            and self.admission.within_rate(guild_id_of(message), record.author_id)
         )
-
-    def _within_rate(self, message: discord.Message, record: MessageRecord) -> bool:
-        """Whether the author may be answered now, without spending their answer: a member past their rate gets no
-        thread, only the channel's one-line notice."""
-        rates = self.member_rates
-        if rates is None:
-            return True
-        member = (guild_id_of(message), record.author_id)
-        if not rates.take(member).admitted:
-            return False
-        rates.give_back(member)
-        return True
 
     async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:
         """Open a thread on the message (Discord's "start thread from message"), named from its question.
@@ -785,9 +721,7 @@ class Parley(discord.AutoShardedClient):
         The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
         """
         question = replace(record, channel_id=thread.id)
-        if thread.id not in self._turns:
-            self._turns[thread.id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        async with self._channel_turn(thread.id):
+        async with self.admission.channel_turn(thread.id):
             conversation = self.manager.start(thread.id, kind=OWN_THREAD)
             self.manager.record_message(thread.id, question)
             await self._decide_and_answer(message, question, conversation, thread)
@@ -844,64 +778,23 @@ class Parley(discord.AutoShardedClient):
         """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
         says so."""
         assert self.user is not None
-        member = (guild_id_of(message), record.author_id)
-        rates = self.member_rates
-        if rates is not None:
-            # Taken before deciding, so a member over the rate costs no judge call either.
-            admission = rates.take(member)
-            if not admission.admitted:
-                self._decided_here(record, MEMBER_RATE_LIMITED)
-                if (
-                    admission.retry_at is not None
-                    and addresses_bot(record, self.user.id)
-                    and rates.first_warning(member)
-                ):
-                    await self._say_slow_down(message, admission.retry_at)
-                return
+        guild_id = guild_id_of(message)
+        if not await self.admission.admit_member(guild_id, message, record, addresses_bot(record, self.user.id)):
+            return
         decision = self.decider.decide_now(record, conversation, self.user.id)
         if not isinstance(decision, Decision):
-            decision = await decision  # the judge's call
+            decision = await self.admission.judged(guild_id, record, decision)
         if not decision.respond:
-            if rates is not None:
-                rates.give_back(member)
+            self.admission.give_back(guild_id, record.author_id)
             return
-        async with self._answer_slots:
+        async with self.admission.answer_slots:
             await self.answer(message, record, conversation, where)
 
-    async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
-        """Tell a member once, replying to them, when Parley answers them again.
-
-        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
-        """
-        # Rounded up: the notice must never name a moment before the member can ask.
-        when = f"<t:{math.ceil(retry_at.timestamp())}:R>"
-        try:
-            await message.channel.send(
-                SLOW_DOWN.format(when=when),
-                reference=message.to_reference(fail_if_not_exists=False),
-                allowed_mentions=reply_mentions(message.author),
-            )
-        except discord.HTTPException as error:
-            log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
-
-    def _decided_here(self, record: MessageRecord, decision: Decision) -> None:
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
         """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
         for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
         self.note_decision(record, decision)
         log_decision(record, decision)
-
-    @contextlib.asynccontextmanager
-    async def _channel_turn(self, channel_id: int) -> AsyncIterator[None]:
-        """One message of a channel at a time, first come first served; idle channels hold no lock."""
-        turn = self._turns[channel_id]
-        turn.waiting += 1
-        try:
-            async with turn.lock:
-                yield
-        finally:
-            turn.waiting -= 1
-            if turn.waiting == 0:
-                del self._turns[channel_id]
 
     async def _conversation_for(
         self,
@@ -994,8 +887,8 @@ class Parley(discord.AutoShardedClient):
         """
         assert self.user is not None
         channel = where or message.channel
-        if self.server_budget_spent(guild_id_of(message)):
-            await self.decline_over_budget(message, record, where)
+        if self.admission.server_budget_spent(guild_id_of(message)):
+            await self.admission.decline_over_budget(guild_id_of(message), message, record, where)
             return
         deps = self.chat_deps(message, channel)
         if self.settings.stream_answers:
@@ -1013,7 +906,7 @@ class Parley(discord.AutoShardedClient):
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self._answered(message, posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
+            self._keep_answer(channel.id, conversation, reply.messages, record.message_id, deps)
             self.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
@@ -1051,6 +944,8 @@ class Parley(discord.AutoShardedClient):
     ) -> Reply:
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
+        if not deps.requester_can_read_history:
+            conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
         profile = self.profiles.for_channel(deps.channel_id)
         chosen = self.answer_model(profile.model)
         instructions = persona_instructions(profile.persona)
@@ -1139,8 +1034,25 @@ class Parley(discord.AutoShardedClient):
         self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
         if streamed.posts:
             self._answered(message, streamed.posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
+            self._keep_answer(channel.id, conversation, streamed.reply.messages, record.message_id, deps)
             self.compact_later(conversation)
+
+    def _keep_answer(
+        self,
+        channel_id: int,
+        conversation: ChannelConversation,
+        messages: list[ModelMessage],
+        answered_id: int,
+        deps: ChatDeps,
+    ) -> None:
+        """Store an answer's model history as the conversation's. A private answer (to an asker without Read Message
+        History: `history_access`) was written without the conversation's history, so its turn goes after it, and
+        the messages it did not show are still news to the model."""
+        if deps.requester_can_read_history:
+            self.manager.record_bot_response(channel_id, messages, answered_id)
+        else:
+            history = [*conversation.llm_history, *messages]
+            self.manager.record_bot_response(channel_id, history, conversation.prompted_through)
 
     def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
         """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
@@ -1182,27 +1094,34 @@ class Parley(discord.AutoShardedClient):
         self.streams.answered(question, posts, channel)
         return self.streams.latest(channel_id)
 
-    async def regenerate(self, turn: AnsweredTurn) -> None:
-        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
-        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
+        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
+        spent one of their answers, which `regenerate` gives back if it makes no model call."""
+        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+
+    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
+        """ "Regenerate", admitted for `member_id`: a new answer to the question of the channel's latest answer,
+        streamed into its posts, replacing the answer in the conversation's model history; nothing changes if the
+        conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
-        if channel_id not in self._turns:
-            self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        async with self._channel_turn(channel_id), self._answer_slots:
+        guild_id = guild_id_of(question)
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
             conversation = self.manager.get(channel_id)
-            if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
+            gone = conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel)
+            if gone or self.admission.server_budget_spent(guild_id):
+                self.admission.give_back(guild_id, member_id)
                 return
-            if self.server_budget_spent(guild_id_of(question)):
-                return
+            assert conversation is not None
             deps = self.chat_deps(question, channel)
-
+            reads_history = deps.requester_can_read_history
+            shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
             profile = self.profiles.for_channel(channel_id)
 
             def write(listener: AnswerListener) -> Awaitable[Reply]:
                 return regenerate_reply(
                     self.responder,
-                    conversation,
+                    shown,
                     deps,
                     listener=listener,
                     model=self.answer_model(profile.model),
@@ -1218,7 +1137,7 @@ class Parley(discord.AutoShardedClient):
                 log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
                 return
             self._answered(question, streamed.posts, channel, conversation)
-            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            self.manager.replace_last_bot_turn(channel_id, [*earlier, *streamed.reply.messages])
 
     def account(
         self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
@@ -1259,11 +1178,15 @@ class Parley(discord.AutoShardedClient):
                 kind="judge",
             )
 
+    def guild_of(self, channel_id: int) -> int:
+        """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        return guild.id if guild is not None else 0
+
     def account_summary(self, channel_id: int, usage: RunUsage) -> None:
         """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
-        guild = getattr(self.get_channel(channel_id), "guild", None)
         self.usage.record(
-            guild.id if guild is not None else 0,
+            self.guild_of(channel_id),
             channel_id,
             NO_MEMBER,
             usage.input_tokens,
@@ -1272,30 +1195,6 @@ class Parley(discord.AutoShardedClient):
             model=model_label(self.summarizer.agent.model) if self.summarizer is not None else "",
             kind="summary",
         )
-
-    def server_budget_spent(self, guild_id: int) -> bool:
-        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
-        budget = self.settings.server_tokens_per_day
-        return budget > 0 and self.usage.server_tokens(guild_id) >= budget
-
-    async def decline_over_budget(
-        self, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
-    ) -> None:
-        """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
-        guild_id = guild_id_of(message)
-        self._decided_here(record, SERVER_BUDGET)
-        day = self.usage.day
-        if self._budget_notices.get(guild_id) == day:
-            return
-        self._budget_notices[guild_id] = day
-        log.warning(
-            "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
-            guild_id,
-            self.settings.server_tokens_per_day,
-            day,
-            extra={"guild_id": guild_id},
-        )
-        await self.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
 
     async def deliver(
         self, message: discord.Message, text: str, where: discord.Thread | None = None
@@ -1551,19 +1450,20 @@ def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProce
         additional_span_processors=list(span_processors),
         scrubbing=logfire.ScrubbingOptions(callback=_keep_ids),
     )
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    line_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    console = logging.StreamHandler()
+    # Names and message text in records are members': escaped there, so one record is one line.
+    console.setFormatter(LogLineFormatter(line_format))
+    handlers: list[logging.Handler] = [console]
     # Without a destination, spans and log records would go nowhere, yet building them costs about
     # 2 ms a model call and 0.2 ms a log record.
     if token is not None or span_processors:
         content = settings.logfire_include_content
         logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
-        handlers.append(logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler())
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
+        to_logfire = logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler()
+        to_logfire.addFilter(MaskCredentials())
+        handlers.append(to_logfire)
+    logging.basicConfig(level=settings.log_level, format=line_format, handlers=handlers, force=True)
 
 
 def _keep_ids(match: logfire.ScrubMatch) -> Any:

@@ -10,10 +10,12 @@ import re
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import discord
 
 from archive import ArchivedAttachment, ArchivedMessage
+from archive.text import safe_text
 from records import AttachmentInfo, MessageRecord
 
 log = logging.getLogger("parley")
@@ -22,21 +24,6 @@ DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/me
 
 
 # --- Turning Discord messages into engine records ----------------------------------------------
-
-# Some clients send lone UTF-16 surrogates, which UTF-8 (SQLite, the model's JSON) cannot encode, and
-# NUL, which many C libraries read as the end of the text.
-_UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
-
-
-def safe_text(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD and each NUL dropped, so it can go anywhere."""
-    if text.isascii():
-        return text.replace("\x00", "") if "\x00" in text else text
-    return _UNENCODABLE.sub(_replacement, text)
-
-
-def _replacement(match: re.Match[str]) -> str:
-    return "" if match.group() == "\x00" else "\ufffd"
 
 
 def to_record(message: discord.Message) -> MessageRecord:
@@ -86,6 +73,11 @@ def is_automated(message: discord.Message) -> bool:
     """Whether a bot, a webhook or Discord itself wrote the message, rather than a person."""
     author = message.author
     return author.bot or author.system or message.webhook_id is not None
+
+
+def discord_time(moment: datetime) -> str:
+    """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
+    return f"<t:{int(moment.timestamp())}:R>"
 
 
 def may_read_history(message: discord.Message) -> bool:

@@ -98,10 +98,17 @@ class MemoryStore:
             query, guild_id=guild_id, channel_id=channel, member_id=member_id, limit=limit
         )
 
-    async def visible(self, *, guild_id: int, channel_id: int, member_id: int, limit: int) -> list[Memory]:
-        """The newest facts in scope for `member_id` in `channel_id`: the channel's, and their own in the server."""
+    async def visible(
+        self, *, guild_id: int, channel_id: int, member_id: int, limit: int, channel_facts: bool = True
+    ) -> list[Memory]:
+        """The newest facts in scope for `member_id` in `channel_id`: the channel's, and their own in the server.
+
+        Without `channel_facts` (a member who may not read the channel's history), their own alone, as `recall`.
+        """
+        # Channel 0 is no channel's, as in `recall`.
+        channel = channel_id if channel_facts else 0
         return await self.archive.visible_memories(
-            guild_id=guild_id, channel_id=channel_id, member_id=member_id, limit=limit
+            guild_id=guild_id, channel_id=channel, member_id=member_id, limit=limit
         )
 
     async def get(self, memory_id: int) -> Memory | None:

@@ -22,6 +22,7 @@ from pydantic_ai.exceptions import UserError
 from archive import is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
+from ops.redaction import MASK, mask_credentials
 from profiles import profiles_file_problem
 from providers.models import build_model
 from tools import supports_native_web_search, tool_config_problem
@@ -36,7 +37,6 @@ INVITE_PERMISSIONS = discord.Permissions(
     # `/parley threads on` opens a thread on the message that mentions Parley.
     create_public_threads=True,
 )
-MASK = "********"
 # Secrets of the providers that --check reports as set or not, never showing their values.
 _SECRET_VARIABLE = re.compile(r"^[A-Z0-9_]+_API_KEY$|^LOGFIRE_TOKEN$")
 _KEY_NEEDED = re.compile(r"Set the `(\w+)` environment variable")
@@ -195,7 +195,8 @@ def _shown(value: object) -> str:
     if isinstance(value, frozenset):
         # As the variable is written: comma-separated.
         return ",".join(sorted(map(str, value)))
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    # A URL's password (DATABASE_URL=postgresql://user:password@...) is a secret too.
+    return str(value).lower() if isinstance(value, bool) else mask_credentials(str(value))
 
 
 def required_settings_help() -> str:

@@ -13,10 +13,8 @@ from pathlib import Path
 import logfire
 import pytest
 
+from admission.bots import BOT_LOOP, BOT_NOT_LISTED, BotGate
 from bot import (
-    BOT_LOOP,
-    BOT_NOT_LISTED,
-    BotGate,
     ContentFreeLogfireHandler,
     configure_logging,
     warn_about_retired_settings,

@@ -1,0 +1,1 @@
+"""Operations: how Parley is run and watched (logging and observability setup, the command line, preflight)."""
