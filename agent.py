@@ -49,10 +49,11 @@ from pydantic_ai.capabilities import PrepareTools, ProcessHistory
 from pydantic_ai.models import Model
 from pydantic_ai.settings import merge_model_settings
 
-from attachments import PreparedFiles, expire_images
 from config import JudgeOutputMode, Settings
 from context import approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history, turn_prompt
 from conversation import ChannelConversation
+from files.history import expire_images
+from files.prepared import PreparedFiles
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import MessageRecord
@@ -345,7 +346,7 @@ async def generate_reply(
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
-    `files`: the attachments of the messages the prompt shows (`attachments.AttachmentPreparer`).
+    `files`: the attachments of the messages the prompt shows (`files.preparer.AttachmentPreparer`).
     `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last

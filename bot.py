@@ -55,7 +55,6 @@ from archive import (
 )
 from archive.file_text import FileTextBudget
 from archive.text import safe_text
-from attachments import AttachmentPreparer, PreparedFiles, build_transcriber, is_image_refusal, model_key
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger
 from commands import ParleyCommands, ParleyTree
@@ -87,6 +86,9 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
+from files.prepared import PreparedFiles
+from files.preparer import AttachmentPreparer
+from files.providers import build_transcriber, is_image_refusal, model_key
 from followup import ModelFileError, load_model, model_path
 from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from memory import MemoryStore

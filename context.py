@@ -37,9 +37,10 @@ from pydantic_ai.models import Model
 from pydantic_core import to_json
 
 from archive import ConversationSummary
-from attachments import PreparedFiles, content_chars
 from config import Settings
 from conversation import ChannelConversation
+from files.history import content_chars
+from files.prepared import PreparedFiles
 from providers.models import build_model, retry_settings
 from quoting import (
     AI_PARTICIPANT_TAG,

@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import Removals, images_without_removed, kept_files, without_removed
+from files.history import Removals, images_without_removed, kept_files, without_removed
 from quoting import requote
 from records import (
     CHANNEL,
@@ -73,7 +73,7 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
-    # The files still on each message an edit took files off (`attachments.kept_files`), applied
+    # The files still on each message an edit took files off (`files.history.kept_files`), applied
     # the same way: the model no longer sees a file its member removed.
     files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),

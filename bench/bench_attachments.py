@@ -40,9 +40,9 @@ from PIL import Image  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
 from agent import build_responder, generate_reply  # noqa: E402
-from attachments import AttachmentPreparer  # noqa: E402
 from config import Settings  # noqa: E402
 from conversation import ConversationManager  # noqa: E402
+from files.preparer import AttachmentPreparer  # noqa: E402
 from providers.models import close_model  # noqa: E402
 from records import AttachmentInfo, MessageRecord  # noqa: E402
 from tools import ChatDeps  # noqa: E402

@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import io
 import logging
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -42,9 +44,9 @@ import followup  # noqa: E402
 import records  # noqa: E402
 
 # The engine's modules and what they import from this repository: loaded afresh from the earlier commit for the
-# old engine (those the commit has: records.py holds the value types, and decider.py the decider, since they left
-# conversation.py).
-ENGINE_MODULES = ("conversation", "decider", "followup", "attachments", "limits", "quoting", "records")
+# old engine. A commit has either attachments.py or, since issue 30 split it, the files/ package; records.py (the
+# value types) and decider.py (the decider) left conversation.py later.
+ENGINE_MODULES = ("conversation", "decider", "followup", "attachments", "files", "limits", "quoting", "records")
 
 
 @dataclass(frozen=True)
@@ -71,15 +73,8 @@ class Engine:
 
 def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, ModuleType, Path]:
     """conversation.py and followup.py as they were at `revision`, imported apart from this worktree's."""
-    for name in (*ENGINE_MODULES, "decider_model"):
-        filename = "decider_model.json" if name == "decider_model" else f"{name}.py"
-        if not _exists_at(revision, filename):
-            continue
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{revision}:{filename}"], check=True, capture_output=True, text=True
-        ).stdout
-        (into / filename).write_text(text)
-    saved = {name: sys.modules.pop(name) for name in ENGINE_MODULES if name in sys.modules}
+    extract_engine(revision, into)
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if is_engine_module(name)}
     sys.path.insert(0, str(into))
     try:
         old_conversation = __import__("conversation")
@@ -87,16 +82,27 @@ def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, Mod
         old_followup = __import__("followup")
     finally:
         sys.path.remove(str(into))
-        for name in ENGINE_MODULES:
-            sys.modules.pop(name, None)
+        for name in [name for name in sys.modules if is_engine_module(name)]:
+            sys.modules.pop(name)
         sys.modules.update(saved)
     return old_conversation, old_decider, old_followup, into / "decider_model.json"
 
 
-def _exists_at(revision: str, filename: str) -> bool:
-    """Whether the commit `revision` has `filename`."""
-    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{revision}:{filename}"], capture_output=True)
-    return found.returncode == 0
+def extract_engine(revision: str, into: Path) -> None:
+    """The engine's modules and packages (those `revision` has) and its decider model, written under `into`."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", revision], check=True, capture_output=True, text=True
+    ).stdout.split()
+    wanted = [name for name in listed if name.removesuffix(".py") in ENGINE_MODULES or name == "decider_model.json"]
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", revision, "--", *wanted], check=True, capture_output=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def is_engine_module(name: str) -> bool:
+    return name.partition(".")[0] in ENGINE_MODULES
 
 
 def converted(messages: Sequence[Any], record_type: type) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Unit tests for attachments.py: what a shared file becomes for the model, and what the archive keeps of it."""
+"""Unit tests for the files package: what a shared file becomes for the model, and what the archive keeps of it."""
 
 from __future__ import annotations
 
@@ -27,18 +27,14 @@ from pypdf import PdfWriter
 
 from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
 from archive.stores import StoreTables
-from attachments import (
-    FILE_REMOVED_NOTE,
-    AttachmentPreparer,
-    ImageProblem,
-    PreparedFiles,
-    detect,
-    expire_images,
-    is_image_refusal,
-    prepare_image,
-)
 from config import Settings, describe_settings_error
 from conversation import ConversationManager
+from files.history import FILE_REMOVED_NOTE, expire_images
+from files.images import ImageProblem, prepare_image
+from files.kinds import detect
+from files.prepared import PreparedFiles
+from files.preparer import AttachmentPreparer
+from files.providers import is_image_refusal
 from quoting import format_messages
 from records import AttachmentInfo, Kind, MessageRecord
 
