@@ -28,22 +28,20 @@ import yarl
 from discord import app_commands
 from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
-from pydantic_ai import Agent, RunUsage
+from pydantic_ai import RunUsage
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from admission.gatekeeper import QUEUE_FULL, SUPERSEDED, Gatekeeper
 from admission.history_access import private_view, regenerated_view
 from agent import (
-    TRANSCRIPT_MAX_MESSAGES,
     AnswerListener,
     LLMJudge,
     Reply,
     ReplyFailed,
+    Responder,
     build_judge,
-    build_model,
     build_responder,
-    close_model,
     generate_reply,
     regenerate_reply,
 )
@@ -63,6 +61,7 @@ from commands import ParleyCommands, ParleyTree
 from config import Settings, describe_settings_error
 from context import (
     EARLIER_SUMMARIES,
+    TRANSCRIPT_MAX_MESSAGES,
     HistoryCompactor,
     Summarizer,
     build_summarizer,
@@ -70,22 +69,10 @@ from context import (
     quoted_message_ids,
     render_earlier_conversations,
 )
-from conversation import (
-    CHANNEL,
-    DIRECT,
-    NORMAL,
-    OWN_THREAD,
-    AnswerPosts,
-    ChannelConversation,
-    ConversationManager,
-    Decision,
-    MessageRecord,
-    ResponseDecider,
-    addresses_bot,
-    log_decision,
-    utc_now,
-)
+from conversation import ChannelConversation, ConversationManager, utc_now
+from conversation_snapshots import restore, snapshot
 from costs import UsageMetrics, model_label
+from decider import ResponseDecider, addresses_bot, log_decision
 from discord_io import (
     attachment_info,
     is_automated,
@@ -99,7 +86,6 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
-from files.kinds import AttachmentInfo, Kind
 from files.prepared import PreparedFiles
 from files.preparer import AttachmentPreparer
 from files.providers import build_transcriber, is_image_refusal, model_key
@@ -117,7 +103,8 @@ from preflight import (
     settings_env_file,
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
-from sessions import restore, snapshot
+from providers.models import build_model, close_model
+from records import CHANNEL, DIRECT, NORMAL, OWN_THREAD, AnswerPosts, AttachmentInfo, Decision, Kind, MessageRecord
 from shared import SharedSettings, channels_served_elsewhere, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
@@ -166,7 +153,7 @@ class Parley(discord.AutoShardedClient):
         settings: Settings,
         manager: ConversationManager,
         decider: ResponseDecider,
-        responder: Agent[ChatDeps, str],
+        responder: Responder,
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
         profiles: Profiles | None = None,
@@ -255,7 +242,7 @@ class Parley(discord.AutoShardedClient):
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
-        await self._resources.enter_async_context(self.responder)
+        await self._resources.enter_async_context(self.responder.agent)
         self.toolbox.start()
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
@@ -974,7 +961,6 @@ class Parley(discord.AutoShardedClient):
             conversation,
             record,
             deps,
-            self.settings,
             listener=listener,
             model=chosen,
             instructions=instructions,
@@ -1139,7 +1125,6 @@ class Parley(discord.AutoShardedClient):
                     self.responder,
                     shown,
                     deps,
-                    self.settings,
                     listener=listener,
                     model=self.answer_model(profile.model),
                     instructions=persona_instructions(profile.persona),

@@ -9,17 +9,18 @@ from typing import TYPE_CHECKING, Any, Literal
 import discord
 from discord import app_commands
 
-from agent import approx_tokens
 from archive import ArchiveWriteFailed
 from budget import UsageSummary, next_utc_midnight
 from config import ChannelMode
-from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation
+from context import approx_tokens
+from conversation import ChannelConversation
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import discord_time, split_message
 from journal import KEPT_PER_CHANNEL, LoggedDecision
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 from ops.redaction import mask_credentials
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
+from records import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL
 
 if TYPE_CHECKING:
     from bot import Parley

@@ -13,8 +13,9 @@ import pytest
 
 from bot import configure_logging, main
 from config import Settings
-from conversation import Decision, MessageRecord, log_decision
+from decider import log_decision
 from ops.redaction import MASK, mask_credentials, one_line
+from records import Decision, MessageRecord
 
 FORGED = "2026-11-25 10:00:00,000 ERROR parley: the bot token is XYZ"
 
