@@ -199,6 +199,8 @@ RUN_ELSEWHERE = {
     "pytest": ".ci/run, and this very test run",
     "pre-commit install": "installs a git hook",
     'pytest -m "not slow"': ".ci/run runs the whole suite, which includes these",
+    'pytest -m "not slow" -n auto': ".ci/run runs it (with --dist worksteal)",
+    "pytest -n auto": ".ci/run runs the same tests as its fast and slow runs",
     "bash .ci/run": "CI itself: installs into a fresh environment, then runs every check and the whole suite",
     "mkdocs serve": "serves the site until stopped (test_the_docs_site_builds_strictly builds the same pages)",
 }
