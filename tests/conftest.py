@@ -21,6 +21,7 @@ from fake_discord import FakeDiscord
 from fake_llm import FakeLLM, allow_model_requests
 from postgres_support import database_url, throwaway_postgres
 
+from archive import open_archive
 from config import Settings
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
@@ -189,3 +190,16 @@ async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
     # Dropped after the test (FORCE ends connections it left open), so a run's databases do not pile up.
     name = url.partition("?")[0].rsplit("/", 1)[1]
     await _execute(server_url, f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "parley.db"
+
+
+@pytest.fixture
+async def archive(archive_url: str):
+    """An empty archive on each backend in turn (SQLite at db_path, or a fresh Postgres database)."""
+    archive = await open_archive(archive_url, retention_days=0)
+    yield archive
+    await archive.close()
