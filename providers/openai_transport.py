@@ -16,7 +16,7 @@ class _UntransformedCompletions(AsyncCompletions):
     5 ms at 20 messages and growing with the conversation. For what pydantic-ai sends (plain
     wire-format dicts) the walk changes nothing. `extra_body` is merged into the JSON body after the
     transform, so moving the two bulky fields there sends the same bytes without the walk
-    (tests/test_agent.py pins that). The same generator's Anthropic SDK has the issue on record:
+    (tests/test_agent_runs.py pins that). The same generator's Anthropic SDK has the issue on record:
     https://github.com/anthropics/anthropic-sdk-python/issues/1195
     """
 

@@ -3,9 +3,9 @@ model receives it (a FunctionModel) for an answer and for Regenerate."""
 
 from __future__ import annotations
 
+from agent_test_support import BOB, BOT, CAROL, conversation_of, deps, msg, user_texts
 from pydantic_ai import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_agent import BOB, BOT, CAROL, conversation_of, deps, msg, user_texts
 
 from admission.history_access import private_view, regenerated_view, visible_to
 from agent import build_responder, generate_reply

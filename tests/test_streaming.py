@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
+from agent_test_support import ALICE, conversation_of, deps, msg, user_texts
 from pydantic_ai import CancellationToken, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
-from test_agent import ALICE, conversation_of, deps, msg, user_texts
 
 from agent import STOPPED_NOTE, ReplyFailed, build_responder, generate_reply, regenerate_reply
 from conversation import ConversationManager
