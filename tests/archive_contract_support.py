@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
+
 from archive.sqlite import ArchivedMessage
 
 NOW = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
@@ -66,3 +68,25 @@ def fts_integrity_check(path: Path) -> None:
     """Raises if the FTS index and the messages table disagree."""
     with raw_db(path) as db:
         db.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+
+
+REFUSE_MODES = (
+    "CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+)
+REFUSE_MODES_POSTGRES = """
+CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk says no'; END $$;
+CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings FOR EACH ROW EXECUTE FUNCTION refuse();
+"""
+
+
+async def refuse_mode_writes(archive_url: str, db_path: Path, event: str) -> None:
+    """Make the archive's database itself refuse `event` (INSERT or UPDATE) on the profile values (modes among them)."""
+    if archive_url.startswith("sqlite"):
+        with raw_db(db_path) as db:
+            db.execute(REFUSE_MODES.format(event))
+        return
+    connection = await asyncpg.connect(archive_url)
+    try:
+        await connection.execute(REFUSE_MODES_POSTGRES.format(event))
+    finally:
+        await connection.close()

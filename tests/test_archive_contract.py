@@ -7,7 +7,6 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
-import asyncpg
 import pytest
 from archive_contract_support import (
     CHANNEL,
@@ -17,7 +16,6 @@ from archive_contract_support import (
     fts_rowids,
     ids,
     msg,
-    raw_db,
 )
 from freezegun import freeze_time
 
@@ -362,25 +360,3 @@ async def test_pending_writes(archive: SQLiteArchive) -> None:
     assert archive.pending_writes == 3
     await archive.flush()
     assert archive.pending_writes == 0
-
-
-REFUSE_MODES = (
-    "CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-)
-REFUSE_MODES_POSTGRES = """
-CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk says no'; END $$;
-CREATE TRIGGER refuse_modes BEFORE {} ON profile_settings FOR EACH ROW EXECUTE FUNCTION refuse();
-"""
-
-
-async def refuse_mode_writes(archive_url: str, db_path: Path, event: str) -> None:
-    """Make the archive's database itself refuse `event` (INSERT or UPDATE) on the profile values (modes among them)."""
-    if archive_url.startswith("sqlite"):
-        with raw_db(db_path) as db:
-            db.execute(REFUSE_MODES.format(event))
-        return
-    connection = await asyncpg.connect(archive_url)
-    try:
-        await connection.execute(REFUSE_MODES_POSTGRES.format(event))
-    finally:
-        await connection.close()

@@ -10,6 +10,7 @@ from typing import Any
 
 import discord
 import pytest
+from archive_contract_support import REFUSE_MODES, raw_db
 from e2e_support import (
     MEMBER,
     RunningBot,
@@ -28,7 +29,6 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM, message_text
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_archive_contract import REFUSE_MODES, raw_db
 from test_journal import logged
 
 from agent import build_judge

@@ -11,10 +11,10 @@ from typing import Any
 
 import asyncpg
 import pytest
+from archive_contract_support import raw_db, refuse_mode_writes
 from conftest import fresh_postgres_database
 from pydantic_ai import Agent, ModelMessage, ModelResponse, ToolCallPart, ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_archive_contract import raw_db, refuse_mode_writes
 
 from agent import JudgeOutput, LLMJudge
 from archive import Archive, ArchiveWriteFailed, open_archive
