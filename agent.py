@@ -12,7 +12,7 @@ bot.py; every agent built here is picked up by it.
 # be evaluated again each time (about 50 µs a function here).
 import logging
 import re
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -211,13 +211,50 @@ def build_responder(
     if memory_enabled is None:
         memory_enabled = settings.memory_tools_enabled
     tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
+    toolbox = toolbox or Toolbox()
+    model = model or build_model(settings)
+    # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
+    instructions: list[Any] = [_VOICE]
+    capabilities: list[Any] = [ProcessHistory(_history_within_budget(settings)), *toolbox.capabilities.values()]
+    if tools or toolbox.toolsets or toolbox.capabilities:
+        instructions += [_notes_on_offered_tools(archive_enabled, memory_enabled, toolbox), _answer_now_note]
+        capabilities += [
+            PrepareTools(_offer_profile_tools),
+            PrepareTools(_tools_withdrawn_near_the_limits(settings.max_answer_tokens)),
+        ]
+    agent = Agent(
+        model,
+        deps_type=ChatDeps,
+        output_type=str,
+        name="parley",
+        instructions=instructions,
+        model_settings=merge_model_settings(
+            retry_settings(model, settings.model_retries),
+            merge_model_settings(ModelSettings(max_tokens=settings.max_answer_tokens), PROMPT_CACHE_SETTINGS),
+        ),
+        tools=tools,
+        toolsets=toolbox.offered_toolsets(),
+        capabilities=capabilities,
+    )
+    return Responder(agent, answer_limits(settings), settings.response_timeout_seconds)
+
+
+def _history_within_budget(settings: Settings) -> Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]:
+    """The history processor: expire old images, then trim to HISTORY_TOKEN_BUDGET before each request."""
     budget = settings.history_token_budget
-    max_answer_tokens = settings.max_answer_tokens
     image_retain_turns = settings.image_retain_turns
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
         # Old images first: a placeholder costs the budget a line, the image a thousand tokens.
         return trim_history(expire_images(messages, image_retain_turns), budget)
+
+    return keep_within_budget
+
+
+def _tools_withdrawn_near_the_limits(
+    max_answer_tokens: int,
+) -> Callable[[RunContext[ChatDeps], list[ToolDefinition]], Awaitable[list[ToolDefinition]]]:
+    """The tool preparer that offers no tools to the last request the answer's limits leave room for."""
 
     async def withdraw_tools_near_the_limits(
         ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]
@@ -236,44 +273,31 @@ def build_responder(
         )
         return []
 
-    async def answer_now_note(ctx: RunContext[ChatDeps]) -> str:
-        # pydantic-ai prepares a step's tools before it renders its instructions.
-        return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
+    return withdraw_tools_near_the_limits
 
-    toolbox = toolbox or Toolbox()
+
+async def _answer_now_note(ctx: RunContext[ChatDeps]) -> str:
+    # pydantic-ai prepares a step's tools before it renders its instructions.
+    return _ANSWER_NOW if ctx.deps.wound_down is not None else ""
+
+
+def _notes_on_offered_tools(
+    archive_enabled: bool, memory_enabled: bool, toolbox: Toolbox
+) -> Callable[[RunContext[ChatDeps]], Awaitable[str]]:
+    """The instructions naming the tool sets the channel's profile offers to this run."""
     # Each tool set's note, shown while the channel's profile offers the set (or one of the sets it describes):
     # a note about a withheld tool would have the model call what it does not have.
     sets = ((_ARCHIVE_NOTE, ARCHIVE, archive_enabled), (_MEMORY_NOTE, MEMORY, memory_enabled))
     notes = [(note, offers(name)) for note, name, on in sets if on] + toolbox.notes
 
-    async def offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
-        return offered(tool_defs, ctx.deps.offered_toolsets)
-
     async def notes_on_offered_tools(ctx: RunContext[ChatDeps]) -> str:
         return "\n".join(note for note, shown in notes if shown(ctx))
 
-    model = model or build_model(settings)
-    # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
-    instructions: list[Any] = [_VOICE]
-    capabilities: list[Any] = [ProcessHistory(keep_within_budget), *toolbox.capabilities.values()]
-    if tools or toolbox.toolsets or toolbox.capabilities:
-        instructions += [notes_on_offered_tools, answer_now_note]
-        capabilities += [PrepareTools(offer_profile_tools), PrepareTools(withdraw_tools_near_the_limits)]
-    agent = Agent(
-        model,
-        deps_type=ChatDeps,
-        output_type=str,
-        name="parley",
-        instructions=instructions,
-        model_settings=merge_model_settings(
-            retry_settings(model, settings.model_retries),
-            merge_model_settings(ModelSettings(max_tokens=max_answer_tokens), PROMPT_CACHE_SETTINGS),
-        ),
-        tools=tools,
-        toolsets=toolbox.offered_toolsets(),
-        capabilities=capabilities,
-    )
-    return Responder(agent, answer_limits(settings), settings.response_timeout_seconds)
+    return notes_on_offered_tools
+
+
+async def _offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+    return offered(tool_defs, ctx.deps.offered_toolsets)
 
 
 def answer_limits(settings: Settings) -> UsageLimits:
