@@ -187,7 +187,7 @@ def timed_round(old: Engine, new: Engine, slice_size: int) -> tuple[Run, Run]:
     return runs
 
 
-def main() -> None:
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default="e2e9388", help="the earlier commit (default: the start of session 6)")
     parser.add_argument("--messages", type=int, default=1_000_000)
@@ -195,8 +195,47 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="timed rounds of each version, alternating")
     parser.add_argument("--slice", type=int, default=10_000, help="messages per turn of each engine")
     parser.add_argument("--check-messages", type=int, default=200_000, help="messages compared decision by decision")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def compare_decisions(old: Engine, new: Engine, check: int) -> None:
+    """Print whether both engines make the same decisions and log the same lines over the first `check` messages."""
+    results = [
+        decisions_and_log(Engine(e.name, e.conversation, e.decider, e.followup, e.model_path, e.messages[:check]))
+        for e in (old, new)
+    ]
+    same_decisions = results[0][0] == results[1][0]
+    same_lines = results[0][1] == results[1][1]
+    print(
+        f"first {check:,} messages, INFO logging on: {len(results[1][0]):,} decisions, {len(results[1][1]):,}"
+        f" log lines, {results[1][2]:,} answered; decisions identical: {same_decisions};"
+        f" log lines identical: {same_lines}"
+    )
+
+
+def timed_rounds(old: Engine, new: Engine, args: argparse.Namespace) -> tuple[list[float], list[float]]:
+    """The CPU-time ratios (old over new) of each round and of each slice, printing each round."""
+    gc.collect()
+    gc.freeze()
+    ratios = []
+    slice_ratios = []
+    for index in range(args.rounds):
+        old_run, new_run = timed_round(old, new, args.slice)
+        ratios.append(old_run.cpu_seconds / new_run.cpu_seconds)
+        slice_ratios += [before / after for before, after in zip(old_run.slices, new_run.slices, strict=True)]
+        print(
+            f"round {index + 1}: {old.name} {old_run.cpu_seconds:.3f} s CPU"
+            f" ({args.messages / old_run.cpu_seconds:,.0f} msg/s), this worktree {new_run.cpu_seconds:.3f} s"
+            f" ({args.messages / new_run.cpu_seconds:,.0f} msg/s); ratio {ratios[-1]:.3f};"
+            f" answered {old_run.answered:,} / {new_run.answered:,},"
+            f" live {len(old_run.manager):,} / {len(new_run.manager):,}"
+        )
+    gc.unfreeze()
+    return ratios, slice_ratios
+
+
+def main() -> None:
+    args = parse_arguments()
     with tempfile.TemporaryDirectory() as folder:
         old_conversation, old_decider, old_followup, old_model = load_earlier(args.against, Path(folder))
         messages = list(bench_engine.message_stream(args.messages, args.channels))
@@ -216,35 +255,8 @@ def main() -> None:
         for engine in (old, new):
             assert engine.conversation.__file__ is not None
             print(f"{engine.name}: {engine.conversation.__file__}")
-        check = min(args.check_messages, args.messages)
-        results = [
-            decisions_and_log(Engine(e.name, e.conversation, e.decider, e.followup, e.model_path, e.messages[:check]))
-            for e in (old, new)
-        ]
-        same_decisions = results[0][0] == results[1][0]
-        same_lines = results[0][1] == results[1][1]
-        print(
-            f"first {check:,} messages, INFO logging on: {len(results[1][0]):,} decisions, {len(results[1][1]):,}"
-            f" log lines, {results[1][2]:,} answered; decisions identical: {same_decisions};"
-            f" log lines identical: {same_lines}"
-        )
-
-        gc.collect()
-        gc.freeze()
-        ratios = []
-        slice_ratios = []
-        for index in range(args.rounds):
-            old_run, new_run = timed_round(old, new, args.slice)
-            ratios.append(old_run.cpu_seconds / new_run.cpu_seconds)
-            slice_ratios += [before / after for before, after in zip(old_run.slices, new_run.slices, strict=True)]
-            print(
-                f"round {index + 1}: {old.name} {old_run.cpu_seconds:.3f} s CPU"
-                f" ({args.messages / old_run.cpu_seconds:,.0f} msg/s), this worktree {new_run.cpu_seconds:.3f} s"
-                f" ({args.messages / new_run.cpu_seconds:,.0f} msg/s); ratio {ratios[-1]:.3f};"
-                f" answered {old_run.answered:,} / {new_run.answered:,},"
-                f" live {len(old_run.manager):,} / {len(new_run.manager):,}"
-            )
-        gc.unfreeze()
+        compare_decisions(old, new, min(args.check_messages, args.messages))
+        ratios, slice_ratios = timed_rounds(old, new, args)
     quartiles = statistics.quantiles(slice_ratios, n=4)
     print(
         f"CPU time of {old.name} over this worktree's: {min(ratios):.3f} to {max(ratios):.3f}"
