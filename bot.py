@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
-import gc
-import hashlib
 import json
 import logging
 import math
-import os
-import signal
 import sqlite3
 import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import discord
-import logfire
-import yarl
-from discord import app_commands
-from opentelemetry.sdk.trace import SpanProcessor
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
 from pydantic_ai.messages import ModelMessage
@@ -66,7 +55,7 @@ from attachments import (
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
-from config import Settings, describe_settings_error
+from config import Settings
 from context import (
     EARLIER_SUMMARIES,
     HistoryCompactor,
@@ -106,18 +95,17 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
-from followup import ModelFileError, load_model, model_path
+from edge.command_sync import sync_commands
+from edge.gateway import reach_gateway
+from followup import load_model, model_path
 from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
+from ops import cli
+from ops.cli import ArchiveUnavailable
 from preflight import (
-    configuration_problems,
-    describe_configuration,
-    export_dotenv_variables,
     invite_link,
     parley_version,
-    required_settings_help,
-    settings_env_file,
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
 from sessions import restore, snapshot
@@ -151,10 +139,6 @@ def guild_id_of(message: discord.Message) -> int:
 
 # The archive's bot_state entry: per channel, since when the archive holds all of it.
 COVERAGE_STATE = "archive_covered_since"
-
-
-class ArchiveUnavailable(Exception):
-    """The archive DATABASE_URL names cannot be opened or created (or its server reached)."""
 
 
 @dataclass
@@ -340,7 +324,13 @@ class Parley(discord.AutoShardedClient):
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
-        await self.sync_commands(force=self.force_command_sync)
+        await sync_commands(
+            self.tree,
+            guild_id=self.settings.guild_id,
+            application_id=self.application_id,
+            archive=self.archive,
+            force=self.force_command_sync,
+        )
 
     async def launch_shards(self) -> None:
         """Connect this process's shards; through DISCORD_GATEWAY_URL when it is set.
@@ -487,47 +477,6 @@ class Parley(discord.AutoShardedClient):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
-
-    async def sync_commands(self, *, force: bool = False) -> None:
-        """Register the slash commands with Discord if they changed since the last time (or if `force`).
-
-        In GUILD_ID alone (usable at once) when set, else globally. Discord rate-limits registration
-        and advises against it on every start, so the hash of what was last registered is kept (in
-        the archive, or in COMMAND_SYNC_FILE without one) and an unchanged tree is not sent again.
-        """
-        guild_id = self.settings.guild_id
-        guild = None if guild_id is None else discord.Object(id=guild_id)
-        if guild is not None:
-            self.tree.copy_global_to(guild=guild)
-        scope = "globally" if guild is None else f"to guild {guild_id}"
-        key = f"command_sync:{self.application_id}:{guild_id or 'global'}"
-        digest = command_tree_hash(self.tree, guild)
-        if not force and await self._remembered(key) == digest:
-            log.info("slash commands unchanged since they were last registered %s", scope)
-            return
-        try:
-            synced = await self.tree.sync(guild=guild)
-        except discord.HTTPException as error:
-            # The bot still works without fresh commands; say why they could not be registered.
-            log.error("could not sync the slash commands: %s", error)
-            return
-        log.info("synced %d slash command(s) %s", len(synced), scope)
-        await self._remember(key, digest)
-
-    async def _remembered(self, key: str) -> str | None:
-        if self.archive is not None:
-            return await self.archive.get_state(key)
-        noted = await asyncio.to_thread(_read_sync_file)
-        return noted.get(key)
-
-    async def _remember(self, key: str, value: str) -> None:
-        try:
-            if self.archive is not None:
-                await self.archive.set_state(key, value)
-            else:
-                await asyncio.to_thread(_write_sync_file, key, value)
-        except (OSError, ArchiveWriteFailed) as error:
-            log.warning("could not note the command registration (%s): the next start registers them again", error)
 
     async def close(self) -> None:
         if self.user is None:
@@ -1531,104 +1480,7 @@ class Parley(discord.AutoShardedClient):
             self.archive.delete_guild(guild.id)
 
 
-GATEWAY_PREFLIGHT_SECONDS = 30.0
-
-
-async def reach_gateway(gateway: yarl.URL) -> None:
-    """Open a websocket to the gateway and close it at once, before any shard identifies.
-
-    Raises:
-        ConnectionError: nothing answers there as a gateway; the message names the address.
-    """
-    timeout = aiohttp.ClientTimeout(total=GATEWAY_PREFLIGHT_SECONDS)
-    try:
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.ws_connect(str(gateway)):
-            pass
-    except (OSError, aiohttp.ClientError) as error:
-        reason = str(error) or type(error).__name__
-        raise ConnectionError(f"the gateway {gateway} cannot be reached: {reason}") from None
-
-
 # --- Composition root --------------------------------------------------------------------------
-
-
-# Log-record attributes holding what members wrote or chose: names, and the judge's words about a message.
-CONTENT_ATTRIBUTES = ("author", "detail")
-REDACTED = "[redacted]"
-
-
-def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProcessor] = ()) -> None:
-    """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs, decisions and model runs also go to Logfire.
-
-    Logfire gets message text (prompts, tool arguments and results, answers, and the names and
-    excerpts in log records) only with LOGFIRE_INCLUDE_CONTENT=true. `span_processors` are handed
-    everything Logfire would send (tests capture it with them).
-    """
-    token = settings.logfire_token
-    logfire.configure(
-        send_to_logfire=token is not None,
-        token=token.get_secret_value() if token is not None else None,
-        service_name="parley",
-        console=False,
-        additional_span_processors=list(span_processors),
-        scrubbing=logfire.ScrubbingOptions(callback=_keep_ids),
-    )
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
-    # Without a destination, spans and log records would go nowhere, yet building them costs about
-    # 2 ms a model call and 0.2 ms a log record.
-    if token is not None or span_processors:
-        content = settings.logfire_include_content
-        logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
-        handlers.append(logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler())
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
-
-
-def _keep_ids(match: logfire.ScrubMatch) -> Any:
-    """Keep `author_id`, which Logfire's scrubber would hide because it contains "auth"; an id is no credential."""
-    return match.value if match.path[-1] == "author_id" else None
-
-
-class ContentFreeLogfireHandler(logfire.LogfireLoggingHandler):
-    """Logfire's log handler, minus what members wrote or chose.
-
-    A record's `CONTENT_ATTRIBUTES` are left out, and so are their values among its format
-    arguments (the message reads "by [redacted]"); ids, reasons and tiers still go.
-    """
-
-    def fill_attributes(self, record: logging.LogRecord) -> dict[str, Any]:
-        hidden = [record.__dict__[key] for key in CONTENT_ATTRIBUTES if key in record.__dict__]
-        if not hidden:
-            return super().fill_attributes(record)
-        fields = {key: value for key, value in record.__dict__.items() if key not in CONTENT_ATTRIBUTES}
-        redacted = logging.makeLogRecord(fields)
-        if isinstance(record.args, tuple):
-            redacted.args = tuple(REDACTED if isinstance(arg, str) and arg in hidden else arg for arg in record.args)
-        return super().fill_attributes(redacted)
-
-
-RETIRED_SETTINGS = {
-    "IGNORE_OTHER_BOTS": "other bots, webhooks and system messages are answered only if listed in ANSWER_BOT_IDS",
-}
-
-
-def warn_about_retired_settings(environ: Mapping[str, str]) -> None:
-    """Say which variables set for an older Parley are now ignored, and what replaced them."""
-    for name, instead in RETIRED_SETTINGS.items():
-        if name in environ:
-            log.warning("%s is no longer read: %s", name, instead)
-
-
-def point_at_discord(settings: Settings) -> None:
-    """Aim discord.py at REST and gateway proxies (local fakes in tests) when configured."""
-    if settings.discord_api_base_url:
-        discord.http.Route.BASE = settings.discord_api_base_url.rstrip("/")
-    if settings.discord_gateway_url:
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url)
 
 
 def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
@@ -1674,135 +1526,9 @@ def _stored(conversation: ChannelConversation) -> StoredConversation:
     return StoredConversation(conversation.last_activity, snapshot(conversation))
 
 
-COMMAND_SYNC_FILE = Path("data") / "command-sync.json"
-
-
-def command_tree_hash(tree: app_commands.CommandTree, guild: discord.abc.Snowflake | None) -> str:
-    """A hash of exactly what `tree.sync(guild=guild)` would send to Discord."""
-    payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _read_sync_file() -> dict[str, str]:
-    """The command registrations noted without an archive; nothing if the file is missing or unreadable."""
-    try:
-        noted = json.loads(COMMAND_SYNC_FILE.read_text())
-    except (OSError, ValueError):
-        return {}
-    return noted if isinstance(noted, dict) else {}
-
-
-def _write_sync_file(key: str, value: str) -> None:
-    noted = _read_sync_file() | {key: value}
-    COMMAND_SYNC_FILE.parent.mkdir(parents=True, exist_ok=True)
-    COMMAND_SYNC_FILE.write_text(json.dumps(noted, indent=2, sort_keys=True) + "\n")
-
-
-async def run(client: Parley, token: str) -> None:
-    """Run until Discord disconnects for good or SIGTERM/SIGINT asks for a graceful stop."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        async with client:
-            await client.open_archive()
-            serving = asyncio.create_task(client.start(token))
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if serving.done():
-                serving.result()
-            log.info("shutting down")
-            await client.close()
-            await serving
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-
-
-async def register_commands(client: Parley, token: str) -> None:
-    """`--sync`: log in (which registers the commands, forced) and leave, without opening a gateway session."""
-    async with client:
-        await client.open_archive()
-        await client.login(token)
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="bot.py",
-        description="Run Parley, a Discord bot that joins channel conversations. Its settings come from the"
-        " environment and a .env file in the current folder.",
-        epilog=required_settings_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="check the configuration offline (settings, model, provider package and key, archive), print it"
-        " with secrets masked, and exit: 0 if it is fine, 2 if not",
-    )
-    parser.add_argument(
-        "--sync",
-        action="store_true",
-        help="register the /parley commands with Discord now (in GUILD_ID alone when set), even if unchanged,"
-        " and exit; a normal start registers them whenever they changed",
-    )
-    parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
-    return parser.parse_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    export_dotenv_variables(settings_env_file())
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        print(describe_settings_error(error), file=sys.stderr)
-        return 2
-    problems = configuration_problems(settings)
-    for problem in problems:
-        print(f"Configuration error: {problem}", file=sys.stderr)
-    if problems:
-        return 2
-    try:
-        load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
-    except ModelFileError as error:
-        print(f"Configuration error: {error}", file=sys.stderr)
-        return 2
-    if args.check:
-        print(describe_configuration(settings))
-        print(f"Parley {parley_version()}: the configuration is complete (checked offline; nothing was sent).")
-        return 0
-    configure_logging(settings)
-    warn_about_retired_settings(os.environ)
-    point_at_discord(settings)
-    client = build_client(settings, sync_commands=args.sync)
-    # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's
-    # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
-    # https://docs.python.org/3/library/gc.html#gc.freeze
-    gc.freeze()
-    token = settings.discord_token.get_secret_value()
-    try:
-        asyncio.run(register_commands(client, token) if args.sync else run(client, token))
-    except discord.LoginFailure:
-        print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
-        return 2
-    except ArchiveUnavailable as error:
-        print(f"Configuration error: {error}", file=sys.stderr)
-        return 2
-    except discord.PrivilegedIntentsRequired:
-        print(
-            "Configuration error: enable the Message Content intent for this bot in the Discord developer portal",
-            file=sys.stderr,
-        )
-        return 2
-    except (OSError, aiohttp.ClientError) as error:
-        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL;
-        # a gateway address that answers but not as a websocket is an aiohttp.ClientError.
-        print(f"Could not reach Discord: {error}", file=sys.stderr)
-        return 1
-    return 0
+    """`python bot.py`: the command line (ops.cli) with this composition root."""
+    return cli.main(argv, build_client)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ from fake_discord import ALICE_ID, BOB_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E
 from fake_llm import MODEL_NAME  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
-from bot import Parley, build_client, point_at_discord, run  # noqa: E402
+from bot import Parley, build_client  # noqa: E402
 from config import Settings  # noqa: E402
+from edge.gateway import point_at_discord  # noqa: E402
+from ops.cli import run  # noqa: E402
 
 LAG_INTERVAL = 0.005
 

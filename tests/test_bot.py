@@ -17,10 +17,8 @@ from bot import (
     BOT_LOOP,
     BOT_NOT_LISTED,
     BotGate,
-    ContentFreeLogfireHandler,
-    configure_logging,
-    warn_about_retired_settings,
 )
+from ops.observability import ContentFreeLogfireHandler, configure_logging, warn_about_retired_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -32,7 +32,7 @@ from test_history import REFUSE_MODES, raw_db
 from test_journal import logged
 
 from agent import build_judge
-from bot import build_client, parse_args, point_at_discord
+from bot import build_client
 from budget import UsageSummary
 from commands import (
     EPHEMERAL_MAX_POSTS,
@@ -56,7 +56,9 @@ from conversation import (
     ResponseDecider,
 )
 from discord_io import split_message
+from edge.gateway import point_at_discord
 from journal import LoggedDecision
+from ops.cli import parse_args
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -17,9 +17,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, HistoryArchive
-from bot import configure_logging
 from config import Settings
 from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider, log_decision
+from ops.observability import configure_logging
 from tools import ChatDeps
 
 BOT, MALLORY, CHANNEL, GUILD = 1, 66, 500, 42

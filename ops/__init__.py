@@ -1,0 +1,1 @@
+"""Operations: logging and observability setup, the command line, preflight. Nothing here decides or answers."""
