@@ -5,21 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import math
 import sqlite3
 import sys
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import discord
-from pydantic import ValidationError
 from pydantic_ai import Agent, RunUsage
-from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from agent import (
@@ -37,9 +34,7 @@ from agent import (
 )
 from archive import (
     Archive,
-    ArchiveWriteFailed,
     DatabaseUrlError,
-    StoredConversation,
     describe_database_url,
     open_archive,
 )
@@ -52,18 +47,12 @@ from attachments import (
     is_image_refusal,
     model_key,
 )
-from backfill import ChannelCatchUp, catch_up, readable_channels
 from budget import NO_MEMBER, UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
 from config import Settings
 from context import (
-    EARLIER_SUMMARIES,
-    HistoryCompactor,
     Summarizer,
     build_summarizer,
-    pick_summaries,
-    quoted_message_ids,
-    render_earlier_conversations,
 )
 from conversation import (
     CHANNEL,
@@ -82,7 +71,6 @@ from conversation import (
 )
 from costs import UsageMetrics, model_label
 from discord_io import (
-    attachment_info,
     is_automated,
     is_closed_thread,
     may_read_history,
@@ -102,23 +90,24 @@ from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDe
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
 from ops import cli
+from ops.background import BackgroundTasks
 from ops.cli import ArchiveUnavailable
 from preflight import (
     invite_link,
     parley_version,
 )
 from profiles import Profiles, load_profiles_file, persona_instructions
-from sessions import restore, snapshot
-from shared import SharedSettings, channels_served_elsewhere, follow_other_processes
+from shared import SharedSettings, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
+from upkeep.conversations import ConversationUpkeep
+from upkeep.coverage import Coverage
+from upkeep.forgetting import Forgetting
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener
 
 log = logging.getLogger("parley")
-
-SUMMARIES_AT_ONCE = 4
 
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
 # Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
@@ -135,10 +124,6 @@ DIRECT_MESSAGES_PLACE = "direct messages"
 def guild_id_of(message: discord.Message) -> int:
     """The message's server id; 0 for a direct message, so DMs share one budget and memory scope apart from servers."""
     return 0 if message.guild is None else message.guild.id
-
-
-# The archive's bot_state entry: per channel, since when the archive holds all of it.
-COVERAGE_STATE = "archive_covered_since"
 
 
 @dataclass
@@ -240,17 +225,9 @@ class Parley(discord.AutoShardedClient):
         self.summarizer = summarizer
         # Web search and the MCP servers, by name; the servers run from setup_hook to close.
         self.toolbox = toolbox or Toolbox()
-        self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
-        # The archive holds every message only from the moment this gateway session started watching,
-        # or, per channel, from whenever this session's catch-up filled the gap before it.
-        self.watching_since = utc_now()
-        self.covered_since: dict[int, datetime] = {}
-        self._catch_up: asyncio.Task[None] | None = None
-        # set_state reads its value back to confirm it; two notes at once would each read the other's.
-        self._coverage_lock = asyncio.Lock()
         self._turns: dict[int, _Turn] = {}
         self.member_rates = (
             TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
@@ -289,13 +266,21 @@ class Parley(discord.AutoShardedClient):
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
-        self._background: set[asyncio.Task[None]] = set()
-        # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
-        # so neither the model provider nor the process's memory sees them all at the same time.
-        self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
-        # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
-        # meanwhile takes them out, so no summary is kept from what is gone.
-        self._ending: list[ChannelConversation] = []
+        self.background = BackgroundTasks()
+        self.upkeep = ConversationUpkeep(
+            settings, manager, self, self.background, summarizer=summarizer, forget_markers=self.forget_markers
+        )
+        self.forgetting = Forgetting(
+            manager,
+            self,
+            self.upkeep,
+            decisions=self.decisions,
+            profiles=self.profiles,
+            forget_markers=self.forget_markers,
+            thread_channels=self.thread_channels,
+            own_threads=self.own_threads,
+        )
+        self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
         self.attachments = AttachmentPreparer(
             self.read_attachment,
             vision=settings.vision,
@@ -323,7 +308,7 @@ class Parley(discord.AutoShardedClient):
             self.summarizer.on_usage = self.account_summary
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
-        self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
+        self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         await sync_commands(
             self.tree,
             guild_id=self.settings.guild_id,
@@ -363,7 +348,12 @@ class Parley(discord.AutoShardedClient):
             raise ArchiveUnavailable(f"DATABASE_URL names {where}, which cannot be opened: {error}") from error
         self.memory = await MemoryStore.open(self.archive)
         shared = SharedSettings(
-            self.archive, self.profiles, self.forget_markers, self.thread_channels, self.own_threads, self._forgotten
+            self.archive,
+            self.profiles,
+            self.forget_markers,
+            self.thread_channels,
+            self.own_threads,
+            self.forgetting.forgotten,
         )
         try:
             self._other_processes = await follow_other_processes(url, self.archive, shared)
@@ -374,109 +364,9 @@ class Parley(discord.AutoShardedClient):
         self.thread_channels.update(await self.archive.thread_channels())
         self.own_threads.update(await self.archive.own_threads())
         await self.usage.attach(self.archive)
-        self.manager.on_change = self._keep_conversation
-        self.manager.on_end = self._conversation_ended
-        await self._resume_conversations(self.archive)
-
-    async def _resume_conversations(self, archive: Archive) -> None:
-        """Take up the conversations a previous run left live; those that timed out since have ended.
-
-        With SHARD_IDS, those of servers on other shards are other processes' to take up.
-        """
-        stored = await archive.stored_conversations()
-        if self.settings.shard_ids and self.settings.shard_count:
-            elsewhere = await channels_served_elsewhere(archive, self.settings.shard_ids, self.settings.shard_count)
-            stored = {channel_id: kept for channel_id, kept in stored.items() if channel_id not in elsewhere}
-        resumed = 0
-        for channel_id, kept in sorted(stored.items(), key=lambda item: item[1].last_activity):
-            try:
-                conversation = restore(kept.state)
-            except ValidationError as error:
-                log.warning("dropping the kept conversation of channel %s: unreadable (%s)", channel_id, error)
-                archive.drop_conversation(channel_id)
-                continue
-            if self.manager.adopt(conversation):
-                resumed += 1
-            else:
-                self._conversation_ended(conversation, True)
-        if stored:
-            log.info("resumed %d of %d kept conversation(s)", resumed, len(stored))
-
-    def _keep_conversation(self, conversation: ChannelConversation) -> None:
-        """The manager's listener: the archive writes the conversation's state with its next batch."""
-        if self.archive is not None:
-            self.archive.save_conversation(conversation.channel_id, lambda: _stored(conversation))
-
-    def _conversation_ended(self, conversation: ChannelConversation, expired: bool) -> None:
-        """The manager's listener: a conversation that ended is no longer kept; one that timed out is summarised."""
-        if self.archive is None:
-            return
-        self.archive.drop_conversation(conversation.channel_id)
-        if expired:
-            self.summarise_ended(conversation)
-
-    def summarise_ended(self, conversation: ChannelConversation) -> None:
-        """Keep a summary of an ended conversation for the channel's next one, in the background."""
-        if self.summarizer is not None and conversation.llm_history:
-            self.in_background(self._keep_summary(self.summarizer, conversation), f"summary-{conversation.channel_id}")
-
-    async def _keep_summary(self, summarizer: Summarizer, conversation: ChannelConversation) -> None:
-        channel_id = conversation.channel_id
-        deletions = len(conversation.redactions)
-        self._ending.append(conversation)
-        try:
-            async with self._summary_slots:
-                summary = await summarizer.summarize(conversation.llm_history, channel_id)
-        except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
-            log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
-            return
-        finally:
-            still_kept = any(ending is conversation for ending in self._ending)
-            self._ending = [ending for ending in self._ending if ending is not conversation]
-        if not still_kept or len(conversation.redactions) != deletions:
-            log.info("summary of the conversation that ended in channel %s dropped: its messages changed", channel_id)
-            return
-        if self.archive is not None:
-            written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
-            self.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
-            log.info("kept the summary of the conversation that ended in channel %s", channel_id)
-
-    async def _end_timed_out_conversations(self) -> None:
-        """End conversations as they time out, not only when their server next speaks: their kept state goes from
-        the archive, and their summary is ready for the channel's next conversation."""
-        interval = min(SWEEP_SECONDS, self.settings.conversation_timeout_seconds / 2)
-        while True:
-            await asyncio.sleep(interval)
-            self.manager.evict_expired()
-
-    def compact_later(self, conversation: ChannelConversation) -> None:
-        """Summarise the conversation's oldest turns in the background once its history nears the budget."""
-        if self.compactor is not None and self.compactor.due(conversation):
-            self.in_background(self._compact(self.compactor, conversation), f"compact-{conversation.channel_id}")
-
-    async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
-        if await compactor.compact(conversation) and self.manager.get(conversation.channel_id) is conversation:
-            self.manager.changed(conversation.channel_id)
-
-    async def earlier_conversations(self, channel_id: int) -> str:
-        """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
-        budget = self.settings.summary_context_tokens
-        if self.archive is None or self.summarizer is None or budget == 0:
-            return ""
-        summaries = await self.archive.summaries(channel_id, EARLIER_SUMMARIES)
-        marker = self.forget_markers.get(channel_id)
-        if marker is not None:
-            forgotten_at = discord.utils.snowflake_time(marker)
-            summaries = [summary for summary in summaries if summary.ended_at > forgotten_at]
-        picked = pick_summaries(summaries, budget)
-        return render_earlier_conversations(picked) if picked else ""
-
-    def in_background(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        """Run `work` beside the bot; `close` cancels what is still running."""
-        task = asyncio.create_task(work, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        self.manager.on_change = self.upkeep.keep
+        self.manager.on_end = self.upkeep.ended
+        await self.upkeep.resume(self.archive)
 
     async def close(self) -> None:
         if self.user is None:
@@ -485,9 +375,7 @@ class Parley(discord.AutoShardedClient):
             await discord.Client.close(self)
         else:
             await super().close()
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.background.cancel()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         self.memory = None
@@ -508,96 +396,10 @@ class Parley(discord.AutoShardedClient):
             await close_model(model)
 
     async def on_ready(self) -> None:
-        # A new gateway session (not a resume) may have missed messages: the archive's unbroken
-        # record of the channels starts again now, until catch-up fills the gap.
-        self.watching_since = utc_now()
-        self.covered_since.clear()
+        self.coverage.restart()
         log.info("%s", self.startup_summary())
         self._end_closed_threads()
-        await self._stop_catch_up()
-        archive = self.archive
-        if archive is None:
-            return
-        # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
-        earlier = await self._noted_coverage(archive)
-        await self._note_coverage(archive)
-        if self.settings.backfill_max_messages:
-            self._catch_up = self.in_background(self.catch_up(archive, earlier), "catch-up")
-
-    async def catch_up(self, archive: Archive, earlier: Mapping[int, datetime]) -> None:
-        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
-
-        `earlier`: per channel, since when the archive held all of it up to the previous session's end.
-        """
-        settings = self.settings
-
-        async def caught_up(result: ChannelCatchUp) -> None:
-            covered = result.covered_since
-            if result.complete and result.channel_id in earlier:
-                # The gap reached back into the previous session, so its coverage carries on into this one.
-                covered = min(covered, earlier[result.channel_id])
-            self.covered_since[result.channel_id] = min(covered, self.watching_since)
-            await self._note_coverage(archive)
-
-        try:
-            summary = await catch_up(
-                list(readable_channels(self.guilds)),
-                archive,
-                limit=settings.backfill_max_messages,
-                retention_days=settings.history_retention_days,
-                concurrency=settings.backfill_concurrency,
-                now=utc_now(),
-                session_start=self.watching_since,
-                forget=self._forget_messages,
-                on_channel=caught_up,
-            )
-        except Exception:
-            # A background task's failure would otherwise go unseen; the live archive carries on without it.
-            log.exception("catch-up failed")
-            return
-        log.info("%s", summary.describe())
-
-    async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
-        """Per channel, since when the archive held all of it, as the last session noted."""
-        noted = await archive.get_state(self.coverage_state)
-        try:
-            return {int(channel): datetime.fromisoformat(since) for channel, since in json.loads(noted or "{}").items()}
-        except (ValueError, TypeError, AttributeError):
-            log.warning("ignoring an unreadable %s in the archive", self.coverage_state)
-            return {}
-
-    async def _note_coverage(self, archive: Archive) -> None:
-        """Keep this session's coverage for the next one; channels not caught up (yet) are left out."""
-        try:
-            async with self._coverage_lock:
-                noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
-                await archive.set_state(self.coverage_state, json.dumps(noted, sort_keys=True))
-        except ArchiveWriteFailed as error:
-            log.warning("could not note the archive's coverage (%s): the next start reads context from Discord", error)
-
-    @property
-    def coverage_state(self) -> str:
-        """Where the archive keeps this process's coverage: processes running other shards (SHARD_IDS) keep theirs
-        apart, else each would overwrite the others' with its own channels."""
-        if not self.settings.shard_ids:
-            return COVERAGE_STATE
-        return f"{COVERAGE_STATE}:{','.join(map(str, sorted(self.settings.shard_ids)))} of {self.settings.shard_count}"
-
-    async def _stop_catch_up(self) -> None:
-        task, self._catch_up = self._catch_up, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    @property
-    def catching_up(self) -> bool:
-        """Whether this session's catch-up is still running."""
-        return self._catch_up is not None and not self._catch_up.done()
-
-    def watched_from(self, channel_id: int) -> datetime:
-        """Since when the archive holds every message of the channel."""
-        return self.covered_since.get(channel_id, self.watching_since)
+        await self.coverage.start_catch_up(self.archive, self.guilds)
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
@@ -625,7 +427,7 @@ class Parley(discord.AutoShardedClient):
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
             if record.attachments:
-                self.in_background(self._archive_attachment_text(record), f"attachment-text-{message.id}")
+                self.background.start(self._archive_attachment_text(record), f"attachment-text-{message.id}")
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
@@ -782,7 +584,7 @@ class Parley(discord.AutoShardedClient):
         if ended is not None:
             log.info("the conversation in thread %s ended: the thread was archived or locked", thread_id)
             # Like a timeout, a closed thread is a natural end: a reopened thread starts from its summary.
-            self.summarise_ended(ended)
+            self.upkeep.summarise_ended(ended)
 
     def _end_closed_threads(self) -> None:
         """End the kept conversations of Parley's threads archived, locked or deleted while it was away.
@@ -890,7 +692,7 @@ class Parley(discord.AutoShardedClient):
             if not trigger:
                 return None
             context = await self.load_context(message)
-            earlier = await self.earlier_conversations(channel_id)
+            earlier = await self.upkeep.earlier_conversations(channel_id)
             conversation = self.manager.start(channel_id, context, kind=kind)
             conversation.earlier_conversations = earlier
             self.manager.record_message(channel_id, record)
@@ -909,7 +711,7 @@ class Parley(discord.AutoShardedClient):
             return []
         since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
         after_id = self.forget_markers.get(message.channel.id, 0)
-        if self.archive is not None and since >= self.watched_from(message.channel.id):
+        if self.archive is not None and since >= self.coverage.watched_from(message.channel.id):
             return await self._context_from_archive(self.archive, message, count, since, after_id)
         after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
         return await self._context_from_discord(message, count, discord.Object(id=after_id))
@@ -983,7 +785,7 @@ class Parley(discord.AutoShardedClient):
         if posts:
             self._answered(message, posts, channel, conversation)
             self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
-            self.compact_later(conversation)
+            self.upkeep.compact_later(conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
         """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
@@ -1110,7 +912,7 @@ class Parley(discord.AutoShardedClient):
         if streamed.posts:
             self._answered(message, streamed.posts, channel, conversation)
             self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
-            self.compact_later(conversation)
+            self.upkeep.compact_later(conversation)
 
     def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
         """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
@@ -1354,130 +1156,25 @@ class Parley(discord.AutoShardedClient):
             self._judge_models[name] = build_model(self.settings, name, max_retries=min(self.settings.model_retries, 1))
         return self._judge_models[name]
 
-    async def forget(self, channel_id: int, guild_id: int) -> bool:
-        """End the channel's conversation and start its next one afresh; whether there was one.
-
-        The forget marker keeps context loading from reaching back past this moment; the archive,
-        when on, keeps it across restarts.
-
-        Raises:
-            ArchiveWriteFailed: the archive dropped the marker; nothing was forgotten.
-        """
-        marker = discord.utils.time_snowflake(utc_now(), high=True)
-        previous = self.forget_markers.get(channel_id)
-        # Set before it is stored: the announcement of this very change (Postgres) then finds nothing new.
-        self.forget_markers[channel_id] = marker
-        if self.archive is not None:
-            try:
-                await self.archive.set_forget_marker(channel_id, guild_id, marker)
-            except ArchiveWriteFailed:
-                if previous is None:
-                    del self.forget_markers[channel_id]
-                else:
-                    self.forget_markers[channel_id] = previous
-                raise
-            # The summaries of earlier conversations are what the next one would start from.
-            self.archive.delete_summaries(channel_id)
-        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        live = self.manager.get(channel_id) is not None
-        self.manager.end(channel_id)
-        return live
-
-    def _forgotten(self, channel_id: int) -> None:
-        """Another process's /parley forget: the channel's conversation here ends unsummarised, as in `forget`."""
-        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        self.manager.end(channel_id)
-
-    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None:
-        """Make `messages` the model history of the channel's conversation, starting one if none is live."""
-        conversation = self.manager.get(channel_id) or self.manager.start(channel_id)
-        conversation.llm_history = messages
-        self.manager.changed(channel_id)
-
-    def _forget_channel(self, channel_id: int) -> None:
-        self.own_threads.pop(channel_id, None)
-        self.thread_channels.discard(channel_id)
-        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        self.decisions.drop_channel(channel_id)
-        self.profiles.forget(channel_id)
-        self.forget_markers.pop(channel_id, None)
-
-    # -- Edits and deletions: Discord's developer terms require honouring them in the archive, and what
-    # the model is sent next must be the channel as it now stands, so the live conversation follows too.
+    # -- Edits and deletions (upkeep.forgetting) --
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        # discord.py types the update as a whole message; an embed resolving sends one without content.
-        data: Mapping[str, object] = payload.data
-        if "content" not in data:
-            return
-        text = safe_text(payload.message.clean_content)
-        # An update that lists the message's files lists all it still has: those missing were taken off it.
-        # https://discord.com/developers/docs/topics/gateway-events#message-update
-        files = tuple(attachment_info(a) for a in payload.message.attachments) if "attachments" in data else None
-        for holder in self._holders(payload.channel_id, payload.message_id):
-            conversation = self.manager.get(holder)
-            if conversation is None:
-                continue
-            edited = conversation.edit(payload.message_id, text)
-            if (files is not None and conversation.keep_files(payload.message_id, files)) or edited:
-                self.manager.changed(holder)
-        if self.archive is not None:
-            self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
-            if files is not None:
-                self.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
-
-    def _holders(self, channel_id: int, message_id: int) -> tuple[int, ...]:
-        """The conversations a message may be in: its channel's, and the thread Parley opened on it, if any
-        (a thread started from a message has that message's id, and its question is that message)."""
-        return (channel_id, message_id) if message_id in self.own_threads else (channel_id,)
+        self.forgetting.message_edited(payload)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self._forget_messages(payload.channel_id, [payload.message_id])
+        self.forgetting.message_deleted(payload)
 
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        self._forget_messages(payload.channel_id, payload.message_ids)
-
-    def _forget_messages(self, channel_id: int, message_ids: Collection[int]) -> None:
-        self.decisions.forget_messages(channel_id, message_ids)
-        conversation = self.manager.get(channel_id)
-        if conversation is not None:
-            changed = [conversation.delete(message_id) for message_id in message_ids]
-            if any(changed):
-                self.manager.changed(channel_id)
-        for message_id in message_ids:
-            opened = self.manager.get(message_id) if message_id in self.own_threads else None
-            if opened is not None and opened.delete(message_id):
-                self.manager.changed(message_id)
-        for ending in self._ending:
-            if ending.channel_id == channel_id:
-                for message_id in message_ids:
-                    ending.delete(message_id)
-        if self.archive is not None:
-            self.archive.delete(message_ids)
+        self.forgetting.messages_deleted(payload)
 
     async def on_guild_channel_delete(self, channel: discord.abc.GuildChannel) -> None:
-        self.manager.end(channel.id)
-        self._forget_channel(channel.id)
-        if self.archive is not None:
-            self.archive.delete_channel(channel.id)
+        self.forgetting.channel_deleted(channel)
 
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
-        self.manager.end(payload.thread_id)
-        self._forget_channel(payload.thread_id)
-        if self.archive is not None:
-            self.archive.delete_channel(payload.thread_id)
+        self.forgetting.thread_deleted(payload)
 
     async def on_guild_remove(self, guild: discord.Guild) -> None:
-        threads = [thread_id for thread_id, guild_id in self.own_threads.items() if guild_id == guild.id]
-        for channel in [*guild.channels, *guild.threads]:
-            self.manager.end(channel.id)
-            self._forget_channel(channel.id)
-        for thread_id in threads:
-            self.manager.end(thread_id)
-            self._forget_channel(thread_id)
-        self.profiles.forget(guild.id)
-        if self.archive is not None:
-            self.archive.delete_guild(guild.id)
+        self.forgetting.guild_removed(guild)
 
 
 # --- Composition root --------------------------------------------------------------------------
@@ -1516,14 +1213,6 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
     )
     decider.on_decision = client.note_decision
     return client
-
-
-# Longest a timed-out conversation stays in memory and in the archive before it is ended.
-SWEEP_SECONDS = 30.0
-
-
-def _stored(conversation: ChannelConversation) -> StoredConversation:
-    return StoredConversation(conversation.last_activity, snapshot(conversation))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

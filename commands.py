@@ -185,7 +185,7 @@ class ParleyCommands(
     async def forget(self, interaction: discord.Interaction[Parley]) -> None:
         guild_id, channel_id = _place(interaction)
         try:
-            ended = await interaction.client.forget(channel_id, guild_id)
+            ended = await interaction.client.forgetting.forget(channel_id, guild_id)
         except ArchiveWriteFailed:
             raise Refusal(
                 "Nothing was forgotten: the archive could not save it; the details are in Parley's log."
@@ -589,7 +589,7 @@ class ContextCommands(
         messages = await _memory(interaction).load_snapshot(channel_id, name)
         if messages is None:
             raise Refusal(f"No conversation is saved as **{name}** in this channel; /parley context list shows them.")
-        interaction.client.restore_conversation(channel_id, messages)
+        interaction.client.forgetting.restore_conversation(channel_id, messages)
         timeout = round(interaction.client.settings.conversation_timeout_seconds)
         await send_ephemeral(
             interaction,

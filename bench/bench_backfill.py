@@ -125,7 +125,7 @@ def archived_count(database: Path) -> int:
 
 
 def catching_up(client: Parley) -> bool:
-    return client.catching_up
+    return client.coverage.catching_up
 
 
 async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
