@@ -32,6 +32,8 @@ from agent import (
     generate_reply,
     regenerate_reply,
 )
+from answering.models import ProfileModels
+from answering.usage import UsageAccounting
 from archive import (
     Archive,
     DatabaseUrlError,
@@ -39,15 +41,10 @@ from archive import (
     open_archive,
 )
 from attachments import (
-    AttachmentInfo,
-    AttachmentPreparer,
-    Kind,
-    PreparedFiles,
-    build_transcriber,
     is_image_refusal,
     model_key,
 )
-from budget import NO_MEMBER, UsageLedger, next_utc_midnight
+from budget import UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
 from config import Settings
 from context import (
@@ -69,8 +66,9 @@ from conversation import (
     log_decision,
     utc_now,
 )
-from costs import UsageMetrics, model_label
+from costs import UsageMetrics
 from discord_io import (
+    guild_id_of,
     is_automated,
     is_closed_thread,
     may_read_history,
@@ -83,6 +81,7 @@ from discord_io import (
     to_record,
     typing_indicator,
 )
+from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.gateway import reach_gateway
 from followup import load_model, model_path
@@ -119,11 +118,6 @@ CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType
 
 # What the model is told a direct message's server and channel are called.
 DIRECT_MESSAGES_PLACE = "direct messages"
-
-
-def guild_id_of(message: discord.Message) -> int:
-    """The message's server id; 0 for a direct message, so DMs share one budget and memory scope apart from servers."""
-    return 0 if message.guild is None else message.guild.id
 
 
 @dataclass
@@ -183,10 +177,6 @@ class BotGate:
 # --- The client -------------------------------------------------------------------------------
 
 
-# Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
-ATTACHMENT_SOURCES_KEPT = 2048
-
-
 class Parley(discord.AutoShardedClient):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
@@ -241,8 +231,7 @@ class Parley(discord.AutoShardedClient):
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
         # The models profiles name, built once each; the defaults are the agents' own.
-        self._answer_models: dict[str, Model] = {}
-        self._judge_models: dict[str, Model] = {}
+        self.models = ProfileModels(settings, self.profiles)
         # Per channel, the message id its context starts after: set by /parley forget.
         self.forget_markers: dict[int, int] = {}
         # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
@@ -257,6 +246,9 @@ class Parley(discord.AutoShardedClient):
         self.usage = UsageLedger()
         if settings.logfire_token is not None:
             self.usage.on_record = UsageMetrics()
+        self.accounting = UsageAccounting(
+            self.usage, responder.model, self.get_channel, judge=judge, summarizer=summarizer
+        )
         # The UTC day each server was last told its budget is spent.
         self._budget_notices: dict[int, date] = {}
         # `python bot.py --sync`: register the slash commands even if they did not change.
@@ -281,16 +273,8 @@ class Parley(discord.AutoShardedClient):
             own_threads=self.own_threads,
         )
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
-        self.attachments = AttachmentPreparer(
-            self.read_attachment,
-            vision=settings.vision,
-            max_images=settings.max_images,
-            max_chars=settings.max_attachment_chars,
-            transcriber=build_transcriber(settings),
-        )
-        # The discord.py attachments of recent messages, read through their signed links; older ones are read
-        # by fetching their message again, which signs the links anew.
-        self._attachment_sources: OrderedDict[int, discord.Attachment] = OrderedDict()
+        self.files = AttachmentSources(self, self, settings)
+        self.attachments = self.files.attachments
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -301,11 +285,11 @@ class Parley(discord.AutoShardedClient):
             # The judge tells the model whom the bot last answered, so it must know who the bot is.
             self.judge.bot_user_id = self.user.id
             self.judge.bot_name = self.user.display_name
-            self.judge.on_usage = self.account_judgement
-            self.judge.model_for = self.judge_model_for
+            self.judge.on_usage = self.accounting.account_judgement
+            self.judge.model_for = self.models.judge_model_for
         if self.summarizer is not None:
             await self._resources.enter_async_context(self.summarizer.agent)
-            self.summarizer.on_usage = self.account_summary
+            self.summarizer.on_usage = self.accounting.account_summary
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
@@ -392,8 +376,7 @@ class Parley(discord.AutoShardedClient):
             await close_model(self.judge.agent.model)
         if self.summarizer is not None:
             await close_model(self.summarizer.agent.model)
-        for model in [*self._answer_models.values(), *self._judge_models.values()]:
-            await close_model(model)
+        await self.models.close()
 
     async def on_ready(self) -> None:
         self.coverage.restart()
@@ -423,11 +406,11 @@ class Parley(discord.AutoShardedClient):
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message)
-        self._note_attachments(message.attachments)
+        self.files.note(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
             if record.attachments:
-                self.background.start(self._archive_attachment_text(record), f"attachment-text-{message.id}")
+                self.background.start(self.files.archive_text(record), f"attachment-text-{message.id}")
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
@@ -776,11 +759,11 @@ class Parley(discord.AutoShardedClient):
             try:
                 reply = await self._reply(message, conversation, record, deps)
             except ReplyFailed as failure:
-                self.account(message, failure.usage, channel.id)
+                self.accounting.account(message, failure.usage, channel.id)
                 log.exception("answer to message %s in channel %s failed", message.id, channel.id)
                 await self.deliver(message, APOLOGY, where)
                 return
-        self.account(message, reply.usage, channel.id, reply.model)
+        self.accounting.account(message, reply.usage, channel.id, reply.model)
         posts = await self.deliver(message, reply.text, where)
         if posts:
             self._answered(message, posts, channel, conversation)
@@ -823,12 +806,12 @@ class Parley(discord.AutoShardedClient):
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
         profile = self.profiles.for_channel(deps.channel_id)
-        chosen = self.answer_model(profile.model)
+        chosen = self.models.answer_model(profile.model)
         instructions = persona_instructions(profile.persona)
         model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
         shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
         files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
-        self._archive_extracted(files)
+        self.files.archive_extracted(files)
         ask = functools.partial(
             generate_reply,
             self.responder,
@@ -845,7 +828,7 @@ class Parley(discord.AutoShardedClient):
         except ReplyFailed as failure:
             if model is None or not files.images or not is_image_refusal(failure.__cause__):
                 raise
-            self.account(message, failure.usage, deps.channel_id)
+            self.accounting.account(message, failure.usage, deps.channel_id)
             self.attachments.refuse_images(model)
             log.warning(
                 "model %s refused images: answering without them, and sending it none from now on", model_key(model)
@@ -853,36 +836,6 @@ class Parley(discord.AutoShardedClient):
             return await ask(files.without_images("image not shown: this model takes no images"))
 
     # -- Attachments --
-
-    def _note_attachments(self, attachments: Sequence[discord.Attachment]) -> None:
-        for attachment in attachments:
-            self._attachment_sources[attachment.id] = attachment
-        while len(self._attachment_sources) > ATTACHMENT_SOURCES_KEPT:
-            self._attachment_sources.popitem(last=False)
-
-    async def read_attachment(self, record: MessageRecord, info: AttachmentInfo) -> bytes:
-        """An attachment's bytes through discord.py; raises on any failure (the preparer turns it into a note)."""
-        source = self._attachment_sources.get(info.attachment_id)
-        if source is None:
-            channel = self.get_channel(record.channel_id) or await self.fetch_channel(record.channel_id)
-            if not isinstance(channel, discord.abc.Messageable):
-                raise LookupError(f"channel {record.channel_id} has no messages")
-            fetched = await channel.fetch_message(record.message_id)
-            self._note_attachments(fetched.attachments)
-            source = next(a for a in fetched.attachments if a.id == info.attachment_id)
-        return await source.read()
-
-    async def _archive_attachment_text(self, record: MessageRecord) -> None:
-        """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
-        for prepared in await self.attachments.archivable_text(record):
-            if self.archive is not None and prepared.text:
-                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
-
-    def _archive_extracted(self, files: PreparedFiles) -> None:
-        # Transcripts exist only once a voice note was answered; text files were read on arrival already.
-        for prepared in files.extracted:
-            if self.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
-                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
 
     async def _answer_streamed(
         self,
@@ -905,10 +858,10 @@ class Parley(discord.AutoShardedClient):
         self._note_posts(message, channel.id, streamed.posts)
         if streamed.reply is None:
             assert streamed.failure is not None
-            self.account(message, streamed.failure.usage, channel.id)
+            self.accounting.account(message, streamed.failure.usage, channel.id)
             log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
             return
-        self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
+        self.accounting.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
         if streamed.posts:
             self._answered(message, streamed.posts, channel, conversation)
             self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
@@ -978,7 +931,7 @@ class Parley(discord.AutoShardedClient):
                     deps,
                     self.settings,
                     listener=listener,
-                    model=self.answer_model(profile.model),
+                    model=self.models.answer_model(profile.model),
                     instructions=persona_instructions(profile.persona),
                 )
 
@@ -986,65 +939,14 @@ class Parley(discord.AutoShardedClient):
             kept = {post.id for post in turn.posts}
             self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
             usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
-            self.account(question, streamed.failure.usage if streamed.failure is not None else usage, channel_id)
+            self.accounting.account(
+                question, streamed.failure.usage if streamed.failure is not None else usage, channel_id
+            )
             if streamed.reply is None:
                 log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
                 return
             self._answered(question, streamed.posts, channel, conversation)
             self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
-
-    def account(
-        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
-    ) -> None:
-        """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
-        channel = message.channel.id if channel_id is None else channel_id
-        if usage.cache_read_tokens:
-            log.info(
-                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
-                message.id,
-                usage.cache_read_tokens,
-                usage.input_tokens,
-                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
-            )
-        self.usage.record(
-            guild_id_of(message),
-            channel,
-            message.author.id,
-            usage.input_tokens,
-            usage.output_tokens,
-            cached_input_tokens=usage.cache_read_tokens,
-            model=model or model_label(self.responder.model),
-        )
-
-    def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
-        """Count the tokens the judge spent on a message against its server, channel and author."""
-        guild = getattr(self.get_channel(record.channel_id), "guild", None)
-        if guild is not None and self.judge is not None:
-            self.usage.record(
-                guild.id,
-                record.channel_id,
-                record.author_id,
-                usage.input_tokens,
-                usage.output_tokens,
-                cached_input_tokens=usage.cache_read_tokens,
-                model=model_label(self.judge.agent.model),
-                kind="judge",
-            )
-
-    def account_summary(self, channel_id: int, usage: RunUsage) -> None:
-        """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
-        guild = getattr(self.get_channel(channel_id), "guild", None)
-        self.usage.record(
-            guild.id if guild is not None else 0,
-            channel_id,
-            NO_MEMBER,
-            usage.input_tokens,
-            usage.output_tokens,
-            cached_input_tokens=usage.cache_read_tokens,
-            model=model_label(self.summarizer.agent.model) if self.summarizer is not None else "",
-            kind="summary",
-        )
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
@@ -1137,24 +1039,6 @@ class Parley(discord.AutoShardedClient):
         guild = getattr(channel, "guild", None)
         followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
         return (guild.id if guild is not None else None), followed
-
-    def answer_model(self, name: str) -> Model | None:
-        """The model a profile names for answers, built once; None for LLM_MODEL, the responder's own."""
-        if name == self.settings.llm_model:
-            return None
-        if name not in self._answer_models:
-            self._answer_models[name] = build_model(self.settings, name)
-        return self._answer_models[name]
-
-    def judge_model_for(self, channel_id: int) -> Model | None:
-        """The judge model of a channel's profile, built once; None for JUDGE_MODEL, the judge's own."""
-        name = self.profiles.for_channel(channel_id).judge_model
-        if name == self.settings.judge_model:
-            return None
-        if name not in self._judge_models:
-            # As build_judge does: one quick retry at most, within the decider's short timeout.
-            self._judge_models[name] = build_model(self.settings, name, max_retries=min(self.settings.model_retries, 1))
-        return self._judge_models[name]
 
     # -- Edits and deletions (upkeep.forgetting) --
 
