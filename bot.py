@@ -4,34 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import math
 import sqlite3
 import sys
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import discord
-from pydantic_ai import Agent, RunUsage
-from pydantic_ai.models import Model
+from pydantic_ai import Agent
 
 from agent import (
-    TRANSCRIPT_MAX_MESSAGES,
-    AnswerListener,
     LLMJudge,
-    Reply,
-    ReplyFailed,
     build_judge,
     build_model,
     build_responder,
     close_model,
-    generate_reply,
-    regenerate_reply,
 )
+from answering.answer import Answering
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
 from archive import (
@@ -39,10 +32,6 @@ from archive import (
     DatabaseUrlError,
     describe_database_url,
     open_archive,
-)
-from attachments import (
-    is_image_refusal,
-    model_key,
 )
 from budget import UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
@@ -56,7 +45,6 @@ from conversation import (
     DIRECT,
     NORMAL,
     OWN_THREAD,
-    AnswerPosts,
     ChannelConversation,
     ConversationManager,
     Decision,
@@ -71,15 +59,11 @@ from discord_io import (
     guild_id_of,
     is_automated,
     is_closed_thread,
-    may_read_history,
     record_from_archive,
     reply_mentions,
-    safe_text,
-    split_message,
     thread_name,
     to_archived,
     to_record,
-    typing_indicator,
 )
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -95,7 +79,7 @@ from preflight import (
     invite_link,
     parley_version,
 )
-from profiles import Profiles, load_profiles_file, persona_instructions
+from profiles import Profiles, load_profiles_file
 from shared import SharedSettings, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
@@ -108,16 +92,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley")
 
-APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
 # Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
 BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
 SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-# What the model is told a direct message's server and channel are called.
-DIRECT_MESSAGES_PLACE = "direct messages"
 
 
 @dataclass
@@ -275,6 +254,19 @@ class Parley(discord.AutoShardedClient):
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
         self.files = AttachmentSources(self, self, settings)
         self.attachments = self.files.attachments
+        self.answering = Answering(
+            self,
+            self,
+            settings,
+            manager,
+            responder=responder,
+            streams=self.streams,
+            profiles=self.profiles,
+            models=self.models,
+            files=self.files,
+            accounting=self.accounting,
+            upkeep=self.upkeep,
+        )
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -734,6 +726,8 @@ class Parley(discord.AutoShardedClient):
 
     # -- Answering --
 
+    # -- Attachments --
+
     async def answer(
         self,
         message: discord.Message,
@@ -741,175 +735,18 @@ class Parley(discord.AutoShardedClient):
         conversation: ChannelConversation,
         where: discord.Thread | None = None,
     ) -> None:
-        """Run the responder and post its answer (in `where`, a thread opened for it, if given); on failure
-        apologise and leave the history as it was.
-
-        A server whose token budget for the day is spent gets no answer (`decline_over_budget`).
-        """
-        assert self.user is not None
-        channel = where or message.channel
+        """Answer `message` (in `where`, a thread opened for it, if given), unless its server's token budget for
+        the day is spent (`decline_over_budget`)."""
         if self.server_budget_spent(guild_id_of(message)):
             await self.decline_over_budget(message, record, where)
             return
-        deps = self.chat_deps(message, channel)
-        if self.settings.stream_answers:
-            await self._answer_streamed(message, record, conversation, deps, where)
-            return
-        async with typing_indicator(channel):
-            try:
-                reply = await self._reply(message, conversation, record, deps)
-            except ReplyFailed as failure:
-                self.accounting.account(message, failure.usage, channel.id)
-                log.exception("answer to message %s in channel %s failed", message.id, channel.id)
-                await self.deliver(message, APOLOGY, where)
-                return
-        self.accounting.account(message, reply.usage, channel.id, reply.model)
-        posts = await self.deliver(message, reply.text, where)
-        if posts:
-            self._answered(message, posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
-            self.upkeep.compact_later(conversation)
-
-    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
-        """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
-
-        A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
-        the person told Parley about themselves in DMs, never a server's.
-        """
-        assert self.user is not None
-        guild = message.guild
-        channel_id = getattr(channel, "id", message.channel.id)
-        return ChatDeps(
-            bot_name=safe_text(self.user.display_name),
-            bot_user_id=self.user.id,
-            guild_id=0 if guild is None else guild.id,
-            guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
-            channel_id=channel_id,
-            channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
-            archive=self.archive,
-            requester_id=message.author.id,
-            # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
-            requester_can_read_history=guild is None or may_read_history(message),
-            memory=self.memory if self.settings.memory_tools else None,
-            message_id=message.id,
-            offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
-        )
-
-    async def _reply(
-        self,
-        message: discord.Message,
-        conversation: ChannelConversation,
-        record: MessageRecord,
-        deps: ChatDeps,
-        listener: AnswerListener | None = None,
-    ) -> Reply:
-        """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
-        marks the model as taking none and gets the same answer asked again without them."""
-        profile = self.profiles.for_channel(deps.channel_id)
-        chosen = self.models.answer_model(profile.model)
-        instructions = persona_instructions(profile.persona)
-        model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
-        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
-        files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
-        self.files.archive_extracted(files)
-        ask = functools.partial(
-            generate_reply,
-            self.responder,
-            conversation,
-            record,
-            deps,
-            self.settings,
-            listener=listener,
-            model=chosen,
-            instructions=instructions,
-        )
-        try:
-            return await ask(files)
-        except ReplyFailed as failure:
-            if model is None or not files.images or not is_image_refusal(failure.__cause__):
-                raise
-            self.accounting.account(message, failure.usage, deps.channel_id)
-            self.attachments.refuse_images(model)
-            log.warning(
-                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
-            )
-            return await ask(files.without_images("image not shown: this model takes no images"))
-
-    # -- Attachments --
-
-    async def _answer_streamed(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        deps: ChatDeps,
-        where: discord.Thread | None,
-    ) -> None:
-        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
-            return
-
-        def write(listener: AnswerListener) -> Awaitable[Reply]:
-            return self._reply(message, conversation, record, deps, listener)
-
-        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
-        self._note_posts(message, channel.id, streamed.posts)
-        if streamed.reply is None:
-            assert streamed.failure is not None
-            self.accounting.account(message, streamed.failure.usage, channel.id)
-            log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
-            return
-        self.accounting.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
-        if streamed.posts:
-            self._answered(message, streamed.posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
-            self.upkeep.compact_later(conversation)
-
-    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
-        """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
-        for post in posts:
-            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
-
-    def _answered(
-        self,
-        question: discord.Message,
-        posts: list[discord.Message],
-        channel: discord.abc.Messageable,
-        conversation: ChannelConversation,
-    ) -> None:
-        """Note the channel's latest answer for "Regenerate": its messages at hand, their ids with the conversation
-        (stored with its next change, which the caller makes)."""
-        self.streams.answered(question, posts, channel)
-        conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+        await self.answering.answer(message, record, conversation, where)
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
-        """The latest answer of the channel's live conversation, fetched anew after a restart; None if there is none
-        or a message of it is gone."""
-        channel_id: int = getattr(channel, "id", 0)
-        known = self.streams.latest(channel_id)
-        conversation = self.manager.get(channel_id)
-        if known is not None or conversation is None or conversation.latest_answer is None:
-            return known
-        question_channel_id, question_id, post_ids = conversation.latest_answer
-        try:
-            # A thread Parley opened on a message answers it inside the thread: the question is in the parent.
-            asked_in = channel if question_channel_id == channel_id else await self.fetch_channel(question_channel_id)
-            if not isinstance(asked_in, discord.abc.Messageable) or not isinstance(channel, discord.abc.Messageable):
-                return None
-            question = await asked_in.fetch_message(question_id)
-            posts = [await channel.fetch_message(post_id) for post_id in post_ids]
-        except discord.HTTPException as error:
-            log.info("the latest answer in channel %s cannot be regenerated: %s", channel_id, error)
-            return None
-        self.streams.answered(question, posts, channel)
-        return self.streams.latest(channel_id)
+        return await self.answering.latest_answer(channel)
 
     async def regenerate(self, turn: AnsweredTurn) -> None:
-        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
-        replacing the answer in the conversation's model history; nothing changes if the conversation has ended."""
+        """ "Regenerate" the channel's latest answer (streaming.py); nothing changes if the conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
         if channel_id not in self._turns:
@@ -920,33 +757,7 @@ class Parley(discord.AutoShardedClient):
                 return
             if self.server_budget_spent(guild_id_of(question)):
                 return
-            deps = self.chat_deps(question, channel)
-
-            profile = self.profiles.for_channel(channel_id)
-
-            def write(listener: AnswerListener) -> Awaitable[Reply]:
-                return regenerate_reply(
-                    self.responder,
-                    conversation,
-                    deps,
-                    self.settings,
-                    listener=listener,
-                    model=self.models.answer_model(profile.model),
-                    instructions=persona_instructions(profile.persona),
-                )
-
-            streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
-            kept = {post.id for post in turn.posts}
-            self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
-            usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
-            self.accounting.account(
-                question, streamed.failure.usage if streamed.failure is not None else usage, channel_id
-            )
-            if streamed.reply is None:
-                log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
-                return
-            self._answered(question, streamed.posts, channel, conversation)
-            self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
+            await self.answering.regenerate(turn, conversation)
 
     def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
@@ -970,37 +781,7 @@ class Parley(discord.AutoShardedClient):
             day,
             extra={"guild_id": guild_id},
         )
-        await self.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
-
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]:
-        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit;
-        records what was posted. Nothing is posted in an archived or locked thread: posting would reopen it."""
-        posts: list[discord.Message] = []
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not posting in thread %s: it was archived or locked meanwhile", channel.id)
-            return posts
-        try:
-            for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
-                if index == 0 and where is not None:
-                    # Inside the thread opened on it, the question is the thread's start: no reference is needed.
-                    post = await channel.send(part, allowed_mentions=reply_mentions(message.author))
-                elif index == 0:
-                    post = await channel.send(
-                        part,
-                        reference=message.to_reference(fail_if_not_exists=False),
-                        allowed_mentions=reply_mentions(message.author),
-                    )
-                else:
-                    post = await channel.send(part)
-                posts.append(post)
-                # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-                self.manager.record_message(channel.id, replace(to_record(post), reply_to_author_id=message.author.id))
-        except discord.HTTPException as error:
-            log.error("could not post to channel %s: %s", channel.id, error)
-        return posts
+        await self.answering.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
 
     # -- Operator commands' state: decisions, modes, forgetting --
 
