@@ -781,7 +781,9 @@ class Parley(discord.AutoShardedClient):
             day,
             extra={"guild_id": guild_id},
         )
-        await self.answering.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
+        await self.answering.tail.deliver(
+            message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where
+        )
 
     # -- Operator commands' state: decisions, modes, forgetting --
 

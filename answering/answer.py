@@ -4,28 +4,25 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Iterable
-from dataclasses import replace
+from collections.abc import Awaitable
 from typing import Protocol
 
 import discord
-from pydantic_ai import Agent, RunUsage
+from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
 from agent import TRANSCRIPT_MAX_MESSAGES, AnswerListener, Reply, ReplyFailed, generate_reply, regenerate_reply
 from answering.models import ProfileModels
+from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
 from archive.holder import ArchiveHolder
 from attachments import is_image_refusal, model_key
 from config import Settings
-from conversation import AnswerPosts, ChannelConversation, ConversationManager, MessageRecord
+from conversation import ChannelConversation, ConversationManager, MessageRecord
 from discord_io import (
     is_closed_thread,
     may_read_history,
-    reply_mentions,
     safe_text,
-    split_message,
-    to_record,
     typing_indicator,
 )
 from edge.attachment_sources import AttachmentSources
@@ -37,7 +34,6 @@ from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
 
-APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
 # What the model is told a direct message's server and channel are called.
 DIRECT_MESSAGES_PLACE = "direct messages"
 
@@ -77,7 +73,7 @@ class Answering:
         self.models = models
         self.files = files
         self.accounting = accounting
-        self.upkeep = upkeep
+        self.tail = AnswerTail(manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts)
 
     async def answer(
         self,
@@ -94,20 +90,13 @@ class Answering:
         if self.settings.stream_answers:
             await self._answer_streamed(message, record, conversation, deps, where)
             return
+        result: Reply | ReplyFailed
         async with typing_indicator(channel):
             try:
-                reply = await self._reply(message, conversation, record, deps)
+                result = await self._reply(message, conversation, record, deps)
             except ReplyFailed as failure:
-                self.accounting.account(message, failure.usage, channel.id)
-                log.exception("answer to message %s in channel %s failed", message.id, channel.id)
-                await self.deliver(message, APOLOGY, where)
-                return
-        self.accounting.account(message, reply.usage, channel.id, reply.model)
-        posts = await self.deliver(message, reply.text, where)
-        if posts:
-            self._answered(message, posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, reply.messages, record.message_id)
-            self.upkeep.compact_later(conversation)
+                result = failure
+        await self.tail.finish(AnswerOutcome.whole(message, where, result), conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
         """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
@@ -192,35 +181,7 @@ class Answering:
             return self._reply(message, conversation, record, deps, listener)
 
         streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
-        self._note_posts(message, channel.id, streamed.posts)
-        if streamed.reply is None:
-            assert streamed.failure is not None
-            self.accounting.account(message, streamed.failure.usage, channel.id)
-            log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
-            return
-        self.accounting.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
-        if streamed.posts:
-            self._answered(message, streamed.posts, channel, conversation)
-            self.manager.record_bot_response(channel.id, streamed.reply.messages, record.message_id)
-            self.upkeep.compact_later(conversation)
-
-    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
-        """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
-        for post in posts:
-            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
-
-    def _answered(
-        self,
-        question: discord.Message,
-        posts: list[discord.Message],
-        channel: discord.abc.Messageable,
-        conversation: ChannelConversation,
-    ) -> None:
-        """Note the channel's latest answer for "Regenerate": its messages at hand, their ids with the conversation
-        (stored with its next change, which the caller makes)."""
-        self.streams.answered(question, posts, channel)
-        conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+        await self.tail.finish(AnswerOutcome.streamed(message, channel, streamed), conversation)
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
         """The latest answer of the channel's live conversation, fetched anew after a restart; None if there is none
@@ -267,42 +228,4 @@ class Answering:
             )
 
         streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
-        kept = {post.id for post in turn.posts}
-        self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
-        usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
-        self.accounting.account(question, streamed.failure.usage if streamed.failure is not None else usage, channel_id)
-        if streamed.reply is None:
-            log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
-            return
-        self._answered(question, streamed.posts, channel, conversation)
-        self.manager.replace_last_bot_turn(channel_id, streamed.reply.messages)
-
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]:
-        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit;
-        records what was posted. Nothing is posted in an archived or locked thread: posting would reopen it."""
-        posts: list[discord.Message] = []
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not posting in thread %s: it was archived or locked meanwhile", channel.id)
-            return posts
-        try:
-            for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
-                if index == 0 and where is not None:
-                    # Inside the thread opened on it, the question is the thread's start: no reference is needed.
-                    post = await channel.send(part, allowed_mentions=reply_mentions(message.author))
-                elif index == 0:
-                    post = await channel.send(
-                        part,
-                        reference=message.to_reference(fail_if_not_exists=False),
-                        allowed_mentions=reply_mentions(message.author),
-                    )
-                else:
-                    post = await channel.send(part)
-                posts.append(post)
-                # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-                self.manager.record_message(channel.id, replace(to_record(post), reply_to_author_id=message.author.id))
-        except discord.HTTPException as error:
-            log.error("could not post to channel %s: %s", channel.id, error)
-        return posts
+        await self.tail.finish(AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts), conversation)
