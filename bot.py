@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage
 
 from agent import (
     LLMJudge,
@@ -812,6 +813,12 @@ class Parley(discord.AutoShardedClient):
             for row in await self.archive.recent_decisions(channel_id, count):
                 kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
         return newest_first(kept.values())[:count]
+
+    async def forget(self, channel_id: int, guild_id: int) -> bool:
+        return await self.forgetting.forget(channel_id, guild_id)
+
+    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None:
+        self.forgetting.restore_conversation(channel_id, messages)
 
     def mode_of(self, channel_id: int) -> str:
         return self.profiles.for_channel(channel_id).mode

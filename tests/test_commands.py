@@ -38,6 +38,7 @@ from commands import (
     EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
     WHY_MAX_COUNT,
+    Operated,
     ParleyCommands,
     describe_decision,
     describe_decisions,
@@ -454,7 +455,9 @@ async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord)
 
 async def test_commands_in_direct_messages_are_refused(bot: RunningBot, fake: FakeDiscord) -> None:
     """Outside a server channel every command answers one line and does nothing."""
-    await bot.start()
+    # Typed as the commands see it: mypy checks that the client is what `commands.Operated` declares.
+    client: Operated = await bot.start()
+    assert client.usage.summary(GUILD_ID, CHANNEL_ID).server_tokens == 0
     text = assert_ephemeral_one_liner(await run_command(fake, "status", in_guild=False))
     assert text == "Parley's commands work only in a server channel, not in direct messages."
 
