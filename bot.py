@@ -9,7 +9,7 @@ import math
 import sqlite3
 import sys
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -43,7 +43,6 @@ from context import (
 )
 from conversation import (
     CHANNEL,
-    DIRECT,
     NORMAL,
     OWN_THREAD,
     ChannelConversation,
@@ -62,13 +61,13 @@ from discord_io import (
     is_closed_thread,
     record_from_archive,
     reply_mentions,
-    thread_name,
     to_archived,
     to_record,
 )
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.gateway import reach_gateway
+from edge.threads import Threads
 from followup import load_model, model_path
 from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
 from limits import TokenBucket, WaitingLine
@@ -252,6 +251,15 @@ class Parley(discord.AutoShardedClient):
             thread_channels=self.thread_channels,
             own_threads=self.own_threads,
         )
+        self.threads = Threads(
+            self,
+            self,
+            manager,
+            self.upkeep,
+            within_rate=self._within_rate,
+            thread_channels=self.thread_channels,
+            own_threads=self.own_threads,
+        )
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
         self.files = AttachmentSources(self, self, settings)
         self.attachments = self.files.attachments
@@ -374,7 +382,7 @@ class Parley(discord.AutoShardedClient):
     async def on_ready(self) -> None:
         self.coverage.restart()
         log.info("%s", self.startup_summary())
-        self._end_closed_threads()
+        self.threads.end_closed_threads()
         await self.coverage.start_catch_up(self.archive, self.guilds)
 
     def startup_summary(self) -> str:
@@ -440,7 +448,7 @@ class Parley(discord.AutoShardedClient):
         assert self.user is not None
         channel_id = message.channel.id
         live = self.manager.record_message(channel_id, record)
-        kind = self.kind_of(message)
+        kind = self.threads.kind_of(message)
         trigger: bool | None = None
         if live is None and channel_id not in self._turns:
             # Nothing is starting a conversation here, so this message can be decided at once.
@@ -464,7 +472,8 @@ class Parley(discord.AutoShardedClient):
             if not answerable:
                 self._record_late(record, live)
                 return
-            thread = await self.open_thread(message, record) if self.opens_thread(message, record) else None
+            opens = self.threads.opens_thread(message, record)
+            thread = await self.threads.open_thread(message, record) if opens else None
             if thread is not None:
                 await self._answer_in_thread(message, record, thread)
                 return
@@ -473,25 +482,6 @@ class Parley(discord.AutoShardedClient):
                 await self._decide_and_answer(message, record, conversation)
 
     # -- Threads Parley opens, and direct messages --
-
-    def kind_of(self, message: discord.Message) -> str:
-        """Where the message was written, as the engine's conversation kind."""
-        if message.guild is None:
-            return DIRECT
-        channel = message.channel
-        if channel.id in self.own_threads and not is_closed_thread(channel):
-            return OWN_THREAD
-        return CHANNEL
-
-    def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
-        """Whether the message @mentions Parley in a text channel where `/parley threads on` was set."""
-        assert self.user is not None
-        return (
-            message.channel.id in self.thread_channels
-            and isinstance(message.channel, discord.TextChannel)
-            and self.user.id in record.mention_ids
-            and self._within_rate(message, record)
-        )
 
     def _within_rate(self, message: discord.Message, record: MessageRecord) -> bool:
         """Whether the author may be answered now, without spending their answer: a member past their rate gets no
@@ -505,27 +495,6 @@ class Parley(discord.AutoShardedClient):
         rates.give_back(member)
         return True
 
-    async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:
-        """Open a thread on the message (Discord's "start thread from message"), named from its question.
-
-        None if Discord refuses (no Create Public Threads permission, a thread already there): then the
-        question is answered in the channel, as without `/parley threads`.
-        """
-        assert self.user is not None and message.guild is not None
-        name = thread_name(record.content, record.author, self.user.display_name)
-        try:
-            thread = await message.create_thread(name=name)
-        except discord.HTTPException as error:
-            log.warning(
-                "could not open a thread on message %s in channel %s: %s", message.id, message.channel.id, error
-            )
-            return None
-        self.own_threads[thread.id] = message.guild.id
-        if self.archive is not None:
-            self.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
-        log.info("opened thread %s on message %s in channel %s", thread.id, message.id, message.channel.id)
-        return thread
-
     async def _answer_in_thread(self, message: discord.Message, record: MessageRecord, thread: discord.Thread) -> None:
         """Start the thread's conversation with the question that opened it, and answer it there.
 
@@ -538,42 +507,6 @@ class Parley(discord.AutoShardedClient):
             conversation = self.manager.start(thread.id, kind=OWN_THREAD)
             self.manager.record_message(thread.id, question)
             await self._decide_and_answer(message, question, conversation, thread)
-
-    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
-        """Make an @mention in the channel open a thread, or not, from its next message; the archive keeps it."""
-        if self.archive is not None:
-            await self.archive.set_thread_setting(channel_id, guild_id, on)
-        if on:
-            self.thread_channels.add(channel_id)
-        else:
-            self.thread_channels.discard(channel_id)
-
-    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
-        """An archived or locked thread ends its conversation; Parley never reopens it."""
-        # A THREAD_UPDATE always carries the thread's metadata; discord.py types it as such.
-        metadata: Mapping[str, object] = payload.data["thread_metadata"]
-        if metadata.get("archived") or metadata.get("locked"):
-            self._end_thread_conversation(payload.thread_id)
-
-    def _end_thread_conversation(self, thread_id: int) -> None:
-        ended = self.manager.end(thread_id)
-        if ended is not None:
-            log.info("the conversation in thread %s ended: the thread was archived or locked", thread_id)
-            # Like a timeout, a closed thread is a natural end: a reopened thread starts from its summary.
-            self.upkeep.summarise_ended(ended)
-
-    def _end_closed_threads(self) -> None:
-        """End the kept conversations of Parley's threads archived, locked or deleted while it was away.
-
-        Discord sends only active threads with a server, so a thread missing from an available server is closed.
-        """
-        for conversation in self.manager.lasting():
-            guild = self.get_guild(self.own_threads.get(conversation.channel_id, 0))
-            if guild is None or guild.unavailable:
-                continue
-            thread = guild.get_thread(conversation.channel_id)
-            if thread is None or is_closed_thread(thread):
-                self._end_thread_conversation(conversation.channel_id)
 
     def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
         """Record a message that will not be answered in the conversation that began while it waited."""
@@ -829,6 +762,13 @@ class Parley(discord.AutoShardedClient):
         guild = getattr(channel, "guild", None)
         followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
         return (guild.id if guild is not None else None), followed
+
+    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
+        await self.threads.set_threads(channel_id, guild_id, on)
+
+    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
+        """An archived or locked thread ends its conversation; Parley never reopens it."""
+        self.threads.thread_updated(payload)
 
     # -- Edits and deletions (upkeep.forgetting) --
 
