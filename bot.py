@@ -11,7 +11,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -59,13 +59,13 @@ from discord_io import (
     guild_id_of,
     is_automated,
     is_closed_thread,
-    record_from_archive,
     reply_mentions,
     to_archived,
     to_record,
 )
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
+from edge.context_loading import ContextLoader
 from edge.gateway import reach_gateway
 from edge.threads import Threads
 from followup import load_model, model_path
@@ -261,6 +261,7 @@ class Parley(discord.AutoShardedClient):
             own_threads=self.own_threads,
         )
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
+        self.context = ContextLoader(settings, self, self.coverage, self.forget_markers)
         self.files = AttachmentSources(self, self, settings)
         self.attachments = self.files.attachments
         self.answering = Answering(
@@ -600,7 +601,7 @@ class Parley(discord.AutoShardedClient):
                 trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
             if not trigger:
                 return None
-            context = await self.load_context(message)
+            context = await self.context.load_context(message)
             earlier = await self.upkeep.earlier_conversations(channel_id)
             conversation = self.manager.start(channel_id, context, kind=kind)
             conversation.earlier_conversations = earlier
@@ -609,58 +610,7 @@ class Parley(discord.AutoShardedClient):
             self.manager.record_message(channel_id, record)
         return conversation
 
-    async def load_context(self, message: discord.Message) -> list[MessageRecord]:
-        """The channel's recent messages before `message`, oldest first, as a new conversation's context.
-
-        From the archive when it holds the channel's whole period, watched live or caught up (no
-        Discord round trip), otherwise from Discord's message history.
-        """
-        count = self.settings.context_message_count
-        if count == 0:
-            return []
-        since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
-        after_id = self.forget_markers.get(message.channel.id, 0)
-        if self.archive is not None and since >= self.coverage.watched_from(message.channel.id):
-            return await self._context_from_archive(self.archive, message, count, since, after_id)
-        after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
-        return await self._context_from_discord(message, count, discord.Object(id=after_id))
-
-    async def _context_from_archive(
-        self, archive: Archive, message: discord.Message, count: int, since: datetime, after_id: int
-    ) -> list[MessageRecord]:
-        await archive.flush()  # the messages just before the trigger may still be queued
-        hours = (message.created_at - since).total_seconds() / 3600
-        earlier = await archive.recent(
-            message.channel.id,
-            limit=count,
-            hours=hours,
-            now=message.created_at,
-            before_id=message.id,
-            after_id=after_id,
-        )
-        return [record_from_archive(row) for row in earlier]
-
-    async def _context_from_discord(
-        self, message: discord.Message, count: int, after: discord.abc.Snowflake
-    ) -> list[MessageRecord]:
-        try:
-            history = [
-                to_record(earlier)
-                # Newest first: with `after` alone discord.py pages forward from it, which in a busy
-                # channel would be the period's first messages, not the ones just before `message`.
-                async for earlier in message.channel.history(
-                    limit=count, before=message, after=after, oldest_first=False
-                )
-            ]
-        except discord.HTTPException as error:
-            log.warning("could not load context for channel %s: %s", message.channel.id, error)
-            return []
-        history.sort(key=lambda record: record.message_id)
-        return history
-
-    # -- Answering --
-
-    # -- Attachments --
+    # -- Answering (answering.answer) --
 
     async def answer(
         self,
