@@ -69,12 +69,13 @@ from edge.context_loading import ContextLoader
 from edge.gateway import reach_gateway
 from edge.threads import Threads
 from followup import load_model, model_path
-from journal import IDLE_REASON, JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision, newest_first
+from journal import JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
 from ops import cli
 from ops.background import BackgroundTasks
 from ops.cli import ArchiveUnavailable
+from ops.decision_log import DecisionLog
 from preflight import (
     invite_link,
     parley_version,
@@ -220,6 +221,7 @@ class Parley(discord.AutoShardedClient):
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
+        self.decision_log = DecisionLog(self.decisions, self)
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
@@ -568,7 +570,7 @@ class Parley(discord.AutoShardedClient):
     def _decided_here(self, record: MessageRecord, decision: Decision) -> None:
         """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
         for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
-        self.note_decision(record, decision)
+        self.decision_log.note(record, decision)
         log_decision(record, decision)
 
     @contextlib.asynccontextmanager
@@ -671,31 +673,8 @@ class Parley(discord.AutoShardedClient):
 
     # -- Operator commands' state: decisions, modes, forgetting --
 
-    def note_decision(self, message: MessageRecord, decision: Decision) -> None:
-        """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on."""
-        entry = LoggedDecision.of(message, decision)
-        self.decisions.add(message.channel_id, entry)
-        # Idle decisions stay in memory: archived, they would double the writes of a busy server
-        # and crowd the conversation decisions out of the archive's recent_decisions.
-        if self.archive is not None and decision.reason != IDLE_REASON:
-            self.archive.record_decision(
-                channel_id=message.channel_id,
-                message_id=message.message_id,
-                author_name=entry.author,
-                excerpt=entry.excerpt,
-                responded=decision.respond,
-                reason=decision.reason,
-                tier=decision.tier,
-                confidence=decision.confidence,
-            )
-
     async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]:
-        """The channel's latest `count` decisions, newest first: this process's, and the archive's from before."""
-        kept = {entry.message_id: entry for entry in self.decisions.recent(channel_id)}
-        if self.archive is not None:
-            for row in await self.archive.recent_decisions(channel_id, count):
-                kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
-        return newest_first(kept.values())[:count]
+        return await self.decision_log.recent(channel_id, count)
 
     async def forget(self, channel_id: int, guild_id: int) -> bool:
         return await self.forgetting.forget(channel_id, guild_id)
@@ -775,7 +754,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         toolbox=toolbox,
         **options,
     )
-    decider.on_decision = client.note_decision
+    decider.on_decision = client.decision_log.note
     return client
 
 
