@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import sqlite3
 import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,19 +51,18 @@ from conversation import (
     Decision,
     MessageRecord,
     ResponseDecider,
-    addresses_bot,
     log_decision,
     utc_now,
 )
 from costs import UsageMetrics
 from discord_io import (
     guild_id_of,
-    is_automated,
     is_closed_thread,
     reply_mentions,
     to_archived,
     to_record,
 )
+from edge.arrival import Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
@@ -419,18 +419,19 @@ class Parley(discord.AutoShardedClient):
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
             return
-        if not is_automated(message):
+        arrival = Arrival.resolve(message, record, kind=self.threads.kind_of(message), bot_user_id=self.user.id)
+        if not arrival.automated:
             self.bot_gate.human_spoke(message.channel.id)
-        elif self._refuse_automated(record):
+        elif self._refuse_automated(arrival):
             return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
-        await self.handle(message, record)
+        await self.handle(arrival)
 
-    def _refuse_automated(self, record: MessageRecord) -> bool:
+    def _refuse_automated(self, arrival: Arrival) -> bool:
         """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
-        assert self.user is not None
-        if not addresses_bot(record, self.user.id):
+        record = arrival.record
+        if not arrival.addressed:
             return False
         refusal = self.bot_gate.refusal(record.author_id, record.channel_id)
         if refusal is None:
@@ -439,7 +440,7 @@ class Parley(discord.AutoShardedClient):
         self._decided_here(record, refusal)
         return True
 
-    async def handle(self, message: discord.Message, record: MessageRecord) -> None:
+    async def handle(self, arrival: Arrival) -> None:
         """Record, decide and answer one message; a channel's messages are decided in arrival order.
 
         Every message is recorded, so the model sees them all; only answering is limited. While a
@@ -447,21 +448,20 @@ class Parley(discord.AutoShardedClient):
         earlier waiting one, and at most CHANNEL_QUEUE_LIMIT members' mentions wait; the rest are
         recorded, not answered. Other messages wait for their turn to be decided: none of them can
         cost more than a follow-up or a judge call, each limited on its own.
+
+        Whether the message starts a conversation is decided once, when first asked: at once in a channel with
+        neither a conversation nor a turn under way, else at its turn if no conversation is live by then.
         """
-        assert self.user is not None
+        message, record = arrival.message, arrival.record
         channel_id = message.channel.id
         live = self.manager.record_message(channel_id, record)
-        kind = self.threads.kind_of(message)
-        trigger: bool | None = None
-        if live is None and channel_id not in self._turns:
-            # Nothing is starting a conversation here, so this message can be decided at once.
-            trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
-            if not trigger:
-                return
+        starts = functools.cache(lambda: self._starts_conversation(arrival))
+        if live is None and channel_id not in self._turns and not starts():
+            return  # nothing is starting a conversation here, so this message was decided at once
         turn = self._turns.get(channel_id)
         if turn is None:
             turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        in_line = addresses_bot(record, self.user.id)
+        in_line = arrival.addressed
         answerable = True
         if in_line and not turn.line.join(record.message_id, record.author_id).admitted:
             self._decided_here(record, QUEUE_FULL)
@@ -478,11 +478,31 @@ class Parley(discord.AutoShardedClient):
             opens = self.threads.opens_thread(message, record)
             thread = await self.threads.open_thread(message, record) if opens else None
             if thread is not None:
-                await self._answer_in_thread(message, record, thread)
+                await self._answer_in_thread(arrival.moved_to(thread, OWN_THREAD), thread)
                 return
-            conversation = await self._conversation_for(message, record, live, trigger, kind)
+            conversation = self.manager.get(channel_id)
+            if conversation is None and starts():
+                conversation = await self._start_conversation(arrival)
+            elif conversation is not None and conversation is not live:
+                self.manager.record_message(channel_id, record)
             if conversation is not None:
-                await self._decide_and_answer(message, record, conversation)
+                await self._decide_and_answer(arrival, conversation)
+
+    def _starts_conversation(self, arrival: Arrival) -> bool:
+        """Whether the message starts a conversation: any message in a thread Parley opened or in a DM, and in a
+        channel what the decider says starts one (an @mention of Parley or a reply to it)."""
+        assert self.user is not None
+        return arrival.kind != CHANNEL or self.decider.should_start_conversation(arrival.record, self.user.id)[0]
+
+    async def _start_conversation(self, arrival: Arrival) -> ChannelConversation:
+        """Start the channel's conversation with the message, from the context before it and earlier summaries."""
+        channel_id = arrival.record.channel_id
+        context = await self.context.load_context(arrival.message)
+        earlier = await self.upkeep.earlier_conversations(channel_id)
+        conversation = self.manager.start(channel_id, context, kind=arrival.kind)
+        conversation.earlier_conversations = earlier
+        self.manager.record_message(channel_id, arrival.record)
+        return conversation
 
     # -- Threads Parley opens, and direct messages --
 
@@ -498,18 +518,17 @@ class Parley(discord.AutoShardedClient):
         rates.give_back(member)
         return True
 
-    async def _answer_in_thread(self, message: discord.Message, record: MessageRecord, thread: discord.Thread) -> None:
+    async def _answer_in_thread(self, arrival: Arrival, thread: discord.Thread) -> None:
         """Start the thread's conversation with the question that opened it, and answer it there.
 
         The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
         """
-        question = replace(record, channel_id=thread.id)
         if thread.id not in self._turns:
             self._turns[thread.id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
         async with self._channel_turn(thread.id):
             conversation = self.manager.start(thread.id, kind=OWN_THREAD)
-            self.manager.record_message(thread.id, question)
-            await self._decide_and_answer(message, question, conversation, thread)
+            self.manager.record_message(thread.id, arrival.record)
+            await self._decide_and_answer(arrival, conversation, thread)
 
     def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
         """Record a message that will not be answered in the conversation that began while it waited."""
@@ -518,27 +537,20 @@ class Parley(discord.AutoShardedClient):
             self.manager.record_message(record.channel_id, record)
 
     async def _decide_and_answer(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        where: discord.Thread | None = None,
+        self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
     ) -> None:
         """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
         says so."""
         assert self.user is not None
-        member = (guild_id_of(message), record.author_id)
+        message, record = arrival.message, arrival.record
+        member = (arrival.guild_id, record.author_id)
         rates = self.member_rates
         if rates is not None:
             # Taken before deciding, so a member over the rate costs no judge call either.
             admission = rates.take(member)
             if not admission.admitted:
                 self._decided_here(record, MEMBER_RATE_LIMITED)
-                if (
-                    admission.retry_at is not None
-                    and addresses_bot(record, self.user.id)
-                    and rates.first_warning(member)
-                ):
+                if admission.retry_at is not None and arrival.addressed and rates.first_warning(member):
                     await self._say_slow_down(message, admission.retry_at)
                 return
         decision = self.decider.decide_now(record, conversation, self.user.id)
@@ -549,7 +561,7 @@ class Parley(discord.AutoShardedClient):
                 rates.give_back(member)
             return
         async with self._answer_slots:
-            await self.answer(message, record, conversation, where)
+            await self.answer(arrival, conversation, where)
 
     async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
         """Tell a member once, replying to them, when Parley answers them again.
@@ -586,47 +598,18 @@ class Parley(discord.AutoShardedClient):
             if turn.waiting == 0:
                 del self._turns[channel_id]
 
-    async def _conversation_for(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        live: ChannelConversation | None,
-        trigger: bool | None,
-        kind: str = CHANNEL,
-    ) -> ChannelConversation | None:
-        """The conversation `record` belongs to, starting one (of `kind`) if the message is a trigger."""
-        assert self.user is not None
-        channel_id = message.channel.id
-        conversation = self.manager.get(channel_id)
-        if conversation is None:
-            if trigger is None:
-                trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
-            if not trigger:
-                return None
-            context = await self.context.load_context(message)
-            earlier = await self.upkeep.earlier_conversations(channel_id)
-            conversation = self.manager.start(channel_id, context, kind=kind)
-            conversation.earlier_conversations = earlier
-            self.manager.record_message(channel_id, record)
-        elif conversation is not live:
-            self.manager.record_message(channel_id, record)
-        return conversation
-
     # -- Answering (answering.answer) --
 
     async def answer(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        where: discord.Thread | None = None,
+        self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
     ) -> None:
-        """Answer `message` (in `where`, a thread opened for it, if given), unless its server's token budget for
+        """Answer the message (in `where`, a thread opened for it, if given), unless its server's token budget for
         the day is spent (`decline_over_budget`)."""
-        if self.server_budget_spent(guild_id_of(message)):
+        message, record = arrival.message, arrival.record
+        if self.server_budget_spent(arrival.guild_id):
             await self.decline_over_budget(message, record, where)
             return
-        await self.answering.answer(message, record, conversation, where)
+        await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
         return await self.answering.latest_answer(channel)

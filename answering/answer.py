@@ -81,12 +81,14 @@ class Answering:
         record: MessageRecord,
         conversation: ChannelConversation,
         where: discord.Thread | None = None,
+        *,
+        reads_history: bool,
     ) -> None:
         """Run the responder and post its answer (in `where`, a thread opened for it, if given); on failure
-        apologise and leave the history as it was."""
+        apologise and leave the history as it was. `reads_history`: the asker may read the channel's history."""
         assert self.client.user is not None
         channel = where or message.channel
-        deps = self.chat_deps(message, channel)
+        deps = self.chat_deps(message, channel, reads_history)
         if self.settings.stream_answers:
             await self._answer_streamed(message, record, conversation, deps, where)
             return
@@ -98,7 +100,7 @@ class Answering:
                 result = failure
         await self.tail.finish(AnswerOutcome.whole(message, where, result), conversation)
 
-    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
+    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable, reads_history: bool) -> ChatDeps:
         """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
 
         A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
@@ -116,8 +118,7 @@ class Answering:
             channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
             archive=self.stores.archive,
             requester_id=message.author.id,
-            # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
-            requester_can_read_history=guild is None or may_read_history(message),
+            requester_can_read_history=reads_history,
             memory=self.stores.memory if self.settings.memory_tools else None,
             message_id=message.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
@@ -212,7 +213,9 @@ class Answering:
         replacing the answer in the conversation's model history."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
-        deps = self.chat_deps(question, channel)
+        # Resolved here, where the question comes back from Discord: the asker of the answer being rewritten.
+        # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
+        deps = self.chat_deps(question, channel, question.guild is None or may_read_history(question))
 
         profile = self.profiles.for_channel(channel_id)
 
