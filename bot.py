@@ -19,32 +19,17 @@ import discord
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
-from agent import (
-    LLMJudge,
-    build_judge,
-    build_model,
-    build_responder,
-    close_model,
-)
+from agent import LLMJudge, build_judge, build_model, build_responder, close_model
 from answering.answer import Answering
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
-from archive import (
-    Archive,
-    DatabaseUrlError,
-    describe_database_url,
-    open_archive,
-)
+from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
 from budget import UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
 from config import Settings
-from context import (
-    Summarizer,
-    build_summarizer,
-)
+from context import Summarizer, build_summarizer
 from conversation import (
     CHANNEL,
-    NORMAL,
     OWN_THREAD,
     ChannelConversation,
     ConversationManager,
@@ -55,13 +40,7 @@ from conversation import (
     utc_now,
 )
 from costs import UsageMetrics
-from discord_io import (
-    guild_id_of,
-    is_closed_thread,
-    reply_mentions,
-    to_archived,
-    to_record,
-)
+from discord_io import guild_id_of, is_closed_thread, reply_mentions, to_archived, to_record
 from edge.arrival import Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -76,10 +55,7 @@ from ops import cli
 from ops.background import BackgroundTasks
 from ops.cli import ArchiveUnavailable
 from ops.decision_log import DecisionLog
-from preflight import (
-    invite_link,
-    parley_version,
-)
+from preflight import startup_summary
 from profiles import Profiles, load_profiles_file
 from shared import SharedSettings, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
@@ -390,19 +366,14 @@ class Parley(discord.AutoShardedClient):
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
-        settings = self.settings
-        servers = len(self.guilds)
-        judge = settings.judge_model if self.judge is not None else "off"
-        archive = describe_database_url(settings.database_url) if settings.archive_enabled else "off"
-        others = len(self.profiles.modes)
-        modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
-        line = (
-            f"Parley {parley_version()} connected as {self.user} to {servers} server(s):"
-            f" model {settings.llm_model}, judge {judge}, archive {archive}, {modes}"
+        return startup_summary(
+            self.settings,
+            user=self.user,
+            servers=len(self.guilds),
+            judged=self.judge is not None,
+            channels_set_otherwise=len(self.profiles.modes),
+            application_id=self.application_id,
         )
-        if servers == 0 and self.application_id is not None:
-            line += f"; add it to a server with {invite_link(self.application_id)}"
-        return line
 
     # -- Messages --
 

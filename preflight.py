@@ -20,9 +20,10 @@ from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
 
 from agent import build_model
-from archive import is_postgres_url
+from archive import describe_database_url, is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
+from conversation import NORMAL
 from profiles import profiles_file_problem
 from tools import supports_native_web_search, tool_config_problem
 
@@ -215,3 +216,26 @@ def required_settings_help() -> str:
             "Every other setting has a default: .env.example lists them all, README.md explains them.",
         ]
     )
+
+
+def startup_summary(
+    settings: Settings,
+    *,
+    user: object,
+    servers: int,
+    judged: bool,
+    channels_set_otherwise: int,
+    application_id: int | None,
+) -> str:
+    """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
+    judge = settings.judge_model if judged else "off"
+    archive = describe_database_url(settings.database_url) if settings.archive_enabled else "off"
+    others = channels_set_otherwise
+    modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
+    line = (
+        f"Parley {parley_version()} connected as {user} to {servers} server(s):"
+        f" model {settings.llm_model}, judge {judge}, archive {archive}, {modes}"
+    )
+    if servers == 0 and application_id is not None:
+        line += f"; add it to a server with {invite_link(application_id)}"
+    return line
