@@ -19,7 +19,7 @@ import discord
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
-from agent import LLMJudge, build_judge, build_model, build_responder, close_model
+from agent import LLMJudge, build_judge, build_model, build_responder
 from answering.answer import Answering
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
@@ -52,6 +52,7 @@ from journal import JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
 from ops import cli
+from ops.agents import Agents
 from ops.background import BackgroundTasks
 from ops.cli import ArchiveUnavailable
 from ops.decision_log import DecisionLog
@@ -181,13 +182,12 @@ class Parley(discord.AutoShardedClient):
             else None
         )
         self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
-        # The model provider's HTTP client is closed only by leaving the agent's context.
-        self._resources = contextlib.AsyncExitStack()
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
         # The models profiles name, built once each; the defaults are the agents' own.
         self.models = ProfileModels(settings, self.profiles)
+        self.agents = Agents(responder, judge, summarizer, self.models)
         # Per channel, the message id its context starts after: set by /parley forget.
         self.forget_markers: dict[int, int] = {}
         # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
@@ -258,18 +258,8 @@ class Parley(discord.AutoShardedClient):
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
-        await self._resources.enter_async_context(self.responder)
+        await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        if self.judge is not None:
-            await self._resources.enter_async_context(self.judge.agent)
-            # The judge tells the model whom the bot last answered, so it must know who the bot is.
-            self.judge.bot_user_id = self.user.id
-            self.judge.bot_name = self.user.display_name
-            self.judge.on_usage = self.accounting.account_judgement
-            self.judge.model_for = self.models.judge_model_for
-        if self.summarizer is not None:
-            await self._resources.enter_async_context(self.summarizer.agent)
-            self.summarizer.on_usage = self.accounting.account_summary
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
@@ -350,13 +340,7 @@ class Parley(discord.AutoShardedClient):
             self.usage.detach()
             await archive.close()
         await self.toolbox.stop()
-        await self._resources.aclose()
-        await close_model(self.responder.model)
-        if self.judge is not None:
-            await close_model(self.judge.agent.model)
-        if self.summarizer is not None:
-            await close_model(self.summarizer.agent.model)
-        await self.models.close()
+        await self.agents.close()
 
     async def on_ready(self) -> None:
         self.coverage.restart()
