@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import math
 import sqlite3
@@ -22,23 +21,14 @@ from pydantic_ai.messages import ModelMessage
 from agent import LLMJudge, build_judge, build_model, build_responder
 from answering.answer import Answering
 from answering.models import ProfileModels
+from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
 from budget import UsageLedger, next_utc_midnight
 from commands import ParleyCommands, ParleyTree, discord_time
 from config import Settings
 from context import Summarizer, build_summarizer
-from conversation import (
-    CHANNEL,
-    OWN_THREAD,
-    ChannelConversation,
-    ConversationManager,
-    Decision,
-    MessageRecord,
-    ResponseDecider,
-    log_decision,
-    utc_now,
-)
+from conversation import ConversationManager, Decision, JudgeCall, MessageRecord, ResponseDecider, utc_now
 from costs import UsageMetrics
 from discord_io import guild_id_of, is_closed_thread, reply_mentions, to_archived, to_record
 from edge.arrival import Arrival
@@ -86,8 +76,6 @@ class _Turn:
 
 # Decisions the admission limits make instead of the decider: the message is recorded, not answered.
 MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
-SUPERSEDED = Decision(False, "superseded", "limit")
-QUEUE_FULL = Decision(False, "queue_full", "limit")
 SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
 
 
@@ -181,7 +169,7 @@ class Parley(discord.AutoShardedClient):
             if settings.member_answers_per_hour
             else None
         )
-        self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
+        self.answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
@@ -234,7 +222,7 @@ class Parley(discord.AutoShardedClient):
             self,
             manager,
             self.upkeep,
-            within_rate=self._within_rate,
+            within_rate=self.within_rate,
             thread_channels=self.thread_channels,
             own_threads=self.own_threads,
         )
@@ -254,6 +242,17 @@ class Parley(discord.AutoShardedClient):
             files=self.files,
             accounting=self.accounting,
             upkeep=self.upkeep,
+        )
+        self.pipeline = MessagePipeline(
+            self,
+            manager,
+            decider,
+            self,
+            threads=self.threads,
+            context=self.context,
+            upkeep=self.upkeep,
+            answering=self.answering,
+            decision_log=self.decision_log,
         )
 
     async def setup_hook(self) -> None:
@@ -374,149 +373,76 @@ class Parley(discord.AutoShardedClient):
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
             return
-        arrival = Arrival.resolve(message, record, kind=self.threads.kind_of(message), bot_user_id=self.user.id)
-        if not arrival.automated:
-            self.bot_gate.human_spoke(message.channel.id)
-        elif self._refuse_automated(arrival):
-            return
-        # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
-        # never answers them (`other_bot`).
-        await self.handle(arrival)
-
-    def _refuse_automated(self, arrival: Arrival) -> bool:
-        """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
-        record = arrival.record
-        if not arrival.addressed:
-            return False
-        refusal = self.bot_gate.refusal(record.author_id, record.channel_id)
-        if refusal is None:
-            return False
-        self.manager.record_message(record.channel_id, record)
-        self._decided_here(record, refusal)
-        return True
-
-    async def handle(self, arrival: Arrival) -> None:
-        """Record, decide and answer one message; a channel's messages are decided in arrival order.
-
-        Every message is recorded, so the model sees them all; only answering is limited. While a
-        channel is busy, a member's newer mention of Parley (or reply to it) supersedes their
-        earlier waiting one, and at most CHANNEL_QUEUE_LIMIT members' mentions wait; the rest are
-        recorded, not answered. Other messages wait for their turn to be decided: none of them can
-        cost more than a follow-up or a judge call, each limited on its own.
-
-        Whether the message starts a conversation is decided once, when first asked: at once in a channel with
-        neither a conversation nor a turn under way, else at its turn if no conversation is live by then.
-        """
-        message, record = arrival.message, arrival.record
-        channel_id = message.channel.id
-        live = self.manager.record_message(channel_id, record)
-        starts = functools.cache(lambda: self._starts_conversation(arrival))
-        if live is None and channel_id not in self._turns and not starts():
-            return  # nothing is starting a conversation here, so this message was decided at once
-        turn = self._turns.get(channel_id)
-        if turn is None:
-            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        in_line = arrival.addressed
-        answerable = True
-        if in_line and not turn.line.join(record.message_id, record.author_id).admitted:
-            self._decided_here(record, QUEUE_FULL)
-            if live is not None:
-                return  # recorded already; a full line has waiters, who clear the turn away
-            in_line = answerable = False  # it waits only to be recorded in order
-        async with self._channel_turn(channel_id):
-            if in_line and not turn.line.leave(record.message_id):
-                self._decided_here(record, SUPERSEDED)
-                answerable = False
-            if not answerable:
-                self._record_late(record, live)
-                return
-            opens = self.threads.opens_thread(message, record)
-            thread = await self.threads.open_thread(message, record) if opens else None
-            if thread is not None:
-                await self._answer_in_thread(arrival.moved_to(thread, OWN_THREAD), thread)
-                return
-            conversation = self.manager.get(channel_id)
-            if conversation is None and starts():
-                conversation = await self._start_conversation(arrival)
-            elif conversation is not None and conversation is not live:
-                self.manager.record_message(channel_id, record)
-            if conversation is not None:
-                await self._decide_and_answer(arrival, conversation)
-
-    def _starts_conversation(self, arrival: Arrival) -> bool:
-        """Whether the message starts a conversation: any message in a thread Parley opened or in a DM, and in a
-        channel what the decider says starts one (an @mention of Parley or a reply to it)."""
-        assert self.user is not None
-        return arrival.kind != CHANNEL or self.decider.should_start_conversation(arrival.record, self.user.id)[0]
-
-    async def _start_conversation(self, arrival: Arrival) -> ChannelConversation:
-        """Start the channel's conversation with the message, from the context before it and earlier summaries."""
-        channel_id = arrival.record.channel_id
-        context = await self.context.load_context(arrival.message)
-        earlier = await self.upkeep.earlier_conversations(channel_id)
-        conversation = self.manager.start(channel_id, context, kind=arrival.kind)
-        conversation.earlier_conversations = earlier
-        self.manager.record_message(channel_id, arrival.record)
-        return conversation
+        kind = self.threads.kind_of(message)
+        await self.pipeline.arrived(Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id))
 
     # -- Threads Parley opens, and direct messages --
 
-    def _within_rate(self, message: discord.Message, record: MessageRecord) -> bool:
+    # -- Admission, as answering.pipeline.Admission asks it (helper guards' admission.Gatekeeper takes it over) --
+
+    def idle(self, channel_id: int) -> bool:
+        return channel_id not in self._turns
+
+    def join_line(self, channel_id: int, record: MessageRecord) -> bool:
+        return self._turn_of(channel_id).line.join(record.message_id, record.author_id).admitted
+
+    def leave_line(self, channel_id: int, message_id: int) -> bool:
+        return self._turn_of(channel_id).line.leave(message_id)
+
+    def _turn_of(self, channel_id: int) -> _Turn:
+        turn = self._turns.get(channel_id)
+        if turn is None:
+            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        return turn
+
+    @contextlib.asynccontextmanager
+    async def channel_turn(self, channel_id: int) -> AsyncIterator[None]:
+        """One message of a channel at a time, first come first served; idle channels hold no lock."""
+        turn = self._turn_of(channel_id)
+        turn.waiting += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.waiting -= 1
+            if turn.waiting == 0:
+                del self._turns[channel_id]
+
+    def within_rate(self, guild_id: int, member_id: int) -> bool:
         """Whether the author may be answered now, without spending their answer: a member past their rate gets no
         thread, only the channel's one-line notice."""
         rates = self.member_rates
         if rates is None:
             return True
-        member = (guild_id_of(message), record.author_id)
+        member = (guild_id, member_id)
         if not rates.take(member).admitted:
             return False
         rates.give_back(member)
         return True
 
-    async def _answer_in_thread(self, arrival: Arrival, thread: discord.Thread) -> None:
-        """Start the thread's conversation with the question that opened it, and answer it there.
-
-        The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
-        """
-        if thread.id not in self._turns:
-            self._turns[thread.id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        async with self._channel_turn(thread.id):
-            conversation = self.manager.start(thread.id, kind=OWN_THREAD)
-            self.manager.record_message(thread.id, arrival.record)
-            await self._decide_and_answer(arrival, conversation, thread)
-
-    def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
-        """Record a message that will not be answered in the conversation that began while it waited."""
-        conversation = self.manager.get(record.channel_id)
-        if conversation is not None and conversation is not live:
-            self.manager.record_message(record.channel_id, record)
-
-    async def _decide_and_answer(
-        self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
-    ) -> None:
-        """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
-        says so."""
-        assert self.user is not None
-        message, record = arrival.message, arrival.record
-        member = (arrival.guild_id, record.author_id)
+    async def admit_member(
+        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
+    ) -> bool:
+        """Spend one of the author's answers before their message is decided, so a member over their rate costs no
+        judge call either; refused, the message is noted and, if it addressed Parley, its author told once."""
         rates = self.member_rates
-        if rates is not None:
-            # Taken before deciding, so a member over the rate costs no judge call either.
-            admission = rates.take(member)
-            if not admission.admitted:
-                self._decided_here(record, MEMBER_RATE_LIMITED)
-                if admission.retry_at is not None and arrival.addressed and rates.first_warning(member):
-                    await self._say_slow_down(message, admission.retry_at)
-                return
-        decision = self.decider.decide_now(record, conversation, self.user.id)
-        if not isinstance(decision, Decision):
-            decision = await decision  # the judge's call
-        if not decision.respond:
-            if rates is not None:
-                rates.give_back(member)
-            return
-        async with self._answer_slots:
-            await self.answer(arrival, conversation, where)
+        if rates is None:
+            return True
+        member = (guild_id, record.author_id)
+        admission = rates.take(member)
+        if admission.admitted:
+            return True
+        self.pipeline.decided_here(record, MEMBER_RATE_LIMITED)
+        if admission.retry_at is not None and addressed and rates.first_warning(member):
+            await self._say_slow_down(message, admission.retry_at)
+        return False
+
+    async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision:
+        return await call  # the judge's call
+
+    def give_back(self, guild_id: int, member_id: int) -> None:
+        if self.member_rates is not None:
+            self.member_rates.give_back((guild_id, member_id))
 
     async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
         """Tell a member once, replying to them, when Parley answers them again.
@@ -534,37 +460,7 @@ class Parley(discord.AutoShardedClient):
         except discord.HTTPException as error:
             log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
 
-    def _decided_here(self, record: MessageRecord, decision: Decision) -> None:
-        """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
-        for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
-        self.decision_log.note(record, decision)
-        log_decision(record, decision)
-
-    @contextlib.asynccontextmanager
-    async def _channel_turn(self, channel_id: int) -> AsyncIterator[None]:
-        """One message of a channel at a time, first come first served; idle channels hold no lock."""
-        turn = self._turns[channel_id]
-        turn.waiting += 1
-        try:
-            async with turn.lock:
-                yield
-        finally:
-            turn.waiting -= 1
-            if turn.waiting == 0:
-                del self._turns[channel_id]
-
     # -- Answering (answering.answer) --
-
-    async def answer(
-        self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
-    ) -> None:
-        """Answer the message (in `where`, a thread opened for it, if given), unless its server's token budget for
-        the day is spent (`decline_over_budget`)."""
-        message, record = arrival.message, arrival.record
-        if self.server_budget_spent(arrival.guild_id):
-            await self.decline_over_budget(message, record, where)
-            return
-        await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
         return await self.answering.latest_answer(channel)
@@ -573,9 +469,7 @@ class Parley(discord.AutoShardedClient):
         """ "Regenerate" the channel's latest answer (streaming.py); nothing changes if the conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
-        if channel_id not in self._turns:
-            self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        async with self._channel_turn(channel_id), self._answer_slots:
+        async with self.channel_turn(channel_id), self.answer_slots:
             conversation = self.manager.get(channel_id)
             if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
                 return
@@ -589,11 +483,10 @@ class Parley(discord.AutoShardedClient):
         return budget > 0 and self.usage.server_tokens(guild_id) >= budget
 
     async def decline_over_budget(
-        self, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
+        self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
     ) -> None:
         """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
-        guild_id = guild_id_of(message)
-        self._decided_here(record, SERVER_BUDGET)
+        self.pipeline.decided_here(record, SERVER_BUDGET)
         day = self.usage.day
         if self._budget_notices.get(guild_id) == day:
             return

@@ -9,7 +9,7 @@ import discord
 
 from archive.holder import ArchiveHolder
 from conversation import CHANNEL, DIRECT, OWN_THREAD, ConversationManager, MessageRecord
-from discord_io import is_closed_thread, thread_name
+from discord_io import guild_id_of, is_closed_thread, thread_name
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -26,7 +26,7 @@ class Threads:
         manager: ConversationManager,
         upkeep: ConversationUpkeep,
         *,
-        within_rate: Callable[[discord.Message, MessageRecord], bool],
+        within_rate: Callable[[int, int], bool],
         thread_channels: set[int],
         own_threads: dict[int, int],
     ) -> None:
@@ -56,7 +56,7 @@ class Threads:
             message.channel.id in self.thread_channels
             and isinstance(message.channel, discord.TextChannel)
             and self.client.user.id in record.mention_ids
-            and self.within_rate(message, record)
+            and self.within_rate(guild_id_of(message), record.author_id)
         )
 
     async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:
