@@ -139,23 +139,12 @@ class Parley(discord.AutoShardedClient):
         toolbox: Toolbox | None = None,
         **options: Any,
     ) -> None:
-        # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
-        # These flags are its own switch for exactly those two warnings, so every other one still shows.
-        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-        intents = discord.Intents.none()
-        intents.guilds = True
-        intents.guild_messages = True
-        intents.message_content = True
-        # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
-        intents.dm_messages = settings.direct_messages
-        if settings.shard_ids:  # else every shard of the count
-            options["shard_ids"] = sorted(settings.shard_ids)
-        options["shard_count"] = settings.shard_count  # None: as many as Discord recommends
-        super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options)
+        # Over 60 lines on purpose: the client's parts are built here once, each after what it takes, so the order
+        # of the lines is the order of their dependencies (composition, no logic).
+        super().__init__(**discord_options(settings, options))
         self.settings = settings
         self.manager = manager
         self.decider = decider
-        self.responder = responder
         self.judge = judge
         self.summarizer = summarizer
         # Web search and the MCP servers, by name; the servers run from setup_hook to close.
@@ -229,7 +218,6 @@ class Parley(discord.AutoShardedClient):
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
         self.context = ContextLoader(settings, self, self.coverage, self.forget_markers)
         self.files = AttachmentSources(self, self, settings)
-        self.attachments = self.files.attachments
         self.answering = Answering(
             self,
             self,
@@ -375,8 +363,6 @@ class Parley(discord.AutoShardedClient):
             return
         kind = self.threads.kind_of(message)
         await self.pipeline.arrived(Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id))
-
-    # -- Threads Parley opens, and direct messages --
 
     # -- Admission, as answering.pipeline.Admission asks it (helper guards' admission.Gatekeeper takes it over) --
 
@@ -552,6 +538,23 @@ class Parley(discord.AutoShardedClient):
 
 
 # --- Composition root --------------------------------------------------------------------------
+
+
+def discord_options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
+    """discord.py's options for Parley's client: the intents it needs, no pings by default, this process's shards."""
+    # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
+    # These flags are its own switch for exactly those two warnings, so every other one still shows.
+    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.message_content = True
+    # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
+    intents.dm_messages = settings.direct_messages
+    if settings.shard_ids:  # else every shard of the count
+        options["shard_ids"] = sorted(settings.shard_ids)
+    options["shard_count"] = settings.shard_count  # None: as many as Discord recommends
+    return {"intents": intents, "allowed_mentions": discord.AllowedMentions.none(), **options}
 
 
 def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
