@@ -1,4 +1,5 @@
-"""Tests that the README stays true to the code: every setting and limit documented, every command run."""
+"""Tests that the README and the docs pages stay true to the code: every setting and limit documented, every command
+run, every link and figure's commit real. All read the docs or run commands, so all are `slow`."""
 
 from __future__ import annotations
 
@@ -21,13 +22,17 @@ from fake_llm import FakeLLM
 from archive.sqlite import ArchivedMessage, HistoryArchive
 from config import Settings
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+# The documentation site's pages (mkdocs.yml), by file name.
+PAGES = {path.name: path.read_text() for path in sorted((ROOT / "docs").glob("*.md"))}
 
 
-def section(title: str) -> str:
-    """The README's `## title` section, up to the next `## ` heading."""
-    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+def section(title: str, text: str = README) -> str:
+    """The `## title` section of `text` (the README unless given), up to the next `## ` heading."""
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def readme_commands(text: str = README) -> list[str]:
@@ -51,13 +56,18 @@ def table_default(text: str, variable: str) -> str | None:
 
 
 def test_every_setting_is_documented_with_its_default() -> None:
-    """The settings table names every variable, with the default the code actually uses."""
-    settings = section("Settings")
+    """Configuration's settings table names every variable and no other, with the default the code actually uses.
+
+    tests/test_startup.py holds .env.example to the same Settings, so the page and the file agree.
+    """
+    settings = section("Settings", PAGES["configuration.md"])
     for name, field in Settings.model_fields.items():
         default = table_default(settings, name.upper())
-        assert default, f"{name.upper()} missing from the README's settings table"
+        assert default, f"{name.upper()} missing from the settings table of docs/configuration.md"
         if not field.is_required() and field.default is not None and name != "judge_model":
             assert default == documented_default(field.default), name
+    rows = re.findall(r"^\| `([A-Z][A-Z_]+)` \|", settings, re.MULTILINE)
+    assert sorted(rows) == sorted(name.upper() for name in Settings.model_fields), "a retired setting lingers"
 
 
 LIMIT_SETTINGS = (
@@ -84,8 +94,8 @@ LIMIT_SETTINGS = (
 
 
 def test_limits_and_privacy_lists_every_limit_with_its_default() -> None:
-    """The "Limits and privacy" section has a row for each limit and privacy setting, with the code's default."""
-    limits = section("Limits and privacy")
+    """The "Limits and privacy" page has a row for each limit and privacy setting, with the code's default."""
+    limits = PAGES["limits-and-privacy.md"]
     for variable in LIMIT_SETTINGS:
         field = Settings.model_fields[variable.lower()]
         expected = "unset" if field.default is None else documented_default(field.default)
@@ -93,8 +103,8 @@ def test_limits_and_privacy_lists_every_limit_with_its_default() -> None:
 
 
 def test_limits_and_privacy_says_what_goes_where() -> None:
-    """The section covers each destination of data and each safeguard a member or operator relies on."""
-    limits = section("Limits and privacy")
+    """The page covers each destination of data and each safeguard a member or operator relies on."""
+    limits = PAGES["limits-and-privacy.md"]
     for topic in ("**Discord**", "**The model provider**", "**Logfire**", "**The archive file**", "secure_delete"):
         assert topic in limits, topic
     for safeguard in ("**Names are data**", "Read Message History", "surrogate", "(answer cut)"):
@@ -104,7 +114,7 @@ def test_limits_and_privacy_says_what_goes_where() -> None:
 def test_readme_gives_the_install_and_test_commands() -> None:
     """The quick start installs the pinned requirements; Development gives the install and test commands CI uses."""
     assert "pip install -r requirements.txt" in readme_commands(section("Quick start"))
-    development = readme_commands(section("Development"))
+    development = readme_commands(PAGES["development.md"])
     assert 'pip install -e ".[dev]"' in development and "pytest" in development
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().endswith("pytest")
@@ -115,27 +125,27 @@ def test_readme_and_pre_commit_name_the_checks_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     checks = re.findall(r"^((?:ruff|mypy)\b.*)$", ci, re.MULTILINE)
     assert checks == ["ruff check .", "ruff format --check .", "mypy"]
-    development = section("Development")
+    development = PAGES["development.md"]
     pre_commit = (ROOT / ".pre-commit-config.yaml").read_text()
     for check in checks:
         assert check in readme_commands(development), check
         assert f"entry: {check.removesuffix(' .')}" in pre_commit, check
-    for step in ("check_requirements.py --recompile", ".ci/railpack-replay"):
+    for step in ("check_requirements.py --recompile", ".ci/railpack-replay", "mkdocs build --strict"):
         assert step in ci and step in development, step
 
 
 def test_development_lists_every_module() -> None:
     """Each top-level module of the project, and each folder of scripts, is described in Development."""
-    development = section("Development")
+    development = PAGES["development.md"]
     modules = [path.name for path in ROOT.glob("*.py")]
     assert modules, "no modules found"
     for name in [*modules, "eval/", "bench/", "tests/"]:
         assert f"`{name}`" in development, name
 
 
-# --- Every command in the README is run -----------------------------------------------------
+# --- Every command in the README and the docs is run -------------------------------------------
 
-# Commands the README gives that a test here runs (the test names the command it runs).
+# Commands the README and the docs pages give that a test here runs (the test names the command it runs).
 RUN_HERE = {
     "python replay.py eval/sample",
     "python replay.py --json eval/sample",
@@ -159,6 +169,7 @@ RUN_HERE = {
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
     "GUILD_ID=123456789012345678 python bot.py --sync",
+    "mkdocs build --strict",
 }
 # Commands run by another test, or only by CI, or not at all because they install or download.
 RUN_ELSEWHERE = {
@@ -181,14 +192,22 @@ RUN_ELSEWHERE = {
     "mypy": ".ci/run",
     "pytest": ".ci/run, and this very test run",
     "pre-commit install": "installs a git hook",
+    'pytest -m "not slow"': ".ci/run runs the whole suite, which includes these",
+    "bash .ci/run": "CI itself: installs into a fresh environment, then runs every check and the whole suite",
+    "mkdocs serve": "serves the site until stopped (test_the_docs_site_builds_strictly builds the same pages)",
 }
 
 
+def every_command() -> set[str]:
+    """The commands of the README and of every docs page."""
+    return {command for text in [README, *PAGES.values()] for command in readme_commands(text)}
+
+
 def test_every_readme_command_is_run_by_a_test_or_named_here() -> None:
-    """A command added to the README fails this test until a test runs it or it is named with why it is not."""
-    commands = set(readme_commands())
+    """A command added to the README or a page fails this test until a test runs it or it is named with why not."""
+    commands = every_command()
     assert commands - RUN_HERE - RUN_ELSEWHERE.keys() == set()
-    assert (RUN_HERE | RUN_ELSEWHERE.keys()) - commands == set(), "named here but gone from the README"
+    assert (RUN_HERE | RUN_ELSEWHERE.keys()) - commands == set(), "named here but gone from the README and the docs"
 
 
 def run(command: str, cwd: Path = ROOT, extra: str = "", env: dict[str, str] | None = None) -> str:
@@ -217,7 +236,7 @@ def test_replay_on_the_sample_gives_the_readme_figures() -> None:
     figures = (
         f"precision {precision}, recall {recall}, F1 {f1} ({unmentioned.group(1)} recall on replies without a mention)"
     )
-    assert figures in " ".join(section("How Parley decides when to speak").split())
+    assert figures in " ".join(section("How well it decides", PAGES["evaluation.md"]).split())
     as_json = json.loads(run("python replay.py --json eval/sample").splitlines()[-1])
     # The JSON rounds to 4 places, the text to 3: 0.74549 is 0.7455 in one and 0.745 in the other.
     assert (as_json["files"], as_json["messages"]) == (3, 526) and as_json["f1"] == pytest.approx(float(f1), abs=6e-4)
@@ -305,8 +324,8 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:
-    """Each bench the Performance section quotes runs and prints its figures (at a small size, not its default)."""
-    assert command in section("Performance")
+    """Each bench the Benchmarks page quotes runs and prints its figures (at a small size, not its default)."""
+    assert command in PAGES["benchmarks.md"]
     assert shows in run(command, extra=small)
 
 
@@ -353,3 +372,72 @@ def test_bot_help_and_version() -> None:
     assert "DISCORD_TOKEN" in help_text and "--check" in help_text
     version = subprocess.run([sys.executable, "bot.py", "--version"], cwd=ROOT, capture_output=True, text=True)
     assert version.stdout.startswith("Parley ")
+
+
+# --- The README and the docs site hold together --------------------------------------------------
+
+
+def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
+    """`mkdocs build --strict`, as .ci/run runs it, builds every page with no broken link or anchor."""
+    run("mkdocs build --strict", extra=f"--site-dir {tmp_path / 'site'}")
+    built = {path.parent.name or "index" for path in (tmp_path / "site").rglob("index.html")}
+    assert {name.removesuffix(".md") for name in PAGES} <= built | {"index"}
+
+
+def test_the_readme_stays_short() -> None:
+    """A newcomer reads the README in five minutes; the rest belongs in docs/."""
+    assert len(README.splitlines()) <= 300
+
+
+def slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc extension gives a heading (its default slugify, ASCII text)."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower())
+
+
+def test_readme_links_reach_docs_pages_and_their_headings() -> None:
+    """Every `docs/` link of the README names a page that exists and, with an anchor, one of its headings.
+
+    mkdocs checks the links between pages; the README is outside the site, so this checks its own.
+    """
+    links = re.findall(r"\]\(docs/([^)#]+)(?:#([^)]+))?\)", README)
+    assert links, "the README links no docs page"
+    for page, anchor in links:
+        assert page in PAGES, page
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", PAGES[page], re.MULTILINE)
+            assert anchor in {slug(heading) for heading in headings}, f"{page}#{anchor}"
+
+
+def numbered_steps(text: str) -> str:
+    """The numbered steps of `text` ("1. ..." up to the blank line after the last), links made page-relative."""
+    steps = re.search(r"^1\. .*?(?=\n\n(?!\s*\d\.))", text, re.MULTILINE | re.DOTALL)
+    assert steps, "no numbered steps"
+    return steps.group(0).replace("](docs/", "](")
+
+
+def test_railway_steps_are_the_same_in_the_readme_and_deploying() -> None:
+    """The README's Railway steps are the Deploying page's, word for word, so the two cannot drift apart."""
+    readme_steps = numbered_steps(section("Deploying on Railway"))
+    assert readme_steps == numbered_steps(section("On Railway", PAGES["deploying.md"]))
+
+
+def test_the_readme_profiles_example_is_in_configuration() -> None:
+    """The PROFILES_FILE example, which tests/test_profiles.py loads from the README, is Configuration's too."""
+    [example] = re.findall(r"^```toml\n.*?^```", README, re.MULTILINE | re.DOTALL)
+    assert example in section("Profiles", PAGES["configuration.md"])
+
+
+def test_every_commit_a_figure_names_is_in_the_history() -> None:
+    """The commits the pages date their figures and changes by exist (a typo would date a figure wrongly)."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    shallow = subprocess.run([git, "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
+    if shallow.stdout.strip() != "false":
+        pytest.skip("a shallow clone does not hold the history the figures name")
+    text = "\n".join(PAGES.values())
+    commits = {word for word in re.findall(r"\b[0-9a-f]{7}\b", text) if re.search("[a-f]", word)}
+    assert len(commits) > 10, commits
+    for commit in sorted(commits):
+        found = subprocess.run([git, "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
+        assert found.returncode == 0, f"{commit} is no commit of this repository"
