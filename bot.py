@@ -19,7 +19,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
 from agent import LLMJudge, build_judge, build_model, build_responder
+from answering.agents import Agents
 from answering.answer import Answering
+from answering.decisions import DecisionLog
 from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
@@ -42,15 +44,13 @@ from journal import JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision
 from limits import TokenBucket, WaitingLine
 from memory import MemoryStore
 from ops import cli
-from ops.agents import Agents
-from ops.background import BackgroundTasks
 from ops.cli import ArchiveUnavailable
-from ops.decision_log import DecisionLog
 from preflight import startup_summary
 from profiles import Profiles, load_profiles_file
 from shared import SharedSettings, follow_other_processes
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
+from upkeep.background import BackgroundTasks
 from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
 from upkeep.forgetting import Forgetting

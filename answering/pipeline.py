@@ -11,6 +11,7 @@ from typing import Protocol
 import discord
 
 from answering.answer import Answering
+from answering.decisions import DecisionLog
 from conversation import (
     CHANNEL,
     OWN_THREAD,
@@ -25,7 +26,6 @@ from conversation import (
 from edge.arrival import Arrival
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
-from ops.decision_log import DecisionLog
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")

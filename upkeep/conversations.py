@@ -21,9 +21,9 @@ from context import (
     render_earlier_conversations,
 )
 from conversation import ChannelConversation, ConversationManager
-from ops.background import BackgroundTasks
 from sessions import restore, snapshot
 from shared import channels_served_elsewhere
+from upkeep.background import BackgroundTasks
 
 log = logging.getLogger("parley")
 

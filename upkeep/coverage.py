@@ -15,7 +15,7 @@ from archive import Archive, ArchiveWriteFailed
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from config import Settings
 from conversation import utc_now
-from ops.background import BackgroundTasks
+from upkeep.background import BackgroundTasks
 
 log = logging.getLogger("parley")
 
