@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import math
 import sqlite3
 import sys
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import discord
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
+from admission.gatekeeper import Gatekeeper
 from agent import LLMJudge, build_judge, build_model, build_responder
 from answering.agents import Agents
 from answering.answer import Answering
@@ -26,13 +21,13 @@ from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
-from budget import UsageLedger, next_utc_midnight
-from commands import ParleyCommands, ParleyTree, discord_time
+from budget import UsageLedger
+from commands import ParleyCommands, ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
-from conversation import ConversationManager, Decision, JudgeCall, MessageRecord, ResponseDecider, utc_now
+from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider
 from costs import UsageMetrics
-from discord_io import guild_id_of, is_closed_thread, reply_mentions, to_archived, to_record
+from discord_io import guild_id_of, is_closed_thread, to_archived, to_record
 from edge.arrival import Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -40,8 +35,7 @@ from edge.context_loading import ContextLoader
 from edge.gateway import reach_gateway
 from edge.threads import Threads
 from followup import load_model, model_path
-from journal import JOURNAL_MAX_CHANNELS, DecisionJournal, LoggedDecision
-from limits import TokenBucket, WaitingLine
+from journal import DecisionJournal, LoggedDecision
 from memory import MemoryStore
 from ops import cli
 from ops.cli import ArchiveUnavailable
@@ -60,63 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley")
 
-# Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
-BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
-SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-@dataclass
-class _Turn:
-    line: WaitingLine
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    waiting: int = 0
-
-
-# Decisions the admission limits make instead of the decider: the message is recorded, not answered.
-MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
-SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
-
-
-# --- Other bots and webhooks ---------------------------------------------------------------------
-
-BOT_NOT_LISTED = Decision(False, "other_bot", "gate")
-BOT_LOOP = Decision(False, "bot_loop", "gate")
-
-
-class BotGate:
-    """Which automated messages may make Parley answer: allow-listed bots and webhooks, a few turns at a time.
-
-    A bot, webhook or system author never triggers an answer unless its id is allow-listed. Even
-    then, two bots that answer each other's mentions would go on forever, so after `max_exchanges`
-    admitted triggers in a channel without a human message in between, the rest are refused.
-    """
-
-    def __init__(
-        self, allowed_ids: frozenset[int], max_exchanges: int, *, max_channels: int = JOURNAL_MAX_CHANNELS
-    ) -> None:
-        self.allowed_ids = allowed_ids
-        self.max_exchanges = max_exchanges
-        self.max_channels = max_channels
-        # Bot triggers admitted per channel since its last human message; only channels with bot traffic.
-        self._exchanges: OrderedDict[int, int] = OrderedDict()
-
-    def human_spoke(self, channel_id: int) -> None:
-        self._exchanges.pop(channel_id, None)
-
-    def refusal(self, author_id: int, channel_id: int) -> Decision | None:
-        """Why an automated message addressed to Parley may not make it answer; None admits it, counting one turn."""
-        if author_id not in self.allowed_ids:
-            return BOT_NOT_LISTED
-        exchanges = self._exchanges.pop(channel_id, 0)
-        if exchanges >= self.max_exchanges:
-            self._exchanges[channel_id] = exchanges
-            return BOT_LOOP
-        self._exchanges[channel_id] = exchanges + 1
-        if len(self._exchanges) > self.max_channels:
-            self._exchanges.popitem(last=False)
-        return None
 
 
 # --- The client -------------------------------------------------------------------------------
@@ -152,13 +91,6 @@ class Parley(discord.AutoShardedClient):
         self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
-        self._turns: dict[int, _Turn] = {}
-        self.member_rates = (
-            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=utc_now)
-            if settings.member_answers_per_hour
-            else None
-        )
-        self.answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
@@ -175,7 +107,6 @@ class Parley(discord.AutoShardedClient):
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
         self.decision_log = DecisionLog(self.decisions, self)
-        self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
         if settings.logfire_token is not None:
@@ -183,8 +114,8 @@ class Parley(discord.AutoShardedClient):
         self.accounting = UsageAccounting(
             self.usage, responder.model, self.get_channel, judge=judge, summarizer=summarizer
         )
-        # The UTC day each server was last told its budget is spent.
-        self._budget_notices: dict[int, date] = {}
+        # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
+        self.admission = Gatekeeper(settings, self.usage, self)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -194,7 +125,14 @@ class Parley(discord.AutoShardedClient):
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
         self.upkeep = ConversationUpkeep(
-            settings, manager, self, self.background, summarizer=summarizer, forget_markers=self.forget_markers
+            settings,
+            manager,
+            self,
+            self.background,
+            summarizer=summarizer,
+            forget_markers=self.forget_markers,
+            admission=self.admission,
+            guild_of=self.guild_of,
         )
         self.forgetting = Forgetting(
             manager,
@@ -211,7 +149,7 @@ class Parley(discord.AutoShardedClient):
             self,
             manager,
             self.upkeep,
-            within_rate=self.within_rate,
+            within_rate=self.admission.within_rate,
             thread_channels=self.thread_channels,
             own_threads=self.own_threads,
         )
@@ -235,7 +173,7 @@ class Parley(discord.AutoShardedClient):
             self,
             manager,
             decider,
-            self,
+            self.admission,
             threads=self.threads,
             context=self.context,
             upkeep=self.upkeep,
@@ -364,129 +302,44 @@ class Parley(discord.AutoShardedClient):
         kind = self.threads.kind_of(message)
         await self.pipeline.arrived(Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id))
 
-    # -- Admission, as answering.pipeline.Admission asks it (helper guards' admission.Gatekeeper takes it over) --
-
-    def idle(self, channel_id: int) -> bool:
-        return channel_id not in self._turns
-
-    def join_line(self, channel_id: int, record: MessageRecord) -> bool:
-        return self._turn_of(channel_id).line.join(record.message_id, record.author_id).admitted
-
-    def leave_line(self, channel_id: int, message_id: int) -> bool:
-        return self._turn_of(channel_id).line.leave(message_id)
-
-    def _turn_of(self, channel_id: int) -> _Turn:
-        turn = self._turns.get(channel_id)
-        if turn is None:
-            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
-        return turn
-
-    @contextlib.asynccontextmanager
-    async def channel_turn(self, channel_id: int) -> AsyncIterator[None]:
-        """One message of a channel at a time, first come first served; idle channels hold no lock."""
-        turn = self._turn_of(channel_id)
-        turn.waiting += 1
-        try:
-            async with turn.lock:
-                yield
-        finally:
-            turn.waiting -= 1
-            if turn.waiting == 0:
-                del self._turns[channel_id]
-
-    def within_rate(self, guild_id: int, member_id: int) -> bool:
-        """Whether the author may be answered now, without spending their answer: a member past their rate gets no
-        thread, only the channel's one-line notice."""
-        rates = self.member_rates
-        if rates is None:
-            return True
-        member = (guild_id, member_id)
-        if not rates.take(member).admitted:
-            return False
-        rates.give_back(member)
-        return True
-
-    async def admit_member(
-        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
-    ) -> bool:
-        """Spend one of the author's answers before their message is decided, so a member over their rate costs no
-        judge call either; refused, the message is noted and, if it addressed Parley, its author told once."""
-        rates = self.member_rates
-        if rates is None:
-            return True
-        member = (guild_id, record.author_id)
-        admission = rates.take(member)
-        if admission.admitted:
-            return True
-        self.pipeline.decided_here(record, MEMBER_RATE_LIMITED)
-        if admission.retry_at is not None and addressed and rates.first_warning(member):
-            await self._say_slow_down(message, admission.retry_at)
-        return False
-
-    async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision:
-        return await call  # the judge's call
-
-    def give_back(self, guild_id: int, member_id: int) -> None:
-        if self.member_rates is not None:
-            self.member_rates.give_back((guild_id, member_id))
-
-    async def _say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
-        """Tell a member once, replying to them, when Parley answers them again.
-
-        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
-        """
-        # Rounded up: the notice must never name a moment before the member can ask.
-        when = f"<t:{math.ceil(retry_at.timestamp())}:R>"
-        try:
-            await message.channel.send(
-                SLOW_DOWN.format(when=when),
-                reference=message.to_reference(fail_if_not_exists=False),
-                allowed_mentions=reply_mentions(message.author),
-            )
-        except discord.HTTPException as error:
-            log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
-
     # -- Answering (answering.answer) --
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
         return await self.answering.latest_answer(channel)
 
-    async def regenerate(self, turn: AnsweredTurn) -> None:
-        """ "Regenerate" the channel's latest answer (streaming.py); nothing changes if the conversation has ended."""
+    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
+        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
+        spent one of their answers, which `regenerate` gives back if it makes no model call."""
+        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+
+    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
+        """ "Regenerate", admitted for `member_id` (streaming.py); nothing changes if the conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
-        async with self.channel_turn(channel_id), self.answer_slots:
+        guild_id = guild_id_of(question)
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
             conversation = self.manager.get(channel_id)
-            if conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel):
+            gone = conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel)
+            if gone or self.admission.server_budget_spent(guild_id):
+                self.admission.give_back(guild_id, member_id)
                 return
-            if self.server_budget_spent(guild_id_of(question)):
-                return
+            assert conversation is not None
             await self.answering.regenerate(turn, conversation)
 
-    def server_budget_spent(self, guild_id: int) -> bool:
-        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
-        budget = self.settings.server_tokens_per_day
-        return budget > 0 and self.usage.server_tokens(guild_id) >= budget
+    # -- What admission asks of the client (admission.gatekeeper.AdmissionClient) --
 
-    async def decline_over_budget(
-        self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
-    ) -> None:
-        """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
-        self.pipeline.decided_here(record, SERVER_BUDGET)
-        day = self.usage.day
-        if self._budget_notices.get(guild_id) == day:
-            return
-        self._budget_notices[guild_id] = day
-        log.warning(
-            "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
-            guild_id,
-            self.settings.server_tokens_per_day,
-            day,
-            extra={"guild_id": guild_id},
-        )
-        await self.answering.tail.deliver(
-            message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where
-        )
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
+        self.pipeline.decided_here(record, decision)
+
+    async def deliver(
+        self, message: discord.Message, text: str, where: discord.Thread | None = None
+    ) -> list[discord.Message]:
+        return await self.answering.tail.deliver(message, text, where)
+
+    def guild_of(self, channel_id: int) -> int:
+        """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        return guild.id if guild is not None else 0
 
     # -- Operator commands' state: decisions, modes, forgetting --
 

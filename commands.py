@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any, Literal, Protocol, cast
 
 import discord
@@ -17,7 +16,7 @@ from budget import UsageLedger, UsageSummary, next_utc_midnight
 from config import ChannelMode, Settings
 from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation, ConversationManager
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
-from discord_io import split_message
+from discord_io import discord_time, split_message
 from journal import KEPT_PER_CHANNEL, LoggedDecision
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
@@ -173,6 +172,9 @@ class ParleyCommands(
         count: app_commands.Range[int, 1, WHY_MAX_COUNT] = WHY_DEFAULT_COUNT,
     ) -> None:
         guild_id, channel_id = _place(interaction)
+        # The decisions quote the channel's messages: only for members who may read its history.
+        if not interaction.permissions.read_message_history:
+            raise app_commands.MissingPermissions(["read_message_history"])
         # Discord enforces the range, but a request can still say otherwise.
         count = min(max(count, 1), WHY_MAX_COUNT)
         entries = await operated(interaction).recent_decisions(channel_id, count)
@@ -294,11 +296,6 @@ def describe_decision(entry: LoggedDecision, guild_id: int, channel_id: int) -> 
 
 def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
     return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
-
-
-def discord_time(moment: datetime) -> str:
-    """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
-    return f"<t:{int(moment.timestamp())}:R>"
 
 
 def describe_status(conversation: ChannelConversation | None, mode: str) -> str:
@@ -528,6 +525,10 @@ MEMORY_FACT_SHOWN_CHARS = 200
 ABOUT_ME = "about-me"
 CHANNEL = "channel"
 MEMORY_OFF = "Parley keeps no memories here: the archive is off (DATABASE_URL is empty)."
+CHANNEL_MEMORIES_HIDDEN = (
+    "This channel's own memories are not listed: they come from its history, which you lack the Read Message"
+    " History permission to read here."
+)
 
 
 class MemoryCommands(app_commands.Group, name="memory", description="What Parley remembers here, and forgetting it."):
@@ -537,10 +538,19 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
     async def list_memories(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = _place(interaction)
         store = _memory(interaction)
+        # The channel's facts are copies of its history: a member who may not read it sees only their own.
+        reads_history = interaction.permissions.read_message_history
         found = await store.visible(
-            guild_id=guild_id, channel_id=channel_id, member_id=interaction.user.id, limit=MEMORY_LIST_MAX
+            guild_id=guild_id,
+            channel_id=channel_id,
+            member_id=interaction.user.id,
+            limit=MEMORY_LIST_MAX,
+            channel_facts=reads_history,
         )
-        await send_ephemeral(interaction, describe_memories(found, interaction.user.id), suppress_embeds=True)
+        text = describe_memories(found, interaction.user.id)
+        if not reads_history:
+            text += f"\n{CHANNEL_MEMORIES_HIDDEN}"
+        await send_ephemeral(interaction, text, suppress_embeds=True)
 
     @app_commands.command(description="Delete memories: about-me, channel (Manage Messages), or one memory's id.")
     @app_commands.describe(target="about-me: what is about you or told by you; channel: this channel's; or a memory id")

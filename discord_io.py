@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import discord
 
@@ -87,6 +88,11 @@ def is_automated(message: discord.Message) -> bool:
     """Whether a bot, a webhook or Discord itself wrote the message, rather than a person."""
     author = message.author
     return author.bot or author.system or message.webhook_id is not None
+
+
+def discord_time(moment: datetime) -> str:
+    """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
+    return f"<t:{int(moment.timestamp())}:R>"
 
 
 def may_read_history(message: discord.Message) -> bool:

@@ -198,9 +198,15 @@ class MemoryStore:
                 break
         return found
 
-    async def visible(self, *, guild_id: int, channel_id: int, member_id: int, limit: int) -> list[Memory]:
-        """The newest facts in scope for `member_id` in `channel_id`: the channel's, and their own in the server."""
-        scope = {"channel": channel_id, "guild": guild_id, "member": member_id, "limit": limit}
+    async def visible(
+        self, *, guild_id: int, channel_id: int, member_id: int, limit: int, channel_facts: bool = True
+    ) -> list[Memory]:
+        """The newest facts in scope for `member_id` in `channel_id`: the channel's, and their own in the server.
+
+        Without `channel_facts` (a member who may not read the channel's history), their own alone, as `recall`.
+        """
+        channel = channel_id if channel_facts else 0
+        scope = {"channel": channel, "guild": guild_id, "member": member_id, "limit": limit}
         return _memories(await self.archive.read(_LIST_SQL, scope))
 
     async def get(self, memory_id: int) -> Memory | None:

@@ -428,7 +428,9 @@ class Regenerator(Protocol):
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None: ...
 
-    async def regenerate(self, turn: AnsweredTurn) -> None: ...
+    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None: ...
+
+    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None: ...
 
 
 def regenerate_command() -> app_commands.ContextMenu:
@@ -451,5 +453,10 @@ async def _regenerate(interaction: discord.Interaction, message: discord.Message
     if regenerator.streams.busy(message.channel.id):
         await interaction.response.send_message(BUSY, ephemeral=True)
         return
+    # Admitted like any answer: the member's rate and the server's budget, before a word is said.
+    refusal = regenerator.regenerate_refusal(turn, interaction.user.id)
+    if refusal is not None:
+        await interaction.response.send_message(refusal, ephemeral=True)
+        return
     await interaction.response.send_message(REGENERATING, ephemeral=True)
-    await regenerator.regenerate(turn)
+    await regenerator.regenerate(turn, interaction.user.id)

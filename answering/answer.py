@@ -11,6 +11,7 @@ import discord
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
+from admission.history_access import private_view, regenerated_view
 from agent import TRANSCRIPT_MAX_MESSAGES, AnswerListener, Reply, ReplyFailed, generate_reply, regenerate_reply
 from answering.models import ProfileModels
 from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
@@ -98,7 +99,8 @@ class Answering:
                 result = await self._reply(message, conversation, record, deps)
             except ReplyFailed as failure:
                 result = failure
-        await self.tail.finish(AnswerOutcome.whole(message, where, result), conversation)
+        outcome = AnswerOutcome.whole(message, where, result, private=not reads_history)
+        await self.tail.finish(outcome, conversation)
 
     def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable, reads_history: bool) -> ChatDeps:
         """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
@@ -134,6 +136,8 @@ class Answering:
     ) -> Reply:
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
+        if not deps.requester_can_read_history:
+            conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
         profile = self.profiles.for_channel(deps.channel_id)
         chosen = self.models.answer_model(profile.model)
         instructions = persona_instructions(profile.persona)
@@ -182,7 +186,8 @@ class Answering:
             return self._reply(message, conversation, record, deps, listener)
 
         streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
-        await self.tail.finish(AnswerOutcome.streamed(message, channel, streamed), conversation)
+        outcome = AnswerOutcome.streamed(message, channel, streamed, private=not deps.requester_can_read_history)
+        await self.tail.finish(outcome, conversation)
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
         """The latest answer of the channel's live conversation, fetched anew after a restart; None if there is none
@@ -216,13 +221,15 @@ class Answering:
         # Resolved here, where the question comes back from Discord: the asker of the answer being rewritten.
         # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
         deps = self.chat_deps(question, channel, question.guild is None or may_read_history(question))
+        reads_history = deps.requester_can_read_history
+        shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
 
         profile = self.profiles.for_channel(channel_id)
 
         def write(listener: AnswerListener) -> Awaitable[Reply]:
             return regenerate_reply(
                 self.responder,
-                conversation,
+                shown,
                 deps,
                 self.settings,
                 listener=listener,
@@ -231,4 +238,5 @@ class Answering:
             )
 
         streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
-        await self.tail.finish(AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts), conversation)
+        outcome = AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts, kept_before=earlier)
+        await self.tail.finish(outcome, conversation)

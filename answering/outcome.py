@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import discord
 from pydantic_ai import RunUsage
+from pydantic_ai.messages import ModelMessage
 
 from agent import Reply, ReplyFailed
 from answering.usage import UsageAccounting
@@ -48,21 +49,28 @@ class AnswerOutcome:
     thread: discord.Thread | None = None
     reused: frozenset[int] = frozenset()
     regenerated: bool = False
+    # An answer to an asker without Read Message History (admission.history_access), written without the
+    # conversation's history: its turn goes after that history instead of replacing it.
+    private: bool = False
+    # Regenerated: the model history kept before the turn it rewrites (a private view showed none of it).
+    kept_before: Sequence[ModelMessage] = ()
 
     @classmethod
     def whole(
-        cls, question: discord.Message, thread: discord.Thread | None, result: Reply | ReplyFailed
+        cls, question: discord.Message, thread: discord.Thread | None, result: Reply | ReplyFailed, *, private: bool
     ) -> AnswerOutcome:
         """A reply the model wrote at once, or its failure, for the tail to post (the reply, or the apology)."""
         channel = thread or question.channel
         if isinstance(result, ReplyFailed):
-            return cls(question, channel, None, result, text=APOLOGY, thread=thread)
-        return cls(question, channel, result, text=result.text, thread=thread)
+            return cls(question, channel, None, result, text=APOLOGY, thread=thread, private=private)
+        return cls(question, channel, result, text=result.text, thread=thread, private=private)
 
     @classmethod
-    def streamed(cls, question: discord.Message, channel: discord.abc.Messageable, streamed: Streamed) -> AnswerOutcome:
+    def streamed(
+        cls, question: discord.Message, channel: discord.abc.Messageable, streamed: Streamed, *, private: bool
+    ) -> AnswerOutcome:
         """An answer streamed into new posts (the apology, if the model failed)."""
-        return cls(question, channel, streamed.reply, streamed.failure, posts=streamed.posts)
+        return cls(question, channel, streamed.reply, streamed.failure, posts=streamed.posts, private=private)
 
     @classmethod
     def regenerated_into(
@@ -71,10 +79,21 @@ class AnswerOutcome:
         channel: discord.abc.Messageable,
         streamed: Streamed,
         reused: Iterable[discord.Message],
+        *,
+        kept_before: Sequence[ModelMessage],
     ) -> AnswerOutcome:
         """A new answer streamed into the posts of the previous one (`reused`), and more posts if it is longer."""
         kept = frozenset(post.id for post in reused)
-        return cls(question, channel, streamed.reply, streamed.failure, streamed.posts, reused=kept, regenerated=True)
+        return cls(
+            question,
+            channel,
+            streamed.reply,
+            streamed.failure,
+            streamed.posts,
+            reused=kept,
+            regenerated=True,
+            kept_before=kept_before,
+        )
 
     @property
     def usage(self) -> RunUsage:
@@ -122,12 +141,29 @@ class AnswerTail:
         if not posts:
             return posts
         self._answered(question, posts, channel, conversation)
-        if outcome.regenerated:
-            self.manager.replace_last_bot_turn(channel_id, outcome.reply.messages)
-        else:
-            self.manager.record_bot_response(channel_id, outcome.reply.messages, question.id)
+        self._keep_turn(outcome, outcome.reply.messages, channel_id, conversation)
         self.upkeep.compact_later(conversation)
         return posts
+
+    def _keep_turn(
+        self,
+        outcome: AnswerOutcome,
+        messages: list[ModelMessage],
+        channel_id: int,
+        conversation: ChannelConversation,
+    ) -> None:
+        """The answer's model history becomes the conversation's: the bot's turn recorded, or replacing the last.
+
+        A private answer (admission.history_access) was written without the conversation's history, so its turn
+        goes after it, and the messages it did not show are still news to the model.
+        """
+        if outcome.regenerated:
+            self.manager.replace_last_bot_turn(channel_id, [*outcome.kept_before, *messages])
+        elif outcome.private:
+            history = [*conversation.llm_history, *messages]
+            self.manager.record_bot_response(channel_id, history, conversation.prompted_through)
+        else:
+            self.manager.record_bot_response(channel_id, messages, outcome.question.id)
 
     async def deliver(
         self, message: discord.Message, text: str, where: discord.Thread | None = None

@@ -221,7 +221,11 @@ def _in_channel(
         "guild_locale": "en-US",
         "channel_id": str(channel_id),
         "channel": channel.payload(),
-        "member": {"user": user.payload(), **user.member_payload(), "permissions": str(permissions.value)},
+        "member": {
+            "user": user.payload(),
+            **user.member_payload(),
+            "permissions": str(fake.permissions_in(channel_id, user_id, permissions).value),
+        },
         "app_permissions": str((EVERYONE_PERMISSIONS | BOT_PERMISSIONS).value),
         "authorizing_integration_owners": {"0": str(channel.guild_id)},
         "context": 0,

@@ -541,6 +541,19 @@ class FakeDiscord:
         overwrite = {"id": str(user_id), "type": 1, "allow": "0", "deny": str(permissions.value)}
         self._channel(channel_id).overwrites.append(overwrite)
 
+    def permissions_in(self, channel_id: int, user_id: int, granted: discord.Permissions) -> discord.Permissions:
+        """`granted` as Discord resolves it for `user_id` in a channel (a thread: its parent): with what the member's
+        overwrites there deny taken off and what they allow added, as an interaction's member permissions carry."""
+        # https://discord.com/developers/docs/topics/permissions#permission-overwrites
+        channel = self._channel(channel_id)
+        if channel.parent_id is not None:
+            channel = self._channel(channel.parent_id)
+        value = granted.value
+        for overwrite in channel.overwrites:
+            if overwrite["type"] == 1 and int(overwrite["id"]) == user_id:
+                value = (value & ~int(overwrite["deny"])) | int(overwrite["allow"])
+        return discord.Permissions(value)
+
     def dm_channel(self, user_id: int) -> int:
         """The id of the direct message channel between the bot and `user_id`, opened on first use."""
         for channel in self.channels.values():

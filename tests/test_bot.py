@@ -13,11 +13,7 @@ from pathlib import Path
 import logfire
 import pytest
 
-from bot import (
-    BOT_LOOP,
-    BOT_NOT_LISTED,
-    BotGate,
-)
+from admission.bots import BOT_LOOP, BOT_NOT_LISTED, BotGate
 from ops.observability import ContentFreeLogfireHandler, configure_logging, warn_about_retired_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,26 @@ from typing import Any
 
 import discord
 import pytest
-from e2e_support import QUIET, RunningBot, assert_silent, decided, eventually, request_texts, say
+from e2e_support import (
+    MODERATOR,
+    QUIET,
+    RunningBot,
+    assert_ephemeral_one_liner,
+    assert_silent,
+    decided,
+    eventually,
+    reply_text,
+    request_texts,
+    run_command,
+    say,
+    use_message_command,
+)
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, message_text
+from test_e2e_memory import run_group_command
+
+from commands import CHANNEL_MEMORIES_HIDDEN
+from streaming import REGENERATING
 
 LONE_SURROGATE = "\ud800"
 
@@ -182,3 +199,102 @@ async def test_history_tools_read_nothing_for_a_member_without_read_message_hist
     await fake.wait_for_posts(2, CHANNEL_ID)
     allowed = [message_text(m) for m in llm.requests[3]["messages"] if m["role"] == "tool"]
     assert "1-2-3-4" in allowed[-1]
+
+
+# --- What a member without Read Message History is shown of the channel ---------------------------
+
+READ_HISTORY = discord.Permissions(read_message_history=True)
+
+
+async def test_a_member_without_read_message_history_gets_no_earlier_message_in_the_models_request(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob, denied Read Message History, asks Parley: the model's request holds none of the channel's earlier
+    messages but his own and Parley's replies to him, whether his question starts the conversation or joins it;
+    Alice, who has the permission, still gets the whole context (and Bob's turn)."""
+    fake.deny(CHANNEL_ID, BOB_ID, READ_HISTORY)
+    await bot.start()
+    await say(fake, CAROL_ID, "the vault combination is 1-2-3-4")
+    await say(fake, BOB_ID, "hello all")
+    await say(fake, BOB_ID, f"<@{BOT_ID}> what did carol say earlier?")
+    await fake.wait_for_posts(1)
+    bobs_first = " ".join(request_texts(llm.requests[0]))
+    assert "1-2-3-4" not in bobs_first
+    assert "hello all" in bobs_first and "what did carol say earlier?" in bobs_first
+
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> and what did carol say?")
+    await fake.wait_for_posts(2)
+    alices = " ".join(request_texts(llm.requests[1]))
+    assert "1-2-3-4" in alices and "what did carol say earlier?" in alices
+
+    await say(fake, CAROL_ID, "and the safe is behind the painting")
+    await say(fake, BOB_ID, f"<@{BOT_ID}> anything new?")
+    await fake.wait_for_posts(3)
+    bobs_second = " ".join(request_texts(llm.requests[2]))
+    # Parley's answer to Alice quoted the combination: it is no reply to Bob, so he is not shown it either.
+    for unseen in ("1-2-3-4", "painting", "and what did carol say?"):
+        assert unseen not in bobs_second
+    assert "what did carol say earlier?" in bobs_second and "anything new?" in bobs_second
+    assert "echo:" in bobs_second  # Parley's reply to him is his to see
+
+
+async def test_why_and_memory_list_show_a_member_without_read_message_history_nothing_of_the_channel(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """`/parley why` refuses Bob (denied Read Message History) in one line, and `/parley memory list` shows him
+    his own memories but not the channel's; Alice sees both."""
+    fake.deny(CHANNEL_ID, BOB_ID, READ_HISTORY)
+    client = await bot.start()
+    question = await say(fake, CAROL_ID, f"<@{BOT_ID}> the vault combination is 1-2-3-4")
+    await fake.wait_for_posts(1)
+    memory = client.memory
+    assert memory is not None
+    source = int(question["id"])
+    for said_by, fact, about_speaker in [
+        (CAROL_ID, "the vault opens with 1-2-3-4", False),
+        (BOB_ID, "Bob likes tea", True),
+    ]:
+        await memory.remember(
+            guild_id=GUILD_ID,
+            channel_id=CHANNEL_ID,
+            said_by_id=said_by,
+            source_message_id=source,
+            fact=fact,
+            about_speaker=about_speaker,
+        )
+
+    refused = assert_ephemeral_one_liner(await run_command(fake, "why", user_id=BOB_ID, permissions=MODERATOR))
+    assert refused == "You need the Read Message History permission in this channel to use /parley why."
+    listed = await run_group_command(fake, "memory", "list", user_id=BOB_ID)
+    assert "Bob likes tea" in listed and "1-2-3-4" not in listed and CHANNEL_MEMORIES_HIDDEN in listed
+
+    assert "1-2-3-4" in reply_text(await run_command(fake, "why", user_id=ALICE_ID, permissions=MODERATOR))
+    alices = await run_group_command(fake, "memory", "list", user_id=ALICE_ID)
+    assert "1-2-3-4" in alices and CHANNEL_MEMORIES_HIDDEN not in alices
+
+
+async def test_regenerate_for_a_member_without_read_message_history_shows_only_their_turn(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob (denied Read Message History) regenerates his answer: the model is asked his private prompt again,
+    with none of the channel's or the conversation's history beside it."""
+    fake.deny(CHANNEL_ID, BOB_ID, READ_HISTORY)
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> the vault combination is 1-2-3-4, remember it")
+    await fake.wait_for_posts(1)
+    question = await say(fake, BOB_ID, f"<@{BOT_ID}> what is the combination?")
+    await fake.wait_for_posts(2)
+
+    def bobs_turn() -> bool:
+        latest = client.streams.latest(CHANNEL_ID)
+        return latest is not None and latest.question.id == int(question["id"])
+
+    await eventually(bobs_turn)
+    bobs_answer = fake.bot_messages(CHANNEL_ID)[-1]
+
+    calls = await use_message_command(fake, "Regenerate", bobs_answer, user_id=BOB_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATING
+    await fake.wait_for(lambda: len(llm.requests) == 3, what="the regenerated answer's request")
+    regenerated = llm.requests[2]
+    assert "1-2-3-4" not in " ".join(request_texts(regenerated))
+    assert request_texts(regenerated)[-1] == request_texts(llm.requests[1])[-1]

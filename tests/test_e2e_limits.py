@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from e2e_support import (
     RunningBot,
+    assert_ephemeral_one_liner,
     assert_silent,
     decided,
     eventually,
@@ -18,10 +19,12 @@ from e2e_support import (
     request_texts,
     run_command,
     say,
+    use_message_command,
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, echo
 
+from admission.gatekeeper import REGENERATE_SLOW_DOWN
 from bot import Parley
 from journal import LoggedDecision
 
@@ -64,9 +67,9 @@ async def test_forty_mentions_in_a_minute_get_the_burst_and_one_notice(
 ) -> None:
     """40 mentions from one member in a minute: 5 answers (the burst), one "slow down" reply, then silence."""
     client = await bot.start()
-    assert client.member_rates is not None
+    assert client.admission.member_rates is not None
     now = T0
-    client.member_rates.clock = lambda: now
+    client.admission.member_rates.clock = lambda: now
     mentions, reasons = [], []
     for number in range(40):
         now = T0 + timedelta(seconds=1.5 * number)
@@ -203,3 +206,25 @@ async def test_a_chatty_channel_asks_the_judge_at_most_its_calls_per_minute(
     reasons = [(await decided(client, await say(fake, BOB_ID, f"chatter {n}"))).reason for n in range(6)]
     assert reasons == ["judge_no"] * 2 + ["judge_budget"] * 4
     assert len(llm.requests) == 3  # the answer and two judge calls
+
+
+async def test_regenerate_after_slow_down_makes_no_model_call(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Past her rate ("Slow down"), Alice's Regenerate clicks make no model call; each tells her alone when to retry."""
+    client = await bot.start(member_answer_burst=1)
+    assert client.admission.member_rates is not None
+    client.admission.member_rates.clock = lambda: T0
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
+    [answer] = await fake.wait_for_posts(1)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> and again")
+    notice = (await fake.wait_for_posts(2))[1]
+    assert notice.content.startswith("Slow down")
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    asked = len(llm.requests)
+
+    back = f"<t:{int((T0 + timedelta(minutes=2)).timestamp())}:R>"  # 30 an hour: one answer is back in 2 minutes
+    for _ in range(3):
+        calls = await use_message_command(fake, "Regenerate", answer.message, user_id=ALICE_ID)
+        assert assert_ephemeral_one_liner(calls) == REGENERATE_SLOW_DOWN.format(when=back)
+    await assert_silent(fake, 2)
+    assert len(llm.requests) == asked
+    assert fake.bot_messages(CHANNEL_ID)[0]["content"] == answer.content

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 import discord
 from pydantic import ValidationError
@@ -27,9 +29,14 @@ from upkeep.background import BackgroundTasks
 
 log = logging.getLogger("parley")
 
-SUMMARIES_AT_ONCE = 4
 # Longest a timed-out conversation stays in memory and in the archive before it is ended.
 SWEEP_SECONDS = 30.0
+
+
+class SummaryAdmission(Protocol):
+    """Admission, as summaries ask it: a summary's place in line, and whether the server's budget admits it."""
+
+    def summary_call(self, guild_id: int, channel_id: int) -> AbstractAsyncContextManager[bool]: ...
 
 
 class ConversationUpkeep:
@@ -44,6 +51,8 @@ class ConversationUpkeep:
         *,
         summarizer: Summarizer | None,
         forget_markers: dict[int, int],
+        admission: SummaryAdmission,
+        guild_of: Callable[[int], int],
     ) -> None:
         self.settings = settings
         self.manager = manager
@@ -52,9 +61,11 @@ class ConversationUpkeep:
         self.summarizer = summarizer
         self.forget_markers = forget_markers
         self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
-        # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
-        # so neither the model provider nor the process's memory sees them all at the same time.
-        self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
+        # Every summary's model call is admitted (admission.Gatekeeper.summary_call), against the channel's server.
+        self.admission = admission
+        self.guild_of = guild_of
+        # The channels whose history a compaction is waiting to summarise, or summarising.
+        self._compacting: set[int] = set()
         # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
         # meanwhile takes them out, so no summary is kept from what is gone.
         self._ending: list[ChannelConversation] = []
@@ -119,7 +130,9 @@ class ConversationUpkeep:
         deletions = len(conversation.redactions)
         self._ending.append(conversation)
         try:
-            async with self._summary_slots:
+            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
+                if not admitted:
+                    return
                 summary = await summarizer.summarize(conversation.llm_history, channel_id)
         except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
             log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
@@ -145,12 +158,20 @@ class ConversationUpkeep:
 
     def compact_later(self, conversation: ChannelConversation) -> None:
         """Summarise the conversation's oldest turns in the background once its history nears the budget."""
-        if self.compactor is not None and self.compactor.due(conversation):
-            self.background.start(self._compact(self.compactor, conversation), f"compact-{conversation.channel_id}")
+        channel_id = conversation.channel_id
+        # One at a time per channel: a compaction waiting for the channel's turn is not under way for `due` yet.
+        if self.compactor is not None and channel_id not in self._compacting and self.compactor.due(conversation):
+            self._compacting.add(channel_id)
+            self.background.start(self._compact(self.compactor, conversation), f"compact-{channel_id}")
 
     async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
-        if await compactor.compact(conversation) and self.manager.get(conversation.channel_id) is conversation:
-            self.manager.changed(conversation.channel_id)
+        channel_id = conversation.channel_id
+        try:
+            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
+                if admitted and await compactor.compact(conversation) and self.manager.get(channel_id) is conversation:
+                    self.manager.changed(channel_id)
+        finally:
+            self._compacting.discard(channel_id)
 
     async def earlier_conversations(self, channel_id: int) -> str:
         """The channel's latest conversation summaries since its last forget, quoted; empty without any."""

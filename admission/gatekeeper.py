@@ -1,0 +1,244 @@
+"""The one admission path: whether, and when, a model call may be made for a message, a member or a channel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Protocol
+
+import discord
+
+from admission.bots import BotGate
+from budget import UsageLedger, next_utc_midnight
+from config import Settings
+from conversation import Decision, JudgeCall, MessageRecord, utc_now
+from discord_io import discord_time, reply_mentions
+from limits import Admission, TokenBucket, WaitingLine
+
+log = logging.getLogger("parley")
+
+# Decisions the admission limits make instead of the decider: the message is recorded, not answered.
+MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
+SUPERSEDED = Decision(False, "superseded", "limit")
+QUEUE_FULL = Decision(False, "queue_full", "limit")
+SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
+# Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
+BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
+SERVER_BUDGET = Decision(False, "server_budget", "budget")
+# What the member who clicked Regenerate is told, only them, when it is not admitted.
+REGENERATE_SLOW_DOWN = "Slow down a little: I can write an answer for you again {when}."
+REGENERATE_OVER_BUDGET = "This server has used up Parley's token budget for today; I can write again {reset}."
+# Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
+# so neither the model provider nor the process's memory sees them all at the same time.
+SUMMARIES_AT_ONCE = 4
+
+
+@dataclass
+class _Turn:
+    """A channel's turn: its lock, how many hold or await it, and the mentions of Parley waiting in it."""
+
+    line: WaitingLine
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: int = 0
+
+
+_ADMITTED = Admission(True)
+
+
+def _rounded_up(moment: datetime) -> str:
+    """`moment` as a Discord timestamp, rounded up: a notice must never name a moment before the member can ask."""
+    return f"<t:{math.ceil(moment.timestamp())}:R>"
+
+
+class AdmissionClient(Protocol):
+    """The client, as admission needs it: noting a decision it makes, and posting its one-line notices."""
+
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
+
+    async def deliver(
+        self, message: discord.Message, text: str, where: discord.Thread | None = None
+    ) -> list[discord.Message]: ...
+
+
+class Gatekeeper:
+    """Every model call Parley makes is admitted here: the bot gate, member rates, channel turns, server budgets.
+
+    A member's request (an answer, a Regenerate) spends one of their answers (MEMBER_ANSWERS_PER_HOUR), waits
+    its channel's turn (at most CHANNEL_QUEUE_LIMIT members' mentions wait) and is refused once the server has
+    spent SERVER_TOKENS_PER_DAY. The judge runs inside the turn of the message it weighs and is skipped on a spent
+    budget. Summaries are asked for by no member, so they spend no member's rate; they still wait for their
+    channel's turn (never beside an answer there) and are skipped on a spent budget.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        usage: UsageLedger,
+        client: AdmissionClient,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.usage = usage
+        self.client = client
+        self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
+        self._turns: dict[int, _Turn] = {}
+        self.member_rates = (
+            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=clock)
+            if settings.member_answers_per_hour
+            else None
+        )
+        self.answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
+        self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
+        # The UTC day each server was last told its budget is spent.
+        self._budget_notices: dict[int, date] = {}
+
+    # -- A member's rate --
+
+    def take(self, guild_id: int, member_id: int) -> Admission:
+        """Spend one of the member's answers in the server, if they have one left."""
+        if self.member_rates is None:
+            return _ADMITTED
+        return self.member_rates.take((guild_id, member_id))
+
+    def give_back(self, guild_id: int, member_id: int) -> None:
+        """Return an answer taken for a model call that was not made after all."""
+        if self.member_rates is not None:
+            self.member_rates.give_back((guild_id, member_id))
+
+    def within_rate(self, guild_id: int, member_id: int) -> bool:
+        """Whether the author may be answered now, without spending their answer: a member past their rate gets no
+        thread, only the channel's one-line notice."""
+        if not self.take(guild_id, member_id).admitted:
+            return False
+        self.give_back(guild_id, member_id)
+        return True
+
+    async def admit_member(
+        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
+    ) -> bool:
+        """Spend one of the author's answers before their message is decided, so a member over their rate costs no
+        judge call either; refused, the message is noted `member_rate_limited` and, if it `addressed` Parley,
+        its author is told once when to come back."""
+        admission = self.take(guild_id, record.author_id)
+        if admission.admitted:
+            return True
+        self.client.decided_here(record, MEMBER_RATE_LIMITED)
+        rates = self.member_rates
+        retry_at = admission.retry_at
+        if (
+            addressed
+            and retry_at is not None
+            and rates is not None
+            and rates.first_warning((guild_id, record.author_id))
+        ):
+            await self.say_slow_down(message, retry_at)
+        return False
+
+    async def say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
+        """Tell a member once, replying to them, when Parley answers them again.
+
+        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
+        """
+        try:
+            await message.channel.send(
+                SLOW_DOWN.format(when=_rounded_up(retry_at)),
+                reference=message.to_reference(fail_if_not_exists=False),
+                allowed_mentions=reply_mentions(message.author),
+            )
+        except discord.HTTPException as error:
+            log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
+
+    # -- A channel's turn and its line of waiting mentions --
+
+    def idle(self, channel_id: int) -> bool:
+        """Whether nothing in the channel holds or awaits its turn."""
+        return channel_id not in self._turns
+
+    def join_line(self, channel_id: int, record: MessageRecord) -> bool:
+        """Put a mention of Parley in its channel's line; False if the line is full (then it is not answered)."""
+        return self._turn_of(channel_id).line.join(record.message_id, record.author_id).admitted
+
+    def leave_line(self, channel_id: int, message_id: int) -> bool:
+        """Take a mention out of the line for its turn; False if the same member's later one superseded it."""
+        return self._turn_of(channel_id).line.leave(message_id)
+
+    def _turn_of(self, channel_id: int) -> _Turn:
+        turn = self._turns.get(channel_id)
+        if turn is None:
+            turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
+        return turn
+
+    @contextlib.asynccontextmanager
+    async def channel_turn(self, channel_id: int) -> AsyncIterator[None]:
+        """One model call of a channel at a time, first come first served; idle channels hold no lock."""
+        turn = self._turn_of(channel_id)
+        turn.waiting += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.waiting -= 1
+            if turn.waiting == 0:
+                del self._turns[channel_id]
+
+    # -- The server's budget --
+
+    def server_budget_spent(self, guild_id: int) -> bool:
+        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
+        budget = self.settings.server_tokens_per_day
+        return budget > 0 and self.usage.server_tokens(guild_id) >= budget
+
+    async def decline_over_budget(
+        self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
+    ) -> None:
+        """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
+        self.client.decided_here(record, SERVER_BUDGET)
+        day = self.usage.day
+        if self._budget_notices.get(guild_id) == day:
+            return
+        self._budget_notices[guild_id] = day
+        log.warning(
+            "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
+            guild_id,
+            self.settings.server_tokens_per_day,
+            day,
+            extra={"guild_id": guild_id},
+        )
+        await self.client.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
+
+    # -- The entry points that are no answer to a message --
+
+    async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision:
+        """The judge's decision on `record`, made in the turn its caller holds; on a spent budget it is not asked."""
+        if self.server_budget_spent(guild_id):
+            call.close()  # never started: no model call, nothing to clean up
+            self.client.decided_here(record, SERVER_BUDGET)
+            return SERVER_BUDGET
+        return await call
+
+    def regenerate_refusal(self, guild_id: int, member_id: int) -> str | None:
+        """Why `member_id` may not have an answer regenerated now, in one line for them alone; None admits them,
+        spending one of their answers (`give_back` returns it if no model call follows)."""
+        if self.server_budget_spent(guild_id):
+            return REGENERATE_OVER_BUDGET.format(reset=discord_time(next_utc_midnight(self.usage.day)))
+        admission = self.take(guild_id, member_id)
+        if admission.admitted:
+            return None
+        assert admission.retry_at is not None  # a refusal always says when a token is back
+        return REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at))
+
+    @contextlib.asynccontextmanager
+    async def summary_call(self, guild_id: int, channel_id: int) -> AsyncIterator[bool]:
+        """Hold a summary's place (one of SUMMARIES_AT_ONCE, then its channel's turn); yields whether the server's
+        budget admits its model call."""
+        async with self._summary_slots, self.channel_turn(channel_id):
+            spent = self.server_budget_spent(guild_id)
+            if spent:
+                log.info("summary for channel %s skipped: server %s has spent its budget today", channel_id, guild_id)
+            yield not spent

@@ -1,0 +1,183 @@
+"""The Gatekeeper as a unit: every model call's admission, with records, an injected clock and no bot."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from admission.gatekeeper import (
+    MEMBER_RATE_LIMITED,
+    REGENERATE_OVER_BUDGET,
+    REGENERATE_SLOW_DOWN,
+    SERVER_BUDGET,
+    Gatekeeper,
+)
+from budget import UsageLedger
+from conversation import Decision, MessageRecord
+
+T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+GUILD, CHANNEL, ALICE, BOB = 11, 22, 33, 44
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Client:
+    """The client as the Gatekeeper sees it, keeping what it was asked to do."""
+
+    def __init__(self) -> None:
+        self.decisions: list[tuple[int, Decision]] = []
+        self.posts: list[str] = []
+
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
+        self.decisions.append((record.message_id, decision))
+
+    async def deliver(self, message: Any, text: str, where: Any = None) -> list[Any]:
+        self.posts.append(text)
+        return []
+
+
+def record(message_id: int, author_id: int = ALICE) -> MessageRecord:
+    return MessageRecord(message_id, CHANNEL, author_id, "Alice", "hello", T0)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def client() -> Client:
+    return Client()
+
+
+def gatekeeper(make_settings, client: Client, clock: Clock, usage: UsageLedger | None = None, **limits: Any):
+    settings = make_settings(**{"member_answers_per_hour": 30, "member_answer_burst": 2, **limits})
+    return Gatekeeper(settings, usage or UsageLedger(clock), client, clock=clock)
+
+
+def spend(usage: UsageLedger, tokens: int) -> None:
+    usage.record(GUILD, CHANNEL, ALICE, tokens, 0, model="test:model")
+
+
+async def test_regenerate_spends_the_members_rate_and_says_when_to_retry(make_settings, client, clock) -> None:
+    """Regenerate takes one of the clicker's answers; past the burst it is refused with the moment one is back,
+    as a Discord timestamp rounded up; another member, or the same one later, is admitted."""
+    keeper = gatekeeper(make_settings, client, clock)
+    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    clock.now = T0 + timedelta(seconds=10.2)
+    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    refusal = keeper.regenerate_refusal(GUILD, ALICE)
+    # 30 an hour: the first answer is back 120 s after it was taken.
+    back = T0 + timedelta(seconds=120)
+    assert refusal == REGENERATE_SLOW_DOWN.format(when=f"<t:{int(back.timestamp())}:R>")
+    assert keeper.regenerate_refusal(GUILD, BOB) is None
+    clock.now = back + timedelta(seconds=1)
+    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+
+
+async def test_a_regenerate_that_makes_no_call_gives_the_answer_back(make_settings, client, clock) -> None:
+    keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
+    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    keeper.give_back(GUILD, ALICE)
+    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert keeper.regenerate_refusal(GUILD, ALICE) is not None
+
+
+async def test_regenerate_on_a_spent_budget_is_refused_without_spending_the_rate(make_settings, client, clock) -> None:
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(make_settings, client, clock, usage, server_tokens_per_day=100, member_answer_burst=1)
+    spend(usage, 100)
+    midnight = datetime(2026, 11, 26, tzinfo=UTC)
+    assert keeper.regenerate_refusal(GUILD, ALICE) == REGENERATE_OVER_BUDGET.format(
+        reset=f"<t:{int(midnight.timestamp())}:R>"
+    )
+    assert keeper.regenerate_refusal(GUILD + 1, ALICE) is None  # another server's budget is its own
+    assert keeper.take(GUILD, ALICE).admitted  # the refusal spent none of Alice's answers here
+
+
+async def test_the_judge_is_not_called_on_a_spent_budget(make_settings, client, clock) -> None:
+    """On a spent budget the judge's call is closed unstarted and the message noted `server_budget`;
+    otherwise its decision is the judge's."""
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(make_settings, client, clock, usage, server_tokens_per_day=100)
+    calls: list[int] = []
+    yes = Decision(True, "judge_yes", "judge")
+
+    async def judge(message_id: int) -> Decision:
+        calls.append(message_id)
+        return yes
+
+    assert await keeper.judged(GUILD, record(1), judge(1)) is yes
+    spend(usage, 100)
+    assert await keeper.judged(GUILD, record(2), judge(2)) is SERVER_BUDGET
+    assert calls == [1]
+    assert client.decisions == [(2, SERVER_BUDGET)]
+
+
+async def test_a_member_over_their_rate_is_noted_and_not_admitted(make_settings, client, clock) -> None:
+    keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
+    assert await keeper.admit_member(GUILD, None, record(1), addressed=False)
+    assert not await keeper.admit_member(GUILD, None, record(2), addressed=False)
+    assert client.decisions == [(2, MEMBER_RATE_LIMITED)]
+    assert client.posts == []
+
+
+async def test_a_summary_waits_for_its_channels_turn(make_settings, client, clock) -> None:
+    """A summary's model call never runs beside an answer in its channel: it takes the channel's turn after it."""
+    keeper = gatekeeper(make_settings, client, clock)
+    order: list[str] = []
+    answering = asyncio.Event()
+    finish_answer = asyncio.Event()
+
+    async def answer() -> None:
+        async with keeper.channel_turn(CHANNEL):
+            answering.set()
+            await finish_answer.wait()
+            order.append("answer")
+
+    async def summary() -> None:
+        async with keeper.summary_call(GUILD, CHANNEL) as admitted:
+            order.append(f"summary admitted={admitted}")
+
+    answer_task = asyncio.create_task(answer())
+    await answering.wait()
+    summary_task = asyncio.create_task(summary())
+    await asyncio.sleep(0)  # let the summary reach the channel's lock
+    assert order == [] and not keeper.idle(CHANNEL)
+    finish_answer.set()
+    await asyncio.gather(answer_task, summary_task)
+    assert order == ["answer", "summary admitted=True"]
+    assert keeper.idle(CHANNEL)
+
+
+async def test_a_summary_on_a_spent_budget_is_not_admitted(make_settings, client, clock) -> None:
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(make_settings, client, clock, usage, server_tokens_per_day=100)
+    spend(usage, 150)
+    async with keeper.summary_call(GUILD, CHANNEL) as admitted:
+        assert not admitted
+    async with keeper.summary_call(GUILD + 1, CHANNEL) as admitted:
+        assert admitted
+
+
+async def test_the_line_keeps_one_mention_per_member_up_to_its_limit(make_settings, client, clock) -> None:
+    keeper = gatekeeper(make_settings, client, clock, channel_queue_limit=1)
+    assert keeper.idle(CHANNEL)
+    assert keeper.join_line(CHANNEL, record(1, ALICE))
+    assert not keeper.join_line(CHANNEL, record(2, BOB))  # full
+    assert keeper.join_line(CHANNEL, record(3, ALICE))  # supersedes Alice's first
+    async with keeper.channel_turn(CHANNEL):
+        assert not keeper.leave_line(CHANNEL, 1)
+        assert keeper.leave_line(CHANNEL, 3)
+    assert keeper.idle(CHANNEL)
