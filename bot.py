@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,15 +19,15 @@ from answering.decisions import DecisionLog
 from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
-from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
+from archive import Archive
 from budget import UsageLedger
 from commands import ParleyCommands, ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
 from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider
 from costs import UsageMetrics
-from discord_io import guild_id_of, is_closed_thread, to_archived, to_record
-from edge.arrival import Arrival
+from discord_io import to_archived, to_record
+from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
@@ -38,13 +37,14 @@ from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
 from memory import MemoryStore
 from ops import cli
-from ops.cli import ArchiveUnavailable
+from ops.opening import follow, open_configured_archive
 from preflight import startup_summary
 from profiles import Profiles, load_profiles_file
-from shared import SharedSettings, follow_other_processes
+from shared import SharedSettings
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import ChatDeps, Toolbox, build_toolbox
 from upkeep.background import BackgroundTasks
+from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
 from upkeep.forgetting import Forgetting
@@ -53,12 +53,6 @@ if TYPE_CHECKING:
     from archive.changes import ChangeListener
 
 log = logging.getLogger("parley")
-
-# Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
-CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-# --- The client -------------------------------------------------------------------------------
 
 
 class Parley(discord.AutoShardedClient):
@@ -97,12 +91,7 @@ class Parley(discord.AutoShardedClient):
         # The models profiles name, built once each; the defaults are the agents' own.
         self.models = ProfileModels(settings, self.profiles)
         self.agents = Agents(responder, judge, summarizer, self.models)
-        # Per channel, the message id its context starts after: set by /parley forget.
-        self.forget_markers: dict[int, int] = {}
-        # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
-        # (by id, with their server's), in which every message is for Parley while they are open.
-        self.thread_channels: set[int] = set()
-        self.own_threads: dict[int, int] = {}
+        self.channels = ChannelSettings()
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
@@ -130,31 +119,14 @@ class Parley(discord.AutoShardedClient):
             self,
             self.background,
             summarizer=summarizer,
-            forget_markers=self.forget_markers,
+            forget_markers=self.channels.forget_markers,
             admission=self.admission,
             guild_of=self.guild_of,
         )
-        self.forgetting = Forgetting(
-            manager,
-            self,
-            self.upkeep,
-            decisions=self.decisions,
-            profiles=self.profiles,
-            forget_markers=self.forget_markers,
-            thread_channels=self.thread_channels,
-            own_threads=self.own_threads,
-        )
-        self.threads = Threads(
-            self,
-            self,
-            manager,
-            self.upkeep,
-            within_rate=self.admission.within_rate,
-            thread_channels=self.thread_channels,
-            own_threads=self.own_threads,
-        )
+        self.forgetting = Forgetting(manager, self, self.upkeep, self.decisions, self.profiles, self.channels)
+        self.threads = Threads(self, self, manager, self.upkeep, self.admission.within_rate, self.channels)
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
-        self.context = ContextLoader(settings, self, self.coverage, self.forget_markers)
+        self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
         self.files = AttachmentSources(self, self, settings)
         self.answering = Answering(
             self,
@@ -217,35 +189,18 @@ class Parley(discord.AutoShardedClient):
         """
         if not self.settings.archive_enabled or self.archive is not None:
             return
-        url = self.settings.database_url
-        try:
-            self.archive = await open_archive(url, retention_days=self.settings.history_retention_days)
-        except DatabaseUrlError as error:
-            raise ArchiveUnavailable(str(error)) from None
-        except (OSError, sqlite3.Error, RuntimeError) as error:
-            where = describe_database_url(url)
-            raise ArchiveUnavailable(f"DATABASE_URL names {where}, which cannot be opened: {error}") from error
-        self.memory = await MemoryStore.open(self.archive)
-        shared = SharedSettings(
-            self.archive,
-            self.profiles,
-            self.forget_markers,
-            self.thread_channels,
-            self.own_threads,
-            self.forgetting.forgotten,
-        )
-        try:
-            self._other_processes = await follow_other_processes(url, self.archive, shared)
-        except DatabaseUrlError as error:
-            raise ArchiveUnavailable(str(error)) from None
-        await self.profiles.attach(self.archive)
-        self.forget_markers.update(await self.archive.all_forget_markers())
-        self.thread_channels.update(await self.archive.thread_channels())
-        self.own_threads.update(await self.archive.own_threads())
-        await self.usage.attach(self.archive)
+        self.archive = archive = await open_configured_archive(self.settings)
+        self.memory = await MemoryStore.open(archive)
+        channels = self.channels
+        maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
+        shared = SharedSettings(archive, self.profiles, *maps, self.forgetting.forgotten)
+        self._other_processes = await follow(self.settings, archive, shared)
+        await self.profiles.attach(archive)
+        await channels.load(archive)
+        await self.usage.attach(archive)
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
-        await self.upkeep.resume(self.archive)
+        await self.upkeep.resume(archive)
 
     async def close(self) -> None:
         if self.user is None:
@@ -308,23 +263,10 @@ class Parley(discord.AutoShardedClient):
         return await self.answering.latest_answer(channel)
 
     def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
-        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
-        spent one of their answers, which `regenerate` gives back if it makes no model call."""
-        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+        return self.pipeline.regenerate_refusal(turn, member_id)
 
     async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
-        """ "Regenerate", admitted for `member_id` (streaming.py); nothing changes if the conversation has ended."""
-        question, channel = turn.question, turn.channel
-        channel_id: int = getattr(channel, "id", question.channel.id)
-        guild_id = guild_id_of(question)
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
-            conversation = self.manager.get(channel_id)
-            gone = conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel)
-            if gone or self.admission.server_budget_spent(guild_id):
-                self.admission.give_back(guild_id, member_id)
-                return
-            assert conversation is not None
-            await self.answering.regenerate(turn, conversation)
+        await self.pipeline.regenerate(turn, member_id)
 
     # -- What admission asks of the client (admission.gatekeeper.AdmissionClient) --
 

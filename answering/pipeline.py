@@ -23,9 +23,11 @@ from conversation import (
     ResponseDecider,
     log_decision,
 )
+from discord_io import guild_id_of, is_closed_thread
 from edge.arrival import Arrival
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
+from streaming import AnsweredTurn
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -65,6 +67,8 @@ class Admission(Protocol):
     ) -> bool: ...
 
     async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision: ...
+
+    def regenerate_refusal(self, guild_id: int, member_id: int) -> str | None: ...
 
     def give_back(self, guild_id: int, member_id: int) -> None: ...
 
@@ -232,6 +236,29 @@ class MessagePipeline:
             await self.admission.decline_over_budget(arrival.guild_id, message, record, where)
             return
         await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
+
+    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
+        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
+        spent one of their answers, which `regenerate` gives back if it makes no model call."""
+        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+
+    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
+        """ "Regenerate", admitted for `member_id` (streaming.py); nothing changes if the conversation has ended."""
+        question, channel = turn.question, turn.channel
+        channel_id: int = getattr(channel, "id", question.channel.id)
+        guild_id = guild_id_of(question)
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+            conversation = self.manager.get(channel_id)
+            gone = (
+                conversation is None
+                or self.answering.streams.latest(channel_id) is not turn
+                or is_closed_thread(channel)
+            )
+            if gone or self.admission.server_budget_spent(guild_id):
+                self.admission.give_back(guild_id, member_id)
+                return
+            assert conversation is not None
+            await self.answering.regenerate(turn, conversation)
 
     def decided_here(self, record: MessageRecord, decision: Decision) -> None:
         """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept

@@ -10,6 +10,7 @@ import discord
 from archive.holder import ArchiveHolder
 from conversation import CHANNEL, DIRECT, OWN_THREAD, ConversationManager, MessageRecord
 from discord_io import guild_id_of, is_closed_thread, thread_name
+from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -25,10 +26,8 @@ class Threads:
         holder: ArchiveHolder,
         manager: ConversationManager,
         upkeep: ConversationUpkeep,
-        *,
         within_rate: Callable[[int, int], bool],
-        thread_channels: set[int],
-        own_threads: dict[int, int],
+        channels: ChannelSettings,
     ) -> None:
         self.client = client
         self.holder = holder
@@ -36,9 +35,8 @@ class Threads:
         self.upkeep = upkeep
         # Whether the member may be answered now: a member past their rate gets no thread.
         self.within_rate = within_rate
-        # By id; the threads with their server's id.
-        self.thread_channels = thread_channels
-        self.own_threads = own_threads
+        self.thread_channels = channels.thread_channels
+        self.own_threads = channels.own_threads
 
     def kind_of(self, message: discord.Message) -> str:
         """Where the message was written, as the engine's conversation kind."""

@@ -20,6 +20,7 @@ from config import Settings, describe_settings_error
 from edge.gateway import point_at_discord
 from followup import ModelFileError, load_model, model_path
 from ops.observability import configure_logging, warn_about_retired_settings
+from ops.opening import ArchiveUnavailable
 from preflight import (
     configuration_problems,
     describe_configuration,
@@ -30,10 +31,6 @@ from preflight import (
 )
 
 log = logging.getLogger("parley")
-
-
-class ArchiveUnavailable(Exception):
-    """The archive DATABASE_URL names cannot be opened or created (or its server reached)."""
 
 
 class Runnable(Protocol):

@@ -17,6 +17,7 @@ from conversation import ConversationManager, utc_now
 from discord_io import attachment_info, safe_text
 from journal import DecisionJournal
 from profiles import Profiles
+from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 
 
@@ -28,21 +29,18 @@ class Forgetting:
         manager: ConversationManager,
         holder: ArchiveHolder,
         upkeep: ConversationUpkeep,
-        *,
         decisions: DecisionJournal,
         profiles: Profiles,
-        forget_markers: dict[int, int],
-        thread_channels: set[int],
-        own_threads: dict[int, int],
+        channels: ChannelSettings,
     ) -> None:
         self.manager = manager
         self.holder = holder
         self.upkeep = upkeep
         self.decisions = decisions
         self.profiles = profiles
-        self.forget_markers = forget_markers
-        self.thread_channels = thread_channels
-        self.own_threads = own_threads
+        self.forget_markers = channels.forget_markers
+        self.thread_channels = channels.thread_channels
+        self.own_threads = channels.own_threads
 
     async def forget(self, channel_id: int, guild_id: int) -> bool:
         """End the channel's conversation and start its next one afresh; whether there was one.
