@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 import discord
 
 from archive import Archive
-from discord_io import safe_text, to_archived
+from archive.text import safe_text
+from discord_io import to_archived
 
 log = logging.getLogger("parley.backfill")
 

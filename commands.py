@@ -19,6 +19,7 @@ from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import discord_time, split_message
 from journal import KEPT_PER_CHANNEL, LoggedDecision
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
+from ops.redaction import mask_credentials
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 from tools import Toolbox
 
@@ -240,6 +241,8 @@ class ParleyCommands(
                 *filter(None, [client.toolbox.describe_servers()]),
             ]
         )
+        # Whatever a part quotes shows no credentials: an MCP server's problem may quote its URL.
+        text = mask_credentials(text)
         # Participants are listed as mentions so they render as names; none of them is pinged.
         await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
 

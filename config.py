@@ -139,6 +139,18 @@ class Settings(BaseSettings):
         " (several processes, shards); empty turns it and its tools off.",
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+    archive_file_text_channel_bytes: int = Field(
+        4_000_000,
+        ge=0,
+        description="Bytes of text read from files (text files, PDFs, transcripts) the archive keeps per channel per"
+        " UTC day; past it a file's text is not kept (its name is); 0 means no limit.",
+    )
+    archive_file_text_member_bytes: int = Field(
+        1_000_000,
+        ge=0,
+        description="Bytes of text read from one member's files the archive keeps per UTC day, all channels together;"
+        " 0 means no limit.",
+    )
     backfill_max_messages: int = Field(
         1000,
         ge=0,

@@ -24,6 +24,7 @@ from archive import describe_database_url, is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
 from conversation import NORMAL
+from ops.redaction import MASK, mask_credentials
 from profiles import profiles_file_problem
 from tools import supports_native_web_search, tool_config_problem
 
@@ -37,7 +38,6 @@ INVITE_PERMISSIONS = discord.Permissions(
     # `/parley threads on` opens a thread on the message that mentions Parley.
     create_public_threads=True,
 )
-MASK = "********"
 # Secrets of the providers that --check reports as set or not, never showing their values.
 _SECRET_VARIABLE = re.compile(r"^[A-Z0-9_]+_API_KEY$|^LOGFIRE_TOKEN$")
 _KEY_NEEDED = re.compile(r"Set the `(\w+)` environment variable")
@@ -196,7 +196,8 @@ def _shown(value: object) -> str:
     if isinstance(value, frozenset):
         # As the variable is written: comma-separated.
         return ",".join(sorted(map(str, value)))
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    # A URL's password (DATABASE_URL=postgresql://user:password@...) is a secret too.
+    return str(value).lower() if isinstance(value, bool) else mask_credentials(str(value))
 
 
 def required_settings_help() -> str:

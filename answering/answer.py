@@ -17,13 +17,13 @@ from answering.models import ProfileModels
 from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
 from archive.holder import ArchiveHolder
+from archive.text import safe_text
 from attachments import is_image_refusal, model_key
 from config import Settings
 from conversation import ChannelConversation, ConversationManager, MessageRecord
 from discord_io import (
     is_closed_thread,
     may_read_history,
-    safe_text,
     typing_indicator,
 )
 from edge.attachment_sources import AttachmentSources

@@ -310,7 +310,8 @@ def check_database_url(url: str) -> None:
 async def open_archive(url: str, **options: Any) -> Archive:
     """Open (and migrate) the archive ``url`` names: ``sqlite:///path`` or ``postgresql://…``.
 
-    ``options`` are the backend's `open` keywords (retention_days, flush_interval, batch_size, prune_interval).
+    ``options`` are the backend's `open` keywords (retention_days, flush_interval, batch_size, prune_interval,
+    file_text_budget).
 
     Raises:
         DatabaseUrlError: the URL is malformed, or (Postgres) the server cannot be reached or refuses it.

@@ -49,6 +49,7 @@ from archive import (
     folded_words,
     search_words,
 )
+from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.sqlite import (
     _decision_from_row,
@@ -521,7 +522,21 @@ _ATTACHMENT_TEXT = Write(
     "set_attachment_text",
     ("UPDATE attachments SET text = $2, words = name_words || to_tsvector('simple', $3) WHERE attachment_id = $1",),
 )
-
+# Who shared an attachment and the bytes of file text kept on its day (`archive.file_text`) in its channel and from
+# them; a day's files are a range of the primary key. octet_length reads a stored text's size from its header. The
+# notes left in place of text over a budget count nothing.
+_FILE_TEXT_USAGE_SQL = """
+SELECT a.channel_id, m.author_id,
+    (SELECT coalesce(sum(octet_length(c.text)), 0) FROM attachments AS c
+        WHERE c.attachment_id BETWEEN $2 AND $3 AND c.channel_id = a.channel_id
+            AND c.attachment_id != a.attachment_id AND c.text <> ALL ($4::text[])),
+    (SELECT coalesce(sum(octet_length(o.text)), 0) FROM attachments AS o
+        JOIN messages AS n ON n.message_id = o.message_id
+        WHERE o.attachment_id BETWEEN $2 AND $3 AND n.author_id = m.author_id
+            AND o.attachment_id != a.attachment_id AND o.text <> ALL ($4::text[]))
+FROM attachments AS a JOIN messages AS m ON m.message_id = a.message_id
+WHERE a.attachment_id = $1
+"""
 _KEEP_ATTACHMENTS = Write(
     "keep_attachments",
     (
@@ -677,6 +692,7 @@ class PostgresArchive(QueuedWrites):
         flush_interval: float,
         batch_size: int,
         prune_interval: float,
+        file_text_budget: FileTextBudget | None,
     ) -> None:
         self._pool = pool
         self._start_queue(
@@ -684,6 +700,7 @@ class PostgresArchive(QueuedWrites):
             batch_size=batch_size,
             flush_interval=flush_interval,
             prune_interval=prune_interval,
+            file_text_budget=file_text_budget,
         )
         self._add_runs = itertools.count()
 
@@ -696,6 +713,7 @@ class PostgresArchive(QueuedWrites):
         flush_interval: float = 0.5,
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
+        file_text_budget: FileTextBudget | None = None,
     ) -> PostgresArchive:
         """Connect, migrate the schema (one process at a time), then start the writer.
 
@@ -716,6 +734,7 @@ class PostgresArchive(QueuedWrites):
             flush_interval=flush_interval,
             batch_size=batch_size,
             prune_interval=prune_interval,
+            file_text_budget=file_text_budget,
         )
         archive._start_writer()
         return archive
@@ -1082,6 +1101,9 @@ class PostgresArchive(QueuedWrites):
             if kind is _PRUNE:
                 for cutoff, done in params:
                     pruned.append((done, await _delete_older_than(connection, cutoff)))
+            elif kind is _ATTACHMENT_TEXT and self._file_texts.budget is not None:
+                for attachment_id, text, words in params:
+                    await self._set_file_text(connection, attachment_id, text, words)
             elif kind is _ADD:
                 await connection.copy_records_to_table("added_messages", records=params)
                 await connection.execute(_ADD.statements[0], params[0][0])
@@ -1089,6 +1111,17 @@ class PostgresArchive(QueuedWrites):
                 for statement in kind.statements:
                     await connection.executemany(_statement(kind, statement), params)
         return pruned
+
+    async def _set_file_text(self, connection: asyncpg.Connection, attachment_id: int, text: str, words: str) -> None:
+        """Store `text` (whose folded words are `words`) for the attachment, or the note of the file text budget it
+        would go over."""
+        low, high = day_of(attachment_id)
+        notes = [CHANNEL_OVER, MEMBER_OVER]
+        for usage in await connection.fetch(_FILE_TEXT_USAGE_SQL, attachment_id, low, high, notes):  # none once gone
+            stored = self._file_texts.admitted(attachment_id, text, FileTextUsage(*usage))
+            if stored is not text:
+                words = folded_words(stored)
+            await connection.execute(_ATTACHMENT_TEXT.statements[0], attachment_id, stored, words)
 
 
 async def _connect(url: str) -> asyncpg.Pool:

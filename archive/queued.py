@@ -19,6 +19,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, ClassVar
 
 from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
+from archive.file_text import FileTextBudget, FileTextGate
+from archive.text import safe_text
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -54,9 +56,16 @@ class QueuedWrites(ABC):
     writes: ClassVar[WriteKinds]
 
     def _start_queue(
-        self, *, retention_days: int, batch_size: int, flush_interval: float, prune_interval: float
+        self,
+        *,
+        retention_days: int,
+        batch_size: int,
+        flush_interval: float,
+        prune_interval: float,
+        file_text_budget: FileTextBudget | None,
     ) -> None:
         self._retention = timedelta(days=retention_days)
+        self._file_texts = FileTextGate(file_text_budget)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._prune_interval = prune_interval
@@ -122,8 +131,12 @@ class QueuedWrites(ABC):
         return len(self._queue) + self._taken - self._done
 
     def set_attachment_text(self, attachment_id: int, text: str) -> None:
-        """Keep the text read from an archived attachment, for search (no-op once its message is gone)."""
-        self._enqueue(self.writes.attachment_text, (attachment_id, text))
+        """Keep the text read from an archived attachment, for search (no-op once its message is gone).
+
+        Made safe here, as message text is at the edge: a file can hold NUL anywhere (Postgres text refuses it,
+        SQLite's string functions stop at it) and lone surrogates (UTF-8 cannot encode them).
+        """
+        self._enqueue(self.writes.attachment_text, (attachment_id, safe_text(text)))
 
     def keep_attachments(self, message_id: int, attachment_ids: Iterable[int]) -> None:
         """Drop the files an edit took off a stored message, with their text: only `attachment_ids` remain."""

@@ -43,6 +43,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 
 __all__ = [
@@ -594,6 +595,21 @@ _ADD_ATTACHMENT = _Write(
     ),
 )
 _ATTACHMENT_TEXT = _Write("set_attachment_text", ("UPDATE attachments SET text = ?2 WHERE attachment_id = ?1",))
+# Who shared an attachment and the bytes of file text kept on its day (`archive.file_text`) in its channel and from
+# them. A day's files are a range of the primary key; the text is read (to measure it) only for the rows counted, at
+# most a budget's worth (this SQLite has no octet_length). The notes left in place of text over a budget count nothing.
+_FILE_TEXT_USAGE_SQL = """
+SELECT a.channel_id, m.author_id,
+    (SELECT coalesce(sum(length(CAST(c.text AS BLOB))), 0) FROM attachments AS c
+        WHERE c.attachment_id BETWEEN :low AND :high AND c.channel_id = a.channel_id
+            AND c.attachment_id != a.attachment_id AND c.text NOT IN (:channel_over, :member_over)),
+    (SELECT coalesce(sum(length(CAST(o.text AS BLOB))), 0) FROM attachments AS o
+        JOIN messages AS n ON n.message_id = o.message_id
+        WHERE o.attachment_id BETWEEN :low AND :high AND n.author_id = m.author_id
+            AND o.attachment_id != a.attachment_id AND o.text NOT IN (:channel_over, :member_over))
+FROM attachments AS a JOIN messages AS m ON m.message_id = a.message_id
+WHERE a.attachment_id = :id
+"""
 _KEEP_ATTACHMENTS = _Write(
     "keep_attachments",
     ("DELETE FROM attachments WHERE message_id = ?1 AND attachment_id NOT IN (SELECT value FROM json_each(?2))",),
@@ -645,6 +661,7 @@ class HistoryArchive(QueuedWrites):
         flush_interval: float,
         batch_size: int,
         prune_interval: float,
+        file_text_budget: FileTextBudget | None,
     ) -> None:
         self._db = writer
         self._reader = reader
@@ -654,6 +671,7 @@ class HistoryArchive(QueuedWrites):
             batch_size=batch_size,
             flush_interval=flush_interval,
             prune_interval=prune_interval,
+            file_text_budget=file_text_budget,
         )
         # The last id handed out per table by `new_id`.
         self._last_ids: dict[str, int] = {}
@@ -667,6 +685,7 @@ class HistoryArchive(QueuedWrites):
         flush_interval: float = 0.5,
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
+        file_text_budget: FileTextBudget | None = None,
     ) -> HistoryArchive:
         """Open (creating it and its folder if needed) and migrate the archive, then start the writer.
 
@@ -694,6 +713,7 @@ class HistoryArchive(QueuedWrites):
             flush_interval=flush_interval,
             batch_size=batch_size,
             prune_interval=prune_interval,
+            file_text_budget=file_text_budget,
         )
         archive._start_writer()
         return archive
@@ -1013,6 +1033,10 @@ class HistoryArchive(QueuedWrites):
                 params = self._conversation_rows(params)
                 if not params:
                     continue
+            if kind is _ATTACHMENT_TEXT and self._file_texts.budget is not None:
+                for attachment_id, text in params:
+                    await self._set_file_text(attachment_id, text)
+                continue
             if kind is _ADD:
                 # FTS5 writes its pending index data out whenever a rowid is
                 # lower than the previous one; in key order a batch is one run.
@@ -1028,6 +1052,17 @@ class HistoryArchive(QueuedWrites):
                 for statement in kind.statements:
                     await self._db.execute(_expand(statement, kind.row, len(chunk)), values)
         return pruned
+
+    async def _set_file_text(self, attachment_id: int, text: str) -> None:
+        """Store `text` for the attachment, or the note of the file text budget it would go over."""
+        low, high = day_of(attachment_id)
+        rows = await self._db.execute_fetchall(
+            _FILE_TEXT_USAGE_SQL,
+            {"id": attachment_id, "low": low, "high": high, "channel_over": CHANNEL_OVER, "member_over": MEMBER_OVER},
+        )
+        for usage in rows:  # none once the attachment's message is gone
+            stored = self._file_texts.admitted(attachment_id, text, FileTextUsage(*usage))
+            await self._db.execute(_ATTACHMENT_TEXT.statements[0], (attachment_id, stored))
 
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))

@@ -1,1 +1,1 @@
-"""Operations: logging and observability setup, the command line, preflight. Nothing here decides or answers."""
+"""Operations: how Parley is run and watched (logging and observability setup, the command line, preflight)."""

@@ -10,6 +10,7 @@ import logfire
 from opentelemetry.sdk.trace import SpanProcessor
 
 from config import Settings
+from ops.redaction import LogLineFormatter, MaskCredentials
 
 log = logging.getLogger("parley")
 
@@ -35,19 +36,20 @@ def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProce
         additional_span_processors=list(span_processors),
         scrubbing=logfire.ScrubbingOptions(callback=_keep_ids),
     )
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    line_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    console = logging.StreamHandler()
+    # Names and message text in records are members': escaped there, so one record is one line.
+    console.setFormatter(LogLineFormatter(line_format))
+    handlers: list[logging.Handler] = [console]
     # Without a destination, spans and log records would go nowhere, yet building them costs about
     # 2 ms a model call and 0.2 ms a log record.
     if token is not None or span_processors:
         content = settings.logfire_include_content
         logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
-        handlers.append(logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler())
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
+        to_logfire = logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler()
+        to_logfire.addFilter(MaskCredentials())
+        handlers.append(to_logfire)
+    logging.basicConfig(level=settings.log_level, format=line_format, handlers=handlers, force=True)
 
 
 def _keep_ids(match: logfire.ScrubMatch) -> Any:

@@ -6,6 +6,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
+from archive.file_text import FileTextBudget
 from config import Settings
 from shared import SharedSettings, follow_other_processes
 
@@ -25,7 +26,13 @@ async def open_configured_archive(settings: Settings) -> Archive:
     """
     url = settings.database_url
     try:
-        return await open_archive(url, retention_days=settings.history_retention_days)
+        return await open_archive(
+            url,
+            retention_days=settings.history_retention_days,
+            file_text_budget=FileTextBudget(
+                settings.archive_file_text_channel_bytes, settings.archive_file_text_member_bytes
+            ),
+        )
     except DatabaseUrlError as error:
         raise ArchiveUnavailable(str(error)) from None
     except (OSError, sqlite3.Error, RuntimeError) as error:

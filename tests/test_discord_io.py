@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from archive.text import safe_text
 from discord_io import (
     MAX_REOPENED_FENCE,
     SplitStep,
     _open_fence,
     reply_mentions,
-    safe_text,
     split_message,
     split_steps,
     thread_name,

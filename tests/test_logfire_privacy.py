@@ -104,3 +104,19 @@ async def test_logfire_gets_message_text_when_asked(
     await answer_and_decide(settings, tmp_path)
     text = exported_text(exporter)
     assert [secret for secret in EVERY_SECRET if secret not in text] == []
+
+
+@pytest.mark.parametrize("include_content", [False, True])
+def test_logfire_gets_no_password_in_a_url(
+    make_settings: Callable[..., Settings], capture_logfire: Callable[[Settings], TestExporter], include_content: bool
+) -> None:
+    """A URL's password in a log record's arguments or in an exception logged with it never reaches Logfire, with
+    content or without; the member's name stays an argument, which the content-free handler still drops."""
+    exporter = capture_logfire(make_settings(logfire_include_content=include_content))
+    log = logging.getLogger("parley")
+    url = "postgresql://parley:hunter2-zebra@db:5432/parley"
+    log.warning("cannot reach %s for %s", url, AUTHOR, extra={"author": AUTHOR})
+    log.warning("archive down: %s", ConnectionError(f"{url} refused the connection"))
+    text = exported_text(exporter)
+    assert "hunter2-zebra" not in text and "postgresql://parley:********@db:5432/parley" in text
+    assert (AUTHOR in text) is include_content

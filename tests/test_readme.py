@@ -165,6 +165,8 @@ RUN_HERE = {
     "python bench/bench_stream.py",
     "python bench/bench_cost.py --judge --no-summaries",
     "python bench/bench_transform.py",
+    "python bench/bench_file_text.py",
+    "python bench/bench_file_text.py --backend postgres",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -321,6 +323,8 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_stream.py", "--answers 1 --tokens 40 --rate 200", "first text within 1.5 s"),
         ("python bench/bench_cost.py --judge --no-summaries", "--turns 3", "judge requests"),
         ("python bench/bench_transform.py", "--turns 2 --requests 3 --runs 1", "saved"),
+        ("python bench/bench_file_text.py", "--files 5", "median time to store one file's text"),
+        ("python bench/bench_file_text.py --backend postgres", "--files 5", "median time to store one file's text"),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:

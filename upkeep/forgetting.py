@@ -13,8 +13,9 @@ from pydantic_ai.messages import ModelMessage
 
 from archive import ArchiveWriteFailed
 from archive.holder import ArchiveHolder
+from archive.text import safe_text
 from conversation import ConversationManager, utc_now
-from discord_io import attachment_info, safe_text
+from discord_io import attachment_info
 from journal import DecisionJournal
 from profiles import Profiles
 from upkeep.channel_settings import ChannelSettings
