@@ -60,9 +60,10 @@ from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from pydantic_ai.settings import merge_model_settings
 from pydantic_core import to_json
 
-from attachments import PreparedFiles, content_chars, expire_images
 from config import JudgeOutputMode, Settings
 from conversation import ChannelConversation, MessageRecord
+from files.history import content_chars, expire_images
+from files.prepared import PreparedFiles
 from profiles import ARCHIVE, MEMORY, offered
 from quoting import (
     AI_PARTICIPANT_TAG,
@@ -460,7 +461,7 @@ async def generate_reply(
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
-    `files`: the attachments of the messages the prompt shows (`attachments.AttachmentPreparer`).
+    `files`: the attachments of the messages the prompt shows (`files.preparer.AttachmentPreparer`).
     `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last

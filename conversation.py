@@ -24,7 +24,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from attachments import AttachmentInfo, Removals, images_without_removed, kept_files, without_removed
+from files.history import Removals, images_without_removed, kept_files, without_removed
+from files.kinds import AttachmentInfo
 from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from quoting import requote
@@ -107,7 +108,7 @@ class ChannelConversation:
     # Edits (new text) and deletions (None) of messages already shown, applied to every model history
     # this conversation keeps, including one written while they happened.
     redactions: dict[int, str | None] = field(default_factory=dict)
-    # The files still on each message an edit took files off (`attachments.kept_files`), applied
+    # The files still on each message an edit took files off (`files.history.kept_files`), applied
     # the same way: the model no longer sees a file its member removed.
     files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
     # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),

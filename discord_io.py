@@ -16,8 +16,8 @@ import discord
 
 from archive import ArchivedAttachment, ArchivedMessage
 from archive.text import safe_text
-from attachments import AttachmentInfo
 from conversation import MessageRecord
+from files.kinds import AttachmentInfo
 
 log = logging.getLogger("parley")
 

@@ -18,7 +18,6 @@ from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
 from archive.holder import ArchiveHolder
 from archive.text import safe_text
-from attachments import is_image_refusal, model_key
 from config import Settings
 from conversation import ChannelConversation, ConversationManager, MessageRecord
 from discord_io import (
@@ -27,6 +26,7 @@ from discord_io import (
     typing_indicator,
 )
 from edge.attachment_sources import AttachmentSources
+from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
 from profiles import Profiles, persona_instructions
 from streaming import AnsweredTurn, AnswerStreams

@@ -40,9 +40,10 @@ from PIL import Image  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
 from agent import build_responder, close_model, generate_reply  # noqa: E402
-from attachments import AttachmentInfo, AttachmentPreparer  # noqa: E402
 from config import Settings  # noqa: E402
 from conversation import ConversationManager, MessageRecord  # noqa: E402
+from files.kinds import AttachmentInfo  # noqa: E402
+from files.preparer import AttachmentPreparer  # noqa: E402
 from tools import ChatDeps  # noqa: E402
 
 CHANNEL_ID, BOT_ID, MEMBER_ID = 10, 1, 2

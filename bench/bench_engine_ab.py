@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import io
 import logging
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +42,8 @@ import conversation  # noqa: E402
 import followup  # noqa: E402
 
 # What conversation.py imports from this repository: loaded afresh from the earlier commit for the old engine.
-ENGINE_MODULES = ("conversation", "followup", "attachments", "limits", "quoting")
+# A commit has either attachments.py or, since issue 30 split it, the files/ package.
+ENGINE_MODULES = ("conversation", "followup", "attachments", "files", "limits", "quoting")
 
 
 @dataclass(frozen=True)
@@ -63,23 +66,35 @@ class Engine:
 
 def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, Path]:
     """conversation.py and followup.py as they were at `revision`, imported apart from this worktree's."""
-    for name in (*ENGINE_MODULES, "decider_model"):
-        filename = "decider_model.json" if name == "decider_model" else f"{name}.py"
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{revision}:{filename}"], check=True, capture_output=True, text=True
-        ).stdout
-        (into / filename).write_text(text)
-    saved = {name: sys.modules.pop(name) for name in ENGINE_MODULES if name in sys.modules}
+    extract_engine(revision, into)
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if is_engine_module(name)}
     sys.path.insert(0, str(into))
     try:
         old_conversation = __import__("conversation")
         old_followup = __import__("followup")
     finally:
         sys.path.remove(str(into))
-        for name in ENGINE_MODULES:
-            sys.modules.pop(name, None)
+        for name in [name for name in sys.modules if is_engine_module(name)]:
+            sys.modules.pop(name)
         sys.modules.update(saved)
     return old_conversation, old_followup, into / "decider_model.json"
+
+
+def extract_engine(revision: str, into: Path) -> None:
+    """The engine's modules and packages (those `revision` has) and its decider model, written under `into`."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", revision], check=True, capture_output=True, text=True
+    ).stdout.split()
+    wanted = [name for name in listed if name.removesuffix(".py") in ENGINE_MODULES or name == "decider_model.json"]
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", revision, "--", *wanted], check=True, capture_output=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def is_engine_module(name: str) -> bool:
+    return name.partition(".")[0] in ENGINE_MODULES
 
 
 def converted(messages: Sequence[Any], record_type: type) -> list[Any]:

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 import discord
 
 from archive.holder import ArchiveHolder
-from attachments import AttachmentInfo, AttachmentPreparer, Kind, PreparedFiles, build_transcriber
 from config import Settings
 from conversation import MessageRecord
+from files.kinds import AttachmentInfo, Kind
+from files.prepared import PreparedFiles
+from files.preparer import AttachmentPreparer
+from files.providers import build_transcriber
 
 # Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
 ATTACHMENT_SOURCES_KEPT = 2048

@@ -59,8 +59,8 @@ from agent import (
     trim_history,
 )
 from archive.sqlite import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, format_messages, format_stats
-from attachments import AttachmentInfo
 from conversation import ChannelConversation, MessageRecord, ResponseDecider
+from files.kinds import AttachmentInfo
 from tools import HISTORY_NOT_PERMITTED, HOURS_MAX, ChatDeps
 
 BOT, ALICE, BOB, CAROL = 1, 10, 11, 12

@@ -1,4 +1,4 @@
-"""Unit tests for attachments.py: what a shared file becomes for the model, and what the archive keeps of it."""
+"""Unit tests for the files package: what a shared file becomes for the model, and what the archive keeps of it."""
 
 from __future__ import annotations
 
@@ -26,20 +26,14 @@ from pydantic_ai.profiles import ModelProfile
 from pypdf import PdfWriter
 
 from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
-from attachments import (
-    FILE_REMOVED_NOTE,
-    AttachmentInfo,
-    AttachmentPreparer,
-    ImageProblem,
-    Kind,
-    PreparedFiles,
-    detect,
-    expire_images,
-    is_image_refusal,
-    prepare_image,
-)
 from config import Settings, describe_settings_error
 from conversation import ConversationManager, MessageRecord
+from files.history import FILE_REMOVED_NOTE, expire_images
+from files.images import ImageProblem, prepare_image
+from files.kinds import AttachmentInfo, Kind, detect
+from files.prepared import PreparedFiles
+from files.preparer import AttachmentPreparer
+from files.providers import is_image_refusal
 
 CHANNEL = 10
 WHEN = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -12,9 +12,9 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 
 from archive import Archive, open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
-from attachments import AttachmentInfo
 from context import summary_turn
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
+from files.kinds import AttachmentInfo
 from followup import FEATURES, features
 from quoting import MESSAGE_TAG
 from sessions import restore, snapshot
