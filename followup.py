@@ -230,6 +230,9 @@ def features(
     One walk back over at most `look_back` messages (the message itself skipped), like the rules' own;
     the rest comes from the conversation's indexes, and `lexical` from `lexicon`.
     """
+    # One long function on purpose: it computes the feature vector in the order of `FEATURES`, so it reads
+    # top to bottom against that list and against training's replay; and the engine runs it for every
+    # scored message, where the values one walk finds are shared by several features.
     author = message.author_id
     message_id = message.message_id
     last_bot = conversation.last_message_by_author[bot_user_id]

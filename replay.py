@@ -119,19 +119,10 @@ def _timestamp(text: str, where: str) -> datetime:
 def load_transcript(path: str | Path) -> Transcript:
     """Parse and check a whole transcript; raises `ReplayError` naming the first bad line."""
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReplayError(f"{name}: no such file") from None
-    except UnicodeDecodeError as error:
-        raise ReplayError(f"{name}: not UTF-8 text ({error.reason} at byte {error.start})") from None
-    except OSError as error:
-        raise ReplayError(f"{name}: cannot read: {error.strerror}") from None
-
     meta: dict[str, Any] | None = None
     lines: list[TranscriptLine] = []
     authors: dict[int, int] = {}  # message id -> author id, to resolve `reply_to`
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(_read(path).splitlines(), start=1):
         if not raw.strip():
             continue
         where = f"{name}:{number}"
@@ -143,61 +134,88 @@ def load_transcript(path: str | Path) -> Transcript:
             raise ReplayError(f"{where}: expected a JSON object, not {type(obj).__name__}")
         kind = _field(obj, "type", str, where)
         if meta is None:
-            if kind != "meta":
-                raise ReplayError(f'{where}: missing meta header (the first line must have "type": "meta")')
-            meta = obj
-            _field(obj, "channel_id", int, where)
-            _field(obj, "bot_id", int, where)
-            _field(obj, "bot_name", str, where, optional=True)
-            _field(obj, "source", str, where, optional=True)
+            meta = _meta_header(obj, kind, where)
             continue
         if kind == "meta":
             raise ReplayError(f"{where}: a second meta header")
         if kind != "message":
             raise ReplayError(f'{where}: unknown line type {kind!r} (expected "message")')
-
-        message_id = _field(obj, "id", int, where)
-        author_id = _field(obj, "author_id", int, where)
-        author = _field(obj, "author", str, where)
-        is_bot = _field(obj, "is_bot", bool, where)
-        content = _field(obj, "content", str, where)
-        timestamp = _timestamp(_field(obj, "timestamp", str, where), where)
-        mentions = _field(obj, "mentions", list, where)
-        if not all(isinstance(m, int) and not isinstance(m, bool) for m in mentions):
-            raise ReplayError(f"{where}: field 'mentions' should be a list of ids (int)")
-        reply_to = _field(obj, "reply_to", int, where, optional=True)
-        own = author_id == meta["bot_id"]
-        if own and not is_bot:
-            raise ReplayError(f"{where}: author_id is the bot's id but is_bot is false")
-        if own:
-            label = _field(obj, "label", bool, where, optional=True)
-            if label is not None:
-                raise ReplayError(f"{where}: the bot's own line carries a label")
-        else:
-            if "label" not in obj:
-                raise ReplayError(f"{where}: missing field 'label' (null for context lines)")
-            label = _field(obj, "label", bool, where, optional=True)
-        reply_to_author_id = None
-        if reply_to is not None:
-            if reply_to not in authors:
-                raise ReplayError(f"{where}: reply_to {reply_to} names no earlier message of the transcript")
-            reply_to_author_id = authors[reply_to]
-        authors[message_id] = author_id
-        record = MessageRecord(
-            message_id=message_id,
-            channel_id=meta["channel_id"],
-            author_id=author_id,
-            author=author,
-            content=content,
-            timestamp=timestamp,
-            is_bot=is_bot,
-            mention_ids=frozenset(mentions),
-            reply_to_author_id=reply_to_author_id,
-        )
+        record, label = _message_line(obj, where, meta, authors)
         lines.append(TranscriptLine(number, record, label))
     if meta is None:
         raise ReplayError(f"{name}:1: missing meta header (the file is empty)")
     return Transcript(name, meta["channel_id"], meta["bot_id"], meta.get("bot_name") or "Parley", lines)
+
+
+def _read(path: str | Path) -> str:
+    name = str(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReplayError(f"{name}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise ReplayError(f"{name}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise ReplayError(f"{name}: cannot read: {error.strerror}") from None
+
+
+def _meta_header(obj: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
+    if kind != "meta":
+        raise ReplayError(f'{where}: missing meta header (the first line must have "type": "meta")')
+    _field(obj, "channel_id", int, where)
+    _field(obj, "bot_id", int, where)
+    _field(obj, "bot_name", str, where, optional=True)
+    _field(obj, "source", str, where, optional=True)
+    return obj
+
+
+def _message_line(
+    obj: dict[str, Any], where: str, meta: dict[str, Any], authors: dict[int, int]
+) -> tuple[MessageRecord, bool | None]:
+    """A message line as the engine's record and its label; `authors` learns its author for later replies."""
+    message_id = _field(obj, "id", int, where)
+    author_id = _field(obj, "author_id", int, where)
+    author = _field(obj, "author", str, where)
+    is_bot = _field(obj, "is_bot", bool, where)
+    content = _field(obj, "content", str, where)
+    timestamp = _timestamp(_field(obj, "timestamp", str, where), where)
+    mentions = _field(obj, "mentions", list, where)
+    if not all(isinstance(m, int) and not isinstance(m, bool) for m in mentions):
+        raise ReplayError(f"{where}: field 'mentions' should be a list of ids (int)")
+    reply_to = _field(obj, "reply_to", int, where, optional=True)
+    label = _label(obj, where, own=author_id == meta["bot_id"], is_bot=is_bot)
+    reply_to_author_id = None
+    if reply_to is not None:
+        if reply_to not in authors:
+            raise ReplayError(f"{where}: reply_to {reply_to} names no earlier message of the transcript")
+        reply_to_author_id = authors[reply_to]
+    authors[message_id] = author_id
+    record = MessageRecord(
+        message_id=message_id,
+        channel_id=meta["channel_id"],
+        author_id=author_id,
+        author=author,
+        content=content,
+        timestamp=timestamp,
+        is_bot=is_bot,
+        mention_ids=frozenset(mentions),
+        reply_to_author_id=reply_to_author_id,
+    )
+    return record, label
+
+
+def _label(obj: dict[str, Any], where: str, *, own: bool, is_bot: bool) -> bool | None:
+    """A line's label: the bot's own lines carry none; every other line must say (null for context lines)."""
+    if own and not is_bot:
+        raise ReplayError(f"{where}: author_id is the bot's id but is_bot is false")
+    if own:
+        if _field(obj, "label", bool, where, optional=True) is not None:
+            raise ReplayError(f"{where}: the bot's own line carries a label")
+        return None
+    if "label" not in obj:
+        raise ReplayError(f"{where}: missing field 'label' (null for context lines)")
+    label: bool | None = _field(obj, "label", bool, where, optional=True)
+    return label
 
 
 def transcript_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -293,10 +311,10 @@ async def replay_transcript(
         max_messages=_setting_default("max_conversation_messages") if max_messages is None else max_messages,
         clock=clock,
     )
-    if make_decider is not None:
-        decider = make_decider(clock)
-    else:
-        decider = build_decider(
+    decider = (
+        make_decider(clock)
+        if make_decider is not None
+        else build_decider(
             clock,
             followup_window_seconds=followup_window_seconds,
             disabled_rules=disabled_rules,
@@ -305,44 +323,56 @@ async def replay_transcript(
             learned=learned,
             learned_veto=learned_veto,
         )
-    channel, bot_id = transcript.channel_id, transcript.bot_id
+    )
+    bot_id = transcript.bot_id
     decisions: list[ScoredDecision] = []
     for item in transcript.lines:
         message = item.record
         now = message.timestamp
         if message.author_id == bot_id:
-            # The bot's actual answer: it speaks only when engaged, so engage first if need be.
-            if manager.get(channel) is None:
-                manager.start(channel, initial_messages=[])
-            conversation = manager.record_message(channel, message)
-            assert conversation is not None
-            manager.record_bot_response(channel, conversation.llm_history, message.message_id)
+            _record_own_answer(manager, message)
             continue
-        calls_before = getattr(decider, "judge_calls", 0)
-        uncertain_before = getattr(decider, "uncertain", 0)
-        if manager.get(channel) is None:
-            start, reason = decider.should_start_conversation(message, bot_id)
-            if start:
-                manager.start(channel, initial_messages=[])
-        conversation = manager.record_message(channel, message)
-        if conversation is None:
-            respond = False
-        else:
-            respond, reason = await decider.should_respond(message, conversation, bot_id)
-        decisions.append(
-            ScoredDecision(
-                path=transcript.path,
-                line=item.line,
-                message_id=message.message_id,
-                label=item.label,
-                respond=respond,
-                reason=reason,
-                mentions_bot=bot_id in message.mention_ids,
-                judged=getattr(decider, "judge_calls", 0) > calls_before,
-                uncertain=getattr(decider, "uncertain", 0) > uncertain_before,
-            )
-        )
+        decisions.append(await _decide(manager, decider, transcript, item))
     return decisions
+
+
+async def _decide(
+    manager: ConversationManager, decider: DecisionPolicy, transcript: Transcript, item: TranscriptLine
+) -> ScoredDecision:
+    """The decision on a member's line, as the bot would take it live."""
+    message, channel, bot_id = item.record, transcript.channel_id, transcript.bot_id
+    calls_before = getattr(decider, "judge_calls", 0)
+    uncertain_before = getattr(decider, "uncertain", 0)
+    if manager.get(channel) is None:
+        start, reason = decider.should_start_conversation(message, bot_id)
+        if start:
+            manager.start(channel, initial_messages=[])
+    conversation = manager.record_message(channel, message)
+    if conversation is None:
+        respond = False
+    else:
+        respond, reason = await decider.should_respond(message, conversation, bot_id)
+    return ScoredDecision(
+        path=transcript.path,
+        line=item.line,
+        message_id=message.message_id,
+        label=item.label,
+        respond=respond,
+        reason=reason,
+        mentions_bot=bot_id in message.mention_ids,
+        judged=getattr(decider, "judge_calls", 0) > calls_before,
+        uncertain=getattr(decider, "uncertain", 0) > uncertain_before,
+    )
+
+
+def _record_own_answer(manager: ConversationManager, message: MessageRecord) -> None:
+    """The bot's actual answer: it speaks only when engaged, so engage first if need be."""
+    channel = message.channel_id
+    if manager.get(channel) is None:
+        manager.start(channel, initial_messages=[])
+    conversation = manager.record_message(channel, message)
+    assert conversation is not None
+    manager.record_bot_response(channel, conversation.llm_history, message.message_id)
 
 
 def replay_file(path: str | Path, **options: Any) -> list[ScoredDecision]:

@@ -474,7 +474,7 @@ def _splits(model: LearnedModel) -> dict[str, int]:
     return counts
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="train_decider.py", description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=Path, default=Path("data/irc-train-transcripts"))
     parser.add_argument("--dev", type=Path, default=Path("../shared/eval/irc-dev"))
@@ -489,8 +489,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="add held-out figures over the train logs in this many groups (5; the number of logs: one log each)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _arguments(argv)
     if args.cache is not None and args.cache.exists():
         train, dev = pickle.loads(args.cache.read_bytes())
     else:
