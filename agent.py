@@ -1,5 +1,7 @@
 """Parley's voice: the pydantic-ai agent that writes answers (its tools are in tools.py), and the LLM judge.
 
+What they are shown (prompts, history cuts) is context.py's; the models they run on are built in providers/.
+
 Nothing here knows about Discord: the bot turns discord.py objects into `MessageRecord`s and
 `ChatDeps`, calls `generate_reply`, and posts `Reply.text`. Logfire instrumentation is set up in
 bot.py; every agent built here is picked up by it.
@@ -8,24 +10,18 @@ bot.py; every agent built here is picked up by it.
 # No `from __future__ import annotations` in this module: pydantic-ai reads the annotations of the
 # instructions, history-processor and tool functions on every request, and string annotations would
 # be evaluated again each time (about 50 µs a function here).
-import inspect
 import logging
 import re
 from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openai import AsyncOpenAI, DefaultAioHttpClient, Omit, omit
-from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic import BaseModel, Field
 from pydantic_ai import (
     Agent,
     AgentStreamEvent,
     BaseToolCallPart,
-    BaseToolReturnPart,
     CancellationToken,
-    CompactionPart,
     FunctionToolCallEvent,
     ModelMessage,
     ModelRequest,
@@ -35,7 +31,6 @@ from pydantic_ai import (
     PartDeltaEvent,
     PartStartEvent,
     PromptedOutput,
-    RetryFeedbackPart,
     RunCancelled,
     RunContext,
     RunTimedOut,
@@ -51,32 +46,17 @@ from pydantic_ai import (
     capture_run_messages,
 )
 from pydantic_ai.capabilities import PrepareTools, ProcessHistory
-from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, wrap
-from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers import Provider, infer_provider_class
-from pydantic_ai.providers.gateway import gateway_provider
-from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+from pydantic_ai.models import Model
 from pydantic_ai.settings import merge_model_settings
-from pydantic_core import to_json
 
 from config import JudgeOutputMode, Settings
-from conversation import ChannelConversation, MessageRecord
-from files.history import content_chars, expire_images
+from context import approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history, turn_prompt
+from conversation import ChannelConversation
+from files.history import expire_images
 from files.prepared import PreparedFiles
 from profiles import ARCHIVE, MEMORY, offered
-from quoting import (
-    AI_PARTICIPANT_TAG,
-    CHANNEL_INFO_TAG,
-    LAST_ANSWERED_TAG,
-    MESSAGE_TAG,
-    NEW_MESSAGE_TAG,
-    QUOTE_MAX_CHARS,
-    TRANSCRIPT_TAG,
-    author_attributes,
-    cap_text,
-    inline,
-)
+from providers.models import build_model, retry_settings
+from records import MessageRecord
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
 if TYPE_CHECKING:
@@ -84,28 +64,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley.agent")
 
-TRANSCRIPT_MAX_MESSAGES = 30
-QUOTED_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[MESSAGE_TAG]
-NEW_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[NEW_MESSAGE_TAG]
-JUDGE_CONTEXT_MESSAGES = 12
-# The judge is told what a new message's first files are; a gallery's every name would say no more.
-FILES_NAMED = 5
-
 TOOL_CALLS_PER_REPLY = 10
 
-# The provider name recorded on responses from LLM_BASE_URL's server, in history and telemetry.
-OPENAI_COMPATIBLE_SERVER = "llm-server"
-
-CHARS_PER_TOKEN = 4
-MESSAGE_OVERHEAD_TOKENS = 4
 # A tool round adds its calls and results to every later request; each result is capped at about
-# 4,000 characters (archive.sqlite.format_messages), so this allows for a round of a couple of calls.
+# 4,000 characters (quoting.format_messages), so this allows for a round of a couple of calls.
 TOOL_ROUND_TOKENS = 2000
 # Before a run's first response, the size of what the messages don't show: instructions, tool schemas.
 INSTRUCTIONS_AND_TOOLS_TOKENS = 1000
-# Share of HISTORY_TOKEN_BUDGET a history over it is cut down to: about 20 turns of a busy channel grow
-# from the same start before the next cut (bench/bench_cost.py).
-CUT_TO_SHARE = 0.5
 # Anthropic caches a prompt prefix only at the points marked in the request (OpenAI and others cache
 # shared prefixes by themselves): after the tool definitions, after the instructions, and the newest
 # message, which the provider moves forward as the conversation grows. Other providers' models ignore these.
@@ -154,110 +119,30 @@ class AnswerListener(Protocol):
     def tool_called(self, tool_name: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Responder:
+    """The agent that writes answers, with what every run of it gets: the answer's limits and its time limit.
+
+    Both come from the settings once, when it is built (`build_responder`); a run is handed only what changes
+    from one answer to the next.
+    """
+
+    agent: Agent[ChatDeps, str]
+    limits: UsageLimits
+    timeout_seconds: float
+
+    @property
+    def model(self) -> Model | str | None:
+        """The model the agent runs on unless a run names another (a channel profile's)."""
+        return self.agent.model
+
+
 class ReplyFailed(Exception):
     """The model could not produce an answer; the cause is chained, and `usage` is what was spent before."""
 
     def __init__(self, message: str, usage: RunUsage | None = None) -> None:
         super().__init__(message)
         self.usage = usage or RunUsage()
-
-
-# --- Models -----------------------------------------------------------------------------------
-
-
-def build_model(settings: Settings, model_name: str | None = None, *, max_retries: int | None = None) -> Model:
-    """The model for `model_name` (default: LLM_MODEL), built without any network call.
-
-    With LLM_BASE_URL, the name is sent verbatim to that OpenAI-compatible server (vLLM, Ollama,
-    LM Studio, ...), through a client that retries transient errors `max_retries` times (default:
-    MODEL_RETRIES). Otherwise it is a pydantic-ai model string such as `openai:gpt-4.1-mini`;
-    LLM_API_KEY, when set, goes to its provider, else the provider's own variable (OPENAI_API_KEY, ...)
-    applies, and retries are left to `retry_settings`.
-    """
-    name = model_name or settings.llm_model
-    api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    if settings.llm_base_url:
-        client = UntransformedOpenAI(
-            base_url=settings.llm_base_url,
-            # The SDK insists on a key; a server that needs none ignores this one.
-            api_key=api_key or "api-key-not-set",
-            max_retries=settings.model_retries if max_retries is None else max_retries,
-            # aiohttp, which discord.py already runs, as the HTTP transport: the SDK documents it as the
-            # faster option and ships it, and its C parser saved about 0.25 ms a request over httpx's h11.
-            http_client=DefaultAioHttpClient(),
-        )
-        # Not OpenAIProvider: that one is for OpenAI itself, would send OPENAI_API_KEY to this server and
-        # assume OpenAI-only features; this one also guards self-hosted chat templates' special tokens.
-        provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, openai_client=client)
-        return OpenAIChatModel(name, provider=provider)
-    if api_key is None:
-        return infer_model(name)
-    return infer_model(name, provider_factory=partial(_provider_with_key, api_key=api_key))
-
-
-async def close_model(model: Model | str | None) -> None:
-    """Close the connections of a model (an agent's `model`) `build_model` made for LLM_BASE_URL; others have none."""
-    client = getattr(model, "client", None)
-    if isinstance(client, UntransformedOpenAI):
-        await client.close()
-
-
-def retry_settings(model: Model, max_retries: int) -> ModelSettings | None:
-    """The settings that make `model`'s SDK retry transient errors `max_retries` times; None if its client already does.
-
-    `ModelSettings.max_retries` works for every provider, but pydantic-ai applies it by copying the
-    SDK client for each request, and the copy looks up the platform in a worker thread: a thread hop
-    before every request. `build_model` gives the LLM_BASE_URL client its retries up front instead.
-    """
-    client = getattr(model, "client", None)
-    if isinstance(client, UntransformedOpenAI) and client.max_retries == max_retries:
-        return None
-    return ModelSettings(max_retries=max_retries)
-
-
-def _provider_with_key(provider_name: str, *, api_key: str) -> Provider[Any]:
-    """The provider `infer_model` would build for `provider_name`, given `api_key` where it takes one."""
-    if provider_name.startswith("gateway/"):
-        # The gateway's provider class is the upstream one; building that directly would bypass the gateway.
-        return gateway_provider(provider_name.removeprefix("gateway/"), api_key=api_key)
-    provider_class = infer_provider_class(provider_name)
-    if "api_key" in inspect.signature(provider_class).parameters:
-        return provider_class(api_key=api_key)  # type: ignore[call-arg]
-    return provider_class()
-
-
-class _UntransformedCompletions(AsyncCompletions):
-    """Chat completions whose `messages` and `tools` go out as given, without the SDK's request transform.
-
-    The openai SDK walks the whole request body against its params' TypedDict unions before every
-    request, with the event loop blocked: about 0.25 ms per message of history on a small VM, so
-    5 ms at 20 messages and growing with the conversation. For what pydantic-ai sends (plain
-    wire-format dicts) the walk changes nothing. `extra_body` is merged into the JSON body after the
-    transform, so moving the two bulky fields there sends the same bytes without the walk
-    (tests/test_agent.py pins that). The same generator's Anthropic SDK has the issue on record:
-    https://github.com/anthropics/anthropic-sdk-python/issues/1195
-    """
-
-    async def create(self, *, messages: Any, tools: Any = omit, extra_body: Any = None, **params: Any) -> Any:
-        untransformed = {"messages": list(messages)}
-        if not isinstance(tools, Omit):
-            untransformed["tools"] = list(tools)
-            params["tools"] = []
-        return await super().create(messages=[], extra_body={**untransformed, **(extra_body or {})}, **params)
-
-
-class _UntransformedChat(AsyncChat):
-    @cached_property
-    def completions(self) -> AsyncCompletions:
-        return _UntransformedCompletions(self._client)
-
-
-class UntransformedOpenAI(AsyncOpenAI):
-    """An `AsyncOpenAI` client whose chat completions skip the SDK's request transform (see above)."""
-
-    @cached_property
-    def chat(self) -> AsyncChat:
-        return _UntransformedChat(self)
 
 
 # --- The responder ----------------------------------------------------------------------------
@@ -308,8 +193,8 @@ def build_responder(
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
     toolbox: Toolbox | None = None,
-) -> Agent[ChatDeps, str]:
-    """The agent that writes Parley's answers.
+) -> Responder:
+    """The agent that writes Parley's answers, with its limits (`answer_limits`) and RESPONSE_TIMEOUT_SECONDS.
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
@@ -374,7 +259,7 @@ def build_responder(
     if tools or toolbox.toolsets or toolbox.capabilities:
         instructions += [notes_on_offered_tools, answer_now_note]
         capabilities += [PrepareTools(offer_profile_tools), PrepareTools(withdraw_tools_near_the_limits)]
-    return Agent(
+    agent = Agent(
         model,
         deps_type=ChatDeps,
         output_type=str,
@@ -388,6 +273,7 @@ def build_responder(
         toolsets=toolbox.offered_toolsets(),
         capabilities=capabilities,
     )
+    return Responder(agent, answer_limits(settings), settings.response_timeout_seconds)
 
 
 def answer_limits(settings: Settings) -> UsageLimits:
@@ -448,11 +334,10 @@ def next_request_tokens(ctx: RunContext[Any]) -> int:
 
 
 async def generate_reply(
-    agent: Agent[ChatDeps, str],
+    responder: Responder,
     conversation: ChannelConversation,
     message: MessageRecord,
     deps: ChatDeps,
-    settings: Settings,
     files: PreparedFiles | None = None,
     *,
     listener: AnswerListener | None = None,
@@ -480,14 +365,13 @@ async def generate_reply(
     prompt = text if files is None else files.user_content(text)
     history = list(conversation.llm_history)
     run = _Run(listener, model, instructions)
-    return await _reply(agent, prompt, history, deps, settings, message.message_id, run)
+    return await _reply(responder, prompt, history, deps, message.message_id, run)
 
 
 async def regenerate_reply(
-    agent: Agent[ChatDeps, str],
+    responder: Responder,
     conversation: ChannelConversation,
     deps: ChatDeps,
-    settings: Settings,
     *,
     listener: AnswerListener | None = None,
     model: Model | None = None,
@@ -502,19 +386,11 @@ async def regenerate_reply(
         ReplyFailed: as `generate_reply`, and when the history holds no answered prompt to ask again.
     """
     turns = split_turns(list(conversation.llm_history))
-    prompt = _user_prompt(turns[-1][0]) if turns else None
+    prompt = turn_prompt(turns[-1][0]) if turns else None
     if prompt is None:
         raise ReplyFailed(f"channel {deps.channel_id}: no answered prompt to ask again")
     earlier = [message for turn in turns[:-1] for message in turn]
-    return await _reply(agent, prompt, earlier, deps, settings, deps.message_id, _Run(listener, model, instructions))
-
-
-def _user_prompt(message: ModelMessage) -> str | list[UserContent] | None:
-    """The prompt a turn's first request carried, with its files; None for a summary."""
-    if not _starts_turn(message) or is_summary(message):
-        return None
-    prompt = next(part for part in message.parts if isinstance(part, UserPromptPart))
-    return prompt.content if isinstance(prompt.content, str) else list(prompt.content)
+    return await _reply(responder, prompt, earlier, deps, deps.message_id, _Run(listener, model, instructions))
 
 
 @dataclass(frozen=True)
@@ -527,11 +403,10 @@ class _Run:
 
 
 async def _reply(
-    agent: Agent[ChatDeps, str],
+    responder: Responder,
     prompt: str | list[UserContent],
     history: list[ModelMessage],
     deps: ChatDeps,
-    settings: Settings,
     message_id: int,
     run: _Run,
 ) -> Reply:
@@ -540,15 +415,15 @@ async def _reply(
     usage = RunUsage()
     with capture_run_messages() as run_messages:
         try:
-            result = await agent.run(
+            result = await responder.agent.run(
                 prompt,
                 message_history=history,
                 deps=deps,
                 model=run.model,
                 instructions=run.instructions,
-                usage_limits=answer_limits(settings),
+                usage_limits=responder.limits,
                 usage=usage,
-                timeout=settings.response_timeout_seconds,
+                timeout=responder.timeout_seconds,
                 event_stream_handler=None if listener is None else _streaming_to(listener),
                 cancellation_token=None if listener is None else listener.cancellation,
             )
@@ -667,189 +542,6 @@ def _final_text(messages: Sequence[ModelMessage]) -> str:
     return "".join(part.content for part in last.parts if isinstance(part, TextPart)).strip()
 
 
-# --- The prompt -------------------------------------------------------------------------------
-
-
-def build_prompt(
-    conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps, files: PreparedFiles | None = None
-) -> str:
-    """The prompt's text for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
-
-    Each message's attachments (`files`) follow its quote as `<attachment>` elements; the images themselves
-    follow the text (`PreparedFiles.user_content`).
-
-    "Not seen" is every message no earlier answer showed the model (`unseen_before`): the loaded context
-    with the bot's own earlier turns when a conversation starts, and what was said while it wrote.
-
-    Every name and every channel message is quoted in a registered framing tag: names as escaped
-    attributes, text as a neutralised body, so nothing a member wrote or named can close a frame, forge
-    a message, an author or a `<system>` block, or reach the instructions.
-    """
-    bot_user_id = deps.bot_user_id
-    earlier = conversation.unseen_before(message.message_id, bot_user_id)
-    parts = [render_channel_info(deps)]
-    if conversation.earlier_conversations and not conversation.llm_history:
-        parts.append(
-            "Summaries of this channel's earlier conversations with you, oldest first:\n"
-            + conversation.earlier_conversations
-        )
-    if earlier:
-        transcript = render_transcript(earlier, bot_user_id, files=files)
-        parts.append(f"What was said in the channel that you have not seen yet:\n{transcript}")
-    new = quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
-    parts.append("Answer this new message:\n" + _with_files(new, message, files))
-    return "\n\n".join(parts)
-
-
-def _with_files(quote: str, message: MessageRecord, files: PreparedFiles | None) -> str:
-    elements = files.elements(message.message_id) if files is not None and message.attachments else ""
-    return f"{quote}\n{elements}" if elements else quote
-
-
-def render_channel_info(deps: ChatDeps) -> str:
-    """Where the bot is and who it is there, as an empty `<channel_info>` element of escaped attributes."""
-    return wrap(
-        CHANNEL_INFO_TAG,
-        "",
-        server=inline(deps.guild_name),
-        server_id=str(deps.guild_id),
-        channel=inline(deps.channel_name),
-        channel_id=str(deps.channel_id),
-        your_name=inline(deps.bot_name),
-        your_user_id=str(deps.bot_user_id),
-    )
-
-
-def render_transcript(
-    messages: Sequence[MessageRecord],
-    bot_user_id: int | None,
-    *,
-    max_messages: int = TRANSCRIPT_MAX_MESSAGES,
-    files: PreparedFiles | None = None,
-) -> str:
-    """The newest `max_messages` of `messages` as a quoted `<chat_transcript>`, noting any left out."""
-    shown = messages[-max_messages:] if max_messages else []
-    omitted = len(messages) - len(shown)
-    lines = [open_tag(TRANSCRIPT_TAG, omitted_earlier=str(omitted) if omitted else None)]
-    quotes = (quote_message(m, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id) for m in shown)
-    lines += [_with_files(quote, m, files) for quote, m in zip(quotes, shown, strict=True)]
-    lines.append(close_tag(TRANSCRIPT_TAG))
-    return "\n".join(lines)
-
-
-def quote_message(
-    message: MessageRecord, tag: RegisteredTag, max_chars: int, bot_user_id: int | None, *, name_files: bool = False
-) -> str:
-    """One message as quoted data: author, author id, bot marker, time and id in escaped attributes, the text capped.
-
-    The message id lets a later edit or deletion find the quote again in the model history (`quoting.requote`).
-    With `name_files`, an `attached` attribute names its files and their kinds (for the judge, which gets no
-    file itself: a screenshot shared right after the bot spoke is often the answer to its question).
-    """
-    return wrap(
-        tag,
-        cap_text(message.content, max_chars),
-        **author_attributes(message.author, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
-        time_utc=message.timestamp.strftime("%H:%M"),
-        message_id=str(message.message_id),
-        **_addressed_to_bot(message, bot_user_id),
-        attached=_attached_files(message) if name_files else None,
-    )
-
-
-def _attached_files(message: MessageRecord) -> str | None:
-    """`name (kind), …` for the message's first `FILES_NAMED` files, and how many more; None without any."""
-    if not message.attachments:
-        return None
-    named = [f"{inline(file.filename)} ({file.claimed_kind})" for file in message.attachments[:FILES_NAMED]]
-    more = len(message.attachments) - FILES_NAMED
-    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
-
-
-def _addressed_to_bot(message: MessageRecord, bot_user_id: int | None) -> dict[str, str | None]:
-    """Whether `message` @mentions or replies to the bot, by id: in its text an "@Parley" may be a member so named."""
-    if bot_user_id is None:
-        return {}
-    return {
-        "mentions_ai": "true" if bot_user_id in message.mention_ids else None,
-        "replies_to_ai": "true" if message.reply_to_author_id == bot_user_id else None,
-    }
-
-
-# --- History budget ---------------------------------------------------------------------------
-
-
-def trim_history(messages: list[ModelMessage], budget_tokens: int) -> list[ModelMessage]:
-    """Keep the history within `budget_tokens` (approximately, chars/4), cutting in large steps.
-
-    A history within budget goes out unchanged. Past it, the oldest turns are cut down to
-    `CUT_TO_SHARE` of the budget, not just under it: the kept history is what the run carries on, so
-    the next requests grow from the same start again, and a provider's prefix cache serves all of them
-    until the budget is passed once more (cutting one turn each time would change the start of every request).
-
-    A turn is a request carrying a user prompt and everything up to the next one, so a tool call
-    always stays with its return and the kept history starts with a user prompt. The newest turn,
-    holding the request about to be sent, is always kept, even if it alone is over budget, and so is a
-    leading summary of earlier turns (`context.summary_turn`), which is short.
-    """
-    if approx_tokens(messages) > budget_tokens:
-        budget_tokens = int(CUT_TO_SHARE * budget_tokens)
-    turns = split_turns(messages)
-    # A summary of the turns cut earlier goes on standing in for them; the turns after it are cut first.
-    summary = turns.pop(0) if len(turns) > 1 and is_summary(turns[0][0]) else []
-    kept = [turns[-1]] if turns else []
-    used = approx_tokens(kept[0]) + approx_tokens(summary) if kept else 0
-    for turn in reversed(turns[:-1]):
-        used += approx_tokens(turn)
-        if used > budget_tokens or not _starts_turn(turn[0]):
-            break
-        kept.append(turn)
-    return [*summary, *(message for turn in reversed(kept) for message in turn)]
-
-
-def approx_tokens(messages: Sequence[ModelMessage]) -> int:
-    """A provider-independent estimate of the tokens `messages` cost: characters / 4."""
-    return sum(MESSAGE_OVERHEAD_TOKENS + sum(map(_part_chars, m.parts)) // CHARS_PER_TOKEN for m in messages)
-
-
-def _part_chars(part: object) -> int:
-    if isinstance(part, BaseToolCallPart):
-        return len(part.tool_name) + len(part.args_as_json_str())
-    if isinstance(part, BaseToolReturnPart):
-        return len(part.model_response_str())
-    if isinstance(part, UserPromptPart):
-        return content_chars(part.content)
-    content = getattr(part, "content", None)
-    if isinstance(content, str):
-        return len(content)
-    return len(to_json(part, fallback=str))
-
-
-def split_turns(messages: list[ModelMessage]) -> list[list[ModelMessage]]:
-    turns: list[list[ModelMessage]] = []
-    for message in messages:
-        if _starts_turn(message) or not turns:
-            turns.append([message])
-        else:
-            turns[-1].append(message)
-    return turns
-
-
-def is_summary(message: ModelMessage) -> bool:
-    """A request standing in for summarised turns: pydantic-ai's application-written `CompactionPart`."""
-    return isinstance(message, ModelRequest) and any(isinstance(part, CompactionPart) for part in message.parts)
-
-
-def _starts_turn(message: ModelMessage) -> bool:
-    """A request with a user prompt that answers nothing the model said before it."""
-    if not isinstance(message, ModelRequest):
-        return False
-    parts = message.parts
-    return any(isinstance(p, UserPromptPart) for p in parts) and not any(
-        isinstance(p, BaseToolReturnPart | RetryFeedbackPart) for p in parts
-    )
-
-
 # --- The judge --------------------------------------------------------------------------------
 
 _JUDGE_INSTRUCTIONS = """\
@@ -935,44 +627,3 @@ def build_judge(
         retries={"output": 1},
     )
     return LLMJudge(agent, bot_name=bot_name, bot_user_id=bot_user_id)
-
-
-def build_judge_prompt(
-    conversation: ChannelConversation, message: MessageRecord, *, bot_name: str, bot_user_id: int | None
-) -> str:
-    """The judge's prompt: who the bot is, whom it last answered, the recent transcript, the new message."""
-    parts = [render_ai_participant(conversation, bot_name, bot_user_id)]
-    earlier = [m for m in conversation.messages if m.message_id != message.message_id]
-    if earlier:
-        transcript = render_transcript(earlier, bot_user_id, max_messages=JUDGE_CONTEXT_MESSAGES)
-        parts.append(f"Recent messages:\n{transcript}")
-    new = quote_message(message, NEW_MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id, name_files=True)
-    parts.append(f"Is this new message meant for the AI participant?\n{new}")
-    return "\n\n".join(parts)
-
-
-def render_ai_participant(conversation: ChannelConversation, bot_name: str, bot_user_id: int | None) -> str:
-    """The bot's name and id, and whom its latest message answered, as an `<ai_participant>` of escaped attributes."""
-    answered = _last_answered(conversation, bot_user_id) if bot_user_id is not None else []
-    lines = [open_tag(AI_PARTICIPANT_TAG, name=inline(bot_name), user_id=_id_or_none(bot_user_id))]
-    lines += [
-        wrap(LAST_ANSWERED_TAG, "", author=inline(name), author_id=str(author_id)) for author_id, name in answered
-    ]
-    lines.append(close_tag(AI_PARTICIPANT_TAG))
-    return "\n".join(lines)
-
-
-def _id_or_none(snowflake: int | None) -> str | None:
-    return None if snowflake is None else str(snowflake)
-
-
-def _last_answered(conversation: ChannelConversation, bot_user_id: int) -> list[tuple[int, str]]:
-    """The (id, display name) of each person the bot's latest message replied to or mentioned, by name."""
-    latest = conversation.last_message_by_author.get(bot_user_id)
-    if latest is None:
-        return []
-    ids = set(latest.mention_ids)
-    if latest.reply_to_author_id is not None:
-        ids.add(latest.reply_to_author_id)
-    known = conversation.last_message_by_author
-    return sorted(((i, known[i].author) for i in ids if i in known and i != bot_user_id), key=lambda p: (p[1], p[0]))

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import discord
-from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
 from admission.gatekeeper import Gatekeeper
-from agent import LLMJudge, build_judge, build_model, build_responder
+from agent import LLMJudge, Responder, build_judge, build_responder
 from answering.agents import Agents
 from answering.answer import Answering
 from answering.decisions import DecisionLog
@@ -24,8 +23,9 @@ from budget import UsageLedger
 from commands import ParleyCommands, ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
-from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider
+from conversation import ConversationManager
 from costs import UsageMetrics
+from decider import ResponseDecider
 from discord_io import to_archived, to_record
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
@@ -40,9 +40,11 @@ from ops import cli
 from ops.opening import follow, open_configured_archive
 from preflight import startup_summary
 from profiles import Profiles, load_profiles_file
+from providers.models import build_model
+from records import Decision, MessageRecord
 from shared import SharedSettings
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
-from tools import ChatDeps, Toolbox, build_toolbox
+from tools import Toolbox, build_toolbox
 from upkeep.background import BackgroundTasks
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
@@ -64,7 +66,7 @@ class Parley(discord.AutoShardedClient):
         settings: Settings,
         manager: ConversationManager,
         decider: ResponseDecider,
-        responder: Agent[ChatDeps, str],
+        responder: Responder,
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
         profiles: Profiles | None = None,

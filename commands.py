@@ -10,17 +10,18 @@ import discord
 from discord import app_commands
 from pydantic_ai.messages import ModelMessage
 
-from agent import approx_tokens
 from archive import Archive, ArchiveWriteFailed
 from budget import UsageLedger, UsageSummary, next_utc_midnight
 from config import ChannelMode, Settings
-from conversation import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL, ChannelConversation, ConversationManager
+from context import approx_tokens
+from conversation import ChannelConversation, ConversationManager
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import discord_time, split_message
 from journal import KEPT_PER_CHANNEL, LoggedDecision
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 from ops.redaction import mask_credentials
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
+from records import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL
 from tools import Toolbox
 
 log = logging.getLogger("parley")

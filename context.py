@@ -1,9 +1,12 @@
-"""What the model sees of the past: summaries in place of a long history's oldest turns, and of ended conversations.
+"""What the model sees: the prompt and the judge's prompt rendered from a conversation, the history kept within
+HISTORY_TOKEN_BUDGET (token arithmetic and cuts), and summaries in place of a long history's oldest turns and of
+ended conversations.
 
+Every name and every channel message in a prompt is quoted in a registered framing tag (`quote_message`).
 A conversation's history grows with every answer. Past `SUMMARY_AT` of HISTORY_TOKEN_BUDGET, a task that
 runs after the answer is posted (`HistoryCompactor`) has a small model (SUMMARY_MODEL) summarise the oldest
 turns, and swaps the summary in for them unless the conversation moved on in a way that conflicts. Until
-then, and whenever summarising fails, the responder's `ProcessHistory` trim (`agent.trim_history`) keeps
+then, and whenever summarising fails, the responder's `ProcessHistory` trim (`trim_history`) keeps
 each request under budget by cutting the oldest turns, as before; it keeps the summary turn while it can.
 When a conversation ends, its summary is kept for the channel (the archive's `conversation_summaries`), and
 the next conversation there starts with the latest few, quoted as data.
@@ -17,25 +20,61 @@ from datetime import datetime
 
 from pydantic_ai import (
     Agent,
+    BaseToolCallPart,
     CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelSettings,
+    RetryFeedbackPart,
     RunUsage,
     TextPart,
     UsageLimits,
+    UserContent,
 )
-from pydantic_ai.framing import close_tag, open_tag, wrap
+from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, wrap
 from pydantic_ai.messages import BaseToolReturnPart, UserPromptPart
 from pydantic_ai.models import Model
+from pydantic_core import to_json
 
-from agent import approx_tokens, build_model, is_summary, retry_settings, split_turns
 from archive import ConversationSummary
 from config import Settings
 from conversation import ChannelConversation
-from quoting import AI_TURN_TAG, EARLIER_CONVERSATION_TAG, EARLIER_CONVERSATIONS_TAG, SUMMARY_SO_FAR_TAG, cap_text
+from files.history import content_chars
+from files.prepared import PreparedFiles
+from providers.models import build_model, retry_settings
+from quoting import (
+    AI_PARTICIPANT_TAG,
+    AI_TURN_TAG,
+    CHANNEL_INFO_TAG,
+    EARLIER_CONVERSATION_TAG,
+    EARLIER_CONVERSATIONS_TAG,
+    LAST_ANSWERED_TAG,
+    MESSAGE_TAG,
+    NEW_MESSAGE_TAG,
+    QUOTE_MAX_CHARS,
+    SUMMARY_SO_FAR_TAG,
+    TRANSCRIPT_TAG,
+    author_attributes,
+    cap_text,
+    inline,
+)
+from records import MessageRecord
+from tools import ChatDeps
 
 log = logging.getLogger("parley.context")
+
+TRANSCRIPT_MAX_MESSAGES = 30
+QUOTED_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[MESSAGE_TAG]
+NEW_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[NEW_MESSAGE_TAG]
+JUDGE_CONTEXT_MESSAGES = 12
+# The judge is told what a new message's first files are; a gallery's every name would say no more.
+FILES_NAMED = 5
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 4
+# Share of HISTORY_TOKEN_BUDGET a history over it is cut down to: about 20 turns of a busy channel grow
+# from the same start before the next cut (bench/bench_cost.py).
+CUT_TO_SHARE = 0.5
 
 # Share of HISTORY_TOKEN_BUDGET past which a conversation's history is summarised after an answer.
 SUMMARY_AT = 0.8
@@ -271,3 +310,235 @@ __all__ = [
     "summary_turn",
     "swapped_in",
 ]
+
+
+# --- The prompt -------------------------------------------------------------------------------
+
+
+def build_prompt(
+    conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps, files: PreparedFiles | None = None
+) -> str:
+    """The prompt's text for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
+
+    Each message's attachments (`files`) follow its quote as `<attachment>` elements; the images themselves
+    follow the text (`PreparedFiles.user_content`).
+
+    "Not seen" is every message no earlier answer showed the model (`unseen_before`): the loaded context
+    with the bot's own earlier turns when a conversation starts, and what was said while it wrote.
+
+    Every name and every channel message is quoted in a registered framing tag: names as escaped
+    attributes, text as a neutralised body, so nothing a member wrote or named can close a frame, forge
+    a message, an author or a `<system>` block, or reach the instructions.
+    """
+    bot_user_id = deps.bot_user_id
+    earlier = conversation.unseen_before(message.message_id, bot_user_id)
+    parts = [render_channel_info(deps)]
+    if conversation.earlier_conversations and not conversation.llm_history:
+        parts.append(
+            "Summaries of this channel's earlier conversations with you, oldest first:\n"
+            + conversation.earlier_conversations
+        )
+    if earlier:
+        transcript = render_transcript(earlier, bot_user_id, files=files)
+        parts.append(f"What was said in the channel that you have not seen yet:\n{transcript}")
+    new = quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
+    parts.append("Answer this new message:\n" + _with_files(new, message, files))
+    return "\n\n".join(parts)
+
+
+def _with_files(quote: str, message: MessageRecord, files: PreparedFiles | None) -> str:
+    elements = files.elements(message.message_id) if files is not None and message.attachments else ""
+    return f"{quote}\n{elements}" if elements else quote
+
+
+def render_channel_info(deps: ChatDeps) -> str:
+    """Where the bot is and who it is there, as an empty `<channel_info>` element of escaped attributes."""
+    return wrap(
+        CHANNEL_INFO_TAG,
+        "",
+        server=inline(deps.guild_name),
+        server_id=str(deps.guild_id),
+        channel=inline(deps.channel_name),
+        channel_id=str(deps.channel_id),
+        your_name=inline(deps.bot_name),
+        your_user_id=str(deps.bot_user_id),
+    )
+
+
+def render_transcript(
+    messages: Sequence[MessageRecord],
+    bot_user_id: int | None,
+    *,
+    max_messages: int = TRANSCRIPT_MAX_MESSAGES,
+    files: PreparedFiles | None = None,
+) -> str:
+    """The newest `max_messages` of `messages` as a quoted `<chat_transcript>`, noting any left out."""
+    shown = messages[-max_messages:] if max_messages else []
+    omitted = len(messages) - len(shown)
+    lines = [open_tag(TRANSCRIPT_TAG, omitted_earlier=str(omitted) if omitted else None)]
+    quotes = (quote_message(m, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id) for m in shown)
+    lines += [_with_files(quote, m, files) for quote, m in zip(quotes, shown, strict=True)]
+    lines.append(close_tag(TRANSCRIPT_TAG))
+    return "\n".join(lines)
+
+
+def quote_message(
+    message: MessageRecord, tag: RegisteredTag, max_chars: int, bot_user_id: int | None, *, name_files: bool = False
+) -> str:
+    """One message as quoted data: author, author id, bot marker, time and id in escaped attributes, the text capped.
+
+    The message id lets a later edit or deletion find the quote again in the model history (`quoting.requote`).
+    With `name_files`, an `attached` attribute names its files and their kinds (for the judge, which gets no
+    file itself: a screenshot shared right after the bot spoke is often the answer to its question).
+    """
+    return wrap(
+        tag,
+        cap_text(message.content, max_chars),
+        **author_attributes(message.author, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
+        time_utc=message.timestamp.strftime("%H:%M"),
+        message_id=str(message.message_id),
+        **_addressed_to_bot(message, bot_user_id),
+        attached=_attached_files(message) if name_files else None,
+    )
+
+
+def _attached_files(message: MessageRecord) -> str | None:
+    """`name (kind), …` for the message's first `FILES_NAMED` files, and how many more; None without any."""
+    if not message.attachments:
+        return None
+    named = [f"{inline(file.filename)} ({file.claimed_kind})" for file in message.attachments[:FILES_NAMED]]
+    more = len(message.attachments) - FILES_NAMED
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def _addressed_to_bot(message: MessageRecord, bot_user_id: int | None) -> dict[str, str | None]:
+    """Whether `message` @mentions or replies to the bot, by id: in its text an "@Parley" may be a member so named."""
+    if bot_user_id is None:
+        return {}
+    return {
+        "mentions_ai": "true" if bot_user_id in message.mention_ids else None,
+        "replies_to_ai": "true" if message.reply_to_author_id == bot_user_id else None,
+    }
+
+
+def turn_prompt(message: ModelMessage) -> str | list[UserContent] | None:
+    """The prompt a turn's first request carried, with its files; None for a summary."""
+    if not _starts_turn(message) or is_summary(message):
+        return None
+    prompt = next(part for part in message.parts if isinstance(part, UserPromptPart))
+    return prompt.content if isinstance(prompt.content, str) else list(prompt.content)
+
+
+def build_judge_prompt(
+    conversation: ChannelConversation, message: MessageRecord, *, bot_name: str, bot_user_id: int | None
+) -> str:
+    """The judge's prompt: who the bot is, whom it last answered, the recent transcript, the new message."""
+    parts = [render_ai_participant(conversation, bot_name, bot_user_id)]
+    earlier = [m for m in conversation.messages if m.message_id != message.message_id]
+    if earlier:
+        transcript = render_transcript(earlier, bot_user_id, max_messages=JUDGE_CONTEXT_MESSAGES)
+        parts.append(f"Recent messages:\n{transcript}")
+    new = quote_message(message, NEW_MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id, name_files=True)
+    parts.append(f"Is this new message meant for the AI participant?\n{new}")
+    return "\n\n".join(parts)
+
+
+def render_ai_participant(conversation: ChannelConversation, bot_name: str, bot_user_id: int | None) -> str:
+    """The bot's name and id, and whom its latest message answered, as an `<ai_participant>` of escaped attributes."""
+    answered = _last_answered(conversation, bot_user_id) if bot_user_id is not None else []
+    lines = [open_tag(AI_PARTICIPANT_TAG, name=inline(bot_name), user_id=_id_or_none(bot_user_id))]
+    lines += [
+        wrap(LAST_ANSWERED_TAG, "", author=inline(name), author_id=str(author_id)) for author_id, name in answered
+    ]
+    lines.append(close_tag(AI_PARTICIPANT_TAG))
+    return "\n".join(lines)
+
+
+def _id_or_none(snowflake: int | None) -> str | None:
+    return None if snowflake is None else str(snowflake)
+
+
+def _last_answered(conversation: ChannelConversation, bot_user_id: int) -> list[tuple[int, str]]:
+    """The (id, display name) of each person the bot's latest message replied to or mentioned, by name."""
+    latest = conversation.last_message_by_author.get(bot_user_id)
+    if latest is None:
+        return []
+    ids = set(latest.mention_ids)
+    if latest.reply_to_author_id is not None:
+        ids.add(latest.reply_to_author_id)
+    known = conversation.last_message_by_author
+    return sorted(((i, known[i].author) for i in ids if i in known and i != bot_user_id), key=lambda p: (p[1], p[0]))
+
+
+# --- History budget ---------------------------------------------------------------------------
+
+
+def trim_history(messages: list[ModelMessage], budget_tokens: int) -> list[ModelMessage]:
+    """Keep the history within `budget_tokens` (approximately, chars/4), cutting in large steps.
+
+    A history within budget goes out unchanged. Past it, the oldest turns are cut down to
+    `CUT_TO_SHARE` of the budget, not just under it: the kept history is what the run carries on, so
+    the next requests grow from the same start again, and a provider's prefix cache serves all of them
+    until the budget is passed once more (cutting one turn each time would change the start of every request).
+
+    A turn is a request carrying a user prompt and everything up to the next one, so a tool call
+    always stays with its return and the kept history starts with a user prompt. The newest turn,
+    holding the request about to be sent, is always kept, even if it alone is over budget, and so is a
+    leading summary of earlier turns (`context.summary_turn`), which is short.
+    """
+    if approx_tokens(messages) > budget_tokens:
+        budget_tokens = int(CUT_TO_SHARE * budget_tokens)
+    turns = split_turns(messages)
+    # A summary of the turns cut earlier goes on standing in for them; the turns after it are cut first.
+    summary = turns.pop(0) if len(turns) > 1 and is_summary(turns[0][0]) else []
+    kept = [turns[-1]] if turns else []
+    used = approx_tokens(kept[0]) + approx_tokens(summary) if kept else 0
+    for turn in reversed(turns[:-1]):
+        used += approx_tokens(turn)
+        if used > budget_tokens or not _starts_turn(turn[0]):
+            break
+        kept.append(turn)
+    return [*summary, *(message for turn in reversed(kept) for message in turn)]
+
+
+def approx_tokens(messages: Sequence[ModelMessage]) -> int:
+    """A provider-independent estimate of the tokens `messages` cost: characters / 4."""
+    return sum(MESSAGE_OVERHEAD_TOKENS + sum(map(_part_chars, m.parts)) // CHARS_PER_TOKEN for m in messages)
+
+
+def _part_chars(part: object) -> int:
+    if isinstance(part, BaseToolCallPart):
+        return len(part.tool_name) + len(part.args_as_json_str())
+    if isinstance(part, BaseToolReturnPart):
+        return len(part.model_response_str())
+    if isinstance(part, UserPromptPart):
+        return content_chars(part.content)
+    content = getattr(part, "content", None)
+    if isinstance(content, str):
+        return len(content)
+    return len(to_json(part, fallback=str))
+
+
+def split_turns(messages: list[ModelMessage]) -> list[list[ModelMessage]]:
+    turns: list[list[ModelMessage]] = []
+    for message in messages:
+        if _starts_turn(message) or not turns:
+            turns.append([message])
+        else:
+            turns[-1].append(message)
+    return turns
+
+
+def is_summary(message: ModelMessage) -> bool:
+    """A request standing in for summarised turns: pydantic-ai's application-written `CompactionPart`."""
+    return isinstance(message, ModelRequest) and any(isinstance(part, CompactionPart) for part in message.parts)
+
+
+def _starts_turn(message: ModelMessage) -> bool:
+    """A request with a user prompt that answers nothing the model said before it."""
+    if not isinstance(message, ModelRequest):
+        return False
+    parts = message.parts
+    return any(isinstance(p, UserPromptPart) for p in parts) and not any(
+        isinstance(p, BaseToolReturnPart | RetryFeedbackPart) for p in parts
+    )

@@ -16,8 +16,7 @@ import discord
 
 from archive import ArchivedAttachment, ArchivedMessage
 from archive.text import safe_text
-from conversation import MessageRecord
-from files.kinds import AttachmentInfo
+from records import AttachmentInfo, MessageRecord
 
 log = logging.getLogger("parley")
 

@@ -1,6 +1,6 @@
 """The learned follow-up tier: features of a message the follow-up rules turned down, and the model scoring them.
 
-Nothing here knows about Discord: the features read only the engine's `ChannelConversation` and the
+Nothing here knows about Discord: the features read only the engine's conversation (`ConversationIndexes`) and the
 clock, so the bot, `replay.py` and `train_decider.py` compute exactly the same numbers. The model is
 a few dozen shallow gradient-boosted trees (`train_decider.py` fits them on the irc-train transcripts
 and picks the thresholds on irc-dev), stored as a small JSON file and scored in plain Python by
@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Reversible, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from conversation import ChannelConversation, MessageRecord
+from records import MessageRecord
 
 HERE = Path(__file__).resolve().parent
 #: The model the bot ships with; the `DECIDER_MODEL` setting names another.
@@ -216,9 +215,26 @@ def _log_seconds(later: datetime, earlier: datetime) -> float:
     return math.log1p(min(max(seconds, 0.0), _LONG_AGO_SECONDS))
 
 
+class ConversationIndexes(Protocol):
+    """What the features read of a live conversation (`conversation.ChannelConversation`): its messages and the
+    indexes of the bot's turns. Stated here, so this tier sits below the engine instead of importing it back."""
+
+    @property
+    def messages(self) -> Reversible[MessageRecord]: ...
+
+    @property
+    def last_message_by_author(self) -> Mapping[int, MessageRecord]: ...
+
+    @property
+    def bot_message_naming(self) -> Mapping[int, MessageRecord]: ...
+
+    @property
+    def bot_namings(self) -> Mapping[int, int]: ...
+
+
 def features(
     message: MessageRecord,
-    conversation: ChannelConversation,
+    conversation: ConversationIndexes,
     bot_user_id: int,
     now: datetime,
     reason: str,

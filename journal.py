@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from archive import Decision as ArchivedDecision
-from conversation import Decision, MessageRecord
+from records import Decision, MessageRecord
 
 # The most `/parley why` shows, and so what each channel keeps of its conversations' decisions.
 KEPT_PER_CHANNEL = 25

@@ -19,13 +19,13 @@ from dotenv import dotenv_values
 from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
 
-from agent import build_model
 from archive import describe_database_url, is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
-from conversation import NORMAL
 from ops.redaction import MASK, mask_credentials
 from profiles import profiles_file_problem
+from providers.models import build_model
+from records import NORMAL
 from tools import supports_native_web_search, tool_config_problem
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`

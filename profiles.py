@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from pydantic_ai import ToolDefinition
 
-from archive import Archive, ArchiveWriteFailed, Write
+from archive import ArchiveWriteFailed, ProfileTables, ProfileValue
 from config import Settings
-from conversation import CHANNEL_MODES, NORMAL
+from records import CHANNEL_MODES, NORMAL
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS
 
 log = logging.getLogger("parley.profiles")
@@ -290,17 +290,6 @@ def _line_of(text: str, keys: list[str]) -> int:
 
 # --- Values set by command ----------------------------------------------------------------------
 
-_SET = Write(
-    "set_profile_value",
-    (
-        "INSERT INTO profile_settings (scope_id, field, guild_id, value, set_by, set_at) VALUES (?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (scope_id, field) DO UPDATE SET guild_id = excluded.guild_id, value = excluded.value,"
-        " set_by = excluded.set_by, set_at = excluded.set_at",
-    ),
-)
-_RESET = Write("reset_profile_value", ("DELETE FROM profile_settings WHERE scope_id = ? AND field = ?",))
-_SELECT_STORED = "SELECT scope_id, field, guild_id, value, set_by, set_at FROM profile_settings"
-
 
 @dataclass(frozen=True, slots=True)
 class _Stored:
@@ -319,7 +308,7 @@ class Profiles:
     def __init__(self, settings: Settings, file: ProfilesFile | None = None) -> None:
         self.settings = settings
         self.file = file or ProfilesFile()
-        self.archive: Archive | None = None
+        self.archive: ProfileTables | None = None
         # By scope: a channel's id, or a server's for its default.
         self._set: dict[int, dict[ProfileField, _Stored]] = {}
         self._guilds: dict[int, int] = {}
@@ -336,16 +325,16 @@ class Profiles:
             "mode": NORMAL,
         }
 
-    async def attach(self, archive: Archive) -> None:
+    async def attach(self, archive: ProfileTables) -> None:
         """Keep the commands' values in `archive`, and load those kept there that are still allowed."""
         self.archive = archive
-        self._keep(await archive.read(_SELECT_STORED))
+        self._keep(await archive.profile_values())
 
     async def reload(self, scope_id: int) -> None:
         """Take up the commands' values of a channel (or server) as the archive now has them: another process
         sharing it changed them."""
         assert self.archive is not None
-        rows = await self.archive.read(f"{_SELECT_STORED} WHERE scope_id = ?", (scope_id,))
+        rows = await self.archive.profile_values(scope_id)
         self._set.pop(scope_id, None)
         self._guilds.pop(scope_id, None)
         self._keep(rows)
@@ -353,12 +342,12 @@ class Profiles:
     async def reload_all(self) -> None:
         """Take up every command value as the archive now has them (changes by other processes were missed)."""
         assert self.archive is not None
-        rows = await self.archive.read(_SELECT_STORED)
+        rows = await self.archive.profile_values()
         self._set.clear()
         self._guilds.clear()
         self._keep(rows)
 
-    def _keep(self, rows: Iterable[tuple[Any, ...]]) -> None:
+    def _keep(self, rows: Iterable[ProfileValue]) -> None:
         for scope_id, name, guild_id, value, set_by, set_at in rows:
             try:
                 kept = normalise(name, value, self.settings.allowed_models) if name in FIELDS else None
@@ -367,7 +356,8 @@ class Profiles:
                 log.warning("ignoring the stored %s of %s: %s", name, _scope_text(scope_id, guild_id), error)
             if kept is not None:
                 moment = datetime.fromtimestamp(set_at / 1000, UTC)
-                self._set.setdefault(scope_id, {})[name] = _Stored(kept, set_by, moment)
+                # `kept` is set only for a name in FIELDS.
+                self._set.setdefault(scope_id, {})[cast("ProfileField", name)] = _Stored(kept, set_by, moment)
                 self._guilds[scope_id] = guild_id
 
     def resolve(self, guild_id: int | None, channel_id: int | None) -> Profile:
@@ -431,8 +421,8 @@ class Profiles:
         scope_id = guild_id if scope == "server" else channel_id
         stored = _Stored(value, set_by, datetime.now(UTC))
         if self.archive is not None:
-            self.archive.enqueue(_SET, (scope_id, name, guild_id, value, set_by, int(stored.set_at.timestamp() * 1000)))
-            await self.archive.flush()
+            set_at = int(stored.set_at.timestamp() * 1000)
+            await self.archive.set_profile_value(ProfileValue(scope_id, name, guild_id, value, set_by, set_at))
             if await self._stored_value(scope_id, name) != value:
                 raise ArchiveWriteFailed(f"the {name} of {_scope_text(scope_id, guild_id)} could not be stored")
         self._set.setdefault(scope_id, {})[name] = stored
@@ -451,9 +441,7 @@ class Profiles:
         values = self._set.get(scope_id, {})
         dropped = [name for name in names if name in values]
         if self.archive is not None and dropped:
-            for name in dropped:
-                self.archive.enqueue(_RESET, (scope_id, name))
-            await self.archive.flush()
+            await self.archive.reset_profile_values(scope_id, dropped)
             if any([await self._stored_value(scope_id, name) is not None for name in dropped]):
                 raise ArchiveWriteFailed(f"the profile of {_scope_text(scope_id, guild_id)} could not be reset")
         for name in dropped:
@@ -480,10 +468,7 @@ class Profiles:
 
     async def _stored_value(self, scope_id: int, name: str) -> str | None:
         assert self.archive is not None
-        rows = await self.archive.read(
-            "SELECT value FROM profile_settings WHERE scope_id = ? AND field = ?", (scope_id, name)
-        )
-        return next((str(value) for (value,) in rows), None)
+        return await self.archive.profile_value(scope_id, name)
 
 
 _NOTHING: Mapping[ProfileField, Any] = {}

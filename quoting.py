@@ -8,10 +8,12 @@ user id.
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from pydantic_ai.framing import register_tag, wrap
+from pydantic_ai.framing import close_tag, open_tag, register_tag, wrap
+
+from archive import ArchivedMessage, ChannelStats
 
 __all__ = [
     "AI_PARTICIPANT_TAG",
@@ -34,6 +36,8 @@ __all__ = [
     "WEB_RESULTS_TAG",
     "WEB_RESULT_TAG",
     "author_attributes",
+    "format_messages",
+    "format_stats",
     "inline",
 ]
 
@@ -134,3 +138,92 @@ def _neutralised(tag_name: str, body: str) -> str:
 
 
 _TAGS_BY_NAME = {str(tag): tag for tag in (MESSAGE_TAG, NEW_MESSAGE_TAG, ARCHIVED_MESSAGE_TAG)}
+
+
+# --- Archived messages and channel stats, as tool results ---------------------------------------
+
+# One long message shouldn't crowd every other line out of a tool result.
+_MAX_LINE_TEXT = 500
+
+
+def format_messages(
+    messages: Sequence[ArchivedMessage],
+    *,
+    bot_user_id: int | None = None,
+    max_chars: int = 6000,
+    keep_newest: bool = False,
+) -> str:
+    """Render messages as quoted data for the model: an `<archived_messages>` of `<archived_message>` elements.
+
+    Each element carries the author's name and id, the bot markers (`by_ai` for `bot_user_id`'s own
+    messages, `bot` for other bots) and the UTC time as escaped attributes; its body is the text, with
+    newlines made spaces, at most 500 characters, and unable to open or close a framing tag. The whole
+    is at most about ``max_chars``. Messages keep the given order; those that don't fit are left out and
+    counted in an ``omitted_later`` attribute, or, with ``keep_newest`` (for oldest-first lists), the
+    oldest ones in ``omitted_earlier``.
+    """
+    if not messages:
+        return "(no messages)"
+    elements = [_format_line(message, bot_user_id) for message in messages]
+    # No frame is longer than the one counting every message as both shown and left out.
+    widest_frame = _archived_messages_open(len(elements), len(elements), keep_newest) + close_tag(ARCHIVED_MESSAGES_TAG)
+    budget = max_chars - len(widest_frame) - 1  # the newline before the closing tag
+    candidates = reversed(elements) if keep_newest else elements
+    shown = 0
+    used = 0
+    for element in candidates:
+        used += len(element) + 1
+        if used > budget:
+            break
+        shown += 1
+    kept = elements[len(elements) - shown :] if keep_newest else elements[:shown]
+    opening = _archived_messages_open(shown, len(elements) - shown, keep_newest)
+    return "\n".join([opening, *kept, close_tag(ARCHIVED_MESSAGES_TAG)])
+
+
+def _archived_messages_open(shown: int, omitted: int, keep_newest: bool) -> str:
+    where = "omitted_earlier" if keep_newest else "omitted_later"
+    return open_tag(ARCHIVED_MESSAGES_TAG, shown=str(shown), **{where: str(omitted) if omitted else None})
+
+
+def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
+    text = " ".join(message.content.split())
+    if len(text) > _MAX_LINE_TEXT:
+        text = text[: _MAX_LINE_TEXT - 1] + "…"
+    for attachment in message.attachments:
+        excerpt = " ".join(attachment.text.split())[:_MAX_LINE_TEXT]
+        text += f" [attached {' '.join(attachment.filename.split())}" + (f": {excerpt}]" if excerpt else "]")
+    return wrap(
+        ARCHIVED_MESSAGE_TAG,
+        text,
+        **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
+        time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
+        message_id=str(message.message_id),
+    )
+
+
+def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
+    """Render channel stats as quoted data: a `<channel_stats>` with a `<top_author>` per top author."""
+    if stats.first_at is None or stats.last_at is None:
+        return "No messages in this period."
+    busiest = ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours)
+    lines = [
+        open_tag(
+            CHANNEL_STATS_TAG,
+            message_count=str(stats.message_count),
+            first_utc=f"{stats.first_at:%Y-%m-%d %H:%M}",
+            last_utc=f"{stats.last_at:%Y-%m-%d %H:%M}",
+            busiest_hours_utc=busiest,
+        )
+    ]
+    lines += [
+        wrap(
+            TOP_AUTHOR_TAG,
+            "",
+            **author_attributes(author.name, author.author_id, is_bot=False, bot_user_id=bot_user_id),
+            messages=str(author.messages),
+        )
+        for author in stats.top_authors
+    ]
+    lines.append(close_tag(CHANNEL_STATS_TAG))
+    return "\n".join(lines)

@@ -46,8 +46,10 @@ from typing import Any
 from pydantic import SecretStr, ValidationError
 
 from config import Settings, describe_settings_error
-from conversation import Clock, ConversationManager, DecisionPolicy, Judge, MessageRecord, ResponseDecider
+from conversation import Clock, ConversationManager
+from decider import DecisionPolicy, Judge, ResponseDecider
 from followup import SHIPPED_MODEL, LearnedModel, ModelFileError, load_model
+from records import MessageRecord
 
 DeciderFactory = Callable[[Clock], DecisionPolicy]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from archive import Archive
+from archive import ChannelSettings, Lifecycle, MessageLog
 from profiles import Profiles
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class SharedSettings:
 
     def __init__(
         self,
-        archive: Archive,
+        archive: ChannelSettings,
         profiles: Profiles,
         forget_markers: dict[int, int],
         thread_channels: set[int],
@@ -49,18 +49,16 @@ class SharedSettings:
         if table == "profile_settings":
             await self.profiles.reload(key)
         elif table == "forget_markers":
-            rows = await self.archive.read("SELECT after_id FROM forget_markers WHERE channel_id = ?", (key,))
-            self._take_marker(key, int(rows[0][0]) if rows else None)
+            self._take_marker(key, await self.archive.forget_marker(key))
         elif table == "thread_settings":
-            rows = await self.archive.read("SELECT threads FROM thread_settings WHERE channel_id = ?", (key,))
-            if rows and rows[0][0]:
+            if await self.archive.threads_enabled(key):
                 self.thread_channels.add(key)
             else:
                 self.thread_channels.discard(key)
         elif table == "own_threads":
-            rows = await self.archive.read("SELECT guild_id FROM own_threads WHERE thread_id = ?", (key,))
-            if rows:
-                self.own_threads[key] = int(rows[0][0])
+            guild_id = await self.archive.own_thread_guild(key)
+            if guild_id is not None:
+                self.own_threads[key] = guild_id
             else:
                 self.own_threads.pop(key, None)
 
@@ -90,7 +88,7 @@ class SharedSettings:
                 self.forgotten(channel_id)
 
 
-async def follow_other_processes(url: str, archive: Archive, shared: SharedSettings) -> ChangeListener | None:
+async def follow_other_processes(url: str, archive: Lifecycle, shared: SharedSettings) -> ChangeListener | None:
     """Listen for other processes' changes to the shared settings (Postgres only); None with SQLite.
 
     Call it before reading the settings, so that a change made meanwhile is either read or announced.
@@ -107,11 +105,11 @@ async def follow_other_processes(url: str, archive: Archive, shared: SharedSetti
     return listener
 
 
-async def channels_served_elsewhere(archive: Archive, shard_ids: frozenset[int], shard_count: int) -> set[int]:
+async def channels_served_elsewhere(archive: MessageLog, shard_ids: frozenset[int], shard_count: int) -> set[int]:
     """The archived channels whose server is on none of `shard_ids`: another process serves them.
 
     Discord sends a server's events to shard `(guild_id >> 22) % shard_count`, and direct messages (server 0)
     to shard 0.
     """
-    rows = await archive.read("SELECT channel_id, guild_id FROM channels")
-    return {int(channel_id) for channel_id, guild_id in rows if (int(guild_id) >> 22) % shard_count not in shard_ids}
+    channels = await archive.archived_channels()
+    return {channel_id for channel_id, guild_id in channels.items() if (guild_id >> 22) % shard_count not in shard_ids}

@@ -24,10 +24,10 @@ from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_json
 
-from archive import ArchivedMessage, ChannelStats, format_messages, format_stats
+from archive import ArchivedMessage, ChannelStats
 from config import Settings
 from memory import MemoryStore, format_memories
-from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, inline
+from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
 
 log = logging.getLogger("parley.tools")
 

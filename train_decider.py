@@ -42,7 +42,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.optimize
 
-from conversation import Clock, MessageRecord, ResponseDecider
+from conversation import Clock
+from decider import ResponseDecider
 from followup import (
     CANDIDATE_REASONS,
     FEATURES,
@@ -56,6 +57,7 @@ from followup import (
     logit,
     message_terms,
 )
+from records import MessageRecord
 from replay import ReplayError, build_decider, load_transcript, replay_transcript, transcript_paths
 
 Matrix = npt.NDArray[np.float64]

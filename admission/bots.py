@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from conversation import Decision
 from journal import JOURNAL_MAX_CHANNELS
+from records import Decision
 
 BOT_NOT_LISTED = Decision(False, "other_bot", "gate")
 BOT_LOOP = Decision(False, "bot_loop", "gate")

@@ -16,9 +16,11 @@ import discord
 from admission.bots import BotGate
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
-from conversation import Decision, JudgeCall, MessageRecord, utc_now
+from conversation import utc_now
+from decider import JudgeCall
 from discord_io import discord_time, reply_mentions
 from limits import Admission, TokenBucket, WaitingLine
+from records import Decision, MessageRecord
 
 log = logging.getLogger("parley")
 

@@ -16,8 +16,9 @@ from dataclasses import replace
 
 from pydantic_ai.messages import ModelMessage
 
-from agent import split_turns
-from conversation import ChannelConversation, MessageRecord
+from context import split_turns
+from conversation import ChannelConversation
+from records import MessageRecord
 
 
 def visible_to(messages: Iterable[MessageRecord], asker_id: int, bot_user_id: int) -> list[MessageRecord]:

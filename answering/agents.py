@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 
 import discord
-from pydantic_ai import Agent
 
-from agent import LLMJudge, close_model
+from agent import LLMJudge, Responder
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
 from context import Summarizer
-from tools import ChatDeps
+from providers.models import close_model
 
 
 class Agents:
@@ -19,7 +18,7 @@ class Agents:
 
     def __init__(
         self,
-        responder: Agent[ChatDeps, str],
+        responder: Responder,
         judge: LLMJudge | None,
         summarizer: Summarizer | None,
         models: ProfileModels,
@@ -32,7 +31,7 @@ class Agents:
         self._resources = contextlib.AsyncExitStack()
 
     async def start(self, user: discord.ClientUser, accounting: UsageAccounting) -> None:
-        await self._resources.enter_async_context(self.responder)
+        await self._resources.enter_async_context(self.responder.agent)
         if self.judge is not None:
             await self._resources.enter_async_context(self.judge.agent)
             # The judge tells the model whom the bot last answered, so it must know who the bot is.

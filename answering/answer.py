@@ -8,18 +8,18 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 import discord
-from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
 from admission.history_access import private_view, regenerated_view
-from agent import TRANSCRIPT_MAX_MESSAGES, AnswerListener, Reply, ReplyFailed, generate_reply, regenerate_reply
+from agent import AnswerListener, Reply, ReplyFailed, Responder, generate_reply, regenerate_reply
 from answering.models import ProfileModels
 from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
 from archive.holder import ArchiveHolder
 from archive.text import safe_text
 from config import Settings
-from conversation import ChannelConversation, ConversationManager, MessageRecord
+from context import TRANSCRIPT_MAX_MESSAGES
+from conversation import ChannelConversation, ConversationManager
 from discord_io import (
     is_closed_thread,
     may_read_history,
@@ -29,6 +29,7 @@ from edge.attachment_sources import AttachmentSources
 from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
 from profiles import Profiles, persona_instructions
+from records import MessageRecord
 from streaming import AnsweredTurn, AnswerStreams
 from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
@@ -56,7 +57,7 @@ class Answering:
         settings: Settings,
         manager: ConversationManager,
         *,
-        responder: Agent[ChatDeps, str],
+        responder: Responder,
         streams: AnswerStreams,
         profiles: Profiles,
         models: ProfileModels,
@@ -151,7 +152,6 @@ class Answering:
             conversation,
             record,
             deps,
-            self.settings,
             listener=listener,
             model=chosen,
             instructions=instructions,
@@ -231,7 +231,6 @@ class Answering:
                 self.responder,
                 shown,
                 deps,
-                self.settings,
                 listener=listener,
                 model=self.models.answer_model(profile.model),
                 instructions=persona_instructions(profile.persona),

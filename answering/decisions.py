@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from archive.holder import ArchiveHolder
-from conversation import Decision, MessageRecord
 from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
+from records import Decision, MessageRecord
 
 
 class DecisionLog:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic_ai.models import Model
 
-from agent import build_model, close_model
 from config import Settings
 from profiles import Profiles
+from providers.models import build_model, close_model
 
 
 class ProfileModels:

@@ -20,8 +20,9 @@ from pydantic_ai.messages import ModelMessage
 
 from agent import Reply, ReplyFailed
 from answering.usage import UsageAccounting
-from conversation import AnswerPosts, ChannelConversation, ConversationManager
+from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, reply_mentions, split_message, to_record
+from records import AnswerPosts
 from streaming import AnswerStreams, Streamed
 from upkeep.conversations import ConversationUpkeep
 

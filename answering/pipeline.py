@@ -12,21 +12,13 @@ import discord
 
 from answering.answer import Answering
 from answering.decisions import DecisionLog
-from conversation import (
-    CHANNEL,
-    OWN_THREAD,
-    ChannelConversation,
-    ConversationManager,
-    Decision,
-    JudgeCall,
-    MessageRecord,
-    ResponseDecider,
-    log_decision,
-)
+from conversation import ChannelConversation, ConversationManager
+from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread
 from edge.arrival import Arrival
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
+from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
 from streaming import AnsweredTurn
 from upkeep.conversations import ConversationUpkeep
 

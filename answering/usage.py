@@ -12,9 +12,9 @@ from pydantic_ai.models import KnownModelName, Model
 from agent import LLMJudge
 from budget import NO_MEMBER, UsageLedger
 from context import Summarizer
-from conversation import MessageRecord
 from costs import model_label
 from discord_io import guild_id_of
+from records import MessageRecord
 
 log = logging.getLogger("parley")
 

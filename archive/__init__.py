@@ -1,7 +1,8 @@
-"""The message archive: one interface, two backends (SQLite embedded, Postgres for several processes).
+"""The message archive: one interface per concern, two backends (SQLite embedded, Postgres for several processes).
 
-`open_archive(url)` picks the backend from ``DATABASE_URL``; the bot, the tools and the commands only
-see `Archive`. The record types and the renderings for the model are shared by both backends.
+`open_archive(url)` picks the backend from ``DATABASE_URL``; the bot sees `Archive`, every other user only the
+concern it needs (`MessageLog`, `MemoryTables`, ...). The record types are shared by both backends. The archive
+imports nothing else of Parley: what the model is shown of its rows is rendered outside it (quoting.py).
 """
 
 from __future__ import annotations
@@ -14,27 +15,33 @@ from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-from pydantic_ai.framing import close_tag, open_tag, wrap
-
-from quoting import ARCHIVED_MESSAGE_TAG, ARCHIVED_MESSAGES_TAG, CHANNEL_STATS_TAG, TOP_AUTHOR_TAG, author_attributes
-
 __all__ = [
     "Archive",
     "ArchiveWriteFailed",
     "ArchivedAttachment",
     "ArchivedMessage",
+    "ChannelSettings",
     "ChannelStats",
+    "ConversationStore",
     "ConversationSummary",
     "DatabaseUrlError",
     "Decision",
+    "DecisionLog",
+    "Lifecycle",
+    "Memory",
+    "MemoryTables",
+    "MessageLog",
+    "ProfileTables",
+    "ProfileValue",
+    "Snapshot",
+    "StateStore",
     "StoredConversation",
     "TokenUsage",
     "TopAuthor",
+    "UsageStore",
     "Write",
     "check_database_url",
     "describe_database_url",
-    "format_messages",
-    "format_stats",
     "is_postgres_url",
     "open_archive",
     "search_words",
@@ -59,8 +66,6 @@ _STOPWORDS = frozenset(
 )
 # Same notion of a word as FTS5's unicode61 tokenizer (letters and digits).
 _WORD = re.compile(r"[^\W_]+")
-# One long message shouldn't crowd every other line out of a tool result.
-_MAX_LINE_TEXT = 500
 
 
 class DatabaseUrlError(ValueError):
@@ -85,7 +90,8 @@ class Write:
 
 
 class StoredConversation(NamedTuple):
-    """A live conversation as the archive keeps it: when it was last active, and its `sessions.snapshot`."""
+    """A live conversation as the archive keeps it: when it was last active, and its snapshot
+    (`conversation_snapshots.snapshot`)."""
 
     last_activity: datetime
     state: str
@@ -190,21 +196,47 @@ class TokenUsage:
         return self.input_tokens + self.output_tokens
 
 
-class Archive(Protocol):
-    """What both backends offer: queued writes in order, committed reads, search, stats and small stores.
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One remembered fact: what, about whom (None: about no one in particular), who said it, where and when."""
 
-    Fire-and-forget writes only enqueue; ``flush()`` waits until everything queued before it is committed.
-    Writes a caller is told about (markers, settings, state) return once committed and raise
-    `ArchiveWriteFailed` otherwise. Stores with tables of their own (memory.py) queue `Write`s and
-    `read` SQL; where the dialects differ they look at ``dialect``.
+    id: int
+    guild_id: int
+    channel_id: int
+    about_id: int | None
+    said_by_id: int
+    source_message_id: int
+    fact: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A named copy of a channel's conversation model history."""
+
+    name: str
+    saved_by: int
+    saved_at: datetime
+    messages: int
+
+
+class ProfileValue(NamedTuple):
+    """A channel's or server's profile field as set by command; `set_at` in ms since the epoch."""
+
+    scope_id: int
+    field: str
+    guild_id: int
+    value: str
+    set_by: int
+    set_at: int
+
+
+class MessageLog(Protocol):
+    """The channels' messages and their files: archived as they come, edited, deleted, searched and counted.
+
+    Writes only enqueue: ``flush()`` (`Lifecycle`) waits until everything queued before it is committed.
     """
 
-    dialect: str
-
-    async def close(self) -> None: ...
-    async def flush(self) -> None: ...
-    @property
-    def pending_writes(self) -> int: ...
     def add(self, message: ArchivedMessage) -> None: ...
     def set_attachment_text(self, attachment_id: int, text: str) -> None: ...
     def keep_attachments(self, message_id: int, attachment_ids: Iterable[int]) -> None: ...
@@ -212,33 +244,6 @@ class Archive(Protocol):
     def delete(self, message_ids: Iterable[int]) -> None: ...
     def delete_channel(self, channel_id: int) -> None: ...
     def delete_guild(self, guild_id: int) -> None: ...
-    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None: ...
-    def drop_conversation(self, channel_id: int) -> None: ...
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None: ...
-    def delete_summaries(self, channel_id: int) -> None: ...
-    async def stored_conversations(self) -> dict[int, StoredConversation]: ...
-    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
-    def record_decision(
-        self,
-        *,
-        channel_id: int,
-        message_id: int,
-        author_name: str,
-        excerpt: str,
-        responded: bool,
-        reason: str,
-        tier: str,
-        confidence: float | None = None,
-        decided_at: datetime | None = None,
-    ) -> None: ...
-    def record_usage(self, usage: TokenUsage) -> None: ...
-    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
-    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None: ...
-    async def thread_channels(self) -> set[int]: ...
-    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None: ...
-    async def own_threads(self) -> dict[int, int]: ...
-    async def all_forget_markers(self) -> dict[int, int]: ...
-    async def prune(self, now: datetime | None = None) -> int: ...
     async def search(
         self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20, now: datetime | None = None
     ) -> list[ArchivedMessage]: ...
@@ -257,14 +262,130 @@ class Archive(Protocol):
     async def stats(
         self, channel_id: int, *, hours: float | None = None, now: datetime | None = None
     ) -> ChannelStats: ...
+    async def archived_channels(self) -> dict[int, int]: ...
+
+
+class ConversationStore(Protocol):
+    """Live conversations kept across restarts, and the summaries of ended ones."""
+
+    def save_conversation(self, channel_id: int, state: Callable[[], StoredConversation]) -> None: ...
+    def drop_conversation(self, channel_id: int) -> None: ...
+    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None: ...
+    def delete_summaries(self, channel_id: int) -> None: ...
+    async def stored_conversations(self) -> dict[int, StoredConversation]: ...
+    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
+
+
+class DecisionLog(Protocol):
+    """The decisions on whether to answer, for `/parley why`."""
+
+    def record_decision(
+        self,
+        *,
+        channel_id: int,
+        message_id: int,
+        author_name: str,
+        excerpt: str,
+        responded: bool,
+        reason: str,
+        tier: str,
+        confidence: float | None = None,
+        decided_at: datetime | None = None,
+    ) -> None: ...
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+
+
+class UsageStore(Protocol):
+    """Tokens spent, per day, server, channel and member."""
+
+    def record_usage(self, usage: TokenUsage) -> None: ...
     async def usage_on(self, day: date) -> list[TokenUsage]: ...
     async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]: ...
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+
+
+class ChannelSettings(Protocol):
+    """What channels are set to, shared by every process on the archive: forget markers, threads, own threads."""
+
+    async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
+    async def all_forget_markers(self) -> dict[int, int]: ...
+    async def forget_marker(self, channel_id: int) -> int | None: ...
+    async def set_thread_setting(self, channel_id: int, guild_id: int, threads: bool) -> None: ...
+    async def thread_channels(self) -> set[int]: ...
+    async def threads_enabled(self, channel_id: int) -> bool: ...
+    def add_own_thread(self, thread_id: int, parent_id: int, guild_id: int) -> None: ...
+    async def own_threads(self) -> dict[int, int]: ...
+    async def own_thread_guild(self, thread_id: int) -> int | None: ...
+
+
+class StateStore(Protocol):
+    """Small named values the bot keeps (command sync hashes, ...)."""
+
     async def get_state(self, name: str) -> str | None: ...
     async def set_state(self, name: str, value: str) -> None: ...
-    async def new_id(self, table: str) -> int: ...
-    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+class MemoryTables(Protocol):
+    """Facts members asked Parley to keep, and named copies of a channel's model history (memory.py's rules)."""
+
+    async def new_memory_id(self) -> int: ...
+    async def add_memory(self, memory: Memory) -> None: ...
+    async def recall_memories(
+        self, query: str, *, guild_id: int, channel_id: int, member_id: int, limit: int
+    ) -> list[Memory]: ...
+    async def visible_memories(self, *, guild_id: int, channel_id: int, member_id: int, limit: int) -> list[Memory]: ...
+    async def memory(self, memory_id: int) -> Memory | None: ...
+    async def memory_ids_about(self, *, guild_id: int, member_id: int) -> list[int]: ...
+    async def memory_ids_in_channel(self, channel_id: int) -> list[int]: ...
+    async def forget_memories(self, memory_ids: Sequence[int]) -> None: ...
+    async def save_snapshot(
+        self, *, channel_id: int, name: str, guild_id: int, saved_by: int, saved_at: datetime, history: str
+    ) -> None: ...
+    async def snapshots(self, channel_id: int) -> list[Snapshot]: ...
+    async def snapshot_history(self, channel_id: int, name: str) -> str | None: ...
+
+
+class ProfileTables(Protocol):
+    """Profile values set by command (profiles.py's rules)."""
+
+    async def profile_values(self, scope_id: int | None = None) -> list[ProfileValue]: ...
+    async def profile_value(self, scope_id: int, name: str) -> str | None: ...
+    async def set_profile_value(self, value: ProfileValue) -> None: ...
+    async def reset_profile_values(self, scope_id: int, names: Sequence[str]) -> None: ...
+
+
+class Lifecycle(Protocol):
+    """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
+
+    ``dialect`` ("sqlite" or "postgres") tells whether other processes may share it.
+    """
+
+    dialect: str
+
+    async def close(self) -> None: ...
+    async def flush(self) -> None: ...
+    @property
+    def pending_writes(self) -> int: ...
+    async def prune(self, now: datetime | None = None) -> int: ...
+
+
+class Archive(
+    Lifecycle,
+    MessageLog,
+    ConversationStore,
+    DecisionLog,
+    UsageStore,
+    ChannelSettings,
+    StateStore,
+    MemoryTables,
+    ProfileTables,
+    Protocol,
+):
+    """Everything both backends offer, for the composition root; every other user takes the concern it needs.
+
+    Fire-and-forget writes only enqueue; ``flush()`` waits until everything queued before it is committed.
+    Writes a caller is told about (markers, settings, state, memories) return once committed and raise
+    `ArchiveWriteFailed` otherwise.
+    """
 
 
 def is_postgres_url(url: str) -> bool:
@@ -321,9 +442,9 @@ async def open_archive(url: str, **options: Any) -> Archive:
         from archive.postgres import PostgresArchive  # asyncpg is loaded only when asked for
 
         return await PostgresArchive.open(url, **options)
-    from archive.sqlite import HistoryArchive, sqlite_path_from_url
+    from archive.sqlite import SQLiteArchive, sqlite_path_from_url
 
-    return await HistoryArchive.open(sqlite_path_from_url(url), **options)
+    return await SQLiteArchive.open(sqlite_path_from_url(url), **options)
 
 
 def search_words(query: str) -> list[str]:
@@ -342,86 +463,3 @@ def folded_words(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text.lower())
     stripped = "".join(char for char in decomposed if not unicodedata.combining(char))
     return " ".join(_WORD.findall(stripped))
-
-
-def format_messages(
-    messages: Sequence[ArchivedMessage],
-    *,
-    bot_user_id: int | None = None,
-    max_chars: int = 6000,
-    keep_newest: bool = False,
-) -> str:
-    """Render messages as quoted data for the model: an `<archived_messages>` of `<archived_message>` elements.
-
-    Each element carries the author's name and id, the bot markers (`by_ai` for `bot_user_id`'s own
-    messages, `bot` for other bots) and the UTC time as escaped attributes; its body is the text, with
-    newlines made spaces, at most 500 characters, and unable to open or close a framing tag. The whole
-    is at most about ``max_chars``. Messages keep the given order; those that don't fit are left out and
-    counted in an ``omitted_later`` attribute, or, with ``keep_newest`` (for oldest-first lists), the
-    oldest ones in ``omitted_earlier``.
-    """
-    if not messages:
-        return "(no messages)"
-    elements = [_format_line(message, bot_user_id) for message in messages]
-    # No frame is longer than the one counting every message as both shown and left out.
-    widest_frame = _archived_messages_open(len(elements), len(elements), keep_newest) + close_tag(ARCHIVED_MESSAGES_TAG)
-    budget = max_chars - len(widest_frame) - 1  # the newline before the closing tag
-    candidates = reversed(elements) if keep_newest else elements
-    shown = 0
-    used = 0
-    for element in candidates:
-        used += len(element) + 1
-        if used > budget:
-            break
-        shown += 1
-    kept = elements[len(elements) - shown :] if keep_newest else elements[:shown]
-    opening = _archived_messages_open(shown, len(elements) - shown, keep_newest)
-    return "\n".join([opening, *kept, close_tag(ARCHIVED_MESSAGES_TAG)])
-
-
-def _archived_messages_open(shown: int, omitted: int, keep_newest: bool) -> str:
-    where = "omitted_earlier" if keep_newest else "omitted_later"
-    return open_tag(ARCHIVED_MESSAGES_TAG, shown=str(shown), **{where: str(omitted) if omitted else None})
-
-
-def _format_line(message: ArchivedMessage, bot_user_id: int | None) -> str:
-    text = " ".join(message.content.split())
-    if len(text) > _MAX_LINE_TEXT:
-        text = text[: _MAX_LINE_TEXT - 1] + "…"
-    for attachment in message.attachments:
-        excerpt = " ".join(attachment.text.split())[:_MAX_LINE_TEXT]
-        text += f" [attached {' '.join(attachment.filename.split())}" + (f": {excerpt}]" if excerpt else "]")
-    return wrap(
-        ARCHIVED_MESSAGE_TAG,
-        text,
-        **author_attributes(message.author_name, message.author_id, is_bot=message.is_bot, bot_user_id=bot_user_id),
-        time_utc=f"{message.created_at:%Y-%m-%d %H:%M}",
-        message_id=str(message.message_id),
-    )
-
-
-def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
-    """Render channel stats as quoted data: a `<channel_stats>` with a `<top_author>` per top author."""
-    if stats.first_at is None or stats.last_at is None:
-        return "No messages in this period."
-    busiest = ", ".join(f"{hour:02d}:00 ({n})" for hour, n in stats.busiest_hours)
-    lines = [
-        open_tag(
-            CHANNEL_STATS_TAG,
-            message_count=str(stats.message_count),
-            first_utc=f"{stats.first_at:%Y-%m-%d %H:%M}",
-            last_utc=f"{stats.last_at:%Y-%m-%d %H:%M}",
-            busiest_hours_utc=busiest,
-        )
-    ]
-    lines += [
-        wrap(
-            TOP_AUTHOR_TAG,
-            "",
-            **author_attributes(author.name, author.author_id, is_bot=False, bot_user_id=bot_user_id),
-            messages=str(author.messages),
-        )
-        for author in stats.top_authors
-    ]
-    lines.append(close_tag(CHANNEL_STATS_TAG))
-    return "\n".join(lines)

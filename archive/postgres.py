@@ -58,6 +58,7 @@ from archive.sqlite import (
     _since_ms,
     _snowflake_ms,
 )
+from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 
 __all__ = ["MIGRATIONS", "PostgresArchive", "tsquery_expression"]
 
@@ -76,6 +77,19 @@ _MAX_WORD_BYTES = 2046 - 17
 # to_tsvector.
 _POSITIONS = tuple(f"':{position}" for position in range(1, 16384))
 # Serialises migrations between processes starting together (any constant unique to Parley).
+# Memories ranked with ts_rank over the words column the schema generates from the fact, the newest in-scope
+# matches only (`RECALL_CANDIDATES`).
+_RECALL_MEMORIES_SQL = f"""
+SELECT {MEMORY_COLUMNS} FROM (
+    SELECT {", ".join("m." + name for name in MEMORY_COLUMNS.split(", "))}, ts_rank(m.words, query) AS score
+    FROM memories AS m, to_tsquery('simple', :match) AS query
+    WHERE m.words @@ query AND {MEMORY_SCOPE}
+    ORDER BY m.id DESC
+    LIMIT {RECALL_CANDIDATES}
+) AS candidates
+ORDER BY score DESC, id DESC
+LIMIT :limit
+"""
 _MIGRATION_LOCK = 0x7061726C6579
 _CONNECT_TIMEOUT = 10.0
 
@@ -656,7 +670,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites):
+class PostgresArchive(QueuedWrites, StoreTables):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at
@@ -966,16 +980,17 @@ class PostgresArchive(QueuedWrites):
         rows = await self._fetch("SELECT value FROM bot_state WHERE name = $1", name)
         return next((str(value) for (value,) in rows), None)
 
-    # For the stores that keep their tables in this database (memory.py).
+    # The small stores' tables (archive/stores.py).
+
+    recall_sql = _RECALL_MEMORIES_SQL
+
+    def _memory_match(self, query: str, op: str) -> str | None:
+        return tsquery_expression(query, op)
 
     async def new_id(self, table: str) -> int:
         """A fresh ``id`` for a new row of ``table``, from its identity sequence: unique across processes."""
         rows = await self._fetch("SELECT nextval(pg_get_serial_sequence($1, 'id'))", table)
         return int(rows[0][0])
-
-    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
-        """Queue one write of `kind` (SQLite-style placeholders are numbered for Postgres); see `flush()`."""
-        self._enqueue(kind, params)
 
     async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query (SQLite-style placeholders: ``?``, ``?N`` or ``:name``): committed data only."""

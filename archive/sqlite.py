@@ -38,13 +38,12 @@ from archive import (
     StoredConversation,
     TokenUsage,
     TopAuthor,
-    format_messages,
-    format_stats,
     search_words,
 )
 from archive import Write as _Write
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 
 __all__ = [
     "MIGRATIONS",
@@ -54,13 +53,11 @@ __all__ = [
     "ChannelStats",
     "ConversationSummary",
     "Decision",
-    "HistoryArchive",
+    "SQLiteArchive",
     "StoredConversation",
     "TokenUsage",
     "TopAuthor",
     "Write",
-    "format_messages",
-    "format_stats",
     "match_expression",
     "sqlite_path_from_url",
 ]
@@ -427,6 +424,19 @@ FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
 ORDER BY n DESC, name
 """
 
+# bm25 ranks the newest in-scope matches only (`RECALL_CANDIDATES`).
+_RECALL_MEMORIES_SQL = f"""
+SELECT {MEMORY_COLUMNS} FROM (
+    SELECT {", ".join("m." + name for name in MEMORY_COLUMNS.split(", "))}, bm25(memories_fts) AS score
+    FROM memories_fts CROSS JOIN memories AS m ON m.id = memories_fts.rowid
+    WHERE memories_fts MATCH :match AND {MEMORY_SCOPE}
+    ORDER BY memories_fts.rowid DESC
+    LIMIT {RECALL_CANDIDATES}
+)
+ORDER BY score, id DESC
+LIMIT :limit
+"""
+
 _PRAGMAS = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
@@ -616,11 +626,11 @@ _KEEP_ATTACHMENTS = _Write(
 )
 _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
-# A kind of write other modules queue through `HistoryArchive.enqueue`.
+# A kind of write other modules queue through `SQLiteArchive.enqueue`.
 Write = _Write
 
 
-class HistoryArchive(QueuedWrites):
+class SQLiteArchive(QueuedWrites, StoreTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -686,7 +696,7 @@ class HistoryArchive(QueuedWrites):
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
         file_text_budget: FileTextBudget | None = None,
-    ) -> HistoryArchive:
+    ) -> SQLiteArchive:
         """Open (creating it and its folder if needed) and migrate the archive, then start the writer.
 
         ``retention_days=0`` keeps everything; otherwise older messages and
@@ -947,7 +957,12 @@ class HistoryArchive(QueuedWrites):
         rows = await self._reader.execute_fetchall("SELECT value FROM bot_state WHERE name = ?", (name,))
         return next((value for (value,) in rows), None)
 
-    # For the stores that keep their tables in this file (memory.py): the same single writer and read connection.
+    # The small stores' tables (archive/stores.py): the same single writer and read connection.
+
+    recall_sql = _RECALL_MEMORIES_SQL
+
+    def _memory_match(self, query: str, op: str) -> str | None:
+        return match_expression(query, op)
 
     async def new_id(self, table: str) -> int:
         """A fresh ``id`` for a new row of ``table``: counted here, as this process is the file's only writer."""
@@ -959,10 +974,6 @@ class HistoryArchive(QueuedWrites):
             self._last_ids.setdefault(table, int(stored))
         self._last_ids[table] += 1
         return self._last_ids[table]
-
-    def enqueue(self, kind: Write, params: tuple[Any, ...]) -> None:
-        """Queue one write of `kind` for the writer; `flush()` waits for it to be committed."""
-        self._enqueue(kind, params)
 
     async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query on the read connection: committed data only."""

@@ -39,11 +39,12 @@ from fake_llm import MODEL_NAME, FakeLLM, allow_model_requests, echo  # noqa: E4
 from PIL import Image  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
-from agent import build_responder, close_model, generate_reply  # noqa: E402
+from agent import build_responder, generate_reply  # noqa: E402
 from config import Settings  # noqa: E402
-from conversation import ConversationManager, MessageRecord  # noqa: E402
-from files.kinds import AttachmentInfo  # noqa: E402
+from conversation import ConversationManager  # noqa: E402
 from files.preparer import AttachmentPreparer  # noqa: E402
+from providers.models import close_model  # noqa: E402
+from records import AttachmentInfo, MessageRecord  # noqa: E402
 from tools import ChatDeps  # noqa: E402
 
 CHANNEL_ID, BOT_ID, MEMBER_ID = 10, 1, 2
@@ -170,7 +171,7 @@ async def converse(base_url: str, image: bytes, *, turns: int, every: int, retai
             began = time.perf_counter()
             prepared = await preparer.prepare([record], vision=True)
             (with_image if shares else without).append(time.perf_counter() - began)
-            reply = await generate_reply(agent, conversation, record, deps, settings, prepared)
+            reply = await generate_reply(agent, conversation, record, deps, prepared)
             manager.record_bot_response(CHANNEL_ID, reply.messages, record.message_id)
     finally:
         stop.set()

@@ -39,19 +39,26 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import bench_engine  # noqa: E402
 
 import conversation  # noqa: E402
+import decider  # noqa: E402
 import followup  # noqa: E402
+import records  # noqa: E402
 
-# What conversation.py imports from this repository: loaded afresh from the earlier commit for the old engine.
-# A commit has either attachments.py or, since issue 30 split it, the files/ package.
-ENGINE_MODULES = ("conversation", "followup", "attachments", "files", "limits", "quoting")
+# The engine's modules and what they import from this repository: loaded afresh from the earlier commit for the
+# old engine. A commit has either attachments.py or, since issue 30 split it, the files/ package; records.py (the
+# value types) and decider.py (the decider) left conversation.py later.
+ENGINE_MODULES = ("conversation", "decider", "followup", "attachments", "files", "limits", "quoting", "records")
 
 
 @dataclass(frozen=True)
 class Engine:
-    """One version of the engine: its modules and the messages built with its own `MessageRecord`."""
+    """One version of the engine: its modules and the messages built with its own `MessageRecord`.
+
+    `decider` is the module holding its `ResponseDecider` and `Decision` (conversation.py itself, before decider.py).
+    """
 
     name: str
     conversation: ModuleType
+    decider: ModuleType
     followup: ModuleType
     model_path: Path
     messages: list[Any]
@@ -60,24 +67,25 @@ class Engine:
         """A fresh manager and decider as `bench_engine.build_engine` makes them."""
         model = self.followup.load_model(self.model_path)
         manager = self.conversation.ConversationManager(timeout_seconds=120, clock=clock)
-        decider = self.conversation.ResponseDecider(followup_window_seconds=60, clock=clock, learned=model)
+        decider = self.decider.ResponseDecider(followup_window_seconds=60, clock=clock, learned=model)
         return manager, decider
 
 
-def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, Path]:
+def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, ModuleType, Path]:
     """conversation.py and followup.py as they were at `revision`, imported apart from this worktree's."""
     extract_engine(revision, into)
     saved = {name: sys.modules.pop(name) for name in list(sys.modules) if is_engine_module(name)}
     sys.path.insert(0, str(into))
     try:
         old_conversation = __import__("conversation")
+        old_decider = __import__("decider") if (into / "decider.py").exists() else old_conversation
         old_followup = __import__("followup")
     finally:
         sys.path.remove(str(into))
         for name in [name for name in sys.modules if is_engine_module(name)]:
             sys.modules.pop(name)
         sys.modules.update(saved)
-    return old_conversation, old_followup, into / "decider_model.json"
+    return old_conversation, old_decider, old_followup, into / "decider_model.json"
 
 
 def extract_engine(revision: str, into: Path) -> None:
@@ -124,15 +132,15 @@ class Run:
         self.slices.append(time.process_time() - began)
 
     def _decide(self, messages: list[Any]) -> int:
-        engine = self.engine.conversation
+        engine = self.engine
         return asyncio.run(
             bench_engine.process(
                 messages,
                 self.manager,
                 self.decider,
                 self.clock,
-                decision_type=engine.Decision,
-                record_type=engine.MessageRecord,
+                decision_type=engine.decider.Decision,
+                record_type=engine.decider.MessageRecord,
             )
         )
 
@@ -190,18 +198,19 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
-        old_conversation, old_followup, old_model = load_earlier(args.against, Path(folder))
+        old_conversation, old_decider, old_followup, old_model = load_earlier(args.against, Path(folder))
         messages = list(bench_engine.message_stream(args.messages, args.channels))
         old = Engine(
             args.against,
             old_conversation,
+            old_decider,
             old_followup,
             old_model,
             converted(messages, old_conversation.MessageRecord),
         )
         # Both versions get records built the same way, so neither has its messages laid out better in memory.
-        new_messages = converted(messages, conversation.MessageRecord)
-        new = Engine("this worktree", conversation, followup, followup.SHIPPED_MODEL, new_messages)
+        new_messages = converted(messages, records.MessageRecord)
+        new = Engine("this worktree", conversation, decider, followup, followup.SHIPPED_MODEL, new_messages)
         del messages
 
         for engine in (old, new):
@@ -209,7 +218,7 @@ def main() -> None:
             print(f"{engine.name}: {engine.conversation.__file__}")
         check = min(args.check_messages, args.messages)
         results = [
-            decisions_and_log(Engine(e.name, e.conversation, e.followup, e.model_path, e.messages[:check]))
+            decisions_and_log(Engine(e.name, e.conversation, e.decider, e.followup, e.model_path, e.messages[:check]))
             for e in (old, new)
         ]
         same_decisions = results[0][0] == results[1][0]

@@ -45,12 +45,13 @@ from pydantic_ai import Agent, ModelResponse, TextPart
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 
-from archive.sqlite import HistoryArchive
+from archive.sqlite import SQLiteArchive
+from archive.stores import StoreTables
 from bot import build_client
 from config import Settings
 from context import Summarizer
-from conversation import MessageRecord
 from memory import MemoryStore
+from records import MessageRecord
 
 GUILD_ID = 900_000_000_000_000_000
 FIRST_CHANNEL = 1_100_000_000_000_000_000
@@ -123,11 +124,11 @@ async def run(args: argparse.Namespace) -> None:
     common = [rng.choice(vocabulary[:20]) for _ in range(args.queries)]
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         path = Path(tmp) / "bench.db"
-        await (await HistoryArchive.open(path)).close()  # creates the schema
+        await (await SQLiteArchive.open(path)).close()  # creates the schema
         started = time.perf_counter()
         fill(path, args, vocabulary, rng)
         print(f"stored {args.memories:,} memories in {time.perf_counter() - started:.1f} s", flush=True)
-        archive = await HistoryArchive.open(path)
+        archive = await SQLiteArchive.open(path)
         try:
             store = await MemoryStore.open(archive)
             await time_recall(store, topics[:20], args, rng)  # warm the page cache
@@ -196,6 +197,7 @@ async def ended_conversations(count: int, folder: Path) -> tuple[int, int, int, 
             await client.background.wait()
         await client.archive.flush()
         ended = resident_bytes()
+        assert isinstance(client.archive, StoreTables)  # a backend: its tables, beyond what the interface shows
         summaries = await client.archive.read("SELECT count(*) FROM conversation_summaries", ())
         return before, live, ended, summaries[0][0]
     finally:

@@ -1,4 +1,5 @@
-"""Measure what `agent.UntransformedOpenAI` saves: the openai SDK's request transform, at 20 turns of history.
+"""Measure what `UntransformedOpenAI` (providers/openai_transport.py) saves: the openai SDK's request transform,
+at 20 turns of history.
 
     python bench/bench_transform.py [--turns 20] [--requests 200] [--runs 5]
 
@@ -29,8 +30,9 @@ from pydantic_ai import Agent, ModelMessage, ModelRequest, ModelResponse, TextPa
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # noqa: E402
 
-from agent import UntransformedOpenAI, build_responder  # noqa: E402
+from agent import build_responder  # noqa: E402
 from config import Settings  # noqa: E402
+from providers.openai_transport import UntransformedOpenAI  # noqa: E402
 from tools import ChatDeps  # noqa: E402
 
 WORDS = "deploy build cache server branch commit release docker image volume the a of to and in is it".split()
@@ -51,7 +53,7 @@ def history(turns: int) -> list[ModelMessage]:
 
 def agent_on(client: AsyncOpenAI, settings: Settings) -> Agent[ChatDeps, str]:
     provider = OpenAICompatibleProvider("llm-server", openai_client=client)
-    return build_responder(settings, model=OpenAIChatModel(MODEL_NAME, provider=provider), archive_enabled=True)
+    return build_responder(settings, model=OpenAIChatModel(MODEL_NAME, provider=provider), archive_enabled=True).agent
 
 
 async def measure(turns: int, requests: int) -> dict[str, float]:

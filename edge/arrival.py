@@ -6,8 +6,9 @@ from dataclasses import dataclass, replace
 
 import discord
 
-from conversation import MessageRecord, addresses_bot
+from decider import addresses_bot
 from discord_io import guild_id_of, is_automated, may_read_history
+from records import MessageRecord
 
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})

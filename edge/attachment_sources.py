@@ -9,11 +9,10 @@ import discord
 
 from archive.holder import ArchiveHolder
 from config import Settings
-from conversation import MessageRecord
-from files.kinds import AttachmentInfo, Kind
 from files.prepared import PreparedFiles
 from files.preparer import AttachmentPreparer
 from files.providers import build_transcriber
+from records import AttachmentInfo, Kind, MessageRecord
 
 # Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
 ATTACHMENT_SOURCES_KEPT = 2048

@@ -10,8 +10,8 @@ import discord
 from archive import Archive
 from archive.holder import ArchiveHolder
 from config import Settings
-from conversation import MessageRecord
 from discord_io import record_from_archive, to_record
+from records import MessageRecord
 from upkeep.coverage import Coverage
 
 log = logging.getLogger("parley")

@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping
 import discord
 
 from archive.holder import ArchiveHolder
-from conversation import CHANNEL, DIRECT, OWN_THREAD, ConversationManager, MessageRecord
+from conversation import ConversationManager
 from discord_io import guild_id_of, is_closed_thread, thread_name
+from records import CHANNEL, DIRECT, OWN_THREAD, MessageRecord
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 

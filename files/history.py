@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 from pydantic_ai.framing import open_tag, wrap
 from pydantic_ai.messages import BinaryContent, ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
-from files.kinds import AttachmentInfo
 from files.prepared import ATTACHMENT_TAG
 from quoting import inline
+from records import AttachmentInfo
 
 
 def expire_images(messages: list[ModelMessage], retain_turns: int) -> list[ModelMessage]:

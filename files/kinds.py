@@ -1,18 +1,13 @@
-"""What a shared file is: Discord's description of it (`AttachmentInfo`), what it claims to be, and what its bytes say
-(`detect`, `decode_text`)."""
+"""What a shared file is: what its bytes say (`detect`, `decode_text`); Discord's description of it (`AttachmentInfo`)
+and what it claims to be are value types of records.py."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from conversation import MessageRecord
+from records import AttachmentInfo, Kind, MessageRecord
 
 # Nothing larger is downloaded: it could not be sent, and it would sit in memory while being looked at.
 MAX_DOWNLOAD_BYTES = 25 * 2**20
@@ -20,60 +15,6 @@ MAX_DOWNLOAD_BYTES = 25 * 2**20
 MAX_UNKNOWN_DOWNLOAD_BYTES = 2 * 2**20
 # Bytes looked at to tell text from binary.
 _SNIFF_BYTES = 8192
-
-TEXT_EXTENSIONS = frozenset(
-    """
-    txt log md markdown rst csv tsv json jsonl yaml yml toml ini cfg conf env xml html htm css scss
-    py pyi js mjs cjs ts tsx jsx java kt kts c h cc cpp hpp cs go rs rb php pl sh bash zsh fish ps1 bat
-    sql lua r swift scala dart ex exs erl hs ml clj vue svelte gradle properties diff patch tex srt vtt
-    """.split()
-)
-IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "gif", "webp"})
-AUDIO_EXTENSIONS = frozenset({"ogg", "oga", "opus", "mp3", "m4a", "wav", "flac", "aac", "weba"})
-VIDEO_EXTENSIONS = frozenset({"mp4", "mov", "webm", "mkv", "avi"})
-
-
-class Kind(StrEnum):
-    """What an attachment is, judged from its bytes (and, before download, from what it claims to be)."""
-
-    IMAGE = "image"
-    TEXT = "text"
-    PDF = "pdf"
-    AUDIO = "audio"
-    VIDEO = "video"
-    OTHER = "other"
-
-
-@dataclass(frozen=True, slots=True)
-class AttachmentInfo:
-    """An attachment as Discord describes it; its bytes are fetched only when it is needed."""
-
-    attachment_id: int
-    filename: str
-    content_type: str = ""
-    size: int = 0
-
-    @property
-    def claimed_kind(self) -> Kind:
-        """What the name and declared type say it is; the bytes have the last word (`detect`)."""
-        declared = self.content_type.split(";")[0].strip().lower()
-        extension = PurePosixPath(self.filename).suffix.lower().lstrip(".")
-        for prefix, kind in (("image/", Kind.IMAGE), ("audio/", Kind.AUDIO), ("video/", Kind.VIDEO)):
-            if declared.startswith(prefix):
-                return kind
-        if declared == "application/pdf" or extension == "pdf":
-            return Kind.PDF
-        for extensions, kind in (
-            (IMAGE_EXTENSIONS, Kind.IMAGE),
-            (AUDIO_EXTENSIONS, Kind.AUDIO),
-            (VIDEO_EXTENSIONS, Kind.VIDEO),
-        ):
-            if extension in extensions:
-                return kind
-        if declared.startswith("text/") or declared in ("application/json", "application/xml"):
-            return Kind.TEXT
-        return Kind.TEXT if extension in TEXT_EXTENSIONS or not extension else Kind.OTHER
-
 
 # Reads an attachment's bytes; raises on any failure (expired link, deleted message, network).
 AttachmentReader = Callable[["MessageRecord", AttachmentInfo], Awaitable[bytes]]

@@ -8,8 +8,8 @@ from pydantic_ai.framing import close_tag, open_tag, register_tag, wrap
 from pydantic_ai.messages import BinaryContent, UserContent
 
 from files.images import PreparedImage
-from files.kinds import AttachmentInfo, Kind
 from quoting import inline
+from records import AttachmentInfo, Kind
 
 ATTACHMENT_TAG = register_tag("attachment")
 

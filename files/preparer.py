@@ -21,24 +21,17 @@ from typing import TYPE_CHECKING
 from config import VisionMode
 from files.extraction import PdfReaders
 from files.images import ImageProblem, prepared_image
-from files.kinds import (
-    MAX_DOWNLOAD_BYTES,
-    MAX_UNKNOWN_DOWNLOAD_BYTES,
-    AttachmentInfo,
-    AttachmentReader,
-    Kind,
-    Transcriber,
-    sniffed,
-)
+from files.kinds import MAX_DOWNLOAD_BYTES, MAX_UNKNOWN_DOWNLOAD_BYTES, AttachmentReader, Transcriber, sniffed
 from files.pdf import PdfText
 from files.prepared import Prepared, PreparedFiles, human_size
 from files.providers import model_key
 from quoting import cap_text
+from records import AttachmentInfo, Kind
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from conversation import MessageRecord
+    from records import MessageRecord
 
 log = logging.getLogger("parley.attachments")
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from pydantic_ai.exceptions import ModelHTTPError
 
 from config import Settings
-from files.kinds import AttachmentInfo, Transcriber
+from files.kinds import Transcriber
+from records import AttachmentInfo
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model

@@ -16,7 +16,7 @@ from admission.gatekeeper import (
     Gatekeeper,
 )
 from budget import UsageLedger
-from conversation import Decision, MessageRecord
+from records import Decision, MessageRecord
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE, BOB = 11, 22, 33, 44

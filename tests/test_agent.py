@@ -40,27 +40,15 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
-from agent import (
-    CUT_TO_SHARE,
-    LIMIT_NOTE,
-    OPENAI_COMPATIBLE_SERVER,
-    Reply,
-    ReplyFailed,
-    UntransformedOpenAI,
-    approx_tokens,
-    build_judge,
-    build_judge_prompt,
-    build_model,
-    build_prompt,
-    build_responder,
-    close_model,
-    generate_reply,
-    retry_settings,
-    trim_history,
-)
-from archive.sqlite import ArchivedMessage, ChannelStats, HistoryArchive, TopAuthor, format_messages, format_stats
-from conversation import ChannelConversation, MessageRecord, ResponseDecider
-from files.kinds import AttachmentInfo
+from agent import LIMIT_NOTE, Reply, ReplyFailed, build_judge, build_responder, generate_reply
+from archive.sqlite import ArchivedMessage, ChannelStats, SQLiteArchive, TopAuthor
+from context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
+from conversation import ChannelConversation
+from decider import ResponseDecider
+from providers.models import OPENAI_COMPATIBLE_SERVER, build_model, close_model, retry_settings
+from providers.openai_transport import UntransformedOpenAI
+from quoting import format_messages, format_stats
+from records import AttachmentInfo, MessageRecord
 from tools import HISTORY_NOT_PERMITTED, HOURS_MAX, ChatDeps
 
 BOT, ALICE, BOB, CAROL = 1, 10, 11, 12
@@ -123,7 +111,7 @@ def tool_returns(messages: Sequence[ModelMessage]) -> list[ToolReturnPart]:
 
 
 async def answer(agent, conversation, message, settings, archive: Any = None) -> Reply:
-    return await generate_reply(agent, conversation, message, deps(archive), settings)
+    return await generate_reply(agent, conversation, message, deps(archive))
 
 
 async def reply_to(message, settings, model, *, history=None, archive=None, archive_enabled=None) -> Reply:
@@ -232,7 +220,7 @@ async def first_request(make_settings, deps_: ChatDeps, message: MessageRecord) 
 
     settings = make_settings()
     agent = build_responder(settings, model=FunctionModel(model))
-    await generate_reply(agent, conversation_of(message), message, deps_, settings)
+    await generate_reply(agent, conversation_of(message), message, deps_)
     return seen[0]
 
 
@@ -534,8 +522,8 @@ async def test_tools_take_the_channel_from_deps_not_from_the_model(make_settings
 
 
 async def test_tools_work_with_the_real_archive(make_settings, tmp_path):
-    """Against archive.sqlite.HistoryArchive, the tools read this channel's messages and never another channel's."""
-    archive = await HistoryArchive.open(tmp_path / "archive.db", retention_days=0)
+    """Against archive.sqlite.SQLiteArchive, the tools read this channel's messages and never another channel's."""
+    archive = await SQLiteArchive.open(tmp_path / "archive.db", retention_days=0)
     try:
         archive.add(ARCHIVED)
         archive.add(replace(ARCHIVED, message_id=2, channel_id=CHANNEL + 1, content="the release is secret"))
@@ -555,7 +543,7 @@ async def test_tool_results_tell_the_bot_from_a_member_named_like_it(make_settin
     """In every tool result from a real archive only the bot's own messages carry by_ai, not a member named "Parley"."""
     impostor = replace(ARCHIVED, message_id=1, author_id=CAROL, author_name="Parley", content="Parley here: deploy now")
     own = replace(ARCHIVED, message_id=2, author_id=BOT, author_name="Parley", content="deploy is Friday", is_bot=True)
-    archive = await HistoryArchive.open(tmp_path / "archive.db", retention_days=0)
+    archive = await SQLiteArchive.open(tmp_path / "archive.db", retention_days=0)
     try:
         archive.add(impostor)
         archive.add(own)
@@ -632,7 +620,7 @@ async def test_tools_read_nothing_for_a_member_without_read_message_history(make
     settings = make_settings()
     new = msg(ALICE, "Alice", "what did I miss?", 0)
     agent = build_responder(settings, model=model, archive_enabled=True)
-    reply = await generate_reply(agent, conversation_of(new), new, deps(archive, can_read_history=False), settings)
+    reply = await generate_reply(agent, conversation_of(new), new, deps(archive, can_read_history=False))
     assert [r.content for r in tool_returns(reply.messages)] == [HISTORY_NOT_PERMITTED] * 3
     assert archive.calls == []
 
@@ -855,7 +843,7 @@ async def test_untransformed_client_sends_the_same_bytes(make_settings):
 def test_the_responder_marks_anthropic_cache_points(make_settings):
     """On an Anthropic model, the tools, the instructions and the newest message are cache points."""
     model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(api_key="sk-ant-not-used"))
-    settings = build_responder(make_settings(), model=model, archive_enabled=True).model_settings
+    settings = build_responder(make_settings(), model=model, archive_enabled=True).agent.model_settings
     assert isinstance(settings, dict)
     assert settings.get("anthropic_cache_tool_definitions") is True
     assert settings.get("anthropic_cache_instructions") is True and settings.get("anthropic_cache") is True

@@ -15,7 +15,7 @@ from fake_llm import FakeLLM
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from bot import Parley
-from sessions import restore
+from conversation_snapshots import restore
 from streaming import REGENERATING
 
 QUESTION = f"<@{BOT_ID}> which port does staging listen on?"

@@ -10,9 +10,11 @@ from pathlib import Path
 import discord
 import pytest
 
-from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
+from archive.stores import StoreTables
 from bot import build_client
+from quoting import format_messages
 
 WHEN = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
 GUILD = 5
@@ -100,7 +102,8 @@ async def share_text(
 
 
 async def kept_texts(archive: Archive) -> dict[int, str]:
-    """Each archived message's file text, by message id, across channels."""
+    """Each archived message's file text, by message id, across channels (the backend's table itself)."""
+    assert isinstance(archive, StoreTables)
     rows = await archive.read("SELECT message_id, text FROM attachments ORDER BY message_id")
     return {int(message_id): str(text) for message_id, text in rows}
 

@@ -25,18 +25,27 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.profiles import ModelProfile
 from pypdf import PdfWriter
 
-from archive import Archive, ArchivedAttachment, ArchivedMessage, format_messages, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
+from archive.stores import StoreTables
 from config import Settings, describe_settings_error
-from conversation import ConversationManager, MessageRecord
+from conversation import ConversationManager
 from files.history import FILE_REMOVED_NOTE, expire_images
 from files.images import ImageProblem, prepare_image
-from files.kinds import AttachmentInfo, Kind, detect
+from files.kinds import detect
 from files.prepared import PreparedFiles
 from files.preparer import AttachmentPreparer
 from files.providers import is_image_refusal
+from quoting import format_messages
+from records import AttachmentInfo, Kind, MessageRecord
 
 CHANNEL = 10
 WHEN = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+async def stored_rows(archive: Archive, sql: str) -> list[tuple[Any, ...]]:
+    """Rows straight from the backend's tables: what it keeps, beyond what the archive's interface shows."""
+    assert isinstance(archive, StoreTables)
+    return await archive.read(sql)
 
 
 def png(width: int = 32, height: int = 24, color: tuple[int, int, int] = (10, 200, 10)) -> bytes:
@@ -384,7 +393,7 @@ async def test_deleting_the_message_deletes_its_attachments(archive: Archive) ->
     await archive.flush()
     assert await archive.search(CHANNEL, "frobnicator") == []
     assert await archive.search(CHANNEL, "crash") == []
-    assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+    assert await stored_rows(archive, "SELECT count(*) FROM attachments") == [(0,)]
 
 
 async def test_re_adding_a_message_keeps_its_attachment_text(archive: Archive) -> None:
@@ -415,7 +424,7 @@ async def test_a_message_gone_with_its_channel_server_or_retention_takes_its_att
             await archive.prune(WHEN + timedelta(days=2))
         await archive.flush()
         assert await archive.search(CHANNEL, "frobnicator") == []
-        assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+        assert await stored_rows(archive, "SELECT count(*) FROM attachments") == [(0,)]
     finally:
         await archive.close()
 
@@ -530,7 +539,7 @@ async def test_an_edit_taking_a_file_off_a_message_drops_it_from_the_archive(arc
     assert [a.attachment_id for a in found.attachments] == [78]
     archive.keep_attachments(1, [])
     await archive.flush()
-    assert await archive.read("SELECT count(*) FROM attachments") == [(0,)]
+    assert await stored_rows(archive, "SELECT count(*) FROM attachments") == [(0,)]
 
 
 async def test_recent_messages_carry_their_attachments(archive: Archive) -> None:

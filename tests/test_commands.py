@@ -28,7 +28,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM, message_text
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_history import REFUSE_MODES, raw_db
+from test_archive_contract import REFUSE_MODES, raw_db
 from test_journal import logged
 
 from agent import build_judge
@@ -48,18 +48,13 @@ from commands import (
     refusal,
 )
 from config import ChannelMode
-from conversation import (
-    CHANNEL_MODES,
-    ChannelConversation,
-    ConversationManager,
-    Judge,
-    MessageRecord,
-    ResponseDecider,
-)
+from conversation import ChannelConversation, ConversationManager
+from decider import Judge, ResponseDecider
 from discord_io import split_message
 from edge.gateway import point_at_discord
 from journal import LoggedDecision
 from ops.cli import parse_args
+from records import CHANNEL_MODES, MessageRecord
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -15,11 +15,21 @@ import pytest
 from pydantic_ai import Agent, CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent import approx_tokens, build_prompt, build_responder, generate_reply, is_summary
+from agent import Responder as AnswerAgent
+from agent import build_responder, generate_reply
 from archive.sqlite import ConversationSummary
 from config import Settings
-from context import HistoryCompactor, Summarizer, pick_summaries, render_earlier_conversations
-from conversation import ChannelConversation, MessageRecord
+from context import (
+    HistoryCompactor,
+    Summarizer,
+    approx_tokens,
+    build_prompt,
+    is_summary,
+    pick_summaries,
+    render_earlier_conversations,
+)
+from conversation import ChannelConversation
+from records import MessageRecord
 from tools import ChatDeps
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 42
@@ -77,11 +87,11 @@ def conversation() -> ChannelConversation:
     return ChannelConversation(CHANNEL, T0, T0, deque())
 
 
-async def answer(agent: Agent[ChatDeps, str], chat: ChannelConversation, number: int) -> None:
+async def answer(agent: AnswerAgent, chat: ChannelConversation, number: int) -> None:
     """Answer turn `number` and keep its history, as the bot does once the answer is posted."""
     message = question(number)
     chat.messages.append(message)
-    reply = await generate_reply(agent, chat, message, deps(), settings())
+    reply = await generate_reply(agent, chat, message, deps())
     chat.llm_history = reply.messages
     chat.prompted_through = message.message_id
 
@@ -133,7 +143,7 @@ async def test_failing_summariser_falls_back_to_trimming(caplog: pytest.LogCaptu
 class SummaryUnderWay:
     """A conversation answered until a summary was due, whose summary model writes only once `release` is set."""
 
-    agent: Agent[ChatDeps, str]
+    agent: AnswerAgent
     chat: ChannelConversation
     answers: int
     release: asyncio.Event

@@ -13,18 +13,12 @@ from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from conversation import (
-    DIRECT,
-    OWN_THREAD,
-    ChannelConversation,
-    ConversationManager,
-    Decision,
-    MessageRecord,
-    ResponseDecider,
-)
+from conversation import ChannelConversation, ConversationManager
+from conversation_snapshots import restore, snapshot
+from decider import ResponseDecider
 from followup import SHIPPED_MODEL, load_model
 from quoting import MESSAGE_TAG
-from sessions import restore, snapshot
+from records import DIRECT, OWN_THREAD, Decision, MessageRecord
 
 BOT = 1
 ALICE = 10

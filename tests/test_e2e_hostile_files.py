@@ -12,6 +12,7 @@ from fake_llm import FakeLLM, image_parts
 from hostile_files import bomb_png, broken_png, malformed_pdfs, pdfs_pypdf_chokes_on, shared_stream_pdf
 
 from archive import Archive
+from archive.stores import StoreTables
 from files.extraction import PDF_MAX_CHARS
 
 
@@ -66,7 +67,9 @@ async def test_four_decompression_bombs_on_one_mention_are_answered_with_notes(
 
 
 async def attachment_text_lengths(archive: Archive, channel_id: int, count: int) -> list[int]:
-    """The length of the text the archive holds for each of `channel_id`'s files, once `count` have some."""
+    """The length of the text the archive holds for each of `channel_id`'s files, once `count` have some (read from
+    the backend's table itself)."""
+    assert isinstance(archive, StoreTables)
     async with asyncio.timeout(120):
         while True:
             await archive.flush()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conversation import CHATTY, MENTION_ONLY, NORMAL, ChannelConversation, ConversationManager, MessageRecord
-from conversation import ResponseDecider as Decider
+from conversation import ChannelConversation, ConversationManager
+from decider import ResponseDecider as Decider
 from followup import (
     CANDIDATE_REASONS,
     FEATURES,
@@ -27,6 +27,7 @@ from followup import (
     message_terms,
     model_from_json,
 )
+from records import CHATTY, MENTION_ONLY, NORMAL, MessageRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT, ALICE, BOB, CAROL = 1, 10, 20, 30

@@ -45,7 +45,7 @@ async def test_a_private_answer_shows_the_model_nothing_of_the_others(make_setti
 
     agent = build_responder(settings, model=FunctionModel(answer))
     view = private_view(shared, BOB, BOT)
-    reply = await generate_reply(agent, view, messages[-1], deps(can_read_history=False), settings)
+    reply = await generate_reply(agent, view, messages[-1], deps(can_read_history=False))
     [prompt] = user_texts(seen[0])
     assert "1-2-3-4" not in str(seen[0])
     assert "hello all" in prompt and "hi Bob" in prompt and "what did carol say?" in prompt

@@ -26,13 +26,12 @@ from PIL import Image
 
 import files.images
 import files.kinds
-from conversation import MessageRecord
 from files.extraction import PdfReaders
 from files.images import MAX_IMAGE_SIDE, ImageProblem, PreparedImage, prepare_image
-from files.kinds import AttachmentInfo, Kind
 from files.pdf import PdfText, extract_text, read_pdf
 from files.prepared import Prepared
 from files.preparer import AttachmentPreparer, _unreadable
+from records import AttachmentInfo, Kind, MessageRecord
 
 # Every input the fuzz tests feed, in the order and with the caps the preparation uses.
 IMAGE_SEEDS = [image(image_format) for image_format in ("PNG", "JPEG", "GIF", "WEBP")]

@@ -16,10 +16,12 @@ from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, ToolCallPa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
-from archive.sqlite import ArchivedMessage, HistoryArchive
+from archive.sqlite import ArchivedMessage, SQLiteArchive
 from config import Settings
-from conversation import ConversationManager, Decision, MessageRecord, ResponseDecider, log_decision
+from conversation import ConversationManager
+from decider import ResponseDecider, log_decision
 from ops.observability import configure_logging
+from records import Decision, MessageRecord
 from tools import ChatDeps
 
 BOT, MALLORY, CHANNEL, GUILD = 1, 66, 500, 42
@@ -59,7 +61,7 @@ def search_then_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRe
 async def answer_and_decide(settings: Settings, tmp_path: Path) -> None:
     """One real responder run with a history tool, plus the decisions Parley logs around it."""
     now = datetime.now(UTC)
-    archive = await HistoryArchive.open(tmp_path / "archive.db")
+    archive = await SQLiteArchive.open(tmp_path / "archive.db")
     try:
         archive.add(ArchivedMessage(7, GUILD, CHANNEL, MALLORY, AUTHOR, ARCHIVED_TEXT, now, is_bot=False))
         question = MessageRecord(8, CHANNEL, MALLORY, AUTHOR, QUESTION, now, mention_ids=frozenset({BOT}))
@@ -70,7 +72,7 @@ async def answer_and_decide(settings: Settings, tmp_path: Path) -> None:
         log_decision(question, Decision(False, "judge_no", "judge", 0.9, detail=JUDGE_WORDS))
         agent = build_responder(settings, model=FunctionModel(search_then_answer), archive_enabled=True)
         deps = ChatDeps("Parley", BOT, GUILD, "Guild", CHANNEL, CHANNEL_NAME, archive, MALLORY, True)
-        reply = await generate_reply(agent, conversation, question, deps, settings)
+        reply = await generate_reply(agent, conversation, question, deps)
         assert reply.text == ANSWER
     finally:
         await archive.close()

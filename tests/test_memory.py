@@ -160,7 +160,7 @@ def test_memory_tools_follow_the_setting(make_settings) -> None:
 
     def tools(**overrides) -> set[str]:
         agent = build_responder(make_settings(llm_base_url="http://127.0.0.1:9/v1", **overrides))
-        return set(agent._function_toolset.tools)
+        return set(agent.agent._function_toolset.tools)
 
     assert {"remember", "recall"} <= tools(database_url="sqlite:///x.db")
     assert not {"remember", "recall"} & tools(database_url="sqlite:///x.db", memory_tools=False)

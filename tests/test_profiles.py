@@ -14,14 +14,15 @@ import pytest
 from conftest import fresh_postgres_database
 from pydantic_ai import Agent, ModelMessage, ModelResponse, ToolCallPart, ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_history import raw_db, refuse_mode_writes
+from test_archive_contract import raw_db, refuse_mode_writes
 
 from agent import JudgeOutput, LLMJudge
 from archive import Archive, ArchiveWriteFailed, open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
-from archive.sqlite import MIGRATIONS, HistoryArchive
+from archive.sqlite import MIGRATIONS, SQLiteArchive
+from archive.stores import StoreTables
 from config import Settings
-from conversation import ChannelConversation, MessageRecord, utc_now
+from conversation import ChannelConversation, utc_now
 from profiles import (
     Profiles,
     ProfilesFile,
@@ -31,8 +32,15 @@ from profiles import (
     offered,
     persona_instructions,
 )
+from records import MessageRecord
 
 GUILD, CHANNEL, OTHER_CHANNEL, ALICE = 1000, 2000, 2001, 3000
+
+
+async def stored_rows(archive: Archive, sql: str) -> list[tuple[Any, ...]]:
+    """Rows straight from the backend's tables: what it keeps, beyond what the archive's interface shows."""
+    assert isinstance(archive, StoreTables)
+    return await archive.read(sql)
 
 
 @pytest.fixture
@@ -242,10 +250,13 @@ async def test_a_deleted_channel_or_left_server_takes_its_values(archive: Archiv
     await profiles.set_value("server", GUILD, CHANNEL, "persona", "three", ALICE)
     archive.delete_channel(CHANNEL)
     await archive.flush()
-    assert await archive.read("SELECT scope_id FROM profile_settings ORDER BY scope_id") == [(GUILD,), (OTHER_CHANNEL,)]
+    assert await stored_rows(archive, "SELECT scope_id FROM profile_settings ORDER BY scope_id") == [
+        (GUILD,),
+        (OTHER_CHANNEL,),
+    ]
     archive.delete_guild(GUILD)
     await archive.flush()
-    assert await archive.read("SELECT count(*) FROM profile_settings") == [(0,)]
+    assert await stored_rows(archive, "SELECT count(*) FROM profile_settings") == [(0,)]
     profiles.forget(GUILD)
     assert profiles.resolve(GUILD, OTHER_CHANNEL).persona == ""
 
@@ -258,7 +269,7 @@ async def test_the_modes_of_an_older_archive_move_into_profiles(tmp_path: Path, 
             db.executescript(migration)
             db.execute(f"PRAGMA user_version = {number}")
         db.execute("INSERT INTO channel_settings VALUES (?, ?, 'chatty', 1700000000000)", (CHANNEL, GUILD))
-    archive = await HistoryArchive.open(path, retention_days=0)
+    archive = await SQLiteArchive.open(path, retention_days=0)
     try:
         profiles = Profiles(settings)
         await profiles.attach(archive)

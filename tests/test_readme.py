@@ -19,7 +19,7 @@ from e2e_support import bot_environment, run_bot_py
 from fake_discord import FakeDiscord
 from fake_llm import FakeLLM
 
-from archive.sqlite import ArchivedMessage, HistoryArchive
+from archive.sqlite import ArchivedMessage, SQLiteArchive
 from config import Settings
 
 pytestmark = pytest.mark.slow
@@ -290,7 +290,7 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
     """The README's sqlite3 query counts messages per author in an archive Parley wrote."""
     if shutil.which("sqlite3") is None:
         pytest.skip("the sqlite3 client is not installed")
-    archive = await HistoryArchive.open(tmp_path / "data" / "parley.db")
+    archive = await SQLiteArchive.open(tmp_path / "data" / "parley.db")
     start = datetime.now(UTC) - timedelta(minutes=5)
     for index, author in enumerate(["alice", "bob", "alice"]):
         message = ArchivedMessage(index + 1, 10, 20, 100 + len(author), author, "hi", start, is_bot=False)

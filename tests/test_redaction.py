@@ -13,9 +13,10 @@ import pytest
 
 from bot import main
 from config import Settings
-from conversation import Decision, MessageRecord, log_decision
+from decider import log_decision
 from ops.observability import configure_logging
 from ops.redaction import MASK, mask_credentials, one_line
+from records import Decision, MessageRecord
 
 FORGED = "2026-11-25 10:00:00,000 ERROR parley: the bot token is XYZ"
 

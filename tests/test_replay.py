@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 import replay
-from conversation import ChannelConversation, MessageRecord, ResponseDecider
+from conversation import ChannelConversation
+from decider import ResponseDecider
 from followup import SHIPPED_MODEL, load_model
+from records import MessageRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "replay"
 BASIC = FIXTURES / "basic.jsonl"

@@ -51,7 +51,7 @@ async def test_listener_is_told_the_text_as_it_grows(make_settings) -> None:
     question = msg(ALICE, "Alice", "hello?")
     agent = build_responder(make_settings(database_url=""), model=streamed("Hello ", "there. ", "How are you?"))
     listener = Listener()
-    reply = await generate_reply(agent, conversation_of(question), question, deps(), make_settings(), listener=listener)
+    reply = await generate_reply(agent, conversation_of(question), question, deps(), listener=listener)
     assert listener.texts == ["Hello ", "Hello there. ", "Hello there. How are you?"]
     assert reply.text == "Hello there. How are you?" and not reply.stopped
 
@@ -71,7 +71,7 @@ async def test_tool_calls_are_announced(make_settings) -> None:
     agent = build_responder(make_settings(), model=FunctionModel(stream_function=stream), archive_enabled=True)
     question = msg(ALICE, "Alice", "who talks most?")
     listener = Listener()
-    reply = await generate_reply(agent, conversation_of(question), question, deps(), make_settings(), listener=listener)
+    reply = await generate_reply(agent, conversation_of(question), question, deps(), listener=listener)
     assert listener.tools == ["get_channel_stats"] and listener.texts[-1] == "Nobody spoke."
     assert reply.text == "Nobody spoke."
     assert tool_status("get_channel_stats") == "*counting the channel's messages…*"
@@ -83,7 +83,7 @@ async def test_stopping_keeps_the_partial_answer_marked(make_settings) -> None:
     words = ["Once ", "upon ", "a ", "time ", *["more "] * 50]
     agent = build_responder(make_settings(database_url=""), model=streamed(*words))
     listener = Listener(stop_after="time")
-    reply = await generate_reply(agent, conversation_of(question), question, deps(), make_settings(), listener=listener)
+    reply = await generate_reply(agent, conversation_of(question), question, deps(), listener=listener)
     assert reply.stopped and reply.text.startswith("Once upon a time") and reply.text.endswith(STOPPED_NOTE)
     last = reply.messages[-1]
     assert isinstance(last, ModelResponse) and last.parts == [TextPart(reply.text)]
@@ -99,7 +99,7 @@ async def test_a_run_cancelled_by_no_one_is_a_failure(make_settings) -> None:
     question = msg(ALICE, "Alice", "hello?")
     agent = build_responder(make_settings(database_url=""), model=FunctionModel(stream_function=stream))
     with pytest.raises(ReplyFailed):
-        await generate_reply(agent, conversation_of(question), question, deps(), make_settings(), listener=Listener())
+        await generate_reply(agent, conversation_of(question), question, deps(), listener=Listener())
 
 
 async def test_regenerate_asks_the_last_prompt_again_in_place_of_the_last_turn(make_settings) -> None:
@@ -109,10 +109,10 @@ async def test_regenerate_asks_the_last_prompt_again_in_place_of_the_last_turn(m
     first, second = msg(ALICE, "Alice", "first question", 0), msg(ALICE, "Alice", "second question", 1)
     agent = build_responder(settings, model=FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("one")])))
     conversation = conversation_of(first)
-    reply = await generate_reply(agent, conversation, first, deps(), settings)
+    reply = await generate_reply(agent, conversation, first, deps())
     conversation.llm_history = reply.messages
     conversation.messages.append(second)
-    reply = await generate_reply(agent, conversation, second, deps(), settings)
+    reply = await generate_reply(agent, conversation, second, deps())
     conversation.llm_history = reply.messages
 
     seen: list[list[ModelMessage]] = []
@@ -122,7 +122,7 @@ async def test_regenerate_asks_the_last_prompt_again_in_place_of_the_last_turn(m
         return ModelResponse(parts=[TextPart("two")])
 
     agent = build_responder(settings, model=FunctionModel(again))
-    regenerated = await regenerate_reply(agent, conversation, deps(), settings)
+    regenerated = await regenerate_reply(agent, conversation, deps())
     assert user_texts(seen[0]) == user_texts(conversation.llm_history)
     assert regenerated.text == "two"
     answers = [p.content for m in regenerated.messages for p in m.parts if isinstance(p, TextPart)]
@@ -135,7 +135,7 @@ async def test_regenerate_without_an_answer_fails(make_settings) -> None:
     settings = make_settings(database_url="")
     agent = build_responder(settings, model=streamed("x"))
     with pytest.raises(ReplyFailed):
-        await regenerate_reply(agent, conversation_of(), deps(), settings)
+        await regenerate_reply(agent, conversation_of(), deps())
 
 
 def test_replacing_the_last_turn_adds_no_turn() -> None:

@@ -14,7 +14,8 @@ from pydantic_ai.profiles import ModelProfile
 
 from agent import build_responder, generate_reply
 from bot import main
-from conversation import ChannelConversation, MessageRecord
+from conversation import ChannelConversation
+from records import MessageRecord
 from tools import WEB_TOOLSET, ChatDeps, ToolConfigError, build_toolbox, tool_config_problem, web_search_function
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -86,7 +87,7 @@ async def ask(
     conversation = ChannelConversation(500, T0, T0, deque([message]))
     toolbox = build_toolbox(settings, web_search=search)
     agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, toolbox=toolbox)
-    reply = await generate_reply(agent, conversation, message, deps(offered), settings)
+    reply = await generate_reply(agent, conversation, message, deps(offered))
     return reply.text
 
 
@@ -175,7 +176,7 @@ async def test_the_cap_counts_per_answer_not_per_conversation(make_settings) -> 
         model, _, _ = scripted(searches("again"))
         agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, toolbox=toolbox)
         conversation = ChannelConversation(500, T0, T0, deque([message]), llm_history=history)
-        history = (await generate_reply(agent, conversation, message, deps(), settings)).messages
+        history = (await generate_reply(agent, conversation, message, deps())).messages
     assert search.queries == ["again", "again"]
 
 

@@ -23,7 +23,7 @@ from context import (
     render_earlier_conversations,
 )
 from conversation import ChannelConversation, ConversationManager
-from sessions import restore, snapshot
+from conversation_snapshots import restore, snapshot
 from shared import channels_served_elsewhere
 from upkeep.background import BackgroundTasks
 

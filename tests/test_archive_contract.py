@@ -19,16 +19,8 @@ from freezegun import freeze_time
 
 from archive import open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
-from archive.sqlite import (
-    MIGRATIONS,
-    ArchivedMessage,
-    ChannelStats,
-    HistoryArchive,
-    TopAuthor,
-    format_messages,
-    format_stats,
-    sqlite_path_from_url,
-)
+from archive.sqlite import MIGRATIONS, ArchivedMessage, ChannelStats, SQLiteArchive, TopAuthor, sqlite_path_from_url
+from quoting import format_messages, format_stats
 
 NOW = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
 GUILD = 10
@@ -101,7 +93,7 @@ async def archive(archive_url: str):
     await archive.close()
 
 
-async def test_round_trip_add_flush_recent(archive: HistoryArchive) -> None:
+async def test_round_trip_add_flush_recent(archive: SQLiteArchive) -> None:
     """Added messages come back from recent() field for field, oldest first."""
     first = msg(1, "hello there", minutes_ago=5, reply_to_message_id=None)
     second = msg(2, "general kenobi", minutes_ago=1, author="bob", author_id=101, reply_to_message_id=1, edited_at=NOW)
@@ -113,7 +105,7 @@ async def test_round_trip_add_flush_recent(archive: HistoryArchive) -> None:
     assert (await archive.recent(CHANNEL))[0].created_at.tzinfo is not None
 
 
-async def test_recent_limit_hours_before(archive: HistoryArchive) -> None:
+async def test_recent_limit_hours_before(archive: SQLiteArchive) -> None:
     """recent() returns the latest `limit` in order and honours hours and before_id."""
     for i in range(10):
         archive.add(msg(i + 1, f"message {i}", minutes_ago=100 - i * 10))
@@ -141,7 +133,7 @@ async def test_reads_see_commits_without_flush(archive_url: str) -> None:
         await archive.close()
 
 
-async def test_search_ranks_and_stays_in_channel(archive: HistoryArchive) -> None:
+async def test_search_ranks_and_stays_in_channel(archive: SQLiteArchive) -> None:
     """Better bm25 matches come first, ties newest first, other channels never leak in."""
     archive.add(msg(1, "we should deploy the service after lunch if the tests pass today", minutes_ago=30))
     archive.add(msg(2, "deploy deploy deploy", minutes_ago=20))
@@ -157,7 +149,7 @@ async def test_search_ranks_and_stays_in_channel(archive: HistoryArchive) -> Non
     assert ids(await archive.search(CHANNEL, "deploy", limit=1)) == [4]
 
 
-async def test_search_and_then_or(archive: HistoryArchive) -> None:
+async def test_search_and_then_or(archive: SQLiteArchive) -> None:
     """All words must match; if nothing does, any word may."""
     archive.add(msg(1, "alpha beta", minutes_ago=3))
     archive.add(msg(2, "alpha only", minutes_ago=2))
@@ -169,7 +161,7 @@ async def test_search_and_then_or(archive: HistoryArchive) -> None:
     assert await archive.search(CHANNEL, "zulu yankee") == []
 
 
-async def test_search_ignores_stopwords_unless_alone(archive: HistoryArchive) -> None:
+async def test_search_ignores_stopwords_unless_alone(archive: SQLiteArchive) -> None:
     """Question-style queries match on their content words; a lone stopword still searches."""
     archive.add(msg(1, "deploy went fine"))
     archive.add(msg(2, "the end"))
@@ -179,7 +171,7 @@ async def test_search_ignores_stopwords_unless_alone(archive: HistoryArchive) ->
     assert ids(await archive.search(CHANNEL, "the")) == [2]
 
 
-async def test_search_hours_window(archive: HistoryArchive) -> None:
+async def test_search_hours_window(archive: SQLiteArchive) -> None:
     """hours restricts search to recent messages relative to now."""
     archive.add(msg(1, "release notes", minutes_ago=60 * 30))
     archive.add(msg(2, "release party", minutes_ago=60))
@@ -210,7 +202,7 @@ async def test_search_hours_window(archive: HistoryArchive) -> None:
         "word " * 200,
     ],
 )
-async def test_search_hostile_queries(archive: HistoryArchive, query: str) -> None:
+async def test_search_hostile_queries(archive: SQLiteArchive, query: str) -> None:
     """User text is never FTS syntax: odd queries give normal results, no errors."""
     archive.add(msg(1, "release content x b"))
     await archive.flush()
@@ -221,7 +213,7 @@ async def test_search_hostile_queries(archive: HistoryArchive, query: str) -> No
     assert ids(await archive.search(CHANNEL, "release")) == [1]
 
 
-async def test_search_matches_words_inside_punctuation(archive: HistoryArchive) -> None:
+async def test_search_matches_words_inside_punctuation(archive: SQLiteArchive) -> None:
     """Punctuated input still finds the words in it."""
     archive.add(msg(1, "ship it: v2.0 is out (finally)"))
     await archive.flush()
@@ -230,7 +222,7 @@ async def test_search_matches_words_inside_punctuation(archive: HistoryArchive) 
     assert ids(await archive.search(CHANNEL, "col:ship")) == [1]
 
 
-async def test_edit_updates_search(archive: HistoryArchive, db_path: Path) -> None:
+async def test_edit_updates_search(archive: SQLiteArchive, db_path: Path) -> None:
     """After an edit, the new text is found and the old text is not."""
     archive.add(msg(1, "original wording"))
     archive.edit(1, "corrected phrasing", NOW + timedelta(minutes=1))
@@ -241,12 +233,12 @@ async def test_edit_updates_search(archive: HistoryArchive, db_path: Path) -> No
     (edited,) = await archive.search(CHANNEL, "corrected")
     assert edited.content == "corrected phrasing"
     assert edited.edited_at == NOW + timedelta(minutes=1)
-    if isinstance(archive, HistoryArchive):
+    if isinstance(archive, SQLiteArchive):
         assert fts_rowids(db_path, "original") == []
         fts_integrity_check(db_path)
 
 
-async def test_re_adding_a_message_replaces_it(archive: HistoryArchive, db_path: Path) -> None:
+async def test_re_adding_a_message_replaces_it(archive: SQLiteArchive, db_path: Path) -> None:
     """add() of a known id replaces the stored message and its index entry."""
     archive.add(msg(1, "first draft"))
     await archive.flush()
@@ -257,12 +249,12 @@ async def test_re_adding_a_message_replaces_it(archive: HistoryArchive, db_path:
     assert [m.content for m in await archive.recent(CHANNEL)] == ["final draft"]
     assert await archive.search(CHANNEL, "first") == []
     assert await archive.search(CHANNEL, "second") == []
-    if isinstance(archive, HistoryArchive):
+    if isinstance(archive, SQLiteArchive):
         assert len(fts_rowids(db_path, "draft")) == 1
         fts_integrity_check(db_path)
 
 
-async def test_order_is_preserved_add_then_delete(archive: HistoryArchive) -> None:
+async def test_order_is_preserved_add_then_delete(archive: SQLiteArchive) -> None:
     """An add followed by a delete of the same id ends deleted, and vice versa."""
     archive.add(msg(1, "short lived"))
     archive.delete([1])
@@ -273,7 +265,7 @@ async def test_order_is_preserved_add_then_delete(archive: HistoryArchive) -> No
     assert ids(await archive.recent(CHANNEL)) == [2]
 
 
-async def test_deletes_remove_rows_and_index_entries(archive: HistoryArchive, db_path: Path) -> None:
+async def test_deletes_remove_rows_and_index_entries(archive: SQLiteArchive, db_path: Path) -> None:
     """delete, bulk delete, delete_channel and delete_guild remove rows and FTS entries."""
     for i in range(1, 6):
         archive.add(msg(i, f"topic{i} shared"))
@@ -281,7 +273,7 @@ async def test_deletes_remove_rows_and_index_entries(archive: HistoryArchive, db
     archive.add(msg(11, "shared in three", channel=3, guild=30))
     archive.add(msg(12, "shared in four", channel=4, guild=30))
     await archive.flush()
-    sqlite = isinstance(archive, HistoryArchive)
+    sqlite = isinstance(archive, SQLiteArchive)
     assert not sqlite or len(fts_rowids(db_path, "shared")) == 8
 
     archive.delete([1])
@@ -331,7 +323,7 @@ async def test_prune_retention(archive_url: str, db_path: Path) -> None:
         fts_integrity_check(db_path)
 
 
-async def test_prune_zero_retention_keeps_everything(archive: HistoryArchive) -> None:
+async def test_prune_zero_retention_keeps_everything(archive: SQLiteArchive) -> None:
     """retention_days=0 never prunes."""
     archive.add(msg(1, "from long ago", minutes_ago=10 * 365 * 24 * 60))
     await archive.flush()
@@ -414,7 +406,7 @@ async def test_writes_after_close_are_refused(archive_url: str) -> None:
 
 
 async def test_failing_batch_is_logged_and_writer_survives(
-    archive: HistoryArchive, caplog: pytest.LogCaptureFixture
+    archive: SQLiteArchive, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bad write is logged and dropped alone; the writer keeps going."""
     archive.add(msg(1, "good before"))
@@ -431,7 +423,7 @@ async def test_failing_batch_is_logged_and_writer_survives(
     assert ids(await archive.recent(CHANNEL)) == [1, 3, 4]
 
 
-async def test_pending_writes(archive: HistoryArchive) -> None:
+async def test_pending_writes(archive: SQLiteArchive) -> None:
     """pending_writes counts queued writes until they are committed."""
     archive.add(msg(1, "queued"))
     archive.delete([7, 8])
@@ -462,7 +454,7 @@ async def refuse_mode_writes(archive_url: str, db_path: Path, event: str) -> Non
         await connection.close()
 
 
-async def test_decisions_round_trip(archive: HistoryArchive) -> None:
+async def test_decisions_round_trip(archive: SQLiteArchive) -> None:
     """Decisions come back newest first, limited, and go with their message."""
     for i in range(5):
         archive.record_decision(
@@ -495,7 +487,7 @@ async def test_decisions_round_trip(archive: HistoryArchive) -> None:
     assert await archive.recent_decisions(OTHER_CHANNEL) == []
 
 
-async def test_stats(archive: HistoryArchive) -> None:
+async def test_stats(archive: SQLiteArchive) -> None:
     """stats() counts messages, top authors by id (latest name) and busiest UTC hours."""
     archive.add(msg(1, "a", author="old name", author_id=1, minutes_ago=180))
     archive.add(msg(2, "b", author="carol", author_id=1, minutes_ago=120))
@@ -529,7 +521,7 @@ async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
         )
         db.execute("PRAGMA user_version = 1")
 
-    archive = await HistoryArchive.open(db_path, retention_days=0)
+    archive = await SQLiteArchive.open(db_path, retention_days=0)
     try:
         assert (await archive.recent(CHANNEL))[0] == msg(1, "written by version one")
         archive.add(msg(2, "written by version two"))
@@ -543,12 +535,12 @@ async def test_migrates_older_file_and_keeps_data(db_path: Path) -> None:
 
 async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
     """Reopening a current file runs no migration (schema_version unchanged)."""
-    archive = await HistoryArchive.open(db_path)
+    archive = await SQLiteArchive.open(db_path)
     await archive.close()
     with raw_db(db_path) as db:
         before = db.execute("PRAGMA schema_version").fetchone(), db.execute("PRAGMA user_version").fetchone()
 
-    archive = await HistoryArchive.open(db_path)
+    archive = await SQLiteArchive.open(db_path)
     await archive.close()
     with raw_db(db_path) as db:
         after = db.execute("PRAGMA schema_version").fetchone(), db.execute("PRAGMA user_version").fetchone()
@@ -558,7 +550,7 @@ async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
 
 async def test_deleted_text_is_overwritten_not_left_in_free_pages(db_path: Path) -> None:
     """Both of the archive's connections run with secure_delete on: SQLite overwrites what a deletion frees."""
-    archive = await HistoryArchive.open(db_path)
+    archive = await SQLiteArchive.open(db_path)
     try:
         for connection in (archive._db, archive._reader):
             assert [tuple(row) for row in await connection.execute_fetchall("PRAGMA secure_delete")] == [(1,)]
@@ -568,7 +560,7 @@ async def test_deleted_text_is_overwritten_not_left_in_free_pages(db_path: Path)
 
 async def test_deleted_message_text_is_not_left_in_the_file(db_path: Path) -> None:
     """After a deletion the message's sentence is nowhere in the archive's files (the search index keeps words only)."""
-    archive = await HistoryArchive.open(db_path)
+    archive = await SQLiteArchive.open(db_path)
     secret = "the launch code is tango-4512, tell nobody"
     for message_id in range(1, 40):
         archive.add(msg(message_id, secret if message_id == 7 else f"filler message number {message_id}"))
@@ -585,7 +577,7 @@ async def test_refuses_newer_schema(db_path: Path) -> None:
     with raw_db(db_path) as db:
         db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
     with pytest.raises(RuntimeError, match="schema version"):
-        await HistoryArchive.open(db_path)
+        await SQLiteArchive.open(db_path)
 
 
 def test_format_messages_frames_each_message_and_caps() -> None:
@@ -689,7 +681,7 @@ def test_format_messages_can_keep_the_newest_when_cut() -> None:
     assert "message number 99 " in shown[-1] and f"message number {100 - len(shown)} " in shown[0]
 
 
-async def test_whom_a_message_named_survives_the_archive(archive: HistoryArchive) -> None:
+async def test_whom_a_message_named_survives_the_archive(archive: SQLiteArchive) -> None:
     """Mentions, the replied-to author and @everyone come back as they were stored, for context decisions."""
     archive.add(msg(1, "hey <@7> <@8>", mention_ids=frozenset({7, 8}), reply_to_author_id=9, mentions_everyone=True))
     archive.add(msg(2, "plain"))
@@ -699,7 +691,7 @@ async def test_whom_a_message_named_survives_the_archive(archive: HistoryArchive
     assert (plain.mention_ids, plain.reply_to_author_id, plain.mentions_everyone) == (frozenset(), None, False)
 
 
-async def test_recent_pages_after_a_message_id(archive: HistoryArchive) -> None:
+async def test_recent_pages_after_a_message_id(archive: SQLiteArchive) -> None:
     """`after_id` keeps only messages newer than that id, as a forget marker needs."""
     for message_id in range(1, 6):
         archive.add(msg(message_id, f"line {message_id}", minutes_ago=6 - message_id))
@@ -728,7 +720,7 @@ async def test_forget_markers_outlive_a_restart_and_go_with_their_channel(archiv
         await archive.close()
 
 
-async def test_catch_up_reads_newest_ids_and_ids_in_a_range(archive: HistoryArchive) -> None:
+async def test_catch_up_reads_newest_ids_and_ids_in_a_range(archive: SQLiteArchive) -> None:
     """Catch-up's reads: a channel's newest message ids, newest first, and its ids within a range of Discord ids."""
     minutes = (30, 20, 10)
     snowflakes = [discord.utils.time_snowflake(NOW - timedelta(minutes=m)) for m in minutes]
@@ -758,7 +750,7 @@ async def test_thread_settings_and_own_threads_outlive_a_reopen(archive_url: str
         await reopened.close()
 
 
-async def test_deleting_a_channel_or_server_forgets_its_threads(archive: HistoryArchive) -> None:
+async def test_deleting_a_channel_or_server_forgets_its_threads(archive: SQLiteArchive) -> None:
     """A deleted parent channel takes its threads' notes along; a removed server all of its thread settings."""
     await archive.set_thread_setting(100, 30, True)
     await archive.set_thread_setting(200, 31, True)
@@ -771,7 +763,7 @@ async def test_deleting_a_channel_or_server_forgets_its_threads(archive: History
     assert await archive.own_threads() == {}
 
 
-async def test_a_very_long_word_loses_neither_its_message_nor_the_other_words(archive: HistoryArchive) -> None:
+async def test_a_very_long_word_loses_neither_its_message_nor_the_other_words(archive: SQLiteArchive) -> None:
     """A word longer than Postgres indexes (2,046 bytes) is archived with its message, whose other words still find it,
     and searching for that word is no error."""
     long_word = "ж" * 1200  # 2,400 bytes in UTF-8

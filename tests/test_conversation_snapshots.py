@@ -1,4 +1,5 @@
-"""Conversations kept beyond the process: snapshots (sessions.py), their archive rows, and the manager's adoption."""
+"""Conversations kept beyond the process: snapshots (conversation_snapshots.py), their archive rows, and the
+manager's adoption."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 from archive import Archive, open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
 from context import summary_turn
-from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
-from files.kinds import AttachmentInfo
+from conversation import ChannelConversation, ConversationManager
+from conversation_snapshots import restore, snapshot
+from decider import ResponseDecider
 from followup import FEATURES, features
 from quoting import MESSAGE_TAG
-from sessions import restore, snapshot
+from records import AttachmentInfo, MessageRecord
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 7
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

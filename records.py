@@ -1,0 +1,121 @@
+"""The value types every layer speaks in: a message and its files, where a conversation happens, a channel's
+mode, a decision, and where an answer was posted.
+
+They import nothing of Parley, so the engine (conversation.py, followup.py), the files (attachments.py),
+the Discord edge and the archive's callers all build on them without importing one another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import NamedTuple
+
+# Where a conversation happens, which decides what in it is for Parley: in a channel (or a thread Parley did not
+# open) only what the decider's tiers pick out; in a thread Parley opened for it, or a direct message, every
+# message not addressed to someone else. A thread Parley opened also lasts as long as the thread is open.
+CHANNEL = "channel"
+OWN_THREAD = "own_thread"
+DIRECT = "direct"
+CONVERSATION_KINDS: tuple[str, ...] = (CHANNEL, OWN_THREAD, DIRECT)
+
+# A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
+MENTION_ONLY = "mention-only"
+NORMAL = "normal"
+CHATTY = "chatty"
+CHANNEL_MODES: tuple[str, ...] = (MENTION_ONLY, NORMAL, CHATTY)
+
+
+TEXT_EXTENSIONS = frozenset(
+    """
+    txt log md markdown rst csv tsv json jsonl yaml yml toml ini cfg conf env xml html htm css scss
+    py pyi js mjs cjs ts tsx jsx java kt kts c h cc cpp hpp cs go rs rb php pl sh bash zsh fish ps1 bat
+    sql lua r swift scala dart ex exs erl hs ml clj vue svelte gradle properties diff patch tex srt vtt
+    """.split()
+)
+IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "gif", "webp"})
+AUDIO_EXTENSIONS = frozenset({"ogg", "oga", "opus", "mp3", "m4a", "wav", "flac", "aac", "weba"})
+VIDEO_EXTENSIONS = frozenset({"mp4", "mov", "webm", "mkv", "avi"})
+
+
+class Kind(StrEnum):
+    """What an attachment is, judged from its bytes (and, before download, from what it claims to be)."""
+
+    IMAGE = "image"
+    TEXT = "text"
+    PDF = "pdf"
+    AUDIO = "audio"
+    VIDEO = "video"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentInfo:
+    """An attachment as Discord describes it; its bytes are fetched only when it is needed."""
+
+    attachment_id: int
+    filename: str
+    content_type: str = ""
+    size: int = 0
+
+    @property
+    def claimed_kind(self) -> Kind:
+        """What the name and declared type say it is; the bytes have the last word (`detect`)."""
+        declared = self.content_type.split(";")[0].strip().lower()
+        extension = PurePosixPath(self.filename).suffix.lower().lstrip(".")
+        for prefix, kind in (("image/", Kind.IMAGE), ("audio/", Kind.AUDIO), ("video/", Kind.VIDEO)):
+            if declared.startswith(prefix):
+                return kind
+        if declared == "application/pdf" or extension == "pdf":
+            return Kind.PDF
+        for extensions, kind in (
+            (IMAGE_EXTENSIONS, Kind.IMAGE),
+            (AUDIO_EXTENSIONS, Kind.AUDIO),
+            (VIDEO_EXTENSIONS, Kind.VIDEO),
+        ):
+            if extension in extensions:
+                return kind
+        if declared.startswith("text/") or declared in ("application/json", "application/xml"):
+            return Kind.TEXT
+        return Kind.TEXT if extension in TEXT_EXTENSIONS or not extension else Kind.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One channel message, reduced to what the engine needs."""
+
+    message_id: int
+    channel_id: int
+    author_id: int
+    author: str
+    content: str
+    timestamp: datetime
+    is_bot: bool = False
+    mention_ids: frozenset[int] = frozenset()
+    reply_to_author_id: int | None = None
+    # Discord resolves @everyone/@here and role mentions separately from user mentions.
+    mentions_everyone: bool = False
+    # Files shared with the message, described; their bytes are read only when the model is shown them.
+    attachments: tuple[AttachmentInfo, ...] = ()
+
+
+class AnswerPosts(NamedTuple):
+    """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
+
+    question_channel_id: int
+    question_id: int
+    post_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One answer-or-not decision, with a short machine-readable reason and its tier."""
+
+    respond: bool
+    reason: str
+    tier: str
+    confidence: float | None = None
+    # The judge's own words, for operators; `reason` stays a short fixed vocabulary.
+    detail: str | None = None
