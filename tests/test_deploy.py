@@ -8,6 +8,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
+# Runs .ci/check_requirements.py, which compiles requirements, in a process of its own (see tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / ".ci" / "check_requirements.py"
 

@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_silent, bot_environment, eventually, request_texts, say, start_bot_py
+from e2e_support import (
+    RunningBot,
+    assert_silent,
+    bot_environment,
+    decided,
+    eventually,
+    request_texts,
+    say,
+    start_bot_py,
+)
 from fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -114,7 +123,7 @@ async def test_conversation_expires(bot: RunningBot, fake: FakeDiscord, llm: Fak
     await bot.start(conversation_timeout_seconds=0.5, followup_window_seconds=60)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> hi!")
     await fake.wait_for_posts(1)
-    await asyncio.sleep(0.7)
+    bot.clock.advance(0.7)
     await say(fake, ALICE_ID, "and another thing")
     await assert_silent(fake, 1)
     assert bot.client is not None and bot.client.manager.get(CHANNEL_ID) is None
@@ -206,6 +215,7 @@ async def test_model_failure_apologises_and_keeps_serving(bot: RunningBot, fake:
     await eventually(lambda: len(conversation.llm_history) >= 2)
 
 
+@pytest.mark.slow
 async def test_sigterm_stops_bot_py_cleanly(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """`python bot.py` connects, answers, and on SIGTERM closes and exits 0 (Railway's redeploy)."""
     env = bot_environment(fake, llm, tmp_path / "parley.db")
@@ -341,9 +351,9 @@ async def test_deleted_messages_are_gone(bot: RunningBot, fake: FakeDiscord, llm
 
 async def test_archive_survives_a_restart(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """Messages archived before a restart are found by the next process on the same file."""
-    await bot.start()
-    await say(fake, BOB_ID, "the quokka deploy finished at noon")
-    await asyncio.sleep(0.1)  # let the gateway deliver it before the shutdown
+    client = await bot.start()
+    message = await say(fake, BOB_ID, "the quokka deploy finished at noon")
+    await decided(client, message)  # the bot has it before the shutdown
     await bot.stop()
     await bot.start()
     [result] = await ask_with_search(fake, llm, "quokka")
@@ -436,6 +446,7 @@ async def test_answer_is_posted_even_if_the_question_was_deleted(
     assert post.reply_to is not None and post.message.get("message_reference") is None
 
 
+@pytest.mark.slow
 async def test_unusable_database_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """A DATABASE_URL that cannot be opened stops `python bot.py` with one line naming it, exit 2."""
     blocker = tmp_path / "not-a-folder"

@@ -204,6 +204,7 @@ async def wait_for_rows(database: Path, predicate: Callable[[list[int]], bool], 
     return rows
 
 
+@pytest.mark.slow
 async def test_kill_9_mid_stream_loses_nothing_after_the_restart(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -300,6 +301,7 @@ async def run_bot_py_quietly(env: dict[str, str], cwd: Path) -> tuple[int, list[
     return code, [line for line in stderr.splitlines() if not INFO_RECORD.match(line)]
 
 
+@pytest.mark.slow
 async def test_a_rejected_token_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """A token Discord answers 401 to stops `python bot.py` with one line naming DISCORD_TOKEN, exit 2."""
     env = {**bot_environment(fake, llm, tmp_path / "parley.db"), "DISCORD_TOKEN": "not-the-token"}
@@ -307,6 +309,7 @@ async def test_a_rejected_token_is_one_line_and_exit_2(fake: FakeDiscord, llm: F
     assert (code, lines) == (2, ["Configuration error: DISCORD_TOKEN was rejected by Discord"])
 
 
+@pytest.mark.slow
 async def test_an_unreachable_gateway_is_one_line_and_exit_1(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """A gateway address nothing answers at stops `python bot.py` with one line, exit 1 (so Railway retries)."""
     with contextlib.closing(socket.socket()) as unused:
@@ -320,6 +323,7 @@ async def test_an_unreachable_gateway_is_one_line_and_exit_1(fake: FakeDiscord, 
     assert code == 1 and len(lines) == 1 and lines[0].startswith("Could not reach Discord: "), lines
 
 
+@pytest.mark.slow
 async def test_a_missing_model_key_is_one_line_and_exit_2(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """The default model without OPENAI_API_KEY: one line naming the variable and the model, exit 2."""
     env = bot_environment(fake, llm, tmp_path / "parley.db")
@@ -330,6 +334,7 @@ async def test_a_missing_model_key_is_one_line_and_exit_2(fake: FakeDiscord, llm
     assert fake.requests == []
 
 
+@pytest.mark.slow
 async def test_a_normal_start_shows_no_voice_warning(fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
     """`python bot.py` starting normally says nothing about voice support (PyNaCl, davey), which Parley never uses."""
     log = tmp_path / "bot.log"

@@ -15,6 +15,9 @@ from e2e_support import RunningBot, reply_text, run_command
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, Reply, ToolCall, message_text
 
+# Every test starts MCP fixture servers, each a Python process of its own (see tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -104,7 +103,7 @@ async def test_a_fact_is_on_disk_before_the_answer_and_recalled_after_the_timeou
     await ask(fake, ALICE_ID, "please remember that I deploy on Fridays")
     assert model.on_disk_at_results == [1]
     assert "Remembered" in fake.posts_in(CHANNEL_ID)[-1].content
-    await asyncio.sleep(TIMEOUT * 1.5)
+    bot.clock.advance(TIMEOUT * 1.5)
     assert client.manager.get(CHANNEL_ID) is None
     await ask(fake, ALICE_ID, "when do I deploy?")
     assert FACT in model.tool_results[-1]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import discord
+import pytest
 from e2e_support import (
     MEMBER,
     MODERATOR,
@@ -182,6 +183,7 @@ async def test_a_profile_survives_a_restart(bot: RunningBot, fake: FakeDiscord, 
     assert request["model"] == STRONG and PIRATE in instructions(request)
 
 
+@pytest.mark.slow
 async def test_a_malformed_profiles_file_stops_the_bot_with_one_line(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -197,6 +199,7 @@ async def test_a_malformed_profiles_file_stops_the_bot_with_one_line(
     assert fake.identifies == []
 
 
+@pytest.mark.slow
 async def test_a_model_outside_the_allow_list_in_the_file_stops_the_bot(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, echo
 
 from archive import Archive
+from bot import Parley
 
 # Long enough that no answer, even on a loaded machine, outlasts a conversation.
 TIMEOUT = 3.0
@@ -32,6 +33,7 @@ def kept_turns(database: Path) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 async def test_conversation_continues_after_restart(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, stop: signal.Signals
@@ -65,12 +67,22 @@ async def test_conversation_continues_after_restart(
     assert any("ferret" in text for text in earlier), earlier
 
 
+async def answer_recorded(client: Parley) -> None:
+    """Wait until the answer is in the conversation's model history (just after its post): there is something to
+    summarise once the conversation times out."""
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: bool(conversation.llm_history))
+
+
 async def conversation_summarised(bot: RunningBot, fake: FakeDiscord) -> Archive:
     """Start Parley, have a conversation time out, and wait until the archive keeps its summary; the archive."""
     client = await bot.start(conversation_timeout_seconds=TIMEOUT)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
     await fake.wait_for_posts(1)
-    await eventually(lambda: client.manager.get(CHANNEL_ID) is None, timeout=TIMEOUT + 10)
+    await answer_recorded(client)
+    bot.clock.advance(TIMEOUT)
+    await eventually(lambda: client.manager.get(CHANNEL_ID) is None)
     archive = client.archive
     assert archive is not None
     async with asyncio.timeout(10):
@@ -108,8 +120,10 @@ async def test_no_summary_is_kept_of_a_message_deleted_while_it_was_written(
     client = await bot.start(conversation_timeout_seconds=TIMEOUT)
     secret = await say(fake, ALICE_ID, f"<@{BOT_ID}> my secret is the ferret")
     await fake.wait_for_posts(1)
+    await answer_recorded(client)
     requests = len(llm.requests)
-    # The conversation times out and is summarised.
+    # The conversation times out (found so by the client's sweep) and is summarised.
+    bot.clock.advance(TIMEOUT)
     await eventually(lambda: len(llm.requests) > requests, timeout=TIMEOUT + 10)
     with caplog.at_level(logging.INFO, "parley"):
         await fake.delete_messages(CHANNEL_ID, int(secret["id"]))

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import fresh_postgres_database
 from e2e_support import (
     RunningBot,
@@ -171,6 +172,7 @@ def tool_results(request: dict[str, Any]) -> list[str]:
     return [message_text(message) for message in request["messages"] if message["role"] == "tool"]
 
 
+@pytest.mark.slow
 async def test_two_processes_share_one_postgres_each_serving_its_shard(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, postgres_server: str
 ) -> None:

@@ -28,8 +28,9 @@ from streaming import ANSWER_FINISHED, BROKE_OFF, CANNOT_REGENERATE, NOT_YOUR_AN
 PROSE = " ".join(f"Sentence number {i} says a little more about it." for i in range(40))
 
 
-def slow(llm: FakeLLM, *, delay: float = 0.03, words: int = 2) -> None:
-    """Make the fake model write `words` words every `delay` seconds."""
+def slow(llm: FakeLLM, *, delay: float = 0.03, words: int = 6) -> None:
+    """Make the fake model write `words` words every `delay` seconds (PROSE, 360 words, then takes 1.8 s: several
+    of the edit intervals these tests set, 0.2-0.3 s)."""
     llm.stream_delay, llm.words_per_chunk = delay, words
 
 
@@ -56,10 +57,11 @@ async def test_answer_ends_as_the_non_streamed_posts(
     as it grew, never twice within STREAM_EDIT_SECONDS in the channel."""
     llm.handler = lambda request: PROSE
     slow(llm)
-    await bot.start(stream_answers=streamed, stream_edit_seconds=0.3)
+    client = await bot.start(stream_answers=streamed, stream_edit_seconds=0.3)
     await ask(fake, "tell me about it")
     await fake.wait_for(lambda: answer_posts(fake) == split_message(PROSE), timeout=15, what="the whole answer")
-    await asyncio.sleep(0.4)  # any edit still to come would show now
+    # The answer noted as the channel's latest: its posts and edits are all made, any still to come would show now.
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
     assert answer_posts(fake) == split_message(PROSE)
     edits = fake.edits_in(CHANNEL_ID)
     if streamed:
@@ -107,7 +109,7 @@ async def test_rate_limited_edit_loses_no_text(bot: RunningBot, fake: FakeDiscor
 async def test_model_failure_mid_stream_leaves_one_clear_line(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """A model that breaks off after its first sentences leaves one line saying so, not half an answer."""
     llm.handler = lambda request: BreakOff(PROSE[:600])
-    slow(llm, delay=0.05, words=2)
+    slow(llm, delay=0.05, words=6)
     await bot.start(stream_edit_seconds=0.2)
     await ask(fake, "tell me about it")
     await fake.wait_for(lambda: answer_posts(fake) == [BROKE_OFF], timeout=15, what="the one line")

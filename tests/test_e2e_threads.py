@@ -13,7 +13,7 @@ from fake_llm import FakeLLM, ToolCall, echo
 from bot import Parley
 from tools import HISTORY_NOT_PERMITTED
 
-# Short, so the tests can outwait it; a channel's conversation would be over by then.
+# Short: the tests move the engine's clock past it (RunningBot.clock); a channel's conversation would be over by then.
 TIMEOUT = 1.0
 
 
@@ -78,11 +78,11 @@ async def test_the_thread_outlives_the_inactivity_timeout_and_a_restart(
     await bot.start(conversation_timeout_seconds=TIMEOUT)
     await threads_on(fake)
     thread_id, _ = await open_thread(fake, "my favourite animal is the ferret")
-    await asyncio.sleep(TIMEOUT * 2)
+    bot.clock.advance(TIMEOUT * 2)
     await in_thread(fake, thread_id, ALICE_ID, "still there?")
     await fake.wait_for_posts(2, channel_id=thread_id)
     await bot.stop()
-    await asyncio.sleep(TIMEOUT * 2)
+    bot.clock.advance(TIMEOUT * 2)
 
     client = await bot.start(conversation_timeout_seconds=TIMEOUT)
     conversation = client.manager.get(thread_id)

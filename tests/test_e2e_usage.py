@@ -135,6 +135,10 @@ async def test_a_summary_is_counted_for_its_channel_and_no_member(
     client.usage.clock = lambda: SCRIPTED_DAY
     await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> my favourite animal is the ferret")
     await fake.wait_for_posts(1, CHANNEL_ID)
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: bool(conversation.llm_history))  # the answer is in what a summary would cover
+    bot.clock.advance(timeout)  # the conversation times out, and the client's sweep ends it
     await eventually(lambda: len(llm.requests) == 2, timeout=timeout + 10)
     answer, summary = Counted(), Counted()
     answer.add(llm.requests[0], llm.usages[0])

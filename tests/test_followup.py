@@ -353,6 +353,7 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path, content: str | N
     assert message.startswith(f"learned decider model {path}: ") and problem in message and "\n" not in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [None, "{}"])
 def test_the_bot_will_not_start_without_a_usable_model(tmp_path: Path, content: str | None) -> None:
     """`python bot.py` with DECIDER_MODEL naming a missing or corrupt file prints one line and exits 2."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import foreign_variables
 from pydantic import SecretStr
 
@@ -46,6 +47,7 @@ def test_settings_read_in_a_test_have_their_defaults() -> None:
     assert settings.llm_model == "openai:gpt-4.1-mini"
 
 
+@pytest.mark.slow
 def test_hostile_shell_and_dotenv_change_nothing(tmp_path: Path) -> None:
     """USE_LLM_JUDGE=true, CONVERSATION_TIMEOUT_SECONDS=1, DATABASE_URL=bogus exported and in .env: the tests pass."""
     (tmp_path / ".env").write_text("".join(f"{name}={value}\n" for name, value in HOSTILE.items()))

@@ -22,6 +22,7 @@ from fake_llm import FakeLLM
 from archive.sqlite import ArchivedMessage, SQLiteArchive
 from config import Settings
 
+# Reads the README and the docs and runs their commands and benches in processes of their own (see tests/conftest.py).
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +118,9 @@ def test_readme_gives_the_install_and_test_commands() -> None:
     development = readme_commands(PAGES["development.md"])
     assert 'pip install -e ".[dev]"' in development and "pytest" in development
     ci = (ROOT / ".ci" / "run").read_text()
-    assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().endswith("pytest")
+    # The fast tests, then the slow ones: together the whole suite, on every core.
+    runs = ['pytest -m "not slow" -n auto --dist worksteal', "pytest -m slow -n auto --dist worksteal"]
+    assert 'pip install --quiet -e ".[dev]"' in ci and ci.rstrip().splitlines()[-2:] == runs
 
 
 def test_readme_and_pre_commit_name_the_checks_ci_runs() -> None:
@@ -196,6 +199,8 @@ RUN_ELSEWHERE = {
     "pytest": ".ci/run, and this very test run",
     "pre-commit install": "installs a git hook",
     'pytest -m "not slow"': ".ci/run runs the whole suite, which includes these",
+    'pytest -m "not slow" -n auto': ".ci/run runs it (with --dist worksteal)",
+    "pytest -n auto": ".ci/run runs the same tests as its fast and slow runs",
     "bash .ci/run": "CI itself: installs into a fresh environment, then runs every check and the whole suite",
     "mkdocs serve": "serves the site until stopped (test_the_docs_site_builds_strictly builds the same pages)",
 }

@@ -160,6 +160,7 @@ def run_bot(tmp_path: Path, *args: str, dotenv: str = "", **variables: str) -> s
     return subprocess.run(**bot_command(tmp_path, *args, dotenv=dotenv, **variables), timeout=60)
 
 
+@pytest.mark.slow
 def test_dotenv_alone_gets_the_bot_past_configuration_to_connecting(tmp_path: Path, discord_trap) -> None:
     """With DISCORD_TOKEN and OPENAI_API_KEY only in .env, nothing exported, the bot gets as far as calling Discord."""
     dotenv = f"DISCORD_TOKEN=test-token\nOPENAI_API_KEY=sk-test\nDISCORD_API_BASE_URL={trap_url(discord_trap)}\n"
@@ -185,6 +186,7 @@ GROQ_INSTALLED = importlib.util.find_spec("groq") is not None
 HOSTNAME_IS_A_FILE = Path("/etc/hostname").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(GROQ_INSTALLED or not HOSTNAME_IS_A_FILE, reason="needs groq missing and an /etc/hostname file")
 def test_missing_package_key_and_unopenable_archive_are_one_line_each_before_any_network(
     tmp_path: Path, discord_trap
@@ -210,6 +212,7 @@ def test_missing_package_key_and_unopenable_archive_are_one_line_each_before_any
     assert not was_contacted(discord_trap)
 
 
+@pytest.mark.slow
 def test_unknown_model_and_a_file_that_is_not_sqlite_are_one_line_each_before_any_network(
     tmp_path: Path, discord_trap
 ) -> None:
@@ -227,6 +230,7 @@ def test_unknown_model_and_a_file_that_is_not_sqlite_are_one_line_each_before_an
     assert not was_contacted(discord_trap)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("url", "says"),
     [
