@@ -7,11 +7,13 @@ to do, before any traffic to Discord or a model provider.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib.metadata
 import os
 import re
 import sqlite3
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 import discord
@@ -81,6 +83,36 @@ def export_dotenv_variables(env_file: str | os.PathLike[str] | None) -> list[str
             os.environ[name] = value
             exported.append(name)
     return exported
+
+
+# How alike a variable's name must be to a setting's to be taken for a typo of it (difflib's ratio). 0.8 names
+# LLM_MODLE, DATABSE_URL or MCP_SERVER, and none of the provider, Logfire, Railway or system variables.
+_TYPO_LIKENESS = 0.8
+
+
+def misspelt_settings(dotenv_names: Iterable[str], environ_names: Iterable[str]) -> list[str]:
+    """A line for each variable that is not one of Parley's settings but reads like a typo of one.
+
+    Parley ignores variables it does not know (the provider keys in `.env` are the SDKs'), so a typo would
+    otherwise be silently a default: `LLM_MODLE=anthropic:...` runs on LLM_MODEL's default.
+    """
+    settings = [name.upper() for name in Settings.model_fields]
+    lines = []
+    for where, names in ((".env", dotenv_names), ("the environment", environ_names)):
+        for name in sorted(set(names)):
+            if name.upper() in settings:
+                continue
+            likely = difflib.get_close_matches(name.upper(), settings, n=1, cutoff=_TYPO_LIKENESS)
+            if likely:
+                lines.append(f"{name} (in {where}) is not a setting Parley reads: did you mean {likely[0]}?")
+    return lines
+
+
+def dotenv_names(env_file: str | os.PathLike[str] | None) -> list[str]:
+    """The variables `.env` sets (empty when there is none)."""
+    if env_file is None or not os.path.isfile(env_file):
+        return []
+    return list(dotenv_values(env_file))
 
 
 def settings_env_file() -> str | os.PathLike[str] | None:
@@ -214,7 +246,7 @@ def required_settings_help() -> str:
             f"  {'<provider>_API_KEY':<24}The key of LLM_MODEL's provider: OPENAI_API_KEY for the default,",
             f"  {'':<24}ANTHROPIC_API_KEY for anthropic:..., and so on (not with LLM_BASE_URL).",
             "",
-            "Every other setting has a default: .env.example lists them all, README.md explains them.",
+            "Every other setting has a default: .env.example lists them all, docs/configuration.md explains them.",
         ]
     )
 

@@ -24,7 +24,9 @@ from ops.opening import ArchiveUnavailable
 from preflight import (
     configuration_problems,
     describe_configuration,
+    dotenv_names,
     export_dotenv_variables,
+    misspelt_settings,
     parley_version,
     required_settings_help,
     settings_env_file,
@@ -99,6 +101,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="register the /parley commands with Discord now (in GUILD_ID alone when set), even if unchanged,"
         " and exit; a normal start registers them whenever they changed",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --check: a variable that reads like a misspelt setting is an error (exit 2), not a warning",
+    )
     parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
     return parser.parse_args(argv)
 
@@ -107,6 +114,13 @@ def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> i
     """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import."""
     args = parse_args(argv)
     export_dotenv_variables(settings_env_file())
+    # Before the settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
+    strict = args.check and args.strict
+    typos = misspelt_settings(dotenv_names(settings_env_file()), os.environ)
+    for typo in typos:
+        print(f"{'Configuration error' if strict else 'Warning'}: {typo}", file=sys.stderr)
+    if typos and strict:
+        return 2
     try:
         settings = Settings()
     except ValidationError as error:
