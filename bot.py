@@ -2,146 +2,59 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import functools
-import gc
-import hashlib
-import json
 import logging
-import os
-import signal
-import sqlite3
 import sys
-from collections import OrderedDict
-from collections.abc import Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import replace
-from datetime import datetime, timedelta
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import discord
-import logfire
-import yarl
-from discord import app_commands
-from opentelemetry.sdk.trace import SpanProcessor
-from pydantic import ValidationError
-from pydantic_ai import RunUsage
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.models import Model
 
-from admission.gatekeeper import QUEUE_FULL, SUPERSEDED, Gatekeeper
-from admission.history_access import private_view, regenerated_view
-from agent import (
-    AnswerListener,
-    LLMJudge,
-    Reply,
-    ReplyFailed,
-    Responder,
-    build_judge,
-    build_responder,
-    generate_reply,
-    regenerate_reply,
-)
-from archive import (
-    Archive,
-    ArchiveWriteFailed,
-    DatabaseUrlError,
-    StoredConversation,
-    describe_database_url,
-    open_archive,
-)
-from archive.file_text import FileTextBudget
-from archive.text import safe_text
-from backfill import ChannelCatchUp, catch_up, readable_channels
-from budget import NO_MEMBER, UsageLedger
+from admission.gatekeeper import Gatekeeper
+from agent import LLMJudge, Responder, build_judge, build_responder
+from answering.agents import Agents
+from answering.answer import Answering
+from answering.decisions import DecisionLog
+from answering.models import ProfileModels
+from answering.pipeline import MessagePipeline
+from answering.usage import UsageAccounting
+from archive import Archive
+from budget import UsageLedger
 from commands import ParleyCommands, ParleyTree
-from config import Settings, describe_settings_error
-from context import (
-    EARLIER_SUMMARIES,
-    TRANSCRIPT_MAX_MESSAGES,
-    HistoryCompactor,
-    Summarizer,
-    build_summarizer,
-    pick_summaries,
-    quoted_message_ids,
-    render_earlier_conversations,
-)
-from conversation import ChannelConversation, ConversationManager, utc_now
-from conversation_snapshots import restore, snapshot
-from costs import UsageMetrics, model_label
-from decider import ResponseDecider, addresses_bot, log_decision
-from discord_io import (
-    attachment_info,
-    is_automated,
-    is_closed_thread,
-    may_read_history,
-    record_from_archive,
-    reply_mentions,
-    split_message,
-    thread_name,
-    to_archived,
-    to_record,
-    typing_indicator,
-)
-from files.prepared import PreparedFiles
-from files.preparer import AttachmentPreparer
-from files.providers import build_transcriber, is_image_refusal, model_key
-from followup import ModelFileError, load_model, model_path
-from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
+from config import Settings
+from context import Summarizer, build_summarizer
+from conversation import ConversationManager
+from costs import UsageMetrics
+from decider import ResponseDecider
+from discord_io import to_archived, to_record
+from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
+from edge.attachment_sources import AttachmentSources
+from edge.command_sync import sync_commands
+from edge.context_loading import ContextLoader
+from edge.gateway import reach_gateway
+from edge.threads import Threads
+from followup import load_model, model_path
+from journal import DecisionJournal, LoggedDecision
 from memory import MemoryStore
-from ops.redaction import LogLineFormatter, MaskCredentials
-from preflight import (
-    configuration_problems,
-    describe_configuration,
-    export_dotenv_variables,
-    invite_link,
-    parley_version,
-    required_settings_help,
-    settings_env_file,
-)
-from profiles import Profiles, load_profiles_file, persona_instructions
-from providers.models import build_model, close_model
-from records import CHANNEL, DIRECT, NORMAL, OWN_THREAD, AnswerPosts, AttachmentInfo, Decision, Kind, MessageRecord
-from shared import SharedSettings, channels_served_elsewhere, follow_other_processes
+from ops import cli
+from ops.opening import follow, open_configured_archive
+from preflight import startup_summary
+from profiles import Profiles, load_profiles_file
+from providers.models import build_model
+from records import Decision, MessageRecord
+from shared import SharedSettings
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
-from tools import ChatDeps, Toolbox, build_toolbox
+from tools import Toolbox, build_toolbox
+from upkeep.background import BackgroundTasks
+from upkeep.channel_settings import ChannelSettings
+from upkeep.conversations import ConversationUpkeep
+from upkeep.coverage import Coverage
+from upkeep.forgetting import Forgetting
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener
 
 log = logging.getLogger("parley")
-
-
-APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
-# Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
-CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-
-
-# What the model is told a direct message's server and channel are called.
-DIRECT_MESSAGES_PLACE = "direct messages"
-
-
-def guild_id_of(message: discord.Message) -> int:
-    """The message's server id; 0 for a direct message, so DMs share one budget and memory scope apart from servers."""
-    return 0 if message.guild is None else message.guild.id
-
-
-# The archive's bot_state entry: per channel, since when the archive holds all of it.
-COVERAGE_STATE = "archive_covered_since"
-
-
-class ArchiveUnavailable(Exception):
-    """The archive DATABASE_URL names cannot be opened or created (or its server reached)."""
-
-
-# --- The client -------------------------------------------------------------------------------
-
-
-# Recent messages' discord.py attachments kept for reading (a few hundred bytes each).
-ATTACHMENT_SOURCES_KEPT = 2048
 
 
 class Parley(discord.AutoShardedClient):
@@ -161,59 +74,37 @@ class Parley(discord.AutoShardedClient):
         toolbox: Toolbox | None = None,
         **options: Any,
     ) -> None:
-        # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
-        # These flags are its own switch for exactly those two warnings, so every other one still shows.
-        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-        intents = discord.Intents.none()
-        intents.guilds = True
-        intents.guild_messages = True
-        intents.message_content = True
-        # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
-        intents.dm_messages = settings.direct_messages
-        if settings.shard_ids:  # else every shard of the count
-            options["shard_ids"] = sorted(settings.shard_ids)
-        options["shard_count"] = settings.shard_count  # None: as many as Discord recommends
-        super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options)
+        # Over 60 lines on purpose: the client's parts are built here once, each after what it takes, so the order
+        # of the lines is the order of their dependencies (composition, no logic).
+        super().__init__(**discord_options(settings, options))
         self.settings = settings
         self.manager = manager
         self.decider = decider
-        self.responder = responder
         self.judge = judge
         self.summarizer = summarizer
         # Web search and the MCP servers, by name; the servers run from setup_hook to close.
         self.toolbox = toolbox or Toolbox()
-        self.compactor = None if summarizer is None else HistoryCompactor(summarizer, settings.history_token_budget)
         self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
-        # The archive holds every message only from the moment this gateway session started watching,
-        # or, per channel, from whenever this session's catch-up filled the gap before it.
-        self.watching_since = utc_now()
-        self.covered_since: dict[int, datetime] = {}
-        self._catch_up: asyncio.Task[None] | None = None
-        # set_state reads its value back to confirm it; two notes at once would each read the other's.
-        self._coverage_lock = asyncio.Lock()
-        # The model provider's HTTP client is closed only by leaving the agent's context.
-        self._resources = contextlib.AsyncExitStack()
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
         # The models profiles name, built once each; the defaults are the agents' own.
-        self._answer_models: dict[str, Model] = {}
-        self._judge_models: dict[str, Model] = {}
-        # Per channel, the message id its context starts after: set by /parley forget.
-        self.forget_markers: dict[int, int] = {}
-        # The channels where an @mention opens a thread (`/parley threads on`), and the threads Parley opened
-        # (by id, with their server's), in which every message is for Parley while they are open.
-        self.thread_channels: set[int] = set()
-        self.own_threads: dict[int, int] = {}
+        self.models = ProfileModels(settings, self.profiles)
+        self.agents = Agents(responder, judge, summarizer, self.models)
+        self.channels = ChannelSettings()
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
+        self.decision_log = DecisionLog(self.decisions, self)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
         if settings.logfire_token is not None:
             self.usage.on_record = UsageMetrics()
+        self.accounting = UsageAccounting(
+            self.usage, responder.model, self.get_channel, judge=judge, summarizer=summarizer
+        )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage, self)
         # `python bot.py --sync`: register the slash commands even if they did not change.
@@ -223,41 +114,61 @@ class Parley(discord.AutoShardedClient):
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
-        self._background: set[asyncio.Task[None]] = set()
-        # The channels whose history a compaction is waiting to summarise, or summarising.
-        self._compacting: set[int] = set()
-        # Ended conversations whose summary is being written: deletions still reach them, and a channel deleted
-        # meanwhile takes them out, so no summary is kept from what is gone.
-        self._ending: list[ChannelConversation] = []
-        self.attachments = AttachmentPreparer(
-            self.read_attachment,
-            vision=settings.vision,
-            max_images=settings.max_images,
-            max_chars=settings.max_attachment_chars,
-            transcriber=build_transcriber(settings),
+        self.background = BackgroundTasks()
+        self.upkeep = ConversationUpkeep(
+            settings,
+            manager,
+            self,
+            self.background,
+            summarizer=summarizer,
+            forget_markers=self.channels.forget_markers,
+            admission=self.admission,
+            guild_of=self.guild_of,
         )
-        # The discord.py attachments of recent messages, read through their signed links; older ones are read
-        # by fetching their message again, which signs the links anew.
-        self._attachment_sources: OrderedDict[int, discord.Attachment] = OrderedDict()
+        self.forgetting = Forgetting(manager, self, self.upkeep, self.decisions, self.profiles, self.channels)
+        self.threads = Threads(self, self, manager, self.upkeep, self.admission.within_rate, self.channels)
+        self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
+        self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
+        self.files = AttachmentSources(self, self, settings)
+        self.answering = Answering(
+            self,
+            self,
+            settings,
+            manager,
+            responder=responder,
+            streams=self.streams,
+            profiles=self.profiles,
+            models=self.models,
+            files=self.files,
+            accounting=self.accounting,
+            upkeep=self.upkeep,
+        )
+        self.pipeline = MessagePipeline(
+            self,
+            manager,
+            decider,
+            self.admission,
+            threads=self.threads,
+            context=self.context,
+            upkeep=self.upkeep,
+            answering=self.answering,
+            decision_log=self.decision_log,
+        )
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
-        await self._resources.enter_async_context(self.responder.agent)
+        await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        if self.judge is not None:
-            await self._resources.enter_async_context(self.judge.agent)
-            # The judge tells the model whom the bot last answered, so it must know who the bot is.
-            self.judge.bot_user_id = self.user.id
-            self.judge.bot_name = self.user.display_name
-            self.judge.on_usage = self.account_judgement
-            self.judge.model_for = self.judge_model_for
-        if self.summarizer is not None:
-            await self._resources.enter_async_context(self.summarizer.agent)
-            self.summarizer.on_usage = self.account_summary
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
-        self.in_background(self._end_timed_out_conversations(), "conversation-timeouts")
-        await self.sync_commands(force=self.force_command_sync)
+        self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
+        await sync_commands(
+            self.tree,
+            guild_id=self.settings.guild_id,
+            application_id=self.application_id,
+            archive=self.archive,
+            force=self.force_command_sync,
+        )
 
     async def launch_shards(self) -> None:
         """Connect this process's shards; through DISCORD_GATEWAY_URL when it is set.
@@ -280,187 +191,18 @@ class Parley(discord.AutoShardedClient):
         """
         if not self.settings.archive_enabled or self.archive is not None:
             return
-        url = self.settings.database_url
-        try:
-            self.archive = await open_archive(
-                url,
-                retention_days=self.settings.history_retention_days,
-                file_text_budget=FileTextBudget(
-                    self.settings.archive_file_text_channel_bytes, self.settings.archive_file_text_member_bytes
-                ),
-            )
-        except DatabaseUrlError as error:
-            raise ArchiveUnavailable(str(error)) from None
-        except (OSError, sqlite3.Error, RuntimeError) as error:
-            where = describe_database_url(url)
-            raise ArchiveUnavailable(f"DATABASE_URL names {where}, which cannot be opened: {error}") from error
-        self.memory = await MemoryStore.open(self.archive)
-        shared = SharedSettings(
-            self.archive, self.profiles, self.forget_markers, self.thread_channels, self.own_threads, self._forgotten
-        )
-        try:
-            self._other_processes = await follow_other_processes(url, self.archive, shared)
-        except DatabaseUrlError as error:
-            raise ArchiveUnavailable(str(error)) from None
-        await self.profiles.attach(self.archive)
-        self.forget_markers.update(await self.archive.all_forget_markers())
-        self.thread_channels.update(await self.archive.thread_channels())
-        self.own_threads.update(await self.archive.own_threads())
-        await self.usage.attach(self.archive)
-        self.manager.on_change = self._keep_conversation
-        self.manager.on_end = self._conversation_ended
-        await self._resume_conversations(self.archive)
-
-    async def _resume_conversations(self, archive: Archive) -> None:
-        """Take up the conversations a previous run left live; those that timed out since have ended.
-
-        With SHARD_IDS, those of servers on other shards are other processes' to take up.
-        """
-        stored = await archive.stored_conversations()
-        if self.settings.shard_ids and self.settings.shard_count:
-            elsewhere = await channels_served_elsewhere(archive, self.settings.shard_ids, self.settings.shard_count)
-            stored = {channel_id: kept for channel_id, kept in stored.items() if channel_id not in elsewhere}
-        resumed = 0
-        for channel_id, kept in sorted(stored.items(), key=lambda item: item[1].last_activity):
-            try:
-                conversation = restore(kept.state)
-            except ValidationError as error:
-                log.warning("dropping the kept conversation of channel %s: unreadable (%s)", channel_id, error)
-                archive.drop_conversation(channel_id)
-                continue
-            if self.manager.adopt(conversation):
-                resumed += 1
-            else:
-                self._conversation_ended(conversation, True)
-        if stored:
-            log.info("resumed %d of %d kept conversation(s)", resumed, len(stored))
-
-    def _keep_conversation(self, conversation: ChannelConversation) -> None:
-        """The manager's listener: the archive writes the conversation's state with its next batch."""
-        if self.archive is not None:
-            self.archive.save_conversation(conversation.channel_id, lambda: _stored(conversation))
-
-    def _conversation_ended(self, conversation: ChannelConversation, expired: bool) -> None:
-        """The manager's listener: a conversation that ended is no longer kept; one that timed out is summarised."""
-        if self.archive is None:
-            return
-        self.archive.drop_conversation(conversation.channel_id)
-        if expired:
-            self.summarise_ended(conversation)
-
-    def summarise_ended(self, conversation: ChannelConversation) -> None:
-        """Keep a summary of an ended conversation for the channel's next one, in the background."""
-        if self.summarizer is not None and conversation.llm_history:
-            self.in_background(self._keep_summary(self.summarizer, conversation), f"summary-{conversation.channel_id}")
-
-    async def _keep_summary(self, summarizer: Summarizer, conversation: ChannelConversation) -> None:
-        channel_id = conversation.channel_id
-        deletions = len(conversation.redactions)
-        self._ending.append(conversation)
-        try:
-            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
-                if not admitted:
-                    return
-                summary = await summarizer.summarize(conversation.llm_history, channel_id)
-        except Exception as error:  # noqa: BLE001 - a model call: the next conversation starts without it
-            log.warning("could not summarise the conversation that ended in channel %s: %r", channel_id, error)
-            return
-        finally:
-            still_kept = any(ending is conversation for ending in self._ending)
-            self._ending = [ending for ending in self._ending if ending is not conversation]
-        if not still_kept or len(conversation.redactions) != deletions:
-            log.info("summary of the conversation that ended in channel %s dropped: its messages changed", channel_id)
-            return
-        if self.archive is not None:
-            written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
-            self.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
-            log.info("kept the summary of the conversation that ended in channel %s", channel_id)
-
-    async def _end_timed_out_conversations(self) -> None:
-        """End conversations as they time out, not only when their server next speaks: their kept state goes from
-        the archive, and their summary is ready for the channel's next conversation."""
-        interval = min(SWEEP_SECONDS, self.settings.conversation_timeout_seconds / 2)
-        while True:
-            await asyncio.sleep(interval)
-            self.manager.evict_expired()
-
-    def compact_later(self, conversation: ChannelConversation) -> None:
-        """Summarise the conversation's oldest turns in the background once its history nears the budget."""
-        channel_id = conversation.channel_id
-        # One at a time per channel: a compaction waiting for the channel's turn is not under way for `due` yet.
-        if self.compactor is not None and channel_id not in self._compacting and self.compactor.due(conversation):
-            self._compacting.add(channel_id)
-            self.in_background(self._compact(self.compactor, conversation), f"compact-{channel_id}")
-
-    async def _compact(self, compactor: HistoryCompactor, conversation: ChannelConversation) -> None:
-        channel_id = conversation.channel_id
-        try:
-            async with self.admission.summary_call(self.guild_of(channel_id), channel_id) as admitted:
-                if admitted and await compactor.compact(conversation) and self.manager.get(channel_id) is conversation:
-                    self.manager.changed(channel_id)
-        finally:
-            self._compacting.discard(channel_id)
-
-    async def earlier_conversations(self, channel_id: int) -> str:
-        """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
-        budget = self.settings.summary_context_tokens
-        if self.archive is None or self.summarizer is None or budget == 0:
-            return ""
-        summaries = await self.archive.summaries(channel_id, EARLIER_SUMMARIES)
-        marker = self.forget_markers.get(channel_id)
-        if marker is not None:
-            forgotten_at = discord.utils.snowflake_time(marker)
-            summaries = [summary for summary in summaries if summary.ended_at > forgotten_at]
-        picked = pick_summaries(summaries, budget)
-        return render_earlier_conversations(picked) if picked else ""
-
-    def in_background(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        """Run `work` beside the bot; `close` cancels what is still running."""
-        task = asyncio.create_task(work, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    async def sync_commands(self, *, force: bool = False) -> None:
-        """Register the slash commands with Discord if they changed since the last time (or if `force`).
-
-        In GUILD_ID alone (usable at once) when set, else globally. Discord rate-limits registration
-        and advises against it on every start, so the hash of what was last registered is kept (in
-        the archive, or in COMMAND_SYNC_FILE without one) and an unchanged tree is not sent again.
-        """
-        guild_id = self.settings.guild_id
-        guild = None if guild_id is None else discord.Object(id=guild_id)
-        if guild is not None:
-            self.tree.copy_global_to(guild=guild)
-        scope = "globally" if guild is None else f"to guild {guild_id}"
-        key = f"command_sync:{self.application_id}:{guild_id or 'global'}"
-        digest = command_tree_hash(self.tree, guild)
-        if not force and await self._remembered(key) == digest:
-            log.info("slash commands unchanged since they were last registered %s", scope)
-            return
-        try:
-            synced = await self.tree.sync(guild=guild)
-        except discord.HTTPException as error:
-            # The bot still works without fresh commands; say why they could not be registered.
-            log.error("could not sync the slash commands: %s", error)
-            return
-        log.info("synced %d slash command(s) %s", len(synced), scope)
-        await self._remember(key, digest)
-
-    async def _remembered(self, key: str) -> str | None:
-        if self.archive is not None:
-            return await self.archive.get_state(key)
-        noted = await asyncio.to_thread(_read_sync_file)
-        return noted.get(key)
-
-    async def _remember(self, key: str, value: str) -> None:
-        try:
-            if self.archive is not None:
-                await self.archive.set_state(key, value)
-            else:
-                await asyncio.to_thread(_write_sync_file, key, value)
-        except (OSError, ArchiveWriteFailed) as error:
-            log.warning("could not note the command registration (%s): the next start registers them again", error)
+        self.archive = archive = await open_configured_archive(self.settings)
+        self.memory = await MemoryStore.open(archive)
+        channels = self.channels
+        maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
+        shared = SharedSettings(archive, self.profiles, *maps, self.forgetting.forgotten)
+        self._other_processes = await follow(self.settings, archive, shared)
+        await self.profiles.attach(archive)
+        await channels.load(archive)
+        await self.usage.attach(archive)
+        self.manager.on_change = self.upkeep.keep
+        self.manager.on_end = self.upkeep.ended
+        await self.upkeep.resume(archive)
 
     async def close(self) -> None:
         if self.user is None:
@@ -469,9 +211,7 @@ class Parley(discord.AutoShardedClient):
             await discord.Client.close(self)
         else:
             await super().close()
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.background.cancel()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         self.memory = None
@@ -482,122 +222,24 @@ class Parley(discord.AutoShardedClient):
             self.usage.detach()
             await archive.close()
         await self.toolbox.stop()
-        await self._resources.aclose()
-        await close_model(self.responder.model)
-        if self.judge is not None:
-            await close_model(self.judge.agent.model)
-        if self.summarizer is not None:
-            await close_model(self.summarizer.agent.model)
-        for model in [*self._answer_models.values(), *self._judge_models.values()]:
-            await close_model(model)
+        await self.agents.close()
 
     async def on_ready(self) -> None:
-        # A new gateway session (not a resume) may have missed messages: the archive's unbroken
-        # record of the channels starts again now, until catch-up fills the gap.
-        self.watching_since = utc_now()
-        self.covered_since.clear()
+        self.coverage.restart()
         log.info("%s", self.startup_summary())
-        self._end_closed_threads()
-        await self._stop_catch_up()
-        archive = self.archive
-        if archive is None:
-            return
-        # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
-        earlier = await self._noted_coverage(archive)
-        await self._note_coverage(archive)
-        if self.settings.backfill_max_messages:
-            self._catch_up = self.in_background(self.catch_up(archive, earlier), "catch-up")
-
-    async def catch_up(self, archive: Archive, earlier: Mapping[int, datetime]) -> None:
-        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
-
-        `earlier`: per channel, since when the archive held all of it up to the previous session's end.
-        """
-        settings = self.settings
-
-        async def caught_up(result: ChannelCatchUp) -> None:
-            covered = result.covered_since
-            if result.complete and result.channel_id in earlier:
-                # The gap reached back into the previous session, so its coverage carries on into this one.
-                covered = min(covered, earlier[result.channel_id])
-            self.covered_since[result.channel_id] = min(covered, self.watching_since)
-            await self._note_coverage(archive)
-
-        try:
-            summary = await catch_up(
-                list(readable_channels(self.guilds)),
-                archive,
-                limit=settings.backfill_max_messages,
-                retention_days=settings.history_retention_days,
-                concurrency=settings.backfill_concurrency,
-                now=utc_now(),
-                session_start=self.watching_since,
-                forget=self._forget_messages,
-                on_channel=caught_up,
-            )
-        except Exception:
-            # A background task's failure would otherwise go unseen; the live archive carries on without it.
-            log.exception("catch-up failed")
-            return
-        log.info("%s", summary.describe())
-
-    async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
-        """Per channel, since when the archive held all of it, as the last session noted."""
-        noted = await archive.get_state(self.coverage_state)
-        try:
-            return {int(channel): datetime.fromisoformat(since) for channel, since in json.loads(noted or "{}").items()}
-        except (ValueError, TypeError, AttributeError):
-            log.warning("ignoring an unreadable %s in the archive", self.coverage_state)
-            return {}
-
-    async def _note_coverage(self, archive: Archive) -> None:
-        """Keep this session's coverage for the next one; channels not caught up (yet) are left out."""
-        try:
-            async with self._coverage_lock:
-                noted = {str(channel): since.isoformat() for channel, since in self.covered_since.items()}
-                await archive.set_state(self.coverage_state, json.dumps(noted, sort_keys=True))
-        except ArchiveWriteFailed as error:
-            log.warning("could not note the archive's coverage (%s): the next start reads context from Discord", error)
-
-    @property
-    def coverage_state(self) -> str:
-        """Where the archive keeps this process's coverage: processes running other shards (SHARD_IDS) keep theirs
-        apart, else each would overwrite the others' with its own channels."""
-        if not self.settings.shard_ids:
-            return COVERAGE_STATE
-        return f"{COVERAGE_STATE}:{','.join(map(str, sorted(self.settings.shard_ids)))} of {self.settings.shard_count}"
-
-    async def _stop_catch_up(self) -> None:
-        task, self._catch_up = self._catch_up, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    @property
-    def catching_up(self) -> bool:
-        """Whether this session's catch-up is still running."""
-        return self._catch_up is not None and not self._catch_up.done()
-
-    def watched_from(self, channel_id: int) -> datetime:
-        """Since when the archive holds every message of the channel."""
-        return self.covered_since.get(channel_id, self.watching_since)
+        self.threads.end_closed_threads()
+        await self.coverage.start_catch_up(self.archive, self.guilds)
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
-        settings = self.settings
-        servers = len(self.guilds)
-        judge = settings.judge_model if self.judge is not None else "off"
-        archive = describe_database_url(settings.database_url) if settings.archive_enabled else "off"
-        others = len(self.profiles.modes)
-        modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
-        line = (
-            f"Parley {parley_version()} connected as {self.user} to {servers} server(s):"
-            f" model {settings.llm_model}, judge {judge}, archive {archive}, {modes}"
+        return startup_summary(
+            self.settings,
+            user=self.user,
+            servers=len(self.guilds),
+            judged=self.judge is not None,
+            channels_set_otherwise=len(self.profiles.modes),
+            application_id=self.application_id,
         )
-        if servers == 0 and self.application_id is not None:
-            line += f"; add it to a server with {invite_link(self.application_id)}"
-        return line
 
     # -- Messages --
 
@@ -605,656 +247,54 @@ class Parley(discord.AutoShardedClient):
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message)
-        self._note_attachments(message.attachments)
+        self.files.note(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
             if record.attachments:
-                self.in_background(self._archive_attachment_text(record), f"attachment-text-{message.id}")
+                self.background.start(self.files.archive_text(record), f"attachment-text-{message.id}")
         if message.author.id == self.user.id:
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
             return
-        if not is_automated(message):
-            self.admission.bot_gate.human_spoke(message.channel.id)
-        elif self._refuse_automated(record):
-            return
-        # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
-        # never answers them (`other_bot`).
-        await self.handle(message, record)
+        kind = self.threads.kind_of(message)
+        await self.pipeline.arrived(Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id))
 
-    def _refuse_automated(self, record: MessageRecord) -> bool:
-        """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
-        assert self.user is not None
-        if not addresses_bot(record, self.user.id):
-            return False
-        refusal = self.admission.bot_gate.refusal(record.author_id, record.channel_id)
-        if refusal is None:
-            return False
-        self.manager.record_message(record.channel_id, record)
-        self.decided_here(record, refusal)
-        return True
-
-    async def handle(self, message: discord.Message, record: MessageRecord) -> None:
-        """Record, decide and answer one message; a channel's messages are decided in arrival order.
-
-        Every message is recorded, so the model sees them all; only answering is limited. While a
-        channel is busy, a member's newer mention of Parley (or reply to it) supersedes their
-        earlier waiting one, and at most CHANNEL_QUEUE_LIMIT members' mentions wait; the rest are
-        recorded, not answered. Other messages wait for their turn to be decided: none of them can
-        cost more than a follow-up or a judge call, each limited on its own.
-        """
-        assert self.user is not None
-        channel_id = message.channel.id
-        live = self.manager.record_message(channel_id, record)
-        kind = self.kind_of(message)
-        trigger: bool | None = None
-        if live is None and self.admission.idle(channel_id):
-            # Nothing is starting a conversation here, so this message can be decided at once.
-            trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
-            if not trigger:
-                return
-        in_line = addresses_bot(record, self.user.id)
-        answerable = True
-        if in_line and not self.admission.join_line(channel_id, record):
-            self.decided_here(record, QUEUE_FULL)
-            if live is not None:
-                return  # recorded already; a full line has waiters, who clear the turn away
-            in_line = answerable = False  # it waits only to be recorded in order
-        async with self.admission.channel_turn(channel_id):
-            if in_line and not self.admission.leave_line(channel_id, record.message_id):
-                self.decided_here(record, SUPERSEDED)
-                answerable = False
-            if not answerable:
-                self._record_late(record, live)
-                return
-            thread = await self.open_thread(message, record) if self.opens_thread(message, record) else None
-            if thread is not None:
-                await self._answer_in_thread(message, record, thread)
-                return
-            conversation = await self._conversation_for(message, record, live, trigger, kind)
-            if conversation is not None:
-                await self._decide_and_answer(message, record, conversation)
-
-    # -- Threads Parley opens, and direct messages --
-
-    def kind_of(self, message: discord.Message) -> str:
-        """Where the message was written, as the engine's conversation kind."""
-        if message.guild is None:
-            return DIRECT
-        channel = message.channel
-        if channel.id in self.own_threads and not is_closed_thread(channel):
-            return OWN_THREAD
-        return CHANNEL
-
-    def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
-        """Whether the message @mentions Parley in a text channel where `/parley threads on` was set."""
-        assert self.user is not None
-        return (
-            message.channel.id in self.thread_channels
-            and isinstance(message.channel, discord.TextChannel)
-            and self.user.id in record.mention_ids
-            and self.admission.within_rate(guild_id_of(message), record.author_id)
-        )
-
-    async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:
-        """Open a thread on the message (Discord's "start thread from message"), named from its question.
-
-        None if Discord refuses (no Create Public Threads permission, a thread already there): then the
-        question is answered in the channel, as without `/parley threads`.
-        """
-        assert self.user is not None and message.guild is not None
-        name = thread_name(record.content, record.author, self.user.display_name)
-        try:
-            thread = await message.create_thread(name=name)
-        except discord.HTTPException as error:
-            log.warning(
-                "could not open a thread on message %s in channel %s: %s", message.id, message.channel.id, error
-            )
-            return None
-        self.own_threads[thread.id] = message.guild.id
-        if self.archive is not None:
-            self.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
-        log.info("opened thread %s on message %s in channel %s", thread.id, message.id, message.channel.id)
-        return thread
-
-    async def _answer_in_thread(self, message: discord.Message, record: MessageRecord, thread: discord.Thread) -> None:
-        """Start the thread's conversation with the question that opened it, and answer it there.
-
-        The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
-        """
-        question = replace(record, channel_id=thread.id)
-        async with self.admission.channel_turn(thread.id):
-            conversation = self.manager.start(thread.id, kind=OWN_THREAD)
-            self.manager.record_message(thread.id, question)
-            await self._decide_and_answer(message, question, conversation, thread)
-
-    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
-        """Make an @mention in the channel open a thread, or not, from its next message; the archive keeps it."""
-        if self.archive is not None:
-            await self.archive.set_thread_setting(channel_id, guild_id, on)
-        if on:
-            self.thread_channels.add(channel_id)
-        else:
-            self.thread_channels.discard(channel_id)
-
-    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
-        """An archived or locked thread ends its conversation; Parley never reopens it."""
-        # A THREAD_UPDATE always carries the thread's metadata; discord.py types it as such.
-        metadata: Mapping[str, object] = payload.data["thread_metadata"]
-        if metadata.get("archived") or metadata.get("locked"):
-            self._end_thread_conversation(payload.thread_id)
-
-    def _end_thread_conversation(self, thread_id: int) -> None:
-        ended = self.manager.end(thread_id)
-        if ended is not None:
-            log.info("the conversation in thread %s ended: the thread was archived or locked", thread_id)
-            # Like a timeout, a closed thread is a natural end: a reopened thread starts from its summary.
-            self.summarise_ended(ended)
-
-    def _end_closed_threads(self) -> None:
-        """End the kept conversations of Parley's threads archived, locked or deleted while it was away.
-
-        Discord sends only active threads with a server, so a thread missing from an available server is closed.
-        """
-        for conversation in self.manager.lasting():
-            guild = self.get_guild(self.own_threads.get(conversation.channel_id, 0))
-            if guild is None or guild.unavailable:
-                continue
-            thread = guild.get_thread(conversation.channel_id)
-            if thread is None or is_closed_thread(thread):
-                self._end_thread_conversation(conversation.channel_id)
-
-    def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
-        """Record a message that will not be answered in the conversation that began while it waited."""
-        conversation = self.manager.get(record.channel_id)
-        if conversation is not None and conversation is not live:
-            self.manager.record_message(record.channel_id, record)
-
-    async def _decide_and_answer(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        where: discord.Thread | None = None,
-    ) -> None:
-        """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
-        says so."""
-        assert self.user is not None
-        guild_id = guild_id_of(message)
-        if not await self.admission.admit_member(guild_id, message, record, addresses_bot(record, self.user.id)):
-            return
-        decision = self.decider.decide_now(record, conversation, self.user.id)
-        if not isinstance(decision, Decision):
-            decision = await self.admission.judged(guild_id, record, decision)
-        if not decision.respond:
-            self.admission.give_back(guild_id, record.author_id)
-            return
-        async with self.admission.answer_slots:
-            await self.answer(message, record, conversation, where)
-
-    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
-        """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
-        for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
-        self.note_decision(record, decision)
-        log_decision(record, decision)
-
-    async def _conversation_for(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        live: ChannelConversation | None,
-        trigger: bool | None,
-        kind: str = CHANNEL,
-    ) -> ChannelConversation | None:
-        """The conversation `record` belongs to, starting one (of `kind`) if the message is a trigger."""
-        assert self.user is not None
-        channel_id = message.channel.id
-        conversation = self.manager.get(channel_id)
-        if conversation is None:
-            if trigger is None:
-                trigger = kind != CHANNEL or self.decider.should_start_conversation(record, self.user.id)[0]
-            if not trigger:
-                return None
-            context = await self.load_context(message)
-            earlier = await self.earlier_conversations(channel_id)
-            conversation = self.manager.start(channel_id, context, kind=kind)
-            conversation.earlier_conversations = earlier
-            self.manager.record_message(channel_id, record)
-        elif conversation is not live:
-            self.manager.record_message(channel_id, record)
-        return conversation
-
-    async def load_context(self, message: discord.Message) -> list[MessageRecord]:
-        """The channel's recent messages before `message`, oldest first, as a new conversation's context.
-
-        From the archive when it holds the channel's whole period, watched live or caught up (no
-        Discord round trip), otherwise from Discord's message history.
-        """
-        count = self.settings.context_message_count
-        if count == 0:
-            return []
-        since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
-        after_id = self.forget_markers.get(message.channel.id, 0)
-        if self.archive is not None and since >= self.watched_from(message.channel.id):
-            return await self._context_from_archive(self.archive, message, count, since, after_id)
-        after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
-        return await self._context_from_discord(message, count, discord.Object(id=after_id))
-
-    async def _context_from_archive(
-        self, archive: Archive, message: discord.Message, count: int, since: datetime, after_id: int
-    ) -> list[MessageRecord]:
-        await archive.flush()  # the messages just before the trigger may still be queued
-        hours = (message.created_at - since).total_seconds() / 3600
-        earlier = await archive.recent(
-            message.channel.id,
-            limit=count,
-            hours=hours,
-            now=message.created_at,
-            before_id=message.id,
-            after_id=after_id,
-        )
-        return [record_from_archive(row) for row in earlier]
-
-    async def _context_from_discord(
-        self, message: discord.Message, count: int, after: discord.abc.Snowflake
-    ) -> list[MessageRecord]:
-        try:
-            history = [
-                to_record(earlier)
-                # Newest first: with `after` alone discord.py pages forward from it, which in a busy
-                # channel would be the period's first messages, not the ones just before `message`.
-                async for earlier in message.channel.history(
-                    limit=count, before=message, after=after, oldest_first=False
-                )
-            ]
-        except discord.HTTPException as error:
-            log.warning("could not load context for channel %s: %s", message.channel.id, error)
-            return []
-        history.sort(key=lambda record: record.message_id)
-        return history
-
-    # -- Answering --
-
-    async def answer(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        where: discord.Thread | None = None,
-    ) -> None:
-        """Run the responder and post its answer (in `where`, a thread opened for it, if given); on failure
-        apologise and leave the history as it was.
-
-        A server whose token budget for the day is spent gets no answer (`decline_over_budget`).
-        """
-        assert self.user is not None
-        channel = where or message.channel
-        if self.admission.server_budget_spent(guild_id_of(message)):
-            await self.admission.decline_over_budget(guild_id_of(message), message, record, where)
-            return
-        deps = self.chat_deps(message, channel)
-        if self.settings.stream_answers:
-            await self._answer_streamed(message, record, conversation, deps, where)
-            return
-        async with typing_indicator(channel):
-            try:
-                reply = await self._reply(message, conversation, record, deps)
-            except ReplyFailed as failure:
-                self.account(message, failure.usage, channel.id)
-                log.exception("answer to message %s in channel %s failed", message.id, channel.id)
-                await self.deliver(message, APOLOGY, where)
-                return
-        self.account(message, reply.usage, channel.id, reply.model)
-        posts = await self.deliver(message, reply.text, where)
-        if posts:
-            self._answered(message, posts, channel, conversation)
-            self._keep_answer(channel.id, conversation, reply.messages, record.message_id, deps)
-            self.compact_later(conversation)
-
-    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable) -> ChatDeps:
-        """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
-
-        A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
-        the person told Parley about themselves in DMs, never a server's.
-        """
-        assert self.user is not None
-        guild = message.guild
-        channel_id = getattr(channel, "id", message.channel.id)
-        return ChatDeps(
-            bot_name=safe_text(self.user.display_name),
-            bot_user_id=self.user.id,
-            guild_id=0 if guild is None else guild.id,
-            guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
-            channel_id=channel_id,
-            channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
-            archive=self.archive,
-            requester_id=message.author.id,
-            # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
-            requester_can_read_history=guild is None or may_read_history(message),
-            memory=self.memory if self.settings.memory_tools else None,
-            message_id=message.id,
-            offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
-        )
-
-    async def _reply(
-        self,
-        message: discord.Message,
-        conversation: ChannelConversation,
-        record: MessageRecord,
-        deps: ChatDeps,
-        listener: AnswerListener | None = None,
-    ) -> Reply:
-        """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
-        marks the model as taking none and gets the same answer asked again without them."""
-        if not deps.requester_can_read_history:
-            conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
-        profile = self.profiles.for_channel(deps.channel_id)
-        chosen = self.answer_model(profile.model)
-        instructions = persona_instructions(profile.persona)
-        model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
-        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
-        files = await self.attachments.prepare(shown, vision=self.attachments.sees_images(model))
-        self._archive_extracted(files)
-        ask = functools.partial(
-            generate_reply,
-            self.responder,
-            conversation,
-            record,
-            deps,
-            listener=listener,
-            model=chosen,
-            instructions=instructions,
-        )
-        try:
-            return await ask(files)
-        except ReplyFailed as failure:
-            if model is None or not files.images or not is_image_refusal(failure.__cause__):
-                raise
-            self.account(message, failure.usage, deps.channel_id)
-            self.attachments.refuse_images(model)
-            log.warning(
-                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
-            )
-            return await ask(files.without_images("image not shown: this model takes no images"))
-
-    # -- Attachments --
-
-    def _note_attachments(self, attachments: Sequence[discord.Attachment]) -> None:
-        for attachment in attachments:
-            self._attachment_sources[attachment.id] = attachment
-        while len(self._attachment_sources) > ATTACHMENT_SOURCES_KEPT:
-            self._attachment_sources.popitem(last=False)
-
-    async def read_attachment(self, record: MessageRecord, info: AttachmentInfo) -> bytes:
-        """An attachment's bytes through discord.py; raises on any failure (the preparer turns it into a note)."""
-        source = self._attachment_sources.get(info.attachment_id)
-        if source is None:
-            channel = self.get_channel(record.channel_id) or await self.fetch_channel(record.channel_id)
-            if not isinstance(channel, discord.abc.Messageable):
-                raise LookupError(f"channel {record.channel_id} has no messages")
-            fetched = await channel.fetch_message(record.message_id)
-            self._note_attachments(fetched.attachments)
-            source = next(a for a in fetched.attachments if a.id == info.attachment_id)
-        return await source.read()
-
-    async def _archive_attachment_text(self, record: MessageRecord) -> None:
-        """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
-        for prepared in await self.attachments.archivable_text(record):
-            if self.archive is not None and prepared.text:
-                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
-
-    def _archive_extracted(self, files: PreparedFiles) -> None:
-        # Transcripts exist only once a voice note was answered; text files were read on arrival already.
-        for prepared in files.extracted:
-            if self.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
-                self.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
-
-    async def _answer_streamed(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        deps: ChatDeps,
-        where: discord.Thread | None,
-    ) -> None:
-        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
-            return
-
-        def write(listener: AnswerListener) -> Awaitable[Reply]:
-            return self._reply(message, conversation, record, deps, listener)
-
-        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
-        self._note_posts(message, channel.id, streamed.posts)
-        if streamed.reply is None:
-            assert streamed.failure is not None
-            self.account(message, streamed.failure.usage, channel.id)
-            log.error("answer to message %s in channel %s failed", message.id, channel.id, exc_info=streamed.failure)
-            return
-        self.account(message, streamed.reply.usage, channel.id, streamed.reply.model)
-        if streamed.posts:
-            self._answered(message, streamed.posts, channel, conversation)
-            self._keep_answer(channel.id, conversation, streamed.reply.messages, record.message_id, deps)
-            self.compact_later(conversation)
-
-    def _keep_answer(
-        self,
-        channel_id: int,
-        conversation: ChannelConversation,
-        messages: list[ModelMessage],
-        answered_id: int,
-        deps: ChatDeps,
-    ) -> None:
-        """Store an answer's model history as the conversation's. A private answer (to an asker without Read Message
-        History: `history_access`) was written without the conversation's history, so its turn goes after it, and
-        the messages it did not show are still news to the model."""
-        if deps.requester_can_read_history:
-            self.manager.record_bot_response(channel_id, messages, answered_id)
-        else:
-            history = [*conversation.llm_history, *messages]
-            self.manager.record_bot_response(channel_id, history, conversation.prompted_through)
-
-    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
-        """Record the bot's posts answering `message` in the conversation of `channel_id`, as `deliver` does."""
-        for post in posts:
-            # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
-
-    def _answered(
-        self,
-        question: discord.Message,
-        posts: list[discord.Message],
-        channel: discord.abc.Messageable,
-        conversation: ChannelConversation,
-    ) -> None:
-        """Note the channel's latest answer for "Regenerate": its messages at hand, their ids with the conversation
-        (stored with its next change, which the caller makes)."""
-        self.streams.answered(question, posts, channel)
-        conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+    # -- Answering (answering.answer) --
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
-        """The latest answer of the channel's live conversation, fetched anew after a restart; None if there is none
-        or a message of it is gone."""
-        channel_id: int = getattr(channel, "id", 0)
-        known = self.streams.latest(channel_id)
-        conversation = self.manager.get(channel_id)
-        if known is not None or conversation is None or conversation.latest_answer is None:
-            return known
-        question_channel_id, question_id, post_ids = conversation.latest_answer
-        try:
-            # A thread Parley opened on a message answers it inside the thread: the question is in the parent.
-            asked_in = channel if question_channel_id == channel_id else await self.fetch_channel(question_channel_id)
-            if not isinstance(asked_in, discord.abc.Messageable) or not isinstance(channel, discord.abc.Messageable):
-                return None
-            question = await asked_in.fetch_message(question_id)
-            posts = [await channel.fetch_message(post_id) for post_id in post_ids]
-        except discord.HTTPException as error:
-            log.info("the latest answer in channel %s cannot be regenerated: %s", channel_id, error)
-            return None
-        self.streams.answered(question, posts, channel)
-        return self.streams.latest(channel_id)
+        return await self.answering.latest_answer(channel)
 
     def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
-        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
-        spent one of their answers, which `regenerate` gives back if it makes no model call."""
-        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+        return self.pipeline.regenerate_refusal(turn, member_id)
 
     async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
-        """ "Regenerate", admitted for `member_id`: a new answer to the question of the channel's latest answer,
-        streamed into its posts, replacing the answer in the conversation's model history; nothing changes if the
-        conversation has ended."""
-        question, channel = turn.question, turn.channel
-        channel_id: int = getattr(channel, "id", question.channel.id)
-        guild_id = guild_id_of(question)
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
-            conversation = self.manager.get(channel_id)
-            gone = conversation is None or self.streams.latest(channel_id) is not turn or is_closed_thread(channel)
-            if gone or self.admission.server_budget_spent(guild_id):
-                self.admission.give_back(guild_id, member_id)
-                return
-            assert conversation is not None
-            deps = self.chat_deps(question, channel)
-            reads_history = deps.requester_can_read_history
-            shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
-            profile = self.profiles.for_channel(channel_id)
+        await self.pipeline.regenerate(turn, member_id)
 
-            def write(listener: AnswerListener) -> Awaitable[Reply]:
-                return regenerate_reply(
-                    self.responder,
-                    shown,
-                    deps,
-                    listener=listener,
-                    model=self.answer_model(profile.model),
-                    instructions=persona_instructions(profile.persona),
-                )
+    # -- What admission asks of the client (admission.gatekeeper.AdmissionClient) --
 
-            streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
-            kept = {post.id for post in turn.posts}
-            self._note_posts(question, channel_id, [post for post in streamed.posts if post.id not in kept])
-            usage = streamed.reply.usage if streamed.reply is not None else RunUsage()
-            self.account(question, streamed.failure.usage if streamed.failure is not None else usage, channel_id)
-            if streamed.reply is None:
-                log.error("regenerating the answer in channel %s failed", channel_id, exc_info=streamed.failure)
-                return
-            self._answered(question, streamed.posts, channel, conversation)
-            self.manager.replace_last_bot_turn(channel_id, [*earlier, *streamed.reply.messages])
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
+        self.pipeline.decided_here(record, decision)
 
-    def account(
-        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
-    ) -> None:
-        """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
-        channel = message.channel.id if channel_id is None else channel_id
-        if usage.cache_read_tokens:
-            log.info(
-                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
-                message.id,
-                usage.cache_read_tokens,
-                usage.input_tokens,
-                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
-            )
-        self.usage.record(
-            guild_id_of(message),
-            channel,
-            message.author.id,
-            usage.input_tokens,
-            usage.output_tokens,
-            cached_input_tokens=usage.cache_read_tokens,
-            model=model or model_label(self.responder.model),
-        )
-
-    def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
-        """Count the tokens the judge spent on a message against its server, channel and author."""
-        guild = getattr(self.get_channel(record.channel_id), "guild", None)
-        if guild is not None and self.judge is not None:
-            self.usage.record(
-                guild.id,
-                record.channel_id,
-                record.author_id,
-                usage.input_tokens,
-                usage.output_tokens,
-                cached_input_tokens=usage.cache_read_tokens,
-                model=model_label(self.judge.agent.model),
-                kind="judge",
-            )
+    async def deliver(
+        self, message: discord.Message, text: str, where: discord.Thread | None = None
+    ) -> list[discord.Message]:
+        return await self.answering.tail.deliver(message, text, where)
 
     def guild_of(self, channel_id: int) -> int:
         """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
         guild = getattr(self.get_channel(channel_id), "guild", None)
         return guild.id if guild is not None else 0
 
-    def account_summary(self, channel_id: int, usage: RunUsage) -> None:
-        """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
-        self.usage.record(
-            self.guild_of(channel_id),
-            channel_id,
-            NO_MEMBER,
-            usage.input_tokens,
-            usage.output_tokens,
-            cached_input_tokens=usage.cache_read_tokens,
-            model=model_label(self.summarizer.agent.model) if self.summarizer is not None else "",
-            kind="summary",
-        )
-
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]:
-        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit;
-        records what was posted. Nothing is posted in an archived or locked thread: posting would reopen it."""
-        posts: list[discord.Message] = []
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not posting in thread %s: it was archived or locked meanwhile", channel.id)
-            return posts
-        try:
-            for index, part in enumerate(split_message(text, max_posts=self.settings.max_answer_posts)):
-                if index == 0 and where is not None:
-                    # Inside the thread opened on it, the question is the thread's start: no reference is needed.
-                    post = await channel.send(part, allowed_mentions=reply_mentions(message.author))
-                elif index == 0:
-                    post = await channel.send(
-                        part,
-                        reference=message.to_reference(fail_if_not_exists=False),
-                        allowed_mentions=reply_mentions(message.author),
-                    )
-                else:
-                    post = await channel.send(part)
-                posts.append(post)
-                # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-                self.manager.record_message(channel.id, replace(to_record(post), reply_to_author_id=message.author.id))
-        except discord.HTTPException as error:
-            log.error("could not post to channel %s: %s", channel.id, error)
-        return posts
-
     # -- Operator commands' state: decisions, modes, forgetting --
 
-    def note_decision(self, message: MessageRecord, decision: Decision) -> None:
-        """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on."""
-        entry = LoggedDecision.of(message, decision)
-        self.decisions.add(message.channel_id, entry)
-        # Idle decisions stay in memory: archived, they would double the writes of a busy server
-        # and crowd the conversation decisions out of the archive's recent_decisions.
-        if self.archive is not None and decision.reason != IDLE_REASON:
-            self.archive.record_decision(
-                channel_id=message.channel_id,
-                message_id=message.message_id,
-                author_name=entry.author,
-                excerpt=entry.excerpt,
-                responded=decision.respond,
-                reason=decision.reason,
-                tier=decision.tier,
-                confidence=decision.confidence,
-            )
-
     async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]:
-        """The channel's latest `count` decisions, newest first: this process's, and the archive's from before."""
-        kept = {entry.message_id: entry for entry in self.decisions.recent(channel_id)}
-        if self.archive is not None:
-            for row in await self.archive.recent_decisions(channel_id, count):
-                kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
-        return newest_first(kept.values())[:count]
+        return await self.decision_log.recent(channel_id, count)
+
+    async def forget(self, channel_id: int, guild_id: int) -> bool:
+        return await self.forgetting.forget(channel_id, guild_id)
+
+    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None:
+        self.forgetting.restore_conversation(channel_id, messages)
 
     def mode_of(self, channel_id: int) -> str:
         return self.profiles.for_channel(channel_id).mode
@@ -1266,249 +306,52 @@ class Parley(discord.AutoShardedClient):
         followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
         return (guild.id if guild is not None else None), followed
 
-    def answer_model(self, name: str) -> Model | None:
-        """The model a profile names for answers, built once; None for LLM_MODEL, the responder's own."""
-        if name == self.settings.llm_model:
-            return None
-        if name not in self._answer_models:
-            self._answer_models[name] = build_model(self.settings, name)
-        return self._answer_models[name]
+    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
+        await self.threads.set_threads(channel_id, guild_id, on)
 
-    def judge_model_for(self, channel_id: int) -> Model | None:
-        """The judge model of a channel's profile, built once; None for JUDGE_MODEL, the judge's own."""
-        name = self.profiles.for_channel(channel_id).judge_model
-        if name == self.settings.judge_model:
-            return None
-        if name not in self._judge_models:
-            # As build_judge does: one quick retry at most, within the decider's short timeout.
-            self._judge_models[name] = build_model(self.settings, name, max_retries=min(self.settings.model_retries, 1))
-        return self._judge_models[name]
+    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
+        """An archived or locked thread ends its conversation; Parley never reopens it."""
+        self.threads.thread_updated(payload)
 
-    async def forget(self, channel_id: int, guild_id: int) -> bool:
-        """End the channel's conversation and start its next one afresh; whether there was one.
-
-        The forget marker keeps context loading from reaching back past this moment; the archive,
-        when on, keeps it across restarts.
-
-        Raises:
-            ArchiveWriteFailed: the archive dropped the marker; nothing was forgotten.
-        """
-        marker = discord.utils.time_snowflake(utc_now(), high=True)
-        previous = self.forget_markers.get(channel_id)
-        # Set before it is stored: the announcement of this very change (Postgres) then finds nothing new.
-        self.forget_markers[channel_id] = marker
-        if self.archive is not None:
-            try:
-                await self.archive.set_forget_marker(channel_id, guild_id, marker)
-            except ArchiveWriteFailed:
-                if previous is None:
-                    del self.forget_markers[channel_id]
-                else:
-                    self.forget_markers[channel_id] = previous
-                raise
-            # The summaries of earlier conversations are what the next one would start from.
-            self.archive.delete_summaries(channel_id)
-        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        live = self.manager.get(channel_id) is not None
-        self.manager.end(channel_id)
-        return live
-
-    def _forgotten(self, channel_id: int) -> None:
-        """Another process's /parley forget: the channel's conversation here ends unsummarised, as in `forget`."""
-        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        self.manager.end(channel_id)
-
-    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None:
-        """Make `messages` the model history of the channel's conversation, starting one if none is live."""
-        conversation = self.manager.get(channel_id) or self.manager.start(channel_id)
-        conversation.llm_history = messages
-        self.manager.changed(channel_id)
-
-    def _forget_channel(self, channel_id: int) -> None:
-        self.own_threads.pop(channel_id, None)
-        self.thread_channels.discard(channel_id)
-        self._ending = [ending for ending in self._ending if ending.channel_id != channel_id]
-        self.decisions.drop_channel(channel_id)
-        self.profiles.forget(channel_id)
-        self.forget_markers.pop(channel_id, None)
-
-    # -- Edits and deletions: Discord's developer terms require honouring them in the archive, and what
-    # the model is sent next must be the channel as it now stands, so the live conversation follows too.
+    # -- Edits and deletions (upkeep.forgetting) --
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        # discord.py types the update as a whole message; an embed resolving sends one without content.
-        data: Mapping[str, object] = payload.data
-        if "content" not in data:
-            return
-        text = safe_text(payload.message.clean_content)
-        # An update that lists the message's files lists all it still has: those missing were taken off it.
-        # https://discord.com/developers/docs/topics/gateway-events#message-update
-        files = tuple(attachment_info(a) for a in payload.message.attachments) if "attachments" in data else None
-        for holder in self._holders(payload.channel_id, payload.message_id):
-            conversation = self.manager.get(holder)
-            if conversation is None:
-                continue
-            edited = conversation.edit(payload.message_id, text)
-            if (files is not None and conversation.keep_files(payload.message_id, files)) or edited:
-                self.manager.changed(holder)
-        if self.archive is not None:
-            self.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
-            if files is not None:
-                self.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
-
-    def _holders(self, channel_id: int, message_id: int) -> tuple[int, ...]:
-        """The conversations a message may be in: its channel's, and the thread Parley opened on it, if any
-        (a thread started from a message has that message's id, and its question is that message)."""
-        return (channel_id, message_id) if message_id in self.own_threads else (channel_id,)
+        self.forgetting.message_edited(payload)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self._forget_messages(payload.channel_id, [payload.message_id])
+        self.forgetting.message_deleted(payload)
 
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        self._forget_messages(payload.channel_id, payload.message_ids)
-
-    def _forget_messages(self, channel_id: int, message_ids: Collection[int]) -> None:
-        self.decisions.forget_messages(channel_id, message_ids)
-        conversation = self.manager.get(channel_id)
-        if conversation is not None:
-            changed = [conversation.delete(message_id) for message_id in message_ids]
-            if any(changed):
-                self.manager.changed(channel_id)
-        for message_id in message_ids:
-            opened = self.manager.get(message_id) if message_id in self.own_threads else None
-            if opened is not None and opened.delete(message_id):
-                self.manager.changed(message_id)
-        for ending in self._ending:
-            if ending.channel_id == channel_id:
-                for message_id in message_ids:
-                    ending.delete(message_id)
-        if self.archive is not None:
-            self.archive.delete(message_ids)
+        self.forgetting.messages_deleted(payload)
 
     async def on_guild_channel_delete(self, channel: discord.abc.GuildChannel) -> None:
-        self.manager.end(channel.id)
-        self._forget_channel(channel.id)
-        if self.archive is not None:
-            self.archive.delete_channel(channel.id)
+        self.forgetting.channel_deleted(channel)
 
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
-        self.manager.end(payload.thread_id)
-        self._forget_channel(payload.thread_id)
-        if self.archive is not None:
-            self.archive.delete_channel(payload.thread_id)
+        self.forgetting.thread_deleted(payload)
 
     async def on_guild_remove(self, guild: discord.Guild) -> None:
-        threads = [thread_id for thread_id, guild_id in self.own_threads.items() if guild_id == guild.id]
-        for channel in [*guild.channels, *guild.threads]:
-            self.manager.end(channel.id)
-            self._forget_channel(channel.id)
-        for thread_id in threads:
-            self.manager.end(thread_id)
-            self._forget_channel(thread_id)
-        self.profiles.forget(guild.id)
-        if self.archive is not None:
-            self.archive.delete_guild(guild.id)
-
-
-GATEWAY_PREFLIGHT_SECONDS = 30.0
-
-
-async def reach_gateway(gateway: yarl.URL) -> None:
-    """Open a websocket to the gateway and close it at once, before any shard identifies.
-
-    Raises:
-        ConnectionError: nothing answers there as a gateway; the message names the address.
-    """
-    timeout = aiohttp.ClientTimeout(total=GATEWAY_PREFLIGHT_SECONDS)
-    try:
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.ws_connect(str(gateway)):
-            pass
-    except (OSError, aiohttp.ClientError) as error:
-        reason = str(error) or type(error).__name__
-        raise ConnectionError(f"the gateway {gateway} cannot be reached: {reason}") from None
+        self.forgetting.guild_removed(guild)
 
 
 # --- Composition root --------------------------------------------------------------------------
 
 
-# Log-record attributes holding what members wrote or chose: names, and the judge's words about a message.
-CONTENT_ATTRIBUTES = ("author", "detail")
-REDACTED = "[redacted]"
-
-
-def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProcessor] = ()) -> None:
-    """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs, decisions and model runs also go to Logfire.
-
-    Logfire gets message text (prompts, tool arguments and results, answers, and the names and
-    excerpts in log records) only with LOGFIRE_INCLUDE_CONTENT=true. `span_processors` are handed
-    everything Logfire would send (tests capture it with them).
-    """
-    token = settings.logfire_token
-    logfire.configure(
-        send_to_logfire=token is not None,
-        token=token.get_secret_value() if token is not None else None,
-        service_name="parley",
-        console=False,
-        additional_span_processors=list(span_processors),
-        scrubbing=logfire.ScrubbingOptions(callback=_keep_ids),
-    )
-    line_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    console = logging.StreamHandler()
-    # Names and message text in records are members': escaped there, so one record is one line.
-    console.setFormatter(LogLineFormatter(line_format))
-    handlers: list[logging.Handler] = [console]
-    # Without a destination, spans and log records would go nowhere, yet building them costs about
-    # 2 ms a model call and 0.2 ms a log record.
-    if token is not None or span_processors:
-        content = settings.logfire_include_content
-        logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
-        to_logfire = logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler()
-        to_logfire.addFilter(MaskCredentials())
-        handlers.append(to_logfire)
-    logging.basicConfig(level=settings.log_level, format=line_format, handlers=handlers, force=True)
-
-
-def _keep_ids(match: logfire.ScrubMatch) -> Any:
-    """Keep `author_id`, which Logfire's scrubber would hide because it contains "auth"; an id is no credential."""
-    return match.value if match.path[-1] == "author_id" else None
-
-
-class ContentFreeLogfireHandler(logfire.LogfireLoggingHandler):
-    """Logfire's log handler, minus what members wrote or chose.
-
-    A record's `CONTENT_ATTRIBUTES` are left out, and so are their values among its format
-    arguments (the message reads "by [redacted]"); ids, reasons and tiers still go.
-    """
-
-    def fill_attributes(self, record: logging.LogRecord) -> dict[str, Any]:
-        hidden = [record.__dict__[key] for key in CONTENT_ATTRIBUTES if key in record.__dict__]
-        if not hidden:
-            return super().fill_attributes(record)
-        fields = {key: value for key, value in record.__dict__.items() if key not in CONTENT_ATTRIBUTES}
-        redacted = logging.makeLogRecord(fields)
-        if isinstance(record.args, tuple):
-            redacted.args = tuple(REDACTED if isinstance(arg, str) and arg in hidden else arg for arg in record.args)
-        return super().fill_attributes(redacted)
-
-
-RETIRED_SETTINGS = {
-    "IGNORE_OTHER_BOTS": "other bots, webhooks and system messages are answered only if listed in ANSWER_BOT_IDS",
-}
-
-
-def warn_about_retired_settings(environ: Mapping[str, str]) -> None:
-    """Say which variables set for an older Parley are now ignored, and what replaced them."""
-    for name, instead in RETIRED_SETTINGS.items():
-        if name in environ:
-            log.warning("%s is no longer read: %s", name, instead)
-
-
-def point_at_discord(settings: Settings) -> None:
-    """Aim discord.py at REST and gateway proxies (local fakes in tests) when configured."""
-    if settings.discord_api_base_url:
-        discord.http.Route.BASE = settings.discord_api_base_url.rstrip("/")
-    if settings.discord_gateway_url:
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url)
+def discord_options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
+    """discord.py's options for Parley's client: the intents it needs, no pings by default, this process's shards."""
+    # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
+    # These flags are its own switch for exactly those two warnings, so every other one still shows.
+    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.message_content = True
+    # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
+    intents.dm_messages = settings.direct_messages
+    if settings.shard_ids:  # else every shard of the count
+        options["shard_ids"] = sorted(settings.shard_ids)
+    options["shard_count"] = settings.shard_count  # None: as many as Discord recommends
+    return {"intents": intents, "allowed_mentions": discord.AllowedMentions.none(), **options}
 
 
 def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
@@ -1542,147 +385,13 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         toolbox=toolbox,
         **options,
     )
-    decider.on_decision = client.note_decision
+    decider.on_decision = client.decision_log.note
     return client
 
 
-# Longest a timed-out conversation stays in memory and in the archive before it is ended.
-SWEEP_SECONDS = 30.0
-
-
-def _stored(conversation: ChannelConversation) -> StoredConversation:
-    return StoredConversation(conversation.last_activity, snapshot(conversation))
-
-
-COMMAND_SYNC_FILE = Path("data") / "command-sync.json"
-
-
-def command_tree_hash(tree: app_commands.CommandTree, guild: discord.abc.Snowflake | None) -> str:
-    """A hash of exactly what `tree.sync(guild=guild)` would send to Discord."""
-    payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _read_sync_file() -> dict[str, str]:
-    """The command registrations noted without an archive; nothing if the file is missing or unreadable."""
-    try:
-        noted = json.loads(COMMAND_SYNC_FILE.read_text())
-    except (OSError, ValueError):
-        return {}
-    return noted if isinstance(noted, dict) else {}
-
-
-def _write_sync_file(key: str, value: str) -> None:
-    noted = _read_sync_file() | {key: value}
-    COMMAND_SYNC_FILE.parent.mkdir(parents=True, exist_ok=True)
-    COMMAND_SYNC_FILE.write_text(json.dumps(noted, indent=2, sort_keys=True) + "\n")
-
-
-async def run(client: Parley, token: str) -> None:
-    """Run until Discord disconnects for good or SIGTERM/SIGINT asks for a graceful stop."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        async with client:
-            await client.open_archive()
-            serving = asyncio.create_task(client.start(token))
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if serving.done():
-                serving.result()
-            log.info("shutting down")
-            await client.close()
-            await serving
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-
-
-async def register_commands(client: Parley, token: str) -> None:
-    """`--sync`: log in (which registers the commands, forced) and leave, without opening a gateway session."""
-    async with client:
-        await client.open_archive()
-        await client.login(token)
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="bot.py",
-        description="Run Parley, a Discord bot that joins channel conversations. Its settings come from the"
-        " environment and a .env file in the current folder.",
-        epilog=required_settings_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="check the configuration offline (settings, model, provider package and key, archive), print it"
-        " with secrets masked, and exit: 0 if it is fine, 2 if not",
-    )
-    parser.add_argument(
-        "--sync",
-        action="store_true",
-        help="register the /parley commands with Discord now (in GUILD_ID alone when set), even if unchanged,"
-        " and exit; a normal start registers them whenever they changed",
-    )
-    parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
-    return parser.parse_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    export_dotenv_variables(settings_env_file())
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        print(describe_settings_error(error), file=sys.stderr)
-        return 2
-    problems = configuration_problems(settings)
-    for problem in problems:
-        print(f"Configuration error: {problem}", file=sys.stderr)
-    if problems:
-        return 2
-    try:
-        load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
-    except ModelFileError as error:
-        print(f"Configuration error: {error}", file=sys.stderr)
-        return 2
-    if args.check:
-        print(describe_configuration(settings))
-        print(f"Parley {parley_version()}: the configuration is complete (checked offline; nothing was sent).")
-        return 0
-    configure_logging(settings)
-    warn_about_retired_settings(os.environ)
-    point_at_discord(settings)
-    client = build_client(settings, sync_commands=args.sync)
-    # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's
-    # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
-    # https://docs.python.org/3/library/gc.html#gc.freeze
-    gc.freeze()
-    token = settings.discord_token.get_secret_value()
-    try:
-        asyncio.run(register_commands(client, token) if args.sync else run(client, token))
-    except discord.LoginFailure:
-        print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
-        return 2
-    except ArchiveUnavailable as error:
-        print(f"Configuration error: {error}", file=sys.stderr)
-        return 2
-    except discord.PrivilegedIntentsRequired:
-        print(
-            "Configuration error: enable the Message Content intent for this bot in the Discord developer portal",
-            file=sys.stderr,
-        )
-        return 2
-    except (OSError, aiohttp.ClientError) as error:
-        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL;
-        # a gateway address that answers but not as a websocket is an aiohttp.ClientError.
-        print(f"Could not reach Discord: {error}", file=sys.stderr)
-        return 1
-    return 0
+    """`python bot.py`: the command line (ops.cli) with this composition root."""
+    return cli.main(argv, build_client)
 
 
 if __name__ == "__main__":

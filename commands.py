@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import discord
 from discord import app_commands
+from pydantic_ai.messages import ModelMessage
 
-from archive import ArchiveWriteFailed
-from budget import UsageSummary, next_utc_midnight
-from config import ChannelMode
+from archive import Archive, ArchiveWriteFailed
+from budget import UsageLedger, UsageSummary, next_utc_midnight
+from config import ChannelMode, Settings
 from context import approx_tokens
-from conversation import ChannelConversation
+from conversation import ChannelConversation, ConversationManager
 from costs import PERIOD_DAYS, UsageReport, describe_usage_report
 from discord_io import discord_time, split_message
 from journal import KEPT_PER_CHANNEL, LoggedDecision
@@ -21,11 +22,44 @@ from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 from ops.redaction import mask_credentials
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 from records import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL
-
-if TYPE_CHECKING:
-    from bot import Parley
+from tools import Toolbox
 
 log = logging.getLogger("parley")
+
+
+class Operated(Protocol):
+    """The client, as the /parley commands see it (bot.py's Parley): what they read, and the changes they make."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def manager(self) -> ConversationManager: ...
+    @property
+    def profiles(self) -> Profiles: ...
+    @property
+    def usage(self) -> UsageLedger: ...
+    @property
+    def toolbox(self) -> Toolbox: ...
+    @property
+    def archive(self) -> Archive | None: ...
+    @property
+    def memory(self) -> MemoryStore | None: ...
+    @property
+    def shard_count(self) -> int | None: ...
+
+    def mode_of(self, channel_id: int) -> str: ...
+    def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...
+    async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]: ...
+    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None: ...
+    async def forget(self, channel_id: int, guild_id: int) -> bool: ...
+    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None: ...
+
+
+def operated(interaction: discord.Interaction) -> Operated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    client: Any = interaction.client
+    return cast(Operated, client)
+
 
 UsagePeriod = Literal["day", "week", "month"]
 WHY_DEFAULT_COUNT = 10
@@ -136,7 +170,7 @@ class ParleyCommands(
     @app_commands.describe(count=f"How many, newest first (default {WHY_DEFAULT_COUNT}, at most {WHY_MAX_COUNT})")
     async def why(
         self,
-        interaction: discord.Interaction[Parley],
+        interaction: discord.Interaction,
         count: app_commands.Range[int, 1, WHY_MAX_COUNT] = WHY_DEFAULT_COUNT,
     ) -> None:
         guild_id, channel_id = _place(interaction)
@@ -145,20 +179,20 @@ class ParleyCommands(
             raise app_commands.MissingPermissions(["read_message_history"])
         # Discord enforces the range, but a request can still say otherwise.
         count = min(max(count, 1), WHY_MAX_COUNT)
-        entries = await interaction.client.recent_decisions(channel_id, count)
+        entries = await operated(interaction).recent_decisions(channel_id, count)
         # An excerpt may hold a link; its preview would bury the list.
         await send_ephemeral(interaction, describe_decisions(entries, guild_id, channel_id), suppress_embeds=True)
 
     @app_commands.command(description="How readily Parley joins in here: mention-only, normal or chatty.")
     @app_commands.describe(mode="mention-only: only @mentions and replies; normal: default; chatty: more follow-ups")
     @app_commands.checks.has_permissions(manage_channels=True)
-    async def mode(self, interaction: discord.Interaction[Parley], mode: ChannelMode) -> None:
+    async def mode(self, interaction: discord.Interaction, mode: ChannelMode) -> None:
         # Discord offers only the choices, but a request can still say otherwise.
         if mode not in CHANNEL_MODES:
             raise Refusal(f"Unknown mode {mode!r}: choose {', '.join(CHANNEL_MODES[:-1])} or {CHANNEL_MODES[-1]}.")
         # A shortcut for `/parley profile set mode`, at the channel's scope.
         guild_id, channel_id = _profile_place(interaction)
-        client = interaction.client
+        client = operated(interaction)
         try:
             await client.profiles.set_value("channel", guild_id, channel_id, "mode", mode, interaction.user.id)
         except ArchiveWriteFailed:
@@ -168,14 +202,14 @@ class ParleyCommands(
     @app_commands.command(description="Whether an @mention of Parley here opens a thread for the conversation.")
     @app_commands.describe(setting="on: each @mention opens a thread on the message and Parley answers there; off: not")
     @app_commands.checks.has_permissions(manage_channels=True)
-    async def threads(self, interaction: discord.Interaction[Parley], setting: ThreadSetting) -> None:
+    async def threads(self, interaction: discord.Interaction, setting: ThreadSetting) -> None:
         # Discord offers only the choices, but a request can still say otherwise.
         if setting not in THREAD_SETTINGS:
             raise Refusal(f"Unknown setting {setting!r}: choose on or off.")
         if isinstance(interaction.channel, discord.Thread):
             raise Refusal("A thread cannot hold threads: use /parley threads in the channel it belongs to.")
         guild_id, channel_id = _place(interaction)
-        client = interaction.client
+        client = operated(interaction)
         try:
             await client.set_threads(channel_id, guild_id, setting == "on")
         except ArchiveWriteFailed:
@@ -186,10 +220,10 @@ class ParleyCommands(
 
     @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")
     @app_commands.checks.has_permissions(manage_messages=True)
-    async def forget(self, interaction: discord.Interaction[Parley]) -> None:
+    async def forget(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = _place(interaction)
         try:
-            ended = await interaction.client.forget(channel_id, guild_id)
+            ended = await operated(interaction).forget(channel_id, guild_id)
         except ArchiveWriteFailed:
             raise Refusal(
                 "Nothing was forgotten: the archive could not save it; the details are in Parley's log."
@@ -197,9 +231,9 @@ class ParleyCommands(
         await send_ephemeral(interaction, FORGOTTEN if ended else NOTHING_TO_FORGET)
 
     @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")
-    async def status(self, interaction: discord.Interaction[Parley]) -> None:
+    async def status(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = _place(interaction)
-        client = interaction.client
+        client = operated(interaction)
         text = "\n".join(
             [
                 describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
@@ -216,12 +250,12 @@ class ParleyCommands(
     @app_commands.command(description="What Parley's model calls used and cost in this server, by channel and member.")
     @app_commands.describe(period="day: today (UTC); week: the last 7 days; month: the last 30 days")
     @app_commands.checks.has_permissions(manage_guild=True)
-    async def usage(self, interaction: discord.Interaction[Parley], period: UsagePeriod = "day") -> None:
+    async def usage(self, interaction: discord.Interaction, period: UsagePeriod = "day") -> None:
         # Discord offers only the choices, but a request can still say otherwise.
         if period not in PERIOD_DAYS:
             raise Refusal(f"Unknown period {period!r}: choose day, week or month.")
         guild_id, _ = _place(interaction)
-        client = interaction.client
+        client = operated(interaction)
         rows = await client.usage.guild_usage(guild_id, PERIOD_DAYS[period])
         text = describe_usage_report(UsageReport.of(rows), period)
         if period != "day" and client.archive is None:
@@ -344,9 +378,9 @@ class ProfileCommands(
 
     @app_commands.command(description="Parley's persona, model, tools and mode here, and where each comes from.")
     @app_commands.describe(scope="channel: this channel's profile (default); server: the server default")
-    async def show(self, interaction: discord.Interaction[Parley], scope: Scope = "channel") -> None:
+    async def show(self, interaction: discord.Interaction, scope: Scope = "channel") -> None:
         guild_id, channel_id = _profile_place(interaction)
-        profiles = interaction.client.profiles
+        profiles = operated(interaction).profiles
         profile = profiles.resolve(guild_id, None if scope == "server" else channel_id)
         await send_ephemeral(
             interaction,
@@ -362,14 +396,14 @@ class ProfileCommands(
         scope="channel (Manage Channels; default) or server (Manage Server)",
     )
     async def set(
-        self, interaction: discord.Interaction[Parley], setting: ProfileField, value: str, scope: Scope = "channel"
+        self, interaction: discord.Interaction, setting: ProfileField, value: str, scope: Scope = "channel"
     ) -> None:
         guild_id, channel_id = _profile_place(interaction)
         _may_change(interaction, scope)
         # Discord offers only the choices, but a request can still say otherwise.
         if setting not in FIELDS:
             raise Refusal(f"Unknown setting {setting!r}: choose {', '.join(FIELDS)}.")
-        client = interaction.client
+        client = operated(interaction)
         try:
             stored = await client.profiles.set_value(scope, guild_id, channel_id, setting, value, interaction.user.id)
         except ValueError as error:
@@ -387,12 +421,10 @@ class ProfileCommands(
         )
 
     @set.autocomplete("value")
-    async def _suggest_values(
-        self, interaction: discord.Interaction[Parley], current: str
-    ) -> list[app_commands.Choice[str]]:
+    async def _suggest_values(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         # Makes the allowed models and the modes discoverable while typing; any value is still checked on use.
         setting = getattr(interaction.namespace, "setting", None)
-        found = [value for value in value_suggestions(setting, interaction.client.profiles) if current in value]
+        found = [value for value in value_suggestions(setting, operated(interaction).profiles) if current in value]
         return [app_commands.Choice(name=value, value=value) for value in found[:AUTOCOMPLETE_MAX]]
 
     @app_commands.command(description="Undo the commands' changes to this channel's profile or the server default.")
@@ -402,7 +434,7 @@ class ProfileCommands(
     )
     async def reset(
         self,
-        interaction: discord.Interaction[Parley],
+        interaction: discord.Interaction,
         setting: ProfileField | None = None,
         scope: Scope = "channel",
     ) -> None:
@@ -410,7 +442,7 @@ class ProfileCommands(
         _may_change(interaction, scope)
         names = FIELDS if setting is None else (setting,)
         try:
-            dropped = await interaction.client.profiles.reset_values(scope, guild_id, channel_id, names)
+            dropped = await operated(interaction).profiles.reset_values(scope, guild_id, channel_id, names)
         except ArchiveWriteFailed:
             raise Refusal("The profile could not be reset, so it is unchanged; see Parley's log.") from None
         where = f"<#{channel_id}>" if scope == "channel" else "the server default"
@@ -435,14 +467,14 @@ def value_suggestions(setting: str | None, profiles: Profiles) -> list[str]:
     return []
 
 
-def _profile_place(interaction: discord.Interaction[Parley]) -> tuple[int, int]:
+def _profile_place(interaction: discord.Interaction) -> tuple[int, int]:
     """The server and the channel whose profile a command is about: in a thread, its parent channel's."""
     guild_id, channel_id = _place(interaction)
-    _, followed = interaction.client.profile_place(channel_id)
+    _, followed = operated(interaction).profile_place(channel_id)
     return guild_id, followed
 
 
-def _may_change(interaction: discord.Interaction[Parley], scope: Scope) -> None:
+def _may_change(interaction: discord.Interaction, scope: Scope) -> None:
     permissions = interaction.permissions
     if scope == "server" and not permissions.manage_guild:
         raise Refusal("You need the Manage Server permission to change the server default profile.")
@@ -507,7 +539,7 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
     """`/parley memory list` and `/parley memory forget`: facts members asked Parley to remember."""
 
     @app_commands.command(name="list", description="What Parley remembers in this channel, and about you.")
-    async def list_memories(self, interaction: discord.Interaction[Parley]) -> None:
+    async def list_memories(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = _place(interaction)
         store = _memory(interaction)
         # The channel's facts are copies of its history: a member who may not read it sees only their own.
@@ -526,7 +558,7 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
 
     @app_commands.command(description="Delete memories: about-me, channel (Manage Messages), or one memory's id.")
     @app_commands.describe(target="about-me: what is about you or told by you; channel: this channel's; or a memory id")
-    async def forget(self, interaction: discord.Interaction[Parley], target: str) -> None:
+    async def forget(self, interaction: discord.Interaction, target: str) -> None:
         guild_id, channel_id = _place(interaction)
         store = _memory(interaction)
         member_id = interaction.user.id
@@ -566,11 +598,11 @@ class ContextCommands(
     @app_commands.command(description="Save this channel's conversation with Parley under a name.")
     @app_commands.describe(name="A short name to restore it by later")
     @app_commands.checks.has_permissions(manage_messages=True)
-    async def save(self, interaction: discord.Interaction[Parley], name: str) -> None:
+    async def save(self, interaction: discord.Interaction, name: str) -> None:
         guild_id, channel_id = _place(interaction)
         store = _memory(interaction)
         name = snapshot_name(name)
-        conversation = interaction.client.manager.get(channel_id)
+        conversation = operated(interaction).manager.get(channel_id)
         if conversation is None or not conversation.llm_history:
             raise Refusal("There is no conversation with Parley in this channel to save.")
         try:
@@ -587,7 +619,7 @@ class ContextCommands(
         await send_ephemeral(interaction, f"Saved this conversation ({count} model messages) as **{name}**.")
 
     @app_commands.command(name="list", description="The conversations saved in this channel.")
-    async def list_snapshots(self, interaction: discord.Interaction[Parley]) -> None:
+    async def list_snapshots(self, interaction: discord.Interaction) -> None:
         _, channel_id = _place(interaction)
         snapshots = await _memory(interaction).snapshots(channel_id)
         await send_ephemeral(
@@ -597,14 +629,14 @@ class ContextCommands(
     @app_commands.command(description="Continue a saved conversation: it replaces this channel's current one.")
     @app_commands.describe(name="The name it was saved under")
     @app_commands.checks.has_permissions(manage_messages=True)
-    async def restore(self, interaction: discord.Interaction[Parley], name: str) -> None:
+    async def restore(self, interaction: discord.Interaction, name: str) -> None:
         _, channel_id = _place(interaction)
         name = snapshot_name(name)
         messages = await _memory(interaction).load_snapshot(channel_id, name)
         if messages is None:
             raise Refusal(f"No conversation is saved as **{name}** in this channel; /parley context list shows them.")
-        interaction.client.restore_conversation(channel_id, messages)
-        timeout = round(interaction.client.settings.conversation_timeout_seconds)
+        operated(interaction).restore_conversation(channel_id, messages)
+        timeout = round(operated(interaction).settings.conversation_timeout_seconds)
         await send_ephemeral(
             interaction,
             f"Restored **{name}** ({len(messages)} model messages): it is this channel's conversation now;"
@@ -612,8 +644,8 @@ class ContextCommands(
         )
 
 
-def _memory(interaction: discord.Interaction[Parley]) -> MemoryStore:
-    store = interaction.client.memory
+def _memory(interaction: discord.Interaction) -> MemoryStore:
+    store = operated(interaction).memory
     if store is None:
         raise Refusal(MEMORY_OFF)
     return store

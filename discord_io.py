@@ -370,3 +370,8 @@ def thread_name(question: str, asker: str, bot_name: str) -> str:
 def is_closed_thread(channel: object) -> bool:
     """Whether `channel` is an archived or locked thread, where Parley posts nothing (posting would reopen it)."""
     return isinstance(channel, discord.Thread) and (channel.archived or channel.locked)
+
+
+def guild_id_of(message: discord.Message) -> int:
+    """The message's server id; 0 for a direct message, so DMs share one budget and memory scope apart from servers."""
+    return 0 if message.guild is None else message.guild.id

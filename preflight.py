@@ -7,11 +7,13 @@ to do, before any traffic to Discord or a model provider.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib.metadata
 import os
 import re
 import sqlite3
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 import discord
@@ -19,12 +21,13 @@ from dotenv import dotenv_values
 from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
 
-from archive import is_postgres_url
+from archive import describe_database_url, is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
 from ops.redaction import MASK, mask_credentials
 from profiles import profiles_file_problem
 from providers.models import build_model
+from records import NORMAL
 from tools import supports_native_web_search, tool_config_problem
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
@@ -80,6 +83,36 @@ def export_dotenv_variables(env_file: str | os.PathLike[str] | None) -> list[str
             os.environ[name] = value
             exported.append(name)
     return exported
+
+
+# How alike a variable's name must be to a setting's to be taken for a typo of it (difflib's ratio). 0.8 names
+# LLM_MODLE, DATABSE_URL or MCP_SERVER, and none of the provider, Logfire, Railway or system variables.
+_TYPO_LIKENESS = 0.8
+
+
+def misspelt_settings(dotenv_names: Iterable[str], environ_names: Iterable[str]) -> list[str]:
+    """A line for each variable that is not one of Parley's settings but reads like a typo of one.
+
+    Parley ignores variables it does not know (the provider keys in `.env` are the SDKs'), so a typo would
+    otherwise be silently a default: `LLM_MODLE=anthropic:...` runs on LLM_MODEL's default.
+    """
+    settings = [name.upper() for name in Settings.model_fields]
+    lines = []
+    for where, names in ((".env", dotenv_names), ("the environment", environ_names)):
+        for name in sorted(set(names)):
+            if name.upper() in settings:
+                continue
+            likely = difflib.get_close_matches(name.upper(), settings, n=1, cutoff=_TYPO_LIKENESS)
+            if likely:
+                lines.append(f"{name} (in {where}) is not a setting Parley reads: did you mean {likely[0]}?")
+    return lines
+
+
+def dotenv_names(env_file: str | os.PathLike[str] | None) -> list[str]:
+    """The variables `.env` sets (empty when there is none)."""
+    if env_file is None or not os.path.isfile(env_file):
+        return []
+    return list(dotenv_values(env_file))
 
 
 def settings_env_file() -> str | os.PathLike[str] | None:
@@ -213,6 +246,29 @@ def required_settings_help() -> str:
             f"  {'<provider>_API_KEY':<24}The key of LLM_MODEL's provider: OPENAI_API_KEY for the default,",
             f"  {'':<24}ANTHROPIC_API_KEY for anthropic:..., and so on (not with LLM_BASE_URL).",
             "",
-            "Every other setting has a default: .env.example lists them all, README.md explains them.",
+            "Every other setting has a default: .env.example lists them all, docs/configuration.md explains them.",
         ]
     )
+
+
+def startup_summary(
+    settings: Settings,
+    *,
+    user: object,
+    servers: int,
+    judged: bool,
+    channels_set_otherwise: int,
+    application_id: int | None,
+) -> str:
+    """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
+    judge = settings.judge_model if judged else "off"
+    archive = describe_database_url(settings.database_url) if settings.archive_enabled else "off"
+    others = channels_set_otherwise
+    modes = f"mode {NORMAL} by default" + (f" ({others} channel(s) set otherwise)" if others else "")
+    line = (
+        f"Parley {parley_version()} connected as {user} to {servers} server(s):"
+        f" model {settings.llm_model}, judge {judge}, archive {archive}, {modes}"
+    )
+    if servers == 0 and application_id is not None:
+        line += f"; add it to a server with {invite_link(application_id)}"
+    return line

@@ -40,8 +40,10 @@ from fake_discord import ALICE_ID, BOB_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E
 from fake_llm import MODEL_NAME  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
-from bot import Parley, build_client, point_at_discord, run  # noqa: E402
+from bot import Parley, build_client  # noqa: E402
 from config import Settings  # noqa: E402
+from edge.gateway import point_at_discord  # noqa: E402
+from ops.cli import run  # noqa: E402
 
 LAG_INTERVAL = 0.005
 
@@ -123,7 +125,7 @@ def archived_count(database: Path) -> int:
 
 
 def catching_up(client: Parley) -> bool:
-    return client.catching_up
+    return client.coverage.catching_up
 
 
 async def measure(fake: Endpoints, messages: int, database: Path) -> Run:

@@ -193,8 +193,8 @@ async def ended_conversations(count: int, folder: Path) -> tuple[int, int, int, 
         live = resident_bytes()
         client.manager.clock = lambda: start + timedelta(hours=1)
         client.manager.evict_expired()
-        while client._background:
-            await asyncio.gather(*list(client._background))
+        while client.background:
+            await client.background.wait()
         await client.archive.flush()
         ended = resident_bytes()
         assert isinstance(client.archive, StoreTables)  # a backend: its tables, beyond what the interface shows

@@ -25,10 +25,12 @@ from fake_discord import (
 )
 from fake_llm import MODEL_NAME, FakeLLM, message_text
 
-from bot import Parley, build_client, point_at_discord, run
+from bot import Parley, build_client
 from config import Settings
 from conversation import utc_now
+from edge.gateway import point_at_discord
 from journal import LoggedDecision
+from ops.cli import run
 
 QUIET = 0.6  # how long "the bot said nothing" is watched for
 

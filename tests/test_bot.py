@@ -14,11 +14,7 @@ import logfire
 import pytest
 
 from admission.bots import BOT_LOOP, BOT_NOT_LISTED, BotGate
-from bot import (
-    ContentFreeLogfireHandler,
-    configure_logging,
-    warn_about_retired_settings,
-)
+from ops.observability import ContentFreeLogfireHandler, configure_logging, warn_about_retired_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

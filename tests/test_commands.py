@@ -32,12 +32,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_journal import logged
 
 from agent import build_judge
-from bot import build_client, parse_args, point_at_discord
+from bot import build_client
 from budget import UsageSummary
 from commands import (
     EPHEMERAL_MAX_POSTS,
     MODE_EFFECTS,
     WHY_MAX_COUNT,
+    Operated,
     ParleyCommands,
     describe_decision,
     describe_decisions,
@@ -50,7 +51,9 @@ from config import ChannelMode
 from conversation import ChannelConversation, ConversationManager
 from decider import Judge, ResponseDecider
 from discord_io import split_message
+from edge.gateway import point_at_discord
 from journal import LoggedDecision
+from ops.cli import parse_args
 from records import CHANNEL_MODES, MessageRecord
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
@@ -447,7 +450,9 @@ async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord)
 
 async def test_commands_in_direct_messages_are_refused(bot: RunningBot, fake: FakeDiscord) -> None:
     """Outside a server channel every command answers one line and does nothing."""
-    await bot.start()
+    # Typed as the commands see it: mypy checks that the client is what `commands.Operated` declares.
+    client: Operated = await bot.start()
+    assert client.usage.summary(GUILD_ID, CHANNEL_ID).server_tokens == 0
     text = assert_ephemeral_one_liner(await run_command(fake, "status", in_guild=False))
     assert text == "Parley's commands work only in a server channel, not in direct messages."
 

@@ -382,7 +382,7 @@ async def test_conversation_context_comes_from_the_archive_when_it_covers_the_pe
     """Once the archive has watched the channel for the whole context period, no Discord round trip is made."""
     # Catch-up off: its history reads would hide whether context read Discord's.
     client = await bot.start(backfill_max_messages=0)
-    client.watching_since -= timedelta(hours=2)  # as if the bot had been up for two hours
+    client.coverage.watching_since -= timedelta(hours=2)  # as if the bot had been up for two hours
     await say(fake, BOB_ID, "the build server is down again")
     await say(fake, ALICE_ID, f"<@{BOT_ID}> any idea why?")
     await fake.wait_for_posts(1)

@@ -174,7 +174,7 @@ async def test_a_screenshot_posted_before_the_question_reaches_the_model(
 ) -> None:
     """A conversation's context loaded from the archive keeps its attachments: the screenshot just before is sent."""
     client = await bot.start()
-    client.watching_since -= timedelta(hours=2)  # the archive covers the period: context comes from it
+    client.coverage.watching_since -= timedelta(hours=2)  # the archive covers the period: context comes from it
     await say(fake, BOB_ID, "the dashboard now", attachments=[fake.served_attachment("dash.png", png(), "image/png")])
     await mention_with(fake, "what does bob's screenshot show?")
     await fake.wait_for_posts(1)

@@ -59,7 +59,9 @@ async def archive_holds_ids(client: Parley, expected: set[int], channel_id: int 
 
 async def caught_up(client: Parley) -> None:
     """Wait (bounded) until this session's catch-up has covered #general and finished."""
-    await eventually(lambda: CHANNEL_ID in client.covered_since and not client.catching_up, CATCH_UP_BOUND)
+    await eventually(
+        lambda: CHANNEL_ID in client.coverage.covered_since and not client.coverage.catching_up, CATCH_UP_BOUND
+    )
 
 
 def stored(fake: FakeDiscord, channel_id: int = CHANNEL_ID) -> dict[int, str]:
@@ -150,7 +152,7 @@ async def test_no_catch_up_when_backfill_max_messages_is_zero(bot: RunningBot, f
     client = await bot.start(backfill_max_messages=0)
     live = await say(fake, ALICE_ID, "said while the bot was up")
     await archive_holds(client, {int(live["id"]): "said while the bot was up"})
-    assert client.covered_since == {}
+    assert client.coverage.covered_since == {}
 
 
 # --- A real `python bot.py`, killed mid-stream ----------------------------------------------------

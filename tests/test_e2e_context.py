@@ -37,7 +37,7 @@ async def test_busy_channel_context_from_the_archive_is_the_latest_before_the_qu
 ) -> None:
     """With the archive on and covering the period, the context is the same 20 latest messages."""
     client = await bot.start()
-    client.watching_since -= timedelta(hours=2)  # as if the bot had been up for two hours
+    client.coverage.watching_since -= timedelta(hours=2)  # as if the bot had been up for two hours
     for n in range(BUSY_LINES):
         await say(fake, BOB_ID, f"line-{n:02d}")
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what was the last line?")
@@ -51,7 +51,7 @@ async def test_nothing_from_before_forget_reaches_the_next_conversation(
 ) -> None:
     """After /parley forget, the next conversation's request holds nothing said before it, archive on or off."""
     client = await bot.start(database_url=f"sqlite:///{tmp_path / 'parley.db'}" if archive else "")
-    client.watching_since -= timedelta(hours=2)  # the archive path, where there is one
+    client.coverage.watching_since -= timedelta(hours=2)  # the archive path, where there is one
     await say(fake, ALICE_ID, f"<@{BOT_ID}> which plans do we have?")
     await fake.wait_for_posts(1)
     await say(fake, BOB_ID, "the old plan was pineapple")
@@ -68,7 +68,7 @@ async def test_history_tools_off_keeps_the_archive_context(bot: RunningBot, fake
     """HISTORY_TOOLS=false offers the model no tools, yet context still comes from the archive."""
     # Catch-up off: its history reads would hide whether context read Discord's.
     client = await bot.start(history_tools=False, backfill_max_messages=0)
-    client.watching_since -= timedelta(hours=2)
+    client.coverage.watching_since -= timedelta(hours=2)
     await say(fake, BOB_ID, "the build server is down again")
     await say(fake, ALICE_ID, f"<@{BOT_ID}> any idea why?")
     await fake.wait_for_posts(1)
@@ -85,7 +85,7 @@ async def test_a_mention_after_the_conversation_ended_sees_the_bots_last_exchang
     """Three minutes after an answer, a new conversation's request holds the earlier question and answer."""
     llm.handler = lambda request: "Run `make deploy ENV=prod`." if len(llm.requests) == 1 else "Same with ENV=staging."
     client = await bot.start(database_url=f"sqlite:///{tmp_path / 'parley.db'}" if archive else "")
-    client.watching_since -= timedelta(hours=2)  # the archive path, where there is one
+    client.coverage.watching_since -= timedelta(hours=2)  # the archive path, where there is one
     await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I deploy to prod?")
     await fake.wait_for_posts(1)
     await eventually(lambda: getattr(client.manager.get(CHANNEL_ID), "bot_turns", 0) == 1)

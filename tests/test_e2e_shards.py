@@ -71,11 +71,15 @@ async def test_each_process_keeps_its_own_archive_coverage(bot: RunningBot, fake
     """What shard 0's process noted of its channels' coverage for its next start outlives shard 1's start."""
     _, other_channel = await fake.add_guild("Shard One", shard=(1, 2))
     client = await bot.start(shard_count=2, shard_ids=frozenset({0}))
-    await eventually(lambda: CHANNEL_ID in client.covered_since and not client.catching_up, PROCESS_TIMEOUT)
-    shard_zero_coverage = client.coverage_state
+    await eventually(
+        lambda: CHANNEL_ID in client.coverage.covered_since and not client.coverage.catching_up, PROCESS_TIMEOUT
+    )
+    shard_zero_coverage = client.coverage.coverage_state
     await bot.stop()
     client = await bot.start(shard_count=2, shard_ids=frozenset({1}))
-    await eventually(lambda: other_channel in client.covered_since and not client.catching_up, PROCESS_TIMEOUT)
+    await eventually(
+        lambda: other_channel in client.coverage.covered_since and not client.coverage.catching_up, PROCESS_TIMEOUT
+    )
     await bot.stop()
     archive = await open_archive(f"sqlite:///{tmp_path / 'parley.db'}")
     try:

@@ -12,7 +12,9 @@ from e2e_support import bot_settings
 from fake_discord import FakeDiscord
 from fake_llm import FakeLLM
 
-from bot import build_client, point_at_discord, register_commands, run
+from bot import build_client
+from edge.gateway import point_at_discord
+from ops.cli import register_commands, run
 
 
 def command_puts(fake: FakeDiscord) -> int:

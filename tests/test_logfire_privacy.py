@@ -17,10 +17,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, SQLiteArchive
-from bot import configure_logging
 from config import Settings
 from conversation import ConversationManager
 from decider import ResponseDecider, log_decision
+from ops.observability import configure_logging
 from records import Decision, MessageRecord
 from tools import ChatDeps
 

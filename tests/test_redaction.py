@@ -11,9 +11,10 @@ from pathlib import Path
 import logfire
 import pytest
 
-from bot import configure_logging, main
+from bot import main
 from config import Settings
 from decider import log_decision
+from ops.observability import configure_logging
 from ops.redaction import MASK, mask_credentials, one_line
 from records import Decision, MessageRecord
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from fake_llm import MODEL_NAME
 
-from bot import build_client, main, parse_args
+from bot import build_client, main
 from config import Settings
+from ops.cli import parse_args
 from preflight import export_dotenv_variables, invite_link, parley_version
 from profiles import ProfilesFile
 

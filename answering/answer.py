@@ -1,0 +1,241 @@
+"""Answering a message: the responder's reply, whole or streamed, posted in the channel; and "Regenerate"."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable
+from typing import Protocol
+
+import discord
+from pydantic_ai.models import Model
+
+from admission.history_access import private_view, regenerated_view
+from agent import AnswerListener, Reply, ReplyFailed, Responder, generate_reply, regenerate_reply
+from answering.models import ProfileModels
+from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
+from answering.usage import UsageAccounting
+from archive.holder import ArchiveHolder
+from archive.text import safe_text
+from config import Settings
+from context import TRANSCRIPT_MAX_MESSAGES
+from conversation import ChannelConversation, ConversationManager
+from discord_io import (
+    is_closed_thread,
+    may_read_history,
+    typing_indicator,
+)
+from edge.attachment_sources import AttachmentSources
+from files.providers import is_image_refusal, model_key
+from memory import MemoryStore
+from profiles import Profiles, persona_instructions
+from records import MessageRecord
+from streaming import AnsweredTurn, AnswerStreams
+from tools import ChatDeps
+from upkeep.conversations import ConversationUpkeep
+
+log = logging.getLogger("parley")
+
+# What the model is told a direct message's server and channel are called.
+DIRECT_MESSAGES_PLACE = "direct messages"
+
+
+class Stores(ArchiveHolder, Protocol):
+    """The client, as holder of the archive and of the memory kept in it (both None without an archive)."""
+
+    @property
+    def memory(self) -> MemoryStore | None: ...
+
+
+class Answering:
+    """Produces and posts answers for the client, which has admitted them already."""
+
+    def __init__(
+        self,
+        client: discord.Client,
+        stores: Stores,
+        settings: Settings,
+        manager: ConversationManager,
+        *,
+        responder: Responder,
+        streams: AnswerStreams,
+        profiles: Profiles,
+        models: ProfileModels,
+        files: AttachmentSources,
+        accounting: UsageAccounting,
+        upkeep: ConversationUpkeep,
+    ) -> None:
+        self.client = client
+        self.stores = stores
+        self.settings = settings
+        self.manager = manager
+        self.responder = responder
+        self.streams = streams
+        self.profiles = profiles
+        self.models = models
+        self.files = files
+        self.accounting = accounting
+        self.tail = AnswerTail(manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts)
+
+    async def answer(
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        where: discord.Thread | None = None,
+        *,
+        reads_history: bool,
+    ) -> None:
+        """Run the responder and post its answer (in `where`, a thread opened for it, if given); on failure
+        apologise and leave the history as it was. `reads_history`: the asker may read the channel's history."""
+        assert self.client.user is not None
+        channel = where or message.channel
+        deps = self.chat_deps(message, channel, reads_history)
+        if self.settings.stream_answers:
+            await self._answer_streamed(message, record, conversation, deps, where)
+            return
+        result: Reply | ReplyFailed
+        async with typing_indicator(channel):
+            try:
+                result = await self._reply(message, conversation, record, deps)
+            except ReplyFailed as failure:
+                result = failure
+        outcome = AnswerOutcome.whole(message, where, result, private=not reads_history)
+        await self.tail.finish(outcome, conversation)
+
+    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable, reads_history: bool) -> ChatDeps:
+        """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
+
+        A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
+        the person told Parley about themselves in DMs, never a server's.
+        """
+        assert self.client.user is not None
+        guild = message.guild
+        channel_id = getattr(channel, "id", message.channel.id)
+        return ChatDeps(
+            bot_name=safe_text(self.client.user.display_name),
+            bot_user_id=self.client.user.id,
+            guild_id=0 if guild is None else guild.id,
+            guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
+            channel_id=channel_id,
+            channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
+            archive=self.stores.archive,
+            requester_id=message.author.id,
+            requester_can_read_history=reads_history,
+            memory=self.stores.memory if self.settings.memory_tools else None,
+            message_id=message.id,
+            offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
+        )
+
+    async def _reply(
+        self,
+        message: discord.Message,
+        conversation: ChannelConversation,
+        record: MessageRecord,
+        deps: ChatDeps,
+        listener: AnswerListener | None = None,
+    ) -> Reply:
+        """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
+        marks the model as taking none and gets the same answer asked again without them."""
+        if not deps.requester_can_read_history:
+            conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
+        profile = self.profiles.for_channel(deps.channel_id)
+        chosen = self.models.answer_model(profile.model)
+        instructions = persona_instructions(profile.persona)
+        model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
+        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
+        files = await self.files.attachments.prepare(shown, vision=self.files.attachments.sees_images(model))
+        self.files.archive_extracted(files)
+        ask = functools.partial(
+            generate_reply,
+            self.responder,
+            conversation,
+            record,
+            deps,
+            listener=listener,
+            model=chosen,
+            instructions=instructions,
+        )
+        try:
+            return await ask(files)
+        except ReplyFailed as failure:
+            if model is None or not files.images or not is_image_refusal(failure.__cause__):
+                raise
+            self.accounting.account(message, failure.usage, deps.channel_id)
+            self.files.attachments.refuse_images(model)
+            log.warning(
+                "model %s refused images: answering without them, and sending it none from now on", model_key(model)
+            )
+            return await ask(files.without_images("image not shown: this model takes no images"))
+
+    async def _answer_streamed(
+        self,
+        message: discord.Message,
+        record: MessageRecord,
+        conversation: ChannelConversation,
+        deps: ChatDeps,
+        where: discord.Thread | None,
+    ) -> None:
+        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
+        channel = where or message.channel
+        if is_closed_thread(channel):
+            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
+            return
+
+        def write(listener: AnswerListener) -> Awaitable[Reply]:
+            return self._reply(message, conversation, record, deps, listener)
+
+        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
+        outcome = AnswerOutcome.streamed(message, channel, streamed, private=not deps.requester_can_read_history)
+        await self.tail.finish(outcome, conversation)
+
+    async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
+        """The latest answer of the channel's live conversation, fetched anew after a restart; None if there is none
+        or a message of it is gone."""
+        channel_id: int = getattr(channel, "id", 0)
+        known = self.streams.latest(channel_id)
+        conversation = self.manager.get(channel_id)
+        if known is not None or conversation is None or conversation.latest_answer is None:
+            return known
+        question_channel_id, question_id, post_ids = conversation.latest_answer
+        try:
+            # A thread Parley opened on a message answers it inside the thread: the question is in the parent.
+            asked_in = (
+                channel if question_channel_id == channel_id else await self.client.fetch_channel(question_channel_id)
+            )
+            if not isinstance(asked_in, discord.abc.Messageable) or not isinstance(channel, discord.abc.Messageable):
+                return None
+            question = await asked_in.fetch_message(question_id)
+            posts = [await channel.fetch_message(post_id) for post_id in post_ids]
+        except discord.HTTPException as error:
+            log.info("the latest answer in channel %s cannot be regenerated: %s", channel_id, error)
+            return None
+        self.streams.answered(question, posts, channel)
+        return self.streams.latest(channel_id)
+
+    async def regenerate(self, turn: AnsweredTurn, conversation: ChannelConversation) -> None:
+        """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
+        replacing the answer in the conversation's model history."""
+        question, channel = turn.question, turn.channel
+        channel_id: int = getattr(channel, "id", question.channel.id)
+        # Resolved here, where the question comes back from Discord: the asker of the answer being rewritten.
+        # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
+        deps = self.chat_deps(question, channel, question.guild is None or may_read_history(question))
+        reads_history = deps.requester_can_read_history
+        shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
+
+        profile = self.profiles.for_channel(channel_id)
+
+        def write(listener: AnswerListener) -> Awaitable[Reply]:
+            return regenerate_reply(
+                self.responder,
+                shown,
+                deps,
+                listener=listener,
+                model=self.models.answer_model(profile.model),
+                instructions=persona_instructions(profile.persona),
+            )
+
+        streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
+        outcome = AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts, kept_before=earlier)
+        await self.tail.finish(outcome, conversation)

@@ -1,0 +1,41 @@
+"""Every decision to answer or stay silent, kept for `/parley why`: in memory, and in the archive when it is on."""
+
+from __future__ import annotations
+
+from archive.holder import ArchiveHolder
+from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
+from records import Decision, MessageRecord
+
+
+class DecisionLog:
+    """The decider's listener, and the bot's own decisions (limits, budgets) beside it."""
+
+    def __init__(self, journal: DecisionJournal, holder: ArchiveHolder) -> None:
+        self.journal = journal
+        self.holder = holder
+
+    def note(self, message: MessageRecord, decision: Decision) -> None:
+        """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on."""
+        entry = LoggedDecision.of(message, decision)
+        self.journal.add(message.channel_id, entry)
+        # Idle decisions stay in memory: archived, they would double the writes of a busy server
+        # and crowd the conversation decisions out of the archive's recent_decisions.
+        if self.holder.archive is not None and decision.reason != IDLE_REASON:
+            self.holder.archive.record_decision(
+                channel_id=message.channel_id,
+                message_id=message.message_id,
+                author_name=entry.author,
+                excerpt=entry.excerpt,
+                responded=decision.respond,
+                reason=decision.reason,
+                tier=decision.tier,
+                confidence=decision.confidence,
+            )
+
+    async def recent(self, channel_id: int, count: int) -> list[LoggedDecision]:
+        """The channel's latest `count` decisions, newest first: this process's, and the archive's from before."""
+        kept = {entry.message_id: entry for entry in self.journal.recent(channel_id)}
+        if self.holder.archive is not None:
+            for row in await self.holder.archive.recent_decisions(channel_id, count):
+                kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
+        return newest_first(kept.values())[:count]

@@ -1,0 +1,259 @@
+"""A message's way from its arrival to its answer: recorded, admitted, decided in its channel's turn, answered."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+import discord
+
+from answering.answer import Answering
+from answering.decisions import DecisionLog
+from conversation import ChannelConversation, ConversationManager
+from decider import JudgeCall, ResponseDecider, log_decision
+from discord_io import guild_id_of, is_closed_thread
+from edge.arrival import Arrival
+from edge.context_loading import ContextLoader
+from edge.threads import Threads
+from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
+from streaming import AnsweredTurn
+from upkeep.conversations import ConversationUpkeep
+
+log = logging.getLogger("parley")
+
+# Decisions the admission limits make instead of the decider: the message is recorded, not answered.
+SUPERSEDED = Decision(False, "superseded", "limit")
+QUEUE_FULL = Decision(False, "queue_full", "limit")
+
+
+class Gate(Protocol):
+    """Which automated messages may make Parley answer."""
+
+    def human_spoke(self, channel_id: int) -> None: ...
+
+    def refusal(self, author_id: int, channel_id: int) -> Decision | None: ...
+
+
+class Admission(Protocol):
+    """Who may make Parley call a model, and when: as the message path asks it."""
+
+    @property
+    def bot_gate(self) -> Gate: ...
+
+    @property
+    def answer_slots(self) -> asyncio.Semaphore: ...
+
+    def idle(self, channel_id: int) -> bool: ...
+
+    def join_line(self, channel_id: int, record: MessageRecord) -> bool: ...
+
+    def leave_line(self, channel_id: int, message_id: int) -> bool: ...
+
+    def channel_turn(self, channel_id: int) -> AbstractAsyncContextManager[None]: ...
+
+    async def admit_member(
+        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
+    ) -> bool: ...
+
+    async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision: ...
+
+    def regenerate_refusal(self, guild_id: int, member_id: int) -> str | None: ...
+
+    def give_back(self, guild_id: int, member_id: int) -> None: ...
+
+    def server_budget_spent(self, guild_id: int) -> bool: ...
+
+    async def decline_over_budget(
+        self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
+    ) -> None: ...
+
+
+class MessagePipeline:
+    """Takes each arrived message through admission and the decider to an answer, one message of a channel at a
+    time."""
+
+    def __init__(
+        self,
+        client: discord.Client,
+        manager: ConversationManager,
+        decider: ResponseDecider,
+        admission: Admission,
+        *,
+        threads: Threads,
+        context: ContextLoader,
+        upkeep: ConversationUpkeep,
+        answering: Answering,
+        decision_log: DecisionLog,
+    ) -> None:
+        self.client = client
+        self.manager = manager
+        self.decider = decider
+        self.admission = admission
+        self.threads = threads
+        self.context = context
+        self.upkeep = upkeep
+        self.answering = answering
+        self.decision_log = decision_log
+
+    @property
+    def bot_user_id(self) -> int:
+        assert self.client.user is not None  # messages arrive only once logged in
+        return self.client.user.id
+
+    async def arrived(self, arrival: Arrival) -> None:
+        """A chat message from someone else than Parley: through the bot gate, then `handle`."""
+        if not arrival.automated:
+            self.admission.bot_gate.human_spoke(arrival.record.channel_id)
+        elif self._refuse_automated(arrival):
+            return
+        # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
+        # never answers them (`other_bot`).
+        await self.handle(arrival)
+
+    def _refuse_automated(self, arrival: Arrival) -> bool:
+        """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
+        record = arrival.record
+        if not arrival.addressed:
+            return False
+        refusal = self.admission.bot_gate.refusal(record.author_id, record.channel_id)
+        if refusal is None:
+            return False
+        self.manager.record_message(record.channel_id, record)
+        self.decided_here(record, refusal)
+        return True
+
+    async def handle(self, arrival: Arrival) -> None:
+        """Record, decide and answer one message; a channel's messages are decided in arrival order.
+
+        Every message is recorded, so the model sees them all; only answering is limited. While a
+        channel is busy, a member's newer mention of Parley (or reply to it) supersedes their
+        earlier waiting one, and at most CHANNEL_QUEUE_LIMIT members' mentions wait; the rest are
+        recorded, not answered. Other messages wait for their turn to be decided: none of them can
+        cost more than a follow-up or a judge call, each limited on its own.
+
+        Whether the message starts a conversation is decided once, when first asked: at once in a channel with
+        neither a conversation nor a turn under way, else at its turn if no conversation is live by then.
+        """
+        message, record = arrival.message, arrival.record
+        channel_id = message.channel.id
+        live = self.manager.record_message(channel_id, record)
+        starts = functools.cache(lambda: self._starts_conversation(arrival))
+        if live is None and self.admission.idle(channel_id) and not starts():
+            return  # nothing is starting a conversation here, so this message was decided at once
+        in_line = arrival.addressed
+        answerable = True
+        if in_line and not self.admission.join_line(channel_id, record):
+            self.decided_here(record, QUEUE_FULL)
+            if live is not None:
+                return  # recorded already; a full line has waiters, who clear the turn away
+            in_line = answerable = False  # it waits only to be recorded in order
+        async with self.admission.channel_turn(channel_id):
+            if in_line and not self.admission.leave_line(channel_id, record.message_id):
+                self.decided_here(record, SUPERSEDED)
+                answerable = False
+            if not answerable:
+                self._record_late(record, live)
+                return
+            opens = self.threads.opens_thread(message, record)
+            thread = await self.threads.open_thread(message, record) if opens else None
+            if thread is not None:
+                await self._answer_in_thread(arrival.moved_to(thread, OWN_THREAD), thread)
+                return
+            conversation = self.manager.get(channel_id)
+            if conversation is None and starts():
+                conversation = await self._start_conversation(arrival)
+            elif conversation is not None and conversation is not live:
+                self.manager.record_message(channel_id, record)
+            if conversation is not None:
+                await self._decide_and_answer(arrival, conversation)
+
+    def _starts_conversation(self, arrival: Arrival) -> bool:
+        """Whether the message starts a conversation: any message in a thread Parley opened or in a DM, and in a
+        channel what the decider says starts one (an @mention of Parley or a reply to it)."""
+        return arrival.kind != CHANNEL or self.decider.should_start_conversation(arrival.record, self.bot_user_id)[0]
+
+    async def _start_conversation(self, arrival: Arrival) -> ChannelConversation:
+        """Start the channel's conversation with the message, from the context before it and earlier summaries."""
+        channel_id = arrival.record.channel_id
+        context = await self.context.load_context(arrival.message)
+        earlier = await self.upkeep.earlier_conversations(channel_id)
+        conversation = self.manager.start(channel_id, context, kind=arrival.kind)
+        conversation.earlier_conversations = earlier
+        self.manager.record_message(channel_id, arrival.record)
+        return conversation
+
+    async def _answer_in_thread(self, arrival: Arrival, thread: discord.Thread) -> None:
+        """Start the thread's conversation with the question that opened it, and answer it there.
+
+        The thread's own turn is held while answering, so what members write in it meanwhile waits its turn.
+        """
+        async with self.admission.channel_turn(thread.id):
+            conversation = self.manager.start(thread.id, kind=OWN_THREAD)
+            self.manager.record_message(thread.id, arrival.record)
+            await self._decide_and_answer(arrival, conversation, thread)
+
+    def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
+        """Record a message that will not be answered in the conversation that began while it waited."""
+        conversation = self.manager.get(record.channel_id)
+        if conversation is not None and conversation is not live:
+            self.manager.record_message(record.channel_id, record)
+
+    async def _decide_and_answer(
+        self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
+    ) -> None:
+        """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
+        says so."""
+        message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
+        if not await self.admission.admit_member(guild_id, message, record, arrival.addressed):
+            return
+        decision = self.decider.decide_now(record, conversation, self.bot_user_id)
+        if not isinstance(decision, Decision):
+            decision = await self.admission.judged(guild_id, record, decision)
+        if not decision.respond:
+            self.admission.give_back(guild_id, record.author_id)
+            return
+        async with self.admission.answer_slots:
+            await self.answer(arrival, conversation, where)
+
+    async def answer(
+        self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
+    ) -> None:
+        """Answer the message (in `where`, a thread opened for it, if given), unless its server's token budget for
+        the day is spent (`decline_over_budget`)."""
+        message, record = arrival.message, arrival.record
+        if self.admission.server_budget_spent(arrival.guild_id):
+            await self.admission.decline_over_budget(arrival.guild_id, message, record, where)
+            return
+        await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
+
+    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
+        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
+        spent one of their answers, which `regenerate` gives back if it makes no model call."""
+        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+
+    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
+        """ "Regenerate", admitted for `member_id` (streaming.py); nothing changes if the conversation has ended."""
+        question, channel = turn.question, turn.channel
+        channel_id: int = getattr(channel, "id", question.channel.id)
+        guild_id = guild_id_of(question)
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+            conversation = self.manager.get(channel_id)
+            gone = (
+                conversation is None
+                or self.answering.streams.latest(channel_id) is not turn
+                or is_closed_thread(channel)
+            )
+            if gone or self.admission.server_budget_spent(guild_id):
+                self.admission.give_back(guild_id, member_id)
+                return
+            assert conversation is not None
+            await self.answering.regenerate(turn, conversation)
+
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
+        """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept
+        for `/parley why` like the decider's; a later one on the same message replaces the earlier."""
+        self.decision_log.note(record, decision)
+        log_decision(record, decision)

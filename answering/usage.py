@@ -1,0 +1,93 @@
+"""Usage accounting: the tokens each model call spent, counted against its server, channel, member and model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import discord
+from pydantic_ai import RunUsage
+from pydantic_ai.models import KnownModelName, Model
+
+from agent import LLMJudge
+from budget import NO_MEMBER, UsageLedger
+from context import Summarizer
+from costs import model_label
+from discord_io import guild_id_of
+from records import MessageRecord
+
+log = logging.getLogger("parley")
+
+
+class UsageAccounting:
+    """Counts what answers, judgements and summaries spent in the day's ledger (and the archive, when on)."""
+
+    def __init__(
+        self,
+        ledger: UsageLedger,
+        answer_model: Model | KnownModelName | str | None,
+        get_channel: Callable[[int], object],
+        *,
+        judge: LLMJudge | None,
+        summarizer: Summarizer | None,
+    ) -> None:
+        self.ledger = ledger
+        # The responder's own model: what an answer is counted against when the reply names none.
+        self.answer_model = answer_model
+        # The client's cache of channels: a judgement or summary is counted against its channel's server.
+        self.get_channel = get_channel
+        self.judge = judge
+        self.summarizer = summarizer
+
+    def account(
+        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
+    ) -> None:
+        """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
+        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
+        channel = message.channel.id if channel_id is None else channel_id
+        if usage.cache_read_tokens:
+            log.info(
+                "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
+                message.id,
+                usage.cache_read_tokens,
+                usage.input_tokens,
+                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
+            )
+        self.ledger.record(
+            guild_id_of(message),
+            channel,
+            message.author.id,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model or model_label(self.answer_model),
+        )
+
+    def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:
+        """Count the tokens the judge spent on a message against its server, channel and author."""
+        guild = getattr(self.get_channel(record.channel_id), "guild", None)
+        if guild is not None and self.judge is not None:
+            self.ledger.record(
+                guild.id,
+                record.channel_id,
+                record.author_id,
+                usage.input_tokens,
+                usage.output_tokens,
+                cached_input_tokens=usage.cache_read_tokens,
+                model=model_label(self.judge.agent.model),
+                kind="judge",
+            )
+
+    def account_summary(self, channel_id: int, usage: RunUsage) -> None:
+        """Count the tokens of a summary written for a channel against its server (0: DMs) and channel, no member."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        self.ledger.record(
+            guild.id if guild is not None else 0,
+            channel_id,
+            NO_MEMBER,
+            usage.input_tokens,
+            usage.output_tokens,
+            cached_input_tokens=usage.cache_read_tokens,
+            model=model_label(self.summarizer.agent.model) if self.summarizer is not None else "",
+            kind="summary",
+        )

@@ -1,0 +1,78 @@
+"""A new conversation's context: the channel's recent messages before its first, from the archive or from Discord."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+import discord
+
+from archive import Archive
+from archive.holder import ArchiveHolder
+from config import Settings
+from discord_io import record_from_archive, to_record
+from records import MessageRecord
+from upkeep.coverage import Coverage
+
+log = logging.getLogger("parley")
+
+
+class ContextLoader:
+    """Loads what a conversation starts from, since the channel's last forget and within CONTEXT_MAX_AGE_MINUTES."""
+
+    def __init__(
+        self, settings: Settings, holder: ArchiveHolder, coverage: Coverage, forget_markers: dict[int, int]
+    ) -> None:
+        self.settings = settings
+        self.holder = holder
+        self.coverage = coverage
+        self.forget_markers = forget_markers
+
+    async def load_context(self, message: discord.Message) -> list[MessageRecord]:
+        """The channel's recent messages before `message`, oldest first, as a new conversation's context.
+
+        From the archive when it holds the channel's whole period, watched live or caught up (no
+        Discord round trip), otherwise from Discord's message history.
+        """
+        count = self.settings.context_message_count
+        if count == 0:
+            return []
+        since = message.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
+        after_id = self.forget_markers.get(message.channel.id, 0)
+        if self.holder.archive is not None and since >= self.coverage.watched_from(message.channel.id):
+            return await self._context_from_archive(self.holder.archive, message, count, since, after_id)
+        after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
+        return await self._context_from_discord(message, count, discord.Object(id=after_id))
+
+    async def _context_from_archive(
+        self, archive: Archive, message: discord.Message, count: int, since: datetime, after_id: int
+    ) -> list[MessageRecord]:
+        await archive.flush()  # the messages just before the trigger may still be queued
+        hours = (message.created_at - since).total_seconds() / 3600
+        earlier = await archive.recent(
+            message.channel.id,
+            limit=count,
+            hours=hours,
+            now=message.created_at,
+            before_id=message.id,
+            after_id=after_id,
+        )
+        return [record_from_archive(row) for row in earlier]
+
+    async def _context_from_discord(
+        self, message: discord.Message, count: int, after: discord.abc.Snowflake
+    ) -> list[MessageRecord]:
+        try:
+            history = [
+                to_record(earlier)
+                # Newest first: with `after` alone discord.py pages forward from it, which in a busy
+                # channel would be the period's first messages, not the ones just before `message`.
+                async for earlier in message.channel.history(
+                    limit=count, before=message, after=after, oldest_first=False
+                )
+            ]
+        except discord.HTTPException as error:
+            log.warning("could not load context for channel %s: %s", message.channel.id, error)
+            return []
+        history.sort(key=lambda record: record.message_id)
+        return history

@@ -1,0 +1,171 @@
+"""The command line: `python bot.py [--check | --sync | --version]`, from settings to a running client."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import aiohttp
+import discord
+from pydantic import ValidationError
+
+from config import Settings, describe_settings_error
+from edge.gateway import point_at_discord
+from followup import ModelFileError, load_model, model_path
+from ops.observability import configure_logging, warn_about_retired_settings
+from ops.opening import ArchiveUnavailable
+from preflight import (
+    configuration_problems,
+    describe_configuration,
+    dotenv_names,
+    export_dotenv_variables,
+    misspelt_settings,
+    parley_version,
+    required_settings_help,
+    settings_env_file,
+)
+
+log = logging.getLogger("parley")
+
+
+class Runnable(Protocol):
+    """The client, as running it needs: a discord.py client that opens its archive before it logs in."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None: ...
+
+    async def open_archive(self) -> None: ...
+
+    async def start(self, token: str, *, reconnect: bool = True) -> None: ...
+
+    async def login(self, token: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+async def run(client: Runnable, token: str) -> None:
+    """Run until Discord disconnects for good or SIGTERM/SIGINT asks for a graceful stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with client:
+            await client.open_archive()
+            serving = asyncio.create_task(client.start(token))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if serving.done():
+                serving.result()
+            log.info("shutting down")
+            await client.close()
+            await serving
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def register_commands(client: Runnable, token: str) -> None:
+    """`--sync`: log in (which registers the commands, forced) and leave, without opening a gateway session."""
+    async with client:
+        await client.open_archive()
+        await client.login(token)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bot.py",
+        description="Run Parley, a Discord bot that joins channel conversations. Its settings come from the"
+        " environment and a .env file in the current folder.",
+        epilog=required_settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration offline (settings, model, provider package and key, archive), print it"
+        " with secrets masked, and exit: 0 if it is fine, 2 if not",
+    )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="register the /parley commands with Discord now (in GUILD_ID alone when set), even if unchanged,"
+        " and exit; a normal start registers them whenever they changed",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --check: a variable that reads like a misspelt setting is an error (exit 2), not a warning",
+    )
+    parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
+    """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import."""
+    args = parse_args(argv)
+    export_dotenv_variables(settings_env_file())
+    # Before the settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
+    strict = args.check and args.strict
+    typos = misspelt_settings(dotenv_names(settings_env_file()), os.environ)
+    for typo in typos:
+        print(f"{'Configuration error' if strict else 'Warning'}: {typo}", file=sys.stderr)
+    if typos and strict:
+        return 2
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        print(describe_settings_error(error), file=sys.stderr)
+        return 2
+    problems = configuration_problems(settings)
+    for problem in problems:
+        print(f"Configuration error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    try:
+        load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
+    except ModelFileError as error:
+        print(f"Configuration error: {error}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(describe_configuration(settings))
+        print(f"Parley {parley_version()}: the configuration is complete (checked offline; nothing was sent).")
+        return 0
+    configure_logging(settings)
+    warn_about_retired_settings(os.environ)
+    point_at_discord(settings)
+    client = build_client(settings, sync_commands=args.sync)
+    # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's
+    # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
+    # https://docs.python.org/3/library/gc.html#gc.freeze
+    gc.freeze()
+    token = settings.discord_token.get_secret_value()
+    try:
+        asyncio.run(register_commands(client, token) if args.sync else run(client, token))
+    except discord.LoginFailure:
+        print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
+        return 2
+    except ArchiveUnavailable as error:
+        print(f"Configuration error: {error}", file=sys.stderr)
+        return 2
+    except discord.PrivilegedIntentsRequired:
+        print(
+            "Configuration error: enable the Message Content intent for this bot in the Discord developer portal",
+            file=sys.stderr,
+        )
+        return 2
+    except (OSError, aiohttp.ClientError) as error:
+        # aiohttp's connection errors are OSErrors: a network that is down, or a wrong DISCORD_API_BASE_URL;
+        # a gateway address that answers but not as a websocket is an aiohttp.ClientError.
+        print(f"Could not reach Discord: {error}", file=sys.stderr)
+        return 1
+    return 0

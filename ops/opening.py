@@ -1,0 +1,48 @@
+"""Opening the archive DATABASE_URL names, with one line for the deployer when it cannot be opened or followed."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
+from archive.file_text import FileTextBudget
+from config import Settings
+from shared import SharedSettings, follow_other_processes
+
+if TYPE_CHECKING:
+    from archive.changes import ChangeListener
+
+
+class ArchiveUnavailable(Exception):
+    """The archive DATABASE_URL names cannot be opened or created (or its server reached)."""
+
+
+async def open_configured_archive(settings: Settings) -> Archive:
+    """The archive of DATABASE_URL, opened (created if new).
+
+    Raises:
+        ArchiveUnavailable: it cannot be; the message names where it is, never its credentials.
+    """
+    url = settings.database_url
+    try:
+        return await open_archive(
+            url,
+            retention_days=settings.history_retention_days,
+            file_text_budget=FileTextBudget(
+                settings.archive_file_text_channel_bytes, settings.archive_file_text_member_bytes
+            ),
+        )
+    except DatabaseUrlError as error:
+        raise ArchiveUnavailable(str(error)) from None
+    except (OSError, sqlite3.Error, RuntimeError) as error:
+        where = describe_database_url(url)
+        raise ArchiveUnavailable(f"DATABASE_URL names {where}, which cannot be opened: {error}") from error
+
+
+async def follow(settings: Settings, archive: Archive, shared: SharedSettings) -> ChangeListener | None:
+    """With a Postgres archive, other processes' changes to the shared settings, as they are committed."""
+    try:
+        return await follow_other_processes(settings.database_url, archive, shared)
+    except DatabaseUrlError as error:
+        raise ArchiveUnavailable(str(error)) from None

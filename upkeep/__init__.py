@@ -1,0 +1,1 @@
+"""Conversation upkeep: resume, summaries, compaction, forgetting, edits and deletions, catch-up coverage."""
