@@ -1,0 +1,413 @@
+"""The fake Discord's REST routes: messages, threads, interactions, commands and files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+from fake_discord_gateway import GatewaySessions
+from fake_discord_state import (
+    _ROLE_MENTION,
+    API_PREFIX,
+    APPLICATION_ID,
+    BOT_ID,
+    CALLBACK_DEFERRED_CHANNEL_MESSAGE,
+    CALLBACK_TYPES_WITH_MESSAGE,
+    CHANNEL_ID,
+    EPHEMERAL_FLAG,
+    MAX_CONTENT_LENGTH,
+    MESSAGE_TYPE_CHAT_INPUT_COMMAND,
+    Edit,
+    FakeChannel,
+    InteractionCall,
+    Post,
+    RecordedRequest,
+    TypingEvent,
+    _error,
+    _Failure,
+    _Handler,
+    _invalid_form_body,
+    _json_response,
+    iso_timestamp,
+)
+
+_log = logging.getLogger("fake_discord")
+
+
+class RestRoutes(GatewaySessions):
+    """The REST API's routes."""
+
+    def _add_routes(self, router: web.UrlDispatcher) -> None:
+        api: list[tuple[str, str, _Handler]] = [
+            ("GET", "/users/@me", self._get_me),
+            ("GET", "/oauth2/applications/@me", self._get_application),
+            ("GET", "/channels/{channel_id}", self._get_channel),
+            ("GET", "/channels/{channel_id}/messages", self._get_messages),
+            ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
+            ("POST", "/channels/{channel_id}/messages", self._post_message),
+            ("PATCH", "/channels/{channel_id}/messages/{message_id}", self._patch_message),
+            ("DELETE", "/channels/{channel_id}/messages/{message_id}", self._delete_message),
+            ("POST", "/channels/{channel_id}/typing", self._post_typing),
+            ("POST", "/channels/{channel_id}/messages/{message_id}/threads", self._start_thread_from_message),
+            ("GET", "/guilds/{guild_id}", self._get_guild),
+            ("POST", "/interactions/{interaction_id}/{token}/callback", self._interaction_callback),
+            ("POST", "/webhooks/{application_id}/{token}", self._webhook_message),
+            ("GET", "/webhooks/{application_id}/{token}/messages/{message_id}", self._webhook_message),
+            ("PATCH", "/webhooks/{application_id}/{token}/messages/{message_id}", self._webhook_message),
+            ("DELETE", "/webhooks/{application_id}/{token}/messages/{message_id}", self._webhook_delete),
+            ("GET", "/applications/{application_id}/commands", self._get_commands),
+            ("PUT", "/applications/{application_id}/commands", self._put_commands),
+            ("GET", "/applications/{application_id}/guilds/{guild_id}/commands", self._get_commands),
+            ("PUT", "/applications/{application_id}/guilds/{guild_id}/commands", self._put_commands),
+            ("GET", "/gateway/bot", self._get_gateway_bot),
+        ]
+        for method, path, handler in api:
+            router.add_route(method, API_PREFIX + path, handler)
+        router.add_get("/gateway", self._gateway)
+        router.add_get("/cdn/attachments/{attachment_id}/{filename}", self._get_cdn_file)
+        router.add_route("*", "/{tail:.*}", self._unknown)
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any handler bug becomes a 400 the test sees
+            # A 400 makes discord.py raise at once; a 500 would be retried for ~25 s.
+            _log.exception("FakeDiscord failed handling %s %s", request.method, request.path_qs)
+            self.handler_errors.append(exc)
+            response = _error(400, f"FakeDiscord: {exc!r}", 50035)
+        self.requests.append(RecordedRequest(request.method, request.path_qs, response.status))
+        self._changed()
+        return response
+
+    @web.middleware
+    async def _authorize(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        # Interaction callbacks and webhooks authenticate by the token in their path, not a header.
+        unauthenticated = ("/gateway", "/cdn/", f"{API_PREFIX}/interactions/", f"{API_PREFIX}/webhooks/")
+        authorized = request.headers.get("Authorization") == f"Bot {self.token}"
+        if not (authorized or request.path.startswith(unauthenticated)):
+            return _error(401, "401: Unauthorized")
+        return await handler(request)
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        route = f"{request.method} {request.path_qs}"
+        _log.warning("FakeDiscord: unknown route %s", route)
+        self.unknown_routes.append(route)
+        return _error(404, "404: Not Found")
+
+    async def _get_cdn_file(self, request: web.Request) -> web.Response:
+        attachment_id = int(request.match_info["attachment_id"])
+        self.cdn_requests.append(attachment_id)
+        if attachment_id in self.cdn_failures:
+            return web.Response(status=500, text="CDN failure")
+        data = self.cdn.get(attachment_id)
+        if data is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=data, content_type="application/octet-stream")
+
+    async def _get_me(self, request: web.Request) -> web.Response:
+        return _json_response(self._bot_user())
+
+    async def _get_gateway_bot(self, request: web.Request) -> web.Response:
+        # https://discord.com/developers/docs/events/gateway#get-gateway-bot: where to connect, and how many shards.
+        limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
+        return _json_response({"url": self.gateway_url, "shards": self.shard_count, "session_start_limit": limit})
+
+    async def _get_application(self, request: web.Request) -> web.Response:
+        return _json_response(self._application())
+
+    async def _get_guild(self, request: web.Request) -> web.Response:
+        guild_id = int(request.match_info["guild_id"])
+        if guild_id not in self.guilds:
+            return _error(404, "Unknown Guild", 10004)
+        return _json_response(self._guild(guild_id))
+
+    def _channel_or_none(self, request: web.Request) -> FakeChannel | None:
+        return self.channels.get(int(request.match_info["channel_id"]))
+
+    async def _get_channel(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        return _json_response(channel.payload())
+
+    async def _get_messages(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        return _json_response(self._history_page(channel, request.query))
+
+    async def _get_message(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        message = channel.find(int(request.match_info["message_id"])) if channel else None
+        if message is None:
+            return _error(404, "Unknown Message", 10008)
+        return _json_response(message)
+
+    async def _post_typing(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        self.typing_events.append(TypingEvent(channel.id, asyncio.get_running_loop().time()))
+        return web.Response(status=204)
+
+    async def _post_message(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        failure = self._take_failure(channel.id)
+        if failure is not None:
+            return self._failure_response(failure)
+        body, files = await _read_message_body(request)
+        content = body.get("content") or ""
+        if not (content or body.get("embeds") or files or body.get("sticker_ids")):
+            return _error(400, "Cannot send an empty message", 50006)
+        if len(content) > MAX_CONTENT_LENGTH:
+            return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
+        reference = body.get("message_reference")
+        reply_to = int(reference["message_id"]) if reference else None
+        if reference and reply_to is not None and channel.find(reply_to) is None:
+            # https://discord.com/developers/docs/resources/message#message-reference-structure
+            if reference.get("fail_if_not_exists", True):
+                return _invalid_form_body("message_reference", "Unknown message")
+            reply_to = None  # posted as a plain message
+        message = self._create_message(
+            channel.id,
+            BOT_ID,
+            content,
+            message_id=self._next_id(),
+            reply_to=reply_to,
+            allowed_mentions=body.get("allowed_mentions"),
+            attachments=[self._attachment(name, data) for name, data in files],
+        )
+        if body.get("components"):
+            message["components"] = body["components"]
+        self.bot_posts.append(Post(channel.id, body, message, files, asyncio.get_running_loop().time()))
+        # Discord echoes the bot's own message back over the gateway.
+        await self._route("MESSAGE_CREATE", self._gateway_message(message))
+        return _json_response(message)
+
+    async def _patch_message(self, request: web.Request) -> web.Response:
+        """Edit one of the bot's messages; MESSAGE_UPDATE follows, as Discord sends it.
+
+        https://discord.com/developers/docs/resources/message#edit-message
+        """
+        channel = self._channel_or_none(request)
+        message = channel.find(int(request.match_info["message_id"])) if channel else None
+        if channel is None or message is None:
+            return _error(404, "Unknown Message", 10008)
+        failure = _take(self._edit_failures, channel.id)
+        if failure is not None:
+            return self._failure_response(failure)
+        if int(message["author"]["id"]) != BOT_ID:
+            return _error(403, "Cannot edit a message authored by another user", 50005)
+        body, _ = await _read_message_body(request)
+        content = body.get("content", message["content"]) or ""
+        if len(content) > MAX_CONTENT_LENGTH:
+            return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
+        message["content"] = content
+        message["edited_timestamp"] = datetime.now(UTC).isoformat()
+        if "components" in body:
+            message["components"] = body["components"] or []
+        # Who is listed as mentioned follows the new text, within the edit's allowed_mentions.
+        mentioned = self._pinged_users(content, (), body.get("allowed_mentions") or {"parse": []}, None)
+        message["mentions"] = [self.users[user_id].payload() for user_id in mentioned]
+        message["mention_roles"] = _ROLE_MENTION.findall(content)
+        self.edits.append(Edit(channel.id, int(message["id"]), body, asyncio.get_running_loop().time()))
+        await self._route("MESSAGE_UPDATE", self._gateway_message(message))
+        return _json_response(message)
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        channel = self._channel_or_none(request)
+        message_id = int(request.match_info["message_id"])
+        if channel is None or channel.find(message_id) is None:
+            return _error(404, "Unknown Message", 10008)
+        channel.messages = [m for m in channel.messages if int(m["id"]) != message_id]
+        self.deleted_ids.append(message_id)
+        where = {"id": str(message_id), "channel_id": str(channel.id)}
+        if channel.recipient_id is None:
+            where["guild_id"] = str(channel.guild_id)
+        await self._route("MESSAGE_DELETE", where)
+        return web.Response(status=204)
+
+    async def _start_thread_from_message(self, request: web.Request) -> web.Response:
+        """Start a public thread on a message: the thread takes the message's id; THREAD_CREATE follows.
+
+        https://discord.com/developers/docs/resources/channel#start-thread-from-message
+        """
+        channel = self._channel_or_none(request)
+        if channel is None or channel.parent_id is not None or channel.recipient_id is not None:
+            return _error(404, "Unknown Channel", 10003)
+        message_id = int(request.match_info["message_id"])
+        message = channel.find(message_id)
+        if message is None:
+            return _error(404, "Unknown Message", 10008)
+        if message_id in self.channels:
+            return _error(400, "A thread has already been created for this message", 160004)
+        body = await request.json()
+        name = body.get("name") or ""
+        if not 1 <= len(name) <= 100:
+            return _invalid_form_body("name", "Must be between 1 and 100 in length.")
+        thread = FakeChannel(message_id, name, 0, parent_id=channel.id, owner_id=BOT_ID, guild_id=channel.guild_id)
+        thread.member_ids = {BOT_ID, int(message["author"]["id"])}
+        self.channels[thread.id] = thread
+        self.threads_started.append((channel.id, message_id, body))
+        await self._route("THREAD_CREATE", {**thread.payload(), "newly_created": True})
+        return _json_response(thread.payload())
+
+    def _attachment(self, filename: str, data: bytes) -> dict[str, Any]:
+        attachment_id = self._next_id()
+        url = f"https://cdn.discordapp.com/attachments/{attachment_id}/{filename}"
+        return {"id": str(attachment_id), "filename": filename, "size": len(data), "url": url, "proxy_url": url}
+
+    def _take_failure(self, channel_id: int) -> _Failure | None:
+        return _take(self._failures, channel_id)
+
+    def _failure_response(self, failure: _Failure) -> web.Response:
+        if failure.status != 429:
+            return _error(failure.status, f"{failure.status}: Internal Server Error")
+        # discord.py treats a 429 without a `Via` header as a Cloudflare ban and raises instead of retrying.
+        # https://discord.com/developers/docs/topics/rate-limits#header-format
+        headers = {
+            "Via": "1.1 google",
+            "Retry-After": str(max(1, round(failure.retry_after))),
+            "X-RateLimit-Limit": "5",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset-After": str(failure.retry_after),
+            "X-RateLimit-Scope": "user",
+        }
+        body = {"message": "You are being rate limited.", "retry_after": failure.retry_after, "global": False}
+        return _json_response(body, status=429, headers=headers)
+
+    # Interactions and application commands
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        body, _ = await _read_message_body(request)
+        token = request.match_info["token"]
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body))
+        self._changed()
+        interaction = self._interactions.get(token, {})
+        callback_type = body.get("type")
+        data = body.get("data") or {}
+        # https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-callback-interaction-callback-response-object
+        response: dict[str, Any] = {
+            "interaction": {
+                "id": request.match_info["interaction_id"],
+                "type": interaction.get("type", 2),
+                "response_message_loading": callback_type == CALLBACK_DEFERRED_CHANNEL_MESSAGE,
+                "response_message_ephemeral": bool(data.get("flags", 0) & EPHEMERAL_FLAG),
+            },
+            "resource": {"type": callback_type},
+        }
+        if callback_type in CALLBACK_TYPES_WITH_MESSAGE:
+            message = self._interaction_message(token, data)
+            self._original_responses[token] = message
+            response["interaction"]["response_message_id"] = message["id"]
+            response["resource"]["message"] = message
+        return _json_response(response)
+
+    def _interaction_message(self, token: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A message object for an interaction response or follow-up; these stay out of channel history."""
+        channel_id = int(self._interactions.get(token, {}).get("channel_id", CHANNEL_ID))
+        message_id = self._next_id()
+        return {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "author": self.users[BOT_ID].payload(),
+            "content": data.get("content") or "",
+            "timestamp": iso_timestamp(message_id),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": data.get("embeds") or [],
+            "pinned": False,
+            "type": MESSAGE_TYPE_CHAT_INPUT_COMMAND,
+            "flags": data.get("flags", 0),
+            "components": [],
+            "application_id": str(APPLICATION_ID),
+            "webhook_id": str(APPLICATION_ID),
+        }
+
+    async def _webhook_message(self, request: web.Request) -> web.Response:
+        """Follow-ups (POST) and the @original response (GET, PATCH) of an interaction."""
+        body = None if request.method == "GET" else (await _read_message_body(request))[0]
+        token = request.match_info["token"]
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body))
+        self._changed()
+        if request.method == "POST":
+            return _json_response(self._interaction_message(token, body or {}))
+        if request.method == "PATCH":
+            original = self._original_responses.get(token) or self._interaction_message(token, {})
+            self._original_responses[token] = {**original, **(body or {})}
+        if token not in self._original_responses:
+            return _error(404, "Unknown Message", 10008)
+        return _json_response(self._original_responses[token])
+
+    async def _webhook_delete(self, request: web.Request) -> web.Response:
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, None))
+        self._original_responses.pop(request.match_info["token"], None)
+        self._changed()
+        return web.Response(status=204)
+
+    async def _get_commands(self, request: web.Request) -> web.Response:
+        return _json_response(self.commands.get(_command_scope(request), []))
+
+    async def _put_commands(self, request: web.Request) -> web.Response:
+        scope = _command_scope(request)
+        commands = [
+            {
+                "type": 1,
+                "description": "",
+                "options": [],
+                **command,
+                "id": str(self._next_id()),
+                "application_id": str(APPLICATION_ID),
+                "version": str(self._next_id()),
+                **({"guild_id": str(scope)} if scope is not None else {}),
+            }
+            for command in await request.json()
+        ]
+        self.commands[scope] = commands
+        self._changed()
+        return _json_response(commands)
+
+
+def _take(failures: list[_Failure], channel_id: int) -> _Failure | None:
+    """The first scripted failure for `channel_id` (or any channel), removed from `failures`."""
+    for index, failure in enumerate(failures):
+        if failure.channel_id in (None, channel_id):
+            return failures.pop(index)
+    return None
+
+
+def _command_scope(request: web.Request) -> int | None:
+    guild_id = request.match_info.get("guild_id")
+    return int(guild_id) if guild_id is not None else None
+
+
+async def _read_message_body(request: web.Request) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    """The JSON payload and files of a message request, sent as JSON or as multipart with `payload_json`.
+
+    https://discord.com/developers/docs/reference#uploading-files
+    """
+    if request.content_type != "multipart/form-data":
+        return (await request.json() if request.can_read_body else {}), []
+    payload: dict[str, Any] = {}
+    files: list[tuple[str, bytes]] = []
+    reader = await request.multipart()
+    async for part in reader:
+        assert isinstance(part, BodyPartReader)  # Discord never nests multipart bodies
+        if part.name == "payload_json":
+            payload = json.loads(await part.text())
+        else:
+            files.append((part.filename or part.name or "file", await part.read()))
+    return payload, files
