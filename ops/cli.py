@@ -113,10 +113,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
     """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import."""
     args = parse_args(argv)
-    export_dotenv_variables(settings_env_file())
-    # Before the settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
+    # Before .env's variables join the environment (each is named once, where it was set), and before the
+    # settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
     strict = args.check and args.strict
     typos = misspelt_settings(dotenv_names(settings_env_file()), os.environ)
+    export_dotenv_variables(settings_env_file())
     for typo in typos:
         print(f"{'Configuration error' if strict else 'Warning'}: {typo}", file=sys.stderr)
     if typos and strict:

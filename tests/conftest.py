@@ -203,3 +203,19 @@ async def archive(archive_url: str):
     archive = await open_archive(archive_url, retention_days=0)
     yield archive
     await archive.close()
+
+
+@pytest.fixture
+def in_a_clean_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """The current folder is an empty one, and none of Parley's settings or the providers' keys is exported.
+
+    `main` copies .env's other variables into the environment (for the providers' SDKs); they are taken out
+    again afterwards, so no later test in this process reads them.
+    """
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", *(name.upper() for name in Settings.model_fields)):
+        monkeypatch.delenv(name, raising=False)
+    before = dict(os.environ)
+    yield tmp_path
+    os.environ.clear()
+    os.environ.update(before)

@@ -28,15 +28,6 @@ def test_settings_provider_keys_and_system_variables_are_not_typos() -> None:
     assert misspelt_settings(settings + providers, common + providers) == []
 
 
-@pytest.fixture
-def in_a_clean_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """The current folder is an empty one, and none of Parley's settings or the providers' keys is exported."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", *(name.upper() for name in Settings.model_fields)):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 def test_check_names_llm_model_for_a_misspelt_one_in_env(
     in_a_clean_folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -49,6 +40,7 @@ def test_check_names_llm_model_for_a_misspelt_one_in_env(
 
     err = capsys.readouterr().err
     assert "Warning: LLM_MODLE (in .env) is not a setting Parley reads: did you mean LLM_MODEL?" in err
+    assert "LLM_MODLE (in the environment)" not in err, "named once, where it was set"
     assert "needs OPENAI_API_KEY" in err
 
 

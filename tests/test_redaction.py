@@ -12,7 +12,6 @@ import logfire
 import pytest
 
 from bot import main
-from config import Settings
 from decider import log_decision
 from ops.observability import configure_logging
 from ops.redaction import MASK, mask_credentials, one_line
@@ -105,14 +104,9 @@ def test_credentials_in_log_records_and_tracebacks_are_masked(console: io.String
     assert "Traceback (most recent call last):\n" in err  # a traceback keeps its lines
 
 
-def test_check_never_prints_a_database_password(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_never_prints_a_database_password(in_a_clean_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--check` with a Postgres DATABASE_URL holding a password shows the URL with the password masked."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "LLM_API_KEY", *(name.upper() for name in Settings.model_fields)):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / ".env").write_text(
+    (in_a_clean_folder / ".env").write_text(
         "DISCORD_TOKEN=t\nOPENAI_API_KEY=sk-x\nDATABASE_URL=postgresql://parley:hunter2@db.internal:5432/parley\n"
         "LLM_BASE_URL=https://proxy:pr0xy-secret@llm.example/v1\n"
     )
