@@ -94,6 +94,13 @@ class Settings(BaseSettings):
         ge=1,
         description='Messages one answer may take; a longer answer is cut, its last message ending "(answer cut)".',
     )
+    answer_delivery_seconds: float = Field(
+        30,
+        gt=0,
+        le=600,
+        description="How long posting an answer is retried while Discord fails (5xx, timeouts) before the member "
+        "is told it was lost (one line, posted once Discord takes posts again).",
+    )
     stream_answers: bool = Field(
         True,
         description="Post an answer once its first sentence is written and edit it as it grows, with a Stop button.",

@@ -18,7 +18,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import discord
 from discord import app_commands
@@ -83,6 +83,16 @@ class ChannelPacer:
             await asyncio.sleep(start - now)
 
 
+T = TypeVar("T")
+
+
+class Deliverer(Protocol):
+    """How a post or edit reaches Discord (answering.delivery.Delivery): tried again on server errors and timeouts
+    until Discord takes it or a deadline has passed; None then, or on a refusal (logged)."""
+
+    async def attempt(self, send: Callable[[], Awaitable[T]], what: str, seconds: float | None = None) -> T | None: ...
+
+
 class LiveAnswer:
     """One answer as it streams into a channel: an `agent.AnswerListener` and the posts it writes."""
 
@@ -93,10 +103,12 @@ class LiveAnswer:
         *,
         channel: discord.abc.Messageable,
         max_posts: int,
+        delivery: Deliverer,
         reuse: Sequence[discord.Message] = (),
         on_first_post: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.question = question
+        self.delivery = delivery
         # Where the answer goes: the question's channel, or the thread opened on it.
         self.channel = channel
         self.on_first_post = on_first_post
@@ -236,23 +248,34 @@ class LiveAnswer:
     async def _send(self, content: str, *, final: bool) -> None:
         channel = self.channel
         options: dict[str, Any] = {"reference": self._reference()} if self.replies else {}
-        try:
+
+        def send() -> Awaitable[discord.Message]:
             if self.posts:
-                post = await channel.send(content, allowed_mentions=discord.AllowedMentions.none())
-            elif final:
-                post = await channel.send(content, allowed_mentions=self._mentions(), **options)
-            else:
-                post = await channel.send(
-                    content, allowed_mentions=self._mentions(), view=stop_view(self.asker_id), **options
-                )
-                self._has_button = True
-        except (discord.HTTPException, RuntimeError) as error:  # RuntimeError: the client closed under it
-            self._give_up(error)
+                return channel.send(content, allowed_mentions=discord.AllowedMentions.none())
+            if final:
+                return channel.send(content, allowed_mentions=self._mentions(), **options)
+            return channel.send(content, allowed_mentions=self._mentions(), view=stop_view(self.asker_id), **options)
+
+        post = await self._deliver(send)
+        if post is None:
             return
+        if not self.posts and not final:
+            self._has_button = True
         self.posts.append(post)
         self._shown.append(content)
         if len(self.posts) == 1 and self.on_first_post is not None:
             await self.on_first_post()
+
+    async def _deliver(self, send: Callable[[], Awaitable[discord.Message]]) -> discord.Message | None:
+        """`send()` through the delivery (retried under its deadline); None, and no more posts, if it failed."""
+        try:
+            result = await self.delivery.attempt(send, f"to channel {self.channel_id}")
+        except RuntimeError as error:  # the client closed under it
+            log.error("could not post to channel %s: %s", self.channel_id, error)
+            result = None
+        # The delivery has retried what Discord may yet take: this channel takes no posts now.
+        self._broken = result is None
+        return result
 
     def _reference(self) -> discord.MessageReference:
         return self.question.to_reference(fail_if_not_exists=False)
@@ -266,11 +289,11 @@ class LiveAnswer:
         # Edits never ping: the first post may name only the asker, as when it was sent, and the rest no one.
         mentions = self._mentions() if first else discord.AllowedMentions.none()
         options: dict[str, Any] = {"view": None} if first and final else {}
-        try:
-            self.posts[index] = await self.posts[index].edit(content=content, allowed_mentions=mentions, **options)
-        except (discord.HTTPException, RuntimeError) as error:
-            self._give_up(error)
+        post = self.posts[index]
+        edited = await self._deliver(lambda: post.edit(content=content, allowed_mentions=mentions, **options))
+        if edited is None:
             return
+        self.posts[index] = edited
         self._shown[index] = content
         if first and final:
             self._has_button = False
@@ -282,10 +305,10 @@ class LiveAnswer:
             except discord.HTTPException as error:
                 log.warning("could not delete an outgrown post in channel %s: %s", self.channel_id, error)
 
-    def _give_up(self, error: Exception) -> None:
-        # discord.py has already waited out rate limits and retried server errors: this channel takes no posts now.
-        log.error("could not post to channel %s: %s", self.channel_id, error)
-        self._broken = True
+    @property
+    def broken(self) -> bool:
+        """Discord did not take a post or edit of this answer in time: what it shows is not the answer."""
+        return self._broken
 
 
 def stop_view(asker_id: int) -> discord.ui.View:
@@ -341,6 +364,8 @@ class Streamed:
     posts: list[discord.Message]
     reply: Reply | None
     failure: ReplyFailed | None = None
+    # Discord did not take a post or edit in time, so the posts do not show the whole answer.
+    broken: bool = False
 
 
 @dataclass(frozen=True)
@@ -369,6 +394,7 @@ class AnswerStreams:
         *,
         apology: str,
         channel: discord.abc.Messageable,
+        delivery: Deliverer,
         reuse: Sequence[discord.Message] = (),
     ) -> Streamed:
         """Stream the answer `write` produces into `channel`, replying to `question` if it is there (into `reuse`'s
@@ -381,6 +407,7 @@ class AnswerStreams:
                 self.pacer,
                 channel=channel,
                 max_posts=self.max_posts,
+                delivery=delivery,
                 reuse=reuse,
                 on_first_post=typing.aclose,
             )
@@ -389,13 +416,13 @@ class AnswerStreams:
             try:
                 reply = await write(live)
             except ReplyFailed as failure:
-                return Streamed(await live.fail(apology), None, failure)
+                return Streamed(await live.fail(apology), None, failure, live.broken)
             except BaseException:
                 await live.abandon()
                 raise
             finally:
                 self._live.remove(live)
-            return Streamed(await live.finish(reply.text), reply)
+            return Streamed(await live.finish(reply.text), reply, broken=live.broken)
 
     def live_on(self, message_id: int) -> LiveAnswer | None:
         """The answer streaming into the post `message_id`, if one is."""

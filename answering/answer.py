@@ -12,6 +12,7 @@ from pydantic_ai.models import Model
 
 from admission.history_access import private_view, regenerated_view
 from agent import AnswerListener, Reply, ReplyFailed, Responder, generate_reply, regenerate_reply
+from answering.delivery import Delivery
 from answering.models import ProfileModels
 from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
@@ -75,7 +76,11 @@ class Answering:
         self.models = models
         self.files = files
         self.accounting = accounting
-        self.tail = AnswerTail(manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts)
+        # Every post and edit of an answer reaches Discord through this, retried under one deadline.
+        self.delivery = Delivery(settings.answer_delivery_seconds)
+        self.tail = AnswerTail(
+            manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
+        )
 
     async def answer(
         self,
@@ -185,7 +190,7 @@ class Answering:
         def write(listener: AnswerListener) -> Awaitable[Reply]:
             return self._reply(message, conversation, record, deps, listener)
 
-        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel)
+        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel, delivery=self.delivery)
         outcome = AnswerOutcome.streamed(message, channel, streamed, private=not deps.requester_can_read_history)
         await self.tail.finish(outcome, conversation)
 
@@ -236,6 +241,8 @@ class Answering:
                 instructions=persona_instructions(profile.persona),
             )
 
-        streamed = await self.streams.stream(question, write, apology=APOLOGY, channel=channel, reuse=turn.posts)
+        streamed = await self.streams.stream(
+            question, write, apology=APOLOGY, channel=channel, delivery=self.delivery, reuse=turn.posts
+        )
         outcome = AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts, kept_before=earlier)
         await self.tail.finish(outcome, conversation)

@@ -10,8 +10,9 @@ conversation with its change, and Discord echoes the posts to `on_message`, whic
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import discord
@@ -19,6 +20,7 @@ from pydantic_ai import RunUsage
 from pydantic_ai.messages import ModelMessage
 
 from agent import Reply, ReplyFailed
+from answering.delivery import Delivery
 from answering.usage import UsageAccounting
 from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, reply_mentions, split_message, to_record
@@ -29,6 +31,9 @@ from upkeep.conversations import ConversationUpkeep
 log = logging.getLogger("parley")
 
 APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again in a moment."
+LOST = "Sorry, Discord would not take my answer to this just now, so it was lost. Please ask again."
+# The "lost" line is tried for this many answer deadlines before it too is given up (logged).
+LOST_LINE_DEADLINES = 10
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class AnswerOutcome:
     private: bool = False
     # Regenerated: the model history kept before the turn it rewrites (a private view showed none of it).
     kept_before: Sequence[ModelMessage] = ()
+    # A streamed answer some post or edit of which Discord did not take in time: its posts show part of it.
+    broken: bool = False
 
     @classmethod
     def whole(
@@ -71,7 +78,15 @@ class AnswerOutcome:
         cls, question: discord.Message, channel: discord.abc.Messageable, streamed: Streamed, *, private: bool
     ) -> AnswerOutcome:
         """An answer streamed into new posts (the apology, if the model failed)."""
-        return cls(question, channel, streamed.reply, streamed.failure, posts=streamed.posts, private=private)
+        return cls(
+            question,
+            channel,
+            streamed.reply,
+            streamed.failure,
+            posts=streamed.posts,
+            private=private,
+            broken=streamed.broken,
+        )
 
     @classmethod
     def regenerated_into(
@@ -94,6 +109,7 @@ class AnswerOutcome:
             reused=kept,
             regenerated=True,
             kept_before=kept_before,
+            broken=streamed.broken,
         )
 
     @property
@@ -115,12 +131,16 @@ class AnswerTail:
         upkeep: ConversationUpkeep,
         *,
         max_posts: int,
+        delivery: Delivery,
     ) -> None:
         self.manager = manager
         self.streams = streams
         self.accounting = accounting
         self.upkeep = upkeep
         self.max_posts = max_posts
+        self.delivery = delivery
+        # The "lost" lines still being tried, held so they are not collected mid-way.
+        self._lost_lines: set[asyncio.Task[None]] = set()
 
     async def finish(self, outcome: AnswerOutcome, conversation: ChannelConversation) -> list[discord.Message]:
         """Post what is left to post, record the posts and the bot's turn, count the tokens, compact; the posts.
@@ -134,12 +154,17 @@ class AnswerTail:
         posts = list(outcome.posts)
         if outcome.text is not None:
             posts = await self.post(question, outcome.text, outcome.thread)
+        delivered = bool(posts) and not outcome.broken
+        if not delivered:
+            # Nothing of the answer is recorded as the bot's turn below: the next message is decided as if it
+            # never went out, and the member is told.
+            self._tell_lost(question, outcome.thread or _thread_opened_on(question, channel))
         self._note_posts(question, channel_id, [post for post in posts if post.id not in outcome.reused])
         if outcome.reply is None:
             what = "regenerating the answer" if outcome.regenerated else f"answer to message {question.id}"
             log.error("%s in channel %s failed", what, channel_id, exc_info=outcome.failure)
             return posts
-        if not posts:
+        if not delivered:
             return posts
         self._answered(question, posts, channel, conversation)
         self._keep_turn(outcome, outcome.reply.messages, channel_id, conversation)
@@ -166,6 +191,22 @@ class AnswerTail:
         else:
             self.manager.record_bot_response(channel_id, messages, outcome.question.id)
 
+    def _tell_lost(self, question: discord.Message, where: discord.Thread | None) -> None:
+        """Post the "lost" line for an answer that could not be posted, once Discord takes posts again: in the
+        background, so the channel's next turn need not wait for Discord to recover. Nothing of the lost answer
+        was recorded, so the conversation decides the next message as if it never went out."""
+        if is_closed_thread(where or question.channel):
+            return  # the thread was closed meanwhile: nothing was lost to Discord, and posting would reopen it
+        task = asyncio.create_task(self._post_lost_line(question, where))
+        self._lost_lines.add(task)
+        task.add_done_callback(self._lost_lines.discard)
+
+    async def _post_lost_line(self, question: discord.Message, where: discord.Thread | None) -> None:
+        posts = await self.post(question, LOST, where, seconds=self.delivery.seconds * LOST_LINE_DEADLINES)
+        self._note_posts(question, (where or question.channel).id, posts)
+        if not posts:
+            log.error("the answer to message %s was lost, and so was the line saying so", question.id)
+
     async def deliver(
         self, message: discord.Message, text: str, where: discord.Thread | None = None
     ) -> list[discord.Message]:
@@ -174,8 +215,11 @@ class AnswerTail:
         self._note_posts(message, (where or message.channel).id, posts)
         return posts
 
-    async def post(self, message: discord.Message, text: str, where: discord.Thread | None) -> list[discord.Message]:
-        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit;
+    async def post(
+        self, message: discord.Message, text: str, where: discord.Thread | None, *, seconds: float | None = None
+    ) -> list[discord.Message]:
+        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit,
+        each part tried until Discord takes it or the delivery deadline (`seconds`, else the setting) has passed;
         what was posted, up to a failure. Nothing is posted in an archived or locked thread: posting would reopen
         it."""
         posts: list[discord.Message] = []
@@ -183,23 +227,29 @@ class AnswerTail:
         if is_closed_thread(channel):
             log.info("not posting in thread %s: it was archived or locked meanwhile", channel.id)
             return posts
-        try:
-            for index, part in enumerate(split_message(text, max_posts=self.max_posts)):
-                if index == 0 and where is not None:
-                    # Inside the thread opened on it, the question is the thread's start: no reference is needed.
-                    post = await channel.send(part, allowed_mentions=reply_mentions(message.author))
-                elif index == 0:
-                    post = await channel.send(
-                        part,
-                        reference=message.to_reference(fail_if_not_exists=False),
-                        allowed_mentions=reply_mentions(message.author),
-                    )
-                else:
-                    post = await channel.send(part)
-                posts.append(post)
-        except discord.HTTPException as error:
-            log.error("could not post to channel %s: %s", channel.id, error)
+        for index, part in enumerate(split_message(text, max_posts=self.max_posts)):
+            post = await self.delivery.attempt(
+                self._sender(channel, message, part, first=index == 0, in_thread=where is not None),
+                f"to channel {channel.id}",
+                seconds,
+            )
+            if post is None:
+                break
+            posts.append(post)
         return posts
+
+    @staticmethod
+    def _sender(
+        channel: discord.abc.Messageable, message: discord.Message, part: str, *, first: bool, in_thread: bool
+    ) -> Callable[[], Awaitable[discord.Message]]:
+        """What posts one part of a reply to `message`: the first replies to it (inside the thread opened on it,
+        the question is the thread's start: no reference is needed), the others follow."""
+        if not first:
+            return lambda: channel.send(part)
+        if in_thread:
+            return lambda: channel.send(part, allowed_mentions=reply_mentions(message.author))
+        reference = message.to_reference(fail_if_not_exists=False)
+        return lambda: channel.send(part, reference=reference, allowed_mentions=reply_mentions(message.author))
 
     def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
         """Record the bot's posts answering `message` in the conversation of `channel_id`."""
@@ -218,3 +268,10 @@ class AnswerTail:
         (stored with its next change, which the caller makes)."""
         self.streams.answered(question, posts, channel)
         conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+
+
+def _thread_opened_on(question: discord.Message, channel: discord.abc.Messageable) -> discord.Thread | None:
+    """The thread an answer went into instead of the question's channel, if it did."""
+    if isinstance(channel, discord.Thread) and channel.id != question.channel.id:
+        return channel
+    return None

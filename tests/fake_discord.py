@@ -386,10 +386,10 @@ class FakeDiscord(RestRoutes):
     def fail_next_posts(
         self, count: int, *, status: int = 500, channel_id: int | None = None, retry_after: float = 0.05
     ) -> None:
-        """Answer the next `count` message POSTs (to `channel_id`, or any channel) with `status` (500 or 429).
+        """Answer the next `count` message POSTs (to `channel_id`, or any channel) with `status` (a 5xx or 429).
 
-        discord.py retries both: a 429 after `retry_after` seconds, a 5xx after 1 + 2 * attempt seconds,
-        five attempts in all (http.HTTPClient.request).
+        discord.py retries a 429 after `retry_after` seconds, a 500, 502, 504 or 524 after 1 + 2 * attempt seconds,
+        five attempts in all (http.HTTPClient.request); any other 5xx (503) it raises at once.
         """
         self._failures.extend(_Failure(status, channel_id, retry_after) for _ in range(count))
 

@@ -1,0 +1,102 @@
+"""End-to-end: an answer Discord will not take at first (a 503, five 500s in a row) is delivered once, or the
+member is told it was lost; either way the conversation is not left believing it answered, and the member's next
+plain follow-up is answered."""
+
+from __future__ import annotations
+
+import pytest
+from e2e_support import RunningBot, assert_silent, eventually, say
+from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from fake_llm import FakeLLM
+
+from answering.outcome import LOST
+
+# Short enough for a test: the first wait between tries is a thirtieth of it, one try at most a third.
+DEADLINE = 3.0
+
+
+def answer_post_statuses(fake: FakeDiscord) -> list[int]:
+    return [r.status for r in fake.requests if r.method == "POST" and r.path.endswith(f"/{CHANNEL_ID}/messages")]
+
+
+async def follow_up_is_answered(fake: FakeDiscord, posts_before: int) -> None:
+    """A plain follow-up (no mention) of the asker gets its own answer."""
+    await say(fake, ALICE_ID, "what word did I ask you to remember?")
+    posts = await fake.wait_for_posts(posts_before + 1, CHANNEL_ID, timeout=10)
+    await assert_silent(fake, posts_before + 1)
+    assert "what word did I ask you to remember?" in posts[-1].content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_503_on_the_answer_post_is_retried_and_answered_once(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, stream: bool
+) -> None:
+    """discord.py does not retry a 503: Parley does, and the member gets the answer once, recorded once."""
+    client = await bot.start(answer_delivery_seconds=DEADLINE, stream_answers=stream)
+    fake.fail_next_posts(1, status=503)
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID, timeout=10)
+    await assert_silent(fake, 1)
+    assert answer_post_statuses(fake) == [503, 200]
+    assert post.reply_to == int(question["id"]) and "pelican" in post.content
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: len(conversation.llm_history) == 2)
+    await follow_up_is_answered(fake, 1)
+
+
+@pytest.mark.slow  # discord.py's own waits between its retries of a 500 (1, 3, 5... s) take seconds
+async def test_five_500s_past_the_deadline_end_in_one_lost_line_and_no_recorded_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Five 500s in a row outlast the deadline: the member gets one line saying the answer was lost, once Discord
+    takes posts again, and the conversation holds no answer, so the next plain message is decided afresh."""
+    client = await bot.start(answer_delivery_seconds=DEADLINE, stream_answers=False)
+    fake.fail_next_posts(5, status=500)
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID, timeout=15)
+    await assert_silent(fake, 1)
+    assert post.content == LOST and post.reply_to == int(question["id"])
+    assert answer_post_statuses(fake) == [500] * 5 + [200]
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    assert conversation.llm_history == [] and conversation.latest_answer is None
+    await follow_up_is_answered(fake, 1)
+
+
+@pytest.mark.slow  # as above
+async def test_five_500s_within_the_deadline_end_in_one_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Five 500s in a row that end before the deadline: the answer itself is posted, once."""
+    client = await bot.start(answer_delivery_seconds=3 * DEADLINE, stream_answers=False)
+    fake.fail_next_posts(5, status=500)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID, timeout=15)
+    await assert_silent(fake, 1)
+    assert "pelican" in post.content and post.content != LOST
+    assert answer_post_statuses(fake) == [500] * 5 + [200]
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: len(conversation.llm_history) == 2)
+    await follow_up_is_answered(fake, 1)
+
+
+async def test_503s_on_the_edits_of_a_streamed_answer_are_retried_and_it_ends_whole(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """discord.py does not retry a 503 on an edit either: Parley does, and the streamed answer still ends whole,
+    recorded as answered."""
+    prose = " ".join(f"Sentence number {i} says a little more about it." for i in range(30))
+    llm.handler = lambda request: prose
+    llm.stream_delay, llm.words_per_chunk = 0.03, 6
+    fake.fail_next_edits(2, status=503)
+    client = await bot.start(answer_delivery_seconds=DEADLINE, stream_edit_seconds=0.2)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> tell me about it")
+    await fake.wait_for(
+        lambda: [m["content"] for m in fake.bot_messages(CHANNEL_ID)] == [prose], timeout=15, what="the whole answer"
+    )
+    assert [r.status for r in fake.requests if r.method == "PATCH"].count(503) == 2
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: len(conversation.llm_history) == 2)
