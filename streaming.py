@@ -273,8 +273,9 @@ class LiveAnswer:
         except RuntimeError as error:  # the client closed under it
             log.error("could not post to channel %s: %s", self.channel_id, error)
             result = None
-        # The delivery has retried what Discord may yet take: this channel takes no posts now.
-        self._broken = result is None
+        if result is None:
+            # The delivery has retried what Discord may yet take: this channel takes no posts now.
+            self._broken = True
         return result
 
     def _reference(self) -> discord.MessageReference:

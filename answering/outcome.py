@@ -202,7 +202,10 @@ class AnswerTail:
         task.add_done_callback(self._lost_lines.discard)
 
     async def _post_lost_line(self, question: discord.Message, where: discord.Thread | None) -> None:
-        posts = await self.post(question, LOST, where, seconds=self.delivery.seconds * LOST_LINE_DEADLINES)
+        try:
+            posts = await self.post(question, LOST, where, seconds=self.delivery.seconds * LOST_LINE_DEADLINES)
+        except RuntimeError:  # the client closed meanwhile: there is no one to tell
+            posts = []
         self._note_posts(question, (where or question.channel).id, posts)
         if not posts:
             log.error("the answer to message %s was lost, and so was the line saying so", question.id)
