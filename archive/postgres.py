@@ -1170,7 +1170,10 @@ async def _migrate(pool: asyncpg.Pool) -> None:
         for number in range(version + 1, len(MIGRATIONS) + 1):
             await connection.execute(MIGRATIONS[number - 1])
             await connection.execute("INSERT INTO schema_version (version) VALUES ($1)", number)
-            logger.info("history: migrated the Postgres archive to schema version %d", number)
+    if version < len(MIGRATIONS):
+        # One line for the whole run, once it has committed: a first start applies every migration, which is
+        # not news line by line.
+        logger.info("history: migrated the Postgres archive from schema version %d to %d", version, len(MIGRATIONS))
 
 
 async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> int:

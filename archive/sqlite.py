@@ -1171,7 +1171,9 @@ async def _migrate(db: aiosqlite.Connection, path: Path) -> None:
             if db.in_transaction:
                 await db.execute("ROLLBACK")
             raise
-        logger.info("history: migrated %s to schema version %d", path, number)
+    if version < len(MIGRATIONS):
+        # One line for the whole run: a first start applies every migration, which is not news line by line.
+        logger.info("history: migrated %s from schema version %d to %d", path, version, len(MIGRATIONS))
 
 
 @functools.cache

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Protocol
 
 import aiohttp
@@ -51,27 +53,14 @@ class Runnable(Protocol):
     async def close(self) -> None: ...
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 async def run(client: Runnable, token: str) -> None:
-    """Run until Discord disconnects for good or SIGTERM/SIGINT asks for a graceful stop."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        async with client:
-            await client.open_archive()
-            serving = asyncio.create_task(client.start(token))
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if serving.done():
-                serving.result()
-            log.info("shutting down")
-            await client.close()
-            await serving
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+    """Open the archive, log in and serve until Discord disconnects for good or the client is closed."""
+    async with client:
+        await client.open_archive()
+        await client.start(token)
 
 
 async def register_commands(client: Runnable, token: str) -> None:
@@ -79,6 +68,55 @@ async def register_commands(client: Runnable, token: str) -> None:
     async with client:
         await client.open_archive()
         await client.login(token)
+
+
+class StopRequested(Exception):
+    """SIGTERM or SIGINT ended the run: a clean stop (a redeploy, Ctrl-C), not a failure."""
+
+
+async def until_stopped(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` (`run` or `register_commands`); StopRequested once it is undone, if SIGTERM or SIGINT came first.
+
+    The one place a stop request becomes a clean close in every phase: `work` is cancelled, wherever it is
+    (opening the archive, logging in, syncing commands, serving), and its `async with client` closes the client.
+    Closing the client under a login instead would fail that login's request ("Session is closed").
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        working = asyncio.create_task(work)
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not stop.is_set():
+            working.result()
+            return
+        working.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await working
+        raise StopRequested
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as SIGINT does, until the event loop's own handlers take over.
+
+    Without it a SIGTERM while the settings load or the client is built would kill the process with no
+    word (exit -15), which a host counts as a crash.
+    """
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -111,7 +149,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
-    """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import."""
+    """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import.
+
+    A stop (SIGTERM, SIGINT) at any point ends it with exit 0 and one line: a redeploy or Ctrl-C is no failure.
+    """
+    try:
+        with sigterm_interrupts():
+            return start(argv, build_client)
+    except (KeyboardInterrupt, StopRequested):
+        print("Parley stopped.", file=sys.stderr)
+        return 0
+
+
+def start(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
+    """`main`'s work, to its exit code."""
     args = parse_args(argv)
     # Before .env's variables join the environment (each is named once, where it was set), and before the
     # settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
@@ -151,7 +202,7 @@ def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> i
     gc.freeze()
     token = settings.discord_token.get_secret_value()
     try:
-        asyncio.run(register_commands(client, token) if args.sync else run(client, token))
+        asyncio.run(until_stopped(register_commands(client, token) if args.sync else run(client, token)))
     except discord.LoginFailure:
         print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2

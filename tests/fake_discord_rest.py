@@ -66,10 +66,22 @@ class RestRoutes(GatewaySessions):
             ("GET", "/gateway/bot", self._get_gateway_bot),
         ]
         for method, path, handler in api:
-            router.add_route(method, API_PREFIX + path, handler)
+            router.add_route(method, API_PREFIX + path, self._unless_held(f"{method} {path}", handler))
         router.add_get("/gateway", self._gateway)
         router.add_get("/cdn/attachments/{attachment_id}/{filename}", self._get_cdn_file)
         router.add_route("*", "/{tail:.*}", self._unknown)
+
+    def _unless_held(self, route: str, handler: _Handler) -> _Handler:
+        """`handler`, unless the test holds `route` ("GET /users/@me"): then no answer until the fake closes."""
+
+        async def answer(request: web.Request) -> web.StreamResponse:
+            if route in self.held_routes:
+                self.reached_held_routes.append(route)
+                self._changed()
+                await asyncio.Event().wait()  # a Discord that does not answer; the runner's cleanup cancels it
+            return await handler(request)
+
+        return answer
 
     @web.middleware
     async def _record(self, request: web.Request, handler: _Handler) -> web.StreamResponse:

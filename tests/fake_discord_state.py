@@ -358,6 +358,8 @@ class FakeDiscordState:
         self.deleted_ids: list[int] = []  # messages the bot deleted, in order
         self.typing_events: list[TypingEvent] = []
         self.requests: list[RecordedRequest] = []
+        self.held_routes: set[str] = set()  # "GET /users/@me": requests left unanswered, to stop a client mid-call
+        self.reached_held_routes: list[str] = []
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []  # exceptions inside the fake, answered with 400
         self.interaction_calls: list[InteractionCall] = []
