@@ -20,12 +20,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from archive.snowflakes import DISCORD_EPOCH_MS, SNOWFLAKE_TIMESTAMP_SHIFT, snowflake_ms
+
 logger = logging.getLogger(__name__)
 
 _MS_PER_DAY = 86_400_000
-# https://discord.com/developers/docs/reference#snowflakes
-_DISCORD_EPOCH_MS = 1_420_070_400_000
-_TIMESTAMP_SHIFT = 22
 # Budgets whose refusal has been logged, so a member posting a hundred files writes one log line, not a hundred.
 _LOGGED_KEPT = 4096
 
@@ -53,10 +52,10 @@ class FileTextUsage(NamedTuple):
 
 def day_of(attachment_id: int) -> tuple[int, int]:
     """The lowest and highest snowflake of the UTC day `attachment_id` was made on."""
-    made_ms = (attachment_id >> _TIMESTAMP_SHIFT) + _DISCORD_EPOCH_MS
+    made_ms = snowflake_ms(attachment_id)
     start_ms = made_ms - made_ms % _MS_PER_DAY
-    low = max(start_ms - _DISCORD_EPOCH_MS, 0) << _TIMESTAMP_SHIFT
-    high = ((start_ms + _MS_PER_DAY - _DISCORD_EPOCH_MS) << _TIMESTAMP_SHIFT) - 1
+    low = max(start_ms - DISCORD_EPOCH_MS, 0) << SNOWFLAKE_TIMESTAMP_SHIFT
+    high = ((start_ms + _MS_PER_DAY - DISCORD_EPOCH_MS) << SNOWFLAKE_TIMESTAMP_SHIFT) - 1
     return low, high
 
 

@@ -51,12 +51,12 @@ from archive import (
 )
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.snowflakes import snowflake_ms
 from archive.sqlite import (
     _decision_from_row,
     _from_day,
     _message_from_row,
     _since_ms,
-    _snowflake_ms,
 )
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 
@@ -911,7 +911,7 @@ class PostgresArchive(QueuedWrites, StoreTables):
             "SELECT message_id FROM messages WHERE channel_id = $1 AND created_at <= $2 AND message_id < $3"
             " ORDER BY created_at DESC, message_id DESC LIMIT $4",
             channel_id,
-            _snowflake_ms(before_id),
+            snowflake_ms(before_id),
             before_id,
             count,
         )
@@ -923,8 +923,8 @@ class PostgresArchive(QueuedWrites, StoreTables):
             "SELECT message_id FROM messages WHERE channel_id = $1 AND created_at BETWEEN $2 AND $3"
             " AND message_id > $4 AND message_id <= $5",
             channel_id,
-            _snowflake_ms(after_id),
-            _snowflake_ms(upto_id),
+            snowflake_ms(after_id),
+            snowflake_ms(upto_id),
             after_id,
             upto_id,
         )

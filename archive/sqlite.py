@@ -43,6 +43,7 @@ from archive import (
 from archive import Write as _Write
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.snowflakes import snowflake_ms
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 
 __all__ = [
@@ -72,7 +73,6 @@ _EPOCH_DAY = date(1970, 1, 1)
 _MIN_MS = -(2**63)
 _MAX_ID = 2**63 - 1  # SQLite's largest integer
 # https://discord.com/developers/docs/reference#snowflakes
-_DISCORD_EPOCH_MS = 1_420_070_400_000
 
 # Ranking every match of a common word in a busy channel costs tens of
 # milliseconds; bm25 over the newest matches keeps search latency flat.
@@ -897,7 +897,7 @@ class SQLiteArchive(QueuedWrites, StoreTables):
         rows = await self._reader.execute_fetchall(
             "SELECT message_id FROM messages WHERE channel_id = ? AND created_at <= ? AND message_id < ?"
             " ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, _snowflake_ms(before_id), before_id, count),
+            (channel_id, snowflake_ms(before_id), before_id, count),
         )
         return [int(message_id) for (message_id,) in rows]
 
@@ -907,7 +907,7 @@ class SQLiteArchive(QueuedWrites, StoreTables):
         rows = await self._reader.execute_fetchall(
             "SELECT message_id FROM messages WHERE channel_id = ? AND created_at BETWEEN ? AND ?"
             " AND message_id > ? AND message_id <= ?",
-            (channel_id, _snowflake_ms(after_id), _snowflake_ms(upto_id), after_id, upto_id),
+            (channel_id, snowflake_ms(after_id), snowflake_ms(upto_id), after_id, upto_id),
         )
         return {int(message_id) for (message_id,) in rows}
 
@@ -1199,11 +1199,6 @@ def _query_phrases(query: str) -> list[str]:
     Stopwords are dropped unless nothing else is left.
     """
     return ['"' + word.replace('"', '""') + '"' for word in search_words(query)]
-
-
-def _snowflake_ms(snowflake: int) -> int:
-    """The unix milliseconds a Discord id was made at."""
-    return (snowflake >> 22) + _DISCORD_EPOCH_MS
 
 
 def _from_day(days: int) -> date:
