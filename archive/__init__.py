@@ -22,6 +22,7 @@ __all__ = [
     "ArchivedMessage",
     "ChannelSettings",
     "ChannelStats",
+    "Claims",
     "ConversationStore",
     "ConversationSummary",
     "DatabaseUrlError",
@@ -324,6 +325,12 @@ class StateStore(Protocol):
     async def set_state(self, name: str, value: str) -> None: ...
 
 
+class Claims(Protocol):
+    """Which process takes up a message, when several share the archive (answering/gap.py)."""
+
+    async def claim_message(self, message_id: int, claimant: str, claimed_at: datetime) -> bool: ...
+
+
 class MemoryTables(Protocol):
     """Facts members asked Parley to keep, and named copies of a channel's model history (memory.py's rules)."""
 
@@ -376,6 +383,7 @@ class Archive(
     UsageStore,
     ChannelSettings,
     StateStore,
+    Claims,
     MemoryTables,
     ProfileTables,
     Protocol,

@@ -360,6 +360,15 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER own_threads_changed AFTER INSERT OR UPDATE OR DELETE ON own_threads
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('thread_id');
     """,
+    # v14: the messages from while Parley was away that one process took up to decide (answering/gap.py):
+    # claimed here first, so processes sharing the archive never answer the same one twice.
+    """
+    CREATE TABLE message_claims (
+        message_id BIGINT PRIMARY KEY,
+        claimant   TEXT   NOT NULL, -- the process that took it up
+        claimed_at BIGINT NOT NULL
+    );
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -1179,6 +1188,7 @@ async def _migrate(pool: asyncpg.Pool) -> None:
 async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> int:
     for table, column in (
         ("decisions", "decided_at"),
+        ("message_claims", "claimed_at"),
         ("memories", "created_at"),
         ("context_snapshots", "saved_at"),
         ("conversation_summaries", "ended_at"),

@@ -366,6 +366,15 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
     DROP TABLE channel_settings;
     """,
+    # v12: the messages from while Parley was away that one process took up to decide (answering/gap.py):
+    # claimed here first, so processes sharing an archive never answer the same one twice.
+    """
+    CREATE TABLE message_claims (
+        message_id INTEGER PRIMARY KEY,
+        claimant   TEXT    NOT NULL, -- the process that took it up
+        claimed_at INTEGER NOT NULL
+    );
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -1077,6 +1086,7 @@ class SQLiteArchive(QueuedWrites, StoreTables):
 
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        await self._db.execute("DELETE FROM message_claims WHERE claimed_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))

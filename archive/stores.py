@@ -56,6 +56,11 @@ _SET_PROFILE_VALUE = Write(
 )
 _RESET_PROFILE_VALUE = Write("reset_profile_value", ("DELETE FROM profile_settings WHERE scope_id = ? AND field = ?",))
 _SELECT_PROFILE_VALUES = "SELECT scope_id, field, guild_id, value, set_by, set_at FROM profile_settings"
+# The primary key makes the first claimant's row the only one, whichever process commits first.
+_CLAIM_MESSAGE = Write(
+    "claim_message",
+    ("INSERT INTO message_claims (message_id, claimant, claimed_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",),
+)
 
 
 class StoreTables(ABC):
@@ -206,6 +211,21 @@ class StoreTables(ABC):
         for name in names:
             self._enqueue(_RESET_PROFILE_VALUE, (scope_id, name))
         await self.flush()
+
+    # -- Claims: which process takes up a message --
+
+    async def claim_message(self, message_id: int, claimant: str, claimed_at: datetime) -> bool:
+        """Claim a message for `claimant` unless another claimant has it; whether `claimant` holds it now.
+
+        Atomic across every process sharing the archive: the first committed claim stands, so of several
+        claimants exactly one is told True. Raises `ArchiveWriteFailed` if no claim could be committed.
+        """
+        self._enqueue(_CLAIM_MESSAGE, (message_id, claimant, to_ms(claimed_at)))
+        await self.flush()
+        rows = await self.read("SELECT claimant FROM message_claims WHERE message_id = ?", (message_id,))
+        if not rows:
+            raise ArchiveWriteFailed(f"the claim on message {message_id} could not be stored")
+        return bool(rows[0][0] == claimant)
 
     # -- Shared settings' single rows, read again when another process announces a change --
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from archive_contract_support import (
     ids,
     msg,
 )
+from conftest import fresh_postgres_database
 from freezegun import freeze_time
 
 from archive import open_archive
@@ -240,11 +241,13 @@ async def test_prune_retention(archive_url: str, db_path: Path) -> None:
             tier="fast",
             decided_at=NOW - timedelta(days=8),
         )
+        assert await archive.claim_message(1, "earlier process", NOW - timedelta(days=8))
         await archive.flush()
 
         assert await archive.prune(now=NOW) == 1
         assert ids(await archive.recent(CHANNEL)) == [2]
         assert await archive.recent_decisions(CHANNEL) == []
+        assert await archive.claim_message(1, "this process", NOW)  # the old claim went with the retention
         assert await archive.search(CHANNEL, "ancient") == []
         assert await archive.prune(now=NOW) == 0
     finally:
@@ -360,3 +363,32 @@ async def test_pending_writes(archive: SQLiteArchive) -> None:
     assert archive.pending_writes == 3
     await archive.flush()
     assert archive.pending_writes == 0
+
+
+async def test_a_message_is_claimed_by_one_claimant_only(archive: SQLiteArchive) -> None:
+    """Of two claims on one message in the same batch, the first stands; its claimant keeps it, the other never
+    gets it, and another message is claimed apart."""
+    first, second = await asyncio.gather(
+        archive.claim_message(7, "one", NOW), archive.claim_message(7, "two", NOW - timedelta(minutes=1))
+    )
+    assert (first, second) == (True, False)
+    assert await archive.claim_message(7, "one", NOW) is True
+    assert await archive.claim_message(7, "two", NOW) is False
+    assert await archive.claim_message(8, "two", NOW) is True
+
+
+async def test_processes_sharing_a_postgres_archive_claim_each_message_once(postgres_server: str) -> None:
+    """Two archives on one Postgres database (two processes) claiming the same messages at once: each message
+    goes to exactly one of them."""
+    url = await fresh_postgres_database(postgres_server)
+    archives = [await open_archive(url) for _ in range(2)]
+    try:
+        claims = [(message_id, archive) for message_id in range(1, 21) for archive in archives]
+        # Claimed now: a claim older than the retention (90 days here) may be pruned by then.
+        now = datetime.now(UTC)
+        won = await asyncio.gather(*(archive.claim_message(m, f"process {id(archive)}", now) for m, archive in claims))
+    finally:
+        for archive in archives:
+            await archive.close()
+    for message_id in range(1, 21):
+        assert [held for (m, _), held in zip(claims, won, strict=True) if m == message_id].count(True) == 1
