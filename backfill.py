@@ -39,6 +39,8 @@ MESSAGES_PER_STEP = 10
 
 HistoryChannel = discord.TextChannel | discord.Thread
 Forget = Callable[[int, Collection[int]], None]
+# Told of each message catch-up archived that the archive did not have: one Parley missed (answering/gap.py).
+Missed = Callable[[discord.Message], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +96,11 @@ async def catch_up_channel(
     now: datetime,
     session_start: datetime,
     forget: Forget,
+    missed: Missed | None = None,
 ) -> ChannelCatchUp:
     """Archive the channel's messages newer than its newest archived one (at most `limit`, newest first,
     none older than the retention), refresh its last RECHECKED_MESSAGES archived ones, and `forget`
-    archived ones in that range that Discord no longer has."""
+    archived ones in that range that Discord no longer has; `missed` hears of each message newly archived."""
     # Messages archived live in this session say nothing about where the gap before it starts.
     before_session = discord.utils.time_snowflake(session_start, high=False)
     rechecked = await archive.newest_message_ids(channel.id, RECHECKED_MESSAGES, before_id=before_session)
@@ -111,7 +114,8 @@ async def catch_up_channel(
     # Newest first, so a gap longer than the cap keeps its latest messages, which context and search want most.
     already = set(rechecked)
     async for message in channel.history(limit=limit, after=discord.Object(id=floor), oldest_first=False):
-        _archive_fetched(archive, message, already, before_session)
+        if _archive_fetched(archive, message, already, before_session) and missed is not None:
+            missed(message)
         fetched.append(message.id)
         if archive.pending_writes > MAX_PENDING_WRITES:
             await archive.flush()
@@ -126,19 +130,22 @@ async def catch_up_channel(
     return ChannelCatchUp(channel.id, len(fetched), len(gone), capped, discord.utils.snowflake_time(max(low, 0)))
 
 
-def _archive_fetched(archive: Archive, message: discord.Message, already: set[int], before_session: int) -> None:
-    """Archive a message read back from Discord's history, without undoing what the gateway told better.
+def _archive_fetched(archive: Archive, message: discord.Message, already: set[int], before_session: int) -> bool:
+    """Archive a message read back from Discord's history, without undoing what the gateway told better; whether
+    the archive lacked it (Parley missed it).
 
     A message history returns carries its author without their server nickname, so a copy the archive
     already has (rechecked, or archived live in this session) only takes an edit's new text; a missed
     one is added whole, as soon as its page arrives, so a deletion event handled later still wins.
     """
     if message.id >= before_session:
-        return  # archived live by this session, from the gateway
+        return False  # archived live by this session, from the gateway
     if message.id not in already:
         archive.add(to_archived(message))
-    elif message.edited_at is not None:
+        return True
+    if message.edited_at is not None:
         archive.edit(message.id, safe_text(message.clean_content), message.edited_at)
+    return False
 
 
 async def catch_up(
@@ -152,8 +159,10 @@ async def catch_up(
     session_start: datetime,
     forget: Forget,
     on_channel: Callable[[ChannelCatchUp], Awaitable[None]] | None = None,
+    missed: Missed | None = None,
 ) -> CatchUpSummary:
-    """Catch up every channel, `concurrency` at a time; `on_channel` hears of each one caught up or failed."""
+    """Catch up every channel, `concurrency` at a time; `on_channel` hears of each one caught up or failed, `missed`
+    of each message Parley missed."""
     waiting = deque(channels)
     done: list[ChannelCatchUp] = []
     failed = 0
@@ -171,6 +180,7 @@ async def catch_up(
                     now=now,
                     session_start=session_start,
                     forget=forget,
+                    missed=missed,
                 )
             except discord.HTTPException as error:
                 # Permissions can change under us; one unreadable channel must not stop the others.

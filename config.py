@@ -164,6 +164,13 @@ class Settings(BaseSettings):
         description="Messages catch-up fetches per channel after downtime (newest first); 0 turns catch-up off.",
     )
     backfill_concurrency: int = Field(2, ge=1, le=16, description="Channels caught up at once.")
+    gap_answer_minutes: int = Field(
+        10,
+        ge=0,
+        le=24 * 60,
+        description="A mention, reply or follow-up catch-up finds from while Parley was away is answered if it is at"
+        " most this many minutes old (older ones are logged and left); 0 answers none.",
+    )
     history_tools: bool = Field(
         True, description="Offer the model the archive's search, recent-messages and stats tools (needs tool calling)."
     )

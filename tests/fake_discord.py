@@ -364,6 +364,24 @@ class FakeDiscord(RestRoutes):
             raise RuntimeError("no client has identified")
         await self._session.ws.send_str(json.dumps({"op": OP_RECONNECT, "d": None}))
 
+    async def invalidate_session(self) -> None:
+        """Invalidate the client's session (op 9, not resumable), as Discord does when it drops one, and wait until the
+        client has closed the connection: what is dispatched from then until it identifies again is lost to it.
+
+        discord.py waits 5 seconds before identifying again (`Client.before_identify_hook`).
+        https://discord.com/developers/docs/events/gateway-events#invalid-session
+        """
+        if self._session is None:
+            raise RuntimeError("no client has identified")
+        ws = self._session.ws
+        await ws.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
+        await self.wait_for(lambda: ws.closed, what="the client to close its invalidated session")
+
+    def release(self, route: str) -> None:
+        """Answer the requests of a held route (`held_routes`) from now on, those waiting included."""
+        self.held_routes.discard(route)
+        self._changed()
+
     def forget_messages(self, channel_id: int, *message_ids: int) -> None:
         """Remove stored messages without any event, as Discord does for a bot that is not connected."""
         channel = self.channels[channel_id]

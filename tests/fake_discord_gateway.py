@@ -44,6 +44,7 @@ class GatewaySessions(WorldPayloads):
                     await self._on_gateway_payload(ws, json.loads(frame.data))
         finally:
             self._sockets.discard(ws)
+            self._changed()  # `wait_for` may be waiting for the connection to close
         return ws
 
     async def _on_gateway_payload(self, ws: web.WebSocketResponse, payload: dict[str, Any]) -> None:
@@ -104,7 +105,7 @@ class GatewaySessions(WorldPayloads):
         https://discord.com/developers/docs/events/gateway#resuming
         """
         session = next((s for s in self._sessions.values() if s.id == data.get("session_id")), None)
-        if session is None or data.get("token") != self.token:
+        if session is None or data.get("token") != self.token or self.refuse_resumes:
             await ws.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
             return
         self.resumes.append(data)

@@ -367,6 +367,8 @@ class FakeDiscordState:
         self.threads_started: list[tuple[int, int, dict[str, Any]]] = []
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
+        # RESUME is answered with op 9 (the session cannot be resumed), as when Discord has dropped it.
+        self.refuse_resumes = False
         self.commands: dict[int | None, list[dict[str, Any]]] = {}  # guild id (None: global) -> commands
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> INTERACTION_CREATE data
         self._original_responses: dict[str, dict[str, Any]] = {}  # token -> message

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Protocol
 
 import discord
 
@@ -21,6 +22,16 @@ log = logging.getLogger("parley")
 
 # The archive's bot_state entry: per channel, since when the archive holds all of it.
 COVERAGE_STATE = "archive_covered_since"
+
+
+class MissedMessages(Protocol):
+    """What becomes of the messages catch-up finds Parley missed (answering.gap.GapQuestions)."""
+
+    def found(self, message: discord.Message) -> None:
+        """A message catch-up archived that the archive lacked."""
+
+    def caught_up(self, archive: Archive, channel_id: int) -> None:
+        """The channel's catch-up is over: every message it found has been told to `found`."""
 
 
 class Coverage:
@@ -40,6 +51,8 @@ class Coverage:
         self._catch_up: asyncio.Task[None] | None = None
         # set_state reads its value back to confirm it; two notes at once would each read the other's.
         self._coverage_lock = asyncio.Lock()
+        # Told of what catch-up finds missed, so that questions from the gap are answered (set by the client).
+        self.missed: MissedMessages | None = None
 
     def restart(self) -> None:
         """A new gateway session (not a resume) may have missed messages: the archive's unbroken record of the
@@ -74,6 +87,9 @@ class Coverage:
                 covered = min(covered, earlier[result.channel_id])
             self.covered_since[result.channel_id] = min(covered, self.watching_since)
             await self._note_coverage(archive)
+            if self.missed is not None:
+                # After its coverage is noted: an answer's context then comes from the archive, gap included.
+                self.missed.caught_up(archive, result.channel_id)
 
         try:
             summary = await catch_up(
@@ -86,6 +102,7 @@ class Coverage:
                 session_start=self.watching_since,
                 forget=self.forget,
                 on_channel=caught_up,
+                missed=None if self.missed is None else self.missed.found,
             )
         except Exception:
             # A background task's failure would otherwise go unseen; the live archive carries on without it.

@@ -1,0 +1,179 @@
+"""Questions from the gap: the messages catch-up finds that Parley missed while it was away (a restart, a gateway
+session Discord invalidated or would not resume), taken up as if they had just arrived.
+
+Each caught-up channel's missed messages are taken up oldest first, beside the bot. A message its channel's live
+conversation does not hold yet enters it, in order; a recent one (GAP_ANSWER_MINUTES) that could be answered
+(it addresses Parley, or its channel has a conversation) goes the way a live message goes (`MessagePipeline.arrived`:
+the bot gate, admission, the decider, the answer), after this process has claimed it in the archive, so processes
+sharing one archive never both take it up. An older one that addresses Parley is logged (`gap_too_old`) and left:
+an answer that late would be an answer to a conversation that has moved on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import timedelta
+
+import discord
+
+from answering.pipeline import MessagePipeline
+from archive import Archive, ArchiveWriteFailed
+from config import Settings
+from conversation import ConversationManager, utc_now
+from discord_io import may_read_history, replied_author_id, to_record
+from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
+from records import CHANNEL, Decision
+from upkeep.background import BackgroundTasks
+
+log = logging.getLogger("parley.gap")
+
+# A missed message that Parley would have been asked to answer live, found too late to answer now.
+GAP_TOO_OLD = Decision(False, "gap_too_old", "gap")
+
+
+class GapQuestions:
+    """Collects what catch-up finds missed, per channel, and takes each channel's up once it is caught up."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        manager: ConversationManager,
+        pipeline: MessagePipeline,
+        background: BackgroundTasks,
+    ) -> None:
+        self.window = timedelta(minutes=settings.gap_answer_minutes)
+        # A conversation keeps no more messages than this, so no more of a channel's gap are worth holding.
+        self.kept_per_channel = settings.max_conversation_messages
+        self.manager = manager
+        self.pipeline = pipeline
+        self.background = background
+        # This process, in the archive's claims: unique per run, so a restarted process claims afresh.
+        self.claimant = uuid.uuid4().hex
+        self._found: dict[int, list[discord.Message]] = {}
+        # Per channel, the take-up under way: a later catch-up's messages wait for it, so they stay in order.
+        self._taking_up: dict[int, asyncio.Task[None]] = {}
+
+    def found(self, message: discord.Message) -> None:
+        """Catch-up archived a message the archive lacked (a channel's newest first): kept if it may matter.
+
+        It matters if it is recent (it may be answered, or be context of an answer), if its channel has a live
+        conversation (which should hear it), if it addresses Parley (answered or logged), or if it is Parley's (an
+        answer sent just before a crash, whose question is then not asked again).
+        """
+        channel_id = message.channel.id
+        kept = self._found.setdefault(channel_id, [])
+        if len(kept) < self.kept_per_channel and self._matters(message):
+            kept.append(message)
+
+    def _matters(self, message: discord.Message) -> bool:
+        if message.type not in CHAT_MESSAGE_TYPES or message.guild is None:
+            return False
+        bot_id = self.pipeline.bot_user_id
+        return (
+            message.created_at >= utc_now() - self.window
+            or self.manager.get(message.channel.id) is not None
+            or message.author.id == bot_id
+            or bot_id in {user.id for user in message.mentions}
+            or replied_author_id(message) == bot_id
+        )
+
+    def caught_up(self, archive: Archive, channel_id: int) -> None:
+        """The channel is caught up (its gap is archived): take up what was found in it, beside the bot."""
+        messages = self._found.pop(channel_id, [])
+        if not messages:
+            return
+        earlier = self._taking_up.get(channel_id)
+        task = self.background.start(self._take_up(archive, messages, earlier), f"gap-{channel_id}")
+        self._taking_up[channel_id] = task
+        task.add_done_callback(lambda done: self._forget_task(channel_id, done))
+
+    def _forget_task(self, channel_id: int, task: asyncio.Task[None]) -> None:
+        if self._taking_up.get(channel_id) is task:
+            del self._taking_up[channel_id]
+
+    async def _take_up(
+        self, archive: Archive, messages: list[discord.Message], earlier: asyncio.Task[None] | None
+    ) -> None:
+        if earlier is not None:
+            await asyncio.wait([earlier])
+        bot_id = self.pipeline.bot_user_id
+        answered = _answered_by(messages, bot_id)
+        for message in sorted(messages, key=lambda message: message.id):
+            if message.author.id == bot_id:
+                continue  # Parley's own posts are its conversation's through the answers that made them
+            try:
+                await self._take_up_one(archive, message, answered)
+            except Exception:
+                # One message's failure (Discord, the archive, the model) must not leave the rest untaken.
+                log.exception("could not take up message %s of channel %s", message.id, message.channel.id)
+
+    async def _take_up_one(self, archive: Archive, message: discord.Message, answered: set[int]) -> None:
+        """Decide one missed message the way a live one is decided, or only let its conversation hear it."""
+        channel_id = message.channel.id
+        # A live message of this channel taking its turn now may be this one (delivered both ways): let it finish.
+        async with self.pipeline.admission.channel_turn(channel_id):
+            pass
+        record = to_record(message)
+        kind = self.pipeline.threads.kind_of(message)
+        arrival = Arrival.resolve(message, record, kind=kind, bot_user_id=self.pipeline.bot_user_id)
+        conversation = self.manager.get(channel_id)
+        if conversation is not None and any(held.message_id == message.id for held in conversation.messages):
+            return  # the gateway delivered it too: decided live already
+        open_question = arrival.addressed or conversation is not None or kind != CHANNEL
+        if not open_question or message.id in answered:
+            self._hear(channel_id, conversation is not None, message)
+            return
+        if message.created_at < utc_now() - self.window:
+            self._hear(channel_id, conversation is not None, message)
+            if arrival.addressed:
+                self.pipeline.decided_here(record, GAP_TOO_OLD)
+            return
+        if not await self._claim(archive, message):
+            self._hear(channel_id, conversation is not None, message)
+            return
+        await self.pipeline.arrived(replace(arrival, reads_history=await reads_history(message)))
+
+    def _hear(self, channel_id: int, live: bool, message: discord.Message) -> None:
+        """Let the channel's live conversation hear a message it will not decide (in order, by its id)."""
+        if live:
+            self.manager.record_message(channel_id, to_record(message))
+
+    async def _claim(self, archive: Archive, message: discord.Message) -> bool:
+        """Whether this process takes the message up: the first process to claim it in the archive does."""
+        try:
+            claimed = await archive.claim_message(message.id, self.claimant, utc_now())
+        except ArchiveWriteFailed as error:
+            # Unclaimed, another process sharing the archive could answer it too: never answer twice.
+            log.warning("message %s from the gap left unanswered: it could not be claimed (%s)", message.id, error)
+            return False
+        if not claimed:
+            log.info("message %s from the gap is taken up by another process", message.id)
+        return claimed
+
+
+def _answered_by(messages: Iterable[discord.Message], bot_id: int) -> set[int]:
+    """The messages Parley's own posts among `messages` reply to: answered before the archive could note it."""
+    return {
+        message.reference.message_id
+        for message in messages
+        if message.author.id == bot_id and message.reference is not None and message.reference.message_id is not None
+    }
+
+
+async def reads_history(message: discord.Message) -> bool:
+    """Whether the author of a message read back from Discord's history may read the channel's history.
+
+    History carries the author without their member data, and Parley keeps no member cache (no members intent),
+    so the member is fetched; one who left, or a webhook, may not.
+    """
+    if isinstance(message.author, discord.Member) or message.guild is None:
+        return message.guild is None or may_read_history(message)
+    try:
+        member = message.guild.get_member(message.author.id) or await message.guild.fetch_member(message.author.id)
+        return message.channel.permissions_for(member).read_message_history
+    except (discord.HTTPException, discord.ClientException):
+        return False
