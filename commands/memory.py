@@ -8,7 +8,7 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed
-from commands.tree import Refusal, _place, message_link, operated, send_ephemeral
+from commands.tree import Refusal, message_link, operated, place_of, send_ephemeral
 from discord_io import discord_time
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 
@@ -28,8 +28,8 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
 
     @app_commands.command(name="list", description="What Parley remembers in this channel, and about you.")
     async def list_memories(self, interaction: discord.Interaction) -> None:
-        guild_id, channel_id = _place(interaction)
-        store = _memory(interaction)
+        guild_id, channel_id = place_of(interaction)
+        store = memory_store(interaction)
         # The channel's facts are copies of its history: a member who may not read it sees only their own.
         reads_history = interaction.permissions.read_message_history
         found = await store.visible(
@@ -47,8 +47,8 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
     @app_commands.command(description="Delete memories: about-me, channel (Manage Messages), or one memory's id.")
     @app_commands.describe(target="about-me: what is about you or told by you; channel: this channel's; or a memory id")
     async def forget(self, interaction: discord.Interaction, target: str) -> None:
-        guild_id, channel_id = _place(interaction)
-        store = _memory(interaction)
+        guild_id, channel_id = place_of(interaction)
+        store = memory_store(interaction)
         member_id = interaction.user.id
         may_manage = interaction.permissions.manage_messages
         target = target.strip().lower()
@@ -87,8 +87,8 @@ class ContextCommands(
     @app_commands.describe(name="A short name to restore it by later")
     @app_commands.checks.has_permissions(manage_messages=True)
     async def save(self, interaction: discord.Interaction, name: str) -> None:
-        guild_id, channel_id = _place(interaction)
-        store = _memory(interaction)
+        guild_id, channel_id = place_of(interaction)
+        store = memory_store(interaction)
         name = snapshot_name(name)
         conversation = operated(interaction).manager.get(channel_id)
         if conversation is None or not conversation.llm_history:
@@ -108,8 +108,8 @@ class ContextCommands(
 
     @app_commands.command(name="list", description="The conversations saved in this channel.")
     async def list_snapshots(self, interaction: discord.Interaction) -> None:
-        _, channel_id = _place(interaction)
-        snapshots = await _memory(interaction).snapshots(channel_id)
+        _, channel_id = place_of(interaction)
+        snapshots = await memory_store(interaction).snapshots(channel_id)
         await send_ephemeral(
             interaction, describe_snapshots(snapshots), allowed_mentions=discord.AllowedMentions.none()
         )
@@ -118,9 +118,9 @@ class ContextCommands(
     @app_commands.describe(name="The name it was saved under")
     @app_commands.checks.has_permissions(manage_messages=True)
     async def restore(self, interaction: discord.Interaction, name: str) -> None:
-        _, channel_id = _place(interaction)
+        _, channel_id = place_of(interaction)
         name = snapshot_name(name)
-        messages = await _memory(interaction).load_snapshot(channel_id, name)
+        messages = await memory_store(interaction).load_snapshot(channel_id, name)
         if messages is None:
             raise Refusal(f"No conversation is saved as **{name}** in this channel; /parley context list shows them.")
         operated(interaction).restore_conversation(channel_id, messages)
@@ -132,7 +132,7 @@ class ContextCommands(
         )
 
 
-def _memory(interaction: discord.Interaction) -> MemoryStore:
+def memory_store(interaction: discord.Interaction) -> MemoryStore:
     store = operated(interaction).memory
     if store is None:
         raise Refusal(MEMORY_OFF)

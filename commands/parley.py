@@ -11,8 +11,8 @@ from discord import app_commands
 from archive import ArchiveWriteFailed
 from budget import UsageSummary, next_utc_midnight
 from commands.memory import ContextCommands, MemoryCommands
-from commands.profile import ProfileCommands, _profile_place
-from commands.tree import Refusal, _place, message_link, operated, send_ephemeral
+from commands.profile import ProfileCommands, profile_place_of
+from commands.tree import Refusal, message_link, operated, place_of, send_ephemeral
 from config import ChannelMode
 from context import approx_tokens
 from conversation import ChannelConversation
@@ -80,7 +80,7 @@ class ParleyCommands(
         interaction: discord.Interaction,
         count: app_commands.Range[int, 1, WHY_MAX_COUNT] = WHY_DEFAULT_COUNT,
     ) -> None:
-        guild_id, channel_id = _place(interaction)
+        guild_id, channel_id = place_of(interaction)
         # The decisions quote the channel's messages: only for members who may read its history.
         if not interaction.permissions.read_message_history:
             raise app_commands.MissingPermissions(["read_message_history"])
@@ -98,7 +98,7 @@ class ParleyCommands(
         if mode not in CHANNEL_MODES:
             raise Refusal(f"Unknown mode {mode!r}: choose {', '.join(CHANNEL_MODES[:-1])} or {CHANNEL_MODES[-1]}.")
         # A shortcut for `/parley profile set mode`, at the channel's scope.
-        guild_id, channel_id = _profile_place(interaction)
+        guild_id, channel_id = profile_place_of(interaction)
         client = operated(interaction)
         try:
             await client.profiles.set_value("channel", guild_id, channel_id, "mode", mode, interaction.user.id)
@@ -115,7 +115,7 @@ class ParleyCommands(
             raise Refusal(f"Unknown setting {setting!r}: choose on or off.")
         if isinstance(interaction.channel, discord.Thread):
             raise Refusal("A thread cannot hold threads: use /parley threads in the channel it belongs to.")
-        guild_id, channel_id = _place(interaction)
+        guild_id, channel_id = place_of(interaction)
         client = operated(interaction)
         try:
             await client.set_threads(channel_id, guild_id, setting == "on")
@@ -128,7 +128,7 @@ class ParleyCommands(
     @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")
     @app_commands.checks.has_permissions(manage_messages=True)
     async def forget(self, interaction: discord.Interaction) -> None:
-        guild_id, channel_id = _place(interaction)
+        guild_id, channel_id = place_of(interaction)
         try:
             ended = await operated(interaction).forget(channel_id, guild_id)
         except ArchiveWriteFailed:
@@ -139,7 +139,7 @@ class ParleyCommands(
 
     @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")
     async def status(self, interaction: discord.Interaction) -> None:
-        guild_id, channel_id = _place(interaction)
+        guild_id, channel_id = place_of(interaction)
         client = operated(interaction)
         text = "\n".join(
             [
@@ -161,7 +161,7 @@ class ParleyCommands(
         # Discord offers only the choices, but a request can still say otherwise.
         if period not in PERIOD_DAYS:
             raise Refusal(f"Unknown period {period!r}: choose day, week or month.")
-        guild_id, _ = _place(interaction)
+        guild_id, _ = place_of(interaction)
         client = operated(interaction)
         rows = await client.usage.guild_usage(guild_id, PERIOD_DAYS[period])
         text = describe_usage_report(UsageReport.of(rows), period)

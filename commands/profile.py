@@ -8,7 +8,7 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed
-from commands.tree import Refusal, _place, operated, send_ephemeral
+from commands.tree import Refusal, operated, place_of, send_ephemeral
 from discord_io import discord_time
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 from records import CHANNEL_MODES
@@ -48,7 +48,7 @@ class ProfileCommands(
     @app_commands.command(description="Parley's persona, model, tools and mode here, and where each comes from.")
     @app_commands.describe(scope="channel: this channel's profile (default); server: the server default")
     async def show(self, interaction: discord.Interaction, scope: Scope = "channel") -> None:
-        guild_id, channel_id = _profile_place(interaction)
+        guild_id, channel_id = profile_place_of(interaction)
         profiles = operated(interaction).profiles
         profile = profiles.resolve(guild_id, None if scope == "server" else channel_id)
         await send_ephemeral(
@@ -67,7 +67,7 @@ class ProfileCommands(
     async def set(
         self, interaction: discord.Interaction, setting: ProfileField, value: str, scope: Scope = "channel"
     ) -> None:
-        guild_id, channel_id = _profile_place(interaction)
+        guild_id, channel_id = profile_place_of(interaction)
         _may_change(interaction, scope)
         # Discord offers only the choices, but a request can still say otherwise.
         if setting not in FIELDS:
@@ -107,7 +107,7 @@ class ProfileCommands(
         setting: ProfileField | None = None,
         scope: Scope = "channel",
     ) -> None:
-        guild_id, channel_id = _profile_place(interaction)
+        guild_id, channel_id = profile_place_of(interaction)
         _may_change(interaction, scope)
         names = FIELDS if setting is None else (setting,)
         try:
@@ -136,9 +136,9 @@ def value_suggestions(setting: str | None, profiles: Profiles) -> list[str]:
     return []
 
 
-def _profile_place(interaction: discord.Interaction) -> tuple[int, int]:
+def profile_place_of(interaction: discord.Interaction) -> tuple[int, int]:
     """The server and the channel whose profile a command is about: in a thread, its parent channel's."""
-    guild_id, channel_id = _place(interaction)
+    guild_id, channel_id = place_of(interaction)
     _, followed = operated(interaction).profile_place(channel_id)
     return guild_id, followed
 

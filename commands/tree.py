@@ -105,7 +105,7 @@ async def send_ephemeral(interaction: discord.Interaction, text: str, **options:
             await interaction.response.send_message(part, ephemeral=True, **options)
 
 
-def _place(interaction: discord.Interaction) -> tuple[int, int]:
+def place_of(interaction: discord.Interaction) -> tuple[int, int]:
     """The guild and channel a command was used in (`interaction_check` has refused any other)."""
     assert interaction.guild_id is not None and interaction.channel_id is not None
     return interaction.guild_id, interaction.channel_id
