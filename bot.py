@@ -15,7 +15,6 @@ from agent import LLMJudge, Responder, build_judge, build_responder
 from answering.agents import Agents
 from answering.answer import Answering
 from answering.decisions import DecisionLog
-from answering.gap import GapQuestions
 from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
@@ -156,7 +155,7 @@ class Parley(discord.AutoShardedClient):
             answering=self.answering,
             decision_log=self.decision_log,
         )
-        self.coverage.missed = GapQuestions(settings, manager, self.pipeline, self.background)
+        self.coverage.missed = self.pipeline.gap_questions(settings, self.background)
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import discord
 
-from answering.pipeline import MessagePipeline
 from archive import Archive, ArchiveWriteFailed
 from config import Settings
 from conversation import ConversationManager, utc_now
@@ -28,6 +28,9 @@ from discord_io import may_read_history, replied_author_id, to_record
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from records import CHANNEL, Decision
 from upkeep.background import BackgroundTasks
+
+if TYPE_CHECKING:
+    from answering.pipeline import MessagePipeline  # which builds this module's GapQuestions
 
 log = logging.getLogger("parley.gap")
 

@@ -12,6 +12,8 @@ import discord
 
 from answering.answer import Answering
 from answering.decisions import DecisionLog
+from answering.gap import GapQuestions
+from config import Settings
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread
@@ -20,6 +22,7 @@ from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
 from streaming import AnsweredTurn
+from upkeep.background import BackgroundTasks
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -169,6 +172,10 @@ class MessagePipeline:
                 self.manager.record_message(channel_id, record)
             if conversation is not None:
                 await self._decide_and_answer(arrival, conversation)
+
+    def gap_questions(self, settings: Settings, background: BackgroundTasks) -> GapQuestions:
+        """What takes up the messages catch-up finds Parley missed, deciding them on this path (answering/gap.py)."""
+        return GapQuestions(settings, self.manager, self, background)
 
     def _starts_conversation(self, arrival: Arrival) -> bool:
         """Whether the message starts a conversation: any message in a thread Parley opened or in a DM, and in a
