@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import discord
 from pydantic_ai import RunUsage
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
 from agent import Reply, ReplyFailed
 from answering.delivery import Delivery
@@ -34,6 +34,8 @@ APOLOGY = "Sorry, I couldn't come up with an answer just now. Please try again i
 LOST = "Sorry, Discord would not take my answer to this just now, so it was lost. Please ask again."
 # The "lost" line is tried for this many answer deadlines before it too is given up (logged).
 LOST_LINE_DEADLINES = 10
+# What ends the bot's turn in the model history when the member saw only the start of the answer.
+CUT_NOTE = "(cut off here: Discord would not take the rest of this answer)"
 
 
 @dataclass(frozen=True)
@@ -152,22 +154,24 @@ class AnswerTail:
         channel_id: int = getattr(channel, "id", question.channel.id)
         self.accounting.account(question, outcome.usage, channel_id, outcome.reply.model if outcome.reply else "")
         posts = list(outcome.posts)
+        whole = True
         if outcome.text is not None:
             posts = await self.post(question, outcome.text, outcome.thread)
-        delivered = bool(posts) and not outcome.broken
-        if not delivered:
-            # Nothing of the answer is recorded as the bot's turn below: the next message is decided as if it
-            # never went out, and the member is told.
+            whole = len(posts) == len(split_message(outcome.text, max_posts=self.max_posts))
+        whole = whole and not outcome.broken
+        if not (posts and whole):
+            # The member is told; what they saw of the answer, if anything, is all the conversation records of it.
             self._tell_lost(question, outcome.thread or _thread_opened_on(question, channel))
         self._note_posts(question, channel_id, [post for post in posts if post.id not in outcome.reused])
         if outcome.reply is None:
             what = "regenerating the answer" if outcome.regenerated else f"answer to message {question.id}"
             log.error("%s in channel %s failed", what, channel_id, exc_info=outcome.failure)
             return posts
-        if not delivered:
-            return posts
+        if not posts:
+            return posts  # nothing went out: the next message is decided as if it never was
+        messages = outcome.reply.messages if whole else as_shown(outcome.reply.messages, posts)
         self._answered(question, posts, channel, conversation)
-        self._keep_turn(outcome, outcome.reply.messages, channel_id, conversation)
+        self._keep_turn(outcome, messages, channel_id, conversation)
         self.upkeep.compact_later(conversation)
         return posts
 
@@ -271,6 +275,16 @@ class AnswerTail:
         (stored with its next change, which the caller makes)."""
         self.streams.answered(question, posts, channel)
         conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+
+
+def as_shown(messages: Sequence[ModelMessage], posts: Sequence[discord.Message]) -> list[ModelMessage]:
+    """An answer's model history with its final text as the member saw it: what its posts show (the start of the
+    answer, where Discord stopped taking posts or edits), marked cut off, so the model knows what was said."""
+    shown = "\n".join(post.content for post in posts)
+    text = TextPart(f"{shown}\n\n{CUT_NOTE}")
+    if messages and isinstance(messages[-1], ModelResponse):
+        return [*messages[:-1], replace(messages[-1], parts=[text])]
+    return [*messages, ModelResponse(parts=[text])]
 
 
 def _thread_opened_on(question: discord.Message, channel: discord.abc.Messageable) -> discord.Thread | None:

@@ -417,6 +417,11 @@ class FakeDiscord(RestRoutes):
         """Answer the next `count` message PATCHes (to `channel_id`, or any) with `status`, as `fail_next_posts`."""
         self._edit_failures.extend(_Failure(status, channel_id, retry_after) for _ in range(count))
 
+    def stop_failing(self) -> None:
+        """Drop the failures `fail_next_posts` and `fail_next_edits` still have in store: Discord has recovered."""
+        self._failures.clear()
+        self._edit_failures.clear()
+
     # Test API: observing the bot
 
     def posts_in(self, channel_id: int) -> list[Post]:

@@ -5,11 +5,12 @@ plain follow-up is answered."""
 from __future__ import annotations
 
 import pytest
-from e2e_support import RunningBot, assert_silent, eventually, say
+from e2e_support import RunningBot, assert_silent, eventually, request_texts, say
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, echo
+from pydantic_ai.messages import ModelResponse, TextPart
 
-from answering.outcome import LOST
+from answering.outcome import CUT_NOTE, LOST
 
 # Short enough for a test: the first wait between tries is a thirtieth of it, one try at most a third.
 DEADLINE = 3.0
@@ -100,3 +101,32 @@ async def test_503s_on_the_edits_of_a_streamed_answer_are_retried_and_it_ends_wh
     conversation = client.manager.get(CHANNEL_ID)
     assert conversation is not None
     await eventually(lambda: len(conversation.llm_history) == 2)
+
+
+async def test_a_streamed_answer_cut_off_by_failed_edits_is_recorded_as_the_member_saw_it(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Discord takes a streamed answer's first post, then no edit until the deadline: the member sees its start and
+    the "lost" line; the bot's turn in the conversation is that start, marked cut off, not the whole answer, and the
+    member's next plain follow-up is answered with it in the model's history."""
+    prose = " ".join(f"Sentence number {i} says a little more about it." for i in range(30))
+    answers = iter([prose])
+    llm.handler = lambda request: next(answers, None) or echo(request)
+    llm.stream_delay, llm.words_per_chunk = 0.03, 6
+    fake.fail_next_edits(1_000, status=503)
+    client = await bot.start(answer_delivery_seconds=DEADLINE, stream_edit_seconds=0.2)
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> tell me about it")
+    posts = await fake.wait_for_posts(2, CHANNEL_ID, timeout=15)
+    await assert_silent(fake, 2)
+    assert [post.reply_to for post in posts] == [int(question["id"])] * 2 and posts[1].content == LOST
+    [shown, _] = [message["content"] for message in fake.bot_messages(CHANNEL_ID)]
+    assert shown and prose.startswith(shown) and shown != prose
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: len(conversation.llm_history) == 2)
+    turn = conversation.llm_history[-1]
+    assert isinstance(turn, ModelResponse)
+    assert [part.content for part in turn.parts if isinstance(part, TextPart)] == [f"{shown}\n\n{CUT_NOTE}"]
+    fake.stop_failing()
+    await follow_up_is_answered(fake, 2)
+    assert any(f"{shown}\n\n{CUT_NOTE}" in text for text in request_texts(llm.requests[-1]))
