@@ -49,6 +49,8 @@ class GapQuestions:
         background: BackgroundTasks,
     ) -> None:
         self.window = timedelta(minutes=settings.gap_answer_minutes)
+        # The names besides its own that Parley answers to, as a live message's record is made with them.
+        self.wake_words = settings.wake_words
         # A conversation keeps no more messages than this, so no more of a channel's gap are worth holding.
         self.kept_per_channel = settings.max_conversation_messages
         self.manager = manager
@@ -64,8 +66,9 @@ class GapQuestions:
         """Catch-up archived a message the archive lacked (a channel's newest first): kept if it may matter.
 
         It matters if it is recent (it may be answered, or be context of an answer), if its channel has a live
-        conversation (which should hear it), if it addresses Parley (answered or logged), or if it is Parley's (an
-        answer sent just before a crash, whose question is then not asked again).
+        conversation (which should hear it), if it @mentions or replies to Parley (logged when too old: a call by
+        name is not looked for here, where every message of a long outage passes), or if it is Parley's (an answer
+        sent just before a crash, whose question is then not asked again).
         """
         channel_id = message.channel.id
         kept = self._found.setdefault(channel_id, [])
@@ -120,7 +123,7 @@ class GapQuestions:
         # A live message of this channel taking its turn now may be this one (delivered both ways): let it finish.
         async with self.pipeline.admission.channel_turn(channel_id):
             pass
-        record = to_record(message)
+        record = to_record(message, self.wake_words)
         kind = self.pipeline.threads.kind_of(message)
         arrival = Arrival.resolve(message, record, kind=kind, bot_user_id=self.pipeline.bot_user_id)
         conversation = self.manager.get(channel_id)
@@ -143,7 +146,7 @@ class GapQuestions:
     def _hear(self, channel_id: int, live: bool, message: discord.Message) -> None:
         """Let the channel's live conversation hear a message it will not decide (in order, by its id)."""
         if live:
-            self.manager.record_message(channel_id, to_record(message))
+            self.manager.record_message(channel_id, to_record(message, self.wake_words))
 
     async def _claim(self, archive: Archive, message: discord.Message) -> bool:
         """Whether this process takes the message up: the first process to claim it in the archive does."""

@@ -67,22 +67,27 @@ async def test_a_follow_up_sent_in_the_gap_is_answered_once_with_the_bystander_i
     assert ids.index(int(bystander["id"])) < ids.index(int(follow_up["id"]))
 
 
+@pytest.mark.parametrize(
+    ("asked", "reason"),
+    [(f"<@{BOT_ID}> why is the build red?", "mention"), ("parley, why is the build red?", "called_by_name")],
+    ids=["mention", "called-by-name"],
+)
 async def test_a_mention_sent_while_parley_was_stopped_is_answered_once_when_it_starts(
-    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, asked: str, reason: str
 ) -> None:
-    """Parley is stopped (a redeploy); a bystander speaks and a member @mentions it; started within
-    GAP_ANSWER_MINUTES, it answers the mention once, with the bystander's message in the model's request."""
+    """Parley is stopped (a redeploy); a bystander speaks and a member @mentions it (or calls it by name); started
+    within GAP_ANSWER_MINUTES, it answers once, with the bystander's message in the model's request."""
     await bot.start()
     await bot.stop()
     fake.add_history(CHANNEL_ID, BOB_ID, "the build is red again")
-    question = fake.add_history(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> why is the build red?")
+    question = fake.add_history(CHANNEL_ID, ALICE_ID, asked)
     client = await bot.start()
     [post] = await fake.wait_for_posts(1, timeout=CATCH_UP_BOUND)
     await assert_silent(fake, 1)
     assert post.reply_to == int(question["id"])
     assert any("the build is red again" in text for text in request_texts(llm.requests[-1]))
     entry = await decided(client, question)
-    assert (entry.respond, entry.reason) == (True, "mention")
+    assert (entry.respond, entry.reason) == (True, reason)
 
 
 @pytest.mark.parametrize(
