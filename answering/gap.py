@@ -97,6 +97,10 @@ class GapQuestions:
         self._taking_up[channel_id] = task
         task.add_done_callback(lambda done: self._forget_task(channel_id, done))
 
+    async def settled(self) -> None:
+        """Until every take-up under way now has ended."""
+        await asyncio.gather(*self._taking_up.values())
+
     def _forget_task(self, channel_id: int, task: asyncio.Task[None]) -> None:
         if self._taking_up.get(channel_id) is task:
             del self._taking_up[channel_id]

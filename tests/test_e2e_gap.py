@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import discord
 import pytest
 from conftest import fresh_postgres_database
 from e2e_support import RunningBot, assert_silent, decided, eventually, request_texts, say
@@ -16,6 +17,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, allow_model_requests
 from test_e2e_backfill import CATCH_UP_BOUND, archived, caught_up
 
+from answering.gap import GapQuestions
 from bot import Parley
 
 HISTORY_ROUTE = "GET /channels/{channel_id}/messages"
@@ -110,6 +112,29 @@ async def test_a_mention_from_the_gap_past_the_window_is_archived_logged_and_not
     await assert_silent(fake, 0)
     assert llm.requests == []
     assert int(question["id"]) in await archived(client)
+
+
+async def test_messages_the_gateway_delivered_too_are_neither_heard_nor_answered_twice(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Messages catch-up finds missed that the gateway delivered as well (sent while the new session started) are
+    not added to the conversation again, and the mention among them is not answered again."""
+    client = await bot.start()
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> hello there")
+    await fake.wait_for_posts(1)
+    bystander = await say(fake, BOB_ID, "hello from me too")
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    await eventually(lambda: int(bystander["id"]) in [message.message_id for message in conversation.messages])
+    gap, channel, archive = client.coverage.missed, client.get_channel(CHANNEL_ID), client.archive
+    assert isinstance(gap, GapQuestions) and isinstance(channel, discord.TextChannel) and archive is not None
+    for sent in (question, bystander):  # as catch-up reads them from the channel's history
+        gap.found(await channel.fetch_message(int(sent["id"])))
+    gap.caught_up(archive, CHANNEL_ID)
+    await gap.settled()
+    await assert_silent(fake, 1)
+    ids = [message.message_id for message in conversation.messages]
+    assert held_once(ids, int(question["id"]), int(bystander["id"]))
 
 
 async def test_a_question_parley_answered_before_a_crash_is_not_answered_again(
