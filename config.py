@@ -228,6 +228,12 @@ class Settings(BaseSettings):
         description='Names Parley also answers to when a message calls it by one ("hey jarvis, …"), comma-separated;'
         " its username, display name and server nickname always count. Mention-only channels ignore names.",
     )
+    catchup_token_budget: int = Field(
+        50_000,
+        ge=2_000,
+        description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
+        " from its newest messages and says how many older ones it left out.",
+    )
     direct_messages: bool = Field(
         False,
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
