@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from archive_contract_support import CHANNEL, GUILD, msg
@@ -158,7 +159,7 @@ async def test_points_cite_only_the_range_and_a_chunk_is_summarised_once() -> No
         progress.append((done, total))
 
     usage: list[int] = []
-    options = {"budget_tokens": 10**6, "bot_user_id": 1, "progress": note, "admitted": lambda: True}
+    options: dict[str, Any] = {"budget_tokens": 10**6, "bot_user_id": 1, "progress": note, "admitted": lambda: True}
     summary = await writer.summarise(messages, on_usage=lambda u: usage.append(u.total_tokens), **options)
     chunks = len(chunked(messages))
     assert summary.chunks == chunks == len(calls) and progress == [(n, chunks) for n in range(1, chunks + 1)]
