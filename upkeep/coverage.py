@@ -15,7 +15,9 @@ from archive import Archive, ArchiveWriteFailed
 from backfill import ChannelCatchUp, catch_up, readable_channels
 from config import Settings
 from conversation import utc_now
+from upkeep.away_threads import threads_archived_since
 from upkeep.background import BackgroundTasks
+from upkeep.reconciliation import Reconciliation
 
 log = logging.getLogger("parley")
 
@@ -38,6 +40,8 @@ class Coverage:
         self.watching_since = utc_now()
         self.covered_since: dict[int, datetime] = {}
         self._catch_up: asyncio.Task[None] | None = None
+        # After catch-up, the walk that rechecks the whole archived range for deletions and edits made meanwhile.
+        self.reconciliation = Reconciliation(settings, background, forget)
         # set_state reads its value back to confirm it; two notes at once would each read the other's.
         self._coverage_lock = asyncio.Lock()
 
@@ -50,6 +54,7 @@ class Coverage:
     async def start_catch_up(self, archive: Archive | None, guilds: Sequence[discord.Guild]) -> None:
         """Stop an earlier session's catch-up, and catch the archive up over the time Parley was away."""
         await self._stop_catch_up()
+        await self.reconciliation.stop()
         if archive is None:
             return
         # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
@@ -76,8 +81,12 @@ class Coverage:
             await self._note_coverage(archive)
 
         try:
+            channels = list(readable_channels(guilds))
+            if earlier:
+                # The threads archived since the previous session started watching may have holes.
+                channels += await threads_archived_since(guilds, max(earlier.values()))
             summary = await catch_up(
-                list(readable_channels(guilds)),
+                channels,
                 archive,
                 limit=settings.backfill_max_messages,
                 retention_days=settings.history_retention_days,
@@ -92,6 +101,7 @@ class Coverage:
             log.exception("catch-up failed")
             return
         log.info("%s", summary.describe())
+        self.reconciliation.start(archive, channels, self.watching_since)
 
     async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
         """Per channel, since when the archive held all of it, as the last session noted."""
