@@ -20,7 +20,8 @@ from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
 from budget import UsageLedger
-from commands import ParleyCommands, ParleyTree
+from commands.parley import ParleyCommands
+from commands.tree import ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
 from conversation import ConversationManager

@@ -34,19 +34,17 @@ from test_journal import logged
 from agent import build_judge
 from bot import build_client
 from budget import UsageSummary
-from commands import (
-    EPHEMERAL_MAX_POSTS,
+from commands.parley import (
     MODE_EFFECTS,
     WHY_MAX_COUNT,
-    Operated,
     ParleyCommands,
     describe_decision,
     describe_decisions,
     describe_shard,
     describe_status,
     describe_usage,
-    refusal,
 )
+from commands.tree import EPHEMERAL_MAX_POSTS, Operated, refusal
 from config import ChannelMode
 from conversation import ChannelConversation, ConversationManager
 from decider import Judge, ResponseDecider
