@@ -151,6 +151,11 @@ class Reconciliation:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def finished(self) -> bool:
+        """Whether this session's walk has ended (done, or stopped by a failure)."""
+        return self._task is not None and self._task.done()
+
     async def run(self, archive: Archive, channels: Sequence[HistoryChannel], session_start: datetime) -> None:
         """Walk each channel in turn; one that Discord refuses is left (its progress kept) and the next one walked."""
         upto = discord.utils.time_snowflake(session_start, high=False)
