@@ -20,6 +20,13 @@ async def reconciled(client: Parley) -> None:
     await eventually(lambda: client.coverage.reconciliation.finished, CATCH_UP_BOUND)
 
 
+async def walked_a_page(client: Parley) -> None:
+    """Wait (bounded) until this session's recheck has walked a page of #general."""
+    await eventually(
+        lambda: "rechecked back" in (client.coverage.reconciliation.describe(GUILD_ID) or ""), CATCH_UP_BOUND
+    )
+
+
 async def test_deletions_and_edits_beyond_the_newest_hundred_while_down(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -52,8 +59,7 @@ async def test_status_shows_how_far_a_walk_has_got(bot: RunningBot, fake: FakeDi
     client = await bot.start(reconcile_page_pause_seconds=60)  # the walk waits after its first page
     await caught_up(client)
     reached = datetime.fromisoformat(said[50]["timestamp"])
-    await eventually(lambda: client.coverage.reconciliation.describe(GUILD_ID) is not None, CATCH_UP_BOUND)
-    await eventually(lambda: "rechecked back" in (client.coverage.reconciliation.describe(GUILD_ID) or ""))
+    await walked_a_page(client)
     status = reply_text(await run_command(fake, "status"))
     assert f"channels done; #general rechecked back to {reached:%Y-%m-%d %H:%M} UTC" in status
     assert "Recheck of the archive against Discord: 0/" in status
@@ -73,3 +79,21 @@ async def test_a_thread_archived_while_down_is_caught_up(bot: RunningBot, fake: 
     client = await bot.start()
     await archive_holds(client, stored(fake, thread_id), thread_id)
     assert len(stored(fake, thread_id)) == 2
+
+
+async def test_a_restart_goes_on_where_the_recheck_stopped(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A recheck stopped by a restart goes on below the page it had reached, with a pass from the restart queued."""
+    said = [fake.add_history(CHANNEL_ID, BOB_ID, f"archived word{n}", START + timedelta(minutes=n)) for n in range(250)]
+    client = await bot.start(reconcile_page_pause_seconds=60)  # each walk waits after its first page
+    await walked_a_page(client)
+    assert client.archive is not None
+    first = (await client.archive.reconciliation_progress())[CHANNEL_ID]
+    assert first.reached_id == int(said[150]["id"]) and first.again_id is None
+    await bot.stop()
+
+    client = await bot.start(reconcile_page_pause_seconds=60)
+    await walked_a_page(client)
+    assert client.archive is not None
+    resumed = (await client.archive.reconciliation_progress())[CHANNEL_ID]
+    assert (resumed.upto_id, resumed.reached_id) == (first.upto_id, int(said[50]["id"]))
+    assert resumed.again_id is not None and resumed.again_id > first.upto_id
