@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from e2e_support import RunningBot, eventually, reply_text, run_command
-from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM
 from test_e2e_backfill import CATCH_UP_BOUND, archive_holds, caught_up, stored
 
@@ -97,3 +97,21 @@ async def test_a_restart_goes_on_where_the_recheck_stopped(bot: RunningBot, fake
     resumed = (await client.archive.reconciliation_progress())[CHANNEL_ID]
     assert (resumed.upto_id, resumed.reached_id) == (first.upto_id, int(said[50]["id"]))
     assert resumed.again_id is not None and resumed.again_id > first.upto_id
+
+
+async def test_a_private_thread_archived_while_down_is_caught_up(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A private thread Parley was in, archived while it was down, is caught up too."""
+    client = await bot.start()
+    joined = await fake.create_thread(CHANNEL_ID, "ours", private=True, members=[ALICE_ID, BOT_ID])
+    await fake.send_user_message(joined, ALICE_ID, "said while Parley watched")
+    await caught_up(client)
+    await archive_holds(client, stored(fake, joined), joined)
+    await bot.stop()
+    fake.add_history(joined, ALICE_ID, "said in the private thread while Parley was down")
+    await fake.update_thread(joined, archived=True)
+
+    client = await bot.start()
+    await archive_holds(client, stored(fake, joined), joined)
+    assert len(stored(fake, joined)) == 2
