@@ -61,7 +61,7 @@ async def test_status_shows_how_far_a_walk_has_got(bot: RunningBot, fake: FakeDi
     reached = datetime.fromisoformat(said[50]["timestamp"])
     await walked_a_page(client)
     status = reply_text(await run_command(fake, "status"))
-    assert f"channels done; #general rechecked back to {reached:%Y-%m-%d %H:%M} UTC" in status
+    assert f"channels done; <#{CHANNEL_ID}> rechecked back to {reached:%Y-%m-%d %H:%M} UTC" in status
     assert "Recheck of the archive against Discord: 0/" in status
 
 

@@ -116,7 +116,6 @@ class _Shown:
     """What `/parley status` says of one channel's walk in this session."""
 
     guild_id: int
-    name: str
     reached: datetime | None = None
     done: bool = False
 
@@ -135,7 +134,7 @@ class Reconciliation:
 
     def start(self, archive: Archive, channels: Sequence[HistoryChannel], session_start: datetime) -> None:
         """Walk `channels` (those catch-up just read) back over what they had before `session_start`."""
-        self._shown = {channel.id: _Shown(channel.guild.id, channel.name) for channel in channels}
+        self._shown = {channel.id: _Shown(channel.guild.id) for channel in channels}
         self.forgotten = self.edited = 0
         self._task = self.background.start(self.run(archive, channels, session_start), "reconciliation")
 
@@ -220,7 +219,8 @@ class Reconciliation:
         line = f"Recheck of the archive against Discord: {done}/{len(shown)} channels done"
         walking = self._shown.get(self._walking) if self._walking is not None else None
         if walking is not None and walking.guild_id == guild_id and walking.reached is not None:
-            return f"{line}; #{walking.name} rechecked back to {walking.reached:%Y-%m-%d %H:%M} UTC"
+            # A mention: Discord shows the channel's name only to those who may see the channel.
+            return f"{line}; <#{self._walking}> rechecked back to {walking.reached:%Y-%m-%d %H:%M} UTC"
         if done < len(shown) and not self.running:
             return f"{line} (stopped; it goes on after the next restart)"
         return line
