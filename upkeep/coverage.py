@@ -12,7 +12,7 @@ from datetime import datetime
 import discord
 
 from archive import Archive, ArchiveWriteFailed
-from backfill import ChannelCatchUp, catch_up, readable_channels
+from backfill import ChannelCatchUp, HistoryChannel, catch_up, readable_channels
 from config import Settings
 from conversation import utc_now
 from upkeep.away_threads import threads_archived_since
@@ -66,10 +66,30 @@ class Coverage:
     async def catch_up(
         self, archive: Archive, earlier: Mapping[int, datetime], guilds: Sequence[discord.Guild]
     ) -> None:
-        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
+        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile; then
+        recheck their whole archived range (upkeep/reconciliation.py).
 
         `earlier`: per channel, since when the archive held all of it up to the previous session's end.
         """
+        try:
+            channels = list(readable_channels(guilds))
+            await self._catch_up_channels(archive, earlier, channels)
+            if earlier:
+                # Threads archived since the previous session started watching may have holes too. Listing them
+                # takes a request or two per channel, so the channels are caught up first.
+                threads = await threads_archived_since(guilds, max(earlier.values()))
+                await self._catch_up_channels(archive, earlier, threads)
+                channels += threads
+        except Exception:
+            # A background task's failure would otherwise go unseen; the live archive carries on without it.
+            log.exception("catch-up failed")
+            return
+        self.reconciliation.start(archive, channels, self.watching_since)
+
+    async def _catch_up_channels(
+        self, archive: Archive, earlier: Mapping[int, datetime], channels: Sequence[HistoryChannel]
+    ) -> None:
+        """Catch `channels` up, noting in the archive each one's coverage as it is done."""
         settings = self.settings
 
         async def caught_up(result: ChannelCatchUp) -> None:
@@ -80,28 +100,19 @@ class Coverage:
             self.covered_since[result.channel_id] = min(covered, self.watching_since)
             await self._note_coverage(archive)
 
-        try:
-            channels = list(readable_channels(guilds))
-            if earlier:
-                # The threads archived since the previous session started watching may have holes.
-                channels += await threads_archived_since(guilds, max(earlier.values()))
-            summary = await catch_up(
-                channels,
-                archive,
-                limit=settings.backfill_max_messages,
-                retention_days=settings.history_retention_days,
-                concurrency=settings.backfill_concurrency,
-                now=utc_now(),
-                session_start=self.watching_since,
-                forget=self.forget,
-                on_channel=caught_up,
-            )
-        except Exception:
-            # A background task's failure would otherwise go unseen; the live archive carries on without it.
-            log.exception("catch-up failed")
-            return
-        log.info("%s", summary.describe())
-        self.reconciliation.start(archive, channels, self.watching_since)
+        summary = await catch_up(
+            channels,
+            archive,
+            limit=settings.backfill_max_messages,
+            retention_days=settings.history_retention_days,
+            concurrency=settings.backfill_concurrency,
+            now=utc_now(),
+            session_start=self.watching_since,
+            forget=self.forget,
+            on_channel=caught_up,
+        )
+        if channels:
+            log.info("%s", summary.describe())
 
     async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
         """Per channel, since when the archive held all of it, as the last session noted."""
