@@ -56,7 +56,8 @@ class GapQuestions:
         self.manager = manager
         self.pipeline = pipeline
         self.background = background
-        # This process, in the archive's claims: unique per run, so a restarted process claims afresh.
+        # This process, in the archive's claims, unique per run: a message claimed by a run that died before
+        # answering it stays unanswered, rather than risk two answers.
         self.claimant = uuid.uuid4().hex
         self._found: dict[int, list[discord.Message]] = {}
         # Per channel, the take-up under way: a later catch-up's messages wait for it, so they stay in order.
