@@ -28,6 +28,7 @@ from archive import ArchivedMessage, ChannelStats
 from config import Settings
 from memory import MemoryStore, format_memories
 from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
+from tool_approval import Approver, ServerApproval, read_server_approvals
 
 log = logging.getLogger("parley.tools")
 
@@ -78,6 +79,8 @@ class ChatDeps:
     # The tool sets this answer may use, by name ("archive", "memory", "web", "mcp:<server>"), as the channel's
     # profile says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
+    # Who approves this answer's tool calls that need it (tool_approval.py); None: such calls are not run.
+    approver: Approver | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets
@@ -355,7 +358,10 @@ def build_toolbox(settings: Settings, *, web_search: WebSearchFunction | None = 
         toolbox.notes.append((_WEB_NOTE.format(max_calls=settings.web_search_max_calls), offers(WEB_TOOLSET)))
     if settings.mcp_servers:
         toolbox.servers = load_mcp_servers(settings.mcp_servers, settings.mcp_tool_timeout_seconds)
-        toolbox.toolsets.update((MCP_TOOLSET_PREFIX + server.name, server) for server in toolbox.servers)
+        # Outside the server's wrapper, which would take pydantic-ai's ApprovalRequired for a failed call.
+        toolbox.toolsets.update(
+            (MCP_TOOLSET_PREFIX + server.name, server.approval.guard(server)) for server in toolbox.servers
+        )
         if toolbox.servers:
             toolbox.notes.append((_MCP_NOTE, offers(*(MCP_TOOLSET_PREFIX + server.name for server in toolbox.servers))))
     return toolbox
@@ -532,6 +538,8 @@ class McpServer(WrapperToolset[ChatDeps]):
     name: str = ""
     timeout_seconds: float = 30.0
     state: ServerState = field(default_factory=ServerState)
+    # Which of its tools' calls wait for the asker's approval (MCP_SERVERS' `approval` and `alwaysAllow`).
+    approval: ServerApproval = field(default_factory=lambda: ServerApproval(""))
 
     def start(self) -> None:
         """Start the server in the background: Parley answers meanwhile, and its tools appear once it is up."""
@@ -639,6 +647,7 @@ def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:
         raise ToolConfigError(f'MCP_SERVERS needs the mcp extra: pip install -e ".[mcp]" (file {path})') from None
     try:
         loaded = load_mcp_toolsets(path)
+        approvals = read_server_approvals(path)
     except (OSError, ValueError) as error:
         raise ToolConfigError(f"MCP_SERVERS names {path}, which cannot be used: {_one_line(error)}") from None
     servers = []
@@ -649,7 +658,8 @@ def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:
         rebuilt = MCPToolset(
             toolset.client.transport, id=name, init_timeout=MCP_START_TIMEOUT_SECONDS, tool_error_behavior="failed"
         )
-        servers.append(McpServer(rebuilt.prefixed(name), name=name, timeout_seconds=timeout_seconds))
+        approval = approvals.get(name, ServerApproval(name))
+        servers.append(McpServer(rebuilt.prefixed(name), name=name, timeout_seconds=timeout_seconds, approval=approval))
     return servers
 
 
