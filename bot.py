@@ -27,6 +27,7 @@ from conversation import ConversationManager
 from costs import UsageMetrics
 from decider import ResponseDecider
 from discord_io import to_archived, to_record
+from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -159,8 +160,8 @@ class Parley(discord.AutoShardedClient):
         assert self.user is not None  # setup_hook runs after login
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons answer after a restart too: their custom id says whose answer it was.
-        self.add_dynamic_items(StopButton)
+        # Stop and approval buttons answer after a restart too: their custom id says whose answer or request it was.
+        self.add_dynamic_items(StopButton, ApprovalButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         await sync_commands(
             self.tree,

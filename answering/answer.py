@@ -26,6 +26,7 @@ from discord_io import (
     may_read_history,
     typing_indicator,
 )
+from edge.approval import ApprovalPrompts
 from edge.attachment_sources import AttachmentSources
 from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
@@ -78,6 +79,8 @@ class Answering:
         self.accounting = accounting
         # Every post and edit of an answer reaches Discord through this, retried under one deadline.
         self.delivery = Delivery(settings.answer_delivery_seconds)
+        # Tool calls that wait for their asker's Approve or Deny (tool_approval.py), asked in the answer's channel.
+        self.approvals = ApprovalPrompts(settings.approval_timeout_seconds, self.delivery)
         self.tail = AnswerTail(
             manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
         )
@@ -130,6 +133,7 @@ class Answering:
             memory=self.stores.memory if self.settings.memory_tools else None,
             message_id=message.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
+            approver=self.approvals.for_answer(message, channel),
         )
 
     async def _reply(
