@@ -144,7 +144,8 @@ async def answer(make_settings, model: OrdersModel, approver: FakeApprover | Non
 
 
 async def test_an_approved_call_runs_and_its_result_reaches_the_model(make_settings) -> None:
-    model, approver, ran = OrdersModel("orders_cancel"), FakeApprover(Verdict.APPROVED), []
+    model, approver = OrdersModel("orders_cancel"), FakeApprover(Verdict.APPROVED)
+    ran: list[str] = []
     assert await answer(make_settings, model, approver, ran) == "done"
     assert approver.asked == [ApprovalRequest("c0", "orders_cancel", '{"order_id": "A17"}')]
     assert ran == ["cancel A17"]
@@ -153,7 +154,8 @@ async def test_an_approved_call_runs_and_its_result_reaches_the_model(make_setti
 
 @pytest.mark.parametrize("verdict", [Verdict.DENIED, Verdict.TIMED_OUT, Verdict.UNASKED])
 async def test_a_call_not_approved_is_not_run_and_the_model_reads_a_refusal(make_settings, verdict: Verdict) -> None:
-    model, approver, ran = OrdersModel("orders_cancel"), FakeApprover(verdict), []
+    model, approver = OrdersModel("orders_cancel"), FakeApprover(verdict)
+    ran: list[str] = []
     assert await answer(make_settings, model, approver, ran) == "done"
     assert ran == []
     assert model.results == [REFUSALS[verdict]]
@@ -161,14 +163,15 @@ async def test_a_call_not_approved_is_not_run_and_the_model_reads_a_refusal(make
 
 async def test_without_anyone_to_ask_the_call_is_not_run(make_settings) -> None:
     """An answer with no approver (no Discord answer to ask in) runs nothing that needs approval."""
-    model, ran = OrdersModel("orders_cancel"), []
+    model, ran = OrdersModel("orders_cancel"), list[str]()
     assert await answer(make_settings, model, None, ran) == "done"
     assert ran == [] and model.results == [REFUSALS[Verdict.UNASKED]]
 
 
 async def test_a_read_only_call_runs_without_asking_beside_one_that_waits(make_settings) -> None:
     """Both calls of one response: the read-only one runs at once, the other only on the asker's verdict."""
-    model, approver, ran = OrdersModel("orders_lookup", "orders_cancel"), FakeApprover(Verdict.DENIED), []
+    model, approver = OrdersModel("orders_lookup", "orders_cancel"), FakeApprover(Verdict.DENIED)
+    ran: list[str] = []
     assert await answer(make_settings, model, approver, ran) == "done"
     assert [request.tool_name for request in approver.asked] == ["orders_cancel"]
     assert ran == ["lookup A17"]
