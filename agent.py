@@ -121,6 +121,9 @@ class AnswerListener(Protocol):
 
     def tool_called(self, tool_name: str) -> None: ...
 
+    async def stopped(self) -> None:
+        """Return once a member stopped the answer: a wait for the asker's approval ends then."""
+
 
 @dataclass(frozen=True)
 class Responder:
@@ -482,7 +485,10 @@ async def _reply(
                 raise ReplyFailed(failure, usage) from error
         if not isinstance(result.output, DeferredToolRequests):
             break
-        ask, so_far, verdicts = None, result.all_messages(), await settle(result.output, deps.approver)
+        verdicts = await settle(result.output, deps.approver, until=None if listener is None else listener.stopped)
+        if verdicts is None:
+            return _stopped_reply(prompt, history, result.all_messages(), usage)
+        ask, so_far = None, result.all_messages()
     text = result.output.strip()
     if not text:
         raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -27,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset
+
+log = logging.getLogger("parley.tools")
 
 # "ask": tools the server does not mark read-only wait; "always-ask": every tool waits, whatever the server says;
 # "always-allowed": none does (a server the deployer trusts with whatever the model asks of it).
@@ -138,20 +141,52 @@ def approval_requests(requests: DeferredToolRequests) -> list[ApprovalRequest]:
     ]
 
 
-async def settle(requests: DeferredToolRequests, approver: Approver | None) -> DeferredToolResults:
+async def settle(
+    requests: DeferredToolRequests, approver: Approver | None, *, until: Callable[[], Awaitable[object]] | None = None
+) -> DeferredToolResults | None:
     """The results that resume a run ended by `requests`: each approval as the asker decided it (all asked at once),
-    a refusal for the model where it was not approved."""
+    a refusal for the model where it was not approved. None if `until()` returns first (the answer was stopped):
+    the requests still waiting are then withdrawn."""
     asked = approval_requests(requests)
     if approver is None:
         verdicts = [Verdict.UNASKED] * len(asked)
     else:
-        verdicts = list(await asyncio.gather(*(approver.ask(request) for request in asked)))
+        asking = asyncio.gather(*(approver.ask(request) for request in asked), return_exceptions=True)
+        decided = await _first_of(asking, until)
+        if decided is None:
+            return None
+        verdicts = [_verdict(request, outcome) for request, outcome in zip(asked, decided, strict=True)]
     approvals: dict[str, bool | ToolApproved | ToolDenied] = {
         request.tool_call_id: ToolApproved() if verdict is Verdict.APPROVED else ToolDenied(REFUSALS[verdict])
         for request, verdict in zip(asked, verdicts, strict=True)
     }
     calls: dict[str, Any] = {call.tool_call_id: NOT_RUN_HERE for call in requests.calls}
     return requests.build_results(approvals=approvals, calls=calls)
+
+
+async def _first_of(
+    asking: asyncio.Future[list[Verdict | BaseException]], until: Callable[[], Awaitable[object]] | None
+) -> list[Verdict | BaseException] | None:
+    """The verdicts, or None if `until()` returns first; the wait that lost is cancelled (its prompts then close)."""
+    if until is None:
+        return await asking
+    stop: asyncio.Future[Any] = asyncio.ensure_future(until())
+    try:
+        done, _ = await asyncio.wait((asking, stop), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (asking, stop):
+            waiting.cancel()
+        # The cancelled asks close their prompts before the answer goes on.
+        await asyncio.gather(asking, stop, return_exceptions=True)
+    return asking.result() if asking in done else None
+
+
+def _verdict(request: ApprovalRequest, outcome: Verdict | BaseException) -> Verdict:
+    """An approver's failure leaves the call unasked, and so not run: it never fails the answer."""
+    if isinstance(outcome, Verdict):
+        return outcome
+    log.error("asking to approve %s failed", request.tool_name, exc_info=outcome)
+    return Verdict.UNASKED
 
 
 def _shown_arguments(arguments: Mapping[str, Any]) -> str:

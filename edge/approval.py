@@ -37,6 +37,8 @@ CLOSING_NOTES = {
     Verdict.DENIED: "**Denied**: not run.",
     Verdict.TIMED_OUT: "**Not approved in time**: not run.",
 }
+# What the prompt ends with when its answer was stopped (or Parley shut down) while it waited.
+STOPPED_NOTE = "**Stopped**: not run."
 _PROMPT = """\
 {mention}May I run `{tool}` to answer this? It may change things, so it waits for your approval. Its arguments:
 ```json
@@ -76,12 +78,7 @@ class ApprovalPrompts:
             if post is None:
                 verdict = Verdict.UNASKED
             else:
-                try:
-                    verdict = await asyncio.wait_for(decided, self.timeout_seconds)
-                except TimeoutError:
-                    verdict = Verdict.TIMED_OUT
-                    closing = _closed(post.content, verdict)
-                    await self._attempt(lambda: post.edit(content=closing, view=None), post.channel.id)
+                verdict = await self._decided(post, decided)
         finally:
             del self._waiting[request_id]
         log.info(
@@ -93,6 +90,21 @@ class ApprovalPrompts:
             extra={"tool": request.tool_name, "requester_id": question.author.id, "approval": verdict.value},
         )
         return verdict
+
+    async def _decided(self, post: discord.Message, decided: asyncio.Future[Verdict]) -> Verdict:
+        """The asker's verdict; TIMED_OUT once `timeout_seconds` pass. The prompt says so if it was not pressed."""
+        try:
+            return await asyncio.wait_for(decided, self.timeout_seconds)
+        except TimeoutError:
+            await self._close(post, CLOSING_NOTES[Verdict.TIMED_OUT])
+            return Verdict.TIMED_OUT
+        except asyncio.CancelledError:
+            await self._close(post, STOPPED_NOTE)
+            raise
+
+    async def _close(self, post: discord.Message, note: str) -> None:
+        content = _closed(post.content, note)
+        await self._attempt(lambda: post.edit(content=content, view=None), post.channel.id)
 
     async def pressed(self, interaction: discord.Interaction, choice: Choice, asker_id: int, request_id: str) -> None:
         """A press of Approve or Deny: the asker's decides the request and the prompt says so; others change nothing."""
@@ -106,7 +118,7 @@ class ApprovalPrompts:
             waiting.decided.set_result(verdict)
             content = interaction.message.content if interaction.message is not None else ""
             try:
-                await interaction.response.edit_message(content=_closed(content, verdict), view=None)
+                await interaction.response.edit_message(content=_closed(content, CLOSING_NOTES[verdict]), view=None)
             except discord.HTTPException as error:
                 # The verdict stands: only the prompt still shows its buttons.
                 log.warning("could not close an approval prompt: %s", error)
@@ -150,8 +162,9 @@ class AnswerApprover:
         return await self.prompts.ask(self.question, self.channel, request)
 
 
-def _closed(content: str, verdict: Verdict) -> str:
-    return f"{content}\n{CLOSING_NOTES[verdict]}"
+def _closed(content: str, note: str) -> str:
+    """A prompt's text once decided: what it asked, and how it ended."""
+    return f"{content}\n{note}"
 
 
 def approval_view(asker_id: int, request_id: str) -> discord.ui.View:

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_ephemeral_one_liner, click, is_callback
+from e2e_support import RunningBot, assert_ephemeral_one_liner, click, eventually, is_callback
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, Reply, ToolCall, message_text
 
-from edge.approval import CLOSING_NOTES, NO_LONGER_WAITING, NOT_YOURS
+from agent import STOPPED_NOTE as STOPPED_NOTE_OF_ANSWERS
+from edge.approval import CLOSING_NOTES, NO_LONGER_WAITING, NOT_YOURS, STOPPED_NOTE
 from tool_approval import REFUSALS, Verdict
 
 # Every test starts MCP fixture servers, each a Python process of its own (see tests/conftest.py).
@@ -185,3 +186,33 @@ async def test_read_only_tools_and_always_allowed_servers_run_without_asking(
     assert "Order A17: shipped" in model.results[0] and "Order A17: cancelled." in model.results[1]
     assert cancelled(tmp_path) == ["A17"]
     assert prompts(fake) == []
+
+
+async def test_stopping_the_answer_ends_the_wait(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Stop on the streamed answer's status withdraws the prompt: not run, and the answer ends stopped."""
+    model = ToolModel("orders_cancel_order")
+    llm.handler = model
+    await start(bot, mcp_servers=servers_file(tmp_path, orders={}))
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> please cancel my order A17")
+    await the_prompt(fake)
+
+    def status() -> dict[str, Any] | None:
+        return next((m for m in fake.bot_messages(CHANNEL_ID) if "Stop" in buttons(m)), None)
+
+    await fake.wait_for(lambda: status() is not None, timeout=30, what="the answer's Stop button")
+    stopping = status()
+    assert stopping is not None
+    client = bot.client
+    assert client is not None
+    await eventually(lambda: client.streams.live_on(int(stopping["id"])) is not None)
+    await click(fake, stopping, buttons(stopping)["Stop"], user_id=ALICE_ID)
+    await fake.wait_for(
+        lambda: prompts(fake)[0]["content"].endswith(STOPPED_NOTE), timeout=30, what="the closed prompt"
+    )
+    await fake.wait_for(lambda: status() is None, timeout=30, what="the stopped answer")
+    assert not buttons(prompts(fake)[0])
+    [answer] = [m for m in fake.bot_messages(CHANNEL_ID) if m["id"] == stopping["id"]]
+    assert answer["content"] == STOPPED_NOTE_OF_ANSWERS
+    assert model.results == [] and cancelled(tmp_path) == []

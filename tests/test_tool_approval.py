@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import deque
 from datetime import UTC, datetime
@@ -10,12 +11,13 @@ from typing import Any
 import pytest
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, ToolDenied
 from pydantic_ai.toolsets import FunctionToolset
 
 from agent import build_responder, generate_reply
 from conversation import ChannelConversation
 from records import MessageRecord
-from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, read_server_approvals
+from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, read_server_approvals, settle
 from tools import ChatDeps, Toolbox, tool_config_problem
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -176,3 +178,41 @@ async def test_a_read_only_call_runs_without_asking_beside_one_that_waits(make_s
     assert [request.tool_name for request in approver.asked] == ["orders_cancel"]
     assert ran == ["lookup A17"]
     assert sorted(model.results) == sorted(["Order A17: shipped.", REFUSALS[Verdict.DENIED]])
+
+
+# --- Asking ----------------------------------------------------------------------------------------
+
+CANCEL_A17 = DeferredToolRequests(approvals=[ToolCallPart("orders_cancel", {"order_id": "A17"}, tool_call_id="c0")])
+
+
+async def test_a_stopped_answer_withdraws_its_requests() -> None:
+    """`until` returning first (the member pressed Stop): no results, and the waiting asks are cancelled."""
+    asking, stop = asyncio.Event(), asyncio.Event()
+    withdrawn: list[str] = []
+
+    class Waiting:
+        async def ask(self, request: ApprovalRequest) -> Verdict:
+            asking.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                withdrawn.append(request.tool_call_id)
+                raise
+            return Verdict.APPROVED
+
+    settling = asyncio.create_task(settle(CANCEL_A17, Waiting(), until=stop.wait))
+    await asking.wait()
+    stop.set()
+    assert await settling is None
+    assert withdrawn == ["c0"]
+
+
+async def test_an_approver_that_fails_leaves_the_call_unasked(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        async def ask(self, request: ApprovalRequest) -> Verdict:
+            raise RuntimeError("no channel")
+
+    results = await settle(CANCEL_A17, Broken(), until=asyncio.Event().wait)
+    assert results is not None
+    assert results.approvals == {"c0": ToolDenied(REFUSALS[Verdict.UNASKED])}
+    assert "asking to approve orders_cancel failed" in caplog.text
