@@ -18,7 +18,7 @@ from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability, WebSearch
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.framing import close_tag, open_tag, wrap
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
@@ -445,10 +445,16 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
 
 
 def _searches_so_far(ctx: RunContext[ChatDeps], *, up_to_this_call: bool) -> int:
-    """This answer's `search_web` calls: all of them, or those up to and including the one running now."""
+    """This answer's `search_web` calls: all of them, or those up to and including the one running now.
+
+    The answer's are those since its prompt, not the run's: a run resumed after a tool call's approval is a new
+    run of the same answer (agent.py).
+    """
     count = 0
-    for message in ctx.messages:
-        if not isinstance(message, ModelResponse) or message.run_id != ctx.run_id:
+    messages = ctx.messages
+    prompted = [i for i, message in enumerate(messages) if isinstance(message, ModelRequest) and _prompts(message)]
+    for message in messages[prompted[-1] if prompted else 0 :]:
+        if not isinstance(message, ModelResponse):
             continue
         for part in message.parts:
             if isinstance(part, ToolCallPart) and part.tool_name == SEARCH_WEB:
@@ -456,6 +462,10 @@ def _searches_so_far(ctx: RunContext[ChatDeps], *, up_to_this_call: bool) -> int
                 if up_to_this_call and part.tool_call_id == ctx.tool_call_id:
                     return count
     return count
+
+
+def _prompts(request: ModelRequest) -> bool:
+    return any(isinstance(part, UserPromptPart) for part in request.parts)
 
 
 def format_web_results(query: str, results: Sequence[Mapping[str, Any]]) -> str:

@@ -18,7 +18,7 @@ from agent import build_responder, generate_reply
 from conversation import ChannelConversation
 from records import MessageRecord
 from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, read_server_approvals, settle
-from tools import ChatDeps, Toolbox, tool_config_problem
+from tools import WEB_TOOLSET, ChatDeps, Toolbox, tool_config_problem, web_search_toolset
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 READ_ONLY = {"readOnlyHint": True}
@@ -216,3 +216,34 @@ async def test_an_approver_that_fails_leaves_the_call_unasked(caplog: pytest.Log
     assert results is not None
     assert results.approvals == {"c0": ToolDenied(REFUSALS[Verdict.UNASKED])}
     assert "asking to approve orders_cancel failed" in caplog.text
+
+
+async def test_a_resumed_run_keeps_the_answers_web_search_cap(make_settings) -> None:
+    """The run resumed after the approval is the same answer: a search made before it still counts."""
+    offered: list[list[str]] = []
+    script = iter(
+        [
+            ModelResponse(parts=[ToolCallPart("search_web", {"query": "order A17"}, tool_call_id="s0")]),
+            ModelResponse(parts=[ToolCallPart("orders_cancel", {"order_id": "A17"}, tool_call_id="c0")]),
+        ]
+    )
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append([tool.name for tool in info.function_tools])
+        return next(script, ModelResponse(parts=[TextPart("done")]))
+
+    async def search(query: str) -> list[dict[str, Any]]:
+        return [{"title": "A17", "url": "https://example.com/a17", "content": "shipped"}]
+
+    ran: list[str] = []
+    toolbox = orders_toolbox(ran)
+    toolbox.toolsets[WEB_TOOLSET] = web_search_toolset(search, max_calls=1)
+    message = MessageRecord(message_id=900, channel_id=500, author_id=7, author="Alice", content="A17?", timestamp=T0)
+    responder = build_responder(
+        make_settings(), model=FunctionModel(model), archive_enabled=False, memory_enabled=False, toolbox=toolbox
+    )
+    deps = ChatDeps("Parley", 1, 42, "Guild", 500, "general", None, 7, True, approver=FakeApprover(Verdict.APPROVED))
+    reply = await generate_reply(responder, ChannelConversation(500, T0, T0, deque([message])), message, deps)
+    assert reply.text == "done" and ran == ["cancel A17"]
+    assert "search_web" in offered[0]
+    assert "search_web" not in offered[1] and "search_web" not in offered[2]
