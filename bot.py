@@ -20,14 +20,14 @@ from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
 from budget import UsageLedger
-from commands import ParleyCommands, ParleyTree
+from commands.groups import add_slash_commands
+from commands.tree import ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
 from conversation import ConversationManager
 from costs import UsageMetrics
 from decider import ResponseDecider
 from discord_io import to_archived, to_record
-from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -111,7 +111,7 @@ class Parley(discord.AutoShardedClient):
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
-        self.tree.add_command(ParleyCommands())
+        add_slash_commands(self.tree)
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
@@ -160,8 +160,8 @@ class Parley(discord.AutoShardedClient):
         assert self.user is not None  # setup_hook runs after login
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop and approval buttons answer after a restart too: their custom id says whose answer or request it was.
-        self.add_dynamic_items(StopButton, ApprovalButton)
+        # Stop buttons answer after a restart too: their custom id says whose answer it was.
+        self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         await sync_commands(
             self.tree,
@@ -247,7 +247,7 @@ class Parley(discord.AutoShardedClient):
     async def on_message(self, message: discord.Message) -> None:
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
-        record = to_record(message)
+        record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))
