@@ -358,10 +358,7 @@ def build_toolbox(settings: Settings, *, web_search: WebSearchFunction | None = 
         toolbox.notes.append((_WEB_NOTE.format(max_calls=settings.web_search_max_calls), offers(WEB_TOOLSET)))
     if settings.mcp_servers:
         toolbox.servers = load_mcp_servers(settings.mcp_servers, settings.mcp_tool_timeout_seconds)
-        # Outside the server's wrapper, which would take pydantic-ai's ApprovalRequired for a failed call.
-        toolbox.toolsets.update(
-            (MCP_TOOLSET_PREFIX + server.name, server.approval.guard(server)) for server in toolbox.servers
-        )
+        toolbox.toolsets.update((MCP_TOOLSET_PREFIX + server.name, server.guarded()) for server in toolbox.servers)
         if toolbox.servers:
             toolbox.notes.append((_MCP_NOTE, offers(*(MCP_TOOLSET_PREFIX + server.name for server in toolbox.servers))))
     return toolbox
@@ -548,8 +545,9 @@ class McpServer(WrapperToolset[ChatDeps]):
     name: str = ""
     timeout_seconds: float = 30.0
     state: ServerState = field(default_factory=ServerState)
-    # Which of its tools' calls wait for the asker's approval (MCP_SERVERS' `approval` and `alwaysAllow`).
-    approval: ServerApproval = field(default_factory=lambda: ServerApproval(""))
+    # Which of its tools' calls wait for the asker's approval (MCP_SERVERS' `approval` and `alwaysAllow`); None:
+    # those the server does not mark read-only.
+    approval: ServerApproval | None = None
 
     def start(self) -> None:
         """Start the server in the background: Parley answers meanwhile, and its tools appear once it is up."""
@@ -589,6 +587,11 @@ class McpServer(WrapperToolset[ChatDeps]):
 
     async def __aexit__(self, *args: Any) -> bool | None:
         return None
+
+    def guarded(self) -> AbstractToolset[ChatDeps]:
+        """The server's tools, those that need the asker's approval waiting for it (tool_approval.py)."""
+        # Outside this wrapper, whose call_tool would take pydantic-ai's ApprovalRequired for a failed call.
+        return (self.approval or ServerApproval(self.name)).guard(self)
 
     def describe(self) -> str:
         if self.state.up:
@@ -668,7 +671,7 @@ def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:
         rebuilt = MCPToolset(
             toolset.client.transport, id=name, init_timeout=MCP_START_TIMEOUT_SECONDS, tool_error_behavior="failed"
         )
-        approval = approvals.get(name, ServerApproval(name))
+        approval = approvals.get(name)
         servers.append(McpServer(rebuilt.prefixed(name), name=name, timeout_seconds=timeout_seconds, approval=approval))
     return servers
 
