@@ -193,7 +193,7 @@ class Settings(BaseSettings):
     mcp_servers: str | None = Field(
         None,
         description="JSON file of MCP servers whose tools Parley offers, in the common mcpServers format"
-        " (stdio: command, args, env; streamable HTTP: url, headers); needs the mcp extra.",
+        " (stdio: command, args, env; streamable HTTP: url, headers).",
     )
     mcp_tool_timeout_seconds: float = Field(
         30, gt=0, description="Longest an MCP tool call may take; a slower one is stopped and the model told so."
@@ -202,7 +202,7 @@ class Settings(BaseSettings):
     web_search: WebSearchMode = Field(
         "off",
         description="Web search for the model: off, native (the provider's own search tool), duckduckgo or"
-        " tavily (searched by Parley; needs the web extra).",
+        " tavily (searched by Parley).",
     )
     web_search_max_calls: int = Field(2, ge=1, description="Web searches one answer may make.")
 
