@@ -49,6 +49,7 @@ from archive import (
     folded_words,
     search_words,
 )
+from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.snowflakes import snowflake_ms
@@ -728,8 +729,12 @@ class PostgresArchive(QueuedWrites, StoreTables):
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
         file_text_budget: FileTextBudget | None = None,
+        claim: ArchiveClaim | None = None,
     ) -> PostgresArchive:
         """Connect, migrate the schema (one process at a time), then start the writer.
+
+        ``claim``, the process's shard locks (`archive.exclusive`), is released when the archive closes; if
+        opening fails, it is the caller's.
 
         Raises:
             DatabaseUrlError: the server cannot be reached, or refuses the URL's user, password or database.
@@ -750,6 +755,7 @@ class PostgresArchive(QueuedWrites, StoreTables):
             prune_interval=prune_interval,
             file_text_budget=file_text_budget,
         )
+        archive._claim = claim
         archive._start_writer()
         return archive
 
@@ -758,7 +764,10 @@ class PostgresArchive(QueuedWrites, StoreTables):
         try:
             await self._stop_writer()
         finally:
-            await self._pool.close()
+            try:
+                await self._pool.close()
+            finally:
+                await self._release_claim()
 
     # Writes: synchronous, they only enqueue.
 

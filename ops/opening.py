@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
+from archive.exclusive import claim_archive
 from archive.file_text import FileTextBudget
 from config import Settings
 from shared import SharedSettings, follow_other_processes
@@ -19,20 +22,35 @@ class ArchiveUnavailable(Exception):
 
 
 async def open_configured_archive(settings: Settings) -> Archive:
-    """The archive of DATABASE_URL, opened (created if new).
+    """The archive of DATABASE_URL, opened (created if new), held by this process for the shards it runs.
 
     Raises:
-        ArchiveUnavailable: it cannot be; the message names where it is, never its credentials.
+        ArchiveInUse: another process serves from it (SQLite), or runs one of this process's shards (Postgres).
+        ArchiveUnavailable: it cannot be opened; the message names where it is, never its credentials.
     """
     url = settings.database_url
+    with _unavailable_said(url):
+        claim = await claim_archive(url, settings.shard_ids)
     try:
-        return await open_archive(
-            url,
-            retention_days=settings.history_retention_days,
-            file_text_budget=FileTextBudget(
-                settings.archive_file_text_channel_bytes, settings.archive_file_text_member_bytes
-            ),
-        )
+        with _unavailable_said(url):
+            return await open_archive(
+                url,
+                retention_days=settings.history_retention_days,
+                file_text_budget=FileTextBudget(
+                    settings.archive_file_text_channel_bytes, settings.archive_file_text_member_bytes
+                ),
+                claim=claim,
+            )
+    except BaseException:
+        await claim.release()
+        raise
+
+
+@contextlib.contextmanager
+def _unavailable_said(url: str) -> Iterator[None]:
+    """What goes wrong opening the archive, as the one line of ArchiveUnavailable."""
+    try:
+        yield
     except DatabaseUrlError as error:
         raise ArchiveUnavailable(str(error)) from None
     except (OSError, sqlite3.Error, RuntimeError) as error:
