@@ -146,6 +146,12 @@ class Settings(BaseSettings):
         " (several processes, shards); empty turns it and its tools off.",
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+    archive_lock_wait_seconds: float = Field(
+        15,
+        ge=0,
+        description="How long a start waits for another process serving from the same archive (or shard) to stop,"
+        " as a redeploy's old one does, before it gives up with exit 2; 0 gives up at once.",
+    )
     archive_file_text_channel_bytes: int = Field(
         4_000_000,
         ge=0,

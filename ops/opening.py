@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
-from archive.exclusive import claim_archive
+from archive.exclusive import ArchiveClaim, ArchiveInUse, claim_archive
 from archive.file_text import FileTextBudget
 from config import Settings
 from shared import SharedSettings, follow_other_processes
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener
+
+
+log = logging.getLogger(__name__)
+# How often a start that finds its archive held tries again while it waits (ARCHIVE_LOCK_WAIT_SECONDS).
+_CLAIM_RETRY_SECONDS = 0.5
 
 
 class ArchiveUnavailable(Exception):
@@ -30,7 +37,7 @@ async def open_configured_archive(settings: Settings) -> Archive:
     """
     url = settings.database_url
     with _unavailable_said(url):
-        claim = await claim_archive(url, settings.shard_ids)
+        claim = await claim_when_free(url, settings.shard_ids, settings.archive_lock_wait_seconds)
     try:
         with _unavailable_said(url):
             return await open_archive(
@@ -44,6 +51,32 @@ async def open_configured_archive(settings: Settings) -> Archive:
     except BaseException:
         await claim.release()
         raise
+
+
+async def claim_when_free(url: str, shard_ids: frozenset[int], wait_seconds: float) -> ArchiveClaim:
+    """Claim the archive for `shard_ids`; while another process holds it, try again for up to `wait_seconds`.
+
+    On a redeploy the host may start the new process before the old one has stopped (Railway stops the old one
+    once the new one runs: https://docs.railway.com/guides/deployment-teardown), so the first refusal is
+    waited out rather than made a failed start. Neither lock has a notification to await: this polls.
+
+    Raises:
+        ArchiveInUse: still held once `wait_seconds` have passed.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    announced = False
+    while True:
+        try:
+            return await claim_archive(url, shard_ids)
+        except ArchiveInUse as refusal:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise
+            if not announced:
+                log.info("%s: waiting up to %g s for it to stop", refusal, wait_seconds)
+                announced = True
+            await asyncio.sleep(min(_CLAIM_RETRY_SECONDS, left))
 
 
 @contextlib.contextmanager

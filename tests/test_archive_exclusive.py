@@ -4,6 +4,8 @@ advisory locks, taken as `ops.opening` takes them. Two claims in one process con
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 from conftest import fresh_postgres_database
 
 from archive.exclusive import ArchiveInUse, claim_archive, sqlite_lock_path
-from ops.opening import open_configured_archive
+from ops.opening import claim_when_free, open_configured_archive
 
 
 async def test_a_second_claim_on_a_sqlite_file_is_refused_naming_the_file_and_the_holder(tmp_path: Path) -> None:
@@ -42,7 +44,7 @@ async def test_another_sqlite_file_is_not_held(tmp_path: Path) -> None:
 
 async def test_the_archive_holds_its_claim_until_it_closes(make_settings, tmp_path: Path) -> None:
     """`open_configured_archive` claims before opening; closing the archive releases it for the next process."""
-    settings = make_settings(database_url=f"sqlite:///{tmp_path / 'parley.db'}")
+    settings = make_settings(database_url=f"sqlite:///{tmp_path / 'parley.db'}", archive_lock_wait_seconds=0)
     archive = await open_configured_archive(settings)
     try:
         with pytest.raises(ArchiveInUse):
@@ -63,6 +65,41 @@ async def test_a_refused_claim_leaves_the_holders_process_id_in_the_file(tmp_pat
                 await claim_archive(f"sqlite:///{database}", frozenset())
     finally:
         await first.release()
+
+
+async def test_a_start_waits_for_the_holder_to_stop_as_a_redeploys_old_process_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused, a start says once that it waits, and takes the archive as soon as the holder lets go."""
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    old = await claim_archive(url, frozenset())
+    caplog.set_level(logging.INFO, logger="ops.opening")
+    new = asyncio.create_task(claim_when_free(url, frozenset(), wait_seconds=60))
+    try:
+        while not caplog.records:  # noqa: ASYNC110 - the log line is the only sign the waiting has begun
+            await asyncio.sleep(0.01)
+        assert not new.done()
+        await old.release()
+        claim = await asyncio.wait_for(new, 10)
+    finally:
+        await old.release()
+        new.cancel()
+    await claim.release()
+    [waiting] = [record.getMessage() for record in caplog.records]
+    assert waiting.endswith(
+        f"is in use by another Parley process (process {os.getpid()}): waiting up to 60 s for it to stop"
+    )
+
+
+async def test_a_start_gives_up_once_the_wait_is_over(tmp_path: Path) -> None:
+    """Still held when ARCHIVE_LOCK_WAIT_SECONDS have passed: the refusal stands."""
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    old = await claim_archive(url, frozenset())
+    try:
+        with pytest.raises(ArchiveInUse):
+            await claim_when_free(url, frozenset(), wait_seconds=0.2)
+    finally:
+        await old.release()
 
 
 # --- Postgres: per shard -------------------------------------------------------------------------

@@ -44,7 +44,7 @@ async def test_a_second_bot_py_on_the_same_sqlite_file_exits_2_and_a_new_one_sta
     first = await start_bot_py(env, tmp_path, output=asyncio.subprocess.DEVNULL)
     try:
         await fake.wait_for_ready(timeout=PROCESS_TIMEOUT)
-        code, stderr = await run_bot_py(env, tmp_path)
+        code, stderr = await run_bot_py({**env, "ARCHIVE_LOCK_WAIT_SECONDS": "0"}, tmp_path)
         assert (code, stderr.splitlines()) == (
             2,
             [
@@ -70,16 +70,18 @@ async def test_a_second_bot_py_on_the_same_sqlite_file_exits_2_and_a_new_one_sta
 async def test_a_second_bot_py_on_a_postgres_shard_already_run_exits_2_naming_it(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, postgres_server: str
 ) -> None:
-    """SHARD_IDS=0 runs; a process for shards 0 and 1 on the same database exits 2 naming shard 0; after the first
-    is killed with SIGKILL, the server ends its session and its lock, and the second starts."""
+    """SHARD_IDS=0 runs; a process for shards 0 and 1 on the same database waits ARCHIVE_LOCK_WAIT_SECONDS, saying
+    so, then exits 2 naming shard 0; after the first is killed with SIGKILL, the server ends its session and its
+    lock, and the second starts."""
     database_url = await fresh_postgres_database(postgres_server)
     env = {**bot_environment(fake, llm, tmp_path / "unused.db", SHARD_COUNT="2"), "DATABASE_URL": database_url}
     first = await start_bot_py({**env, "SHARD_IDS": "0"}, tmp_path, output=asyncio.subprocess.DEVNULL)
     try:
         await fake.wait_for_shard(0, PROCESS_TIMEOUT)
-        code, stderr = await run_bot_py({**env, "SHARD_IDS": "0,1"}, tmp_path)
+        code, stderr = await run_bot_py({**env, "SHARD_IDS": "0,1", "ARCHIVE_LOCK_WAIT_SECONDS": "1"}, tmp_path)
         assert code == 2
-        [line] = stderr.splitlines()
+        waiting, line = stderr.splitlines()
+        assert waiting.endswith("(running shard 0): waiting up to 1 s for it to stop")
         assert line.startswith("Not started: Postgres ") and "(running shard 0)" in line
         await answers(fake, "still there?")
         assert await stop(first, signal.SIGKILL) == -signal.SIGKILL
