@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -74,24 +75,24 @@ async def test_regenerate_spends_the_members_rate_and_says_when_to_retry(make_se
     """Regenerate takes one of the clicker's answers; past the burst it is refused with the moment one is back,
     as a Discord timestamp rounded up; another member, or the same one later, is admitted."""
     keeper = gatekeeper(make_settings, client, clock)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
     clock.now = T0 + timedelta(seconds=10.2)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
-    refusal = keeper.regenerate_refusal(GUILD, ALICE)
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
+    refusal = await keeper.regenerate_refusal(GUILD, ALICE)
     # 30 an hour: the first answer is back 120 s after it was taken.
     back = T0 + timedelta(seconds=120)
     assert refusal == REGENERATE_SLOW_DOWN.format(when=f"<t:{int(back.timestamp())}:R>")
-    assert keeper.regenerate_refusal(GUILD, BOB) is None
+    assert await keeper.regenerate_refusal(GUILD, BOB) is None
     clock.now = back + timedelta(seconds=1)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
 
 
 async def test_a_regenerate_that_makes_no_call_gives_the_answer_back(make_settings, client, clock) -> None:
     keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
-    keeper.give_back(GUILD, ALICE)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
-    assert keeper.regenerate_refusal(GUILD, ALICE) is not None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
+    await keeper.give_back(GUILD, ALICE)
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is not None
 
 
 async def test_regenerate_on_a_spent_budget_is_refused_without_spending_the_rate(make_settings, client, clock) -> None:
@@ -99,11 +100,11 @@ async def test_regenerate_on_a_spent_budget_is_refused_without_spending_the_rate
     keeper = gatekeeper(make_settings, client, clock, usage, server_tokens_per_day=100, member_answer_burst=1)
     spend(usage, 100)
     midnight = datetime(2026, 11, 26, tzinfo=UTC)
-    assert keeper.regenerate_refusal(GUILD, ALICE) == REGENERATE_OVER_BUDGET.format(
+    assert await keeper.regenerate_refusal(GUILD, ALICE) == REGENERATE_OVER_BUDGET.format(
         reset=f"<t:{int(midnight.timestamp())}:R>"
     )
-    assert keeper.regenerate_refusal(GUILD + 1, ALICE) is None  # another server's budget is its own
-    assert keeper.take(GUILD, ALICE).admitted  # the refusal spent none of Alice's answers here
+    assert await keeper.regenerate_refusal(GUILD + 1, ALICE) is None  # another server's budget is its own
+    assert (await keeper.take(GUILD, ALICE)).admitted  # the refusal spent none of Alice's answers here
 
 
 async def test_the_judge_is_not_called_on_a_spent_budget(make_settings, client, clock) -> None:
@@ -127,8 +128,9 @@ async def test_the_judge_is_not_called_on_a_spent_budget(make_settings, client, 
 
 async def test_a_member_over_their_rate_is_noted_and_not_admitted(make_settings, client, clock) -> None:
     keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
-    assert await keeper.admit_member(GUILD, None, record(1), addressed=False)
-    assert not await keeper.admit_member(GUILD, None, record(2), addressed=False)
+    message = SimpleNamespace(author=SimpleNamespace(id=ALICE))  # no server member: no roles
+    assert await keeper.admit_member(GUILD, message, record(1), addressed=False)
+    assert not await keeper.admit_member(GUILD, message, record(2), addressed=False)
     assert client.decisions == [(2, MEMBER_RATE_LIMITED)]
     assert client.posts == []
 

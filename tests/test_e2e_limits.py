@@ -67,9 +67,8 @@ async def test_forty_mentions_in_a_minute_get_the_burst_and_one_notice(
 ) -> None:
     """40 mentions from one member in a minute: 5 answers (the burst), one "slow down" reply, then silence."""
     client = await bot.start()
-    assert client.admission.member_rates is not None
     now = T0
-    client.admission.member_rates.clock = lambda: now
+    client.admission.allowances.clock = lambda: now
     mentions, reasons = [], []
     for number in range(40):
         now = T0 + timedelta(seconds=1.5 * number)
@@ -211,8 +210,7 @@ async def test_a_chatty_channel_asks_the_judge_at_most_its_calls_per_minute(
 async def test_regenerate_after_slow_down_makes_no_model_call(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """Past her rate ("Slow down"), Alice's Regenerate clicks make no model call; each tells her alone when to retry."""
     client = await bot.start(member_answer_burst=1)
-    assert client.admission.member_rates is not None
-    client.admission.member_rates.clock = lambda: T0
+    client.admission.allowances.clock = lambda: T0
     await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
     [answer] = await fake.wait_for_posts(1)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> and again")
