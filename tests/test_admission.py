@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from admission.allowances import SharedAllowances
 from admission.gatekeeper import (
     MEMBER_RATE_LIMITED,
     REGENERATE_OVER_BUDGET,
+    REGENERATE_OVER_ROLE_TOKENS,
     REGENERATE_SLOW_DOWN,
     SERVER_BUDGET,
     Gatekeeper,
@@ -20,7 +22,7 @@ from budget import UsageLedger
 from records import Decision, MessageRecord
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
-GUILD, CHANNEL, ALICE, BOB = 11, 22, 33, 44
+GUILD, CHANNEL, ALICE, BOB, CAROL = 11, 22, 33, 44, 55
 
 
 class Clock:
@@ -183,3 +185,44 @@ async def test_the_line_keeps_one_mention_per_member_up_to_its_limit(make_settin
         assert not keeper.leave_line(CHANNEL, 1)
         assert keeper.leave_line(CHANNEL, 3)
     assert keeper.idle(CHANNEL)
+
+
+NEWCOMERS, TRUSTED = 7, 8
+
+
+async def test_a_roles_rate_stops_its_members_before_the_default_would(make_settings, client, clock) -> None:
+    """Newcomers get 1 an hour: a newcomer's second Regenerate is refused with the hour's wait, while a member
+    without the role still has the default burst of 2, and a newcomer who is also trusted has no limit."""
+    keeper = gatekeeper(make_settings, client, clock, role_limits=f"{NEWCOMERS}:1:0,{TRUSTED}:0:0")
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) is None
+    back = f"<t:{int((T0 + timedelta(hours=1)).timestamp())}:R>"
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) == REGENERATE_SLOW_DOWN.format(when=back)
+    bob = [await keeper.regenerate_refusal(GUILD, BOB, {99}) for _ in range(3)]
+    assert bob[:2] == [None, None] and bob[2] is not None
+    assert [await keeper.regenerate_refusal(GUILD, CAROL, {NEWCOMERS, TRUSTED}) for _ in range(20)] == [None] * 20
+
+
+async def test_a_roles_tokens_a_day_refuse_it_without_spending_the_rate(make_settings, client, clock) -> None:
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(make_settings, client, clock, usage, role_limits=f"{NEWCOMERS}:0:100", member_answer_burst=1)
+    spend(usage, 100)
+    midnight = f"<t:{int(datetime(2026, 11, 26, tzinfo=UTC).timestamp())}:R>"
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) == REGENERATE_OVER_ROLE_TOKENS.format(
+        reset=midnight
+    )
+    assert await keeper.tokens_spent(GUILD, ALICE, {NEWCOMERS})
+    assert not await keeper.tokens_spent(GUILD, ALICE, ())  # without the role, the defaults: no token limit
+    assert (await keeper.take(GUILD, ALICE)).admitted  # the refusal spent none of Alice's answers
+    clock.now = T0 + timedelta(days=1)
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) is None  # a new UTC day
+
+
+async def test_the_count_moves_to_the_archive_only_when_processes_may_share_it(
+    make_settings, client, clock, archive
+) -> None:
+    """On Postgres the Gatekeeper counts in the archive (other processes see it); on SQLite it keeps counting here."""
+    keeper = gatekeeper(make_settings, client, clock)
+    keeper.count_in(archive)
+    shared = isinstance(keeper.allowances, SharedAllowances)
+    assert shared == (archive.dialect == "postgres")
+    assert keeper.allowances.clock is clock

@@ -21,7 +21,16 @@ from e2e_support import (
     say,
     use_message_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_ID,
+    CAROL_ID,
+    CHANNEL_ID,
+    NEWCOMER_ROLE_ID,
+    OTHER_CHANNEL_ID,
+    FakeDiscord,
+)
 from fake_llm import FakeLLM, ToolCall, echo
 
 from admission.gatekeeper import REGENERATE_SLOW_DOWN
@@ -87,6 +96,54 @@ async def test_forty_mentions_in_a_minute_get_the_burst_and_one_notice(
     assert notice.content.startswith("Slow down") and f"<t:{int(back.timestamp())}:R>" in notice.content
     assert [int(user) for user in notice.body["allowed_mentions"]["users"]] == [ALICE_ID]
     assert reasons == ["mention"] * 5 + ["member_rate_limited"] * 35
+
+
+async def test_a_role_limit_stops_that_role_before_the_member_default_would(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """ROLE_LIMITS gives Newcomers 2 answers an hour (so a burst of 2): Alice, a newcomer, is told once to slow down
+    at her third mention (`role_rate_limited`), then silence; Bob, on the member defaults (a burst of 5), is
+    answered all three times."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:2:0")
+    client.admission.allowances.clock = lambda: T0
+    reasons = []
+    for number in range(4):
+        mention = await say(fake, ALICE_ID, f"<@{BOT_ID}> alice {number}")
+        reasons.append((await decided(client, mention)).reason)
+        await fake.wait_for_posts(min(number + 1, 3))
+    assert reasons == ["mention", "mention", "role_rate_limited", "role_rate_limited"]
+    notice = fake.posts_in(CHANNEL_ID)[2]
+    # 2 an hour: the first answer is back 30 minutes after it was taken.
+    back = f"<t:{int((T0 + timedelta(minutes=30)).timestamp())}:R>"
+    assert notice.content == f"Slow down a little: I can answer you again {back}. Until then I'll stay quiet."
+    for number in range(3):
+        await say(fake, BOB_ID, f"<@{BOT_ID}> bob {number}")
+        await fake.wait_for_posts(4 + number)
+    await assert_silent(fake, 6)
+    assert len(llm.requests) == 5  # Alice's two, Bob's three
+
+
+async def test_a_roles_tokens_a_day_stop_its_members_until_midnight(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """ROLE_LIMITS gives Newcomers 1 token a day: once Alice's first answer has spent it, her next mention gets one
+    notice of the reset at UTC midnight (`role_token_budget`), the one after it silence; Bob is still answered."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:1")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
+    await fake.wait_for_posts(1)
+    await eventually(lambda: client.usage.member_tokens(int(fake.guild_id), ALICE_ID) > 0)
+    over = [await say(fake, ALICE_ID, f"<@{BOT_ID}> more {number}") for number in range(2)]
+    assert [(await decided(client, mention)).reason for mention in over] == ["role_token_budget"] * 2
+    [notice] = (await fake.wait_for_posts(2))[1:]
+    midnight = datetime.combine(client.usage.day + timedelta(days=1), datetime.min.time(), UTC)
+    assert notice.reply_to == int(over[0]["id"])
+    assert notice.content.endswith(f"until it resets <t:{int(midnight.timestamp())}:R>.")
+    await say(fake, BOB_ID, f"<@{BOT_ID}> my turn")
+    await fake.wait_for_posts(3)
+    await assert_silent(fake, 3)
+    assert len(llm.requests) == 2
 
 
 async def test_another_member_is_answered_while_one_is_limited(
