@@ -80,8 +80,8 @@ class Settings(BaseSettings):
         30, ge=0, description="Answers a member may get an hour in a server, after the burst; 0: no limit."
     )
     member_answer_burst: int = Field(5, ge=1, description="Answers a member may get in quick succession.")
-    role_limits: Annotated[tuple[RoleLimit, ...], NoDecode] = Field(
-        (),
+    role_limits: Annotated[frozenset[RoleLimit], NoDecode] = Field(
+        frozenset(),
         description="Limits by role, in place of the member defaults: role_id:answers_per_hour:tokens_per_day,"
         " comma-separated (0: no limit); a member with several of these roles gets the most generous of each.",
     )
@@ -330,7 +330,7 @@ class Settings(BaseSettings):
     @field_validator("role_limits", mode="before")
     @classmethod
     def _role_limit_rules(cls, value: Any) -> Any:
-        return parse_role_limits(value) if isinstance(value, str) else value
+        return frozenset(parse_role_limits(value)) if isinstance(value, str) else value
 
     @field_validator("shard_ids", mode="before")
     @classmethod

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from conftest import fresh_postgres_database
@@ -16,6 +19,7 @@ from limits import Rate
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE, BOB = 11, 22, 33, 44
+TAKER = Path(__file__).parent / "allowance_taker.py"
 # 30 an hour: one answer back every 2 minutes.
 RATE = Rate(30, 3)
 
@@ -129,3 +133,35 @@ async def test_tokens_another_process_recorded_are_counted(postgres_server: str,
         there.detach()
         await first.close()
         await second.close()
+
+
+@pytest.mark.slow
+async def test_two_processes_on_one_postgres_grant_a_members_burst_once(postgres_server: str, tmp_path: Path) -> None:
+    """Two OS processes, each a Gatekeeper on its own connections to one Postgres archive, try 10 answers each for
+    the same member at the same moment: 5 (the burst) are granted in all, where counting in each process's memory
+    grants 5 each."""
+    url = await fresh_postgres_database(postgres_server)
+    takers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(TAKER),
+            url,
+            "10",
+            T0.isoformat(),
+            cwd=tmp_path,  # no .env of Parley's folder
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    async with asyncio.timeout(60):
+        for taker in takers:
+            assert taker.stdout is not None
+            assert await taker.stdout.readline() == b"ready\n"
+        for taker in takers:  # both are open: let them take together
+            assert taker.stdin is not None
+            taker.stdin.write(b"go\n")
+            await taker.stdin.drain()
+        granted = [int((await taker.communicate())[0]) for taker in takers]
+    assert [taker.returncode for taker in takers] == [0, 0]
+    assert sum(granted) == 5, granted

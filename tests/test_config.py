@@ -228,9 +228,9 @@ def test_shards_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
 def test_role_limits_are_read_as_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     """ROLE_LIMITS is `role:answers_per_hour:tokens_per_day` rules, comma-separated; unset, there are none."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
-    assert Settings().role_limits == ()
+    assert Settings().role_limits == frozenset()
     monkeypatch.setenv("ROLE_LIMITS", "111:10:20000, 222:0.5:0,")
-    assert Settings().role_limits == (RoleLimit(111, 10, 20000), RoleLimit(222, 0.5, 0))
+    assert Settings().role_limits == {RoleLimit(111, 10, 20000), RoleLimit(222, 0.5, 0)}
 
 
 @pytest.mark.parametrize(
