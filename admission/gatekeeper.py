@@ -30,7 +30,7 @@ log = logging.getLogger("parley")
 MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
 # The same, past the rate a role of the member's gives them (ROLE_LIMITS), and past that role's tokens a day.
 ROLE_RATE_LIMITED = Decision(False, "role_rate_limited", "limit")
-ROLE_TOKEN_BUDGET = Decision(False, "role_token_budget", "budget")
+ROLE_TOKEN_BUDGET = Decision(False, "role_token_budget", "limit")
 SUPERSEDED = Decision(False, "superseded", "limit")
 QUEUE_FULL = Decision(False, "queue_full", "limit")
 SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
