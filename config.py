@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from addressing import MIN_NAME_CHARS
 from archive import DatabaseUrlError, check_database_url, is_postgres_url
 from limits import RoleLimit, parse_role_limits
 
@@ -41,7 +42,7 @@ class Settings(BaseSettings):
         " LLM_MODEL and JUDGE_MODEL are always allowed.",
     )
     profiles_file: Path | None = Field(
-        None, description="TOML file of server and channel profiles; the /parley profile commands override it."
+        None, description="TOML file of server and channel profiles; the /parley-admin profile commands override it."
     )
 
     conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")
@@ -228,6 +229,11 @@ class Settings(BaseSettings):
         ge=1,
         description="Answers to allow-listed bots in a channel without a human message in between (a loop guard).",
     )
+    wake_words: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description='Names Parley also answers to when a message calls it by one ("hey jarvis, …"), comma-separated;'
+        " its username, display name and server nickname always count. Mention-only channels ignore names.",
+    )
     direct_messages: bool = Field(
         False,
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
@@ -331,6 +337,17 @@ class Settings(BaseSettings):
     @classmethod
     def _role_limit_rules(cls, value: Any) -> Any:
         return frozenset(parse_role_limits(value)) if isinstance(value, str) else value
+
+    @field_validator("wake_words", mode="before")
+    @classmethod
+    def _comma_separated_words(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        words = tuple(word.strip() for word in value.split(",") if word.strip())
+        short = [word for word in words if len(word) < MIN_NAME_CHARS]
+        if short:
+            raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
+        return words
 
     @field_validator("shard_ids", mode="before")
     @classmethod

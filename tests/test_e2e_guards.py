@@ -26,7 +26,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_I
 from fake_llm import FakeLLM, ToolCall, message_text
 from test_e2e_memory import run_group_command
 
-from commands import CHANNEL_MEMORIES_HIDDEN
+from commands.memory import CHANNEL_MEMORIES_HIDDEN
 from streaming import REGENERATING
 
 LONE_SURROGATE = "\ud800"

@@ -1,0 +1,192 @@
+"""`/parley-admin profile show | set | reset`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import discord
+from discord import app_commands
+
+from archive import ArchiveWriteFailed
+from commands.tree import Refusal, operated, place_of, send_ephemeral
+from discord_io import discord_time
+from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
+from records import CHANNEL_MODES
+
+PROFILE_FIELD_NAMES = {
+    "persona": "persona",
+    "model": "model",
+    "judge_model": "judge model",
+    "tools": "tools",
+    "mode": "mode",
+}
+SOURCE_NAMES = {
+    Source.CHANNEL_COMMAND: "set for this channel by command",
+    Source.CHANNEL_FILE: "this channel's entry in PROFILES_FILE",
+    Source.SERVER_COMMAND: "the server default, set by command",
+    Source.SERVER_FILE: "the server's entry in PROFILES_FILE",
+    Source.DEFAULT: "default",
+}
+DEFAULT_SOURCES = {
+    "persona": "none",
+    "model": "LLM_MODEL",
+    "judge_model": "JUDGE_MODEL",
+    "tools": "every tool set that is on",
+    "mode": "normal",
+}
+PERSONA_SHOWN_CHARS = 300
+# Discord shows at most 25 autocomplete choices.
+AUTOCOMPLETE_MAX = 25
+
+
+class ProfileCommands(
+    app_commands.Group, name="profile", description="Parley's persona, model, tools and mode here, or the server's."
+):
+    """`/parley-admin profile show | set | reset`: this channel's profile (a thread follows its channel), or the
+    server's default (`scope: server`); each value says where it comes from."""
+
+    @app_commands.command(description="Parley's persona, model, tools and mode here, and where each comes from.")
+    @app_commands.describe(scope="channel: this channel's profile (default); server: the server default")
+    async def show(self, interaction: discord.Interaction, scope: Scope = "channel") -> None:
+        guild_id, channel_id = profile_place_of(interaction)
+        profiles = operated(interaction).profiles
+        profile = profiles.resolve(guild_id, None if scope == "server" else channel_id)
+        await send_ephemeral(
+            interaction,
+            describe_profile(profile.values, channel_id if scope == "channel" else None, profiles),
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+
+    @app_commands.command(description="Change one setting of this channel's profile, or the server default's.")
+    @app_commands.describe(
+        setting="What to change",
+        value="persona: the instructions; model, judge_model: an allowed model; tools: all, none, or names"
+        " (archive, memory, web, mcp:<server>) separated by commas; mode: mention-only, normal or chatty",
+        scope="channel (Manage Channels; default) or server (Manage Server)",
+    )
+    async def set(
+        self, interaction: discord.Interaction, setting: ProfileField, value: str, scope: Scope = "channel"
+    ) -> None:
+        guild_id, channel_id = profile_place_of(interaction)
+        _may_change(interaction, scope)
+        # Discord offers only the choices, but a request can still say otherwise.
+        if setting not in FIELDS:
+            raise Refusal(f"Unknown setting {setting!r}: choose {', '.join(FIELDS)}.")
+        client = operated(interaction)
+        try:
+            stored = await client.profiles.set_value(scope, guild_id, channel_id, setting, value, interaction.user.id)
+        except ValueError as error:
+            raise Refusal(f"Not changed: {error}.") from None
+        except ArchiveWriteFailed:
+            raise Refusal(
+                "The profile could not be saved, so it is unchanged; the details are in Parley's log."
+            ) from None
+        await send_ephemeral(
+            interaction,
+            describe_profile_change(
+                setting, stored, channel_id if scope == "channel" else None, client.archive is not None
+            ),
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+
+    @set.autocomplete("value")
+    async def _suggest_values(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        # Makes the allowed models and the modes discoverable while typing; any value is still checked on use.
+        setting = getattr(interaction.namespace, "setting", None)
+        found = [value for value in value_suggestions(setting, operated(interaction).profiles) if current in value]
+        return [app_commands.Choice(name=value, value=value) for value in found[:AUTOCOMPLETE_MAX]]
+
+    @app_commands.command(description="Undo the commands' changes to this channel's profile or the server default.")
+    @app_commands.describe(
+        setting="What to reset (default: all of them)",
+        scope="channel (Manage Channels; default) or server (Manage Server)",
+    )
+    async def reset(
+        self,
+        interaction: discord.Interaction,
+        setting: ProfileField | None = None,
+        scope: Scope = "channel",
+    ) -> None:
+        guild_id, channel_id = profile_place_of(interaction)
+        _may_change(interaction, scope)
+        names = FIELDS if setting is None else (setting,)
+        try:
+            dropped = await operated(interaction).profiles.reset_values(scope, guild_id, channel_id, names)
+        except ArchiveWriteFailed:
+            raise Refusal("The profile could not be reset, so it is unchanged; see Parley's log.") from None
+        where = f"<#{channel_id}>" if scope == "channel" else "the server default"
+        if not dropped:
+            text = f"No command had changed {_names(names)} of {where}: nothing to reset."
+        else:
+            text = (
+                f"Reset {_names(dropped)} of {where} from the next message on: PROFILES_FILE or the next"
+                " broader profile applies again (/parley-admin profile show says which)."
+            )
+        await send_ephemeral(interaction, text)
+
+
+def value_suggestions(setting: str | None, profiles: Profiles) -> list[str]:
+    """What `/parley-admin profile set` offers while `value` is typed, for the chosen setting."""
+    if setting in ("model", "judge_model"):
+        return list(profiles.settings.allowed_models)
+    if setting == "mode":
+        return list(CHANNEL_MODES)
+    if setting == "tools":
+        return [ALL_TOOLS, NO_TOOLS, ARCHIVE, MEMORY, f"{ARCHIVE},{MEMORY}"]
+    return []
+
+
+def profile_place_of(interaction: discord.Interaction) -> tuple[int, int]:
+    """The server and the channel whose profile a command is about: in a thread, its parent channel's."""
+    guild_id, channel_id = place_of(interaction)
+    _, followed = operated(interaction).profile_place(channel_id)
+    return guild_id, followed
+
+
+def _may_change(interaction: discord.Interaction, scope: Scope) -> None:
+    permissions = interaction.permissions
+    if scope == "server" and not permissions.manage_guild:
+        raise Refusal("You need the Manage Server permission to change the server default profile.")
+    if scope != "server" and not permissions.manage_channels:
+        raise app_commands.MissingPermissions(["manage_channels"])
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(f"**{PROFILE_FIELD_NAMES[name]}**" for name in names)
+
+
+def describe_profile(values: Mapping[ProfileField, Value], channel_id: int | None, profiles: Profiles) -> str:
+    """What `/parley-admin profile show` says: each value and where it comes from (the server default: channel
+    None)."""
+    header = f"Parley's profile in <#{channel_id}>:" if channel_id else "This server's default profile:"
+    lines = [header, *(describe_value(name, values[name]) for name in FIELDS)]
+    lines.append(f"Models allowed: {', '.join(profiles.settings.allowed_models)}.")
+    return "\n".join(lines)
+
+
+def describe_value(name: ProfileField, value: Value) -> str:
+    """One `show` line: the value and its source, with who set it and when for a command's."""
+    source = SOURCE_NAMES[value.source]
+    if value.source is Source.DEFAULT:
+        source += f": {DEFAULT_SOURCES[name]}"
+    if value.set_by is not None:
+        source += f" by <@{value.set_by}>"
+    if value.set_at is not None:
+        source += f" {discord_time(value.set_at)}"
+    return f"**{PROFILE_FIELD_NAMES[name]}**: {_shown_value(name, value.value)} ({source})"
+
+
+def _shown_value(name: ProfileField, value: str) -> str:
+    if name != "persona":
+        return f"`{value}`"
+    if not value:
+        return "none"
+    shown = value if len(value) <= PERSONA_SHOWN_CHARS else value[:PERSONA_SHOWN_CHARS] + "…"
+    return f"“{discord.utils.escape_markdown(' '.join(shown.split()))}”"
+
+
+def describe_profile_change(name: ProfileField, value: str, channel_id: int | None, kept: bool) -> str:
+    """What `/parley-admin profile set` says once a value is set; `kept`: whether it outlives a restart."""
+    where = f"In <#{channel_id}>" if channel_id else "Across the server, where a channel sets nothing else,"
+    lasting = "" if kept else " It lasts until Parley restarts: the archive is off."
+    return f"{where} the {PROFILE_FIELD_NAMES[name]} is {_shown_value(name, value)} from the next message on.{lasting}"
