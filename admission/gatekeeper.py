@@ -82,11 +82,12 @@ class Gatekeeper:
     budgets.
 
     A member's request (an answer, a Regenerate) spends one of their answers (MEMBER_ANSWERS_PER_HOUR, or their
-    roles' ROLE_LIMITS, which also bound their tokens a day), waits
-    its channel's turn (at most CHANNEL_QUEUE_LIMIT members' mentions wait) and is refused once the server has
-    spent SERVER_TOKENS_PER_DAY. The judge runs inside the turn of the message it weighs and is skipped on a spent
-    budget. Summaries are asked for by no member, so they spend no member's rate; they still wait for their
-    channel's turn (never beside an answer there) and are skipped on a spent budget.
+    roles' ROLE_LIMITS, which also bound their tokens a day), waits its channel's turn (at most CHANNEL_QUEUE_LIMIT
+    members' mentions wait) and is refused once the server has spent SERVER_TOKENS_PER_DAY. Answers and tokens are
+    counted by `allowances`: in this process, or in a Postgres archive every process shares (`count_in`). The
+    judge runs inside the turn of the message it weighs and is skipped on a spent budget. Summaries are asked for
+    by no member, so they spend no member's rate; they still wait for their channel's turn (never beside an answer
+    there) and are skipped on a spent budget.
     """
 
     def __init__(
