@@ -229,10 +229,16 @@ class Settings(BaseSettings):
         ge=1,
         description="Answers to allow-listed bots in a channel without a human message in between (a loop guard).",
     )
-    wake_words: Annotated[tuple[str, ...], NoDecode] = Field(
-        (),
+    wake_words: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
         description='Names Parley also answers to when a message calls it by one ("hey jarvis, …"), comma-separated;'
         " its username, display name and server nickname always count. Mention-only channels ignore names.",
+    )
+    catchup_token_budget: int = Field(
+        50_000,
+        ge=2_000,
+        description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
+        " from its newest messages and says how many older ones it left out.",
     )
     direct_messages: bool = Field(
         False,
@@ -343,8 +349,8 @@ class Settings(BaseSettings):
     def _comma_separated_words(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        words = tuple(word.strip() for word in value.split(",") if word.strip())
-        short = [word for word in words if len(word) < MIN_NAME_CHARS]
+        words = frozenset(word.strip() for word in value.split(",") if word.strip())
+        short = sorted(word for word in words if len(word) < MIN_NAME_CHARS)
         if short:
             raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
         return words

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,7 +27,7 @@ DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/me
 # --- Turning Discord messages into engine records ----------------------------------------------
 
 
-def to_record(message: discord.Message, wake_words: Sequence[str] = ()) -> MessageRecord:
+def to_record(message: discord.Message, wake_words: Collection[str] = ()) -> MessageRecord:
     """The engine's view of a Discord message; `wake_words`: names besides its own that Parley answers to."""
     mentions = mentioned_ids(message)
     return MessageRecord(
@@ -46,7 +46,7 @@ def to_record(message: discord.Message, wake_words: Sequence[str] = ()) -> Messa
     )
 
 
-def _calls_parley_by_name(message: discord.Message, mentions: frozenset[int], wake_words: Sequence[str]) -> bool:
+def _calls_parley_by_name(message: discord.Message, mentions: frozenset[int], wake_words: Collection[str]) -> bool:
     """Whether a server message that does not @mention Parley calls it by one of its names: its username, its
     display name, its nickname in that server, or a wake word (WAKE_WORDS)."""
     me = message.guild.me if message.guild is not None else None

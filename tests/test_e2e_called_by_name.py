@@ -42,7 +42,7 @@ async def test_mention_only_channels_ignore_names(bot: RunningBot, fake: FakeDis
 
 async def test_wake_words_call_parley_too(bot: RunningBot, fake: FakeDiscord) -> None:
     """A name from WAKE_WORDS calls Parley like its own."""
-    client = await bot.start(wake_words=("jarvis",))
+    client = await bot.start(wake_words=frozenset({"jarvis"}))
     called = await say(fake, ALICE_ID, "hey jarvis, what's on mars?")
     await fake.wait_for_posts(1)
     assert (await decided(client, called)).reason == "called_by_name"
