@@ -178,13 +178,16 @@ async def test_a_spent_server_budget_stops_the_catch_up_and_counts_what_was_left
     async def note(done: int, total: int) -> None:
         pass
 
+    async def admitted() -> bool:
+        return next(answers, False)
+
     summary = await writer.summarise(
         messages,
         budget_tokens=10**6,
         bot_user_id=1,
         on_usage=lambda u: None,
         progress=note,
-        admitted=lambda: next(answers, False),
+        admitted=admitted,
     )
     first = chunked(messages)[0]
     assert len(calls) == 1 and summary.left_out == len(messages) - len(first)
