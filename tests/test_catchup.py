@@ -159,7 +159,11 @@ async def test_points_cite_only_the_range_and_a_chunk_is_summarised_once() -> No
         progress.append((done, total))
 
     usage: list[int] = []
-    options: dict[str, Any] = {"budget_tokens": 10**6, "bot_user_id": 1, "progress": note, "admitted": lambda: True}
+
+    async def admitted() -> bool:
+        return True
+
+    options: dict[str, Any] = {"budget_tokens": 10**6, "bot_user_id": 1, "progress": note, "admitted": admitted}
     summary = await writer.summarise(messages, on_usage=lambda u: usage.append(u.total_tokens), **options)
     chunks = len(chunked(messages))
     assert summary.chunks == chunks == len(calls) and progress == [(n, chunks) for n in range(1, chunks + 1)]
