@@ -283,3 +283,22 @@ async def test_regenerate_after_slow_down_makes_no_model_call(bot: RunningBot, f
     await assert_silent(fake, 2)
     assert len(llm.requests) == asked
     assert fake.bot_messages(CHANNEL_ID)[0]["content"] == answer.content
+
+
+async def test_a_roles_limit_holds_for_regenerate_and_catchup(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Newcomers get 1 answer an hour: once Alice's mention has spent it, her Regenerate and her `/parley catchup`
+    (whose interactions carry her roles) are each refused to her alone with the hour's wait, and make no model call."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:1:0")
+    client.admission.allowances.clock = lambda: T0
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
+    [answer] = await fake.wait_for_posts(1)
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    asked = len(llm.requests)
+
+    back = f"<t:{int((T0 + timedelta(hours=1)).timestamp())}:R>"
+    calls = await use_message_command(fake, "Regenerate", answer.message, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATE_SLOW_DOWN.format(when=back)
+    calls = await run_command(fake, "catchup", [option("since", "3h")], user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATE_SLOW_DOWN.format(when=back)
+    assert len(llm.requests) == asked
