@@ -55,8 +55,6 @@ class CatchingUp(Protocol):
     def agents(self) -> CatchUpAgents: ...
     @property
     def admission(self) -> CatchUpAdmission: ...
-    @property
-    def user(self) -> discord.ClientUser | None: ...
 
 
 def catchup_command() -> app_commands.Command[Any, ..., None]:
@@ -111,11 +109,9 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     async def within_budget() -> bool:
         return not await client.admission.server_budget_spent(guild_id)
 
-    assert client.user is not None
     summary = await writer.summarise(
         found.messages,
         budget_tokens=client.settings.catchup_token_budget,
-        bot_user_id=client.user.id,
         on_usage=on_usage,
         progress=progress,
         admitted=within_budget,

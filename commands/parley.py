@@ -64,6 +64,7 @@ class ParleyCommands(
             [
                 describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
                 describe_shard(guild_id, client.shard_count),
+                *filter(None, [client.coverage.reconciliation.describe(guild_id)]),
                 describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
                 *filter(None, [client.toolbox.describe_servers()]),
             ]

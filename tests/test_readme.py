@@ -164,6 +164,7 @@ RUN_HERE = {
     "python bench/bench_bot.py",
     "python bench/bench_memory.py",
     "python bench/bench_backfill.py",
+    "python bench/bench_reconciliation.py",
     "python bench/bench_attachments.py",
     "python bench/bench_stream.py",
     "python bench/bench_cost.py --judge --no-summaries",
@@ -171,6 +172,7 @@ RUN_HERE = {
     "python bench/bench_hostile_files.py",
     "python bench/bench_file_text.py",
     "python bench/bench_file_text.py --backend postgres",
+    "python bench/bench_catchup.py",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -325,6 +327,7 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_bot.py", "--messages 4 --turns 2 --runs 1", "inbound medians over the runs"),
         ("python bench/bench_memory.py", "--memories 500 --queries 5 --ended 50", "once all have ended"),
         ("python bench/bench_backfill.py", "--messages 300 --runs 1", "messages/s archived"),
+        ("python bench/bench_reconciliation.py", "--messages 300 --runs 1", "messages/s rechecked"),
         ("python bench/bench_attachments.py", "--turns 4 --every 2 --side 400", "request bytes without the setting"),
         ("python bench/bench_stream.py", "--answers 1 --tokens 40 --rate 200", "first text within 1.5 s"),
         ("python bench/bench_cost.py --judge --no-summaries", "--turns 3", "judge requests"),
@@ -332,6 +335,7 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_hostile_files.py", "--answers 1", "peak RSS of the bot"),
         ("python bench/bench_file_text.py", "--files 5", "median time to store one file's text"),
         ("python bench/bench_file_text.py --backend postgres", "--files 5", "median time to store one file's text"),
+        ("python bench/bench_catchup.py", "--messages 300", "chunks reused"),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:
