@@ -383,6 +383,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
     """,
+    # v15: Postgres's own (members' answers counted for every process, archive/allowances.py); one process counts
+    # them in memory. Nothing here, so that a table both backends add next gets the same number in both.
+    "",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
