@@ -13,12 +13,11 @@ import discord
 import pytest
 from conftest import fresh_postgres_database
 from e2e_support import RunningBot, assert_silent, decided, eventually, request_texts, say
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, allow_model_requests
 from test_e2e_backfill import CATCH_UP_BOUND, archived, caught_up
 
 from answering.gap import GapQuestions
-from bot import Parley
 
 HISTORY_ROUTE = "GET /channels/{channel_id}/messages"
 
@@ -162,16 +161,21 @@ async def test_two_processes_on_one_postgres_answer_a_mention_from_the_gap_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Two processes sharing one Postgres archive both catch up a mention sent while they were down (both read the
-    channel's history before either archived it): exactly one answers it."""
+    channel's history before either archived it): exactly one answers it.
+
+    Processes running the same shard are refused (archive/exclusive.py), but across a reshard the old count's process
+    and the new count's can both serve a server: here shard 0 of 2 and shard 1 of 7 are both the fake's server's.
+    """
     database_url = await fresh_postgres_database(postgres_server)
     question = fake.add_history(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> who is on call?")
     fake.held_routes.add(HISTORY_ROUTE)
+    shards = [(2, 0), (7, 1)]
+    assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in shards)
     processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
-    clients: list[Parley] = []
     with allow_model_requests(), caplog.at_level(logging.INFO, "parley.gap"):
         try:
-            for process in processes:
-                clients.append(await process.start(database_url=database_url))
+            for process, (count, shard) in zip(processes, shards, strict=True):
+                await process.start(database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))
             # Each process reads the history of both of the server's channels.
             await fake.wait_for(lambda: fake.reached_held_routes.count(HISTORY_ROUTE) == 4, what="both catch-ups")
             fake.release(HISTORY_ROUTE)
