@@ -42,6 +42,7 @@ from archive import (
 )
 from archive import Write as _Write
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
@@ -363,6 +364,17 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
     DROP TABLE channel_settings;
     """,
+    # v14: the members who opted out in a server (/parley privacy optout): none of their messages is archived,
+    # and Parley does not answer them. Kept while they stay opted out, retention apart: it is a standing choice.
+    """
+    CREATE TABLE opt_outs (
+        guild_id     INTEGER NOT NULL,
+        member_id    INTEGER NOT NULL,
+        opted_out_at INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX opt_outs_member ON opt_outs (member_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -627,7 +639,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
