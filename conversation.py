@@ -26,6 +26,8 @@ from files.history import Removals, images_without_removed, kept_files, without_
 from quoting import requote
 from records import (
     CHANNEL,
+    OPTED_OUT_AUTHOR,
+    OPTED_OUT_TEXT,
     OWN_THREAD,
     AnswerPosts,
     AttachmentInfo,
@@ -121,7 +123,12 @@ class ChannelConversation:
         ]
 
     def edit(self, message_id: int, content: str) -> bool:
-        """Apply an edit to the conversation's record and model history; whether the message is in it."""
+        """Apply an edit to the conversation's record and model history; whether the message is in it.
+
+        The placeholder of an opted-out member's message stays one: an edit would show what they wrote.
+        """
+        if any(m.message_id == message_id and _is_placeholder(m) for m in self.messages):
+            return False
         return self._redact(message_id, content)
 
     def delete(self, message_id: int) -> bool:
@@ -205,6 +212,11 @@ class ConversationManager:
 
     def __len__(self) -> int:
         return len(self._conversations) + len(self._lasting)
+
+    def live(self) -> list[ChannelConversation]:
+        """Every live conversation (those timed out end first)."""
+        self._evict_expired(self.clock())
+        return [*self._conversations.values(), *self._lasting.values()]
 
     def lasting(self) -> list[ChannelConversation]:
         """The conversations that end only when they are ended (threads Parley opened)."""
@@ -396,6 +408,10 @@ class ConversationManager:
         else:
             self._clock_went_back = True
         self._nothing_expires_before = min(self._nothing_expires_before, now + self.timeout)
+
+
+def _is_placeholder(message: MessageRecord) -> bool:
+    return message.author == OPTED_OUT_AUTHOR and message.content == OPTED_OUT_TEXT
 
 
 def _insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> None:

@@ -14,6 +14,7 @@ from typing import Protocol
 import discord
 
 from admission.bots import BotGate
+from admission.optout import OptOuts
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
 from conversation import utc_now
@@ -89,6 +90,8 @@ class Gatekeeper:
         self.usage = usage
         self.client = client
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
+        # The members who opted out are never admitted: the message path passes them over (answering.pipeline).
+        self.optouts = OptOuts()
         self._turns: dict[int, _Turn] = {}
         self.member_rates = (
             TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=clock)

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 from archive_contract_support import CHANNEL, GUILD, NOW, OTHER_CHANNEL, msg
 
-from archive import Archive, ArchivedAttachment, Memory, MemberCounts, TokenUsage
+from archive import Archive, ArchivedAttachment, MemberCounts, Memory, TokenUsage
 
 ALICE, BOB = 100, 200
 OTHER_GUILD = 11

@@ -1,0 +1,88 @@
+"""The members who opted out (`/parley privacy optout`), and what that means for each of their messages.
+
+A member who opted out in a server is not answered there, and nothing they write is archived, summarised,
+remembered or shown to the model: their messages reach a conversation only as a placeholder, so what others say
+around them still reads. The choice is kept in the archive (every process reads it at start and follows other
+processes' changes, shared.py) and lasts until they opt back in. It is per server: direct messages are server 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Protocol
+
+from records import OPTED_OUT_AUTHOR, OPTED_OUT_TEXT, Decision, MessageRecord
+
+# The decision on an opted-out member's message that would have been weighed: silence, with its own reason.
+OPTED_OUT = Decision(False, "opted_out", "privacy")
+
+
+class OptOutTables(Protocol):
+    """The archive, as the opt-outs need it (archive.MemberData)."""
+
+    async def opt_outs(self, member_id: int | None = None) -> dict[tuple[int, int], datetime]: ...
+
+    async def set_opted_out(
+        self, guild_id: int, member_id: int, opted_out: bool, *, now: datetime | None = None
+    ) -> None: ...
+
+
+class OptOuts:
+    """Who opted out where, in memory: read for every message, so no message waits on the archive."""
+
+    def __init__(self) -> None:
+        self._members: set[tuple[int, int]] = set()
+        # Where they are kept, once the archive is open (`attach`); without one they last until the process ends.
+        self.archive: OptOutTables | None = None
+
+    def opted_out(self, guild_id: int, member_id: int) -> bool:
+        return (guild_id, member_id) in self._members
+
+    def veiled(self, guild_id: int, record: MessageRecord) -> MessageRecord:
+        """`record` as Parley may keep and show it: an opted-out member's as the placeholder, without their
+        name, text or files; anyone else's as it is."""
+        if not self.opted_out(guild_id, record.author_id):
+            return record
+        return veil(record)
+
+    def veil_all(self, guild_id: int, records: list[MessageRecord]) -> list[MessageRecord]:
+        """`records` (context loaded from the archive or Discord) with opted-out members' messages veiled."""
+        if not self._members:
+            return records
+        return [self.veiled(guild_id, record) for record in records]
+
+    async def attach(self, archive: OptOutTables) -> None:
+        """Keep the opt-outs in `archive`, and take up those kept there."""
+        self.archive = archive
+        self._members = set(await archive.opt_outs())
+
+    async def reload(self, member_id: int) -> None:
+        """Take up one member's opt-outs as the archive now has them: another process sharing it changed them."""
+        if self.archive is None:
+            return  # announced before `attach`, which reads them all
+        found = await self.archive.opt_outs(member_id)
+        self._members = {key for key in self._members if key[1] != member_id} | set(found)
+
+    async def reload_all(self) -> None:
+        """Take up every opt-out as the archive now has them (changes by other processes were missed)."""
+        if self.archive is not None:
+            self._members = set(await self.archive.opt_outs())
+
+    async def set(self, guild_id: int, member_id: int, opted_out: bool) -> None:
+        """Opt the member out (or back in) in the server, kept in the archive when there is one.
+
+        Raises:
+            ArchiveWriteFailed: the archive could not keep it; nothing changed.
+        """
+        if self.archive is not None:
+            await self.archive.set_opted_out(guild_id, member_id, opted_out)
+        if opted_out:
+            self._members.add((guild_id, member_id))
+        else:
+            self._members.discard((guild_id, member_id))
+
+
+def veil(record: MessageRecord) -> MessageRecord:
+    """The placeholder of a message: where and when it was said, whom it addressed, nothing of what or by whom."""
+    return replace(record, author=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
