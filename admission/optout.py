@@ -8,11 +8,14 @@ processes' changes, shared.py) and lasts until they opt back in. It is per serve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
+from archive import ArchivedMessage, ChannelStats
 from records import OPTED_OUT_AUTHOR, OPTED_OUT_TEXT, Decision, MessageRecord
+from tools import MessageArchive
 
 # The decision on an opted-out member's message that would have been weighed: silence, with its own reason.
 OPTED_OUT = Decision(False, "opted_out", "privacy")
@@ -86,3 +89,44 @@ class OptOuts:
 def veil(record: MessageRecord) -> MessageRecord:
     """The placeholder of a message: where and when it was said, whom it addressed, nothing of what or by whom."""
     return replace(record, author=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
+
+
+class VeiledArchive:
+    """The archive as the model's tools read it in one server: messages opted-out members wrote before they opted
+    out come back as placeholders, as in a conversation (erasing them is `/parley privacy erase`)."""
+
+    def __init__(self, archive: MessageArchive, optouts: OptOuts, guild_id: int) -> None:
+        self.archive = archive
+        self.optouts = optouts
+        self.guild_id = guild_id
+
+    def _veiled(self, messages: Sequence[ArchivedMessage]) -> list[ArchivedMessage]:
+        return [
+            replace(m, author_name=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
+            if self.optouts.opted_out(self.guild_id, m.author_id)
+            else m
+            for m in messages
+        ]
+
+    async def search(
+        self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20
+    ) -> Sequence[ArchivedMessage]:
+        return self._veiled(await self.archive.search(channel_id, query, hours=hours, limit=limit))
+
+    async def recent(
+        self, channel_id: int, *, limit: int = 50, hours: float | None = None
+    ) -> Sequence[ArchivedMessage]:
+        return self._veiled(await self.archive.recent(channel_id, limit=limit, hours=hours))
+
+    async def stats(self, channel_id: int, *, hours: float | None = None) -> ChannelStats:
+        return await self.archive.stats(channel_id, hours=hours)
+
+    async def flush(self) -> None:
+        await self.archive.flush()
+
+
+class HasOptOuts(Protocol):
+    """What keeps the opt-outs (the client's `admission.Gatekeeper`)."""
+
+    @property
+    def optouts(self) -> OptOuts: ...

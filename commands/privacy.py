@@ -13,7 +13,7 @@ from typing import Any, Protocol, cast
 import discord
 from discord import app_commands
 
-from admission.optout import OptOuts
+from admission.optout import HasOptOuts
 from archive import Archive, ArchiveWriteFailed
 from commands.tree import Refusal, place_of, send_ephemeral
 from conversation import ConversationManager
@@ -42,11 +42,6 @@ ERASE_CANCELLED = "Cancelled: nothing was erased."
 ERASE_FAILED = "Not everything could be erased (the archive refused a write; see Parley's log): erase again to finish."
 NOT_YOURS = "Only the member who asked can confirm or cancel this."
 NO_ARCHIVE = "Parley keeps no archive here (DATABASE_URL is empty): it holds nothing of you beyond live conversations."
-
-
-class HasOptOuts(Protocol):
-    @property
-    def optouts(self) -> OptOuts: ...
 
 
 class PrivacyClient(Protocol):

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from e2e_support import (
     MEMBER,
     RunningBot,
@@ -24,7 +25,9 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM
 from pydantic_ai.messages import ModelRequest
 
+import commands.privacy
 from bot import Parley
+from commands.privacy import ERASE_CANCELLED
 from context import summary_turn
 from records import OPTED_OUT_TEXT
 
@@ -168,3 +171,26 @@ async def test_export_then_erase_then_an_empty_export(bot: RunningBot, fake: Fak
     emptied = await export_of(fake)
     assert (emptied["messages"], emptied["facts"], emptied["usage"]) == ([], [], [])
     assert [f["fact"] for f in (await export_of(fake, BOB_ID))["facts"]] == ["bob likes coffee"]
+
+
+async def test_an_erase_is_cancelled_by_its_cancel_button_or_by_silence(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unconfirmed, an erase request cancels itself (the question says so); Cancel does at once; nothing is erased."""
+    monkeypatch.setattr(commands.privacy, "ERASE_CONFIRM_SECONDS", 0.3)
+    client = await bot.start()
+    await say(fake, ALICE_ID, "keep this")
+    async with asyncio.timeout(10):
+        while "keep this" not in await archived_texts(client):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
+
+    [asked] = await privacy(fake, "erase")
+    token = asked.path.split("/")[-2]
+    await fake.wait_for(lambda: fake.original_response(token)["content"] == ERASE_CANCELLED, what="the timeout")
+
+    [asked] = await privacy(fake, "erase")
+    assert asked.body is not None
+    buttons = {button["label"]: button["custom_id"] for button in asked.body["data"]["components"][0]["components"]}
+    cancelled = await click(fake, fake.original_response(asked.path.split("/")[-2]), buttons["Cancel"])
+    assert reply_text(cancelled) == ERASE_CANCELLED
+    assert "keep this" in await archived_texts(client)

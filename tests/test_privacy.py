@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-from admission.optout import OptOuts, veil
+from admission.optout import OptOuts, VeiledArchive, veil
 from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, TokenUsage, open_archive
 from context import summary_turn
 from conversation import ConversationManager
@@ -87,6 +87,24 @@ async def test_opt_outs_are_kept_in_the_archive_and_read_at_start(archive: Archi
     again = OptOuts()
     await again.attach(archive)
     assert again.opted_out(GUILD, ALICE) and not again.opted_out(GUILD, BOB)
+
+
+async def test_the_tools_read_an_opted_out_members_earlier_messages_as_placeholders(archive: Archive) -> None:
+    await fill(archive)
+    optouts = OptOuts()
+    await optouts.attach(archive)  # Alice opted out after writing
+    tools_view = VeiledArchive(archive, optouts, GUILD)
+    recent = await tools_view.recent(CHANNEL)
+    assert [(m.author_name, m.content) for m in recent] == [
+        ("a member who opted out", OPTED_OUT_TEXT),
+        ("bob", "bob's secret plan"),
+        ("a member who opted out", OPTED_OUT_TEXT),
+    ]
+    assert recent[0].attachments == ()
+    # Found by the words she wrote, and still not shown.
+    assert [m.content for m in await tools_view.search(CHANNEL, "hello")] == [OPTED_OUT_TEXT]
+    elsewhere = VeiledArchive(archive, optouts, OTHER_GUILD)  # she opted out in GUILD only
+    assert [m.content for m in await elsewhere.recent(CHANNEL)][0] == "alice says hello"  # noqa: RUF015
 
 
 def test_an_edit_does_not_unveil_a_placeholder_in_a_conversation() -> None:
