@@ -17,7 +17,14 @@ from admission.optout import HasOptOuts
 from archive import Archive, ArchiveWriteFailed
 from commands.tree import Refusal, place_of, send_ephemeral
 from conversation import ConversationManager
-from upkeep.privacy import DEFAULT_UPLOAD_LIMIT, DecisionsKept, EndingConversations, MemberErasure, export_member
+from upkeep.privacy import (
+    DEFAULT_UPLOAD_LIMIT,
+    DecisionsKept,
+    EndingConversations,
+    MemberErasure,
+    TodaysUsage,
+    export_member,
+)
 
 log = logging.getLogger("parley")
 
@@ -57,6 +64,8 @@ class PrivacyClient(Protocol):
     def decisions(self) -> DecisionsKept: ...
     @property
     def upkeep(self) -> EndingConversations: ...
+    @property
+    def usage(self) -> TodaysUsage: ...
 
     def guild_of(self, channel_id: int) -> int: ...
 
@@ -137,7 +146,9 @@ class EraseConfirmation(discord.ui.View):
         self.stop()
         await interaction.response.edit_message(content="Erasing…", view=None)
         client = privacy_client(interaction)
-        erasure = MemberErasure(client.archive, client.manager, client.decisions, client.upkeep, client.guild_of)
+        erasure = MemberErasure(
+            client.archive, client.manager, client.decisions, client.upkeep, client.usage, client.guild_of
+        )
         try:
             erased = await erasure.erase(self.guild_id, self.member_id)
         except ArchiveWriteFailed:

@@ -13,6 +13,7 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
 from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, TokenUsage, open_archive
+from budget import UsageLedger
 from context import summary_turn
 from conversation import ConversationManager
 from records import OPTED_OUT_TEXT, MessageRecord
@@ -180,7 +181,12 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     conversation.llm_history = [summary_turn("alice said hello", (1, 2)), ModelRequest([UserPromptPart(quoted)])]
     elsewhere = manager.start(OTHER_CHANNEL, [record(5, ALICE, "in another server", OTHER_CHANNEL)])
     journal, ending = Journal(), Ending()
-    erasure = MemberErasure(archive, manager, journal, ending, lambda channel: GUILD if channel == CHANNEL else 99)
+    ledger = UsageLedger(clock=lambda: NOW)
+    ledger.record(GUILD, CHANNEL, ALICE, 30, 20, model="m")
+    ledger.record(GUILD, CHANNEL, BOB, 7, 7, model="m")
+    erasure = MemberErasure(
+        archive, manager, journal, ending, ledger, lambda channel: GUILD if channel == CHANNEL else 99
+    )
 
     erased = await erasure.erase(GUILD, ALICE)
 
@@ -192,6 +198,10 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     assert "not archived yet" not in history and "said hello" not in history and "(message deleted)" in history
     assert [m.message_id for m in elsewhere.messages] == [5]  # another server's conversation is not touched
     assert journal.forgotten == ending.deleted == {CHANNEL: {1, 3}}
+    # Today's counts in memory: hers are the server's still, under no one.
+    today = ledger.summary(GUILD, CHANNEL)
+    assert (today.server_tokens, today.top_members) == (64, [(BOB, 14)])
+    assert {row.member_id: row.total_tokens for row in await ledger.guild_usage(GUILD, 1)} == {0: 50, BOB: 14}
     export = json.loads((await export_member(archive, GUILD, ALICE)).data)
     assert (export["messages"], export["facts"], export["usage"]) == ([], [], [])
     assert export["opted_out"] is True  # erasing is not opting in
@@ -202,6 +212,7 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
 async def test_erasing_without_an_archive_clears_the_live_conversations() -> None:
     manager = ConversationManager(clock=lambda: NOW)
     conversation = manager.start(CHANNEL, [record(1, ALICE, "hello"), record(2, BOB, "hi")])
-    erased = await MemberErasure(None, manager, Journal(), Ending(), lambda channel: GUILD).erase(GUILD, ALICE)
+    erasure = MemberErasure(None, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD)
+    erased = await erasure.erase(GUILD, ALICE)
     assert erased.conversations == 1 and erased.messages == 0
     assert [m.author_id for m in conversation.messages] == [BOB]

@@ -66,6 +66,12 @@ class DecisionsKept(Protocol):
     def forget_messages(self, channel_id: int, message_ids: Iterable[int]) -> None: ...
 
 
+class TodaysUsage(Protocol):
+    """Today's token counts in memory (budget.UsageLedger)."""
+
+    def anonymise(self, guild_id: int, member_id: int) -> None: ...
+
+
 class EndingConversations(Protocol):
     """Conversations being summarised as they end (upkeep.conversations.ConversationUpkeep)."""
 
@@ -134,9 +140,11 @@ class MemberErasure:
         manager: ConversationManager,
         decisions: DecisionsKept,
         ending: EndingConversations,
+        usage: TodaysUsage,
         guild_of: Callable[[int], int],
     ) -> None:
         self.archive = archive
+        self.usage = usage
         self.manager = manager
         self.decisions = decisions
         self.ending = ending
@@ -158,6 +166,7 @@ class MemberErasure:
         for channel_id, message_ids in archived.items():
             self.decisions.forget_messages(channel_id, message_ids)
             self.ending.delete_from_ending(channel_id, message_ids)
+        self.usage.anonymise(guild_id, member_id)
         if self.archive is not None:
             every = [message_id for ids in archived.values() for message_id in ids]
             await self.archive.erase_member(guild_id, member_id, every)
