@@ -45,7 +45,6 @@ _OPT_OUT = Write(
         " ON CONFLICT (guild_id, member_id) DO NOTHING",
     ),
 )
-_FORGET_MEMORY = Write("forget_member_memory", ("DELETE FROM memories WHERE id = ?",))
 _OPT_IN = Write("opt_in", ("DELETE FROM opt_outs WHERE guild_id = ? AND member_id = ?",))
 # The member's tokens join the server's unattributed row (member 0) of the same day, channel and model, so the
 # server's totals (and its budget for the day) stay as they were.
@@ -81,6 +80,9 @@ class MemberTables(ABC):
 
     @abstractmethod
     def delete(self, message_ids: Iterable[int]) -> None: ...
+
+    @abstractmethod
+    async def forget_memories(self, memory_ids: Sequence[int]) -> None: ...
 
     # -- Opting out --
 
@@ -182,10 +184,9 @@ class MemberTables(ABC):
             ArchiveWriteFailed: something of it is still there (the writer logs why); what was deleted stays deleted.
         """
         self.delete(message_ids)
-        for memory_id in [memory.id for memory in await self.member_memories(guild_id, member_id)]:
-            self._enqueue(_FORGET_MEMORY, (memory_id,))
         self._enqueue(_ANONYMISE_USAGE, (guild_id, member_id))
-        await self.flush()
+        # Committed with what was queued before it, the facts checked gone.
+        await self.forget_memories([memory.id for memory in await self.member_memories(guild_id, member_id)])
         left = await self.member_counts(guild_id, member_id)
         if left.facts or left.usage_rows or await self._still_archived(message_ids):
             raise ArchiveWriteFailed(f"member {member_id}'s data could not all be erased")
