@@ -13,10 +13,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
-from archive import ArchivedMessage, ChannelStats
+from archive import ArchivedMessage, ChannelStats, TopAuthor
 from records import OPTED_OUT_AUTHOR, OPTED_OUT_TEXT, Decision, MessageRecord
 from tools import MessageArchive
 
+# The author id a placeholder carries: no member's (Discord ids start far above it), so the model is not shown theirs.
+NO_AUTHOR = 0
 # The decision on an opted-out member's message that would have been weighed: silence, with its own reason.
 OPTED_OUT = Decision(False, "opted_out", "privacy")
 
@@ -87,8 +89,9 @@ class OptOuts:
 
 
 def veil(record: MessageRecord) -> MessageRecord:
-    """The placeholder of a message: where and when it was said, whom it addressed, nothing of what or by whom."""
-    return replace(record, author=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
+    """The placeholder of a message: where and when it was said, whom it addressed, nothing of what or by whom
+    (its author is no one: `NO_AUTHOR`)."""
+    return replace(record, author_id=NO_AUTHOR, author=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
 
 
 class VeiledArchive:
@@ -102,7 +105,7 @@ class VeiledArchive:
 
     def _veiled(self, messages: Sequence[ArchivedMessage]) -> list[ArchivedMessage]:
         return [
-            replace(m, author_name=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
+            replace(m, author_id=NO_AUTHOR, author_name=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
             if self.optouts.opted_out(self.guild_id, m.author_id)
             else m
             for m in messages
@@ -119,7 +122,15 @@ class VeiledArchive:
         return self._veiled(await self.archive.recent(channel_id, limit=limit, hours=hours))
 
     async def stats(self, channel_id: int, *, hours: float | None = None) -> ChannelStats:
-        return await self.archive.stats(channel_id, hours=hours)
+        """The channel's counts, an opted-out member among its top authors as no one."""
+        stats = await self.archive.stats(channel_id, hours=hours)
+        authors = [
+            TopAuthor(NO_AUTHOR, OPTED_OUT_AUTHOR, author.messages)
+            if self.optouts.opted_out(self.guild_id, author.author_id)
+            else author
+            for author in stats.top_authors
+        ]
+        return replace(stats, top_authors=authors)
 
     async def flush(self) -> None:
         await self.archive.flush()

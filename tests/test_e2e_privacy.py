@@ -87,6 +87,7 @@ async def test_an_opted_out_member_is_neither_archived_nor_shown_nor_answered(
     prompt = "\n".join(request_texts(llm.requests[-1]))
     # Her mention, and what she said before opting out (loaded as context), reach the model only as placeholders.
     assert OPTED_OUT_TEXT in prompt and "12345" not in prompt and "said before opting out" not in prompt
+    assert str(ALICE_ID) not in prompt and "Alice" not in prompt
     texts = await archived_texts(client)
     assert "said before opting out" in texts  # opting out erases nothing
     assert not any("12345" in text for text in texts)

@@ -73,7 +73,7 @@ async def test_an_opted_out_members_messages_are_veiled_others_are_not() -> None
     assert (veiled.content, veiled.author, veiled.author_id, veiled.message_id) == (
         OPTED_OUT_TEXT,
         "a member who opted out",
-        ALICE,
+        0,
         1,
     )
     assert optouts.veil_all(GUILD, [alice, bob]) == [veiled, bob]
@@ -101,7 +101,9 @@ async def test_the_tools_read_an_opted_out_members_earlier_messages_as_placehold
         ("bob", "bob's secret plan"),
         ("a member who opted out", OPTED_OUT_TEXT),
     ]
-    assert recent[0].attachments == ()
+    assert recent[0].attachments == () and recent[0].author_id == 0
+    top = {(author.author_id, author.name): author.messages for author in (await tools_view.stats(CHANNEL)).top_authors}
+    assert top == {(0, "a member who opted out"): 2, (BOB, "bob"): 1}
     # Found by the words she wrote, and still not shown.
     assert [m.content for m in await tools_view.search(CHANNEL, "hello")] == [OPTED_OUT_TEXT]
     elsewhere = VeiledArchive(archive, optouts, OTHER_GUILD)  # she opted out in GUILD only
