@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 
 from files.history import Removals, images_without_removed, kept_files, without_removed
-from quoting import requote
+from quoting import requote, unattributed
 from records import (
     CHANNEL,
     OPTED_OUT_AUTHOR,
@@ -134,6 +134,21 @@ class ChannelConversation:
     def delete(self, message_id: int) -> bool:
         """Drop a deleted message from the conversation and its text from the model history."""
         return self._redact(message_id, None)
+
+    def erase(self, message_ids: Collection[int]) -> bool:
+        """Delete these messages (a member's whose data was erased) and take their author off every quote of them
+        in the model history; whether the conversation changed."""
+        # Every one is deleted (no short cut): a list, not a generator.
+        deleted = any([self.delete(message_id) for message_id in message_ids])  # noqa: C419
+        history = [
+            replace(message, parts=[_unattributed_part(part, message_ids) for part in message.parts])
+            if isinstance(message, ModelRequest)
+            else message
+            for message in self.llm_history
+        ]
+        unattributed_now = history != self.llm_history
+        self.llm_history = history
+        return deleted or unattributed_now
 
     def keep_files(self, message_id: int, attachments: tuple[AttachmentInfo, ...]) -> bool:
         """Apply an edit that took files off a message: only `attachments` remain; whether the conversation changed.
@@ -452,6 +467,20 @@ def _summarises(message: ModelMessage, message_id: int) -> bool:
         and part.metadata.get("first_id", 0) <= message_id <= part.metadata.get("last_id", 0)
         for part in message.parts
     )
+
+
+def _unattributed_part(part: ModelRequestPart, message_ids: Collection[int]) -> ModelRequestPart:
+    if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
+        content = unattributed(part.content, message_ids)
+        if content != part.content:
+            part = copy.copy(part)  # the old history may still be in use by a run that began before
+            part.content = content
+    elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+        items = [unattributed(item, message_ids) if isinstance(item, str) else item for item in part.content]
+        if any(new != old for new, old in zip(items, part.content, strict=True)):
+            part = copy.copy(part)
+            part.content = items
+    return part
 
 
 def _redacted(request: ModelRequest, changes: Mapping[int, str | None], removals: Removals) -> ModelRequest:

@@ -168,6 +168,7 @@ async def test_export_then_erase_then_an_empty_export(bot: RunningBot, fake: Fak
     # What the model is sent of her is gone (its own earlier answer, here an echo, is its words, kept as written).
     requests = str([message for message in conversation.llm_history if isinstance(message, ModelRequest)])
     assert "tango" not in requests and "my notes" not in requests and "notes summarised" not in requests
+    assert "Alice" not in requests and str(ALICE_ID) not in requests
 
     emptied = await export_of(fake)
     assert (emptied["messages"], emptied["facts"], emptied["usage"]) == ([], [], [])

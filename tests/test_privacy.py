@@ -198,6 +198,7 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     # What she said is gone from the model history, and the summary written from her message with it.
     history = str(conversation.llm_history)
     assert "not archived yet" not in history and "said hello" not in history and "(message deleted)" in history
+    assert 'author="alice"' not in history  # nor who wrote it
     assert [m.message_id for m in elsewhere.messages] == [5]  # another server's conversation is not touched
     assert journal.forgotten == ending.deleted == {CHANNEL: {1, 3}}
     # Today's counts in memory: hers are the server's still, under no one.

@@ -183,9 +183,7 @@ class MemberErasure:
             channel_id = conversation.channel_id
             if self.guild_of(channel_id) != guild_id:
                 continue
-            message_ids = _quotable(conversation, member_id, archived.get(channel_id, ()))
-            # Every one is deleted (no short cut): a list, not a generator.
-            if any([conversation.delete(message_id) for message_id in message_ids]):  # noqa: C419
+            if conversation.erase(_quotable(conversation, member_id, archived.get(channel_id, ()))):
                 self.manager.changed(channel_id)
                 changed += 1
         return changed
