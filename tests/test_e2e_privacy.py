@@ -11,6 +11,7 @@ import pytest
 from e2e_support import (
     MEMBER,
     RunningBot,
+    assert_ephemeral_one_liner,
     assert_silent,
     click,
     command_payload,
@@ -20,12 +21,14 @@ from e2e_support import (
     reply_text,
     request_texts,
     say,
+    use_message_command,
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM
 from pydantic_ai.messages import ModelRequest
 
 import commands.privacy
+from answering.pipeline import OPTED_OUT_REGENERATE
 from bot import Parley
 from commands.privacy import ERASE_CANCELLED
 from context import summary_turn
@@ -196,3 +199,21 @@ async def test_an_erase_is_cancelled_by_its_cancel_button_or_by_silence(
     cancelled = await click(fake, fake.original_response(asked.path.split("/")[-2]), buttons["Cancel"])
     assert reply_text(cancelled) == ERASE_CANCELLED
     assert "keep this" in await archived_texts(client)
+
+
+async def test_a_member_who_opted_out_cannot_regenerate_their_earlier_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Regenerate makes a model call for the member who clicks it: after opting out, it tells them why, only them,
+    and asks the model nothing."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what is it?")
+    await fake.wait_for_posts(1)
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    [answer] = fake.bot_messages(CHANNEL_ID)
+    await privacy(fake, "optout")
+    requests = len(llm.requests)
+    refused = await use_message_command(fake, "Regenerate", answer, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(refused) == OPTED_OUT_REGENERATE
+    await assert_silent(fake, 1)
+    assert len(llm.requests) == requests
