@@ -7,6 +7,7 @@ Nothing here knows about Discord. Time comes from an injected clock, so tests (f
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -140,15 +141,10 @@ class ChannelConversation:
         in the model history; whether the conversation changed."""
         # Every one is deleted (no short cut): a list, not a generator.
         deleted = any([self.delete(message_id) for message_id in message_ids])  # noqa: C419
-        history = [
-            replace(message, parts=[_unattributed_part(part, message_ids) for part in message.parts])
-            if isinstance(message, ModelRequest)
-            else message
-            for message in self.llm_history
-        ]
-        unattributed_now = history != self.llm_history
+        history = unattributed_history(self.llm_history, message_ids)
+        changed = history != self.llm_history
         self.llm_history = history
-        return deleted or unattributed_now
+        return deleted or changed
 
     def keep_files(self, message_id: int, attachments: tuple[AttachmentInfo, ...]) -> bool:
         """Apply an edit that took files off a message: only `attachments` remain; whether the conversation changed.
@@ -467,6 +463,35 @@ def _summarises(message: ModelMessage, message_id: int) -> bool:
         and part.metadata.get("first_id", 0) <= message_id <= part.metadata.get("last_id", 0)
         for part in message.parts
     )
+
+
+def erased_history(history: list[ModelMessage], message_ids: Collection[int]) -> list[ModelMessage]:
+    """`history` (a saved conversation's, say) as if the messages `message_ids` had been erased: their quotes
+    emptied and naming no one, their files and the summaries written from them gone."""
+    wanted = sorted(set(message_ids))
+    kept = redacted(history, dict.fromkeys(wanted))
+    kept = [message for message in kept if not _summarises_any(message, wanted)]
+    return unattributed_history(kept, wanted)
+
+
+def _summarises_any(message: ModelMessage, message_ids: list[int]) -> bool:
+    """Whether `message` is a summary that may have been written from any of `message_ids` (sorted)."""
+    for part in message.parts:
+        if isinstance(part, CompactionPart) and part.metadata is not None:
+            first = bisect.bisect_left(message_ids, part.metadata.get("first_id", 0))
+            if first < len(message_ids) and message_ids[first] <= part.metadata.get("last_id", 0):
+                return True
+    return False
+
+
+def unattributed_history(history: list[ModelMessage], message_ids: Collection[int]) -> list[ModelMessage]:
+    """`history` with every quote of the messages `message_ids` no longer saying who wrote them."""
+    return [
+        replace(message, parts=[_unattributed_part(part, message_ids) for part in message.parts])
+        if isinstance(message, ModelRequest)
+        else message
+        for message in history
+    ]
 
 
 def _unattributed_part(part: ModelRequestPart, message_ids: Collection[int]) -> ModelRequestPart:

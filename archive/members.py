@@ -173,6 +173,11 @@ class MemberTables(ABC):
         ((summaries,),) = await self.read(f"SELECT count(*) {_SUMMARIES_QUOTING}", who)
         return MemberCounts(int(messages), int(files), int(facts), int(usage), int(summaries))
 
+    async def snapshot_channels(self, guild_id: int) -> list[int]:
+        """The server's channels with saved conversations (`/parley-admin context save`), which may quote anyone."""
+        rows = await self.read("SELECT DISTINCT channel_id FROM context_snapshots WHERE guild_id = ?", (guild_id,))
+        return sorted(int(channel_id) for (channel_id,) in rows)
+
     # -- Erasing it --
 
     async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None:

@@ -95,3 +95,13 @@ async def test_erasing_a_member_leaves_others_and_the_servers_totals(archive: Ar
     assert {(u.channel_id, u.input_tokens) for u in usage if u.member_id == 0} == {(CHANNEL, 11), (OTHER_CHANNEL, 3)}
     # Nothing of her in the other server was touched.
     assert await archive.member_counts(OTHER_GUILD, ALICE) == MemberCounts(1, 0, 1, 1, 0)
+
+
+async def test_the_servers_channels_with_saved_conversations(archive: Archive) -> None:
+    for channel, guild in ((CHANNEL, GUILD), (OTHER_CHANNEL, GUILD), (30, OTHER_GUILD)):
+        for name in ("one", "two"):
+            await archive.save_snapshot(
+                channel_id=channel, name=name, guild_id=guild, saved_by=BOB, saved_at=NOW, history="[]"
+            )
+    assert await archive.snapshot_channels(GUILD) == [CHANNEL, OTHER_CHANNEL]
+    assert await archive.snapshot_channels(999) == []

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
 from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, TokenUsage, open_archive
@@ -182,6 +182,14 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     quoted = '<chat_message message_id="4" author="alice">alice, not archived yet</chat_message>'
     conversation.llm_history = [summary_turn("alice said hello", (1, 2)), ModelRequest([UserPromptPart(quoted)])]
     elsewhere = manager.start(OTHER_CHANNEL, [record(5, ALICE, "in another server", OTHER_CHANNEL)])
+    quoting_her = [
+        ModelRequest([UserPromptPart('<chat_message message_id="3" author="alice">alice again</chat_message>')])
+    ]
+    for name, history in (("with her", quoting_her), ("without her", [ModelRequest([UserPromptPart("bob only")])])):
+        await archive.save_snapshot(
+            channel_id=CHANNEL, name=name, guild_id=GUILD, saved_by=BOB, saved_at=NOW,
+            history=ModelMessagesTypeAdapter.dump_json(history).decode(),
+        )  # fmt: skip
     journal, ending = Journal(), Ending()
     ledger = UsageLedger(clock=lambda: NOW)
     ledger.record(GUILD, CHANNEL, ALICE, 30, 20, model="m")
@@ -193,7 +201,10 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     erased = await erasure.erase(GUILD, ALICE)
 
     assert (erased.messages, erased.attachments, erased.facts, erased.usage_rows, erased.summaries) == (2, 1, 1, 1, 1)
-    assert erased.conversations == 1 and "Erased 2 message(s)" in erased.describe()
+    assert erased.conversations == 1 and erased.saved_conversations == 1 and "Erased 2 message(s)" in erased.describe()
+    saved = await archive.snapshot_history(CHANNEL, "with her")
+    assert saved is not None and "alice" not in saved and "(message deleted)" in saved
+    assert {s.name: s.saved_at for s in await archive.snapshots(CHANNEL)} == {"with her": NOW, "without her": NOW}
     assert [m.author_id for m in conversation.messages] == [BOB]
     # What she said is gone from the model history, and the summary written from her message with it.
     history = str(conversation.llm_history)

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from archive import ArchivedMessage, MemberData, Memory, TokenUsage
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from archive import ArchivedMessage, MemberData, Memory, MemoryTables, TokenUsage
 from archive.members import MESSAGES_AT_ONCE
 from context import quoted_message_ids
-from conversation import ChannelConversation, ConversationManager
+from conversation import ChannelConversation, ConversationManager, erased_history
 
 # Discord's upload limit without boosts (an interaction says its own: `Interaction.filesize_limit`).
 DEFAULT_UPLOAD_LIMIT = 10 * 2**20
@@ -50,14 +52,19 @@ class Erased:
     usage_rows: int
     summaries: int
     conversations: int
+    saved_conversations: int = 0
 
     def describe(self) -> str:
         return (
             f"Erased {self.messages} message(s) with {self.attachments} file(s) and their text, {self.facts} remembered"
             f" fact(s), your id on {self.usage_rows} token-count row(s) (the server's totals stay, under no one),"
             f" {self.summaries} conversation summary(ies) written from your messages, and your messages in"
-            f" {self.conversations} live conversation(s)."
+            f" {self.conversations} live conversation(s) and {self.saved_conversations} saved one(s)."
         )
+
+
+class ErasedArchive(MemberData, MemoryTables, Protocol):
+    """The archive, as an erasure needs it: the member's data, and the saved conversations that may quote them."""
 
 
 class DecisionsKept(Protocol):
@@ -136,7 +143,7 @@ class MemberErasure:
 
     def __init__(
         self,
-        archive: MemberData | None,
+        archive: ErasedArchive | None,
         manager: ConversationManager,
         decisions: DecisionsKept,
         ending: EndingConversations,
@@ -167,13 +174,13 @@ class MemberErasure:
             self.decisions.forget_messages(channel_id, message_ids)
             self.ending.delete_from_ending(channel_id, message_ids)
         self.usage.anonymise(guild_id, member_id)
-        if self.archive is not None:
-            every = [message_id for ids in archived.values() for message_id in ids]
-            await self.archive.erase_member(guild_id, member_id, every)
-        if counts is None:
+        if self.archive is None or counts is None:
             return Erased(0, 0, 0, 0, 0, conversations)
+        every = [message_id for ids in archived.values() for message_id in ids]
+        await self.archive.erase_member(guild_id, member_id, every)
+        saved = await _erase_from_saved(self.archive, guild_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations)  # fmt: skip
+                      conversations, saved)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model
@@ -187,6 +194,29 @@ class MemberErasure:
                 self.manager.changed(channel_id)
                 changed += 1
         return changed
+
+
+async def _erase_from_saved(archive: ErasedArchive, guild_id: int, message_ids: list[int]) -> int:
+    """Take the messages out of the server's saved conversations that quote them; how many changed."""
+    changed = 0
+    for channel_id in await archive.snapshot_channels(guild_id):
+        for saved in await archive.snapshots(channel_id):
+            history = await archive.snapshot_history(channel_id, saved.name)
+            erased = None if history is None else await asyncio.to_thread(_erased_json, history, message_ids)
+            if erased is not None:
+                await archive.save_snapshot(
+                    channel_id=channel_id, name=saved.name, guild_id=guild_id, saved_by=saved.saved_by,
+                    saved_at=saved.saved_at, history=erased,
+                )  # fmt: skip
+                changed += 1
+    return changed
+
+
+def _erased_json(history: str, message_ids: list[int]) -> str | None:
+    """A saved model history (JSON) without the messages, or None if it did not quote them."""
+    messages = ModelMessagesTypeAdapter.validate_json(history)
+    erased = erased_history(messages, message_ids)
+    return None if erased == messages else ModelMessagesTypeAdapter.dump_json(erased).decode()
 
 
 def _quotable(conversation: ChannelConversation, member_id: int, archived: Iterable[int]) -> set[int]:
