@@ -3,10 +3,11 @@
 What is held: their archived messages with their files' names and the text read from them, the facts remembered
 about them or told by them, their token counts, and whether they opted out. An export is built a page of messages
 at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
-it from the archive (their tokens stay the server's, under no one) and from this process's live conversations,
-decisions and ending conversations: a server's messages all reach the one process that runs its shard, which is
-the one its command reaches. Conversation summaries written from their messages are dropped; the channel's next
-conversations are summarised afresh when they end.
+it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
+saved again without them) and from this process's live conversations, decisions and ending conversations: a
+server's messages all reach the one process that runs its shard, which is the one its command reaches.
+Conversation summaries written from their messages are dropped; the channel's next conversations are summarised
+afresh when they end.
 """
 
 from __future__ import annotations
