@@ -361,7 +361,19 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER own_threads_changed AFTER INSERT OR UPDATE OR DELETE ON own_threads
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('thread_id');
     """,
-    # v14: the members who opted out in a server (/parley privacy optout); every process keeps them in memory, so
+    # v14: how far each channel's recheck of its archived messages against Discord has got
+    # (upkeep/reconciliation.py), so that it goes on where it stopped after a restart.
+    """
+    CREATE TABLE reconciliation (
+        channel_id BIGINT PRIMARY KEY,
+        guild_id   BIGINT NOT NULL,
+        upto_id    BIGINT NOT NULL, -- the pass checks the archived messages older than this id
+        reached_id BIGINT NOT NULL, -- it has checked those from this id up; 0 once it reached the oldest
+        again_id   BIGINT           -- Parley was away again during the pass: another pass, below this id, follows
+    );
+    CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
+    """,
+    # v15: the members who opted out in a server (/parley privacy optout); every process keeps them in memory, so
     # a change notifies `parley_opt_outs` with the member's id, as v13's tables do.
     """
     CREATE TABLE opt_outs (
@@ -442,6 +454,7 @@ _DELETE_CHANNEL = Write(
                 "conversations",
                 "conversation_summaries",
                 "thread_settings",
+                "reconciliation",
             )
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
@@ -462,6 +475,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM memories WHERE guild_id = $1",
         "DELETE FROM context_snapshots WHERE guild_id = $1",
         "DELETE FROM thread_settings WHERE guild_id = $1",
+        "DELETE FROM reconciliation WHERE guild_id = $1",
         "DELETE FROM own_threads WHERE guild_id = $1",
     ),
 )

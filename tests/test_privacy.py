@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
 from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, TokenUsage, open_archive
@@ -182,13 +182,14 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     quoted = '<chat_message message_id="4" author="alice">alice, not archived yet</chat_message>'
     conversation.llm_history = [summary_turn("alice said hello", (1, 2)), ModelRequest([UserPromptPart(quoted)])]
     elsewhere = manager.start(OTHER_CHANNEL, [record(5, ALICE, "in another server", OTHER_CHANNEL)])
-    quoting_her = [
+    quoting_her: list[ModelMessage] = [
         ModelRequest([UserPromptPart('<chat_message message_id="3" author="alice">alice again</chat_message>')])
     ]
-    for name, history in (("with her", quoting_her), ("without her", [ModelRequest([UserPromptPart("bob only")])])):
+    others: list[ModelMessage] = [ModelRequest([UserPromptPart("bob only")])]
+    for name, saved_history in (("with her", quoting_her), ("without her", others)):
         await archive.save_snapshot(
             channel_id=CHANNEL, name=name, guild_id=GUILD, saved_by=BOB, saved_at=NOW,
-            history=ModelMessagesTypeAdapter.dump_json(history).decode(),
+            history=ModelMessagesTypeAdapter.dump_json(saved_history).decode(),
         )  # fmt: skip
     journal, ending = Journal(), Ending()
     ledger = UsageLedger(clock=lambda: NOW)
