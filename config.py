@@ -236,8 +236,8 @@ class Settings(BaseSettings):
         " its username, display name and server nickname always count. Mention-only channels ignore names.",
     )
     catchup_token_budget: int = Field(
-        50_000,
-        ge=2_000,
+        300_000,
+        ge=5_000,
         description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
         " from its newest messages and says how many older ones it left out.",
     )
