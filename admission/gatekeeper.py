@@ -14,7 +14,7 @@ from typing import Protocol
 import discord
 
 from admission.bots import BotGate
-from admission.optout import OptOuts
+from admission.optout import OPTED_OUT_REFUSAL, OptOuts
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
 from conversation import utc_now
@@ -230,6 +230,8 @@ class Gatekeeper:
     def regenerate_refusal(self, guild_id: int, member_id: int) -> str | None:
         """Why `member_id` may not have an answer regenerated now, in one line for them alone; None admits them,
         spending one of their answers (`give_back` returns it if no model call follows)."""
+        if self.optouts.opted_out(guild_id, member_id):
+            return OPTED_OUT_REFUSAL
         if self.server_budget_spent(guild_id):
             return REGENERATE_OVER_BUDGET.format(reset=discord_time(next_utc_midnight(self.usage.day)))
         admission = self.take(guild_id, member_id)

@@ -19,6 +19,8 @@ from tools import MessageArchive
 
 # The author id a placeholder carries: no member's (Discord ids start far above it), so the model is not shown theirs.
 NO_AUTHOR = 0
+# What a member who opted out is told, only them, when they ask for a model call by button or command.
+OPTED_OUT_REFUSAL = "You opted out of Parley in this server; `/parley privacy optin` lets it answer you again."
 # The decision on an opted-out member's message that would have been weighed: silence, with its own reason.
 OPTED_OUT = Decision(False, "opted_out", "privacy")
 
@@ -56,6 +58,15 @@ class OptOuts:
         if not self._members:
             return records
         return [self.veiled(guild_id, record) for record in records]
+
+    def veil_archived(self, guild_id: int, messages: Sequence[ArchivedMessage]) -> list[ArchivedMessage]:
+        """Archived `messages` (the tools' reads, a catch-up's range) with opted-out members' as placeholders."""
+        return [
+            replace(m, author_id=NO_AUTHOR, author_name=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
+            if self.opted_out(guild_id, m.author_id)
+            else m
+            for m in messages
+        ]
 
     async def attach(self, archive: OptOutTables) -> None:
         """Keep the opt-outs in `archive`, and take up those kept there."""
@@ -104,12 +115,7 @@ class VeiledArchive:
         self.guild_id = guild_id
 
     def _veiled(self, messages: Sequence[ArchivedMessage]) -> list[ArchivedMessage]:
-        return [
-            replace(m, author_id=NO_AUTHOR, author_name=OPTED_OUT_AUTHOR, content=OPTED_OUT_TEXT, attachments=())
-            if self.optouts.opted_out(self.guild_id, m.author_id)
-            else m
-            for m in messages
-        ]
+        return self.optouts.veil_archived(self.guild_id, messages)
 
     async def search(
         self, channel_id: int, query: str, *, hours: float | None = None, limit: int = 20

@@ -28,7 +28,6 @@ log = logging.getLogger("parley")
 # Decisions the admission limits make instead of the decider: the message is recorded, not answered.
 SUPERSEDED = Decision(False, "superseded", "limit")
 QUEUE_FULL = Decision(False, "queue_full", "limit")
-OPTED_OUT_REGENERATE = "You opted out of Parley in this server; `/parley privacy optin` lets it answer you again."
 
 
 class Gate(Protocol):
@@ -249,8 +248,6 @@ class MessagePipeline:
     def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
         """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
         spent one of their answers, which `regenerate` gives back if it makes no model call."""
-        if self.admission.optouts.opted_out(guild_id_of(turn.question), member_id):
-            return OPTED_OUT_REGENERATE
         return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
 
     async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:

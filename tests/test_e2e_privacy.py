@@ -28,7 +28,7 @@ from fake_llm import FakeLLM
 from pydantic_ai.messages import ModelRequest
 
 import commands.privacy
-from answering.pipeline import OPTED_OUT_REGENERATE
+from admission.optout import OPTED_OUT_REFUSAL
 from bot import Parley
 from commands.privacy import ERASE_CANCELLED
 from context import summary_turn
@@ -214,6 +214,6 @@ async def test_a_member_who_opted_out_cannot_regenerate_their_earlier_answer(
     await privacy(fake, "optout")
     requests = len(llm.requests)
     refused = await use_message_command(fake, "Regenerate", answer, user_id=ALICE_ID)
-    assert assert_ephemeral_one_liner(refused) == OPTED_OUT_REGENERATE
+    assert assert_ephemeral_one_liner(refused) == OPTED_OUT_REFUSAL
     await assert_silent(fake, 1)
     assert len(llm.requests) == requests
