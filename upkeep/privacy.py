@@ -191,7 +191,10 @@ class MemberErasure:
             channel_id = conversation.channel_id
             if self.guild_of(channel_id) != guild_id:
                 continue
-            if conversation.erase(_quotable(conversation, member_id, archived.get(channel_id, ()))):
+            message_ids = _quotable(conversation, member_id, archived.get(channel_id, ()))
+            # Decisions on messages not archived (yet) quote them too.
+            self.decisions.forget_messages(channel_id, message_ids)
+            if conversation.erase(message_ids):
                 self.manager.changed(channel_id)
                 changed += 1
         return changed
