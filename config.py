@@ -206,6 +206,13 @@ class Settings(BaseSettings):
     mcp_tool_timeout_seconds: float = Field(
         30, gt=0, description="Longest an MCP tool call may take; a slower one is stopped and the model told so."
     )
+    approval_timeout_seconds: float = Field(
+        120,
+        gt=0,
+        le=900,
+        description="How long a tool call that needs the asker's approval waits for their Approve or Deny; no answer"
+        " in time denies it (the channel's next answer waits meanwhile).",
+    )
     tavily_api_key: SecretStr | None = Field(None, description="Tavily's API key, for WEB_SEARCH=tavily.")
     web_search: WebSearchMode = Field(
         "off",
