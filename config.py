@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from addressing import MIN_NAME_CHARS
 from archive import DatabaseUrlError, check_database_url, is_postgres_url
+from limits import RoleLimit, parse_role_limits
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
 VisionMode = Literal["auto", "on", "off"]
@@ -80,6 +81,11 @@ class Settings(BaseSettings):
         30, ge=0, description="Answers a member may get an hour in a server, after the burst; 0: no limit."
     )
     member_answer_burst: int = Field(5, ge=1, description="Answers a member may get in quick succession.")
+    role_limits: Annotated[frozenset[RoleLimit], NoDecode] = Field(
+        frozenset(),
+        description="Limits by role, in place of the member defaults: role_id:answers_per_hour:tokens_per_day,"
+        " comma-separated (0: no limit); a member with several of these roles gets the most generous of each.",
+    )
     channel_queue_limit: int = Field(
         5,
         ge=1,
@@ -346,6 +352,11 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
+
+    @field_validator("role_limits", mode="before")
+    @classmethod
+    def _role_limit_rules(cls, value: Any) -> Any:
+        return frozenset(parse_role_limits(value)) if isinstance(value, str) else value
 
     @field_validator("wake_words", mode="before")
     @classmethod

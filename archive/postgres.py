@@ -49,6 +49,7 @@ from archive import (
     folded_words,
     search_words,
 )
+from archive.allowances import PostgresAllowances
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
@@ -373,7 +374,19 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
     """,
-    # v15: the members who opted out in a server (/parley privacy optout); every process keeps them in memory, so
+    # v15: each member's answers as a token bucket (archive/allowances.py), so every process spends from one
+    # allowance: the answers left, when they were counted (ms), and whether this spell of refusals was told.
+    """
+    CREATE TABLE answer_allowances (
+        guild_id   BIGINT           NOT NULL,
+        member_id  BIGINT           NOT NULL,
+        tokens     DOUBLE PRECISION NOT NULL,
+        updated_at BIGINT           NOT NULL,
+        warned     BOOLEAN          NOT NULL DEFAULT false,
+        PRIMARY KEY (guild_id, member_id)
+    );
+    """,
+    # v16: the members who opted out in a server (/parley privacy optout); every process keeps them in memory, so
     # a change notifies `parley_opt_outs` with the member's id, as v13's tables do.
     """
     CREATE TABLE opt_outs (
@@ -698,7 +711,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites, StoreTables, MemberTables):
+class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowances):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at
@@ -1215,6 +1228,8 @@ async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> 
         await connection.execute(f"DELETE FROM {table} WHERE {column} < $1", cutoff_ms)
     # A day is kept while any of it is inside the retention.
     await connection.execute("DELETE FROM token_usage WHERE day < $1", cutoff_ms // _MS_PER_DAY)
+    # A member's bucket untouched that long is long full again, the same as no row.
+    await connection.execute("DELETE FROM answer_allowances WHERE updated_at < $1", cutoff_ms)
     status: str = await connection.execute("DELETE FROM messages WHERE created_at < $1", cutoff_ms)
     return int(status.split()[-1])
 

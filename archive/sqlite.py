@@ -380,7 +380,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
     """,
-    # v15: the members who opted out in a server (/parley privacy optout): none of their messages is archived,
+    # v15: Postgres's own (members' answers counted for every process, archive/allowances.py); one process counts
+    # them in memory. Nothing here, so that a table both backends add next gets the same number in both.
+    "",
+    # v16: the members who opted out in a server (/parley privacy optout): none of their messages is archived,
     # and Parley does not answer them. Kept while they stay opted out, retention apart: it is a standing choice.
     """
     CREATE TABLE opt_outs (
