@@ -153,6 +153,12 @@ class Settings(BaseSettings):
         " (several processes, shards); empty turns it and its tools off.",
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+    archive_lock_wait_seconds: float = Field(
+        15,
+        ge=0,
+        description="How long a start waits for another process serving from the same archive (or shard) to stop,"
+        " as a redeploy's old one does, before it gives up with exit 2; 0 gives up at once.",
+    )
     archive_file_text_channel_bytes: int = Field(
         4_000_000,
         ge=0,
@@ -207,7 +213,7 @@ class Settings(BaseSettings):
     mcp_servers: str | None = Field(
         None,
         description="JSON file of MCP servers whose tools Parley offers, in the common mcpServers format"
-        " (stdio: command, args, env; streamable HTTP: url, headers); needs the mcp extra.",
+        " (stdio: command, args, env; streamable HTTP: url, headers).",
     )
     mcp_tool_timeout_seconds: float = Field(
         30, gt=0, description="Longest an MCP tool call may take; a slower one is stopped and the model told so."
@@ -223,7 +229,7 @@ class Settings(BaseSettings):
     web_search: WebSearchMode = Field(
         "off",
         description="Web search for the model: off, native (the provider's own search tool), duckduckgo or"
-        " tavily (searched by Parley; needs the web extra).",
+        " tavily (searched by Parley).",
     )
     web_search_max_calls: int = Field(2, ge=1, description="Web searches one answer may make.")
 

@@ -50,6 +50,7 @@ from archive import (
     search_words,
 )
 from archive.allowances import PostgresAllowances
+from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
@@ -769,8 +770,12 @@ class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowance
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
         file_text_budget: FileTextBudget | None = None,
+        claim: ArchiveClaim | None = None,
     ) -> PostgresArchive:
         """Connect, migrate the schema (one process at a time), then start the writer.
+
+        ``claim``, the process's shard locks (`archive.exclusive`), is released when the archive closes; if
+        opening fails, it is the caller's.
 
         Raises:
             DatabaseUrlError: the server cannot be reached, or refuses the URL's user, password or database.
@@ -791,6 +796,7 @@ class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowance
             prune_interval=prune_interval,
             file_text_budget=file_text_budget,
         )
+        archive._claim = claim
         archive._start_writer()
         return archive
 
@@ -799,7 +805,10 @@ class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowance
         try:
             await self._stop_writer()
         finally:
-            await self._pool.close()
+            try:
+                await self._pool.close()
+            finally:
+                await self._release_claim()
 
     # Writes: synchronous, they only enqueue.
 

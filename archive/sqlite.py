@@ -41,6 +41,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
@@ -726,12 +727,14 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
         file_text_budget: FileTextBudget | None = None,
+        claim: ArchiveClaim | None = None,
     ) -> SQLiteArchive:
         """Open (creating it and its folder if needed) and migrate the archive, then start the writer.
 
         ``retention_days=0`` keeps everything; otherwise older messages and
         decisions are pruned now and every ``prune_interval`` seconds. Open
-        each file once per process: the writer is the file's only writer.
+        each file once per process: the writer is the file's only writer. ``claim``, the process's lock on the
+        file (`archive.exclusive`), is released when the archive closes; if opening fails, it is the caller's.
         """
         if retention_days < 0 or flush_interval <= 0 or batch_size < 1 or prune_interval <= 0:
             raise ValueError("retention_days must be >= 0; intervals and batch_size positive")
@@ -755,6 +758,7 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
             prune_interval=prune_interval,
             file_text_budget=file_text_budget,
         )
+        archive._claim = claim
         archive._start_writer()
         return archive
 
@@ -763,9 +767,12 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
         try:
             await self._stop_writer()
         finally:
-            # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
-            await self._reader.close()
-            await self._db.close()
+            try:
+                # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
+                await self._reader.close()
+                await self._db.close()
+            finally:
+                await self._release_claim()
 
     # Writes: synchronous, never touch the disk on the caller's stack.
 
