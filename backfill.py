@@ -121,9 +121,9 @@ async def catch_up_channel(
     # Newest first, so a gap longer than the cap keeps its latest messages, which context and search want most.
     already = set(rechecked)
     async for message in channel.history(limit=limit, after=discord.Object(id=floor), oldest_first=False):
-        if not opted_out(channel.guild.id, message.author.id):
-            if _archive_fetched(archive, message, already, before_session) and missed is not None:
-                missed(message)
+        opted = opted_out(channel.guild.id, message.author.id)
+        if not opted and _archive_fetched(archive, message, already, before_session) and missed is not None:
+            missed(message)
         fetched.append(message.id)
         if archive.pending_writes > MAX_PENDING_WRITES:
             await archive.flush()
