@@ -1,9 +1,10 @@
 """In step with the other processes sharing a Postgres archive (issue 13).
 
 Each process reads the shared settings into memory at start: profiles, /parley forget markers, the channels where
-a mention opens a thread, and the threads Parley opened. Another process's change reaches this one's memory as
-Postgres announces it (archive/changes.py): the changed channel's rows are read again, or all of them after the
-listening connection was lost. With SQLite there is one process, and nothing to follow.
+a mention opens a thread, the threads Parley opened, and the servers' access lists. Another process's change
+reaches this one's memory as Postgres announces it (archive/changes.py): the changed channel's (or server's) rows
+are read again, or all of them after the listening connection was lost. With SQLite there is one process, and
+nothing to follow.
 
 The conversations kept in the archive are each process's own: a process takes up at start only those of the
 servers on its shards.
@@ -12,13 +13,20 @@ servers on its shards.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from archive import ChannelSettings, Lifecycle, MessageLog
 from profiles import Profiles
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener
+
+
+class ServerLists(Protocol):
+    """Settings kept per server, read again by server (admission.access_lists.AccessLists)."""
+
+    async def reload(self, guild_id: int) -> None: ...
+    async def reload_all(self) -> None: ...
 
 
 class SharedSettings:
@@ -36,6 +44,7 @@ class SharedSettings:
         thread_channels: set[int],
         own_threads: dict[int, int],
         forgotten: Callable[[int], None],
+        access: ServerLists | None = None,
     ) -> None:
         self.archive = archive
         self.profiles = profiles
@@ -43,11 +52,15 @@ class SharedSettings:
         self.thread_channels = thread_channels
         self.own_threads = own_threads
         self.forgotten = forgotten
+        self.access = access
 
     async def reread(self, table: str, key: int) -> None:
         """Read the rows of `table` for the channel (or server, or thread) `key` again."""
         if table == "profile_settings":
             await self.profiles.reload(key)
+        elif table == "access_entries":
+            if self.access is not None:
+                await self.access.reload(key)
         elif table == "forget_markers":
             self._take_marker(key, await self.archive.forget_marker(key))
         elif table == "thread_settings":
@@ -65,6 +78,8 @@ class SharedSettings:
     async def reread_all(self) -> None:
         """Read every shared setting again: changes were announced while this process was not listening."""
         await self.profiles.reload_all()
+        if self.access is not None:
+            await self.access.reload_all()
         markers = await self.archive.all_forget_markers()
         for channel_id in self.forget_markers.keys() - markers.keys():
             self._take_marker(channel_id, None)

@@ -10,6 +10,7 @@ from typing import Protocol
 
 import discord
 
+from admission.access import NOT_ALLOWED, Asker, Place, Verdict
 from answering.answer import Answering
 from answering.decisions import DecisionLog
 from conversation import ChannelConversation, ConversationManager
@@ -71,6 +72,14 @@ class Admission(Protocol):
     ) -> None: ...
 
 
+class Access(Protocol):
+    """Who may use Parley where (admission/access_gate.py): a message's verdict, and the notice told once."""
+
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+
+    async def tell_once(self, message: discord.Message, guild_id: int, found: Verdict) -> None: ...
+
+
 class MessagePipeline:
     """Takes each arrived message through admission and the decider to an answer, one message of a channel at a
     time."""
@@ -82,6 +91,7 @@ class MessagePipeline:
         decider: ResponseDecider,
         admission: Admission,
         *,
+        access: Access,
         threads: Threads,
         context: ContextLoader,
         upkeep: ConversationUpkeep,
@@ -92,6 +102,7 @@ class MessagePipeline:
         self.manager = manager
         self.decider = decider
         self.admission = admission
+        self.access = access
         self.threads = threads
         self.context = context
         self.upkeep = upkeep
@@ -109,9 +120,30 @@ class MessagePipeline:
             self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         elif self._refuse_automated(arrival):
             return
+        if await self._refuse_not_allowed(arrival):
+            return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
         await self.handle(arrival)
+
+    async def _refuse_not_allowed(self, arrival: Arrival) -> bool:
+        """Whether the access lists keep Parley from answering the message (before anything could call a model);
+        a refused one is still recorded, and noted `not_allowed` if it was for Parley or in a conversation.
+
+        Its author is told why once if they addressed Parley (in its own thread or a DM every message does),
+        unless the channel is the reason: there Parley stays silent for everyone.
+        """
+        found = await self.access.verdict(arrival.guild_id, arrival.place, arrival.asker)
+        if found.allowed:
+            return False
+        record = arrival.record
+        live = self.manager.record_message(record.channel_id, record)
+        for_parley = arrival.addressed or arrival.kind != CHANNEL
+        if for_parley or live is not None:
+            self.decided_here(record, NOT_ALLOWED)
+        if for_parley and not arrival.automated:
+            await self.access.tell_once(arrival.message, arrival.guild_id, found)
+        return True
 
     def _refuse_automated(self, arrival: Arrival) -> bool:
         """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""

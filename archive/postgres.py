@@ -360,6 +360,23 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER own_threads_changed AFTER INSERT OR UPDATE OR DELETE ON own_threads
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('thread_id');
     """,
+    # v14: the servers' access lists (admission/access_lists.py): each channel, category, role or member a
+    # /parley-admin access command allowed or blocked, with who did it and when; one entry per target. A change
+    # notifies `parley_access_entries` with the server's id, as v13's tables do.
+    """
+    CREATE TABLE access_entries (
+        guild_id  BIGINT NOT NULL,
+        target_id BIGINT NOT NULL,
+        kind      TEXT   NOT NULL, -- channel, category, role or member
+        listed    TEXT   NOT NULL, -- allow or block
+        set_by    BIGINT NOT NULL,
+        set_at    BIGINT NOT NULL,
+        PRIMARY KEY (guild_id, target_id)
+    );
+    CREATE INDEX access_entries_target ON access_entries (target_id);
+    CREATE TRIGGER access_entries_changed AFTER INSERT OR UPDATE OR DELETE ON access_entries
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('guild_id');
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -431,6 +448,7 @@ _DELETE_CHANNEL = Write(
             )
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
+        "DELETE FROM access_entries WHERE target_id = $1",
         "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
     ),
 )
@@ -443,6 +461,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
         "DELETE FROM profile_settings WHERE guild_id = $1",
+        "DELETE FROM access_entries WHERE guild_id = $1",
         "DELETE FROM token_usage WHERE guild_id = $1",
         "DELETE FROM forget_markers WHERE guild_id = $1",
         "DELETE FROM memories WHERE guild_id = $1",

@@ -366,6 +366,20 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
     DROP TABLE channel_settings;
     """,
+    # v12: the servers' access lists (admission/access_lists.py): each channel, category, role or member a
+    # /parley-admin access command allowed or blocked, with who did it and when; one entry per target.
+    """
+    CREATE TABLE access_entries (
+        guild_id  INTEGER NOT NULL,
+        target_id INTEGER NOT NULL,
+        kind      TEXT    NOT NULL, -- channel, category, role or member
+        listed    TEXT    NOT NULL, -- allow or block
+        set_by    INTEGER NOT NULL,
+        set_at    INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, target_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX access_entries_target ON access_entries (target_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -501,6 +515,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM messages WHERE channel_id = ?",
         "DELETE FROM decisions WHERE channel_id = ?",
         "DELETE FROM profile_settings WHERE scope_id = ?",
+        "DELETE FROM access_entries WHERE target_id = ?",
         "DELETE FROM forget_markers WHERE channel_id = ?",
         "DELETE FROM memories WHERE channel_id = ?",
         "DELETE FROM context_snapshots WHERE channel_id = ?",
@@ -519,6 +534,7 @@ _DELETE_GUILD = _Write(
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM profile_settings WHERE guild_id = ?",
+        "DELETE FROM access_entries WHERE guild_id = ?",
         "DELETE FROM token_usage WHERE guild_id = ?",
         "DELETE FROM forget_markers WHERE guild_id = ?",
         "DELETE FROM memories WHERE guild_id = ?",
