@@ -20,7 +20,7 @@ from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
 from budget import UsageLedger
-from commands.parley import ParleyCommands
+from commands.groups import add_slash_commands
 from commands.tree import ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
@@ -113,7 +113,7 @@ class Parley(discord.AutoShardedClient):
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
-        self.tree.add_command(ParleyCommands())
+        add_slash_commands(self.tree)
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.

@@ -40,7 +40,7 @@ class Settings(BaseSettings):
         " LLM_MODEL and JUDGE_MODEL are always allowed.",
     )
     profiles_file: Path | None = Field(
-        None, description="TOML file of server and channel profiles; the /parley profile commands override it."
+        None, description="TOML file of server and channel profiles; the /parley-admin profile commands override it."
     )
 
     conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")

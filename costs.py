@@ -1,4 +1,5 @@
-"""What Parley's model calls cost: `/parley usage`'s figures per channel and member, and the same as Logfire metrics.
+"""What Parley's model calls cost: `/parley-admin usage`'s figures per channel and member, and the same as Logfire
+metrics.
 
 Prices come from genai-prices, the price table pydantic-ai itself uses for `ModelResponse.cost()`: its
 bundled snapshot, never fetched at run time, so the table's version is the package's.
@@ -22,7 +23,7 @@ from budget import NO_MEMBER
 PRICE_TABLE = f"genai-prices {genai_prices.__version__}"
 PERIOD_DAYS = {"day": 1, "week": 7, "month": 30}
 PERIOD_WORDS = {"day": "today (UTC)", "week": "the last 7 days (UTC, today included)", "month": "the last 30 days"}
-# Lines per section of `/parley usage`: the biggest spenders first.
+# Lines per section of `/parley-admin usage`: the biggest spenders first.
 USAGE_MAX_ROWS = 15
 
 
@@ -131,7 +132,7 @@ def _place_name(mention: str, key: int) -> str:
 
 
 def describe_usage_report(report: UsageReport, period: str) -> str:
-    """What `/parley usage` says: the server's totals, then per channel and per member, biggest first."""
+    """What `/parley-admin usage` says: the server's totals, then per channel and per member, biggest first."""
     words = PERIOD_WORDS[period]
     if not report.channels:
         return f"Parley used no model tokens in this server {words}."
@@ -151,7 +152,7 @@ def describe_usage_report(report: UsageReport, period: str) -> str:
 class UsageMetrics:
     """Every usage record as Logfire metrics: answers, judge calls, tokens by kind, and the estimated cost.
 
-    Attributes name the server, channel, member and model, so the figures of `/parley usage` can be
+    Attributes name the server, channel, member and model, so the figures of `/parley-admin usage` can be
     charted and summed in Logfire the same way.
     """
 

@@ -21,7 +21,7 @@ OWN_THREAD = "own_thread"
 DIRECT = "direct"
 CONVERSATION_KINDS: tuple[str, ...] = (CHANNEL, OWN_THREAD, DIRECT)
 
-# A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
+# A channel's chattiness, set by its operators (`/parley-admin mode`); a channel not listed is normal.
 MENTION_ONLY = "mention-only"
 NORMAL = "normal"
 CHATTY = "chatty"
