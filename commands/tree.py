@@ -9,6 +9,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.messages import ModelMessage
 
+from admission.access_gate import AccessGate
 from archive import Archive
 from budget import UsageLedger
 from config import Settings
@@ -41,6 +42,8 @@ class Operated(Protocol):
     def memory(self) -> MemoryStore | None: ...
     @property
     def shard_count(self) -> int | None: ...
+    @property
+    def access(self) -> AccessGate: ...
 
     def mode_of(self, channel_id: int) -> str: ...
     def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...
