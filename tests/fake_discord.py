@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -214,6 +215,16 @@ class FakeDiscord(RestRoutes):
         return self._create_message(
             channel_id, author_id, content, message_id=self._next_id(timestamp), reply_to=reply_to
         )
+
+    def add_role(self, name: str, members: Iterable[int] = ()) -> int:
+        """Add a role to the first server and give it to `members`; its id. Call it before the bot connects: the
+        server's GUILD_CREATE carries its roles and members."""
+        role_id = self._next_id(_WORLD_CREATED)
+        self.roles[role_id] = name
+        for user_id in members:
+            user = self.users[user_id]
+            self.users[user_id] = replace(user, role_ids=(*user.role_ids, role_id))
+        return role_id
 
     async def create_thread(
         self, parent_id: int, name: str, *, private: bool = False, members: Iterable[int] = ()

@@ -349,6 +349,8 @@ class FakeDiscordState:
                 FakeUser(OTHER_BOT_ID, "helperbot", bot=True),
             )
         }
+        # Roles a test added to the first server (`add_role`), by id, with their names.
+        self.roles: dict[int, str] = {}
         self.channels: dict[int, FakeChannel] = {
             channel.id: channel
             for channel in (FakeChannel(CHANNEL_ID, "general", 0), FakeChannel(OTHER_CHANNEL_ID, "random", 1))

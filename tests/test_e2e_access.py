@@ -1,0 +1,135 @@
+"""End-to-end: who may use Parley where (issue 33, item 1): the settings' and `/parley-admin access`'s lists, the one
+notice, `not_allowed` in `/parley why`, across a restart on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+from conftest import fresh_postgres_database
+from e2e_support import (
+    MODERATOR,
+    QUIET,
+    RunningBot,
+    command_payload,
+    decided,
+    reply_text,
+    run_command,
+)
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord, InteractionCall
+from fake_llm import FakeLLM
+
+from admission.access import NOTICE
+
+ADMIN = MODERATOR | discord.Permissions(manage_guild=True)
+ROLE_NOTICE = NOTICE.format(why="an admin has blocked one of your roles from using it in this server")
+
+
+async def mention(fake: FakeDiscord, author: int, channel_id: int = CHANNEL_ID) -> dict[str, Any]:
+    return await fake.send_user_message(channel_id, author, f"<@{BOT_ID}> what's the weather like?")
+
+
+async def why(fake: FakeDiscord, channel_id: int = CHANNEL_ID) -> str:
+    return reply_text(await run_command(fake, "why", channel_id=channel_id))
+
+
+async def access(
+    fake: FakeDiscord, subcommand: str, *, role: int | None = None, permissions: discord.Permissions = ADMIN
+) -> str:
+    """`/parley-admin access <subcommand>` in #general, naming `role` as Discord's role picker does (the role's id
+    as the option's value, the role itself under `resolved`)."""
+    payload = command_payload(fake, "access", permissions=permissions)
+    options = [] if role is None else [{"type": 8, "name": "role", "value": str(role)}]
+    payload["data"]["options"] = [
+        {"type": 2, "name": "access", "options": [{"type": 1, "name": subcommand, "options": options}]}
+    ]
+    if role is not None:
+        payload["data"]["resolved"] = {"roles": {str(role): fake.role_payload(role)}}
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= 1, what=f"/parley-admin access {subcommand} answered")
+    return reply_text(calls())
+
+
+async def test_a_blocked_roles_mention_gets_one_notice_then_silence(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """BLOCKED_ROLES: Bob (who holds the role) is told why once, replying to him, then nothing; no model is called
+    for him, `/parley why` says `not_allowed`, his messages are archived, and Alice is answered as before."""
+    muted = fake.add_role("muted", members=[BOB_ID])
+    client = await bot.start(blocked_roles=frozenset({muted}))
+    first = await mention(fake, BOB_ID)
+    [notice] = await fake.wait_for_posts(1)
+    assert notice.content == ROLE_NOTICE and notice.reply_to == int(first["id"])
+    second = await mention(fake, BOB_ID)
+    assert (await decided(client, second)).reason == "not_allowed"
+    await asyncio.sleep(QUIET)
+    assert len(fake.posts_in(CHANNEL_ID)) == 1 and llm.requests == []
+    assert "`not_allowed`" in (await why(fake)).splitlines()[1]
+
+    await mention(fake, ALICE_ID)
+    await fake.wait_for_posts(2)
+    assert len(llm.requests) == 1
+    assert client.archive is not None
+    await client.archive.flush()
+    archived = {message.message_id for message in await client.archive.recent(CHANNEL_ID)}
+    assert {int(first["id"]), int(second["id"])} <= archived
+
+
+async def test_a_channel_outside_the_allow_list_is_never_answered(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """ALLOWED_CHANNELS names #general: a mention in #random gets no answer and no notice, and is `not_allowed`."""
+    client = await bot.start(allowed_channels=frozenset({CHANNEL_ID}))
+    elsewhere = await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
+    await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
+    await asyncio.sleep(QUIET)
+    assert fake.posts_in(OTHER_CHANNEL_ID) == [] and llm.requests == []
+    assert any(
+        entry.message_id == int(elsewhere["id"]) and entry.reason == "not_allowed"
+        for entry in client.decisions.recent(OTHER_CHANNEL_ID)
+    )
+    await mention(fake, ALICE_ID)
+    await fake.wait_for_posts(1)
+    assert len(llm.requests) == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_access_set_by_command_applies_from_the_next_message_and_survives_a_restart(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A role blocked by command silences its members from their next message, after a restart too; `show` names
+    who blocked it; only Manage Server may change it; clearing it lets them in again."""
+    database_url = f"sqlite:///{tmp_path / 'parley.db'}"
+    if backend == "postgres":
+        database_url = await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+    muted = fake.add_role("muted", members=[BOB_ID])
+    await bot.start(database_url=database_url)
+    refused = await access(fake, "block", role=muted, permissions=MODERATOR)
+    assert refused == "You need the Manage Server permission in this channel to use /parley-admin access block."
+    said = await access(fake, "block", role=muted)
+    assert said.startswith(f"Blocked the role <@&{muted}> from the next message on")
+    await mention(fake, BOB_ID)
+    [notice] = await fake.wait_for_posts(1)
+    assert notice.content == ROLE_NOTICE
+
+    await bot.stop()
+    client = await bot.start(database_url=database_url)
+    again = await mention(fake, BOB_ID)
+    assert (await decided(client, again)).reason == "not_allowed"
+    shown = await access(fake, "show", permissions=MODERATOR)
+    assert f"**Roles blocked**: <@&{muted}> (by command by <@{ALICE_ID}> <t:" in shown
+    assert llm.requests == []
+
+    cleared = await access(fake, "clear", role=muted)
+    assert cleared == f"Cleared the role <@&{muted}> from the block list from the next message on."
+    await mention(fake, BOB_ID)
+    await fake.wait_for_posts(3)  # the notice after the first block, one after the restart, and now the answer
+    assert len(llm.requests) == 1
