@@ -25,6 +25,8 @@ from records import Decision
 # A message Parley may not answer because of the access lists: recorded, archived, never answered.
 NOT_ALLOWED = Decision(False, "not_allowed", "access")
 
+# What the member who clicked Regenerate is told, only them, when the answer's asker may not use Parley there now.
+REGENERATE_NOT_ALLOWED = "The member this answer was for may not use Parley here now, so I won't write it again."
 # The one line a member who may not use Parley is told the first time they address it (`Verdict.notice`).
 NOTICE = "You can't use Parley here: {why}. I'll stay quiet when you mention me."
 

@@ -53,6 +53,11 @@ class AccessGate:
         """Whether `asker` may be answered at `place` in the server `guild_id` (0: a direct message)."""
         if guild_id == 0:
             return await self.direct_message_verdict(asker.member_id)
+        return self.server_verdict(guild_id, place, asker)
+
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict:
+        """`verdict` in a server (never 0), known at once: for entry points that are no message, such as Regenerate
+        (guild-only) or an /ask-like command."""
         return verdict(place, asker, self.lists.lists_for(guild_id))
 
     async def direct_message_verdict(self, member_id: int) -> Verdict:

@@ -10,13 +10,13 @@ from typing import Protocol
 
 import discord
 
-from admission.access import NOT_ALLOWED, Asker, Place, Verdict
+from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
 from answering.answer import Answering
 from answering.decisions import DecisionLog
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread
-from edge.arrival import Arrival
+from edge.arrival import Arrival, asker_of, place_of
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
@@ -76,6 +76,8 @@ class Access(Protocol):
     """Who may use Parley where (admission/access_gate.py): a message's verdict, and the notice told once."""
 
     async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
 
     async def tell_once(self, message: discord.Message, guild_id: int, found: Verdict) -> None: ...
 
@@ -262,9 +264,16 @@ class MessagePipeline:
         await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
 
     def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
-        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
-        spent one of their answers, which `regenerate` gives back if it makes no model call."""
-        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+        """Why `member_id` may not regenerate `turn` now (its asker no longer allowed there, their rate, the server's
+        budget); None: they may, and it spent one of their answers, which `regenerate` gives back if it makes no
+        model call. The answer is written again for its asker, so the access lists are theirs to pass."""
+        question = turn.question
+        guild_id = guild_id_of(question)
+        if guild_id:  # Regenerate is guild-only; a DM's question would have no server's lists
+            asker = asker_of(question.author)
+            if not self.access.server_verdict(guild_id, place_of(question.channel), asker).allowed:
+                return REGENERATE_NOT_ALLOWED
+        return self.admission.regenerate_refusal(guild_id, member_id)
 
     async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
         """ "Regenerate", admitted for `member_id` (streaming.py); nothing changes if the conversation has ended."""

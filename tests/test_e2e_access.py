@@ -14,15 +14,18 @@ from e2e_support import (
     MODERATOR,
     QUIET,
     RunningBot,
+    assert_ephemeral_one_liner,
     command_payload,
     decided,
+    eventually,
     reply_text,
     run_command,
+    use_message_command,
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM
 
-from admission.access import NOTICE
+from admission.access import NOTICE, REGENERATE_NOT_ALLOWED
 
 ADMIN = MODERATOR | discord.Permissions(manage_guild=True)
 ROLE_NOTICE = NOTICE.format(why="an admin has blocked one of your roles from using it in this server")
@@ -132,4 +135,50 @@ async def test_access_set_by_command_applies_from_the_next_message_and_survives_
     assert cleared == f"Cleared the role <@&{muted}> from the block list from the next message on."
     await mention(fake, BOB_ID)
     await fake.wait_for_posts(3)  # the notice after the first block, one after the restart, and now the answer
+    assert len(llm.requests) == 1
+
+
+async def test_a_thread_follows_its_blocked_channel(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """BLOCKED_CHANNELS names #general: a mention in a thread of it is not answered; #random's is."""
+    await bot.start(blocked_channels=frozenset({CHANNEL_ID}))
+    thread = await fake.create_thread(CHANNEL_ID, "a side topic")
+    await mention(fake, ALICE_ID, thread)
+    await asyncio.sleep(QUIET)
+    assert fake.posts_in(thread) == [] and llm.requests == []
+    await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
+    await fake.wait_for_posts(1, channel_id=OTHER_CHANNEL_ID)
+
+
+async def test_a_member_blocked_in_a_shared_server_is_not_answered_in_direct_messages(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob holds a role the server blocks: his DMs get the notice once, then silence; Alice's DMs are answered."""
+    muted = fake.add_role("muted", members=[BOB_ID])
+    await bot.start(direct_messages=True, blocked_roles=frozenset({muted}))
+    bobs = fake.dm_channel(BOB_ID)
+    await fake.send_dm(BOB_ID, "hello?")
+    [notice] = await fake.wait_for_posts(1, channel_id=bobs)
+    assert notice.content == ROLE_NOTICE
+    await fake.send_dm(BOB_ID, "hello??")
+    await asyncio.sleep(QUIET)
+    assert len(fake.posts_in(bobs)) == 1 and llm.requests == []
+    await fake.send_dm(ALICE_ID, "hello!")
+    await fake.wait_for_posts(1, channel_id=fake.dm_channel(ALICE_ID))
+    assert len(llm.requests) == 1
+
+
+async def test_regenerate_is_refused_once_the_asker_is_blocked(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """An answer is not written again for a member whose role was blocked since: no model call is made."""
+    muted = fake.add_role("muted", members=[ALICE_ID])
+    client = await bot.start()
+    await mention(fake, ALICE_ID)
+    await fake.wait_for_posts(1)
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    await access(fake, "block", role=muted)
+    [answer] = fake.bot_messages(CHANNEL_ID)
+    refused = await use_message_command(fake, "Regenerate", answer, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(refused) == REGENERATE_NOT_ALLOWED
+    await asyncio.sleep(QUIET)
     assert len(llm.requests) == 1
