@@ -152,7 +152,8 @@ async def test_a_thread_follows_its_blocked_channel(bot: RunningBot, fake: FakeD
 async def test_a_member_blocked_in_a_shared_server_is_not_answered_in_direct_messages(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
-    """Bob holds a role the server blocks: his DMs get the notice once, then silence; Alice's DMs are answered."""
+    """Bob holds a role the server blocks: his DMs get the notice once, then silence (his roles looked up once);
+    Alice's DMs are answered."""
     muted = fake.add_role("muted", members=[BOB_ID])
     await bot.start(direct_messages=True, blocked_roles=frozenset({muted}))
     bobs = fake.dm_channel(BOB_ID)
@@ -162,6 +163,9 @@ async def test_a_member_blocked_in_a_shared_server_is_not_answered_in_direct_mes
     await fake.send_dm(BOB_ID, "hello??")
     await asyncio.sleep(QUIET)
     assert len(fake.posts_in(bobs)) == 1 and llm.requests == []
+    # His roles were asked of Discord once, then kept: not once per message.
+    lookups = [r for r in fake.requests if r.method == "GET" and r.path.endswith(f"/members/{BOB_ID}")]
+    assert len(lookups) == 1
     await fake.send_dm(ALICE_ID, "hello!")
     await fake.wait_for_posts(1, channel_id=fake.dm_channel(ALICE_ID))
     assert len(llm.requests) == 1
