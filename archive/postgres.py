@@ -362,7 +362,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # v14: the servers' access lists (admission/access_lists.py): each channel, category, role or member a
     # /parley-admin access command allowed or blocked, with who did it and when; one entry per target. A change
-    # notifies `parley_access_entries` with the server's id, as v13's tables do.
+    # notifies `parley_access_entries` with the server's id, as v13's tables do. A deleted channel keeps its entry
+    # (the server's go with it): dropping the only allowed channel's would open every other.
     """
     CREATE TABLE access_entries (
         guild_id  BIGINT NOT NULL,
@@ -373,7 +374,6 @@ MIGRATIONS: tuple[str, ...] = (
         set_at    BIGINT NOT NULL,
         PRIMARY KEY (guild_id, target_id)
     );
-    CREATE INDEX access_entries_target ON access_entries (target_id);
     CREATE TRIGGER access_entries_changed AFTER INSERT OR UPDATE OR DELETE ON access_entries
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('guild_id');
     """,
@@ -448,7 +448,6 @@ _DELETE_CHANNEL = Write(
             )
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
-        "DELETE FROM access_entries WHERE target_id = $1",
         "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
     ),
 )

@@ -367,7 +367,8 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE channel_settings;
     """,
     # v12: the servers' access lists (admission/access_lists.py): each channel, category, role or member a
-    # /parley-admin access command allowed or blocked, with who did it and when; one entry per target.
+    # /parley-admin access command allowed or blocked, with who did it and when; one entry per target. A deleted
+    # channel keeps its entry (the server's go with it): dropping the only allowed channel's would open every other.
     """
     CREATE TABLE access_entries (
         guild_id  INTEGER NOT NULL,
@@ -378,7 +379,6 @@ MIGRATIONS: tuple[str, ...] = (
         set_at    INTEGER NOT NULL,
         PRIMARY KEY (guild_id, target_id)
     ) WITHOUT ROWID;
-    CREATE INDEX access_entries_target ON access_entries (target_id);
     """,
 )
 
@@ -515,7 +515,6 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM messages WHERE channel_id = ?",
         "DELETE FROM decisions WHERE channel_id = ?",
         "DELETE FROM profile_settings WHERE scope_id = ?",
-        "DELETE FROM access_entries WHERE target_id = ?",
         "DELETE FROM forget_markers WHERE channel_id = ?",
         "DELETE FROM memories WHERE channel_id = ?",
         "DELETE FROM context_snapshots WHERE channel_id = ?",

@@ -158,8 +158,9 @@ async def test_show_names_the_setting_or_the_setter_and_time(archive: Archive, s
     assert [entry.setting for entry in lists.shown(OTHER_GUILD)] == ["ALLOWED_CHANNELS", "BLOCKED_ROLES"]
 
 
-async def test_a_deleted_channel_or_server_takes_its_entries_along(archive: Archive) -> None:
-    """Deleting a channel drops the entries naming it; leaving a server drops all of that server's."""
+async def test_a_deleted_server_takes_its_entries_along_but_a_deleted_channel_does_not(archive: Archive) -> None:
+    """Leaving a server drops all of that server's entries; a deleted channel's entry stays, since dropping the only
+    allowed channel's would leave an empty allow list, which allows every channel."""
     for entry in (
         AccessEntry(GUILD, CHANNEL, "channel", "block", ALICE, 1),
         AccessEntry(GUILD, MODS, "role", "allow", ALICE, 2),
@@ -168,7 +169,7 @@ async def test_a_deleted_channel_or_server_takes_its_entries_along(archive: Arch
         await archive.set_access_entry(entry)
     archive.delete_channel(CHANNEL)
     await archive.flush()
-    assert [entry.target_id for entry in await archive.access_entries(GUILD)] == [MODS]
+    assert [entry.target_id for entry in await archive.access_entries(GUILD)] == [CHANNEL, MODS]
     archive.delete_guild(GUILD)
     await archive.flush()
     assert await archive.access_entries() == [AccessEntry(OTHER_GUILD, MODS, "role", "block", ALICE, 3)]
