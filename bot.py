@@ -251,7 +251,7 @@ class Parley(discord.AutoShardedClient):
     async def on_message(self, message: discord.Message) -> None:
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
-        record = to_record(message)
+        record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))

@@ -95,6 +95,8 @@ class MessageRecord:
     is_bot: bool = False
     mention_ids: frozenset[int] = frozenset()
     reply_to_author_id: int | None = None
+    # It calls Parley by name without an @mention ("parley, what's …": addressing.py); set where it arrives.
+    called_by_name: bool = False
     # Discord resolves @everyone/@here and role mentions separately from user mentions.
     mentions_everyone: bool = False
     # Files shared with the message, described; their bytes are read only when the model is shown them.
