@@ -226,6 +226,15 @@ class FakeDiscord(RestRoutes):
             self.users[user_id] = replace(user, role_ids=(*user.role_ids, role_id))
         return role_id
 
+    def add_category(self, name: str, channels: Iterable[int] = ()) -> int:
+        """Add a category to the first server holding the text `channels`; its id. Call it before the bot connects:
+        the server's GUILD_CREATE carries its channels."""
+        category = FakeChannel(self._next_id(_WORLD_CREATED), name, len(self.channels), is_category=True)
+        self.channels[category.id] = category
+        for channel_id in channels:
+            self.channels[channel_id].category_id = category.id
+        return category.id
+
     async def create_thread(
         self, parent_id: int, name: str, *, private: bool = False, members: Iterable[int] = ()
     ) -> int:

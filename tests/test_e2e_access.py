@@ -138,6 +138,19 @@ async def test_access_set_by_command_applies_from_the_next_message_and_survives_
     assert len(llm.requests) == 1
 
 
+async def test_an_allowed_category_lets_its_channels_in_and_no_other(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """ALLOWED_CHANNELS names a category holding #general: a mention there is answered, one in #random is not."""
+    category = fake.add_category("help desk", channels=[CHANNEL_ID])
+    await bot.start(allowed_channels=frozenset({category}))
+    await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
+    await mention(fake, ALICE_ID)
+    await fake.wait_for_posts(1)
+    await asyncio.sleep(QUIET)
+    assert fake.posts_in(OTHER_CHANNEL_ID) == [] and len(llm.requests) == 1
+
+
 async def test_a_thread_follows_its_blocked_channel(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """BLOCKED_CHANNELS names #general: a mention in a thread of it is not answered; #random's is."""
     await bot.start(blocked_channels=frozenset({CHANNEL_ID}))
