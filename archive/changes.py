@@ -2,7 +2,7 @@
 
 Processes sharing one Postgres archive each keep some of its tables in memory (profiles, forget markers,
 thread settings, the threads Parley opened, the access lists). A write to one of them notifies `parley_<table>`
-with the row's channel (or server) id, from a trigger in the writing transaction (schema v13, v14 for the access
+with the row's channel (or server) id, from a trigger in the writing transaction (schema v13, v15 for the access
 lists), so the notification goes out when the change is committed. `ChangeListener` listens on a connection of its
 own, outside the archive's pool: a pooled connection is reset on release, and a transaction-mode pooler (PgBouncer)
 would drop its LISTEN. When that connection is lost, what was notified meanwhile is lost with it: once listening

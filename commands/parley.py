@@ -8,6 +8,7 @@ import discord
 from discord import app_commands
 
 from budget import UsageSummary, next_utc_midnight
+from commands.catchup import catchup_command
 from commands.memory import MemoryCommands
 from commands.tree import in_a_server, message_link, operated, place_of, send_ephemeral
 from context import approx_tokens
@@ -33,6 +34,7 @@ class ParleyCommands(
     def __init__(self) -> None:
         super().__init__()
         self.add_command(MemoryCommands())
+        self.add_command(catchup_command())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)
@@ -62,6 +64,7 @@ class ParleyCommands(
             [
                 describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
                 describe_shard(guild_id, client.shard_count),
+                *filter(None, [client.coverage.reconciliation.describe(guild_id)]),
                 describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
                 *filter(None, [client.toolbox.describe_servers()]),
             ]

@@ -19,6 +19,7 @@ from journal import LoggedDecision
 from memory import MemoryStore
 from profiles import Profiles
 from tools import Toolbox
+from upkeep.coverage import Coverage
 
 log = logging.getLogger("parley")
 
@@ -42,6 +43,8 @@ class Operated(Protocol):
     def memory(self) -> MemoryStore | None: ...
     @property
     def shard_count(self) -> int | None: ...
+    @property
+    def coverage(self) -> Coverage: ...
     @property
     def access(self) -> AccessGate: ...
 
