@@ -25,6 +25,8 @@ from records import Decision
 # A message Parley may not answer because of the access lists: recorded, archived, never answered.
 NOT_ALLOWED = Decision(False, "not_allowed", "access")
 
+# What a member who asks Parley directly in a channel it does not serve is told, only them (`Verdict.refusal`).
+CHANNEL_REFUSAL = "Parley isn't used in this channel: an admin has limited where it answers."
 # What the member who clicked Regenerate is told, only them, when the answer's asker may not use Parley there now.
 REGENERATE_NOT_ALLOWED = "The member this answer was for may not use Parley here now, so I won't write it again."
 # The one line a member who may not use Parley is told the first time they address it (`Verdict.notice`).
@@ -44,6 +46,12 @@ class Verdict(StrEnum):
     @property
     def allowed(self) -> bool:
         return self is Verdict.ALLOWED
+
+    @property
+    def refusal(self) -> str:
+        """The line a member who asked Parley directly (a command such as /parley catchup) is told, only them: unlike
+        a mention, such a question is answered even where the channel is the reason."""
+        return self.notice or CHANNEL_REFUSAL
 
     @property
     def notice(self) -> str | None:

@@ -16,7 +16,7 @@ from answering.decisions import DecisionLog
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread
-from edge.arrival import Arrival, asker_of, place_of
+from edge.arrival import Arrival, access_asker, access_place
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
@@ -270,8 +270,8 @@ class MessagePipeline:
         question = turn.question
         guild_id = guild_id_of(question)
         if guild_id:  # Regenerate is guild-only; a DM's question would have no server's lists
-            asker = asker_of(question.author)
-            if not self.access.server_verdict(guild_id, place_of(question.channel), asker).allowed:
+            asker = access_asker(question.author)
+            if not self.access.server_verdict(guild_id, access_place(question.channel), asker).allowed:
                 return REGENERATE_NOT_ALLOWED
         return self.admission.regenerate_refusal(guild_id, member_id)
 

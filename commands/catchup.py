@@ -10,6 +10,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.usage import RunUsage
 
+from admission.access import Asker, Place, Verdict
 from archive import ArchivedMessage, ChannelSettings, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
@@ -17,6 +18,7 @@ from catchup.writing import CatchUpWriter, Point, Summary
 from commands.tree import Refusal, message_link, place_of
 from config import Settings
 from discord_io import split_message
+from edge.arrival import access_asker, access_place
 
 # A catch-up's posts: the summary of a long range fills a few.
 CATCHUP_MAX_POSTS = 6
@@ -42,6 +44,12 @@ class CatchUpAdmission(Protocol):
     def server_budget_spent(self, guild_id: int) -> bool: ...
 
 
+class CatchUpAccess(Protocol):
+    """Who may use Parley where, as an entry point that is no message asks it (admission/access_gate.py)."""
+
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+
+
 class CatchingUp(Protocol):
     """The client, as `/parley catchup` sees it (bot.py's Parley)."""
 
@@ -55,6 +63,8 @@ class CatchingUp(Protocol):
     def agents(self) -> CatchUpAgents: ...
     @property
     def admission(self) -> CatchUpAdmission: ...
+    @property
+    def access(self) -> CatchUpAccess: ...
     @property
     def user(self) -> discord.ClientUser | None: ...
 
@@ -87,6 +97,12 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     except SinceError as error:
         raise Refusal(str(error)) from None
     member_id = interaction.user.id
+    # A catch-up is a model call for the member: the access lists come first, so a refusal spends nothing.
+    if interaction.channel is not None:
+        asker = access_asker(interaction.user)
+        access = client.access.server_verdict(guild_id, access_place(interaction.channel), asker)
+        if not access.allowed:
+            raise Refusal(access.refusal)
     refusal = client.admission.member_refusal(guild_id, member_id)
     if refusal is not None:
         raise Refusal(refusal)

@@ -45,8 +45,8 @@ class Arrival:
             is_automated(message),
             addresses_bot(record, bot_user_id),
             message.guild is None or may_read_history(message),
-            place_of(message.channel),
-            asker_of(message.author),
+            access_place(message.channel),
+            access_asker(message.author),
         )
 
     def moved_to(self, thread: discord.Thread, kind: str) -> Arrival:
@@ -54,14 +54,15 @@ class Arrival:
         return replace(self, record=replace(self.record, channel_id=thread.id), kind=kind)
 
 
-def place_of(channel: discord.abc.Messageable) -> Place:
-    """Where a message was written, as the access lists see it: a thread is its parent channel's, in its category."""
+def access_place(channel: discord.abc.Snowflake) -> Place:
+    """Where a message was written (or a command used), as the access lists see it: a thread is its parent
+    channel's, in its category; a DM has no category."""
     if isinstance(channel, discord.Thread):
         return Place(channel.parent_id, channel.category_id)
-    return Place(getattr(channel, "id", 0), getattr(channel, "category_id", None))
+    return Place(channel.id, getattr(channel, "category_id", None))
 
 
-def asker_of(author: discord.User | discord.Member) -> Asker:
+def access_asker(author: discord.User | discord.Member) -> Asker:
     """Who wrote a message, as the access lists see them: a member's roles (@everyone's id is the server's); none
     for a user outside a server (a DM, a webhook)."""
     roles = author.roles if isinstance(author, discord.Member) else ()

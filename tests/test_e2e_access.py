@@ -11,6 +11,7 @@ import discord
 import pytest
 from conftest import fresh_postgres_database
 from e2e_support import (
+    MEMBER,
     MODERATOR,
     QUIET,
     RunningBot,
@@ -25,7 +26,7 @@ from e2e_support import (
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM
 
-from admission.access import NOTICE, REGENERATE_NOT_ALLOWED
+from admission.access import CHANNEL_REFUSAL, NOTICE, REGENERATE_NOT_ALLOWED
 
 ADMIN = MODERATOR | discord.Permissions(manage_guild=True)
 ROLE_NOTICE = NOTICE.format(why="an admin has blocked one of your roles from using it in this server")
@@ -199,3 +200,18 @@ async def test_regenerate_is_refused_once_the_asker_is_blocked(
     assert assert_ephemeral_one_liner(refused) == REGENERATE_NOT_ALLOWED
     await asyncio.sleep(QUIET)
     assert len(llm.requests) == 1
+
+
+async def test_catch_up_is_refused_to_a_blocked_role_and_outside_the_allowed_channels(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """/parley catchup is a model call for the member: a blocked role's member is told why, and in a channel
+    outside the allow list anyone is told the channel is not served (they asked directly); no model is called."""
+    muted = fake.add_role("muted", members=[BOB_ID])
+    await bot.start(blocked_roles=frozenset({muted}), allowed_channels=frozenset({CHANNEL_ID}))
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, "something said here")
+    [bobs] = await run_command(fake, "catchup", permissions=MEMBER, user_id=BOB_ID)
+    assert assert_ephemeral_one_liner([bobs]) == ROLE_NOTICE
+    [elsewhere] = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID, channel_id=OTHER_CHANNEL_ID)
+    assert assert_ephemeral_one_liner([elsewhere]) == CHANNEL_REFUSAL
+    assert llm.requests == []
