@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from admission.access import Asker, Lists, Place, Verdict, verdict
+from admission.access import CHANNEL_REFUSAL, Asker, Lists, Place, Verdict, verdict
 from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists, Shown
 from archive import AccessEntry, Archive, open_archive
@@ -80,6 +80,9 @@ def test_only_a_members_refusal_is_told() -> None:
         assert notice is not None and notice.startswith("You can't use Parley here: ") and "\n" not in notice
     assert Verdict.CHANNEL_BLOCKED.notice is None and Verdict.CHANNEL_NOT_ALLOWED.notice is None
     assert Verdict.ALLOWED.notice is None
+    # Asked directly (a command), the channel's reason is said too, and a member's is the notice.
+    assert Verdict.CHANNEL_NOT_ALLOWED.refusal == CHANNEL_REFUSAL == Verdict.CHANNEL_BLOCKED.refusal
+    assert Verdict.ROLE_BLOCKED.refusal == Verdict.ROLE_BLOCKED.notice
 
 
 # --- The lists: settings and the archive's entries -------------------------------------------------
