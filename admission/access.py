@@ -16,7 +16,6 @@ The lists themselves (settings and `/parley-admin access`) are kept by `admissio
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -139,14 +138,4 @@ def member_verdict(asker: Asker, lists: Lists) -> Verdict:
         return Verdict.ROLE_BLOCKED
     if lists.limits_members and not (asker.member_id in lists.allowed_members or asker.role_ids & lists.allowed_roles):
         return Verdict.NOT_ALLOWED_ROLE
-    return Verdict.ALLOWED
-
-
-def direct_message_verdict(member_id: int, roles_by_server: Iterable[tuple[Lists, frozenset[int]]]) -> Verdict:
-    """Whether a member may use Parley in a direct message: the first refusal of any server's lists for them, each
-    with the roles they hold there (a server they are not in is left out by the caller)."""
-    for lists, role_ids in roles_by_server:
-        found = member_verdict(Asker(member_id, role_ids), lists)
-        if not found.allowed:
-            return found
     return Verdict.ALLOWED

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import discord
 
-from admission.access import Asker, Lists, Place, Verdict, direct_message_verdict, verdict
+from admission.access import Asker, Lists, Place, Verdict, member_verdict, verdict
 from admission.access_lists import AccessLists
 from discord_io import reply_mentions
 
@@ -61,15 +61,18 @@ class AccessGate:
         return verdict(place, asker, self.lists.lists_for(guild_id))
 
     async def direct_message_verdict(self, member_id: int) -> Verdict:
-        """The strictest verdict of the servers Parley shares with the member whose lists name roles or members."""
+        """The first refusal among the servers Parley shares with the member whose lists name roles or members (the
+        strictest wins, so the first found is enough); allowed if none refuses them."""
         if member_id in self.lists.deploy.blocked_members:
             return Verdict.MEMBER_BLOCKED  # no need to ask Discord which servers they are in
-        shared: list[tuple[Lists, frozenset[int]]] = []
         for guild_id in self._servers_naming_members():
             roles = await self.members.roles_in(guild_id, member_id)
-            if roles is not None:
-                shared.append((self.lists.lists_for(guild_id), roles))
-        return direct_message_verdict(member_id, shared)
+            if roles is None:
+                continue  # not a server they share with Parley
+            found = member_verdict(Asker(member_id, roles), self.lists.lists_for(guild_id))
+            if not found.allowed:
+                return found
+        return Verdict.ALLOWED
 
     def _servers_naming_members(self) -> list[int]:
         deploy = self.lists.deploy
