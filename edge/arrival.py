@@ -8,7 +8,7 @@ import discord
 
 from admission.access import Asker, Place
 from decider import addresses_bot
-from discord_io import guild_id_of, is_automated, may_read_history
+from discord_io import guild_id_of, is_automated, may_read_history, role_ids_of
 from records import MessageRecord
 
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
@@ -65,5 +65,4 @@ def access_place(channel: discord.abc.Snowflake) -> Place:
 def access_asker(author: discord.User | discord.Member) -> Asker:
     """Who wrote a message, as the access lists see them: a member's roles (@everyone's id is the server's); none
     for a user outside a server (a DM, a webhook)."""
-    roles = author.roles if isinstance(author, discord.Member) else ()
-    return Asker(author.id, frozenset(role.id for role in roles))
+    return Asker(author.id, role_ids_of(author))

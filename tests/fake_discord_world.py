@@ -18,6 +18,7 @@ from fake_discord_state import (
     GUILD_ID,
     MESSAGE_TYPE_DEFAULT,
     MESSAGE_TYPE_REPLY,
+    NEWCOMER_ROLE_ID,
     OTHER_BOT_ID,
     OTHER_BOT_ROLE_ID,
     FakeChannel,
@@ -58,8 +59,16 @@ class WorldPayloads(FakeDiscordState):
             "position": 2,
             "tags": {"bot_id": str(OTHER_BOT_ID)},
         }
+        newcomers = {
+            **base,
+            "id": str(NEWCOMER_ROLE_ID),
+            "name": "Newcomers",
+            "position": 3,
+            "managed": False,
+            "permissions": "0",
+        }
         added = [self.role_payload(role_id) for role_id in self.roles] if guild_id == GUILD_ID else []
-        return [everyone, bot_role, other_bot_role, *added]
+        return [everyone, bot_role, other_bot_role, newcomers, *added]
 
     def role_payload(self, role_id: int) -> dict[str, Any]:
         """A role a test added (`add_role`), as Discord's role object: no permissions of its own."""
@@ -70,7 +79,7 @@ class WorldPayloads(FakeDiscordState):
             "hoist": False,
             "mentionable": False,
             "flags": 0,
-            "position": 3 + list(self.roles).index(role_id),
+            "position": 4 + list(self.roles).index(role_id),
             "managed": False,
             "permissions": "0",
         }
