@@ -426,9 +426,9 @@ class RestRoutes(GatewaySessions):
 
     async def _webhook_message(self, request: web.Request) -> web.Response:
         """Follow-ups (POST) and the @original response (GET, PATCH) of an interaction."""
-        body = None if request.method == "GET" else (await _read_message_body(request))[0]
+        body, files = (None, []) if request.method == "GET" else await _read_message_body(request)
         token = request.match_info["token"]
-        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body))
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, tuple(files)))
         self._changed()
         if request.method == "POST":
             return _json_response(self._interaction_message(token, body or {}))

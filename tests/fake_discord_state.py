@@ -288,6 +288,8 @@ class InteractionCall:
     method: str
     path: str
     body: dict[str, Any] | None
+    # The files sent with it (multipart), by name.
+    files: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
