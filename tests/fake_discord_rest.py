@@ -152,10 +152,8 @@ class RestRoutes(GatewaySessions):
         return _json_response(self._guild(guild_id))
 
     async def _get_member(self, request: web.Request) -> web.Response:
-        """A server member (every user of the fake is one of every server): the user with their member data.
-
-        https://discord.com/developers/docs/resources/guild#get-guild-member
-        """
+        """A server's member: every user of the fake is in every server.
+        https://discord.com/developers/docs/resources/guild#get-guild-member"""
         user = self.users.get(int(request.match_info["user_id"]))
         if int(request.match_info["guild_id"]) not in self.guilds or user is None:
             return _error(404, "Unknown Member", 10007)
