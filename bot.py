@@ -20,7 +20,7 @@ from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
 from budget import UsageLedger
-from commands.parley import ParleyCommands
+from commands.groups import add_slash_commands
 from commands.tree import ParleyTree
 from config import Settings
 from context import Summarizer, build_summarizer
@@ -111,7 +111,7 @@ class Parley(discord.AutoShardedClient):
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
-        self.tree.add_command(ParleyCommands())
+        add_slash_commands(self.tree)
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
@@ -247,7 +247,7 @@ class Parley(discord.AutoShardedClient):
     async def on_message(self, message: discord.Message) -> None:
         if self.user is None or (message.guild is None and not self.settings.direct_messages):
             return  # direct messages are answered only with DIRECT_MESSAGES on
-        record = to_record(message)
+        record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
         if self.archive is not None:
             self.archive.add(to_archived(message, record))

@@ -56,7 +56,7 @@ class UsageLedger:
         self.day = self.today()
         self._by_place: Counter[tuple[int, int, int]] = Counter()
         self._by_server: Counter[int] = Counter()
-        # Today's rows in full (per server, channel, member and model), for /parley usage.
+        # Today's rows in full (per server, channel, member and model), for /parley-admin usage.
         self._rows: dict[tuple[int, int, int, str], TokenUsage] = {}
         # Told of every record as it is made (Logfire's metrics, when it is on).
         self.on_record: Callable[[TokenUsage], None] | None = None

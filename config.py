@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from addressing import MIN_NAME_CHARS
 from archive import DatabaseUrlError, check_database_url, is_postgres_url
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
@@ -40,7 +41,7 @@ class Settings(BaseSettings):
         " LLM_MODEL and JUDGE_MODEL are always allowed.",
     )
     profiles_file: Path | None = Field(
-        None, description="TOML file of server and channel profiles; the /parley profile commands override it."
+        None, description="TOML file of server and channel profiles; the /parley-admin profile commands override it."
     )
 
     conversation_timeout_seconds: float = Field(120, gt=0, description="Inactivity that ends a conversation.")
@@ -222,6 +223,11 @@ class Settings(BaseSettings):
         ge=1,
         description="Answers to allow-listed bots in a channel without a human message in between (a loop guard).",
     )
+    wake_words: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
+        description='Names Parley also answers to when a message calls it by one ("hey jarvis, …"), comma-separated;'
+        " its username, display name and server nickname always count. Mention-only channels ignore names.",
+    )
     direct_messages: bool = Field(
         False,
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
@@ -320,6 +326,17 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
+
+    @field_validator("wake_words", mode="before")
+    @classmethod
+    def _comma_separated_words(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        words = frozenset(word.strip() for word in value.split(",") if word.strip())
+        short = sorted(word for word in words if len(word) < MIN_NAME_CHARS)
+        if short:
+            raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
+        return words
 
     @field_validator("shard_ids", mode="before")
     @classmethod

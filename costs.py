@@ -1,4 +1,5 @@
-"""What Parley's model calls cost: `/parley usage`'s figures per channel and member, and the same as Logfire metrics.
+"""What Parley's model calls cost: `/parley-admin usage`'s figures per channel and member, and the same as Logfire
+metrics.
 
 Prices come from genai-prices, the price table pydantic-ai itself uses for `ModelResponse.cost()`: its
 bundled snapshot, never fetched at run time, so the table's version is the package's.

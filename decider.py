@@ -52,6 +52,7 @@ class DecisionPolicy(Protocol):
 # Decisions that carry nothing message-specific are built once, so deciding allocates none.
 _MENTION = Decision(True, "mention", "explicit")
 _REPLY_TO_BOT = Decision(True, "reply_to_bot", "explicit")
+_CALLED_BY_NAME = Decision(True, "called_by_name", "explicit")
 _NO_CONVERSATION = Decision(False, "no_conversation", "start")
 _NO_CONVERSATION_ANSWER = (False, _NO_CONVERSATION.reason)
 _OTHER_BOT = Decision(False, "other_bot", "gate")
@@ -79,7 +80,8 @@ class ResponseDecider:
     """Decides in tiers whether Parley answers a message; every decision is logged with its reason.
 
     1. explicit: a mention of the bot (`mention`) or a reply to it (`reply_to_bot`) is always
-       answered;
+       answered, and so is a message calling it by name (`called_by_name`, addressing.py) outside
+       mention-only channels;
     2. gates: a message from another bot (`other_bot`), replying to someone else
        (`reply_to_other`), mentioning someone else (`addressed_to_other`) or without text or
        attachments (`no_text`) is left alone;
@@ -118,6 +120,7 @@ class ResponseDecider:
     RULES: tuple[str, ...] = (
         "mention",
         "reply_to_bot",
+        "called_by_name",
         "other_bot",
         "reply_to_other",
         "addressed_to_other",
@@ -172,6 +175,7 @@ class ResponseDecider:
         enabled = {rule: rule not in self.disabled_rules for rule in self.RULES}
         self._mention = enabled["mention"]
         self._reply_to_bot = enabled["reply_to_bot"]
+        self._by_name = enabled["called_by_name"]
         self._other_bot = enabled["other_bot"]
         self._reply_to_other = enabled["reply_to_other"]
         self._addressed_to_other = enabled["addressed_to_other"]
@@ -192,13 +196,13 @@ class ResponseDecider:
         self._turned_down: Decision = _NOT_FOR_BOT
 
     def should_start_conversation(self, message: MessageRecord, bot_user_id: int) -> tuple[bool, str]:
-        """An @mention of the bot or a reply to it starts a conversation.
+        """An @mention of the bot, a reply to it or a message calling it by name starts a conversation.
 
         Only a "no" is logged here: a "yes" is followed by `should_respond` on the same message,
         whose decision is the one that says whether it was answered.
         """
         # Asked of every message of a quiet channel: one naming nobody and replying to nobody skips the call.
-        if message.mention_ids or message.reply_to_author_id is not None:
+        if message.mention_ids or message.reply_to_author_id is not None or message.called_by_name:
             decision = self._explicit(message, bot_user_id)
             if decision is not None:
                 return decision.respond, decision.reason
@@ -247,7 +251,7 @@ class ResponseDecider:
         """The decision of the rule tiers, or None when it is the learned tier's or the judge's to make."""
         # Most messages name nobody, reply to nobody and are a person's: of the explicit triggers and the gates
         # only "no text" can apply to them, so they skip the calls for the rest.
-        if message.mention_ids or message.reply_to_author_id is not None or message.is_bot:
+        if message.mention_ids or message.reply_to_author_id is not None or message.is_bot or message.called_by_name:
             decision = self._explicit(message, bot_user_id) or self._gate(message, bot_user_id)
             if decision is not None:
                 return decision
@@ -278,6 +282,14 @@ class ResponseDecider:
             return _MENTION
         if self._reply_to_bot and message.reply_to_author_id == bot_user_id:
             return _REPLY_TO_BOT
+        # A bot's message never calls Parley by name: the gate after this decides it.
+        if (
+            self._by_name
+            and message.called_by_name
+            and not message.is_bot
+            and self.modes.get(message.channel_id, NORMAL) != MENTION_ONLY
+        ):
+            return _CALLED_BY_NAME
         return None
 
     def _gate(self, message: MessageRecord, bot_user_id: int) -> Decision | None:
@@ -478,8 +490,8 @@ def log_decision(message: MessageRecord, decision: Decision) -> None:
 
 
 def addresses_bot(message: MessageRecord, bot_user_id: int) -> bool:
-    """Whether a message @mentions the bot or replies to it: a request for an answer."""
-    return bot_user_id in message.mention_ids or message.reply_to_author_id == bot_user_id
+    """Whether a message @mentions the bot, replies to it or calls it by name: a request for an answer."""
+    return bot_user_id in message.mention_ids or message.reply_to_author_id == bot_user_id or message.called_by_name
 
 
 def _log_decision(level: int, message: MessageRecord, decision: Decision) -> None:

@@ -8,12 +8,13 @@ import contextlib
 import logging
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 import discord
 
+from addressing import calls_by_name
 from archive import ArchivedAttachment, ArchivedMessage
 from archive.text import safe_text
 from records import AttachmentInfo, MessageRecord
@@ -26,8 +27,9 @@ DISCORD_MESSAGE_LIMIT = 2000  # https://discord.com/developers/docs/resources/me
 # --- Turning Discord messages into engine records ----------------------------------------------
 
 
-def to_record(message: discord.Message) -> MessageRecord:
-    """The engine's view of a Discord message."""
+def to_record(message: discord.Message, wake_words: Collection[str] = ()) -> MessageRecord:
+    """The engine's view of a Discord message; `wake_words`: names besides its own that Parley answers to."""
+    mentions = mentioned_ids(message)
     return MessageRecord(
         message_id=message.id,
         channel_id=message.channel.id,
@@ -36,11 +38,21 @@ def to_record(message: discord.Message) -> MessageRecord:
         content=safe_text(message.clean_content),
         timestamp=message.created_at,
         is_bot=is_automated(message),
-        mention_ids=mentioned_ids(message),
+        mention_ids=mentions,
         reply_to_author_id=replied_author_id(message),
+        called_by_name=_calls_parley_by_name(message, mentions, wake_words),
         mentions_everyone=message.mention_everyone,
         attachments=tuple(attachment_info(attachment) for attachment in message.attachments),
     )
+
+
+def _calls_parley_by_name(message: discord.Message, mentions: frozenset[int], wake_words: Collection[str]) -> bool:
+    """Whether a server message that does not @mention Parley calls it by one of its names: its username, its
+    display name, its nickname in that server, or a wake word (WAKE_WORDS)."""
+    me = message.guild.me if message.guild is not None else None
+    if me is None or me.id in mentions or message.author.id == me.id:
+        return False
+    return calls_by_name(message.content, [me.name, me.global_name or "", me.display_name, *wake_words])
 
 
 def attachment_info(attachment: discord.Attachment) -> AttachmentInfo:

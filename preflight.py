@@ -37,7 +37,7 @@ INVITE_PERMISSIONS = discord.Permissions(
     send_messages=True,
     send_messages_in_threads=True,
     read_message_history=True,
-    # `/parley threads on` opens a thread on the message that mentions Parley.
+    # `/parley-admin threads on` opens a thread on the message that mentions Parley.
     create_public_threads=True,
 )
 # Secrets of the providers that --check reports as set or not, never showing their values.

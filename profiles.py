@@ -2,9 +2,9 @@
 
 Each value comes from the first of these that sets it, and knows which one that was:
 
-1. a `/parley profile set` (or `/parley mode`) for the channel;
+1. a `/parley-admin profile set` (or `/parley-admin mode`) for the channel;
 2. the channel's table in PROFILES_FILE;
-3. a `/parley profile set … scope:server` for its server;
+3. a `/parley-admin profile set … scope:server` for its server;
 4. the server's table in PROFILES_FILE;
 5. the environment's defaults (LLM_MODEL, JUDGE_MODEL, every tool set that is on, mode normal, no persona).
 

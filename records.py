@@ -21,7 +21,7 @@ OWN_THREAD = "own_thread"
 DIRECT = "direct"
 CONVERSATION_KINDS: tuple[str, ...] = (CHANNEL, OWN_THREAD, DIRECT)
 
-# A channel's chattiness, set by its operators (`/parley mode`); a channel not listed is normal.
+# A channel's chattiness, set by its operators (`/parley-admin mode`); a channel not listed is normal.
 MENTION_ONLY = "mention-only"
 NORMAL = "normal"
 CHATTY = "chatty"
@@ -95,6 +95,8 @@ class MessageRecord:
     is_bot: bool = False
     mention_ids: frozenset[int] = frozenset()
     reply_to_author_id: int | None = None
+    # It calls Parley by name without an @mention ("parley, what's …": addressing.py); set where it arrives.
+    called_by_name: bool = False
     # Discord resolves @everyone/@here and role mentions separately from user mentions.
     mentions_everyone: bool = False
     # Files shared with the message, described; their bytes are read only when the model is shown them.

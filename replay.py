@@ -38,13 +38,14 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from addressing import calls_by_name
 from config import Settings, describe_settings_error
 from conversation import Clock, ConversationManager
 from decider import DecisionPolicy, Judge, ResponseDecider
@@ -296,8 +297,13 @@ async def replay_transcript(
     max_messages: int | None = None,
     learned: LearnedModel | None = None,
     learned_veto: bool = False,
+    names_as_text: bool = False,
 ) -> list[ScoredDecision]:
     """Feed one parsed transcript through a fresh manager and decider; a decision per non-bot line.
+
+    A line that names the bot without @mentioning it is marked as calling it by name, as Parley marks a Discord
+    message; with `names_as_text`, the transcript's mentions of the bot count as its name written in the text
+    (on IRC they are), so the call-by-name rule decides them instead of the mention rule.
 
     The decider is the bot's `ResponseDecider` (window, disabled rules and a judge built for this
     transcript's bot by `make_judge`), unless `make_decider` builds another policy on the clock.
@@ -334,8 +340,19 @@ async def replay_transcript(
         if message.author_id == bot_id:
             _record_own_answer(manager, message)
             continue
-        decisions.append(await _decide(manager, decider, transcript, item))
+        decisions.append(await _decide(manager, decider, transcript, _as_heard(item, transcript, names_as_text)))
     return decisions
+
+
+def _as_heard(item: TranscriptLine, transcript: Transcript, names_as_text: bool) -> TranscriptLine:
+    """The line as Parley's edge would hand it on: whether it calls the bot by name, unless it @mentions it."""
+    record = item.record
+    if names_as_text and transcript.bot_id in record.mention_ids:
+        record = replace(record, mention_ids=record.mention_ids - {transcript.bot_id})
+    elif transcript.bot_id in record.mention_ids:
+        return item
+    called = calls_by_name(record.content, [transcript.bot_name])
+    return replace(item, record=replace(record, called_by_name=called)) if called or record is not item.record else item
 
 
 async def _decide(
@@ -597,6 +614,12 @@ def _parser() -> argparse.ArgumentParser:
         help='let the learned tier overrule the follow-up rules\' "yes" too (off in the bot: it costs speed)',
     )
     parser.add_argument(
+        "--names-as-text",
+        action="store_true",
+        help="count a transcript's mentions of the bot as its name written in the text, to score the call-by-name"
+        " rule (IRC has no @mentions: writing a nick is one)",
+    )
+    parser.add_argument(
         "--ablation", action="store_true", help="print a markdown table of the scores with each rule disabled in turn"
     )
     return parser
@@ -616,6 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "followup_window_seconds": args.followup_window,
         "learned": learned,
         "learned_veto": args.learned_veto,
+        "names_as_text": args.names_as_text,
     }
     if args.judge:
         # Only here: the judge needs the bot's configuration (environment) and a model client.

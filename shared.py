@@ -1,6 +1,6 @@
 """In step with the other processes sharing a Postgres archive (issue 13).
 
-Each process reads the shared settings into memory at start: profiles, /parley forget markers, the channels where
+Each process reads the shared settings into memory at start: profiles, /parley-admin forget markers, the channels where
 a mention opens a thread, and the threads Parley opened. Another process's change reaches this one's memory as
 Postgres announces it (archive/changes.py): the changed channel's rows are read again, or all of them after the
 listening connection was lost. With SQLite there is one process, and nothing to follow.
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class SharedSettings:
     """This process's copies of the shared settings, and how to read each again from the archive.
 
-    `forgotten(channel_id)` is called when another process's /parley forget moved a channel's marker on, so
+    `forgotten(channel_id)` is called when another process's /parley-admin forget moved a channel's marker on, so
     the channel's live conversation here ends as it would have in that process.
     """
 

@@ -182,7 +182,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, guild_id, channel_id, member_id)
     );
     """,
-    # v4: whom each message mentioned or replied to; each channel's /parley forget marker.
+    # v4: whom each message mentioned or replied to; each channel's /parley-admin forget marker.
     """
     ALTER TABLE messages ADD COLUMN mention_ids TEXT NOT NULL DEFAULT '';
     ALTER TABLE messages ADD COLUMN reply_to_author_id BIGINT;
@@ -250,7 +250,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX conversation_summaries_channel ON conversation_summaries (channel_id, ended_at);
     CREATE INDEX conversation_summaries_time ON conversation_summaries (ended_at);
     """,
-    # v8: the channels where an @mention opens a thread (/parley threads), and the threads Parley opened.
+    # v8: the channels where an @mention opens a thread (/parley-admin threads), and the threads Parley opened.
     """
     CREATE TABLE thread_settings (
         channel_id BIGINT  PRIMARY KEY,
@@ -298,7 +298,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE token_usage ADD PRIMARY KEY (day, guild_id, channel_id, member_id, model);
     CREATE INDEX token_usage_guild_day ON token_usage (guild_id, day);
     """,
-    # v11: profiles (profiles.py): each value a /parley profile command set for a channel or, under the
+    # v11: profiles (profiles.py): each value a /parley-admin profile command set for a channel or, under the
     # server's id, for a server, with who set it and when. The channel modes move there.
     """
     CREATE TABLE profile_settings (
@@ -816,7 +816,7 @@ class PostgresArchive(QueuedWrites, StoreTables):
         return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
 
     async def all_forget_markers(self) -> dict[int, int]:
-        """Every channel's /parley forget marker: the message id its context starts after."""
+        """Every channel's /parley-admin forget marker: the message id its context starts after."""
         rows = await self._fetch("SELECT channel_id, after_id FROM forget_markers")
         return {int(channel_id): int(after_id) for channel_id, after_id in rows}
 

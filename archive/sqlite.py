@@ -188,7 +188,7 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     """,
     # v4: whom each message mentioned or replied to, so context loaded from the archive is decided on as
-    # context from Discord is; and each channel's /parley forget marker, which context never reaches past.
+    # context from Discord is; and each channel's /parley-admin forget marker, which context never reaches past.
     """
     ALTER TABLE messages ADD COLUMN mention_ids TEXT NOT NULL DEFAULT '';
     ALTER TABLE messages ADD COLUMN reply_to_author_id INTEGER;
@@ -210,7 +210,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # v6: facts Parley was asked to remember (memory.py), with their own full-text index; and named
-    # copies of a channel's conversation model history (/parley context save).
+    # copies of a channel's conversation model history (/parley-admin context save).
     """
     CREATE TABLE memories (
         id                INTEGER PRIMARY KEY,
@@ -273,7 +273,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX conversation_summaries_channel ON conversation_summaries (channel_id, ended_at);
     CREATE INDEX conversation_summaries_time ON conversation_summaries (ended_at);
     """,
-    # v8: the channels where an @mention opens a thread (/parley threads), and the threads Parley opened,
+    # v8: the channels where an @mention opens a thread (/parley-admin threads), and the threads Parley opened,
     # in which every message is for it while they are open.
     """
     CREATE TABLE thread_settings (
@@ -349,7 +349,7 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE token_usage;
     ALTER TABLE token_usage_by_model RENAME TO token_usage;
     """,
-    # v11: profiles (profiles.py): each value a /parley profile command set for a channel or, under the
+    # v11: profiles (profiles.py): each value a /parley-admin profile command set for a channel or, under the
     # server's id, for a server, with who set it and when. The channel modes move there.
     """
     CREATE TABLE profile_settings (
@@ -800,7 +800,7 @@ class SQLiteArchive(QueuedWrites, StoreTables):
         return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
 
     async def all_forget_markers(self) -> dict[int, int]:
-        """Every channel's /parley forget marker: the message id its context starts after."""
+        """Every channel's /parley-admin forget marker: the message id its context starts after."""
         rows = await self._reader.execute_fetchall("SELECT channel_id, after_id FROM forget_markers")
         return {int(channel_id): int(after_id) for channel_id, after_id in rows}
 

@@ -1,4 +1,4 @@
-"""`/parley memory list | forget` and `/parley context save | list | restore`."""
+"""`/parley memory list | forget` and `/parley-admin context save | list | restore`."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
 class ContextCommands(
     app_commands.Group, name="context", description="Save this channel's conversation under a name and restore it."
 ):
-    """`/parley context save | list | restore`: named copies of the channel's conversation model history."""
+    """`/parley-admin context save | list | restore`: named copies of the channel's conversation model history."""
 
     @app_commands.command(description="Save this channel's conversation with Parley under a name.")
     @app_commands.describe(name="A short name to restore it by later")
@@ -122,7 +122,9 @@ class ContextCommands(
         name = snapshot_name(name)
         messages = await memory_store(interaction).load_snapshot(channel_id, name)
         if messages is None:
-            raise Refusal(f"No conversation is saved as **{name}** in this channel; /parley context list shows them.")
+            raise Refusal(
+                f"No conversation is saved as **{name}** in this channel; /parley-admin context list shows them."
+            )
         operated(interaction).restore_conversation(channel_id, messages)
         timeout = round(operated(interaction).settings.conversation_timeout_seconds)
         await send_ephemeral(
@@ -180,9 +182,9 @@ def memory_field(memory: Memory, member_id: int) -> Field:
 
 
 def describe_snapshots(snapshots: Sequence[Snapshot]) -> str:
-    """What `/parley context list` says: each saved conversation's name, size, who saved it and when."""
+    """What `/parley-admin context list` says: each saved conversation's name, size, who saved it and when."""
     if not snapshots:
-        return "No conversations are saved in this channel; /parley context save <name> saves the current one."
+        return "No conversations are saved in this channel; /parley-admin context save <name> saves the current one."
     return "\n".join(
         [
             "Saved conversations in this channel, newest first:",

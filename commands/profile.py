@@ -1,4 +1,4 @@
-"""`/parley profile show | set | reset`."""
+"""`/parley-admin profile show | set | reset`."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ AUTOCOMPLETE_MAX = 25
 class ProfileCommands(
     app_commands.Group, name="profile", description="Parley's persona, model, tools and mode here, or the server's."
 ):
-    """`/parley profile show | set | reset`: this channel's profile (a thread follows its channel), or the server's
-    default (`scope: server`); each value says where it comes from."""
+    """`/parley-admin profile show | set | reset`: this channel's profile (a thread follows its channel), or the
+    server's default (`scope: server`); each value says where it comes from."""
 
     @app_commands.command(description="Parley's persona, model, tools and mode here, and where each comes from.")
     @app_commands.describe(scope="channel: this channel's profile (default); server: the server default")
@@ -123,13 +123,13 @@ class ProfileCommands(
         else:
             text = (
                 f"Reset {_names(dropped)} of {where} from the next message on: PROFILES_FILE or the next"
-                " broader profile applies again (/parley profile show says which)."
+                " broader profile applies again (/parley-admin profile show says which)."
             )
         await send_ephemeral(interaction, text)
 
 
 def value_suggestions(setting: str | None, profiles: Profiles) -> list[str]:
-    """What `/parley profile set` offers while `value` is typed, for the chosen setting."""
+    """What `/parley-admin profile set` offers while `value` is typed, for the chosen setting."""
     if setting in ("model", "judge_model"):
         return list(profiles.settings.allowed_models)
     if setting == "mode":
@@ -161,8 +161,8 @@ def _names(names: Sequence[str]) -> str:
 def profile_embed(
     values: Mapping[ProfileField, Value], channel_id: int | None, allowed: Sequence[str], colour: discord.Colour
 ) -> discord.Embed:
-    """What `/parley profile show` shows: a field per value with where it comes from (for the server default: channel
-    None), the models allowed, and when a command last changed it."""
+    """What `/parley-admin profile show` shows: a field per value with where it comes from (for the server default:
+    channel None), the models allowed, and when a command last changed it."""
     where = f"In <#{channel_id}>" if channel_id else "Across the server, where a channel sets nothing else"
     changed = [value.set_at for value in values.values() if value.set_at is not None]
     head = reply_embed(
@@ -212,7 +212,7 @@ def _shown_value(name: ProfileField, value: str) -> str:
 
 
 def describe_profile_change(name: ProfileField, value: str, channel_id: int | None, kept: bool) -> str:
-    """What `/parley profile set` says once a value is set; `kept`: whether it outlives a restart."""
+    """What `/parley-admin profile set` says once a value is set; `kept`: whether it outlives a restart."""
     where = f"In <#{channel_id}>" if channel_id else "Across the server, where a channel sets nothing else,"
     lasting = "" if kept else " It lasts until Parley restarts: the archive is off."
     return f"{where} the {PROFILE_FIELD_NAMES[name]} is {_shown_value(name, value)} from the next message on.{lasting}"

@@ -1,4 +1,4 @@
-"""`/parley usage week|month`'s chart: tokens and estimated cost per UTC day, stacked by channel, as a PNG.
+"""`/parley-admin usage week|month`'s chart: tokens and estimated cost per UTC day, stacked by channel, as a PNG.
 
 Drawn with Pillow, which Parley already has for images, rather than matplotlib: a stacked bar chart is a few
 rectangles and labels, and matplotlib would add about 150 MB to the deploy (itself, numpy, fontTools, ...) and

@@ -1,4 +1,4 @@
-"""`/parley usage`'s reply: the server's figures in total, per channel and per member, as embeds; for a week or a
+"""`/parley-admin usage`'s reply: the server's figures in total, per channel and per member, as embeds; for a week or a
 month, with a chart of each day's tokens and cost by channel."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ ARCHIVE_OFF = "Only today's figures: the archive, which keeps earlier days, is o
 
 
 async def answer_usage(interaction: discord.Interaction, period: str) -> None:
-    """Reply to `/parley usage <period>`: the figures, and for a week or a month the chart drawn off the event loop
-    (the interaction is deferred first: drawing and the archive's read may take more than Discord's 3 seconds)."""
+    """Reply to `/parley-admin usage <period>`: the figures, and for a week or a month the chart drawn off the event
+    loop (the interaction is deferred first: drawing and the archive's read may take more than Discord's 3 seconds)."""
     guild_id, _ = place_of(interaction)
     client = operated(interaction)
     days = PERIOD_DAYS[period]

@@ -1,4 +1,5 @@
-"""Threads Parley opens on an @mention (`/parley threads on`), their conversations, and where a message was written."""
+"""Threads Parley opens on an @mention (`/parley-admin threads on`), their conversations, and where a message was
+written."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Threads:
         return CHANNEL
 
     def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
-        """Whether the message @mentions Parley in a text channel where `/parley threads on` was set."""
+        """Whether the message @mentions Parley in a text channel where `/parley-admin threads on` was set."""
         assert self.client.user is not None
         return (
             message.channel.id in self.thread_channels
@@ -62,7 +63,7 @@ class Threads:
         """Open a thread on the message (Discord's "start thread from message"), named from its question.
 
         None if Discord refuses (no Create Public Threads permission, a thread already there): then the
-        question is answered in the channel, as without `/parley threads`.
+        question is answered in the channel, as without `/parley-admin threads`.
         """
         assert self.client.user is not None and message.guild is not None
         name = thread_name(record.content, record.author, self.client.user.display_name)

@@ -26,6 +26,7 @@ from fake_discord import (
 from fake_llm import MODEL_NAME, FakeLLM, message_text
 
 from bot import Parley, build_client
+from commands.admin import AdminCommands
 from config import Settings
 from conversation import utc_now
 from edge.gateway import point_at_discord
@@ -166,6 +167,15 @@ def option(name: str, value: Any) -> dict[str, Any]:
     return {"type": 4 if isinstance(value, int) else 3, "name": name, "value": value}
 
 
+# The subcommands (and subgroups) of `/parley-admin`; every other one is `/parley`'s.
+ADMIN_SUBCOMMANDS = frozenset(command.name for command in AdminCommands().commands)
+
+
+def group_of(subcommand: str) -> str:
+    """The top-level command a subcommand belongs to: `/parley-admin` for the admins', `/parley` for the rest."""
+    return "parley-admin" if subcommand in ADMIN_SUBCOMMANDS else "parley"
+
+
 def command_payload(
     fake: FakeDiscord,
     subcommand: str,
@@ -176,7 +186,8 @@ def command_payload(
     in_guild: bool = True,
     channel_id: int = CHANNEL_ID,
 ) -> dict[str, Any]:
-    """An INTERACTION_CREATE for `/parley <subcommand>` in the fake's #general (or `channel_id`), or in a DM.
+    """An INTERACTION_CREATE for `/parley <subcommand>` (or `/parley-admin …`) in the fake's #general (or
+    `channel_id`), or in a DM.
 
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
     """
@@ -193,7 +204,7 @@ def command_payload(
         "attachment_size_limit": 10 * 2**20,
         "data": {
             "id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC))),
-            "name": "parley",
+            "name": group_of(subcommand),
             "type": 1,  # CHAT_INPUT
             "options": [{"type": 1, "name": subcommand, "options": options or []}],  # 1: SUB_COMMAND
         },

@@ -326,7 +326,7 @@ async def test_catch_up_reads_newest_ids_and_ids_in_a_range(archive: SQLiteArchi
 
 
 async def test_thread_settings_and_own_threads_outlive_a_reopen(archive_url: str) -> None:
-    """`/parley threads` settings and the threads Parley opened are read back after the archive is reopened."""
+    """`/parley-admin threads` settings and the threads Parley opened are read back after the archive is reopened."""
     archive = await open_archive(archive_url, retention_days=0)
     await archive.set_thread_setting(100, 30, True)
     await archive.set_thread_setting(101, 30, True)

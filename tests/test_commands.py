@@ -33,9 +33,9 @@ from test_journal import logged
 from agent import build_judge
 from bot import build_client
 from budget import UsageSummary
+from commands.admin import MODE_EFFECTS, AdminCommands
 from commands.embeds import MESSAGE_EMBED_CHARS_MAX, PARLEY_COLOUR, messages_of
 from commands.parley import (
-    MODE_EFFECTS,
     WHY_MAX_COUNT,
     ParleyCommands,
     decision_field,
@@ -285,20 +285,24 @@ def test_every_refusal_is_one_line(error: discord.app_commands.AppCommandError, 
     assert expected in text and "\n" not in text
 
 
-def test_command_group_is_guild_only_and_hidden_from_ordinary_members(make_settings) -> None:
-    """Discord gets /parley as guild-only, shown by default to Manage Messages, with bounded options."""
+def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> None:
+    """Discord gets two guild-only groups: `/parley` with no default permissions, so every member sees it, and
+    `/parley-admin` shown by default to Manage Messages; their options are bounded."""
     client = build_client(make_settings(llm_base_url="http://127.0.0.1:9/v1", database_url=""))
-    [group] = client.tree.get_commands(type=discord.AppCommandType.chat_input)
-    assert isinstance(group, ParleyCommands)
-    payload = group.to_dict(client.tree)
-    assert payload["dm_permission"] is False
-    assert payload["default_member_permissions"] == discord.Permissions(manage_messages=True).value
-    options = {option["name"]: option for option in payload["options"]}
-    assert list(options) == ["why", "mode", "threads", "forget", "status", "usage", "memory", "context", "profile"]
+    groups = {group.name: group for group in client.tree.get_commands(type=discord.AppCommandType.chat_input)}
+    assert isinstance(groups["parley"], ParleyCommands) and isinstance(groups["parley-admin"], AdminCommands)
+    members, admins = (groups[name].to_dict(client.tree) for name in ("parley", "parley-admin"))
+    assert members["dm_permission"] is False and admins["dm_permission"] is False
+    assert members["default_member_permissions"] is None
+    assert admins["default_member_permissions"] == discord.Permissions(manage_messages=True).value
+    options = {option["name"]: option for option in members["options"]}
+    assert list(options) == ["why", "status", "memory"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
-    assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
+    options = {option["name"]: option for option in admins["options"]}
+    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile"]
+    assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [mode] = options["mode"]["options"]
     assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
     [setting] = options["threads"]["options"]
@@ -376,7 +380,7 @@ async def test_mode_needs_manage_channels(bot: RunningBot, fake: FakeDiscord, tm
     """A member without Manage Channels is told so in one line, and the mode stays as it was."""
     client = await bot.start()
     text = assert_ephemeral_one_liner(await run_command(fake, "mode", [option("mode", "chatty")], permissions=MEMBER))
-    assert text == "You need the Manage Channels permission in this channel to use /parley mode."
+    assert text == "You need the Manage Channels permission in this channel to use /parley-admin mode."
     assert client.mode_of(CHANNEL_ID) == "normal"
     assert stored_modes(tmp_path) == []
 
@@ -424,7 +428,7 @@ async def test_forget_needs_manage_messages(bot: RunningBot, fake: FakeDiscord) 
     await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")
     await fake.wait_for_posts(1)
     text = assert_ephemeral_one_liner(await run_command(fake, "forget", permissions=MEMBER))
-    assert text == "You need the Manage Messages permission in this channel to use /parley forget."
+    assert text == "You need the Manage Messages permission in this channel to use /parley-admin forget."
     assert client.manager.get(CHANNEL_ID) is not None
 
 
@@ -521,7 +525,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -532,7 +536,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -542,7 +546,7 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "Regenerate"]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "parley-admin", "Regenerate"]
 
 
 def test_status_names_the_shard_discord_routes_the_server_to() -> None:

@@ -18,7 +18,7 @@ from conversation_snapshots import restore, snapshot
 from decider import ResponseDecider
 from followup import SHIPPED_MODEL, load_model
 from quoting import MESSAGE_TAG
-from records import DIRECT, OWN_THREAD, Decision, MessageRecord
+from records import DIRECT, MENTION_ONLY, NORMAL, OWN_THREAD, Decision, MessageRecord
 
 BOT = 1
 ALICE = 10
@@ -39,6 +39,7 @@ def msg(
     mentions: frozenset[int] = frozenset(),
     reply_to: int | None = None,
     is_bot: bool = False,
+    by_name: bool = False,
 ) -> MessageRecord:
     return MessageRecord(
         message_id=next(_ids),
@@ -50,6 +51,7 @@ def msg(
         is_bot=is_bot,
         mention_ids=mentions,
         reply_to_author_id=reply_to,
+        called_by_name=by_name,
     )
 
 
@@ -248,6 +250,30 @@ def test_mention_starts_a_conversation(decider: ResponseDecider) -> None:
 def test_reply_to_bot_starts_a_conversation(decider: ResponseDecider) -> None:
     """A reply to one of the bot's messages starts a conversation."""
     assert decider.should_start_conversation(msg(reply_to=BOT), BOT) == (True, "reply_to_bot")
+
+
+def test_a_call_by_name_starts_a_conversation_except_in_mention_only_channels(clock: Clock) -> None:
+    """ "parley, …" starts a conversation like a mention; a mention-only channel waits for a real @mention."""
+    modes = {CHANNEL: NORMAL}
+    decider = ResponseDecider(followup_window_seconds=60, clock=clock, modes=modes)
+    assert decider.should_start_conversation(msg(by_name=True), BOT) == (True, "called_by_name")
+    modes[CHANNEL] = MENTION_ONLY
+    assert decider.should_start_conversation(msg(by_name=True), BOT) == (False, "no_conversation")
+    assert decider.should_start_conversation(msg(mentions=frozenset({BOT})), BOT) == (True, "mention")
+
+
+async def test_a_call_by_name_is_answered_mid_conversation_and_can_be_switched_off(
+    manager: ConversationManager, clock: Clock
+) -> None:
+    """Outside the follow-up window a call by name is still answered; `disabled_rules` turns the rule off (replay's
+    ablation), and a bot's message is never taken as one."""
+    conversation = engaged(manager, clock, answered=BOB)
+    clock.advance(600)
+    decider = ResponseDecider(followup_window_seconds=60, clock=clock)
+    assert await decider.should_respond(msg(by_name=True, at=clock.now), conversation, BOT) == (True, "called_by_name")
+    assert (await decider.should_respond(msg(by_name=True, at=clock.now, is_bot=True), conversation, BOT))[0] is False
+    off = ResponseDecider(followup_window_seconds=60, clock=clock, disabled_rules={"called_by_name"})
+    assert (await off.should_respond(msg(by_name=True, at=clock.now), conversation, BOT))[0] is False
 
 
 def test_chatter_does_not_start_a_conversation(decider: ResponseDecider) -> None:

@@ -1,4 +1,4 @@
-"""Tests for costs.py and the usage ledger behind /parley usage: prices, the archive's rows, metrics."""
+"""Tests for costs.py and the usage ledger behind /parley-admin usage: prices, the archive's rows, metrics."""
 
 from __future__ import annotations
 

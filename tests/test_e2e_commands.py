@@ -37,7 +37,7 @@ async def test_why_is_answered_through_the_interaction_callback(bot: RunningBot,
 
 
 async def test_mode_changes_the_next_decision(bot: RunningBot, fake: FakeDiscord) -> None:
-    """After /parley mode mention-only a follow-up is left alone; after normal the same follow-up is answered."""
+    """After /parley-admin mode mention-only a follow-up is left alone; after normal the same follow-up is answered."""
     client = await bot.start()
     await run_command(fake, "mode", [option("mode", "mention-only")])
     await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")

@@ -49,7 +49,7 @@ async def test_busy_channel_context_from_the_archive_is_the_latest_before_the_qu
 async def test_nothing_from_before_forget_reaches_the_next_conversation(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, archive: bool
 ) -> None:
-    """After /parley forget, the next conversation's request holds nothing said before it, archive on or off."""
+    """After /parley-admin forget, the next conversation's request holds nothing said before it, archive on or off."""
     client = await bot.start(database_url=f"sqlite:///{tmp_path / 'parley.db'}" if archive else "")
     client.coverage.watching_since -= timedelta(hours=2)  # the archive path, where there is one
     await say(fake, ALICE_ID, f"<@{BOT_ID}> which plans do we have?")

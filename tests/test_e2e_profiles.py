@@ -57,7 +57,7 @@ async def ask(fake: FakeDiscord, llm: FakeLLM, channel_id: int = CHANNEL_ID) -> 
 
 
 async def profile(fake: FakeDiscord, subcommand: str, permissions: Any = MODERATOR, **options: str) -> str:
-    """`/parley profile <subcommand>` in #general with `options`; what Parley answered."""
+    """`/parley-admin profile <subcommand>` in #general with `options`; what Parley answered."""
     given = [string_option(name, value) for name, value in options.items()]
     return await run_group_command(fake, "profile", subcommand, given, permissions=permissions)
 
@@ -151,7 +151,7 @@ async def test_set_needs_manage_channels(bot: RunningBot, fake: FakeDiscord, llm
     """A member without Manage Channels is told so, and the channel's persona stays unset."""
     await bot.start()
     said = await profile(fake, "set", permissions=MEMBER, setting="persona", value=PIRATE)
-    assert said == "You need the Manage Channels permission in this channel to use /parley profile set."
+    assert said == "You need the Manage Channels permission in this channel to use /parley-admin profile set."
     assert PIRATE not in instructions(await ask(fake, llm))
 
 
@@ -168,7 +168,8 @@ async def test_the_tools_offered_follow_the_profile(bot: RunningBot, fake: FakeD
 
 
 async def test_mode_is_a_profile_field_and_its_shortcut_still_works(bot: RunningBot, fake: FakeDiscord) -> None:
-    """`/parley mode` sets the channel's mode, which `show` lists as set by command, and the decider follows it."""
+    """`/parley-admin mode` sets the channel's mode, which `show` lists as set by command, and the decider follows
+    it."""
     client = await bot.start()
     await run_command(fake, "mode", [option("mode", "mention-only")])
     assert client.decider.modes[CHANNEL_ID] == "mention-only"

@@ -137,7 +137,7 @@ async def test_no_summary_is_kept_of_a_message_deleted_while_it_was_written(
 
 
 async def test_forget_deletes_the_channels_summaries(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
-    """`/parley forget` deletes the kept summaries, so the next conversation starts without them."""
+    """`/parley-admin forget` deletes the kept summaries, so the next conversation starts without them."""
     archive = await conversation_summarised(bot, fake)
     await run_command(fake, "forget")
     await archive.flush()

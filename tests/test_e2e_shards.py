@@ -92,7 +92,7 @@ async def test_each_process_keeps_its_own_archive_coverage(bot: RunningBot, fake
 async def test_forget_on_postgres_says_the_conversation_ended(
     bot: RunningBot, fake: FakeDiscord, postgres_server: str
 ) -> None:
-    """On a Postgres archive, whose change to the marker is announced back to this process too, /parley forget
+    """On a Postgres archive, whose change to the marker is announced back to this process too, /parley-admin forget
     still ends the conversation and says so."""
     client = await bot.start(database_url=await fresh_postgres_database(postgres_server))
     for attempt in range(3):

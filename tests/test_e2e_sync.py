@@ -49,14 +49,19 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     """The first start registers the commands, a second with the same tree does not, a changed tree does again."""
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
 
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
 
     await start_and_stop(fake, llm, tmp_path, ping)
     assert command_puts(fake) == 2
-    assert sorted(command["name"] for command in fake.commands[None]) == ["Regenerate", "parley", "ping"]
+    assert sorted(command["name"] for command in fake.commands[None]) == [
+        "Regenerate",
+        "parley",
+        "parley-admin",
+        "ping",
+    ]
 
 
 async def test_the_archive_remembers_each_scope_apart(

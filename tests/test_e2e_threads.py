@@ -1,4 +1,5 @@
-"""End-to-end: `/parley threads on` moves a conversation into a thread Parley opens, which lives while it is open."""
+"""End-to-end: `/parley-admin threads on` moves a conversation into a thread Parley opens, which lives while it is
+open."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ TIMEOUT = 1.0
 
 
 async def threads_on(fake: FakeDiscord) -> str:
-    """Use `/parley threads on` in #general; what Parley replied."""
+    """Use `/parley-admin threads on` in #general; what Parley replied."""
     return reply_text(await run_command(fake, "threads", [option("setting", "on")]))
 
 
@@ -138,7 +139,7 @@ async def test_search_in_a_thread_follows_the_parent_channels_permissions(
 
 
 async def test_threads_off_answers_in_the_channel(bot: RunningBot, fake: FakeDiscord) -> None:
-    """`/parley threads off` puts Parley back to answering in the channel, and the setting outlives a restart."""
+    """`/parley-admin threads off` puts Parley back to answering in the channel, and the setting outlives a restart."""
     await bot.start()
     await threads_on(fake)
     assert "Threads are **off**" in reply_text(await run_command(fake, "threads", [option("setting", "off")]))

@@ -1,5 +1,5 @@
-"""End-to-end: /parley usage after a scripted day of traffic, against what the fake model server counted; the
-month's chart."""
+"""End-to-end: /parley-admin usage after a scripted day of traffic, against what the fake model server counted;
+the month's chart."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class Counted:
         self.output += usage["completion_tokens"]
 
     def line(self) -> str:
-        """The figures as /parley usage words them, with the cost from genai-prices' own calculation."""
+        """The figures as /parley-admin usage words them, with the cost from genai-prices' own calculation."""
         usage = genai_prices.Usage(
             input_tokens=self.input_tokens, cache_read_tokens=self.cached, output_tokens=self.output
         )
@@ -88,7 +88,7 @@ class Counted:
 async def test_usage_after_a_day_matches_what_the_model_server_counted(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, archive_url: str
 ) -> None:
-    """Per channel and per member, /parley usage shows the fake server's answers, judge calls, tokens and cost;
+    """Per channel and per member, /parley-admin usage shows the fake server's answers, judge calls, tokens and cost;
     the week's figures come back from either archive backend."""
     llm.handler = answers_and_judges
     llm.caches_prefixes = True
@@ -146,8 +146,8 @@ async def test_usage_after_a_day_matches_what_the_model_server_counted(
 async def test_a_summary_is_counted_for_its_channel_and_no_member(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
-    """A conversation that timed out is summarised: /parley usage counts the summary's tokens for the channel, on a
-    line of their own rather than for the member whose mention started the conversation."""
+    """A conversation that timed out is summarised: /parley-admin usage counts the summary's tokens for the channel,
+    on a line of their own rather than for the member whose mention started the conversation."""
     timeout = 3.0
     client = await bot.start(
         llm_model=PRICED_MODEL, judge_model=PRICED_MODEL, conversation_timeout_seconds=timeout, stream_answers=False
@@ -180,15 +180,15 @@ async def test_a_summary_is_counted_for_its_channel_and_no_member(
 
 
 async def test_usage_needs_manage_server(bot: RunningBot, fake: FakeDiscord) -> None:
-    """A moderator without Manage Server is told in one line that /parley usage needs it."""
+    """A moderator without Manage Server is told in one line that /parley-admin usage needs it."""
     await bot.start()
     line = assert_ephemeral_one_liner(await run_command(fake, "usage", permissions=MODERATOR))
-    assert line == "You need the Manage Guild permission in this channel to use /parley usage."
+    assert line == "You need the Manage Guild permission in this channel to use /parley-admin usage."
 
 
 async def test_usage_month_is_an_embed_with_a_chart_of_each_days_tokens(bot: RunningBot, fake: FakeDiscord) -> None:
-    """`/parley usage month` answers with an embed showing a PNG chart: bars on the days with usage, in the biggest
-    channel's colour where only it spoke, and none on the days without."""
+    """`/parley-admin usage month` answers with an embed showing a PNG chart: bars on the days with usage, in the
+    biggest channel's colour where only it spoke, and none on the days without."""
     client = await bot.start(llm_model=PRICED_MODEL, stream_answers=False)
     # Answers posted whole are counted before they are posted.
     for day, channel_id, answers in ((0, CHANNEL_ID, 1), (2, OTHER_CHANNEL_ID, 1), (2, CHANNEL_ID, 2)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -224,3 +225,31 @@ def test_replaying_twice_gives_the_same_json(capsys: pytest.CaptureFixture[str])
         assert replay.main([sample, "--json"]) == 0
         reports.append(capsys.readouterr().out.strip().splitlines()[-1])
     assert reports[0] == reports[1] and json.loads(reports[0])["messages"] == 526
+
+
+def test_a_call_by_name_is_scored_with_its_own_reason(tmp_path: Path) -> None:
+    """A line naming the bot without mentioning it is decided as a call by name; an aside about it is not. With
+    `names_as_text`, the transcript's mentions count as the name written out, so the name rule decides them."""
+    path = write(
+        tmp_path / "names.jsonl",
+        META,
+        line(id=1, content="parley, how do I mount a disk?", mentions=[]),
+        line(
+            id=2,
+            author_id=11,
+            author="bob",
+            content="I asked parley yesterday",
+            mentions=[],
+            label=False,
+            timestamp="2024-05-01T12:30:00+00:00",
+        ),
+        line(id=3, content="parley: and unmount?", timestamp="2024-05-01T13:00:00+00:00"),
+    )
+    assert [reason for *_, reason in reasons(replay.replay_file(path))] == [
+        "called_by_name",
+        "no_conversation",
+        "mention",
+    ]
+    transcript = replay.load_transcript(path)
+    decisions = asyncio.run(replay.replay_transcript(transcript, names_as_text=True))
+    assert [d.reason for d in decisions] == ["called_by_name", "no_conversation", "called_by_name"]

@@ -12,9 +12,9 @@ class ChannelSettings:
     """Shared by reference: the client, forgetting, threads and context loading read and change the same maps, and
     shared.SharedSettings follows other processes' changes into them."""
 
-    # Per channel, the message id its context starts after: set by /parley forget.
+    # Per channel, the message id its context starts after: set by /parley-admin forget.
     forget_markers: dict[int, int] = field(default_factory=dict)
-    # The channels where an @mention opens a thread (`/parley threads on`).
+    # The channels where an @mention opens a thread (`/parley-admin threads on`).
     thread_channels: set[int] = field(default_factory=set)
     # The threads Parley opened (by id, with their server's), in which every message is for Parley while open.
     own_threads: dict[int, int] = field(default_factory=dict)

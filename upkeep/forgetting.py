@@ -1,4 +1,4 @@
-"""Forgetting: `/parley forget`, and Discord's edits and deletions honoured in the archive and the conversations.
+"""Forgetting: `/parley-admin forget`, and Discord's edits and deletions honoured in the archive and the conversations.
 
 Discord's developer terms require honouring edits and deletions in the archive, and what the model is sent next
 must be the channel as it now stands, so the live conversation follows too.
@@ -23,7 +23,7 @@ from upkeep.conversations import ConversationUpkeep
 
 
 class Forgetting:
-    """What Parley forgets, and when: on `/parley forget`, and as messages, channels and servers go."""
+    """What Parley forgets, and when: on `/parley-admin forget`, and as messages, channels and servers go."""
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class Forgetting:
         return live
 
     def forgotten(self, channel_id: int) -> None:
-        """Another process's /parley forget: the channel's conversation here ends unsummarised, as in `forget`."""
+        """Another process's /parley-admin forget: the channel's conversation here ends unsummarised, as in `forget`."""
         self.upkeep.drop_ending(channel_id)
         self.manager.end(channel_id)
 
