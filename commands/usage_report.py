@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 
@@ -23,6 +24,9 @@ USAGE_MAX_ROWS = 15
 USAGE_TITLE = "Parley's model usage in this server"
 CHART_FILE = "usage.png"
 ARCHIVE_OFF = "Only today's figures: the archive, which keeps earlier days, is off."
+CHART_FAILED = "The chart could not be drawn; the details are in Parley's log."
+
+log = logging.getLogger("parley")
 
 
 async def answer_usage(interaction: discord.Interaction, period: str) -> None:
@@ -36,18 +40,22 @@ async def answer_usage(interaction: discord.Interaction, period: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
     rows = await client.usage.guild_usage(guild_id, days)
     report = UsageReport.of(rows)
-    embeds = usage_embeds(
-        report,
-        period,
-        server_colour(interaction.guild),
-        as_of=client.usage.clock(),
-        archive_off=days > 1 and client.archive is None,
-    )
-    files: list[discord.File] = []
+    notes = [ARCHIVE_OFF] if days > 1 and client.archive is None else []
+    chart = None
     if charted and report.channels:
         last = client.usage.day
-        png = await asyncio.to_thread(chart_of, rows, last - timedelta(days=days - 1), last, channel_names(interaction))
-        files.append(discord.File(io.BytesIO(png), filename=CHART_FILE))
+        names = channel_names(interaction)
+        try:
+            chart = await asyncio.to_thread(chart_of, rows, last - timedelta(days=days - 1), last, names)
+        # A chart that cannot be drawn (a bug, or a Pillow without FreeType) must not take the figures with it.
+        except Exception:
+            log.exception("the /parley-admin usage chart could not be drawn")
+            notes.append(CHART_FAILED)
+    colour = server_colour(interaction.guild)
+    embeds = usage_embeds(report, period, colour, as_of=client.usage.clock(), notes=notes)
+    files: list[discord.File] = []
+    if chart is not None:
+        files.append(discord.File(io.BytesIO(chart), filename=CHART_FILE))
         # The chart shows inside the first embed: https://discord.com/developers/docs/reference#attachments
         embeds[0].set_image(url=f"attachment://{CHART_FILE}")
     await send_embeds(interaction, embeds, files=files)
@@ -67,11 +75,11 @@ def channel_names(interaction: discord.Interaction) -> dict[int, str]:
 
 
 def usage_embeds(
-    report: UsageReport, period: str, colour: discord.Colour, *, as_of: datetime, archive_off: bool
+    report: UsageReport, period: str, colour: discord.Colour, *, as_of: datetime, notes: Sequence[str] = ()
 ) -> list[discord.Embed]:
-    """The server's totals, then per channel and per member, biggest first, with what the costs are and lack."""
+    """The server's totals, then per channel and per member, biggest first, with what the costs are and lack;
+    `notes` (what the reply lacks, and why) follow the totals."""
     words = PERIOD_WORDS[period]
-    notes = [ARCHIVE_OFF] if archive_off else []
     if not report.channels:
         description = "\n".join([f"Parley used no model tokens in this server {words}.", *notes])
         return [reply_embed(USAGE_TITLE, colour, description=description, timestamp=as_of)]

@@ -120,7 +120,7 @@ def test_without_a_server_colour_the_embeds_take_parleys() -> None:
 def test_usage_ranks_channels_and_members_by_tokens() -> None:
     """Biggest spenders first, as channel and member mentions, in the embed's fields."""
     report = UsageReport.of([row(3, channel=7), row(4, channel=8, input_tokens=5000), row(4, channel=7)])
-    [embed] = usage_embeds(report, "week", PARLEY_COLOUR, as_of=NOW, archive_off=False)
+    [embed] = usage_embeds(report, "week", PARLEY_COLOUR, as_of=NOW)
     by_channel, by_member = embed.fields
     assert by_channel.name == "By channel" and by_member.name == "By member"
     assert [line.split()[0] for line in (by_channel.value or "").splitlines()] == ["<#8>", "<#7>"]
@@ -131,14 +131,14 @@ def test_usage_ranks_channels_and_members_by_tokens() -> None:
 def test_a_model_without_a_price_is_named_and_left_out_of_the_cost() -> None:
     """The report says which models it could not price instead of counting them as free."""
     report = UsageReport.of([row(3), row(4, model="llm-server:my-local-model")])
-    [embed] = usage_embeds(report, "day", PARLEY_COLOUR, as_of=NOW, archive_off=False)
+    [embed] = usage_embeds(report, "day", PARLEY_COLOUR, as_of=NOW)
     assert "Not in the costs: No price known for llm-server:my-local-model." in embed_text(embed)
     assert report.total.cost == cost_of(row(3)) and report.total.answers == 2
 
 
 def test_usage_lists_at_most_fifteen_of_each_and_counts_the_rest() -> None:
     report = UsageReport.of([row(member, channel=member, input_tokens=member) for member in range(100, 140)])
-    embeds = usage_embeds(report, "month", PARLEY_COLOUR, as_of=NOW, archive_off=False)
+    embeds = usage_embeds(report, "month", PARLEY_COLOUR, as_of=NOW)
     assert_within_limits(embeds)
     text = "\n".join(map(embed_text, embeds))
     assert text.count("<#") == USAGE_MAX_ROWS and text.count("<@") == USAGE_MAX_ROWS
@@ -146,7 +146,7 @@ def test_usage_lists_at_most_fifteen_of_each_and_counts_the_rest() -> None:
 
 
 def test_usage_without_tokens_or_archive_says_so() -> None:
-    [embed] = usage_embeds(UsageReport(), "week", PARLEY_COLOUR, as_of=NOW, archive_off=True)
+    [embed] = usage_embeds(UsageReport(), "week", PARLEY_COLOUR, as_of=NOW, notes=[ARCHIVE_OFF])
     assert (
         embed.description
         == f"Parley used no model tokens in this server the last 7 days (UTC, today included).\n{ARCHIVE_OFF}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import discord
 import genai_prices
+import pytest
 from e2e_support import (
     EPHEMERAL,
     MODERATOR,
@@ -36,8 +37,9 @@ from fake_discord import (
 from fake_llm import FakeLLM, ToolCall, message_text
 from PIL import Image
 
+from commands import usage_report
 from commands.usage_chart import HEIGHT, PALETTE, WIDTH, panels, slot
-from commands.usage_report import CHART_FILE
+from commands.usage_report import CHART_FAILED, CHART_FILE
 
 PRICED_MODEL = "gpt-4.1-mini"
 SCRIPTED_DAY = datetime(2026, 11, 20, 15, 0, tzinfo=UTC)
@@ -224,3 +226,26 @@ async def test_usage_month_is_an_embed_with_a_chart_of_each_days_tokens(bot: Run
     # #general spoke on two days, #random on one: #general is the biggest channel, the first colour.
     assert bar_colours(3) == {PALETTE[0]} and bar_colours(1) == {PALETTE[0], PALETTE[1]}
     assert bar_colours(2) == bar_colours(0) == bar_colours(10) == set()
+
+
+async def test_a_chart_that_cannot_be_drawn_leaves_the_figures(
+    bot: RunningBot, fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When drawing fails, `usage week` still answers with its figures, says the chart is missing, and logs why."""
+
+    def broken(*_: object) -> bytes:
+        raise OSError("cannot open resource")
+
+    monkeypatch.setattr(usage_report, "chart_of", broken)
+    client = await bot.start(stream_answers=False)
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> how do we deploy the bot?")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    await eventually(lambda: client.usage.server_tokens(GUILD_ID) > 0)
+
+    calls = await run_command(fake, "usage", [option("period", "week")], posts=2, permissions=SERVER_MANAGER)
+
+    [embed] = reply_embeds(calls)
+    assert "image" not in embed and calls[-1].files == []
+    assert f"<#{CHANNEL_ID}> 1 answers" in embed["fields"][0]["value"]
+    assert embed["description"].endswith(CHART_FAILED)
+    assert "the /parley-admin usage chart could not be drawn" in caplog.text
