@@ -133,7 +133,7 @@ def usage_chart_png(data: DailyUsage) -> bytes:
     _day_labels(draw, font, costs_panel, data.days)
     _legend(draw, font, data, tokens_panel.right + 24, tokens_panel.top)
     out = io.BytesIO()
-    image.save(out, format="PNG", optimize=True)
+    image.save(out, format="PNG")
     return out.getvalue()
 
 
