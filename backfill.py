@@ -79,10 +79,13 @@ def readable_channels(guilds: Iterable[discord.Guild]) -> Iterator[HistoryChanne
     """The text channels and active threads whose history Parley may read."""
     for guild in guilds:
         channels: list[HistoryChannel] = [*guild.text_channels, *guild.threads]
-        for channel in channels:
-            permissions = channel.permissions_for(guild.me)
-            if permissions.view_channel and permissions.read_message_history:
-                yield channel
+        yield from filter(may_read, channels)
+
+
+def may_read(channel: HistoryChannel | discord.ForumChannel) -> bool:
+    """Whether Parley may read the channel's history."""
+    permissions = channel.permissions_for(channel.guild.me)
+    return permissions.view_channel and permissions.read_message_history
 
 
 async def catch_up_channel(

@@ -165,6 +165,13 @@ class Settings(BaseSettings):
         description="Messages catch-up fetches per channel after downtime (newest first); 0 turns catch-up off.",
     )
     backfill_concurrency: int = Field(2, ge=1, le=16, description="Channels caught up at once.")
+    reconcile_page_pause_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="Pause between two history pages of 100 while the archive is rechecked against Discord after"
+        " downtime (deletions and edits made meanwhile); it keeps the recheck's requests few beside answers'.",
+    )
     history_tools: bool = Field(
         True, description="Offer the model the archive's search, recent-messages and stats tools (needs tool calling)."
     )
@@ -227,6 +234,12 @@ class Settings(BaseSettings):
         frozenset(),
         description='Names Parley also answers to when a message calls it by one ("hey jarvis, …"), comma-separated;'
         " its username, display name and server nickname always count. Mention-only channels ignore names.",
+    )
+    catchup_token_budget: int = Field(
+        50_000,
+        ge=2_000,
+        description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
+        " from its newest messages and says how many older ones it left out.",
     )
     direct_messages: bool = Field(
         False,

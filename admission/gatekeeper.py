@@ -235,6 +235,11 @@ class Gatekeeper:
         assert admission.retry_at is not None  # a refusal always says when a token is back
         return REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at))
 
+    def member_refusal(self, guild_id: int, member_id: int) -> str | None:
+        """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same rate, the
+        same budget, the same one line."""
+        return self.regenerate_refusal(guild_id, member_id)
+
     @contextlib.asynccontextmanager
     async def summary_call(self, guild_id: int, channel_id: int) -> AsyncIterator[bool]:
         """Hold a summary's place (one of SUMMARIES_AT_ONCE, then its channel's turn); yields whether the server's

@@ -5,16 +5,19 @@ from __future__ import annotations
 import contextlib
 
 import discord
+from pydantic_ai.models import Model
 
 from agent import LLMJudge, Responder
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
+from catchup.writing import CatchUpWriter, build_catchup_agent
 from context import Summarizer
 from providers.models import close_model
 
 
 class Agents:
-    """The responder, the judge and the summarizer (both optional), and the models profiles name."""
+    """The responder, the judge and the summarizer (both optional), the catch-up writer, and the models profiles
+    name."""
 
     def __init__(
         self,
@@ -27,6 +30,9 @@ class Agents:
         self.judge = judge
         self.summarizer = summarizer
         self.models = models
+        # Catch-ups are summaries: they run on the summaries' model when there is one, else on the answers'.
+        summary_model = summarizer.agent.model if summarizer is not None else responder.model
+        self.catchup = CatchUpWriter(build_catchup_agent(summary_model)) if isinstance(summary_model, Model) else None
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
 

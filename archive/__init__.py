@@ -33,6 +33,8 @@ __all__ = [
     "MessageLog",
     "ProfileTables",
     "ProfileValue",
+    "ReconciliationLog",
+    "ReconciliationProgress",
     "Snapshot",
     "StateStore",
     "StoredConversation",
@@ -231,6 +233,26 @@ class ProfileValue(NamedTuple):
     set_at: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReconciliationProgress:
+    """How far the recheck of one channel's archived messages against Discord has got (upkeep/reconciliation.py).
+
+    A pass checks the archived messages older than `upto_id` from the newest down, and has checked those from
+    `reached_id` up; 0 once it reached the oldest. `again_id`: Parley was away again during the pass, so another
+    pass, of what is older than it, follows this one.
+    """
+
+    channel_id: int
+    guild_id: int
+    upto_id: int
+    reached_id: int
+    again_id: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.reached_id == 0 and self.again_id is None
+
+
 class MessageLog(Protocol):
     """The channels' messages and their files: archived as they come, edited, deleted, searched and counted.
 
@@ -324,6 +346,13 @@ class StateStore(Protocol):
     async def set_state(self, name: str, value: str) -> None: ...
 
 
+class ReconciliationLog(Protocol):
+    """How far each channel's recheck against Discord has got, kept across restarts."""
+
+    async def reconciliation_progress(self) -> dict[int, ReconciliationProgress]: ...
+    async def save_reconciliation_progress(self, progress: ReconciliationProgress) -> None: ...
+
+
 class MemoryTables(Protocol):
     """Facts members asked Parley to keep, and named copies of a channel's model history (memory.py's rules)."""
 
@@ -376,6 +405,7 @@ class Archive(
     UsageStore,
     ChannelSettings,
     StateStore,
+    ReconciliationLog,
     MemoryTables,
     ProfileTables,
     Protocol,

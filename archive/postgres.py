@@ -360,6 +360,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER own_threads_changed AFTER INSERT OR UPDATE OR DELETE ON own_threads
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('thread_id');
     """,
+    # v14: how far each channel's recheck of its archived messages against Discord has got
+    # (upkeep/reconciliation.py), so that it goes on where it stopped after a restart.
+    """
+    CREATE TABLE reconciliation (
+        channel_id BIGINT PRIMARY KEY,
+        guild_id   BIGINT NOT NULL,
+        upto_id    BIGINT NOT NULL, -- the pass checks the archived messages older than this id
+        reached_id BIGINT NOT NULL, -- it has checked those from this id up; 0 once it reached the oldest
+        again_id   BIGINT           -- Parley was away again during the pass: another pass, below this id, follows
+    );
+    CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -428,6 +440,7 @@ _DELETE_CHANNEL = Write(
                 "conversations",
                 "conversation_summaries",
                 "thread_settings",
+                "reconciliation",
             )
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
@@ -448,6 +461,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM memories WHERE guild_id = $1",
         "DELETE FROM context_snapshots WHERE guild_id = $1",
         "DELETE FROM thread_settings WHERE guild_id = $1",
+        "DELETE FROM reconciliation WHERE guild_id = $1",
         "DELETE FROM own_threads WHERE guild_id = $1",
     ),
 )

@@ -366,6 +366,22 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT channel_id, 'mode', guild_id, mode, NULL, updated_at FROM channel_settings;
     DROP TABLE channel_settings;
     """,
+    # v12, v13: Postgres's own (its search lexemes, its change notifications); nothing here, so that a table both
+    # backends add gets the same number in both.
+    "",
+    "",
+    # v14: how far each channel's recheck of its archived messages against Discord has got
+    # (upkeep/reconciliation.py), so that it goes on where it stopped after a restart.
+    """
+    CREATE TABLE reconciliation (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        upto_id    INTEGER NOT NULL, -- the pass checks the archived messages older than this id
+        reached_id INTEGER NOT NULL, -- it has checked those from this id up; 0 once it reached the oldest
+        again_id   INTEGER           -- Parley was away again during the pass: another pass, below this id, follows
+    );
+    CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -507,6 +523,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM conversations WHERE channel_id = ?",
         "DELETE FROM conversation_summaries WHERE channel_id = ?",
         "DELETE FROM thread_settings WHERE channel_id = ?",
+        "DELETE FROM reconciliation WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
     ),
 )
@@ -527,6 +544,7 @@ _DELETE_GUILD = _Write(
         "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM thread_settings WHERE guild_id = ?",
+        "DELETE FROM reconciliation WHERE guild_id = ?",
         "DELETE FROM own_threads WHERE guild_id = ?",
     ),
 )

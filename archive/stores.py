@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from archive import ArchiveWriteFailed, Memory, ProfileValue, Snapshot, Write
+from archive import ArchiveWriteFailed, Memory, ProfileValue, ReconciliationProgress, Snapshot, Write
 from archive.queued import from_ms, to_ms
 
 MEMORY_COLUMNS = "id, guild_id, channel_id, about_id, said_by_id, source_message_id, fact, created_at"
@@ -55,6 +55,15 @@ _SET_PROFILE_VALUE = Write(
     ),
 )
 _RESET_PROFILE_VALUE = Write("reset_profile_value", ("DELETE FROM profile_settings WHERE scope_id = ? AND field = ?",))
+_RECONCILIATION_COLUMNS = "channel_id, guild_id, upto_id, reached_id, again_id"
+_SAVE_RECONCILIATION = Write(
+    "save_reconciliation_progress",
+    (
+        f"INSERT INTO reconciliation ({_RECONCILIATION_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, upto_id = excluded.upto_id,"
+        " reached_id = excluded.reached_id, again_id = excluded.again_id",
+    ),
+)
 _SELECT_PROFILE_VALUES = "SELECT scope_id, field, guild_id, value, set_by, set_at FROM profile_settings"
 
 
@@ -205,6 +214,25 @@ class StoreTables(ABC):
         """Drop the profile values `names` at one scope; returns once the writer committed it (or logged why not)."""
         for name in names:
             self._enqueue(_RESET_PROFILE_VALUE, (scope_id, name))
+        await self.flush()
+
+    # -- The recheck of archived messages against Discord --
+
+    async def reconciliation_progress(self) -> dict[int, ReconciliationProgress]:
+        """Every channel's recheck progress, by channel id."""
+        rows = await self.read(f"SELECT {_RECONCILIATION_COLUMNS} FROM reconciliation")
+        return {
+            int(channel_id): ReconciliationProgress(
+                int(channel_id), int(guild_id), int(upto_id), int(reached_id), None if again is None else int(again)
+            )
+            for channel_id, guild_id, upto_id, reached_id, again in rows
+        }
+
+    async def save_reconciliation_progress(self, progress: ReconciliationProgress) -> None:
+        """Store (or replace) one channel's recheck progress; returns once the writer has committed it (or logged
+        why not)."""
+        p = progress
+        self._enqueue(_SAVE_RECONCILIATION, (p.channel_id, p.guild_id, p.upto_id, p.reached_id, p.again_id))
         await self.flush()
 
     # -- Shared settings' single rows, read again when another process announces a change --

@@ -87,6 +87,7 @@ class Run:
     archived: int
     seconds: float
     lags: list[float]
+    done: str = "archived"  # what was done to the messages (bench_reconciliation.py: "rechecked")
 
     @property
     def throughput(self) -> float:
@@ -96,7 +97,7 @@ class Run:
         lags = sorted(self.lags)
         p99 = lags[int(len(lags) * 0.99)] if lags else 0.0
         return (
-            f"{self.archived:,} messages in {self.seconds:.2f} s: {self.throughput:,.0f} messages/s archived;"
+            f"{self.archived:,} messages in {self.seconds:.2f} s: {self.throughput:,.0f} messages/s {self.done};"
             f" event-loop lag worst {max(lags, default=0) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms,"
             f" median {statistics.median(lags or [0]) * 1000:.2f} ms ({len(lags)} samples)"
         )

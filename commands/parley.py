@@ -8,6 +8,7 @@ import discord
 from discord import app_commands
 
 from budget import UsageSummary, next_utc_midnight
+from commands.catchup import catchup_command
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
 from commands.tree import in_a_server, message_link, operated, place_of
@@ -36,6 +37,7 @@ class ParleyCommands(
     def __init__(self) -> None:
         super().__init__()
         self.add_command(MemoryCommands())
+        self.add_command(catchup_command())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)
@@ -67,6 +69,7 @@ class ParleyCommands(
             client.usage.summary(guild_id, channel_id),
             client.settings.server_tokens_per_day,
             shard=shard_of(guild_id, client.shard_count),
+            recheck=client.coverage.reconciliation.describe(guild_id),
             # A server's problem may quote its URL: whatever it says shows no credentials.
             servers=mask_credentials(client.toolbox.describe_servers()),
             colour=server_colour(interaction.guild),
@@ -122,21 +125,22 @@ def status_embed(
     shard: str,
     servers: str,
     colour: discord.Colour,
+    recheck: str | None = None,
 ) -> discord.Embed:
-    """What `/parley status` shows: the channel's conversation and mode, the shard, today's tokens, MCP servers."""
+    """What `/parley status` shows: the channel's conversation and mode, how far the archive's recheck against
+    Discord has got (`recheck`), the shard, today's tokens, the MCP servers."""
     if conversation is None:
-        head = reply_embed(
-            STATUS_TITLE,
-            colour,
-            description=f"No conversation in <#{channel_id}> right now: an @mention of Parley or a reply to it"
-            " starts one.",
-        )
+        about = f"No conversation in <#{channel_id}> right now: an @mention of Parley or a reply to it starts one."
+        head = reply_embed(STATUS_TITLE, colour, description="\n".join(filter(None, [about, recheck])))
     else:
+        about = (
+            f"A conversation in <#{channel_id}> since {discord_time(conversation.started_at)},"
+            f" last message {discord_time(conversation.last_activity)}."
+        )
         head = reply_embed(
             STATUS_TITLE,
             colour,
-            description=f"A conversation in <#{channel_id}> since {discord_time(conversation.started_at)},"
-            f" last message {discord_time(conversation.last_activity)}.",
+            description="\n".join(filter(None, [about, recheck])),
             footer="Conversation started",
             timestamp=conversation.started_at,
         )

@@ -18,6 +18,7 @@ from journal import LoggedDecision
 from memory import MemoryStore
 from profiles import Profiles
 from tools import Toolbox
+from upkeep.coverage import Coverage
 
 log = logging.getLogger("parley")
 
@@ -41,6 +42,8 @@ class Operated(Protocol):
     def memory(self) -> MemoryStore | None: ...
     @property
     def shard_count(self) -> int | None: ...
+    @property
+    def coverage(self) -> Coverage: ...
 
     def mode_of(self, channel_id: int) -> str: ...
     def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...

@@ -241,6 +241,7 @@ class FakeDiscord(RestRoutes):
         thread = self._channel(thread_id)
         if archived is not None:
             thread.archived = archived
+            thread.archived_at = datetime.now(UTC)
         if locked is not None:
             thread.locked = locked
         await self.dispatch("THREAD_UPDATE", thread.payload())

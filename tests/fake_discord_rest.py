@@ -47,6 +47,12 @@ class RestRoutes(GatewaySessions):
             ("GET", "/oauth2/applications/@me", self._get_application),
             ("GET", "/channels/{channel_id}", self._get_channel),
             ("GET", "/channels/{channel_id}/messages", self._get_messages),
+            ("GET", "/channels/{channel_id}/threads/archived/public", self._get_public_archived_threads),
+            (
+                "GET",
+                "/channels/{channel_id}/users/@me/threads/archived/private",
+                self._get_joined_private_archived_threads,
+            ),
             ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
             ("POST", "/channels/{channel_id}/messages", self._post_message),
             ("PATCH", "/channels/{channel_id}/messages/{message_id}", self._patch_message),
@@ -154,6 +160,44 @@ class RestRoutes(GatewaySessions):
         if channel is None:
             return _error(404, "Unknown Channel", 10003)
         return _json_response(self._history_page(channel, request.query))
+
+    async def _get_public_archived_threads(self, request: web.Request) -> web.Response:
+        """A channel's archived public threads, newest archived first, archived before `before` (ISO 8601).
+
+        https://discord.com/developers/docs/resources/channel#list-public-archived-threads
+        """
+        limit = int(request.query.get("limit", 50))
+        before = datetime.fromisoformat(request.query["before"]) if "before" in request.query else None
+        threads = sorted(
+            (
+                thread.payload()
+                for thread in self.channels.values()
+                if thread.parent_id == int(request.match_info["channel_id"]) and thread.archived and not thread.private
+            ),
+            key=_archived_at,
+            reverse=True,
+        )
+        if before is not None:
+            threads = [thread for thread in threads if _archived_at(thread) < before]
+        return _json_response({"threads": threads[:limit], "members": [], "has_more": len(threads) > limit})
+
+    async def _get_joined_private_archived_threads(self, request: web.Request) -> web.Response:
+        """A channel's archived private threads the bot is a member of, newest first, older than the thread `before`.
+
+        https://discord.com/developers/docs/resources/channel#list-joined-private-archived-threads
+        """
+        limit = int(request.query.get("limit", 50))
+        before = int(request.query.get("before", 2**63))
+        threads = [
+            thread.payload()
+            for thread in sorted(self.channels.values(), key=lambda channel: channel.id, reverse=True)
+            if thread.parent_id == int(request.match_info["channel_id"])
+            and thread.archived
+            and thread.private
+            and BOT_ID in thread.member_ids
+            and thread.id < before
+        ]
+        return _json_response({"threads": threads[:limit], "members": [], "has_more": len(threads) > limit})
 
     async def _get_message(self, request: web.Request) -> web.Response:
         channel = self._channel_or_none(request)
@@ -399,6 +443,10 @@ class RestRoutes(GatewaySessions):
         self.commands[scope] = commands
         self._changed()
         return _json_response(commands)
+
+
+def _archived_at(thread: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(thread["thread_metadata"]["archive_timestamp"])
 
 
 def _take(failures: list[_Failure], channel_id: int) -> _Failure | None:

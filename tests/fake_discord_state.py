@@ -140,6 +140,7 @@ class FakeChannel:
     # A thread's kind and state, and its members (a private thread's are all who may see it).
     private: bool = False
     archived: bool = False
+    archived_at: datetime | None = None  # when a thread was last archived or unarchived (else: when it was opened)
     locked: bool = False
     member_ids: set[int] = field(default_factory=set)
     owner_id: int = ALICE_ID
@@ -198,7 +199,9 @@ class FakeChannel:
             "thread_metadata": {
                 "archived": self.archived,
                 "auto_archive_duration": 1440,
-                "archive_timestamp": iso_timestamp(self.id),
+                "archive_timestamp": (
+                    iso_timestamp(self.id) if self.archived_at is None else self.archived_at.isoformat()
+                ),
                 "locked": self.locked,
                 "create_timestamp": iso_timestamp(self.id),
             },

@@ -19,7 +19,7 @@ from archive_contract_support import (
 )
 from freezegun import freeze_time
 
-from archive import open_archive
+from archive import ReconciliationProgress, open_archive
 from archive.sqlite import SQLiteArchive
 
 
@@ -360,3 +360,26 @@ async def test_pending_writes(archive: SQLiteArchive) -> None:
     assert archive.pending_writes == 3
     await archive.flush()
     assert archive.pending_writes == 0
+
+
+async def test_reconciliation_progress_round_trip(archive: SQLiteArchive) -> None:
+    """Each channel's recheck progress is kept, replaced whole, and goes with its channel or server."""
+    assert await archive.reconciliation_progress() == {}
+    started = ReconciliationProgress(CHANNEL, 30, upto_id=9_000, reached_id=9_000)
+    elsewhere = ReconciliationProgress(OTHER_CHANNEL, 31, upto_id=8_000, reached_id=0)
+    await archive.save_reconciliation_progress(started)
+    await archive.save_reconciliation_progress(elsewhere)
+    assert await archive.reconciliation_progress() == {CHANNEL: started, OTHER_CHANNEL: elsewhere}
+    assert elsewhere.done and not started.done
+
+    moved_on = ReconciliationProgress(CHANNEL, 30, upto_id=9_000, reached_id=4_000, again_id=12_000)
+    await archive.save_reconciliation_progress(moved_on)
+    assert (await archive.reconciliation_progress())[CHANNEL] == moved_on
+    assert not ReconciliationProgress(CHANNEL, 30, upto_id=9_000, reached_id=0, again_id=12_000).done
+
+    archive.delete_channel(CHANNEL)
+    await archive.flush()
+    assert await archive.reconciliation_progress() == {OTHER_CHANNEL: elsewhere}
+    archive.delete_guild(31)
+    await archive.flush()
+    assert await archive.reconciliation_progress() == {}

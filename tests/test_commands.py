@@ -248,10 +248,15 @@ def test_status_lists_participants_as_mentions_and_caps_them() -> None:
 
 
 def test_status_without_a_conversation_says_what_starts_one() -> None:
-    """No conversation: the mode, shard and tokens still show, and the MCP servers when there are some."""
+    """No conversation: the mode, shard and tokens still show, the archive's recheck under the description, and the
+    MCP servers when there are some."""
     today = UsageSummary(date(2026, 3, 10), 0, 0, [])
-    embed = status_embed(None, CHANNEL, "normal", today, 0, shard="1 of 2", servers="docs up", colour=PARLEY_COLOUR)
+    recheck = "Recheck of the archive against Discord: 1/2 channels done"
+    embed = status_embed(
+        None, CHANNEL, "normal", today, 0, shard="1 of 2", servers="docs up", colour=PARLEY_COLOUR, recheck=recheck
+    )
     assert embed.description is not None and embed.description.startswith(f"No conversation in <#{CHANNEL}>")
+    assert embed.description.endswith(f"starts one.\n{recheck}")
     assert [field.name for field in embed.fields] == ["Mode", "Shard", "Tokens today (UTC)", "MCP servers"]
     assert embed.fields[-1].value == "docs up" and embed.timestamp is None
 
@@ -296,7 +301,7 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     assert members["default_member_permissions"] is None
     assert admins["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in members["options"]}
-    assert list(options) == ["why", "status", "memory"]
+    assert list(options) == ["why", "status", "memory", "catchup"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)

@@ -12,10 +12,12 @@ from datetime import datetime
 import discord
 
 from archive import Archive, ArchiveWriteFailed
-from backfill import ChannelCatchUp, catch_up, readable_channels
+from backfill import ChannelCatchUp, HistoryChannel, catch_up, readable_channels
 from config import Settings
 from conversation import utc_now
+from upkeep.away_threads import threads_archived_since
 from upkeep.background import BackgroundTasks
+from upkeep.reconciliation import Reconciliation
 
 log = logging.getLogger("parley")
 
@@ -38,6 +40,8 @@ class Coverage:
         self.watching_since = utc_now()
         self.covered_since: dict[int, datetime] = {}
         self._catch_up: asyncio.Task[None] | None = None
+        # After catch-up, the walk that rechecks the whole archived range for deletions and edits made meanwhile.
+        self.reconciliation = Reconciliation(settings, background, forget)
         # set_state reads its value back to confirm it; two notes at once would each read the other's.
         self._coverage_lock = asyncio.Lock()
 
@@ -50,6 +54,7 @@ class Coverage:
     async def start_catch_up(self, archive: Archive | None, guilds: Sequence[discord.Guild]) -> None:
         """Stop an earlier session's catch-up, and catch the archive up over the time Parley was away."""
         await self._stop_catch_up()
+        await self.reconciliation.stop()
         if archive is None:
             return
         # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
@@ -61,10 +66,30 @@ class Coverage:
     async def catch_up(
         self, archive: Archive, earlier: Mapping[int, datetime], guilds: Sequence[discord.Guild]
     ) -> None:
-        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile.
+        """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile; then
+        recheck their whole archived range (upkeep/reconciliation.py).
 
         `earlier`: per channel, since when the archive held all of it up to the previous session's end.
         """
+        try:
+            channels = list(readable_channels(guilds))
+            await self._catch_up_channels(archive, earlier, channels)
+            if earlier:
+                # Threads archived since the previous session started watching may have holes too. Listing them
+                # takes a request or two per channel, so the channels are caught up first.
+                threads = await threads_archived_since(guilds, max(earlier.values()))
+                await self._catch_up_channels(archive, earlier, threads)
+                channels += threads
+        except Exception:
+            # A background task's failure would otherwise go unseen; the live archive carries on without it.
+            log.exception("catch-up failed")
+            return
+        self.reconciliation.start(archive, channels, self.watching_since)
+
+    async def _catch_up_channels(
+        self, archive: Archive, earlier: Mapping[int, datetime], channels: Sequence[HistoryChannel]
+    ) -> None:
+        """Catch `channels` up, noting in the archive each one's coverage as it is done."""
         settings = self.settings
 
         async def caught_up(result: ChannelCatchUp) -> None:
@@ -75,23 +100,19 @@ class Coverage:
             self.covered_since[result.channel_id] = min(covered, self.watching_since)
             await self._note_coverage(archive)
 
-        try:
-            summary = await catch_up(
-                list(readable_channels(guilds)),
-                archive,
-                limit=settings.backfill_max_messages,
-                retention_days=settings.history_retention_days,
-                concurrency=settings.backfill_concurrency,
-                now=utc_now(),
-                session_start=self.watching_since,
-                forget=self.forget,
-                on_channel=caught_up,
-            )
-        except Exception:
-            # A background task's failure would otherwise go unseen; the live archive carries on without it.
-            log.exception("catch-up failed")
-            return
-        log.info("%s", summary.describe())
+        summary = await catch_up(
+            channels,
+            archive,
+            limit=settings.backfill_max_messages,
+            retention_days=settings.history_retention_days,
+            concurrency=settings.backfill_concurrency,
+            now=utc_now(),
+            session_start=self.watching_since,
+            forget=self.forget,
+            on_channel=caught_up,
+        )
+        if channels:
+            log.info("%s", summary.describe())
 
     async def _noted_coverage(self, archive: Archive) -> dict[int, datetime]:
         """Per channel, since when the archive held all of it, as the last session noted."""

@@ -1,0 +1,98 @@
+"""End-to-end: /parley catchup gives a member away for 300 messages a private summary of that range only."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import discord
+from e2e_support import (
+    MEMBER,
+    MODERATOR,
+    RunningBot,
+    call_text,
+    decided,
+    eventually,
+    run_command,
+    say,
+)
+from fake_discord import ALICE_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_llm import FakeLLM, ToolCall, echo, last_user_text
+
+INVENTED_ID = 424242
+
+
+def catching_up(request: dict[str, Any]) -> Any:
+    """The model: for the catch-up's structured output, a point about the first and the last message of each chunk,
+    and one citing a message that does not exist; any other request is echoed."""
+    tools = [tool["function"]["name"] for tool in request.get("tools", [])]
+    if "final_result" not in tools:
+        return echo(request)
+    ids = [int(found) for found in re.findall(r'message_id="(\d+)"', last_user_text(request))]
+    points = [
+        {"topic": "Deploy", "summary": "Bob talked about the deploy.", "message_id": ids[0]},
+        {"topic": "Deploy", "summary": "Bob wrapped up.", "message_id": ids[-1]},
+        {"topic": "Other", "summary": "Something nobody said.", "message_id": INVENTED_ID},
+    ]
+    return ToolCall("final_result", {"points": points})
+
+
+def linked_ids(text: str) -> list[int]:
+    return [int(found) for found in re.findall(rf"/channels/{GUILD_ID}/{CHANNEL_ID}/(\d+)\)", text)]
+
+
+async def final_text(fake: FakeDiscord, calls: list[InteractionCall]) -> str:
+    """The catch-up as the member finally sees it: the @original response, once edited into the summary."""
+    token = calls[0].path.split("/")[-2]
+
+    def edits() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if token in call.path and call.method == "PATCH"]
+
+    await eventually(lambda: any("**Since" in call_text(call) for call in edits()), timeout=30)
+    return "\n".join(call_text(call) for call in fake.interaction_calls if token in call.path)
+
+
+async def test_a_member_away_for_300_messages_is_caught_up_on_them_alone(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    llm.handler = catching_up
+    client = await bot.start()
+    await say(fake, fake.bob_id, "before anything: the old plan")
+    forgotten_at = await say(fake, fake.bob_id, "the plan before the forget")
+    await run_command(fake, "forget", permissions=MODERATOR)
+    own = await say(fake, ALICE_ID, "off to lunch, back in an hour")
+    sent = [await say(fake, fake.bob_id, f"deploy note {number}: step {number} is done") for number in range(300)]
+    asked = await say(fake, fake.bob_id, f"<@{ALICE_ID}> can you review the deploy when you are back?")
+    await decided(client, asked)  # the bot has had every message
+    assert client.archive is not None
+    await client.archive.flush()
+
+    calls = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID)
+    assert calls[0].body is not None and calls[0].body["data"]["flags"] & discord.MessageFlags.ephemeral.flag
+    text = await final_text(fake, calls)
+    assert "**Since your last message here: 301 messages.**" in text
+    in_range = {int(message["id"]) for message in [*sent, asked]}
+    links = linked_ids(text)
+    assert links and set(links) <= in_range
+    assert int(sent[0]["id"]) in links and INVENTED_ID not in links
+    assert int(own["id"]) not in links and int(forgotten_at["id"]) not in links
+    assert f"[jump](https://discord.com/channels/{GUILD_ID}/{CHANNEL_ID}/{asked['id']})" in text
+    assert "**Asked of you**" in text
+    assert fake.bot_posts == []  # nothing in the channel: the catch-up is the member's alone
+    # The progress line counted the parts as the model finished them; each part was one model call.
+    parts = int(re.findall(r"of (\d+) parts done", text)[0])
+    assert parts > 1 and len([r for r in llm.requests if "final_result" in str(r.get("tools"))]) == parts
+
+
+async def test_without_read_message_history_there_is_no_catch_up(bot: RunningBot, fake: FakeDiscord) -> None:
+    await bot.start()
+    await say(fake, fake.bob_id, "something said here")
+    cannot_read = MEMBER & ~discord.Permissions(read_message_history=True)
+    [call] = await run_command(fake, "catchup", permissions=cannot_read, user_id=ALICE_ID)
+    assert "Read Message History" in call_text(call)
+
+
+async def test_the_archive_off_is_said_in_one_line(bot: RunningBot, fake: FakeDiscord) -> None:
+    await bot.start(database_url="")
+    [call] = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID)
+    assert call_text(call) == "Catching up reads the archive, which is off here (DATABASE_URL is empty)."
