@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, Field
 from pydantic_ai import (
     Agent,
+    AgentRunResult,
     AgentStreamEvent,
     BaseToolCallPart,
     CancellationToken,
+    DeferredToolRequests,
     FunctionToolCallEvent,
     ModelMessage,
     ModelRequest,
@@ -57,6 +59,7 @@ from files.prepared import PreparedFiles
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import MessageRecord
+from tool_approval import settle
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
 if TYPE_CHECKING:
@@ -117,6 +120,9 @@ class AnswerListener(Protocol):
     def text_so_far(self, text: str) -> None: ...
 
     def tool_called(self, tool_name: str) -> None: ...
+
+    async def stopped(self) -> None:
+        """Return once a member stopped the answer: a wait for the asker's approval ends then."""
 
 
 @dataclass(frozen=True)
@@ -434,37 +440,55 @@ async def _reply(
     message_id: int,
     run: _Run,
 ) -> Reply:
+    """The answer to `prompt` after `history`. A run that ends on tool calls waiting for the asker's approval
+    (tool_approval.py) is resumed with their verdicts: each run has the answer's time limit, since pydantic-ai's
+    `timeout` is one deadline for a whole run and the asker's wait is not the model's work; the answer's limits
+    hold over all of them, which add to one `usage`."""
     listener = run.listener
     # The run adds to this object as it goes, so what a failed run spent is known too.
     usage = RunUsage()
-    with capture_run_messages() as run_messages:
-        try:
-            result = await responder.agent.run(
-                prompt,
-                message_history=history,
-                deps=deps,
-                model=run.model,
-                instructions=run.instructions,
-                usage_limits=responder.limits,
-                usage=usage,
-                timeout=responder.timeout_seconds,
-                event_stream_handler=None if listener is None else _streaming_to(listener),
-                cancellation_token=None if listener is None else listener.cancellation,
-            )
-        except UsageLimitExceeded as stop:
-            return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message_id)
-        except RunCancelled as stop:
-            if isinstance(stop, RunTimedOut) or listener is None or not listener.cancellation.cancelled:
-                raise ReplyFailed(f"no answer to message {message_id}: {type(stop).__name__}: {stop}", usage) from stop
-            if listener.outgrown:
-                return _outgrown_reply(prompt, history, stop.all_messages(), usage, message_id)
-            return _stopped_reply(prompt, history, stop.all_messages(), usage)
-        except Exception as error:
-            if isinstance(error, UnexpectedModelBehavior) and deps.wound_down is not None:
-                # A model that calls the withdrawn tools anyway runs out of retries: its limits stopped it all the same.
-                limit = f"{deps.wound_down} (tools withdrawn)"
-                return _limited_reply(prompt, history, run_messages, usage, limit, message_id)
-            raise ReplyFailed(f"no answer to message {message_id}: {type(error).__name__}: {error}", usage) from error
+    ask: str | list[UserContent] | None = prompt
+    so_far, verdicts = history, None
+    while True:
+        with capture_run_messages() as run_messages:
+            try:
+                result: AgentRunResult[str | DeferredToolRequests] = await responder.agent.run(
+                    ask,
+                    message_history=so_far,
+                    deferred_tool_results=verdicts,
+                    output_type=[str, DeferredToolRequests],
+                    deps=deps,
+                    model=run.model,
+                    instructions=run.instructions,
+                    usage_limits=responder.limits,
+                    usage=usage,
+                    timeout=responder.timeout_seconds,
+                    event_stream_handler=None if listener is None else _streaming_to(listener),
+                    cancellation_token=None if listener is None else listener.cancellation,
+                )
+            except UsageLimitExceeded as stop:
+                return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message_id)
+            except RunCancelled as stop:
+                if isinstance(stop, RunTimedOut) or listener is None or not listener.cancellation.cancelled:
+                    failure = f"no answer to message {message_id}: {type(stop).__name__}: {stop}"
+                    raise ReplyFailed(failure, usage) from stop
+                if listener.outgrown:
+                    return _outgrown_reply(prompt, history, stop.all_messages(), usage, message_id)
+                return _stopped_reply(prompt, history, stop.all_messages(), usage)
+            except Exception as error:
+                if isinstance(error, UnexpectedModelBehavior) and deps.wound_down is not None:
+                    # A model that calls the withdrawn tools anyway runs out of retries: its limits stopped it all
+                    # the same.
+                    limit = f"{deps.wound_down} (tools withdrawn)"
+                    return _limited_reply(prompt, history, run_messages, usage, limit, message_id)
+                failure = f"no answer to message {message_id}: {type(error).__name__}: {error}"
+                raise ReplyFailed(failure, usage) from error
+        if not isinstance(result.output, DeferredToolRequests):
+            break
+        verdicts = await settle(result.output, deps.approver, until=None if listener is None else listener.stopped)
+        if verdicts is None:
+            return _stopped_reply(prompt, history, result.all_messages(), usage)
+        ask, so_far = None, result.all_messages()
     text = result.output.strip()
     if not text:
         raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)

@@ -206,6 +206,13 @@ class Settings(BaseSettings):
     mcp_tool_timeout_seconds: float = Field(
         30, gt=0, description="Longest an MCP tool call may take; a slower one is stopped and the model told so."
     )
+    approval_timeout_seconds: float = Field(
+        120,
+        gt=0,
+        le=900,
+        description="How long a tool call that needs the asker's approval waits for their Approve or Deny; no answer"
+        " in time denies it (the channel's next answer waits meanwhile).",
+    )
     tavily_api_key: SecretStr | None = Field(None, description="Tavily's API key, for WEB_SEARCH=tavily.")
     web_search: WebSearchMode = Field(
         "off",
@@ -236,8 +243,8 @@ class Settings(BaseSettings):
         " its username, display name and server nickname always count. Mention-only channels ignore names.",
     )
     catchup_token_budget: int = Field(
-        50_000,
-        ge=2_000,
+        300_000,
+        ge=5_000,
         description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
         " from its newest messages and says how many older ones it left out.",
     )

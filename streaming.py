@@ -125,6 +125,7 @@ class LiveAnswer:
         self._status_due = 0.0
         self._first_post_due: float | None = None
         self._changed = asyncio.Event()
+        self._stopped = asyncio.Event()
         self._done = False
         self._broken = False
         self._writer: asyncio.Task[None] | None = None
@@ -176,6 +177,10 @@ class LiveAnswer:
     def stop(self) -> None:
         """End the answer where it is; what was written stays, marked as stopped (`agent.STOPPED_NOTE`)."""
         self.cancellation.cancel()
+        self._stopped.set()
+
+    async def stopped(self) -> None:
+        await self._stopped.wait()
 
     async def finish(self, text: str) -> list[discord.Message]:
         """Show `text` as the final posts, exactly `split_message(text, max_posts=...)`, without the button."""

@@ -18,7 +18,7 @@ from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability, WebSearch
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.framing import close_tag, open_tag, wrap
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
@@ -28,6 +28,7 @@ from archive import ArchivedMessage, ChannelStats
 from config import Settings
 from memory import MemoryStore, format_memories
 from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
+from tool_approval import Approver, ServerApproval, read_server_approvals
 
 log = logging.getLogger("parley.tools")
 
@@ -78,6 +79,8 @@ class ChatDeps:
     # The tool sets this answer may use, by name ("archive", "memory", "web", "mcp:<server>"), as the channel's
     # profile says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
+    # Who approves this answer's tool calls that need it (tool_approval.py); None: such calls are not run.
+    approver: Approver | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets
@@ -353,7 +356,7 @@ def build_toolbox(settings: Settings, *, web_search: WebSearchFunction | None = 
         toolbox.notes.append((_WEB_NOTE.format(max_calls=settings.web_search_max_calls), offers(WEB_TOOLSET)))
     if settings.mcp_servers:
         toolbox.servers = load_mcp_servers(settings.mcp_servers, settings.mcp_tool_timeout_seconds)
-        toolbox.toolsets.update((MCP_TOOLSET_PREFIX + server.name, server) for server in toolbox.servers)
+        toolbox.toolsets.update((MCP_TOOLSET_PREFIX + server.name, server.guarded()) for server in toolbox.servers)
         if toolbox.servers:
             toolbox.notes.append((_MCP_NOTE, offers(*(MCP_TOOLSET_PREFIX + server.name for server in toolbox.servers))))
     return toolbox
@@ -437,10 +440,16 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
 
 
 def _searches_so_far(ctx: RunContext[ChatDeps], *, up_to_this_call: bool) -> int:
-    """This answer's `search_web` calls: all of them, or those up to and including the one running now."""
+    """This answer's `search_web` calls: all of them, or those up to and including the one running now.
+
+    The answer's are those since its prompt, not the run's: a run resumed after a tool call's approval is a new
+    run of the same answer (agent.py).
+    """
     count = 0
-    for message in ctx.messages:
-        if not isinstance(message, ModelResponse) or message.run_id != ctx.run_id:
+    messages = ctx.messages
+    prompted = [i for i, message in enumerate(messages) if isinstance(message, ModelRequest) and _prompts(message)]
+    for message in messages[prompted[-1] if prompted else 0 :]:
+        if not isinstance(message, ModelResponse):
             continue
         for part in message.parts:
             if isinstance(part, ToolCallPart) and part.tool_name == SEARCH_WEB:
@@ -448,6 +457,10 @@ def _searches_so_far(ctx: RunContext[ChatDeps], *, up_to_this_call: bool) -> int
                 if up_to_this_call and part.tool_call_id == ctx.tool_call_id:
                     return count
     return count
+
+
+def _prompts(request: ModelRequest) -> bool:
+    return any(isinstance(part, UserPromptPart) for part in request.parts)
 
 
 def format_web_results(query: str, results: Sequence[Mapping[str, Any]]) -> str:
@@ -530,6 +543,9 @@ class McpServer(WrapperToolset[ChatDeps]):
     name: str = ""
     timeout_seconds: float = 30.0
     state: ServerState = field(default_factory=ServerState)
+    # Which of its tools' calls wait for the asker's approval (MCP_SERVERS' `approval` and `alwaysAllow`); None:
+    # those the server does not mark read-only.
+    approval: ServerApproval | None = None
 
     def start(self) -> None:
         """Start the server in the background: Parley answers meanwhile, and its tools appear once it is up."""
@@ -569,6 +585,11 @@ class McpServer(WrapperToolset[ChatDeps]):
 
     async def __aexit__(self, *args: Any) -> bool | None:
         return None
+
+    def guarded(self) -> AbstractToolset[ChatDeps]:
+        """The server's tools, those that need the asker's approval waiting for it (tool_approval.py)."""
+        # Outside this wrapper, whose call_tool would take pydantic-ai's ApprovalRequired for a failed call.
+        return (self.approval or ServerApproval(self.name)).guard(self)
 
     def describe(self) -> str:
         if self.state.up:
@@ -637,6 +658,7 @@ def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:
         raise ToolConfigError(f'MCP_SERVERS needs the mcp extra: pip install -e ".[mcp]" (file {path})') from None
     try:
         loaded = load_mcp_toolsets(path)
+        approvals = read_server_approvals(path)
     except (OSError, ValueError) as error:
         raise ToolConfigError(f"MCP_SERVERS names {path}, which cannot be used: {_one_line(error)}") from None
     servers = []
@@ -647,7 +669,8 @@ def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:
         rebuilt = MCPToolset(
             toolset.client.transport, id=name, init_timeout=MCP_START_TIMEOUT_SECONDS, tool_error_behavior="failed"
         )
-        servers.append(McpServer(rebuilt.prefixed(name), name=name, timeout_seconds=timeout_seconds))
+        approval = approvals.get(name)
+        servers.append(McpServer(rebuilt.prefixed(name), name=name, timeout_seconds=timeout_seconds, approval=approval))
     return servers
 
 

@@ -26,6 +26,7 @@ from discord_io import (
     may_read_history,
     typing_indicator,
 )
+from edge.approval import ApprovalButton, ApprovalPrompts
 from edge.attachment_sources import AttachmentSources
 from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
@@ -78,6 +79,11 @@ class Answering:
         self.accounting = accounting
         # Every post and edit of an answer reaches Discord through this, retried under one deadline.
         self.delivery = Delivery(settings.answer_delivery_seconds)
+        # Tool calls that wait for their asker's Approve or Deny (tool_approval.py), asked in the answer's channel.
+        self.approvals = ApprovalPrompts(settings.approval_timeout_seconds, self.delivery)
+        # Their buttons answer after a restart too (a press is then told the request is over): their custom id
+        # says what they are for.
+        client.add_dynamic_items(ApprovalButton)
         self.tail = AnswerTail(
             manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
         )
@@ -130,6 +136,7 @@ class Answering:
             memory=self.stores.memory if self.settings.memory_tools else None,
             message_id=message.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
+            approver=self.approvals.for_answer(message, channel),
         )
 
     async def _reply(

@@ -55,8 +55,6 @@ class CatchingUp(Protocol):
     def agents(self) -> CatchUpAgents: ...
     @property
     def admission(self) -> CatchUpAdmission: ...
-    @property
-    def user(self) -> discord.ClientUser | None: ...
 
 
 def catchup_command() -> app_commands.Command[Any, ..., None]:
@@ -108,11 +106,9 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     def on_usage(usage: RunUsage) -> None:
         client.usage.record(guild_id, channel_id, member_id, usage.input_tokens, usage.output_tokens, kind="summary")
 
-    assert client.user is not None
     summary = await writer.summarise(
         found.messages,
         budget_tokens=client.settings.catchup_token_budget,
-        bot_user_id=client.user.id,
         on_usage=on_usage,
         progress=progress,
         admitted=lambda: not client.admission.server_budget_spent(guild_id),

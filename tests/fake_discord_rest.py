@@ -17,6 +17,7 @@ from fake_discord_state import (
     BOT_ID,
     CALLBACK_DEFERRED_CHANNEL_MESSAGE,
     CALLBACK_TYPES_WITH_MESSAGE,
+    CALLBACK_UPDATE_MESSAGE,
     CHANNEL_ID,
     EPHEMERAL_FLAG,
     MAX_CONTENT_LENGTH,
@@ -364,12 +365,33 @@ class RestRoutes(GatewaySessions):
         invalid = _invalid_embeds(data)
         if invalid is not None:
             return invalid
-        if callback_type in CALLBACK_TYPES_WITH_MESSAGE:
+        if callback_type == CALLBACK_UPDATE_MESSAGE and "message" in interaction:
+            # A component's UPDATE_MESSAGE edits the message the component is on, as an edit by the bot would.
+            response["resource"]["message"] = await self._update_component_message(interaction, data)
+        elif callback_type in CALLBACK_TYPES_WITH_MESSAGE:
             message = self._interaction_message(token, data, files)
             self._original_responses[token] = message
             response["interaction"]["response_message_id"] = message["id"]
             response["resource"]["message"] = message
         return _json_response(response)
+
+    async def _update_component_message(self, interaction: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """The message a pressed component is on, changed as UPDATE_MESSAGE's `data` says.
+
+        https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type
+        """
+        channel = self._channel(int(interaction["channel_id"]))
+        message = channel.find(int(interaction["message"]["id"]))
+        if message is None:
+            return dict(interaction["message"])
+        if "content" in data:
+            message["content"] = data["content"] or ""
+        if "components" in data:
+            message["components"] = data["components"] or []
+        message["edited_timestamp"] = datetime.now(UTC).isoformat()
+        self.edits.append(Edit(channel.id, int(message["id"]), data, asyncio.get_running_loop().time()))
+        await self._route("MESSAGE_UPDATE", self._gateway_message(message))
+        return message
 
     def _interaction_message(
         self, token: str, data: dict[str, Any], files: list[tuple[str, bytes]] | None = None

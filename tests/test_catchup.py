@@ -15,7 +15,16 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from archive import open_archive
 from catchup import reading
 from catchup.reading import Since, SinceError, id_at, parse_since, questions_for, read_range
-from catchup.writing import CHUNK_CHARS, CatchUpWriter, build_catchup_agent, chunk_tokens, chunked, within_budget
+from catchup.writing import (
+    CHUNK_CHARS,
+    CatchUpWriter,
+    build_catchup_agent,
+    chunk_tokens,
+    chunked,
+    fitted,
+    line_chars,
+    within_budget,
+)
 from commands.catchup import describe_catchup
 
 models.ALLOW_MODEL_REQUESTS = False
@@ -116,9 +125,7 @@ def test_questions_for_the_member_are_those_that_name_or_answer_them_and_ask() -
 def test_chunks_are_bounded_and_the_same_messages_give_the_same_chunks() -> None:
     messages = [msg(number, "x" * 400) for number in range(1, 201)]
     chunks = chunked(messages)
-    assert len(chunks) > 1 and all(
-        sum(min(len(m.content), 500) + 160 for m in chunk) <= CHUNK_CHARS for chunk in chunks
-    )
+    assert len(chunks) > 1 and all(sum(line_chars(m) for m in chunk) <= CHUNK_CHARS for chunk in chunks)
     assert [m for chunk in chunks for m in chunk] == messages
     longer = chunked([*messages, msg(201, "one more")])
     assert longer[:-1] == chunks[:-1]
@@ -137,16 +144,27 @@ def citing(model_calls: list[str], *, invent: int | None = None) -> FunctionMode
     def write(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]
         model_calls.append(prompt)
-        ids = [int(found) for found in re.findall(r'message_id="(\d+)"', prompt)]
+        lines = [int(found) for found in re.findall(r"^\[(\d+)\]", prompt, re.MULTILINE)]
         points = [
-            {"topic": "Deploy", "summary": f"Bob spoke of the deploy ({ids[0]}).", "message_id": ids[0]},
-            {"topic": "lunch ", "summary": f"Lunch came up ({ids[-1]}).", "message_id": ids[-1]},
+            {"topic": "Deploy", "summary": "Bob spoke of the deploy.", "line": lines[0]},
+            {"topic": "lunch ", "summary": "Lunch came up.", "line": lines[-1]},
         ]
         if invent is not None:
-            points.append({"topic": "Deploy", "summary": "Made up.", "message_id": invent})
+            points.append({"topic": "Deploy", "summary": "Made up.", "line": invent})
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"points": points})])
 
     return FunctionModel(write)
+
+
+def test_a_long_range_is_read_in_shorter_lines_before_its_oldest_messages_are_left_out() -> None:
+    messages = [msg(number, "w" * 290) for number in range(1, 401)]
+    whole = sum(chunk_tokens(chunk) for chunk in chunked(messages))
+    chunks, cap, left_out = fitted(messages, whole)
+    assert (cap, left_out) == (300, 0)
+    chunks, cap, left_out = fitted(messages, whole // 2)
+    assert (cap, left_out) == (100, 0) and sum(map(len, chunks)) == 400
+    chunks, cap, left_out = fitted(messages, whole // 8)
+    assert cap == 100 and left_out > 0 and chunks[-1][-1].message_id == 400
 
 
 async def test_points_cite_only_the_range_and_a_chunk_is_summarised_once() -> None:
@@ -159,7 +177,7 @@ async def test_points_cite_only_the_range_and_a_chunk_is_summarised_once() -> No
         progress.append((done, total))
 
     usage: list[int] = []
-    options: dict[str, Any] = {"budget_tokens": 10**6, "bot_user_id": 1, "progress": note, "admitted": lambda: True}
+    options: dict[str, Any] = {"budget_tokens": 10**6, "progress": note, "admitted": lambda: True}
     summary = await writer.summarise(messages, on_usage=lambda u: usage.append(u.total_tokens), **options)
     chunks = len(chunked(messages))
     assert summary.chunks == chunks == len(calls) and progress == [(n, chunks) for n in range(1, chunks + 1)]
@@ -181,7 +199,6 @@ async def test_a_spent_server_budget_stops_the_catch_up_and_counts_what_was_left
     summary = await writer.summarise(
         messages,
         budget_tokens=10**6,
-        bot_user_id=1,
         on_usage=lambda u: None,
         progress=note,
         admitted=lambda: next(answers, False),

@@ -10,7 +10,6 @@ import discord
 import pytest
 from e2e_support import (
     MODERATOR,
-    QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
     assert_silent,
@@ -26,6 +25,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_I
 from fake_llm import FakeLLM, ToolCall, message_text
 from test_e2e_memory import run_group_command
 
+from bot import Parley
 from commands.memory import CHANNEL_MEMORIES_HIDDEN
 from streaming import REGENERATING
 
@@ -74,17 +74,17 @@ async def test_edit_to_a_lone_surrogate_is_archived(
 # --- Other bots, webhooks and system messages --------------------------------------------------
 
 
-async def auto_reply_bot(fake: FakeDiscord, *, max_rounds: int = 10) -> list[dict[str, Any]]:
+async def auto_reply_bot(fake: FakeDiscord, client: Parley, *, max_rounds: int = 10) -> list[dict[str, Any]]:
     """Another bot that mentions Parley, then replies to each of Parley's posts mentioning it again.
 
-    Stops when Parley stays quiet for a while (or after `max_rounds`); returns the bot's messages.
+    Stops once Parley decides not to answer it (or after `max_rounds`); returns the bot's messages. Each round waits
+    for Parley's decision rather than for a quiet spell, which a loaded machine can stretch past any timeout.
     """
     sent = [await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> hello, fellow bot")]
     for _ in range(max_rounds):
-        try:
-            posts = await fake.wait_for_posts(len(sent), CHANNEL_ID, timeout=QUIET)
-        except TimeoutError:
+        if not (await decided(client, sent[-1])).respond:
             break
+        posts = await fake.wait_for_posts(len(sent), CHANNEL_ID, timeout=15)
         latest = int(posts[-1].message["id"])
         sent.append(await say(fake, OTHER_BOT_ID, f"<@{BOT_ID}> thanks! and what else?", reply_to=latest))
     return sent
@@ -95,7 +95,7 @@ async def test_another_bot_is_not_answered_but_the_model_sees_it(
 ) -> None:
     """By default an auto-replying bot that mentions Parley gets no answer, yet its words reach the model."""
     client = await bot.start()
-    sent = await auto_reply_bot(fake)
+    sent = await auto_reply_bot(fake, client)
     assert len(sent) == 1 and fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
     assert (await decided(client, sent[0])).reason == "other_bot"
 
@@ -113,7 +113,7 @@ async def test_allow_listed_bot_gets_at_most_max_bot_exchanges_answers(
 ) -> None:
     """An allow-listed auto-replying bot is answered MAX_BOT_EXCHANGES times, then the loop guard stops it."""
     client = await bot.start(answer_bot_ids=frozenset({OTHER_BOT_ID}), max_bot_exchanges=3)
-    sent = await auto_reply_bot(fake)
+    sent = await auto_reply_bot(fake, client)
     assert len(fake.posts_in(CHANNEL_ID)) == 3 and len(llm.requests) == 3
     assert len(sent) == 4
     stopped = await decided(client, sent[-1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import statistics
 from typing import Any
 
 import pytest
@@ -67,7 +68,11 @@ async def test_answer_ends_as_the_non_streamed_posts(
     if streamed:
         assert edits, "the answer should have grown by edits"
         gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(edits)]
-        assert all(gap >= 0.25 for gap in gaps), gaps
+        # Measured where the fake receives them: an edit held up on a loaded machine arrives late and the next one
+        # on time, so a single gap can come in under the 0.3 s the bot kept. Without pacing the gaps would be a few
+        # milliseconds; with it, none is under half the interval and the typical one is the interval.
+        assert all(gap >= 0.15 for gap in gaps), gaps
+        assert statistics.median(gaps) >= 0.27, gaps
     else:
         assert edits == []
 

@@ -34,6 +34,9 @@ class Listener:
     def tool_called(self, tool_name: str) -> None:
         self.tools.append(tool_name)
 
+    async def stopped(self) -> None:
+        await asyncio.Event().wait()  # stopped by its cancellation only, never while a tool call waits
+
 
 def streamed(*words: str) -> FunctionModel:
     """A model that streams `words`, one a chunk."""

@@ -1,0 +1,194 @@
+"""Which tool calls wait for the asker's approval, and what the model reads when one was not approved.
+
+Parley's own tools (the archive's, memory's and web search) never wait: they read, or keep a fact the member asked
+it to keep. An MCP server's tool waits unless the server marks it read-only or the deployer's MCP_SERVERS file
+allows it always (`ServerApproval`). MCP's tool annotations are hints from the server
+(https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
+`readOnlyHint: true` may change things, and `"approval": "always-ask"` ignores the hint for a server not trusted
+to give it honestly.
+
+The waiting is pydantic-ai's: a tool that needs approval raises `ApprovalRequired` (`ApprovalRequiredToolset`), the
+run ends with `DeferredToolRequests`, and agent.py resumes it with the asker's verdicts (`settle`), which an
+`Approver` collects (edge/approval.py: Approve and Deny buttons). A denied call reaches the model as the tool's
+result, a refusal it is asked to relay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset
+
+log = logging.getLogger("parley.tools")
+
+# "ask": tools the server does not mark read-only wait; "always-ask": every tool waits, whatever the server says;
+# "always-allowed": none does (a server the deployer trusts with whatever the model asks of it).
+ApprovalMode = Literal["ask", "always-ask", "always-allowed"]
+
+
+class Verdict(enum.Enum):
+    """How an approval request ended."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    TIMED_OUT = "timed out"
+    # There was no one to ask (no Discord answer to ask in, or the prompt could not be posted).
+    UNASKED = "unasked"
+
+
+# What the model reads as the result of a call that did not run, by verdict.
+REFUSALS = {
+    Verdict.DENIED: "The person asking denied this call, so it was not run. Do not try it again in this answer;"
+    " tell them it was not done.",
+    Verdict.TIMED_OUT: "The person asking did not approve this call in time, so it was not run. Do not try it again"
+    " in this answer; tell them it was not done and that they can ask again.",
+    Verdict.UNASKED: "This call needs the approval of the person asking, which could not be asked for here, so it"
+    " was not run. Tell them it was not done.",
+}
+# A deferred call that is not an approval (pydantic-ai's external tools): Parley runs none.
+NOT_RUN_HERE = "This tool cannot run here; it was not run."
+# The arguments shown to the asker are cut here: enough to see what the call does, within a Discord message.
+ARGUMENTS_SHOWN_MAX_CHARS = 1200
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One tool call waiting for the asker: the tool, as the model was offered it, and its arguments as JSON."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+
+
+class Approver(Protocol):
+    """Who decides a tool call for an answer: its asker, asked in the answer's channel (edge/approval.py)."""
+
+    async def ask(self, request: ApprovalRequest) -> Verdict: ...
+
+
+class _ServerEntry(BaseModel):
+    """The keys of an `mcpServers` entry Parley reads beside pydantic-ai's (which ignores them)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    approval: ApprovalMode = "ask"
+    # Cline's name for the same list (https://docs.cline.bot/mcp/configuring-mcp-servers).
+    always_allow: list[str] = Field(default_factory=list, alias="alwaysAllow")
+
+
+class _ServersFile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    mcpServers: dict[str, _ServerEntry]
+
+
+@dataclass(frozen=True)
+class ServerApproval:
+    """One MCP server's approval setting: its mode, and the tools (by the server's own names) that never wait."""
+
+    server: str
+    mode: ApprovalMode = "ask"
+    always_allowed: frozenset[str] = frozenset()
+
+    def requires_approval(self, tool_name: str, annotations: Mapping[str, Any] | None) -> bool:
+        """Whether a call of the server's tool `tool_name` (its own name, unprefixed) waits for the asker."""
+        if self.mode == "always-allowed" or tool_name in self.always_allowed:
+            return False
+        if self.mode == "always-ask":
+            return True
+        return not (annotations or {}).get("readOnlyHint", False)
+
+    def guard(self, toolset: AbstractToolset[Any]) -> ApprovalRequiredToolset[Any]:
+        """`toolset` (the server's tools, named `<server>_<tool>`), with the calls that need approval deferred."""
+        prefix = f"{self.server}_"
+
+        def required(ctx: RunContext[Any], tool_def: ToolDefinition, tool_args: dict[str, Any]) -> bool:
+            name = tool_def.name.removeprefix(prefix)
+            return self.requires_approval(name, (tool_def.metadata or {}).get("annotations"))
+
+        return ApprovalRequiredToolset(toolset, approval_required_func=required)
+
+
+def read_server_approvals(path: str | Path) -> dict[str, ServerApproval]:
+    """Each server's approval setting in the `mcpServers` file at `path` (a server without one: "ask").
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it is not JSON, or an `approval` or `alwaysAllow` value is not one Parley takes (a pydantic
+            ValidationError, which names the server and the key).
+    """
+    servers = _ServersFile.model_validate_json(Path(path).read_bytes()).mcpServers
+    return {
+        name: ServerApproval(name, entry.approval, frozenset(entry.always_allow)) for name, entry in servers.items()
+    }
+
+
+def approval_requests(requests: DeferredToolRequests) -> list[ApprovalRequest]:
+    """The calls in `requests` that wait for approval, each with its arguments as JSON cut for showing."""
+    return [
+        ApprovalRequest(call.tool_call_id, call.tool_name, _shown_arguments(call.args_as_dict()))
+        for call in requests.approvals
+    ]
+
+
+async def settle(
+    requests: DeferredToolRequests, approver: Approver | None, *, until: Callable[[], Awaitable[object]] | None = None
+) -> DeferredToolResults | None:
+    """The results that resume a run ended by `requests`: each approval as the asker decided it (all asked at once),
+    a refusal for the model where it was not approved. None if `until()` returns first (the answer was stopped):
+    the requests still waiting are then withdrawn."""
+    asked = approval_requests(requests)
+    if approver is None:
+        verdicts = [Verdict.UNASKED] * len(asked)
+    else:
+        asking = asyncio.gather(*(approver.ask(request) for request in asked), return_exceptions=True)
+        decided = await _first_of(asking, until)
+        if decided is None:
+            return None
+        verdicts = [_verdict(request, outcome) for request, outcome in zip(asked, decided, strict=True)]
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {
+        request.tool_call_id: ToolApproved() if verdict is Verdict.APPROVED else ToolDenied(REFUSALS[verdict])
+        for request, verdict in zip(asked, verdicts, strict=True)
+    }
+    calls: dict[str, Any] = {call.tool_call_id: NOT_RUN_HERE for call in requests.calls}
+    return requests.build_results(approvals=approvals, calls=calls)
+
+
+async def _first_of(
+    asking: asyncio.Future[list[Verdict | BaseException]], until: Callable[[], Awaitable[object]] | None
+) -> list[Verdict | BaseException] | None:
+    """The verdicts, or None if `until()` returns first; the wait that lost is cancelled (its prompts then close)."""
+    if until is None:
+        return await asking
+    stop: asyncio.Future[Any] = asyncio.ensure_future(until())
+    try:
+        done, _ = await asyncio.wait((asking, stop), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (asking, stop):
+            waiting.cancel()
+        # The cancelled asks close their prompts before the answer goes on.
+        await asyncio.gather(asking, stop, return_exceptions=True)
+    return asking.result() if asking in done else None
+
+
+def _verdict(request: ApprovalRequest, outcome: Verdict | BaseException) -> Verdict:
+    """An approver's failure leaves the call unasked, and so not run: it never fails the answer."""
+    if isinstance(outcome, Verdict):
+        return outcome
+    log.error("asking to approve %s failed", request.tool_name, exc_info=outcome)
+    return Verdict.UNASKED
+
+
+def _shown_arguments(arguments: Mapping[str, Any]) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return text if len(text) <= ARGUMENTS_SHOWN_MAX_CHARS else text[: ARGUMENTS_SHOWN_MAX_CHARS - 1] + "…"
