@@ -37,7 +37,6 @@ PALETTE = [
 # Channels shown on their own; the rest share the last colour.
 CHART_MAX_CHANNELS = len(PALETTE) - 1
 OTHER_CHANNELS = "other channels"
-CHANNEL_NAME_SHOWN_CHARS = 24
 FONT_SIZE = 14
 # Plot area: left margin for the axis labels, right margin for the legend.
 LEFT, RIGHT, TOP, BOTTOM = 80, 220, 36, 40
@@ -66,7 +65,8 @@ class Box:
 
 def daily_usage(rows: Iterable[TokenUsage], first: date, last: date, names: Mapping[int, str]) -> DailyUsage:
     """The rows from `first` to `last` (UTC days, both included) per day and channel; channels are named by
-    `names` (an id it lacks is shown as "channel <id>"), and beyond the biggest CHART_MAX_CHANNELS they are grouped."""
+    `names` (an id it lacks is shown as "channel <id>"), and beyond the biggest CHART_MAX_CHANNELS they are grouped.
+    A channel's name can be as long as Discord allows (100 characters): the legend cuts it to fit."""
     days = [first + timedelta(days=offset) for offset in range((last - first).days + 1)]
     column = {day: index for index, day in enumerate(days)}
     tokens: defaultdict[int, Counter[int]] = defaultdict(Counter)
@@ -94,8 +94,7 @@ def _channel_label(channel_id: int, names: Mapping[int, str]) -> str:
     name = names.get(channel_id)
     if name is None:
         return f"channel {channel_id}"
-    name = "#" + " ".join(name.split())
-    return name if len(name) <= CHANNEL_NAME_SHOWN_CHARS else name[: CHANNEL_NAME_SHOWN_CHARS - 1] + "…"
+    return "#" + " ".join(name.split())
 
 
 def panels() -> tuple[Box, Box]:
@@ -176,10 +175,21 @@ def _day_labels(draw: ImageDraw.ImageDraw, font: _Font, box: Box, days: Sequence
 
 
 def _legend(draw: ImageDraw.ImageDraw, font: _Font, data: DailyUsage, x: int, y: int) -> None:
+    room = WIDTH - (x + FONT_SIZE + 8) - 4
     for series, name in enumerate(data.channels):
         top = y + series * (FONT_SIZE + 10)
         draw.rectangle([x, top, x + FONT_SIZE, top + FONT_SIZE], fill=color_of(series, data))
-        draw.text((x + FONT_SIZE + 8, top + FONT_SIZE / 2), name, fill=INK, font=font, anchor="lm")
+        draw.text((x + FONT_SIZE + 8, top + FONT_SIZE / 2), fit(name, font, room), fill=INK, font=font, anchor="lm")
+
+
+def fit(text: str, font: _Font, width: float) -> str:
+    """`text` as drawn in `font` within `width` pixels, ending in "…" where it was cut (a name of wide letters
+    takes fewer of them than one of narrow letters)."""
+    if font.getlength(text) <= width:
+        return text
+    while text and font.getlength(text + "…") > width:
+        text = text[:-1]
+    return text + "…"
 
 
 def _nice_ceiling(value: float) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 import discord
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image
+from PIL import Image, ImageFont
 
 from archive import Memory, TokenUsage
 from commands.embeds import (
@@ -34,11 +34,13 @@ from commands.profile import clip_list, profile_embed
 from commands.usage_chart import (
     BACKGROUND,
     CHART_MAX_CHANNELS,
+    FONT_SIZE,
     HEIGHT,
     OTHER_CHANNELS,
     PALETTE,
     WIDTH,
     daily_usage,
+    fit,
     panels,
     slot,
     usage_chart_png,
@@ -172,12 +174,21 @@ def test_daily_usage_keeps_the_biggest_channels_and_groups_the_rest() -> None:
     rows, first, last = month_of_usage()
     data = daily_usage(rows, first, last, {109: "big   one", 108: "x" * 40})
     assert len(data.days) == 30 and data.days[-1] == DAY
-    assert data.channels[0] == "#big one" and data.channels[1] == "#" + "x" * 22 + "…"
+    assert data.channels[0] == "#big one" and data.channels[1] == "#" + "x" * 40
     assert data.channels[2] == "channel 107" and data.channels[-1] == OTHER_CHANNELS
     assert len(data.channels) == CHART_MAX_CHANNELS + 1
     assert sum(map(sum, data.tokens)) == sum(usage.total_tokens for usage in rows)
     assert Decimal(str(round(sum(map(sum, data.costs)), 9))) == round(sum(cost_of(usage) or 0 for usage in rows), 9)
     assert data.tokens[0][0] == 10_000 + 100 and data.tokens[0][1] == 0
+
+
+def test_legend_names_are_cut_to_the_room_they_have() -> None:
+    """A name is cut by its drawn width, not its letters: more narrow letters fit than wide ones."""
+    font = ImageFont.load_default(size=FONT_SIZE)
+    wide, narrow = fit("#" + "W" * 100, font, 170), fit("#" + "i" * 100, font, 170)
+    assert wide.endswith("…") and narrow.endswith("…") and len(narrow) > len(wide)
+    assert font.getlength(wide) <= 170 and font.getlength(narrow) <= 170
+    assert fit("#general", font, 170) == "#general"
 
 
 def test_rows_outside_the_period_are_left_out() -> None:
