@@ -201,6 +201,7 @@ class Parley(discord.AutoShardedClient):
         await self.profiles.attach(archive)
         await channels.load(archive)
         await self.usage.attach(archive)
+        self.admission.count_in(archive)
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
         await self.upkeep.resume(archive)
@@ -265,11 +266,11 @@ class Parley(discord.AutoShardedClient):
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
         return await self.answering.latest_answer(channel)
 
-    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
-        return self.pipeline.regenerate_refusal(turn, member_id)
+    async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:
+        return await self.pipeline.regenerate_refusal(turn, member)
 
-    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
-        await self.pipeline.regenerate(turn, member_id)
+    async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None:
+        await self.pipeline.regenerate(turn, member)
 
     # -- What admission asks of the client (admission.gatekeeper.AdmissionClient) --
 

@@ -56,6 +56,7 @@ class UsageLedger:
         self.day = self.today()
         self._by_place: Counter[tuple[int, int, int]] = Counter()
         self._by_server: Counter[int] = Counter()
+        self._by_member: Counter[tuple[int, int]] = Counter()
         # Today's rows in full (per server, channel, member and model), for /parley-admin usage.
         self._rows: dict[tuple[int, int, int, str], TokenUsage] = {}
         # Told of every record as it is made (Logfire's metrics, when it is on).
@@ -127,6 +128,11 @@ class UsageLedger:
         self._roll_over()
         return self._by_server[guild_id]
 
+    def member_tokens(self, guild_id: int, member_id: int) -> int:
+        """The member's tokens in the server so far today (ROLE_LIMITS' tokens a day)."""
+        self._roll_over()
+        return self._by_member[guild_id, member_id]
+
     def summary(self, guild_id: int, channel_id: int, *, top: int = TOP_MEMBERS) -> UsageSummary:
         """The server's and the channel's tokens today, and the server's `top` members by tokens."""
         self._roll_over()
@@ -145,6 +151,7 @@ class UsageLedger:
     def _count(self, guild_id: int, channel_id: int, member_id: int, tokens: int) -> None:
         self._by_place[guild_id, channel_id, member_id] += tokens
         self._by_server[guild_id] += tokens
+        self._by_member[guild_id, member_id] += tokens
 
     def _add_row(self, usage: TokenUsage) -> None:
         key = (usage.guild_id, usage.channel_id, usage.member_id, usage.model)
@@ -166,4 +173,5 @@ class UsageLedger:
             self.day = today
             self._by_place.clear()
             self._by_server.clear()
+            self._by_member.clear()
             self._rows.clear()

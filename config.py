@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from addressing import MIN_NAME_CHARS
 from archive import DatabaseUrlError, check_database_url, is_postgres_url
+from limits import RoleLimit, parse_role_limits
 
 ChannelMode = Literal["mention-only", "normal", "chatty"]
 VisionMode = Literal["auto", "on", "off"]
@@ -80,6 +81,11 @@ class Settings(BaseSettings):
         30, ge=0, description="Answers a member may get an hour in a server, after the burst; 0: no limit."
     )
     member_answer_burst: int = Field(5, ge=1, description="Answers a member may get in quick succession.")
+    role_limits: Annotated[frozenset[RoleLimit], NoDecode] = Field(
+        frozenset(),
+        description="Limits by role, in place of the member defaults: role_id:answers_per_hour:tokens_per_day,"
+        " comma-separated (0: no limit); a member with several of these roles gets the most generous of each.",
+    )
     channel_queue_limit: int = Field(
         5,
         ge=1,
@@ -147,6 +153,12 @@ class Settings(BaseSettings):
         " (several processes, shards); empty turns it and its tools off.",
     )
     history_retention_days: int = Field(90, ge=0, description="Archive retention; 0 keeps everything.")
+    archive_lock_wait_seconds: float = Field(
+        15,
+        ge=0,
+        description="How long a start waits for another process serving from the same archive (or shard) to stop,"
+        " as a redeploy's old one does, before it gives up with exit 2; 0 gives up at once.",
+    )
     archive_file_text_channel_bytes: int = Field(
         4_000_000,
         ge=0,
@@ -201,7 +213,7 @@ class Settings(BaseSettings):
     mcp_servers: str | None = Field(
         None,
         description="JSON file of MCP servers whose tools Parley offers, in the common mcpServers format"
-        " (stdio: command, args, env; streamable HTTP: url, headers); needs the mcp extra.",
+        " (stdio: command, args, env; streamable HTTP: url, headers).",
     )
     mcp_tool_timeout_seconds: float = Field(
         30, gt=0, description="Longest an MCP tool call may take; a slower one is stopped and the model told so."
@@ -217,7 +229,7 @@ class Settings(BaseSettings):
     web_search: WebSearchMode = Field(
         "off",
         description="Web search for the model: off, native (the provider's own search tool), duckduckgo or"
-        " tavily (searched by Parley; needs the web extra).",
+        " tavily (searched by Parley).",
     )
     web_search_max_calls: int = Field(2, ge=1, description="Web searches one answer may make.")
 
@@ -346,6 +358,11 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
         return frozenset(int(item) for item in ids)
+
+    @field_validator("role_limits", mode="before")
+    @classmethod
+    def _role_limit_rules(cls, value: Any) -> Any:
+        return frozenset(parse_role_limits(value)) if isinstance(value, str) else value
 
     @field_validator("wake_words", mode="before")
     @classmethod

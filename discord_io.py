@@ -87,6 +87,13 @@ def is_automated(message: discord.Message) -> bool:
     return author.bot or author.system or message.webhook_id is not None
 
 
+def role_ids_of(user: discord.Member | discord.User | discord.abc.User) -> frozenset[int]:
+    """The ids of a server member's roles, the server's own id (its @everyone role) included; none for a user met
+    outside a server (a DM)."""
+    roles = user.roles if isinstance(user, discord.Member) else ()
+    return frozenset(role.id for role in roles)
+
+
 def discord_time(moment: datetime) -> str:
     """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
     return f"<t:{int(moment.timestamp())}:R>"

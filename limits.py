@@ -1,4 +1,5 @@
-"""Admission limits: how often a member may be answered, how many triggers may wait in a channel.
+"""Admission limits: how often a member may be answered (by default or by role), how many triggers may wait in a
+channel.
 
 Pure bookkeeping, no Discord and no asyncio: time comes from an injected clock (the engine's, see
 conversation.py), so tests (freezegun or a hand-moved clock) and replays drive it.
@@ -6,10 +7,12 @@ conversation.py), so tests (freezegun or a hand-moved clock) and replays drive i
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,85 @@ class TokenBucket:
             if now - oldest.updated_at < self._full_after:
                 return
             buckets.popitem(last=False)
+
+
+class Rate(NamedTuple):
+    """A member's answers: `per_hour` after a `burst`; a `per_hour` of 0 is no limit."""
+
+    per_hour: float
+    burst: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleLimit:
+    """One ROLE_LIMITS rule: the members with the role get `answers_per_hour` and `tokens_per_day` (0: no limit)."""
+
+    role_id: int
+    answers_per_hour: float
+    tokens_per_day: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLimits:
+    """What one member may have: their answers' rate and their tokens a UTC day (0: no limit), by a role's rule
+    (`by_role`) or the member defaults."""
+
+    rate: Rate
+    tokens_per_day: int = 0
+    by_role: bool = False
+
+
+ROLE_LIMITS_EXAMPLE = "123456789012345678:10:20000,234567890123456789:60:0"
+
+
+def parse_role_limits(text: str) -> tuple[RoleLimit, ...]:
+    """ROLE_LIMITS: `role_id:answers_per_hour:tokens_per_day` rules, comma-separated; ValueError naming the first
+    bad rule otherwise."""
+    rules: dict[int, RoleLimit] = {}
+    for item in text.replace(" ", "").split(","):
+        if not item:
+            continue
+        rule = _role_limit(item)
+        if rule.role_id in rules:
+            raise ValueError(f"role {rule.role_id} has two rules; give each role one")
+        rules[rule.role_id] = rule
+    return tuple(rules.values())
+
+
+def _role_limit(item: str) -> RoleLimit:
+    parts = item.split(":")
+    shape = f"must be role_id:answers_per_hour:tokens_per_day rules separated by commas, e.g. {ROLE_LIMITS_EXAMPLE}"
+    if len(parts) != 3 or not (parts[0].isascii() and parts[0].isdigit() and parts[2].isascii() and parts[2].isdigit()):
+        raise ValueError(f"{shape}; {item!r} is not one")
+    try:
+        per_hour = float(parts[1])
+    except ValueError:
+        raise ValueError(f"{shape}; {item!r} is not one") from None
+    if not math.isfinite(per_hour) or per_hour < 0:
+        raise ValueError(f"answers per hour must be 0 (no limit) or more; {item!r} has {parts[1]}")
+    return RoleLimit(int(parts[0]), per_hour, int(parts[2]))
+
+
+def limits_for(role_ids: Collection[int], default: Rate, rules: Iterable[RoleLimit]) -> MemberLimits:
+    """A member's limits from their roles: the member defaults unless a ROLE_LIMITS rule names one of their roles.
+
+    A role's rule is more specific than the defaults, so it replaces them, tighter or looser. A member with several
+    limited roles gets the most generous of them, each limit on its own (as Discord's permissions add up: a role
+    can give more, never take away what another gave); 0, no limit, is the most generous. A role's burst is the
+    default burst, but never more than its hour's answers, so a role of 2 an hour is stopped after 2.
+    """
+    mine = [rule for rule in rules if rule.role_id in role_ids]
+    if not mine:
+        return MemberLimits(default)
+    widest = max(mine, key=lambda rule: _generosity(rule.answers_per_hour))
+    per_hour = widest.answers_per_hour
+    tokens = max(mine, key=lambda rule: _generosity(rule.tokens_per_day)).tokens_per_day
+    burst = default.burst if per_hour == 0 else max(1, min(default.burst, math.floor(per_hour)))
+    return MemberLimits(Rate(per_hour, burst), tokens, by_role=True)
+
+
+def _generosity(limit: float) -> float:
+    return math.inf if limit == 0 else limit
 
 
 @dataclass(frozen=True, slots=True)

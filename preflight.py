@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import UserError
 from archive import describe_database_url, is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
+from ops.packages import missing_package_fix
 from ops.redaction import MASK, mask_credentials
 from profiles import profiles_file_problem
 from providers.models import build_model
@@ -43,7 +44,8 @@ INVITE_PERMISSIONS = discord.Permissions(
 # Secrets of the providers that --check reports as set or not, never showing their values.
 _SECRET_VARIABLE = re.compile(r"^[A-Z0-9_]+_API_KEY$|^LOGFIRE_TOKEN$")
 _KEY_NEEDED = re.compile(r"Set the `(\w+)` environment variable")
-_PIP_INSTALL = re.compile(r'pip install "([^"]+)"')
+# pydantic-ai's "Did you mean '...'?" for a model string it does not know.
+_SUGGESTION = re.compile(r"Did you mean '[^']+'\?")
 
 
 def parley_version() -> str:
@@ -147,18 +149,18 @@ def model_problem(settings: Settings, variable: str, name: str) -> str | None:
     try:
         build_model(settings, name)
     except ImportError as error:
-        package = _PIP_INSTALL.search(str(error))
-        fix = f'pip install "{package.group(1)}"' if package else f"install what is missing ({error})"
-        return f"{variable}={name} needs a provider package that is not installed: {fix}"
+        return f"{variable}={name} needs a provider package that is not installed: {missing_package_fix(error)}"
     except UserError as error:
         message = str(error)
         key = _KEY_NEEDED.search(message)
         if key:
             return f"{variable}={name} needs {key.group(1)}: set it in .env or the environment"
         if message.startswith("Unknown model"):
+            suggestion = _SUGGESTION.search(message)
             return (
                 f"{variable} is invalid: {name!r} is not a pydantic-ai model string such as openai:gpt-4.1-mini"
-                " (for an OpenAI-compatible server, set LLM_BASE_URL and give the model's name there)"
+                + (f"; pydantic-ai asks: d{suggestion.group()[1:]}" if suggestion else "")
+                + " (for an OpenAI-compatible server, set LLM_BASE_URL and give the model's name there)"
             )
         return f"{variable}={name} cannot be used: {message.splitlines()[0]}"
     return None

@@ -461,9 +461,9 @@ class Regenerator(Protocol):
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None: ...
 
-    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None: ...
+    async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None: ...
 
-    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None: ...
+    async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None: ...
 
 
 def regenerate_command() -> app_commands.ContextMenu:
@@ -487,9 +487,9 @@ async def _regenerate(interaction: discord.Interaction, message: discord.Message
         await interaction.response.send_message(BUSY, ephemeral=True)
         return
     # Admitted like any answer: the member's rate and the server's budget, before a word is said.
-    refusal = regenerator.regenerate_refusal(turn, interaction.user.id)
+    refusal = await regenerator.regenerate_refusal(turn, interaction.user)
     if refusal is not None:
         await interaction.response.send_message(refusal, ephemeral=True)
         return
     await interaction.response.send_message(REGENERATING, ephemeral=True)
-    await regenerator.regenerate(turn, interaction.user.id)
+    await regenerator.regenerate(turn, interaction.user)

@@ -27,6 +27,7 @@ from pydantic_core import to_json
 from archive import ArchivedMessage, ChannelStats
 from config import Settings
 from memory import MemoryStore, format_memories
+from ops.packages import missing_package_fix
 from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
 from tool_approval import Approver, ServerApproval, read_server_approvals
 
@@ -344,7 +345,7 @@ def build_toolbox(settings: Settings, *, web_search: WebSearchFunction | None = 
     `web_search` replaces the search backend WEB_SEARCH names (tests pass a fake one).
 
     Raises:
-        ToolConfigError: MCP_SERVERS names a file that cannot be used, or WEB_SEARCH's package is missing.
+        ToolConfigError: MCP_SERVERS names a file that cannot be used, or WEB_SEARCH's package is not installed.
     """
     toolbox = Toolbox()
     if settings.web_search == "native":
@@ -394,7 +395,7 @@ def tool_config_problem(settings: Settings) -> str | None:
 
 
 def web_search_function(settings: Settings) -> WebSearchFunction:
-    """The search WEB_SEARCH names, from pydantic-ai's common tools (their packages are Parley's web extra)."""
+    """The search WEB_SEARCH names, from pydantic-ai's common tools (requirements.txt installs their clients)."""
     try:
         if settings.web_search == "tavily":
             from pydantic_ai.common_tools.tavily import tavily_search_tool
@@ -407,7 +408,7 @@ def web_search_function(settings: Settings) -> WebSearchFunction:
         return cast(WebSearchFunction, duckduckgo_search_tool(max_results=WEB_RESULTS_MAX).function)
     except ImportError as error:
         raise ToolConfigError(
-            f'WEB_SEARCH={settings.web_search} needs the web extra: pip install -e ".[web]" ({error.name} is missing)'
+            f"WEB_SEARCH={settings.web_search} needs a package that is not installed: {missing_package_fix(error)}"
         ) from None
 
 
@@ -650,12 +651,14 @@ def load_mcp_servers(path: str, timeout_seconds: float) -> list[McpServer]:
     """The servers of the `mcpServers` JSON file at `path`, through pydantic-ai's loader; none started.
 
     Raises:
-        ToolConfigError: the file is missing, unreadable or malformed, or the mcp extra is not installed.
+        ToolConfigError: the file is missing, unreadable or malformed, or the MCP client is not installed.
     """
     try:
         from pydantic_ai.mcp import MCPToolset, load_mcp_toolsets
-    except ImportError:
-        raise ToolConfigError(f'MCP_SERVERS needs the mcp extra: pip install -e ".[mcp]" (file {path})') from None
+    except ImportError as error:
+        raise ToolConfigError(
+            f"MCP_SERVERS ({path}) needs a package that is not installed: {missing_package_fix(error)}"
+        ) from None
     try:
         loaded = load_mcp_toolsets(path)
         approvals = read_server_approvals(path)

@@ -6,35 +6,45 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Protocol
 
 import discord
 
+from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from admission.bots import BotGate
+from archive.allowances import PostgresAllowances
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
 from conversation import utc_now
 from decider import JudgeCall
-from discord_io import discord_time, reply_mentions
-from limits import Admission, TokenBucket, WaitingLine
+from discord_io import discord_time, guild_id_of, reply_mentions, role_ids_of
+from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
 
 log = logging.getLogger("parley")
 
 # Decisions the admission limits make instead of the decider: the message is recorded, not answered.
 MEMBER_RATE_LIMITED = Decision(False, "member_rate_limited", "limit")
+# The same, past the rate a role of the member's gives them (ROLE_LIMITS), and past that role's tokens a day.
+ROLE_RATE_LIMITED = Decision(False, "role_rate_limited", "limit")
+ROLE_TOKEN_BUDGET = Decision(False, "role_token_budget", "limit")
 SUPERSEDED = Decision(False, "superseded", "limit")
 QUEUE_FULL = Decision(False, "queue_full", "limit")
 SLOW_DOWN = "Slow down a little: I can answer you again {when}. Until then I'll stay quiet."
+ROLE_TOKENS_NOTICE = (
+    "You have used the share of Parley's tokens your role gives you today, so I'll stay quiet with you until it"
+    " resets {reset}."
+)
 # Said once per server and UTC day, then silence: repeating it would spend the channel's patience instead.
 BUDGET_NOTICE = "This server has used up Parley's token budget for today, so I'll stay quiet until it resets {reset}."
 SERVER_BUDGET = Decision(False, "server_budget", "budget")
 # What the member who clicked Regenerate is told, only them, when it is not admitted.
 REGENERATE_SLOW_DOWN = "Slow down a little: I can write an answer for you again {when}."
 REGENERATE_OVER_BUDGET = "This server has used up Parley's token budget for today; I can write again {reset}."
+REGENERATE_OVER_ROLE_TOKENS = "You have used your role's share of Parley's tokens for today; I can write again {reset}."
 # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
 # so neither the model provider nor the process's memory sees them all at the same time.
 SUMMARIES_AT_ONCE = 4
@@ -68,13 +78,16 @@ class AdmissionClient(Protocol):
 
 
 class Gatekeeper:
-    """Every model call Parley makes is admitted here: the bot gate, member rates, channel turns, server budgets.
+    """Every model call Parley makes is admitted here: the bot gate, member and role limits, channel turns, server
+    budgets.
 
-    A member's request (an answer, a Regenerate) spends one of their answers (MEMBER_ANSWERS_PER_HOUR), waits
-    its channel's turn (at most CHANNEL_QUEUE_LIMIT members' mentions wait) and is refused once the server has
-    spent SERVER_TOKENS_PER_DAY. The judge runs inside the turn of the message it weighs and is skipped on a spent
-    budget. Summaries are asked for by no member, so they spend no member's rate; they still wait for their
-    channel's turn (never beside an answer there) and are skipped on a spent budget.
+    A member's request (an answer, a Regenerate) spends one of their answers (MEMBER_ANSWERS_PER_HOUR, or their
+    roles' ROLE_LIMITS, which also bound their tokens a day), waits its channel's turn (at most CHANNEL_QUEUE_LIMIT
+    members' mentions wait) and is refused once the server has spent SERVER_TOKENS_PER_DAY. Answers and tokens are
+    counted by `allowances`: in this process, or in a Postgres archive every process shares (`count_in`). The
+    judge runs inside the turn of the message it weighs and is skipped on a spent budget. Summaries are asked for
+    by no member, so they spend no member's rate; they still wait for their channel's turn (never beside an answer
+    there) and are skipped on a spent budget.
     """
 
     def __init__(
@@ -90,71 +103,101 @@ class Gatekeeper:
         self.client = client
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         self._turns: dict[int, _Turn] = {}
-        self.member_rates = (
-            TokenBucket(settings.member_answers_per_hour, settings.member_answer_burst, clock=clock)
-            if settings.member_answers_per_hour
-            else None
-        )
+        self.default_rate = Rate(settings.member_answers_per_hour, settings.member_answer_burst)
+        # In this process until `count_in` moves the count to a Postgres archive that other processes share.
+        self.allowances: Allowances = LocalAllowances(usage, clock)
         self.answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
-        # The UTC day each server was last told its budget is spent.
+        # The UTC day each server was last told its budget is spent, and each member their role's tokens are.
         self._budget_notices: dict[int, date] = {}
+        self._token_notices: dict[tuple[int, int], date] = {}
 
-    # -- A member's rate --
+    def count_in(self, archive: object) -> None:
+        """Count members' answers and the day's tokens in `archive` from now on if other processes may share it
+        (Postgres); a SQLite archive has one process, which keeps counting in memory."""
+        if isinstance(archive, PostgresAllowances):
+            self.allowances = SharedAllowances(archive, self.usage, self.allowances.clock)
 
-    def take(self, guild_id: int, member_id: int) -> Admission:
+    # -- A member's rate and tokens, by default or by role --
+
+    def limits_of(self, role_ids: Collection[int]) -> MemberLimits:
+        """The limits of a member with these roles (ROLE_LIMITS, else MEMBER_ANSWERS_PER_HOUR and its burst)."""
+        return limits_for(role_ids, self.default_rate, self.settings.role_limits)
+
+    async def take(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> Admission:
         """Spend one of the member's answers in the server, if they have one left."""
-        if self.member_rates is None:
+        rate = self.limits_of(role_ids).rate
+        if rate.per_hour == 0:
             return _ADMITTED
-        return self.member_rates.take((guild_id, member_id))
+        return await self.allowances.take(guild_id, member_id, rate)
 
-    def give_back(self, guild_id: int, member_id: int) -> None:
+    async def give_back(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> None:
         """Return an answer taken for a model call that was not made after all."""
-        if self.member_rates is not None:
-            self.member_rates.give_back((guild_id, member_id))
+        rate = self.limits_of(role_ids).rate
+        if rate.per_hour:
+            await self.allowances.give_back(guild_id, member_id, rate)
 
-    def within_rate(self, guild_id: int, member_id: int) -> bool:
-        """Whether the author may be answered now, without spending their answer: a member past their rate gets no
-        thread, only the channel's one-line notice."""
-        if not self.take(guild_id, member_id).admitted:
+    async def tokens_spent(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> bool:
+        """Whether the member has used the tokens a day their roles give them (never, without such a rule)."""
+        allowed = self.limits_of(role_ids).tokens_per_day
+        return allowed > 0 and await self.allowances.member_tokens(guild_id, member_id) >= allowed
+
+    async def within_rate(self, message: discord.Message) -> bool:
+        """Whether the author may be answered now, without spending their answer: a member past their rate or their
+        role's tokens gets no thread, only the channel's one-line notice."""
+        guild_id, author, roles = guild_id_of(message), message.author.id, role_ids_of(message.author)
+        if await self.tokens_spent(guild_id, author, roles) or not (await self.take(guild_id, author, roles)).admitted:
             return False
-        self.give_back(guild_id, member_id)
+        await self.give_back(guild_id, author, roles)
         return True
 
     async def admit_member(
         self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
     ) -> bool:
-        """Spend one of the author's answers before their message is decided, so a member over their rate costs no
-        judge call either; refused, the message is noted `member_rate_limited` and, if it `addressed` Parley,
-        its author is told once when to come back."""
-        admission = self.take(guild_id, record.author_id)
+        """Spend one of the author's answers before their message is decided, so a member over their limits costs no
+        judge call either. Refused (`member_rate_limited`, `role_rate_limited`, `role_token_budget`), the message is
+        noted and, if it `addressed` Parley, its author is told once why and when to come back."""
+        author, roles = record.author_id, role_ids_of(message.author)
+        limits = self.limits_of(roles)
+        if await self.tokens_spent(guild_id, author, roles):
+            self.client.decided_here(record, ROLE_TOKEN_BUDGET)
+            if addressed and self._first_token_notice(guild_id, author):
+                await self.tell(
+                    message, ROLE_TOKENS_NOTICE.format(reset=discord_time(next_utc_midnight(self.usage.day)))
+                )
+            return False
+        admission = await self.take(guild_id, author, roles)
         if admission.admitted:
             return True
-        self.client.decided_here(record, MEMBER_RATE_LIMITED)
-        rates = self.member_rates
+        self.client.decided_here(record, ROLE_RATE_LIMITED if limits.by_role else MEMBER_RATE_LIMITED)
         retry_at = admission.retry_at
-        if (
-            addressed
-            and retry_at is not None
-            and rates is not None
-            and rates.first_warning((guild_id, record.author_id))
-        ):
-            await self.say_slow_down(message, retry_at)
+        if addressed and retry_at is not None and await self.allowances.first_warning(guild_id, author, limits.rate):
+            await self.tell(message, SLOW_DOWN.format(when=_rounded_up(retry_at)))
         return False
 
-    async def say_slow_down(self, message: discord.Message, retry_at: datetime) -> None:
-        """Tell a member once, replying to them, when Parley answers them again.
+    def _first_token_notice(self, guild_id: int, member_id: int) -> bool:
+        """True once per member and UTC day: their role's tokens are spent until midnight, which one notice says."""
+        day = self.usage.day
+        if self._token_notices.get((guild_id, member_id)) == day:
+            return False
+        self._token_notices = {key: told for key, told in self._token_notices.items() if told == day}
+        self._token_notices[guild_id, member_id] = day
+        log.info("member %s has used their role's tokens for %s in server %s", member_id, day, guild_id)
+        return True
+
+    async def tell(self, message: discord.Message, text: str) -> None:
+        """Tell a member once, replying to them, why Parley stays quiet with them and until when.
 
         Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
         """
         try:
             await message.channel.send(
-                SLOW_DOWN.format(when=_rounded_up(retry_at)),
+                text,
                 reference=message.to_reference(fail_if_not_exists=False),
                 allowed_mentions=reply_mentions(message.author),
             )
         except discord.HTTPException as error:
-            log.warning("could not tell a member in channel %s to slow down: %s", message.channel.id, error)
+            log.warning("could not tell a member in channel %s why they wait: %s", message.channel.id, error)
 
     # -- A channel's turn and its line of waiting mentions --
 
@@ -191,10 +234,10 @@ class Gatekeeper:
 
     # -- The server's budget --
 
-    def server_budget_spent(self, guild_id: int) -> bool:
+    async def server_budget_spent(self, guild_id: int) -> bool:
         """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
         budget = self.settings.server_tokens_per_day
-        return budget > 0 and self.usage.server_tokens(guild_id) >= budget
+        return budget > 0 and await self.allowances.server_tokens(guild_id) >= budget
 
     async def decline_over_budget(
         self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
@@ -218,34 +261,37 @@ class Gatekeeper:
 
     async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision:
         """The judge's decision on `record`, made in the turn its caller holds; on a spent budget it is not asked."""
-        if self.server_budget_spent(guild_id):
+        if await self.server_budget_spent(guild_id):
             call.close()  # never started: no model call, nothing to clean up
             self.client.decided_here(record, SERVER_BUDGET)
             return SERVER_BUDGET
         return await call
 
-    def regenerate_refusal(self, guild_id: int, member_id: int) -> str | None:
+    async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """Why `member_id` may not have an answer regenerated now, in one line for them alone; None admits them,
         spending one of their answers (`give_back` returns it if no model call follows)."""
-        if self.server_budget_spent(guild_id):
-            return REGENERATE_OVER_BUDGET.format(reset=discord_time(next_utc_midnight(self.usage.day)))
-        admission = self.take(guild_id, member_id)
+        reset = discord_time(next_utc_midnight(self.usage.day))
+        if await self.server_budget_spent(guild_id):
+            return REGENERATE_OVER_BUDGET.format(reset=reset)
+        if await self.tokens_spent(guild_id, member_id, role_ids):
+            return REGENERATE_OVER_ROLE_TOKENS.format(reset=reset)
+        admission = await self.take(guild_id, member_id, role_ids)
         if admission.admitted:
             return None
         assert admission.retry_at is not None  # a refusal always says when a token is back
         return REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at))
 
-    def member_refusal(self, guild_id: int, member_id: int) -> str | None:
-        """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same rate, the
+    async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
+        """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same limits, the
         same budget, the same one line."""
-        return self.regenerate_refusal(guild_id, member_id)
+        return await self.regenerate_refusal(guild_id, member_id, role_ids)
 
     @contextlib.asynccontextmanager
     async def summary_call(self, guild_id: int, channel_id: int) -> AsyncIterator[bool]:
         """Hold a summary's place (one of SUMMARIES_AT_ONCE, then its channel's turn); yields whether the server's
         budget admits its model call."""
         async with self._summary_slots, self.channel_turn(channel_id):
-            spent = self.server_budget_spent(guild_id)
+            spent = await self.server_budget_spent(guild_id)
             if spent:
                 log.info("summary for channel %s skipped: server %s has spent its budget today", channel_id, guild_id)
             yield not spent

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -14,7 +15,7 @@ from answering.answer import Answering
 from answering.decisions import DecisionLog
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
-from discord_io import guild_id_of, is_closed_thread
+from discord_io import guild_id_of, is_closed_thread, role_ids_of
 from edge.arrival import Arrival
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
@@ -60,11 +61,11 @@ class Admission(Protocol):
 
     async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision: ...
 
-    def regenerate_refusal(self, guild_id: int, member_id: int) -> str | None: ...
+    async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> str | None: ...
 
-    def give_back(self, guild_id: int, member_id: int) -> None: ...
+    async def give_back(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> None: ...
 
-    def server_budget_spent(self, guild_id: int) -> bool: ...
+    async def server_budget_spent(self, guild_id: int) -> bool: ...
 
     async def decline_over_budget(
         self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
@@ -157,7 +158,7 @@ class MessagePipeline:
             if not answerable:
                 self._record_late(record, live)
                 return
-            opens = self.threads.opens_thread(message, record)
+            opens = await self.threads.opens_thread(message, record)
             thread = await self.threads.open_thread(message, record) if opens else None
             if thread is not None:
                 await self._answer_in_thread(arrival.moved_to(thread, OWN_THREAD), thread)
@@ -213,7 +214,7 @@ class MessagePipeline:
         if not isinstance(decision, Decision):
             decision = await self.admission.judged(guild_id, record, decision)
         if not decision.respond:
-            self.admission.give_back(guild_id, record.author_id)
+            await self.admission.give_back(guild_id, record.author_id, role_ids_of(message.author))
             return
         async with self.admission.answer_slots:
             await self.answer(arrival, conversation, where)
@@ -224,18 +225,18 @@ class MessagePipeline:
         """Answer the message (in `where`, a thread opened for it, if given), unless its server's token budget for
         the day is spent (`decline_over_budget`)."""
         message, record = arrival.message, arrival.record
-        if self.admission.server_budget_spent(arrival.guild_id):
+        if await self.admission.server_budget_spent(arrival.guild_id):
             await self.admission.decline_over_budget(arrival.guild_id, message, record, where)
             return
         await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
 
-    def regenerate_refusal(self, turn: AnsweredTurn, member_id: int) -> str | None:
-        """Why `member_id` may not regenerate `turn` now (their rate, the server's budget); None: they may, and it
+    async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:
+        """Why `member` may not regenerate `turn` now (their limits, the server's budget); None: they may, and it
         spent one of their answers, which `regenerate` gives back if it makes no model call."""
-        return self.admission.regenerate_refusal(guild_id_of(turn.question), member_id)
+        return await self.admission.regenerate_refusal(guild_id_of(turn.question), member.id, role_ids_of(member))
 
-    async def regenerate(self, turn: AnsweredTurn, member_id: int) -> None:
-        """ "Regenerate", admitted for `member_id` (streaming.py); nothing changes if the conversation has ended."""
+    async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None:
+        """ "Regenerate", admitted for `member` (streaming.py); nothing changes if the conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
         guild_id = guild_id_of(question)
@@ -246,8 +247,8 @@ class MessagePipeline:
                 or self.answering.streams.latest(channel_id) is not turn
                 or is_closed_thread(channel)
             )
-            if gone or self.admission.server_budget_spent(guild_id):
-                self.admission.give_back(guild_id, member_id)
+            if gone or await self.admission.server_budget_spent(guild_id):
+                await self.admission.give_back(guild_id, member.id, role_ids_of(member))
                 return
             assert conversation is not None
             await self.answering.regenerate(turn, conversation)

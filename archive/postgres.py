@@ -49,6 +49,8 @@ from archive import (
     folded_words,
     search_words,
 )
+from archive.allowances import PostgresAllowances
+from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.snowflakes import snowflake_ms
@@ -372,6 +374,18 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
     """,
+    # v15: each member's answers as a token bucket (archive/allowances.py), so every process spends from one
+    # allowance: the answers left, when they were counted (ms), and whether this spell of refusals was told.
+    """
+    CREATE TABLE answer_allowances (
+        guild_id   BIGINT           NOT NULL,
+        member_id  BIGINT           NOT NULL,
+        tokens     DOUBLE PRECISION NOT NULL,
+        updated_at BIGINT           NOT NULL,
+        warned     BOOLEAN          NOT NULL DEFAULT false,
+        PRIMARY KEY (guild_id, member_id)
+    );
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -684,7 +698,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites, StoreTables):
+class PostgresArchive(QueuedWrites, StoreTables, PostgresAllowances):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at
@@ -742,8 +756,12 @@ class PostgresArchive(QueuedWrites, StoreTables):
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
         file_text_budget: FileTextBudget | None = None,
+        claim: ArchiveClaim | None = None,
     ) -> PostgresArchive:
         """Connect, migrate the schema (one process at a time), then start the writer.
+
+        ``claim``, the process's shard locks (`archive.exclusive`), is released when the archive closes; if
+        opening fails, it is the caller's.
 
         Raises:
             DatabaseUrlError: the server cannot be reached, or refuses the URL's user, password or database.
@@ -764,6 +782,7 @@ class PostgresArchive(QueuedWrites, StoreTables):
             prune_interval=prune_interval,
             file_text_budget=file_text_budget,
         )
+        archive._claim = claim
         archive._start_writer()
         return archive
 
@@ -772,7 +791,10 @@ class PostgresArchive(QueuedWrites, StoreTables):
         try:
             await self._stop_writer()
         finally:
-            await self._pool.close()
+            try:
+                await self._pool.close()
+            finally:
+                await self._release_claim()
 
     # Writes: synchronous, they only enqueue.
 
@@ -1201,6 +1223,8 @@ async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> 
         await connection.execute(f"DELETE FROM {table} WHERE {column} < $1", cutoff_ms)
     # A day is kept while any of it is inside the retention.
     await connection.execute("DELETE FROM token_usage WHERE day < $1", cutoff_ms // _MS_PER_DAY)
+    # A member's bucket untouched that long is long full again, the same as no row.
+    await connection.execute("DELETE FROM answer_allowances WHERE updated_at < $1", cutoff_ms)
     status: str = await connection.execute("DELETE FROM messages WHERE created_at < $1", cutoff_ms)
     return int(status.split()[-1])
 

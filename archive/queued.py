@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, ClassVar
 
 from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
+from archive.exclusive import ArchiveClaim
 from archive.file_text import FileTextBudget, FileTextGate
 from archive.text import safe_text
 
@@ -54,6 +55,8 @@ class QueuedWrites(ABC):
     """The queue of writes a backend's writer task commits, and the writes that go through it."""
 
     writes: ClassVar[WriteKinds]
+    # What the process holds while the archive is open (archive/exclusive.py): released last by `close`.
+    _claim: ArchiveClaim | None = None
 
     def _start_queue(
         self,
@@ -84,6 +87,11 @@ class QueuedWrites(ABC):
     @abstractmethod
     async def _run_writer(self) -> None:
         """Commit the queue in batches until the archive closes and the queue is empty."""
+
+    async def _release_claim(self) -> None:
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            await claim.release()
 
     def _start_writer(self) -> None:
         """Queue the first prune and start the writer task (once the archive is open)."""

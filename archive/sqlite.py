@@ -41,6 +41,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.snowflakes import snowflake_ms
@@ -382,6 +383,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reconciliation_guild ON reconciliation (guild_id);
     """,
+    # v15: Postgres's own (members' answers counted for every process, archive/allowances.py); one process counts
+    # them in memory. Nothing here, so that a table both backends add next gets the same number in both.
+    "",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -714,12 +718,14 @@ class SQLiteArchive(QueuedWrites, StoreTables):
         batch_size: int = 1000,
         prune_interval: float = 3600.0,
         file_text_budget: FileTextBudget | None = None,
+        claim: ArchiveClaim | None = None,
     ) -> SQLiteArchive:
         """Open (creating it and its folder if needed) and migrate the archive, then start the writer.
 
         ``retention_days=0`` keeps everything; otherwise older messages and
         decisions are pruned now and every ``prune_interval`` seconds. Open
-        each file once per process: the writer is the file's only writer.
+        each file once per process: the writer is the file's only writer. ``claim``, the process's lock on the
+        file (`archive.exclusive`), is released when the archive closes; if opening fails, it is the caller's.
         """
         if retention_days < 0 or flush_interval <= 0 or batch_size < 1 or prune_interval <= 0:
             raise ValueError("retention_days must be >= 0; intervals and batch_size positive")
@@ -743,6 +749,7 @@ class SQLiteArchive(QueuedWrites, StoreTables):
             prune_interval=prune_interval,
             file_text_budget=file_text_budget,
         )
+        archive._claim = claim
         archive._start_writer()
         return archive
 
@@ -751,9 +758,12 @@ class SQLiteArchive(QueuedWrites, StoreTables):
         try:
             await self._stop_writer()
         finally:
-            # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
-            await self._reader.close()
-            await self._db.close()
+            try:
+                # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
+                await self._reader.close()
+                await self._db.close()
+            finally:
+                await self._release_claim()
 
     # Writes: synchronous, never touch the disk on the caller's stack.
 

@@ -71,9 +71,12 @@ async def summarise(writer: CatchUpWriter, messages: list[ArchivedMessage], budg
     async def progress(done: int, total: int) -> None:
         pass
 
+    async def admitted() -> bool:
+        return True
+
     started = time.perf_counter()
     summary = await writer.summarise(
-        messages, budget_tokens=budget, on_usage=count, progress=progress, admitted=lambda: True
+        messages, budget_tokens=budget, on_usage=count, progress=progress, admitted=admitted
     )
     return time.perf_counter() - started, tokens, summary
 

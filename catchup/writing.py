@@ -164,7 +164,7 @@ class CatchUpWriter:
         budget_tokens: int,
         on_usage: UsageListener,
         progress: Progress,
-        admitted: Callable[[], bool],
+        admitted: Callable[[], Awaitable[bool]],
     ) -> Summary:
         """The points of `messages` (oldest first), chunk by chunk within `budget_tokens`; `progress(done, total)` after
         each chunk; `admitted()` is asked before each model call (the server's budget) and stops the rest."""
@@ -177,7 +177,7 @@ class CatchUpWriter:
             if found is not None:
                 reused += 1
                 self._kept.move_to_end(key)
-            elif not admitted():
+            elif not await admitted():
                 left_out += sum(len(rest) for rest in chunks[done - 1 :])
                 break
             else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -16,7 +16,7 @@ from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since,
 from catchup.writing import CatchUpWriter, Point, Summary
 from commands.tree import Refusal, message_link, place_of
 from config import Settings
-from discord_io import split_message
+from discord_io import role_ids_of, split_message
 
 # A catch-up's posts: the summary of a long range fills a few.
 CATCHUP_MAX_POSTS = 6
@@ -37,9 +37,9 @@ class CatchUpAgents(Protocol):
 class CatchUpAdmission(Protocol):
     """The one admission path, as a catch-up asks it (admission/gatekeeper.py)."""
 
-    def member_refusal(self, guild_id: int, member_id: int) -> str | None: ...
-    def give_back(self, guild_id: int, member_id: int) -> None: ...
-    def server_budget_spent(self, guild_id: int) -> bool: ...
+    async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> str | None: ...
+    async def give_back(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> None: ...
+    async def server_budget_spent(self, guild_id: int) -> bool: ...
 
 
 class CatchingUp(Protocol):
@@ -84,8 +84,8 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
         since = parse_since(since_text, channel_id=channel_id, now=datetime.now(UTC))
     except SinceError as error:
         raise Refusal(str(error)) from None
-    member_id = interaction.user.id
-    refusal = client.admission.member_refusal(guild_id, member_id)
+    member_id, role_ids = interaction.user.id, role_ids_of(interaction.user)
+    refusal = await client.admission.member_refusal(guild_id, member_id, role_ids)
     if refusal is not None:
         raise Refusal(refusal)
     await interaction.response.send_message(f"Reading what was said since {since.described}…", ephemeral=True)
@@ -93,7 +93,7 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
         archive, channel_id, since, member_id=member_id, forgotten_after=await archive.forget_marker(channel_id)
     )
     if not found.messages:
-        client.admission.give_back(guild_id, member_id)
+        await client.admission.give_back(guild_id, member_id, role_ids)
         await interaction.edit_original_response(content=f"Nothing was said here since {since.described}.")
         return
 
@@ -106,12 +106,15 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     def on_usage(usage: RunUsage) -> None:
         client.usage.record(guild_id, channel_id, member_id, usage.input_tokens, usage.output_tokens, kind="summary")
 
+    async def within_budget() -> bool:
+        return not await client.admission.server_budget_spent(guild_id)
+
     summary = await writer.summarise(
         found.messages,
         budget_tokens=client.settings.catchup_token_budget,
         on_usage=on_usage,
         progress=progress,
-        admitted=lambda: not client.admission.server_budget_spent(guild_id),
+        admitted=within_budget,
     )
     text = describe_catchup(summary, found, since, questions_for(member_id, found.messages), guild_id, channel_id)
     first, *rest = split_message(text, max_posts=CATCHUP_MAX_POSTS)

@@ -4,13 +4,13 @@ written."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import discord
 
 from archive.holder import ArchiveHolder
 from conversation import ConversationManager
-from discord_io import guild_id_of, is_closed_thread, thread_name
+from discord_io import is_closed_thread, thread_name
 from records import CHANNEL, DIRECT, OWN_THREAD, MessageRecord
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
@@ -28,14 +28,14 @@ class Threads:
         holder: ArchiveHolder,
         manager: ConversationManager,
         upkeep: ConversationUpkeep,
-        within_rate: Callable[[int, int], bool],
+        within_rate: Callable[[discord.Message], Awaitable[bool]],
         channels: ChannelSettings,
     ) -> None:
         self.client = client
         self.holder = holder
         self.manager = manager
         self.upkeep = upkeep
-        # Whether the member may be answered now: a member past their rate gets no thread.
+        # Whether the member may be answered now: a member past their rate (or their role's tokens) gets no thread.
         self.within_rate = within_rate
         self.thread_channels = channels.thread_channels
         self.own_threads = channels.own_threads
@@ -49,14 +49,14 @@ class Threads:
             return OWN_THREAD
         return CHANNEL
 
-    def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
+    async def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
         """Whether the message @mentions Parley in a text channel where `/parley-admin threads on` was set."""
         assert self.client.user is not None
         return (
             message.channel.id in self.thread_channels
             and isinstance(message.channel, discord.TextChannel)
             and self.client.user.id in record.mention_ids
-            and self.within_rate(guild_id_of(message), record.author_id)
+            and await self.within_rate(message)
         )
 
     async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:

@@ -51,7 +51,7 @@ class PdfReaders:
     async def read(self, data: bytes) -> PdfText | str:
         """The text of PDF `data`, or the note that says why there is none. Cancelled, it kills its worker."""
         if importlib.util.find_spec("pypdf") is None:
-            return "PDF not read: pypdf (the files extra) is not installed"
+            return "PDF not read: pypdf is not installed"
         async with self._slots:
             return await self._read_in_worker(data)
 

@@ -40,7 +40,7 @@ def extract_text(data: bytes, *, max_pages: int, max_chars: int) -> PdfText:
 
     Raises:
         PdfProblem: the file is encrypted or damaged (whatever pypdf raised on it).
-        ImportError: pypdf (the `files` extra) is not installed.
+        ImportError: pypdf is not installed (requirements.txt installs it).
     """
     from pypdf import PdfReader
 
@@ -71,7 +71,7 @@ def read_pdf(data: bytes, *, max_pages: int, max_chars: int) -> PdfText | str:
     try:
         return extract_text(data, max_pages=max_pages, max_chars=max_chars)
     except ImportError:
-        return "PDF not read: pypdf (the files extra) is not installed"
+        return "PDF not read: pypdf is not installed"
     except PdfProblem as problem:
         return f"PDF not read: {problem}"
     except MemoryError:

@@ -18,6 +18,7 @@ import aiohttp
 import discord
 from pydantic import ValidationError
 
+from archive.exclusive import ArchiveInUse
 from config import Settings, describe_settings_error
 from edge.gateway import point_at_discord
 from followup import ModelFileError, load_model, model_path
@@ -208,6 +209,10 @@ def start(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> 
         return 2
     except ArchiveUnavailable as error:
         print(f"Configuration error: {error}", file=sys.stderr)
+        return 2
+    except ArchiveInUse as error:
+        # Not a configuration error: the first process keeps serving; a host retrying this one changes nothing.
+        print(f"Not started: {error}; one process per archive (per shard on Postgres)", file=sys.stderr)
         return 2
     except discord.PrivilegedIntentsRequired:
         print(

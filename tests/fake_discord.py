@@ -9,6 +9,7 @@ Point discord.py at it by setting two class attributes before starting the clien
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -41,6 +42,7 @@ from fake_discord_state import (
     MESSAGE_TYPE_CHAT_INPUT_COMMAND,
     MESSAGE_TYPE_DEFAULT,
     MESSAGE_TYPE_REPLY,
+    NEWCOMER_ROLE_ID,
     OP_DISPATCH,
     OP_HEARTBEAT,
     OP_HEARTBEAT_ACK,
@@ -90,6 +92,7 @@ __all__ = [
     "MESSAGE_TYPE_CHAT_INPUT_COMMAND",
     "MESSAGE_TYPE_DEFAULT",
     "MESSAGE_TYPE_REPLY",
+    "NEWCOMER_ROLE_ID",
     "OP_DISPATCH",
     "OP_HEARTBEAT",
     "OP_HEARTBEAT_ACK",
@@ -245,6 +248,11 @@ class FakeDiscord(RestRoutes):
         if locked is not None:
             thread.locked = locked
         await self.dispatch("THREAD_UPDATE", thread.payload())
+
+    def give_role(self, user_id: int, role_id: int) -> None:
+        """Give a member a role; their messages from now on carry it (as Discord's `member` object does)."""
+        user = self.users[user_id]
+        self.users[user_id] = dataclasses.replace(user, role_ids=(*user.role_ids, role_id))
 
     def deny(self, channel_id: int, user_id: int, permissions: discord.Permissions) -> None:
         """Deny a member `permissions` in a text channel (a member overwrite); the next GUILD_CREATE carries it."""

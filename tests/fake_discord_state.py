@@ -50,6 +50,8 @@ OTHER_BOT_ID = snowflake_at(_WORLD_CREATED, 8)
 BOT_ROLE_ID = snowflake_at(_WORLD_CREATED, 9)
 # The other bot's integration role: a role mention that is not of Parley's.
 OTHER_BOT_ROLE_ID = snowflake_at(_WORLD_CREATED, 20)
+# A members' role no one holds until a test gives it (`FakeDiscord.give_role`), for limits by role.
+NEWCOMER_ROLE_ID = snowflake_at(_WORLD_CREATED, 40)
 
 EVERYONE_PERMISSIONS = discord.Permissions(
     view_channel=True,

@@ -18,6 +18,7 @@ from fake_discord_state import (
     GUILD_ID,
     MESSAGE_TYPE_DEFAULT,
     MESSAGE_TYPE_REPLY,
+    NEWCOMER_ROLE_ID,
     OTHER_BOT_ID,
     OTHER_BOT_ROLE_ID,
     FakeChannel,
@@ -60,7 +61,15 @@ class WorldPayloads(FakeDiscordState):
             "position": 2,
             "tags": {"bot_id": str(OTHER_BOT_ID)},
         }
-        return [everyone, bot_role, other_bot_role]
+        newcomers = {
+            **base,
+            "id": str(NEWCOMER_ROLE_ID),
+            "name": "Newcomers",
+            "position": 3,
+            "managed": False,
+            "permissions": "0",
+        }
+        return [everyone, bot_role, other_bot_role, newcomers]
 
     def _guild(self, guild_id: int = GUILD_ID) -> dict[str, Any]:
         """The guild object as GET /guilds/{id} returns it (no channels or members)."""

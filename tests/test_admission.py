@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from admission.allowances import SharedAllowances
 from admission.gatekeeper import (
     MEMBER_RATE_LIMITED,
     REGENERATE_OVER_BUDGET,
+    REGENERATE_OVER_ROLE_TOKENS,
     REGENERATE_SLOW_DOWN,
     SERVER_BUDGET,
     Gatekeeper,
@@ -19,7 +22,7 @@ from budget import UsageLedger
 from records import Decision, MessageRecord
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
-GUILD, CHANNEL, ALICE, BOB = 11, 22, 33, 44
+GUILD, CHANNEL, ALICE, BOB, CAROL = 11, 22, 33, 44, 55
 
 
 class Clock:
@@ -74,24 +77,24 @@ async def test_regenerate_spends_the_members_rate_and_says_when_to_retry(make_se
     """Regenerate takes one of the clicker's answers; past the burst it is refused with the moment one is back,
     as a Discord timestamp rounded up; another member, or the same one later, is admitted."""
     keeper = gatekeeper(make_settings, client, clock)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
     clock.now = T0 + timedelta(seconds=10.2)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
-    refusal = keeper.regenerate_refusal(GUILD, ALICE)
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
+    refusal = await keeper.regenerate_refusal(GUILD, ALICE)
     # 30 an hour: the first answer is back 120 s after it was taken.
     back = T0 + timedelta(seconds=120)
     assert refusal == REGENERATE_SLOW_DOWN.format(when=f"<t:{int(back.timestamp())}:R>")
-    assert keeper.regenerate_refusal(GUILD, BOB) is None
+    assert await keeper.regenerate_refusal(GUILD, BOB) is None
     clock.now = back + timedelta(seconds=1)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
 
 
 async def test_a_regenerate_that_makes_no_call_gives_the_answer_back(make_settings, client, clock) -> None:
     keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
-    keeper.give_back(GUILD, ALICE)
-    assert keeper.regenerate_refusal(GUILD, ALICE) is None
-    assert keeper.regenerate_refusal(GUILD, ALICE) is not None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
+    await keeper.give_back(GUILD, ALICE)
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is None
+    assert await keeper.regenerate_refusal(GUILD, ALICE) is not None
 
 
 async def test_regenerate_on_a_spent_budget_is_refused_without_spending_the_rate(make_settings, client, clock) -> None:
@@ -99,11 +102,11 @@ async def test_regenerate_on_a_spent_budget_is_refused_without_spending_the_rate
     keeper = gatekeeper(make_settings, client, clock, usage, server_tokens_per_day=100, member_answer_burst=1)
     spend(usage, 100)
     midnight = datetime(2026, 11, 26, tzinfo=UTC)
-    assert keeper.regenerate_refusal(GUILD, ALICE) == REGENERATE_OVER_BUDGET.format(
+    assert await keeper.regenerate_refusal(GUILD, ALICE) == REGENERATE_OVER_BUDGET.format(
         reset=f"<t:{int(midnight.timestamp())}:R>"
     )
-    assert keeper.regenerate_refusal(GUILD + 1, ALICE) is None  # another server's budget is its own
-    assert keeper.take(GUILD, ALICE).admitted  # the refusal spent none of Alice's answers here
+    assert await keeper.regenerate_refusal(GUILD + 1, ALICE) is None  # another server's budget is its own
+    assert (await keeper.take(GUILD, ALICE)).admitted  # the refusal spent none of Alice's answers here
 
 
 async def test_the_judge_is_not_called_on_a_spent_budget(make_settings, client, clock) -> None:
@@ -127,8 +130,9 @@ async def test_the_judge_is_not_called_on_a_spent_budget(make_settings, client, 
 
 async def test_a_member_over_their_rate_is_noted_and_not_admitted(make_settings, client, clock) -> None:
     keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
-    assert await keeper.admit_member(GUILD, None, record(1), addressed=False)
-    assert not await keeper.admit_member(GUILD, None, record(2), addressed=False)
+    message = SimpleNamespace(author=SimpleNamespace(id=ALICE))  # no server member: no roles
+    assert await keeper.admit_member(GUILD, message, record(1), addressed=False)
+    assert not await keeper.admit_member(GUILD, message, record(2), addressed=False)
     assert client.decisions == [(2, MEMBER_RATE_LIMITED)]
     assert client.posts == []
 
@@ -181,3 +185,44 @@ async def test_the_line_keeps_one_mention_per_member_up_to_its_limit(make_settin
         assert not keeper.leave_line(CHANNEL, 1)
         assert keeper.leave_line(CHANNEL, 3)
     assert keeper.idle(CHANNEL)
+
+
+NEWCOMERS, TRUSTED = 7, 8
+
+
+async def test_a_roles_rate_stops_its_members_before_the_default_would(make_settings, client, clock) -> None:
+    """Newcomers get 1 an hour: a newcomer's second Regenerate is refused with the hour's wait, while a member
+    without the role still has the default burst of 2, and a newcomer who is also trusted has no limit."""
+    keeper = gatekeeper(make_settings, client, clock, role_limits=f"{NEWCOMERS}:1:0,{TRUSTED}:0:0")
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) is None
+    back = f"<t:{int((T0 + timedelta(hours=1)).timestamp())}:R>"
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) == REGENERATE_SLOW_DOWN.format(when=back)
+    bob = [await keeper.regenerate_refusal(GUILD, BOB, {99}) for _ in range(3)]
+    assert bob[:2] == [None, None] and bob[2] is not None
+    assert [await keeper.regenerate_refusal(GUILD, CAROL, {NEWCOMERS, TRUSTED}) for _ in range(20)] == [None] * 20
+
+
+async def test_a_roles_tokens_a_day_refuse_it_without_spending_the_rate(make_settings, client, clock) -> None:
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(make_settings, client, clock, usage, role_limits=f"{NEWCOMERS}:0:100", member_answer_burst=1)
+    spend(usage, 100)
+    midnight = f"<t:{int(datetime(2026, 11, 26, tzinfo=UTC).timestamp())}:R>"
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) == REGENERATE_OVER_ROLE_TOKENS.format(
+        reset=midnight
+    )
+    assert await keeper.tokens_spent(GUILD, ALICE, {NEWCOMERS})
+    assert not await keeper.tokens_spent(GUILD, ALICE, ())  # without the role, the defaults: no token limit
+    assert (await keeper.take(GUILD, ALICE)).admitted  # the refusal spent none of Alice's answers
+    clock.now = T0 + timedelta(days=1)
+    assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) is None  # a new UTC day
+
+
+async def test_the_count_moves_to_the_archive_only_when_processes_may_share_it(
+    make_settings, client, clock, archive
+) -> None:
+    """On Postgres the Gatekeeper counts in the archive (other processes see it); on SQLite it keeps counting here."""
+    keeper = gatekeeper(make_settings, client, clock)
+    keeper.count_in(archive)
+    shared = isinstance(keeper.allowances, SharedAllowances)
+    assert shared == (archive.dialect == "postgres")
+    assert keeper.allowances.clock is clock

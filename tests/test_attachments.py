@@ -251,7 +251,7 @@ async def test_images_go_after_the_prompt_each_in_its_frame() -> None:
 
 
 async def test_a_pdf_text_layer_is_inlined() -> None:
-    """With the files extra, a PDF's text reaches the model as quoted text."""
+    """A PDF's text reaches the model as quoted text."""
     files = Files()
     prepared = await prepare_one(files, files.info("spec.pdf", text_pdf("Quarterly numbers"), "application/pdf"))
     assert "Quarterly numbers" in prepared.elements(1)
@@ -264,13 +264,13 @@ async def test_a_scanned_pdf_is_said_to_be_unreadable() -> None:
     assert "no text layer" in prepared.elements(1)
 
 
-async def test_without_the_files_extra_a_pdf_is_noted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without pypdf installed, a PDF is noted as not read and the note names the extra."""
+async def test_without_pypdf_a_pdf_is_noted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without pypdf installed, a PDF is noted as not read, and says why."""
     monkeypatch.setitem(sys.modules, "pypdf", None)
     files = Files()
     prepared = await prepare_one(files, files.info("spec.pdf", text_pdf("Quarterly numbers"), "application/pdf"))
     element = prepared.elements(1)
-    assert "the files extra" in element and "Quarterly numbers" not in element
+    assert "pypdf is not installed" in element and "Quarterly numbers" not in element
 
 
 # --- Voice notes ---------------------------------------------------------------------------------

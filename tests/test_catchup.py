@@ -177,7 +177,11 @@ async def test_points_cite_only_the_range_and_a_chunk_is_summarised_once() -> No
         progress.append((done, total))
 
     usage: list[int] = []
-    options: dict[str, Any] = {"budget_tokens": 10**6, "progress": note, "admitted": lambda: True}
+
+    async def admitted() -> bool:
+        return True
+
+    options: dict[str, Any] = {"budget_tokens": 10**6, "progress": note, "admitted": admitted}
     summary = await writer.summarise(messages, on_usage=lambda u: usage.append(u.total_tokens), **options)
     chunks = len(chunked(messages))
     assert summary.chunks == chunks == len(calls) and progress == [(n, chunks) for n in range(1, chunks + 1)]
@@ -196,12 +200,15 @@ async def test_a_spent_server_budget_stops_the_catch_up_and_counts_what_was_left
     async def note(done: int, total: int) -> None:
         pass
 
+    async def admitted() -> bool:
+        return next(answers, False)
+
     summary = await writer.summarise(
         messages,
         budget_tokens=10**6,
         on_usage=lambda u: None,
         progress=note,
-        admitted=lambda: next(answers, False),
+        admitted=admitted,
     )
     first = chunked(messages)[0]
     assert len(calls) == 1 and summary.left_out == len(messages) - len(first)

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from config import Settings, describe_settings_error
+from limits import RoleLimit
 
 
 @pytest.fixture(autouse=True)
@@ -222,3 +223,32 @@ def test_shards_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("SHARD_COUNT", "4")
     monkeypatch.setenv("SHARD_IDS", "2, 3")
     assert (Settings().shard_count, Settings().shard_ids) == (4, frozenset({2, 3}))
+
+
+def test_role_limits_are_read_as_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ROLE_LIMITS is `role:answers_per_hour:tokens_per_day` rules, comma-separated; unset, there are none."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().role_limits == frozenset()
+    monkeypatch.setenv("ROLE_LIMITS", "111:10:20000, 222:0.5:0,")
+    assert Settings().role_limits == {RoleLimit(111, 10, 20000), RoleLimit(222, 0.5, 0)}
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("111:10", "'111:10' is not one"),
+        ("moderators:10:0", "'moderators:10:0' is not one"),
+        ("111:ten:0", "'111:ten:0' is not one"),
+        ("111:10:-5", "'111:10:-5' is not one"),
+        ("111:-1:0", "answers per hour must be 0 (no limit) or more"),
+        ("111:nan:0", "answers per hour must be 0 (no limit) or more"),
+        ("111:1:0,111:2:0", "role 111 has two rules"),
+    ],
+)
+def test_malformed_role_limits_are_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str, named: str
+) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("ROLE_LIMITS", value)
+    line = error_line()
+    assert line.startswith("Configuration error: ROLE_LIMITS is invalid:") and named in line and "\n" not in line

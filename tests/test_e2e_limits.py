@@ -21,7 +21,16 @@ from e2e_support import (
     say,
     use_message_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_ID,
+    CAROL_ID,
+    CHANNEL_ID,
+    NEWCOMER_ROLE_ID,
+    OTHER_CHANNEL_ID,
+    FakeDiscord,
+)
 from fake_llm import FakeLLM, ToolCall, echo
 
 from admission.gatekeeper import REGENERATE_SLOW_DOWN
@@ -67,9 +76,8 @@ async def test_forty_mentions_in_a_minute_get_the_burst_and_one_notice(
 ) -> None:
     """40 mentions from one member in a minute: 5 answers (the burst), one "slow down" reply, then silence."""
     client = await bot.start()
-    assert client.admission.member_rates is not None
     now = T0
-    client.admission.member_rates.clock = lambda: now
+    client.admission.allowances.clock = lambda: now
     mentions, reasons = [], []
     for number in range(40):
         now = T0 + timedelta(seconds=1.5 * number)
@@ -88,6 +96,54 @@ async def test_forty_mentions_in_a_minute_get_the_burst_and_one_notice(
     assert notice.content.startswith("Slow down") and f"<t:{int(back.timestamp())}:R>" in notice.content
     assert [int(user) for user in notice.body["allowed_mentions"]["users"]] == [ALICE_ID]
     assert reasons == ["mention"] * 5 + ["member_rate_limited"] * 35
+
+
+async def test_a_role_limit_stops_that_role_before_the_member_default_would(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """ROLE_LIMITS gives Newcomers 2 answers an hour (so a burst of 2): Alice, a newcomer, is told once to slow down
+    at her third mention (`role_rate_limited`), then silence; Bob, on the member defaults (a burst of 5), is
+    answered all three times."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:2:0")
+    client.admission.allowances.clock = lambda: T0
+    reasons = []
+    for number in range(4):
+        mention = await say(fake, ALICE_ID, f"<@{BOT_ID}> alice {number}")
+        reasons.append((await decided(client, mention)).reason)
+        await fake.wait_for_posts(min(number + 1, 3))
+    assert reasons == ["mention", "mention", "role_rate_limited", "role_rate_limited"]
+    notice = fake.posts_in(CHANNEL_ID)[2]
+    # 2 an hour: the first answer is back 30 minutes after it was taken.
+    back = f"<t:{int((T0 + timedelta(minutes=30)).timestamp())}:R>"
+    assert notice.content == f"Slow down a little: I can answer you again {back}. Until then I'll stay quiet."
+    for number in range(3):
+        await say(fake, BOB_ID, f"<@{BOT_ID}> bob {number}")
+        await fake.wait_for_posts(4 + number)
+    await assert_silent(fake, 6)
+    assert len(llm.requests) == 5  # Alice's two, Bob's three
+
+
+async def test_a_roles_tokens_a_day_stop_its_members_until_midnight(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """ROLE_LIMITS gives Newcomers 1 token a day: once Alice's first answer has spent it, her next mention gets one
+    notice of the reset at UTC midnight (`role_token_budget`), the one after it silence; Bob is still answered."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:1")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
+    await fake.wait_for_posts(1)
+    await eventually(lambda: client.usage.member_tokens(int(fake.guild_id), ALICE_ID) > 0)
+    over = [await say(fake, ALICE_ID, f"<@{BOT_ID}> more {number}") for number in range(2)]
+    assert [(await decided(client, mention)).reason for mention in over] == ["role_token_budget"] * 2
+    [notice] = (await fake.wait_for_posts(2))[1:]
+    midnight = datetime.combine(client.usage.day + timedelta(days=1), datetime.min.time(), UTC)
+    assert notice.reply_to == int(over[0]["id"])
+    assert notice.content.endswith(f"until it resets <t:{int(midnight.timestamp())}:R>.")
+    await say(fake, BOB_ID, f"<@{BOT_ID}> my turn")
+    await fake.wait_for_posts(3)
+    await assert_silent(fake, 3)
+    assert len(llm.requests) == 2
 
 
 async def test_another_member_is_answered_while_one_is_limited(
@@ -211,8 +267,7 @@ async def test_a_chatty_channel_asks_the_judge_at_most_its_calls_per_minute(
 async def test_regenerate_after_slow_down_makes_no_model_call(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """Past her rate ("Slow down"), Alice's Regenerate clicks make no model call; each tells her alone when to retry."""
     client = await bot.start(member_answer_burst=1)
-    assert client.admission.member_rates is not None
-    client.admission.member_rates.clock = lambda: T0
+    client.admission.allowances.clock = lambda: T0
     await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
     [answer] = await fake.wait_for_posts(1)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> and again")
@@ -228,3 +283,22 @@ async def test_regenerate_after_slow_down_makes_no_model_call(bot: RunningBot, f
     await assert_silent(fake, 2)
     assert len(llm.requests) == asked
     assert fake.bot_messages(CHANNEL_ID)[0]["content"] == answer.content
+
+
+async def test_a_roles_limit_holds_for_regenerate_and_catchup(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Newcomers get 1 answer an hour: once Alice's mention has spent it, her Regenerate and her `/parley catchup`
+    (whose interactions carry her roles) are each refused to her alone with the hour's wait, and make no model call."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:1:0")
+    client.admission.allowances.clock = lambda: T0
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> first")
+    [answer] = await fake.wait_for_posts(1)
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    asked = len(llm.requests)
+
+    back = f"<t:{int((T0 + timedelta(hours=1)).timestamp())}:R>"
+    calls = await use_message_command(fake, "Regenerate", answer.message, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATE_SLOW_DOWN.format(when=back)
+    calls = await run_command(fake, "catchup", [option("since", "3h")], user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(calls) == REGENERATE_SLOW_DOWN.format(when=back)
+    assert len(llm.requests) == asked

@@ -8,7 +8,7 @@ import pytest
 from freezegun import freeze_time
 
 from conversation import utc_now
-from limits import TokenBucket, WaitingLine
+from limits import MemberLimits, Rate, RoleLimit, TokenBucket, WaitingLine, limits_for, parse_role_limits
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ALICE, BOB = ("guild", 10), ("guild", 11)
@@ -129,3 +129,34 @@ def test_a_full_line_turns_newcomers_away_but_not_its_members() -> None:
     assert line.join(4, author_id=11).admitted
     assert line.leave(1)
     assert line.join(5, author_id=12).admitted
+
+
+DEFAULT = Rate(30, 5)
+NEWCOMERS, REGULARS, TRUSTED = 1, 2, 3
+RULES = (RoleLimit(NEWCOMERS, 2, 5000), RoleLimit(REGULARS, 60, 0), RoleLimit(TRUSTED, 0, 20000))
+
+
+def test_a_member_without_a_limited_role_has_the_defaults() -> None:
+    assert limits_for({99}, DEFAULT, RULES) == MemberLimits(DEFAULT)
+    assert limits_for(set(), DEFAULT, ()) == MemberLimits(DEFAULT)
+
+
+def test_a_roles_rule_replaces_the_defaults_tighter_or_looser() -> None:
+    """Newcomers get 2 an hour, and a burst of no more than that; regulars 60 an hour with the default burst."""
+    assert limits_for({NEWCOMERS, 99}, DEFAULT, RULES) == MemberLimits(Rate(2, 2), 5000, by_role=True)
+    assert limits_for({REGULARS}, DEFAULT, RULES) == MemberLimits(Rate(60, 5), 0, by_role=True)
+    assert limits_for({NEWCOMERS}, DEFAULT, (RoleLimit(NEWCOMERS, 0.5, 0),)).rate == Rate(0.5, 1)
+
+
+def test_several_limited_roles_give_the_most_generous_of_each_limit() -> None:
+    """A newcomer who is also trusted: no limit on answers (trusted's 0), and trusted's 20000 tokens a day; a
+    newcomer and regular: the regular's rate, and no token limit (the regular's 0)."""
+    assert limits_for({NEWCOMERS, TRUSTED}, DEFAULT, RULES) == MemberLimits(Rate(0, 5), 20000, by_role=True)
+    assert limits_for({NEWCOMERS, REGULARS}, DEFAULT, RULES) == MemberLimits(Rate(60, 5), 0, by_role=True)
+
+
+def test_role_limits_are_parsed_from_their_setting() -> None:
+    assert parse_role_limits("") == ()
+    assert parse_role_limits(" 1:2:3 ,4:0:0") == (RoleLimit(1, 2, 3), RoleLimit(4, 0, 0))
+    with pytest.raises(ValueError, match="role_id:answers_per_hour:tokens_per_day"):
+        parse_role_limits("1:2")

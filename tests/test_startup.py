@@ -182,18 +182,19 @@ def configured(**lines: str) -> str:
     )
 
 
-GROQ_INSTALLED = importlib.util.find_spec("groq") is not None
+# A provider requirements.txt does not install (every one the docs name is in it).
+COHERE_INSTALLED = importlib.util.find_spec("cohere") is not None
 HOSTNAME_IS_A_FILE = Path("/etc/hostname").is_file()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(GROQ_INSTALLED or not HOSTNAME_IS_A_FILE, reason="needs groq missing and an /etc/hostname file")
+@pytest.mark.skipif(COHERE_INSTALLED or not HOSTNAME_IS_A_FILE, reason="needs cohere missing and an /etc/hostname file")
 def test_missing_package_key_and_unopenable_archive_are_one_line_each_before_any_network(
     tmp_path: Path, discord_trap
 ) -> None:
     """A provider package not installed, a provider key not set, an archive under a file: a line each, exit 2."""
     dotenv = configured(
-        LLM_MODEL="groq:llama-3.3-70b-versatile",
+        LLM_MODEL="cohere:command-r",
         USE_LLM_JUDGE="true",
         JUDGE_MODEL="anthropic:claude-haiku-4-5",
         DATABASE_URL="sqlite:////etc/hostname/x.db",
@@ -202,8 +203,8 @@ def test_missing_package_key_and_unopenable_archive_are_one_line_each_before_any
     result = run_bot(tmp_path, dotenv=dotenv)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "Configuration error: LLM_MODEL=groq:llama-3.3-70b-versatile needs a provider package that is not installed:"
-        ' pip install "pydantic-ai-slim[groq]"',
+        "Configuration error: LLM_MODEL=cohere:command-r needs a provider package that is not installed:"
+        ' pip install "pydantic-ai-slim[cohere]"',
         "Configuration error: JUDGE_MODEL=anthropic:claude-haiku-4-5 needs ANTHROPIC_API_KEY:"
         " set it in .env or the environment",
         "Configuration error: DATABASE_URL names /etc/hostname/x.db, which cannot be opened:"
