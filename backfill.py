@@ -39,6 +39,8 @@ MESSAGES_PER_STEP = 10
 
 HistoryChannel = discord.TextChannel | discord.Thread
 Forget = Callable[[int, Collection[int]], None]
+# Whether a member opted out in a server (admission.optout): their messages are not archived.
+OptedOut = Callable[[int, int], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +99,11 @@ async def catch_up_channel(
     now: datetime,
     session_start: datetime,
     forget: Forget,
+    opted_out: OptedOut = lambda guild_id, member_id: False,
 ) -> ChannelCatchUp:
     """Archive the channel's messages newer than its newest archived one (at most `limit`, newest first,
-    none older than the retention), refresh its last RECHECKED_MESSAGES archived ones, and `forget`
-    archived ones in that range that Discord no longer has."""
+    none older than the retention), but those of members who `opted_out`; refresh its last RECHECKED_MESSAGES
+    archived ones, and `forget` archived ones in that range that Discord no longer has."""
     # Messages archived live in this session say nothing about where the gap before it starts.
     before_session = discord.utils.time_snowflake(session_start, high=False)
     rechecked = await archive.newest_message_ids(channel.id, RECHECKED_MESSAGES, before_id=before_session)
@@ -114,7 +117,8 @@ async def catch_up_channel(
     # Newest first, so a gap longer than the cap keeps its latest messages, which context and search want most.
     already = set(rechecked)
     async for message in channel.history(limit=limit, after=discord.Object(id=floor), oldest_first=False):
-        _archive_fetched(archive, message, already, before_session)
+        if not opted_out(channel.guild.id, message.author.id):
+            _archive_fetched(archive, message, already, before_session)
         fetched.append(message.id)
         if archive.pending_writes > MAX_PENDING_WRITES:
             await archive.flush()
@@ -155,6 +159,7 @@ async def catch_up(
     session_start: datetime,
     forget: Forget,
     on_channel: Callable[[ChannelCatchUp], Awaitable[None]] | None = None,
+    opted_out: OptedOut = lambda guild_id, member_id: False,
 ) -> CatchUpSummary:
     """Catch up every channel, `concurrency` at a time; `on_channel` hears of each one caught up or failed."""
     waiting = deque(channels)
@@ -174,6 +179,7 @@ async def catch_up(
                     now=now,
                     session_start=session_start,
                     forget=forget,
+                    opted_out=opted_out,
                 )
             except discord.HTTPException as error:
                 # Permissions can change under us; one unreadable channel must not stop the others.

@@ -27,7 +27,7 @@ from context import Summarizer, build_summarizer
 from conversation import ConversationManager
 from costs import UsageMetrics
 from decider import ResponseDecider
-from discord_io import to_archived, to_record
+from discord_io import guild_id_of, to_archived, to_record
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -128,7 +128,7 @@ class Parley(discord.AutoShardedClient):
         )
         self.forgetting = Forgetting(manager, self, self.upkeep, self.decisions, self.profiles, self.channels)
         self.threads = Threads(self, self, manager, self.upkeep, self.admission.within_rate, self.channels)
-        self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages)
+        self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
         self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
         self.files = AttachmentSources(self, self, settings)
         self.answering = Answering(
@@ -196,12 +196,12 @@ class Parley(discord.AutoShardedClient):
         self.memory = await MemoryStore.open(archive)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
-        shared = SharedSettings(archive, self.profiles, *maps, self.forgetting.forgotten)
+        shared = SharedSettings(archive, self.profiles, *maps, self.forgetting.forgotten, self.admission.optouts)
         self._other_processes = await follow(self.settings, archive, shared)
         await self.profiles.attach(archive)
         await channels.load(archive)
         await self.usage.attach(archive)
-        self.admission.count_in(archive)
+        await self.admission.attach(archive)
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
         await self.upkeep.resume(archive)
@@ -250,7 +250,7 @@ class Parley(discord.AutoShardedClient):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
-        if self.archive is not None:
+        if self.archive is not None and not self.admission.optouts.opted_out(guild_id_of(message), record.author_id):
             self.archive.add(to_archived(message, record))
             if record.attachments:
                 self.background.start(self.files.archive_text(record), f"attachment-text-{message.id}")

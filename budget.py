@@ -148,6 +148,14 @@ class UsageLedger:
         ranked = sorted(members.items(), key=lambda item: (-item[1], item[0]))[:top]
         return UsageSummary(self.day, self._by_server[guild_id], channel, ranked)
 
+    def anonymise(self, guild_id: int, member_id: int) -> None:
+        """Count the member's tokens today in the server as no one's (their data was erased): the totals stay."""
+        for place in [place for place in self._by_place if place[0] == guild_id and place[2] == member_id]:
+            self._by_place[guild_id, place[1], NO_MEMBER] += self._by_place.pop(place)
+        for row in [row for key, row in self._rows.items() if key[0] == guild_id and key[2] == member_id]:
+            del self._rows[row.guild_id, row.channel_id, row.member_id, row.model]
+            self._add_row(replace(row, member_id=NO_MEMBER))
+
     def _count(self, guild_id: int, channel_id: int, member_id: int, tokens: int) -> None:
         self._by_place[guild_id, channel_id, member_id] += tokens
         self._by_server[guild_id] += tokens

@@ -7,9 +7,10 @@ Nothing here knows about Discord. Time comes from an injected clock, so tests (f
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -23,9 +24,11 @@ from pydantic_ai.messages import (
 )
 
 from files.history import Removals, images_without_removed, kept_files, without_removed
-from quoting import requote
+from quoting import requote, unattributed
 from records import (
     CHANNEL,
+    OPTED_OUT_AUTHOR,
+    OPTED_OUT_TEXT,
     OWN_THREAD,
     AnswerPosts,
     AttachmentInfo,
@@ -121,12 +124,27 @@ class ChannelConversation:
         ]
 
     def edit(self, message_id: int, content: str) -> bool:
-        """Apply an edit to the conversation's record and model history; whether the message is in it."""
+        """Apply an edit to the conversation's record and model history; whether the message is in it.
+
+        The placeholder of an opted-out member's message stays one: an edit would show what they wrote.
+        """
+        if any(m.message_id == message_id and _is_placeholder(m) for m in self.messages):
+            return False
         return self._redact(message_id, content)
 
     def delete(self, message_id: int) -> bool:
         """Drop a deleted message from the conversation and its text from the model history."""
         return self._redact(message_id, None)
+
+    def erase(self, message_ids: Collection[int]) -> bool:
+        """Delete these messages (a member's whose data was erased) and take their author off every quote of them
+        in the model history; whether the conversation changed."""
+        # Every one is deleted (no short cut): a list, not a generator.
+        deleted = any([self.delete(message_id) for message_id in message_ids])  # noqa: C419
+        history = unattributed_history(self.llm_history, message_ids)
+        changed = history != self.llm_history
+        self.llm_history = history
+        return deleted or changed
 
     def keep_files(self, message_id: int, attachments: tuple[AttachmentInfo, ...]) -> bool:
         """Apply an edit that took files off a message: only `attachments` remain; whether the conversation changed.
@@ -205,6 +223,11 @@ class ConversationManager:
 
     def __len__(self) -> int:
         return len(self._conversations) + len(self._lasting)
+
+    def live(self) -> list[ChannelConversation]:
+        """Every live conversation (those timed out end first)."""
+        self._evict_expired(self.clock())
+        return [*self._conversations.values(), *self._lasting.values()]
 
     def lasting(self) -> list[ChannelConversation]:
         """The conversations that end only when they are ended (threads Parley opened)."""
@@ -398,6 +421,10 @@ class ConversationManager:
         self._nothing_expires_before = min(self._nothing_expires_before, now + self.timeout)
 
 
+def _is_placeholder(message: MessageRecord) -> bool:
+    return message.author == OPTED_OUT_AUTHOR and message.content == OPTED_OUT_TEXT
+
+
 def _insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> None:
     """Slot a late arrival in by id: Discord ids grow with time, and the bot's own post is often
     recorded after messages that reached the gateway while its send request was in flight.
@@ -436,6 +463,49 @@ def _summarises(message: ModelMessage, message_id: int) -> bool:
         and part.metadata.get("first_id", 0) <= message_id <= part.metadata.get("last_id", 0)
         for part in message.parts
     )
+
+
+def erased_history(history: list[ModelMessage], message_ids: Collection[int]) -> list[ModelMessage]:
+    """`history` (a saved conversation's, say) as if the messages `message_ids` had been erased: their quotes
+    emptied and naming no one, their files and the summaries written from them gone."""
+    wanted = sorted(set(message_ids))
+    kept = redacted(history, dict.fromkeys(wanted))
+    kept = [message for message in kept if not _summarises_any(message, wanted)]
+    return unattributed_history(kept, wanted)
+
+
+def _summarises_any(message: ModelMessage, message_ids: list[int]) -> bool:
+    """Whether `message` is a summary that may have been written from any of `message_ids` (sorted)."""
+    for part in message.parts:
+        if isinstance(part, CompactionPart) and part.metadata is not None:
+            first = bisect.bisect_left(message_ids, part.metadata.get("first_id", 0))
+            if first < len(message_ids) and message_ids[first] <= part.metadata.get("last_id", 0):
+                return True
+    return False
+
+
+def unattributed_history(history: list[ModelMessage], message_ids: Collection[int]) -> list[ModelMessage]:
+    """`history` with every quote of the messages `message_ids` no longer saying who wrote them."""
+    return [
+        replace(message, parts=[_unattributed_part(part, message_ids) for part in message.parts])
+        if isinstance(message, ModelRequest)
+        else message
+        for message in history
+    ]
+
+
+def _unattributed_part(part: ModelRequestPart, message_ids: Collection[int]) -> ModelRequestPart:
+    if isinstance(part, UserPromptPart | ToolReturnPart) and isinstance(part.content, str):
+        content = unattributed(part.content, message_ids)
+        if content != part.content:
+            part = copy.copy(part)  # the old history may still be in use by a run that began before
+            part.content = content
+    elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+        items = [unattributed(item, message_ids) if isinstance(item, str) else item for item in part.content]
+        if any(new != old for new, old in zip(items, part.content, strict=True)):
+            part = copy.copy(part)
+            part.content = items
+    return part
 
 
 def _redacted(request: ModelRequest, changes: Mapping[int, str | None], removals: Removals) -> ModelRequest:

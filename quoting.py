@@ -8,7 +8,7 @@ user id.
 """
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from pydantic_ai.framing import close_tag, open_tag, register_tag, wrap
@@ -131,6 +131,24 @@ def requote(text: str, changes: Mapping[int, str | None]) -> str:
         tag = match["tag"]
         body = DELETED_BODY if new_text is None else _neutralised(tag, cap_text(new_text, QUOTE_MAX_CHARS[tag]))
         return match["open"] + body + match["close"]
+
+    return _QUOTED_MESSAGE.sub(replace, text)
+
+
+# The attributes of a quoted message's frame that say who wrote it (`author_attributes`).
+_AUTHOR_ATTRIBUTES = re.compile(r'\s(?:author|author_id)="[^"]*"')
+
+
+def unattributed(text: str, message_ids: Collection[int]) -> str:
+    """`text` with every quote of the messages `message_ids` no longer saying who wrote them (their author's data
+    was erased)."""
+    if not message_ids or "message_id=" not in text:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        if int(match["id"]) not in message_ids:
+            return match[0]
+        return _AUTHOR_ATTRIBUTES.sub("", match["open"]) + match["body"] + match["close"]
 
     return _QUOTED_MESSAGE.sub(replace, text)
 

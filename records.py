@@ -51,6 +51,12 @@ class Kind(StrEnum):
     OTHER = "other"
 
 
+# What Parley keeps and shows of a message from a member who opted out (admission/optout.py): nothing of who wrote
+# it or what it said.
+OPTED_OUT_AUTHOR = "a member who opted out"
+OPTED_OUT_TEXT = "[a message from a member who opted out]"
+
+
 @dataclass(frozen=True, slots=True)
 class AttachmentInfo:
     """An attachment as Discord describes it; its bytes are fetched only when it is needed."""

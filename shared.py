@@ -1,9 +1,10 @@
 """In step with the other processes sharing a Postgres archive (issue 13).
 
-Each process reads the shared settings into memory at start: profiles, /parley-admin forget markers, the channels where
-a mention opens a thread, and the threads Parley opened. Another process's change reaches this one's memory as
-Postgres announces it (archive/changes.py): the changed channel's rows are read again, or all of them after the
-listening connection was lost. With SQLite there is one process, and nothing to follow.
+Each process reads the shared settings into memory at start: profiles, /parley-admin forget markers, the channels
+where a mention opens a thread, the threads Parley opened, and the members who opted out. Another process's change
+reaches this one's memory as Postgres announces it (archive/changes.py): the changed channel's (or member's) rows
+are read again, or all of them after the listening connection was lost. With SQLite there is one process, and
+nothing to follow.
 
 The conversations kept in the archive are each process's own: a process takes up at start only those of the
 servers on its shards.
@@ -12,13 +13,21 @@ servers on its shards.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from archive import ChannelSettings, Lifecycle, MessageLog
 from profiles import Profiles
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener
+
+
+class Reloaded(Protocol):
+    """What keeps a shared table in memory and reads it again from the archive: by one key, or whole."""
+
+    async def reload(self, key: int) -> None: ...
+
+    async def reload_all(self) -> None: ...
 
 
 class SharedSettings:
@@ -36,6 +45,7 @@ class SharedSettings:
         thread_channels: set[int],
         own_threads: dict[int, int],
         forgotten: Callable[[int], None],
+        opt_outs: Reloaded,
     ) -> None:
         self.archive = archive
         self.profiles = profiles
@@ -43,9 +53,11 @@ class SharedSettings:
         self.thread_channels = thread_channels
         self.own_threads = own_threads
         self.forgotten = forgotten
+        # The members who opted out (admission.optout), keyed by member.
+        self.opt_outs = opt_outs
 
     async def reread(self, table: str, key: int) -> None:
-        """Read the rows of `table` for the channel (or server, or thread) `key` again."""
+        """Read the rows of `table` for the channel (or server, thread or member) `key` again."""
         if table == "profile_settings":
             await self.profiles.reload(key)
         elif table == "forget_markers":
@@ -55,6 +67,8 @@ class SharedSettings:
                 self.thread_channels.add(key)
             else:
                 self.thread_channels.discard(key)
+        elif table == "opt_outs":
+            await self.opt_outs.reload(key)
         elif table == "own_threads":
             guild_id = await self.archive.own_thread_guild(key)
             if guild_id is not None:
@@ -65,6 +79,7 @@ class SharedSettings:
     async def reread_all(self) -> None:
         """Read every shared setting again: changes were announced while this process was not listening."""
         await self.profiles.reload_all()
+        await self.opt_outs.reload_all()
         markers = await self.archive.all_forget_markers()
         for channel_id in self.forget_markers.keys() - markers.keys():
             self._take_marker(channel_id, None)

@@ -15,6 +15,7 @@ import discord
 
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from admission.bots import BotGate
+from admission.optout import OPTED_OUT_REFUSAL, OptOuts, OptOutTables
 from archive.allowances import PostgresAllowances
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
@@ -102,6 +103,8 @@ class Gatekeeper:
         self.usage = usage
         self.client = client
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
+        # The members who opted out are never admitted: the message path passes them over (answering.pipeline).
+        self.optouts = OptOuts()
         self._turns: dict[int, _Turn] = {}
         self.default_rate = Rate(settings.member_answers_per_hour, settings.member_answer_burst)
         # In this process until `count_in` moves the count to a Postgres archive that other processes share.
@@ -111,6 +114,12 @@ class Gatekeeper:
         # The UTC day each server was last told its budget is spent, and each member their role's tokens are.
         self._budget_notices: dict[int, date] = {}
         self._token_notices: dict[tuple[int, int], date] = {}
+
+    async def attach(self, archive: OptOutTables) -> None:
+        """What admission keeps in the archive, once it is open: the opt-outs (read now, and stored there from
+        now on) and, on Postgres, the members' allowances (`count_in`)."""
+        await self.optouts.attach(archive)
+        self.count_in(archive)
 
     def count_in(self, archive: object) -> None:
         """Count members' answers and the day's tokens in `archive` from now on if other processes may share it
@@ -270,6 +279,8 @@ class Gatekeeper:
     async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """Why `member_id` may not have an answer regenerated now, in one line for them alone; None admits them,
         spending one of their answers (`give_back` returns it if no model call follows)."""
+        if self.optouts.opted_out(guild_id, member_id):
+            return OPTED_OUT_REFUSAL
         reset = discord_time(next_utc_midnight(self.usage.day))
         if await self.server_budget_spent(guild_id):
             return REGENERATE_OVER_BUDGET.format(reset=reset)

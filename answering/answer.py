@@ -11,6 +11,7 @@ import discord
 from pydantic_ai.models import Model
 
 from admission.history_access import private_view, regenerated_view
+from admission.optout import HasOptOuts, VeiledArchive
 from agent import AnswerListener, Reply, ReplyFailed, Responder, generate_reply, regenerate_reply
 from answering.delivery import Delivery
 from answering.models import ProfileModels
@@ -43,10 +44,13 @@ DIRECT_MESSAGES_PLACE = "direct messages"
 
 
 class Stores(ArchiveHolder, Protocol):
-    """The client, as holder of the archive and of the memory kept in it (both None without an archive)."""
+    """The client, as holder of the archive and of the memory kept in it (both None without an archive), and of
+    the opt-outs that veil what the tools read of it."""
 
     @property
     def memory(self) -> MemoryStore | None: ...
+    @property
+    def admission(self) -> HasOptOuts: ...
 
 
 class Answering:
@@ -122,15 +126,17 @@ class Answering:
         """
         assert self.client.user is not None
         guild = message.guild
+        guild_id = 0 if guild is None else guild.id
         channel_id = getattr(channel, "id", message.channel.id)
+        archive = self.stores.archive
         return ChatDeps(
             bot_name=safe_text(self.client.user.display_name),
             bot_user_id=self.client.user.id,
-            guild_id=0 if guild is None else guild.id,
+            guild_id=guild_id,
             guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
             channel_id=channel_id,
             channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
-            archive=self.stores.archive,
+            archive=None if archive is None else VeiledArchive(archive, self.stores.admission.optouts, guild_id),
             requester_id=message.author.id,
             requester_can_read_history=reads_history,
             memory=self.stores.memory if self.settings.memory_tools else None,

@@ -11,6 +11,7 @@ from typing import Protocol
 
 import discord
 
+from admission.optout import OPTED_OUT, OptOuts, veil
 from answering.answer import Answering
 from answering.decisions import DecisionLog
 from conversation import ChannelConversation, ConversationManager
@@ -43,6 +44,9 @@ class Admission(Protocol):
 
     @property
     def bot_gate(self) -> Gate: ...
+
+    @property
+    def optouts(self) -> OptOuts: ...
 
     @property
     def answer_slots(self) -> asyncio.Semaphore: ...
@@ -110,9 +114,20 @@ class MessagePipeline:
             self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         elif self._refuse_automated(arrival):
             return
+        if self.admission.optouts.opted_out(arrival.guild_id, arrival.record.author_id):
+            self._pass_over(arrival)
+            return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
         await self.handle(arrival)
+
+    def _pass_over(self, arrival: Arrival) -> None:
+        """An opted-out member's message: a live conversation keeps its placeholder, so the talk around it still
+        reads; it is never weighed or answered, and where it would have been, the silence is logged `opted_out`."""
+        record = veil(arrival.record)
+        live = self.manager.record_message(record.channel_id, record)
+        if arrival.addressed or live is not None:
+            self.decided_here(record, OPTED_OUT)
 
     def _refuse_automated(self, arrival: Arrival) -> bool:
         """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
@@ -179,7 +194,8 @@ class MessagePipeline:
     async def _start_conversation(self, arrival: Arrival) -> ChannelConversation:
         """Start the channel's conversation with the message, from the context before it and earlier summaries."""
         channel_id = arrival.record.channel_id
-        context = await self.context.load_context(arrival.message)
+        # Opted-out members' messages before it are shown only as placeholders, wherever the context came from.
+        context = self.admission.optouts.veil_all(arrival.guild_id, await self.context.load_context(arrival.message))
         earlier = await self.upkeep.earlier_conversations(channel_id)
         conversation = self.manager.start(channel_id, context, kind=arrival.kind)
         conversation.earlier_conversations = earlier

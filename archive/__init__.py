@@ -28,6 +28,8 @@ __all__ = [
     "Decision",
     "DecisionLog",
     "Lifecycle",
+    "MemberCounts",
+    "MemberData",
     "Memory",
     "MemoryTables",
     "MessageLog",
@@ -373,6 +375,34 @@ class MemoryTables(Protocol):
     async def snapshot_history(self, channel_id: int, name: str) -> str | None: ...
 
 
+class MemberData(Protocol):
+    """One member's data in one server: whether they opted out, what is kept of them (an export), and erasing it
+    (upkeep/privacy.py's rules; the queries are archive/members.py's)."""
+
+    async def set_opted_out(
+        self, guild_id: int, member_id: int, opted_out: bool, *, now: datetime | None = None
+    ) -> None: ...
+    async def opt_outs(self, member_id: int | None = None) -> dict[tuple[int, int], datetime]: ...
+    async def member_message_ids(self, guild_id: int, member_id: int) -> dict[int, list[int]]: ...
+    async def messages_by_id(self, message_ids: Sequence[int]) -> list[ArchivedMessage]: ...
+    async def member_memories(self, guild_id: int, member_id: int) -> list[Memory]: ...
+    async def member_usage(self, guild_id: int, member_id: int) -> list[TokenUsage]: ...
+    async def member_counts(self, guild_id: int, member_id: int) -> MemberCounts: ...
+    async def snapshot_channels(self, guild_id: int) -> list[int]: ...
+    async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None: ...
+
+
+class MemberCounts(NamedTuple):
+    """How much the archive holds by or about a member in a server (conversation summaries: those written from
+    their messages)."""
+
+    messages: int
+    attachments: int
+    facts: int
+    usage_rows: int
+    summaries: int
+
+
 class ProfileTables(Protocol):
     """Profile values set by command (profiles.py's rules)."""
 
@@ -408,6 +438,7 @@ class Archive(
     ReconciliationLog,
     MemoryTables,
     ProfileTables,
+    MemberData,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

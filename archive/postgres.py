@@ -52,12 +52,13 @@ from archive import (
 from archive.allowances import PostgresAllowances
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
 from archive.sqlite import (
     _decision_from_row,
     _from_day,
-    _message_from_row,
     _since_ms,
 )
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
@@ -386,6 +387,19 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (guild_id, member_id)
     );
     """,
+    # v16: the members who opted out in a server (/parley privacy optout); every process keeps them in memory, so
+    # a change notifies `parley_opt_outs` with the member's id, as v13's tables do.
+    """
+    CREATE TABLE opt_outs (
+        guild_id     BIGINT NOT NULL,
+        member_id    BIGINT NOT NULL,
+        opted_out_at BIGINT NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    );
+    CREATE INDEX opt_outs_member ON opt_outs (member_id);
+    CREATE TRIGGER opt_outs_changed AFTER INSERT OR UPDATE OR DELETE ON opt_outs
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('member_id');
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -698,7 +712,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites, StoreTables, PostgresAllowances):
+class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowances):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at

@@ -43,7 +43,10 @@ from archive import (
 from archive import Write as _Write
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
+from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 
@@ -81,11 +84,6 @@ _SEARCH_CANDIDATES = 400
 # Host parameters per statement: 999 is the lowest limit any SQLite build has had.
 _MAX_VARIABLES = 999
 
-_MESSAGE_COLUMNS = (
-    "message_id, guild_id, channel_id, author_id, author_name, content,"
-    " created_at, edited_at, is_bot, reply_to_message_id,"
-    " mention_ids, reply_to_author_id, mentions_everyone"
-)
 _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 # Where add() puts the search key in an add op's params.
@@ -386,6 +384,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v15: Postgres's own (members' answers counted for every process, archive/allowances.py); one process counts
     # them in memory. Nothing here, so that a table both backends add next gets the same number in both.
     "",
+    # v16: the members who opted out in a server (/parley privacy optout): none of their messages is archived,
+    # and Parley does not answer them. Kept while they stay opted out, retention apart: it is a standing choice.
+    """
+    CREATE TABLE opt_outs (
+        guild_id     INTEGER NOT NULL,
+        member_id    INTEGER NOT NULL,
+        opted_out_at INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX opt_outs_member ON opt_outs (member_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -652,7 +661,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -1241,28 +1250,6 @@ def _since_ms(hours: float | None, now: datetime | None) -> int:
     except OverflowError:
         # A window reaching past year 1 (a model asking for "everything").
         return _MIN_MS
-
-
-def _message_from_row(row: Sequence[Any]) -> ArchivedMessage:
-    (
-        message_id, guild_id, channel_id, author_id, name, content, created, edited, is_bot, reply,
-        mentions, reply_to_author_id, mentions_everyone,
-    ) = row  # fmt: skip
-    return ArchivedMessage(
-        message_id=message_id,
-        guild_id=guild_id,
-        channel_id=channel_id,
-        author_id=author_id,
-        author_name=name,
-        content=content,
-        created_at=from_ms(created),
-        is_bot=bool(is_bot),
-        reply_to_message_id=reply,
-        edited_at=None if edited is None else from_ms(edited),
-        mention_ids=frozenset(map(int, mentions.split())),
-        reply_to_author_id=reply_to_author_id,
-        mentions_everyone=bool(mentions_everyone),
-    )
 
 
 def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:

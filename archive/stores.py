@@ -119,7 +119,7 @@ class StoreTables(ABC):
             match = self._memory_match(query, op)
             if match is None:
                 return []
-            found = _memories(await self.read(self.recall_sql, scope | {"match": match}))
+            found = memories_from_rows(await self.read(self.recall_sql, scope | {"match": match}))
             if found:
                 break
         return found
@@ -127,11 +127,11 @@ class StoreTables(ABC):
     async def visible_memories(self, *, guild_id: int, channel_id: int, member_id: int, limit: int) -> list[Memory]:
         """The newest memories in scope: made in `channel_id`, or told by `member_id` about themselves in the server."""
         scope = {"channel": channel_id, "guild": guild_id, "member": member_id, "limit": limit}
-        return _memories(await self.read(_LIST_SQL, scope))
+        return memories_from_rows(await self.read(_LIST_SQL, scope))
 
     async def memory(self, memory_id: int) -> Memory | None:
         rows = await self.read(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
-        return next(iter(_memories(rows)), None)
+        return next(iter(memories_from_rows(rows)), None)
 
     async def memory_ids_about(self, *, guild_id: int, member_id: int) -> list[int]:
         """The ids of the server's memories about `member_id` or told by them."""
@@ -256,7 +256,7 @@ class StoreTables(ABC):
         return {int(channel_id): int(guild_id) for channel_id, guild_id in rows}
 
 
-def _memories(rows: Sequence[Sequence[Any]]) -> list[Memory]:
+def memories_from_rows(rows: Sequence[Sequence[Any]]) -> list[Memory]:
     return [
         Memory(
             int(memory_id),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -10,6 +11,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.usage import RunUsage
 
+from admission.optout import OptOuts
 from archive import ArchivedMessage, ChannelSettings, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
@@ -36,6 +38,9 @@ class CatchUpAgents(Protocol):
 
 class CatchUpAdmission(Protocol):
     """The one admission path, as a catch-up asks it (admission/gatekeeper.py)."""
+
+    @property
+    def optouts(self) -> OptOuts: ...
 
     async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> str | None: ...
     async def give_back(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> None: ...
@@ -92,6 +97,8 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     found = await read_range(
         archive, channel_id, since, member_id=member_id, forgotten_after=await archive.forget_marker(channel_id)
     )
+    # What members who opted out wrote is not shown to the model: their messages count, as placeholders.
+    found = replace(found, messages=client.admission.optouts.veil_archived(guild_id, found.messages))
     if not found.messages:
         await client.admission.give_back(guild_id, member_id, role_ids)
         await interaction.edit_original_response(content=f"Nothing was said here since {since.described}.")

@@ -1,4 +1,4 @@
-"""`/parley why | status | memory …`: the commands for every member of a server."""
+"""`/parley why | status | memory … | privacy …`: the commands for every member of a server."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from budget import UsageSummary, next_utc_midnight
 from commands.catchup import catchup_command
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
+from commands.privacy import PrivacyCommands
 from commands.tree import in_a_server, message_link, operated, place_of
 from context import approx_tokens
 from conversation import ChannelConversation
@@ -31,13 +32,15 @@ class ParleyCommands(
     description="Why Parley answered or stayed silent here, its conversation, and what it remembers of you.",
     guild_only=True,
 ):
-    """`/parley why`, `status` and `memory …`, about the channel they are used in; every member sees them (each
-    command checks what the member may read when it runs), the admins' are `/parley-admin`."""
+    """`/parley why`, `status` and `memory …`, about the channel they are used in, and `privacy …`, about the member
+    themselves; every member sees them (each command checks what the member may read when it runs), the admins'
+    are `/parley-admin`."""
 
     def __init__(self) -> None:
         super().__init__()
         self.add_command(MemoryCommands())
         self.add_command(catchup_command())
+        self.add_command(PrivacyCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

@@ -410,6 +410,10 @@ class FakeDiscord(RestRoutes):
 
     # Test API: observing the bot
 
+    def original_response(self, token: str) -> dict[str, Any]:
+        """The message an interaction's first response made (as later follow-ups and edits left it)."""
+        return self._original_responses[token]
+
     def posts_in(self, channel_id: int) -> list[Post]:
         return [post for post in self.bot_posts if post.channel_id == channel_id]
 

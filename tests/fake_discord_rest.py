@@ -347,7 +347,7 @@ class RestRoutes(GatewaySessions):
     async def _interaction_callback(self, request: web.Request) -> web.Response:
         body, files = await _read_message_body(request)
         token = request.match_info["token"]
-        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, files))
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, tuple(files)))
         self._changed()
         interaction = self._interactions.get(token, {})
         callback_type = body.get("type")
@@ -424,7 +424,7 @@ class RestRoutes(GatewaySessions):
         """Follow-ups (POST) and the @original response (GET, PATCH) of an interaction."""
         body, files = (None, []) if request.method == "GET" else await _read_message_body(request)
         token = request.match_info["token"]
-        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, files))
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, tuple(files)))
         self._changed()
         invalid = _invalid_embeds(body or {})
         if invalid is not None:

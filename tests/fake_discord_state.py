@@ -273,7 +273,8 @@ class InteractionCall:
     method: str
     path: str
     body: dict[str, Any] | None
-    files: list[tuple[str, bytes]] = field(default_factory=list)
+    # The files sent with it (multipart), by name.
+    files: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ from e2e_support import (
     run_command,
     say,
 )
-from fake_discord import ALICE_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_discord import ALICE_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM, ToolCall, echo, last_user_text
+
+from admission.optout import OPTED_OUT_REFUSAL
+from records import OPTED_OUT_TEXT
 
 
 def catching_up(request: dict[str, Any]) -> Any:
@@ -94,3 +97,27 @@ async def test_the_archive_off_is_said_in_one_line(bot: RunningBot, fake: FakeDi
     await bot.start(database_url="")
     [call] = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID)
     assert call_text(call) == "Catching up reads the archive, which is off here (DATABASE_URL is empty)."
+
+
+async def test_a_catch_up_shows_the_model_nothing_of_a_member_who_opted_out(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """What Bob wrote before opting out is in the range as the placeholder only; Bob's own catch-up is refused,
+    with no model call."""
+    llm.handler = catching_up
+    client = await bot.start()
+    await say(fake, ALICE_ID, "off to lunch")
+    await say(fake, fake.bob_id, "the secret launch date is friday")
+    await decided(client, await say(fake, CAROL_ID, "sounds good"))  # the bot has had every message
+    assert client.archive is not None
+    await client.archive.flush()
+    await client.admission.optouts.set(GUILD_ID, fake.bob_id, True)
+
+    calls = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID)
+    await final_text(fake, calls)
+    sent = "\n".join(str(request["messages"]) for request in llm.requests)
+    assert OPTED_OUT_TEXT in sent and "launch date" not in sent and "sounds good" in sent
+
+    requests = len(llm.requests)
+    [refused] = await run_command(fake, "catchup", permissions=MEMBER, user_id=fake.bob_id)
+    assert call_text(refused) == OPTED_OUT_REFUSAL and len(llm.requests) == requests

@@ -245,7 +245,7 @@ async def test_a_chart_that_cannot_be_drawn_leaves_the_figures(
     calls = await run_command(fake, "usage", [option("period", "week")], posts=2, permissions=SERVER_MANAGER)
 
     [embed] = reply_embeds(calls)
-    assert "image" not in embed and calls[-1].files == []
+    assert "image" not in embed and calls[-1].files == ()
     assert f"<#{CHANNEL_ID}> 1 answers" in embed["fields"][0]["value"]
     assert embed["description"].endswith(CHART_FAILED)
     assert "the /parley-admin usage chart could not be drawn" in caplog.text

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 from conftest import fresh_postgres_database
 
+from admission.optout import OptOuts
 from archive import Archive, open_archive
 from archive.changes import ChangeListener
 from config import Settings
@@ -35,6 +36,7 @@ class Process:
     thread_channels: set[int] = field(default_factory=set)
     own_threads: dict[int, int] = field(default_factory=dict)
     forgotten: list[int] = field(default_factory=list)
+    opt_outs: OptOuts = field(default_factory=OptOuts)
     listener: ChangeListener | None = None
 
     def shared(self) -> SharedSettings:
@@ -45,6 +47,7 @@ class Process:
             self.thread_channels,
             self.own_threads,
             self.forgotten.append,
+            self.opt_outs,
         )
 
 
@@ -53,6 +56,7 @@ async def start_process(url: str, settings: Settings) -> Process:
     process = Process(archive, Profiles(settings))
     process.listener = await follow_other_processes(url, archive, process.shared())
     await process.profiles.attach(archive)
+    await process.opt_outs.attach(archive)
     return process
 
 
@@ -109,6 +113,17 @@ async def test_forget_markers_and_threads_reach_the_other_process(two_processes:
     first.archive.delete_channel(THREAD)
     await first.archive.flush()
     await until(lambda: not second.thread_channels and not second.own_threads)
+
+
+async def test_an_opt_out_through_one_process_holds_in_the_other(two_processes: tuple[Process, Process]) -> None:
+    """A member who opts out (and back in) through one process is opted out (and in) in the other's memory, which
+    is what its message path reads."""
+    first, second = two_processes
+    await first.opt_outs.set(GUILD, ALICE, True)
+    await until(lambda: second.opt_outs.opted_out(GUILD, ALICE))
+    assert not second.opt_outs.opted_out(GUILD + 1, ALICE)
+    await first.opt_outs.set(GUILD, ALICE, False)
+    await until(lambda: not second.opt_outs.opted_out(GUILD, ALICE))
 
 
 async def write_unannounced(url: str, *statements: str) -> None:
@@ -169,9 +184,11 @@ async def test_reading_everything_again_takes_up_missed_changes(
         "DELETE FROM profile_settings",
         "DELETE FROM own_threads",
         f"INSERT INTO thread_settings VALUES ({CHANNEL}, {GUILD}, TRUE, 0)",
+        f"INSERT INTO opt_outs VALUES ({GUILD}, {ALICE}, 0)",
     )
     await second.shared().reread_all()
     assert (second.forget_markers, second.thread_channels, second.own_threads) == ({}, {CHANNEL}, {})
+    assert second.opt_outs.opted_out(GUILD, ALICE)
     assert second.profiles.resolve(GUILD, CHANNEL).mode == "normal"
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 
 import discord
 
+from admission.optout import OptOuts
 from archive import Archive, ArchiveWriteFailed
 from backfill import ChannelCatchUp, HistoryChannel, catch_up, readable_channels
 from config import Settings
@@ -29,12 +30,18 @@ class Coverage:
     """The archive's coverage of each channel, and the catch-up that extends it back over the time Parley was away."""
 
     def __init__(
-        self, settings: Settings, background: BackgroundTasks, forget: Callable[[int, Collection[int]], None]
+        self,
+        settings: Settings,
+        background: BackgroundTasks,
+        forget: Callable[[int, Collection[int]], None],
+        optouts: OptOuts,
     ) -> None:
         self.settings = settings
         self.background = background
         # What catch-up found deleted while Parley was away: forgotten as a deletion seen live would be.
         self.forget = forget
+        # Catch-up archives no message of a member who opted out, as the live archive does not.
+        self.optouts = optouts
         # The archive holds every message only from the moment this gateway session started watching,
         # or, per channel, from whenever this session's catch-up filled the gap before it.
         self.watching_since = utc_now()
@@ -110,6 +117,7 @@ class Coverage:
             session_start=self.watching_since,
             forget=self.forget,
             on_channel=caught_up,
+            opted_out=self.optouts.opted_out,
         )
         if channels:
             log.info("%s", summary.describe())

@@ -1,0 +1,219 @@
+"""End-to-end: `/parley privacy optout | optin | export | erase` with bot.py's client and the fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from e2e_support import (
+    MEMBER,
+    RunningBot,
+    assert_ephemeral_one_liner,
+    assert_silent,
+    click,
+    command_payload,
+    decided,
+    eventually,
+    is_callback,
+    reply_text,
+    request_texts,
+    say,
+    use_message_command,
+)
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_llm import FakeLLM
+from pydantic_ai.messages import ModelRequest
+
+import commands.privacy
+from admission.optout import OPTED_OUT_REFUSAL
+from bot import Parley
+from commands.privacy import ERASE_CANCELLED
+from context import summary_turn
+from records import OPTED_OUT_TEXT
+
+
+async def privacy(
+    fake: FakeDiscord, subcommand: str, *, user_id: int = ALICE_ID, posts: int = 1
+) -> list[InteractionCall]:
+    """Use `/parley privacy <subcommand>` in #general as a plain member; the bot's calls once it made `posts`."""
+    payload = command_payload(fake, "privacy", user_id=user_id, permissions=MEMBER)
+    payload["data"]["options"] = [{"type": 2, "name": "privacy", "options": [{"type": 1, "name": subcommand}]}]
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= posts, what=f"/parley privacy {subcommand} answered")
+    return calls()
+
+
+async def archived_texts(client: Parley) -> list[str]:
+    assert client.archive is not None
+    await client.archive.flush()
+    return [row.content for row in await client.archive.recent(CHANNEL_ID, limit=1000)]
+
+
+async def export_of(fake: FakeDiscord, user_id: int = ALICE_ID) -> dict[str, Any]:
+    """`/parley privacy export`: deferred, then a follow-up with the JSON file, both only the member sees."""
+    calls = await privacy(fake, "export", user_id=user_id, posts=2)
+    deferred, followup = calls[0], calls[-1]
+    assert is_callback(deferred) and deferred.body is not None and deferred.body["type"] == 5
+    assert followup.body is not None and followup.body["flags"] & (1 << 6)
+    [(name, data)] = followup.files
+    assert name == f"parley-{GUILD_ID}-{user_id}.json"
+    exported: dict[str, Any] = json.loads(data)
+    return exported
+
+
+async def test_an_opted_out_member_is_neither_archived_nor_shown_nor_answered(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """After opting out, Alice's messages are not archived (live or by catch-up after a restart), reach the model only
+    as the placeholder, and her mention is met with silence logged `opted_out`; opting in undoes it."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, "said before opting out")
+    reply = reply_text(await privacy(fake, "optout"))
+    assert "You opted out" in reply and "stays until you erase it" in reply
+
+    await say(fake, BOB_ID, f"<@{BOT_ID}> shall we plan the trip?")
+    await fake.wait_for_posts(1)
+    mention = await say(fake, ALICE_ID, f"<@{BOT_ID}> my passport number is 12345")
+    entry = await decided(client, mention)
+    assert (entry.respond, entry.reason, entry.excerpt) == (False, "opted_out", OPTED_OUT_TEXT)
+    await assert_silent(fake, 1)
+    await say(fake, BOB_ID, f"<@{BOT_ID}> what did everyone say?")
+    await fake.wait_for_posts(2)
+    prompt = "\n".join(request_texts(llm.requests[-1]))
+    # Her mention, and what she said before opting out (loaded as context), reach the model only as placeholders.
+    assert OPTED_OUT_TEXT in prompt and "12345" not in prompt and "said before opting out" not in prompt
+    assert str(ALICE_ID) not in prompt and "Alice" not in prompt
+    texts = await archived_texts(client)
+    assert "said before opting out" in texts  # opting out erases nothing
+    assert not any("12345" in text for text in texts)
+
+    await bot.stop()
+    fake.add_history(CHANNEL_ID, ALICE_ID, "alice wrote while parley was away")
+    fake.add_history(CHANNEL_ID, BOB_ID, "bob wrote while parley was away")
+    client = await bot.start()
+    await eventually(lambda: CHANNEL_ID in client.coverage.covered_since and not client.coverage.catching_up, 30)
+    texts = await archived_texts(client)
+    assert "bob wrote while parley was away" in texts and "alice wrote while parley was away" not in texts
+
+    assert "opted back in" in reply_text(await privacy(fake, "optin"))
+    await say(fake, ALICE_ID, "archived again")
+    async with asyncio.timeout(10):
+        while "archived again" not in await archived_texts(client):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
+
+
+async def test_export_then_erase_then_an_empty_export(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """Alice's export holds her messages, her file's text, her facts and her usage, nothing of Bob's; the erase she
+    confirms (Bob's press changes nothing) removes them from the archive, the live conversation and the summaries,
+    and her next export is empty."""
+    client = await bot.start()
+    assert client.archive is not None and client.memory is not None
+    notes = fake.served_attachment("notes.txt", b"the launch code is tango", "text/plain")
+    shared = await say(fake, ALICE_ID, "my notes", attachments=[notes])
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> what is in my notes?")
+    await fake.wait_for_posts(1)
+    bobs = await say(fake, BOB_ID, "bob's own words")
+    for said_by, fact, source in ((ALICE_ID, "alice likes tea", question), (BOB_ID, "bob likes coffee", bobs)):
+        await client.memory.remember(
+            guild_id=GUILD_ID, channel_id=CHANNEL_ID, said_by_id=said_by, source_message_id=int(source["id"]),
+            fact=fact, about_speaker=True,
+        )  # fmt: skip
+    client.archive.add_summary(CHANNEL_ID, "alice shared her notes", datetime.now(UTC), (int(shared["id"]),) * 2)
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    conversation.llm_history.insert(0, summary_turn("alice's notes summarised", (int(shared["id"]),) * 2))
+
+    async def file_text_kept() -> bool:
+        found = await client.archive.messages_by_id([int(shared["id"])])  # type: ignore[union-attr]
+        return bool(found and found[0].attachments and found[0].attachments[0].text)
+
+    async with asyncio.timeout(10):
+        while not await file_text_kept():  # noqa: ASYNC110 - read in the background; the archive has no event
+            await asyncio.sleep(0.05)
+
+    exported = await export_of(fake)
+    assert [m["content"] for m in exported["messages"]] == ["my notes", "@Parley what is in my notes?"]
+    assert exported["messages"][0]["attachments"][0]["text"] == "the launch code is tango"
+    assert [f["fact"] for f in exported["facts"]] == ["alice likes tea"]
+    assert exported["usage"] and exported["usage"][0]["answers"] >= 1
+    assert "bob" not in json.dumps(exported).lower()
+
+    [asked] = await privacy(fake, "erase")
+    assert asked.body is not None and asked.body["data"]["flags"] & (1 << 6)
+    buttons = {button["label"]: button["custom_id"] for button in asked.body["data"]["components"][0]["components"]}
+    message = fake.original_response(asked.path.split("/")[-2])
+    refused = await click(fake, message, buttons["Erase"], user_id=BOB_ID)
+    assert "Only the member who asked" in reply_text(refused)
+    assert "my notes" in await archived_texts(client)
+
+    await click(fake, message, buttons["Erase"])
+
+    def erased() -> list[str]:
+        texts = [(call.body or {}).get("content") or "" for call in fake.interaction_calls]
+        return [text for text in texts if text.startswith("Erased")]
+
+    await fake.wait_for(lambda: bool(erased()), what="the erasure's answer")
+    [summary] = erased()
+    assert "Erased 2 message(s) with 1 file(s)" in summary and "1 conversation summary" in summary
+    assert "1 live conversation" in summary
+    texts = await archived_texts(client)
+    assert "my notes" not in texts and "bob's own words" in texts
+    assert await client.archive.summaries(CHANNEL_ID) == []
+    assert all(m.author_id != ALICE_ID for m in conversation.messages)
+    # What the model is sent of her is gone (its own earlier answer, here an echo, is its words, kept as written).
+    requests = str([message for message in conversation.llm_history if isinstance(message, ModelRequest)])
+    assert "tango" not in requests and "my notes" not in requests and "notes summarised" not in requests
+    assert "Alice" not in requests and str(ALICE_ID) not in requests
+
+    emptied = await export_of(fake)
+    assert (emptied["messages"], emptied["facts"], emptied["usage"]) == ([], [], [])
+    assert [f["fact"] for f in (await export_of(fake, BOB_ID))["facts"]] == ["bob likes coffee"]
+
+
+async def test_an_erase_is_cancelled_by_its_cancel_button_or_by_silence(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unconfirmed, an erase request cancels itself (the question says so); Cancel does at once; nothing is erased."""
+    monkeypatch.setattr(commands.privacy, "ERASE_CONFIRM_SECONDS", 0.3)
+    client = await bot.start()
+    await say(fake, ALICE_ID, "keep this")
+    async with asyncio.timeout(10):
+        while "keep this" not in await archived_texts(client):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
+
+    [asked] = await privacy(fake, "erase")
+    token = asked.path.split("/")[-2]
+    await fake.wait_for(lambda: fake.original_response(token)["content"] == ERASE_CANCELLED, what="the timeout")
+
+    [asked] = await privacy(fake, "erase")
+    assert asked.body is not None
+    buttons = {button["label"]: button["custom_id"] for button in asked.body["data"]["components"][0]["components"]}
+    cancelled = await click(fake, fake.original_response(asked.path.split("/")[-2]), buttons["Cancel"])
+    assert reply_text(cancelled) == ERASE_CANCELLED
+    assert "keep this" in await archived_texts(client)
+
+
+async def test_a_member_who_opted_out_cannot_regenerate_their_earlier_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Regenerate makes a model call for the member who clicks it: after opting out, it tells them why, only them,
+    and asks the model nothing."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what is it?")
+    await fake.wait_for_posts(1)
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    [answer] = fake.bot_messages(CHANNEL_ID)
+    await privacy(fake, "optout")
+    requests = len(llm.requests)
+    refused = await use_message_command(fake, "Regenerate", answer, user_id=ALICE_ID)
+    assert assert_ephemeral_one_liner(refused) == OPTED_OUT_REFUSAL
+    await assert_silent(fake, 1)
+    assert len(llm.requests) == requests
