@@ -33,6 +33,7 @@ from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
 from edge.gateway import reach_gateway
+from edge.member_roles import access_gate
 from edge.threads import Threads
 from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
@@ -108,6 +109,7 @@ class Parley(discord.AutoShardedClient):
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage, self)
+        self.access = access_gate(self, settings)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -149,6 +151,7 @@ class Parley(discord.AutoShardedClient):
             manager,
             decider,
             self.admission,
+            access=self.access,
             threads=self.threads,
             context=self.context,
             upkeep=self.upkeep,
@@ -196,9 +199,12 @@ class Parley(discord.AutoShardedClient):
         self.memory = await MemoryStore.open(archive)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
-        shared = SharedSettings(archive, self.profiles, *maps, self.forgetting.forgotten, self.admission.optouts)
+        shared = SharedSettings(
+            archive, self.profiles, *maps, self.forgetting.forgotten, self.admission.optouts, self.access.lists
+        )
         self._other_processes = await follow(self.settings, archive, shared)
         await self.profiles.attach(archive)
+        await self.access.lists.attach(archive)
         await channels.load(archive)
         await self.usage.attach(archive)
         await self.admission.attach(archive)
@@ -334,6 +340,7 @@ class Parley(discord.AutoShardedClient):
 
     async def on_guild_remove(self, guild: discord.Guild) -> None:
         self.forgetting.guild_removed(guild)
+        self.access.lists.forget(guild.id)
 
 
 # --- Composition root --------------------------------------------------------------------------

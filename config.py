@@ -244,6 +244,28 @@ class Settings(BaseSettings):
         description="Ids of other bots and webhooks whose @mentions and replies Parley answers, comma-separated;"
         " any other bot, webhook or system message never makes it answer.",
     )
+    allowed_channels: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of the channels or categories where Parley answers, comma-separated (a thread follows its"
+        " channel); none: every channel it can read. A blocked channel stays blocked.",
+    )
+    blocked_channels: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of channels or categories where Parley never answers, comma-separated; wins over"
+        " ALLOWED_CHANNELS.",
+    )
+    allowed_roles: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of the roles whose members may use Parley, comma-separated; none: every member."
+        " A blocked role or member stays blocked.",
+    )
+    blocked_roles: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of roles whose members may not use Parley, comma-separated; wins over ALLOWED_ROLES.",
+    )
+    blocked_members: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(), description="Ids of members who may not use Parley, comma-separated."
+    )
     max_bot_exchanges: int = Field(
         3,
         ge=1,
@@ -348,7 +370,15 @@ class Settings(BaseSettings):
             raise ValueError("tavily needs TAVILY_API_KEY")
         return value
 
-    @field_validator("answer_bot_ids", mode="before")
+    @field_validator(
+        "answer_bot_ids",
+        "allowed_channels",
+        "blocked_channels",
+        "allowed_roles",
+        "blocked_roles",
+        "blocked_members",
+        mode="before",
+    )
     @classmethod
     def _comma_separated_ids(cls, value: Any) -> Any:
         if not isinstance(value, str):

@@ -1,10 +1,10 @@
 """In step with the other processes sharing a Postgres archive (issue 13).
 
 Each process reads the shared settings into memory at start: profiles, /parley-admin forget markers, the channels
-where a mention opens a thread, the threads Parley opened, and the members who opted out. Another process's change
-reaches this one's memory as Postgres announces it (archive/changes.py): the changed channel's (or member's) rows
-are read again, or all of them after the listening connection was lost. With SQLite there is one process, and
-nothing to follow.
+where a mention opens a thread, the threads Parley opened, the members who opted out, and the servers' access
+lists. Another process's change reaches this one's memory as Postgres announces it (archive/changes.py): the
+changed channel's (or member's, or server's) rows are read again, or all of them after the listening connection
+was lost. With SQLite there is one process, and nothing to follow.
 
 The conversations kept in the archive are each process's own: a process takes up at start only those of the
 servers on its shards.
@@ -46,6 +46,7 @@ class SharedSettings:
         own_threads: dict[int, int],
         forgotten: Callable[[int], None],
         opt_outs: Reloaded,
+        access: Reloaded | None = None,
     ) -> None:
         self.archive = archive
         self.profiles = profiles
@@ -55,11 +56,16 @@ class SharedSettings:
         self.forgotten = forgotten
         # The members who opted out (admission.optout), keyed by member.
         self.opt_outs = opt_outs
+        # The servers' access lists (admission.access_lists), keyed by server.
+        self.access = access
 
     async def reread(self, table: str, key: int) -> None:
         """Read the rows of `table` for the channel (or server, thread or member) `key` again."""
         if table == "profile_settings":
             await self.profiles.reload(key)
+        elif table == "access_entries":
+            if self.access is not None:
+                await self.access.reload(key)
         elif table == "forget_markers":
             self._take_marker(key, await self.archive.forget_marker(key))
         elif table == "thread_settings":
@@ -80,6 +86,8 @@ class SharedSettings:
         """Read every shared setting again: changes were announced while this process was not listening."""
         await self.profiles.reload_all()
         await self.opt_outs.reload_all()
+        if self.access is not None:
+            await self.access.reload_all()
         markers = await self.archive.all_forget_markers()
         for channel_id in self.forget_markers.keys() - markers.keys():
             self._take_marker(channel_id, None)

@@ -11,13 +11,14 @@ from typing import Protocol
 
 import discord
 
+from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
 from admission.optout import OPTED_OUT, OptOuts, veil
 from answering.answer import Answering
 from answering.decisions import DecisionLog
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread, role_ids_of
-from edge.arrival import Arrival
+from edge.arrival import Arrival, access_asker, access_place
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
@@ -76,6 +77,16 @@ class Admission(Protocol):
     ) -> None: ...
 
 
+class Access(Protocol):
+    """Who may use Parley where (admission/access_gate.py): a message's verdict, and the notice told once."""
+
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+
+    async def tell_once(self, message: discord.Message, guild_id: int, found: Verdict) -> None: ...
+
+
 class MessagePipeline:
     """Takes each arrived message through admission and the decider to an answer, one message of a channel at a
     time."""
@@ -87,6 +98,7 @@ class MessagePipeline:
         decider: ResponseDecider,
         admission: Admission,
         *,
+        access: Access,
         threads: Threads,
         context: ContextLoader,
         upkeep: ConversationUpkeep,
@@ -97,6 +109,7 @@ class MessagePipeline:
         self.manager = manager
         self.decider = decider
         self.admission = admission
+        self.access = access
         self.threads = threads
         self.context = context
         self.upkeep = upkeep
@@ -117,6 +130,8 @@ class MessagePipeline:
         if self.admission.optouts.opted_out(arrival.guild_id, arrival.record.author_id):
             self._pass_over(arrival)
             return
+        if await self._refuse_not_allowed(arrival):
+            return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
         await self.handle(arrival)
@@ -128,6 +143,25 @@ class MessagePipeline:
         live = self.manager.record_message(record.channel_id, record)
         if arrival.addressed or live is not None:
             self.decided_here(record, OPTED_OUT)
+
+    async def _refuse_not_allowed(self, arrival: Arrival) -> bool:
+        """Whether the access lists keep Parley from answering the message (before anything could call a model);
+        a refused one is still recorded, and noted `not_allowed` if it was for Parley or in a conversation.
+
+        Its author is told why once if they addressed Parley (in its own thread or a DM every message does),
+        unless the channel is the reason: there Parley stays silent for everyone.
+        """
+        found = await self.access.verdict(arrival.guild_id, arrival.place, arrival.asker)
+        if found.allowed:
+            return False
+        record = arrival.record
+        live = self.manager.record_message(record.channel_id, record)
+        for_parley = arrival.addressed or arrival.kind != CHANNEL
+        if for_parley or live is not None:
+            self.decided_here(record, NOT_ALLOWED)
+        if for_parley and not arrival.automated:
+            await self.access.tell_once(arrival.message, arrival.guild_id, found)
+        return True
 
     def _refuse_automated(self, arrival: Arrival) -> bool:
         """Whether the bot gate turns down an automated message addressed to Parley; a refused one is still recorded."""
@@ -247,9 +281,16 @@ class MessagePipeline:
         await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
 
     async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:
-        """Why `member` may not regenerate `turn` now (their limits, the server's budget); None: they may, and it
-        spent one of their answers, which `regenerate` gives back if it makes no model call."""
-        return await self.admission.regenerate_refusal(guild_id_of(turn.question), member.id, role_ids_of(member))
+        """Why `member` may not regenerate `turn` now (its asker no longer allowed there, their limits, the server's
+        budget); None: they may, and it spent one of their answers, which `regenerate` gives back if it makes no
+        model call. The answer is written again for its asker, so the access lists are theirs to pass."""
+        question = turn.question
+        guild_id = guild_id_of(question)
+        if guild_id:  # Regenerate is guild-only; a DM's question would have no server's lists
+            asker = access_asker(question.author)
+            if not self.access.server_verdict(guild_id, access_place(question.channel), asker).allowed:
+                return REGENERATE_NOT_ALLOWED
+        return await self.admission.regenerate_refusal(guild_id, member.id, role_ids_of(member))
 
     async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None:
         """ "Regenerate", admitted for `member` (streaming.py); nothing changes if the conversation has ended."""

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 __all__ = [
+    "AccessEntry",
+    "AccessTables",
     "Archive",
     "ArchiveWriteFailed",
     "ArchivedAttachment",
@@ -235,6 +237,18 @@ class ProfileValue(NamedTuple):
     set_at: int
 
 
+class AccessEntry(NamedTuple):
+    """One server's allow or block entry for a channel, category, role or member, as set by command; `set_at` in ms
+    since the epoch."""
+
+    guild_id: int
+    target_id: int
+    kind: str  # channel, category, role or member
+    listed: str  # allow or block
+    set_by: int
+    set_at: int
+
+
 @dataclass(frozen=True, slots=True)
 class ReconciliationProgress:
     """How far the recheck of one channel's archived messages against Discord has got (upkeep/reconciliation.py).
@@ -412,6 +426,14 @@ class ProfileTables(Protocol):
     async def reset_profile_values(self, scope_id: int, names: Sequence[str]) -> None: ...
 
 
+class AccessTables(Protocol):
+    """The servers' access lists as set by command (admission/access_lists.py's rules)."""
+
+    async def access_entries(self, guild_id: int | None = None) -> list[AccessEntry]: ...
+    async def set_access_entry(self, entry: AccessEntry) -> None: ...
+    async def clear_access_entry(self, guild_id: int, target_id: int) -> None: ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -439,6 +461,7 @@ class Archive(
     MemoryTables,
     ProfileTables,
     MemberData,
+    AccessTables,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

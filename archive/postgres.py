@@ -400,6 +400,23 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER opt_outs_changed AFTER INSERT OR UPDATE OR DELETE ON opt_outs
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('member_id');
     """,
+    # v17: the servers' access lists (admission/access_lists.py): each channel, category, role or member a
+    # /parley-admin access command allowed or blocked, with who did it and when; one entry per target. A change
+    # notifies `parley_access_entries` with the server's id, as v13's tables do. A deleted channel keeps its entry
+    # (the server's go with it): dropping the only allowed channel's would open every other.
+    """
+    CREATE TABLE access_entries (
+        guild_id  BIGINT NOT NULL,
+        target_id BIGINT NOT NULL,
+        kind      TEXT   NOT NULL, -- channel, category, role or member
+        listed    TEXT   NOT NULL, -- allow or block
+        set_by    BIGINT NOT NULL,
+        set_at    BIGINT NOT NULL,
+        PRIMARY KEY (guild_id, target_id)
+    );
+    CREATE TRIGGER access_entries_changed AFTER INSERT OR UPDATE OR DELETE ON access_entries
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('guild_id');
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -484,6 +501,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
         "DELETE FROM profile_settings WHERE guild_id = $1",
+        "DELETE FROM access_entries WHERE guild_id = $1",
         "DELETE FROM token_usage WHERE guild_id = $1",
         "DELETE FROM forget_markers WHERE guild_id = $1",
         "DELETE FROM memories WHERE guild_id = $1",

@@ -395,6 +395,20 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX opt_outs_member ON opt_outs (member_id);
     """,
+    # v17: the servers' access lists (admission/access_lists.py): each channel, category, role or member a
+    # /parley-admin access command allowed or blocked, with who did it and when; one entry per target. A deleted
+    # channel keeps its entry (the server's go with it): dropping the only allowed channel's would open every other.
+    """
+    CREATE TABLE access_entries (
+        guild_id  INTEGER NOT NULL,
+        target_id INTEGER NOT NULL,
+        kind      TEXT    NOT NULL, -- channel, category, role or member
+        listed    TEXT    NOT NULL, -- allow or block
+        set_by    INTEGER NOT NULL,
+        set_at    INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, target_id)
+    ) WITHOUT ROWID;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -549,6 +563,7 @@ _DELETE_GUILD = _Write(
         # Through the channel list so the (channel_id, ...) index does the work.
         "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM profile_settings WHERE guild_id = ?",
+        "DELETE FROM access_entries WHERE guild_id = ?",
         "DELETE FROM token_usage WHERE guild_id = ?",
         "DELETE FROM forget_markers WHERE guild_id = ?",
         "DELETE FROM memories WHERE guild_id = ?",

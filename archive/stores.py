@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from archive import ArchiveWriteFailed, Memory, ProfileValue, ReconciliationProgress, Snapshot, Write
+from archive import AccessEntry, ArchiveWriteFailed, Memory, ProfileValue, ReconciliationProgress, Snapshot, Write
 from archive.queued import from_ms, to_ms
 
 MEMORY_COLUMNS = "id, guild_id, channel_id, about_id, said_by_id, source_message_id, fact, created_at"
@@ -65,6 +65,17 @@ _SAVE_RECONCILIATION = Write(
     ),
 )
 _SELECT_PROFILE_VALUES = "SELECT scope_id, field, guild_id, value, set_by, set_at FROM profile_settings"
+
+_SET_ACCESS_ENTRY = Write(
+    "set_access_entry",
+    (
+        "INSERT INTO access_entries (guild_id, target_id, kind, listed, set_by, set_at) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (guild_id, target_id) DO UPDATE SET kind = excluded.kind, listed = excluded.listed,"
+        " set_by = excluded.set_by, set_at = excluded.set_at",
+    ),
+)
+_CLEAR_ACCESS_ENTRY = Write("clear_access_entry", ("DELETE FROM access_entries WHERE guild_id = ? AND target_id = ?",))
+_SELECT_ACCESS_ENTRIES = "SELECT guild_id, target_id, kind, listed, set_by, set_at FROM access_entries"
 
 
 class StoreTables(ABC):
@@ -234,6 +245,44 @@ class StoreTables(ABC):
         p = progress
         self._enqueue(_SAVE_RECONCILIATION, (p.channel_id, p.guild_id, p.upto_id, p.reached_id, p.again_id))
         await self.flush()
+
+    # -- Access lists set by command --
+
+    async def access_entries(self, guild_id: int | None = None) -> list[AccessEntry]:
+        """The stored access entries of one server, or of all, oldest first."""
+        if guild_id is None:
+            rows = await self.read(f"{_SELECT_ACCESS_ENTRIES} ORDER BY set_at, target_id")
+        else:
+            rows = await self.read(
+                f"{_SELECT_ACCESS_ENTRIES} WHERE guild_id = ? ORDER BY set_at, target_id", (guild_id,)
+            )
+        return [AccessEntry(*row) for row in rows]
+
+    async def set_access_entry(self, entry: AccessEntry) -> None:
+        """Store one server's entry for a target (replacing its earlier one); returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the writer could not commit it.
+        """
+        self._enqueue(_SET_ACCESS_ENTRY, tuple(entry))
+        await self.flush()
+        if entry not in await self._access_entry(entry.guild_id, entry.target_id):
+            raise ArchiveWriteFailed(f"the access entry for {entry.target_id} could not be stored")
+
+    async def clear_access_entry(self, guild_id: int, target_id: int) -> None:
+        """Drop one server's entry for a target; returns once that is committed.
+
+        Raises:
+            ArchiveWriteFailed: the writer could not commit it.
+        """
+        self._enqueue(_CLEAR_ACCESS_ENTRY, (guild_id, target_id))
+        await self.flush()
+        if await self._access_entry(guild_id, target_id):
+            raise ArchiveWriteFailed(f"the access entry for {target_id} could not be cleared")
+
+    async def _access_entry(self, guild_id: int, target_id: int) -> list[AccessEntry]:
+        rows = await self.read(f"{_SELECT_ACCESS_ENTRIES} WHERE guild_id = ? AND target_id = ?", (guild_id, target_id))
+        return [AccessEntry(*row) for row in rows]
 
     # -- Shared settings' single rows, read again when another process announces a change --
 

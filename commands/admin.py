@@ -9,6 +9,7 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed
+from commands.access import AccessCommands
 from commands.memory import ContextCommands
 from commands.profile import ProfileCommands, profile_place_of
 from commands.tree import Refusal, in_a_server, operated, place_of, send_ephemeral
@@ -49,13 +50,14 @@ class AdminCommands(
     # https://discord.com/developers/docs/interactions/application-commands#permissions
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …` and `profile …`, about the channel they are
-    used in (`usage`: its server)."""
+    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …` and `access …`, about the channel
+    they are used in (`usage` and `access`: its server)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.add_command(ContextCommands())
         self.add_command(ProfileCommands())
+        self.add_command(AccessCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

@@ -11,6 +11,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.usage import RunUsage
 
+from admission.access import Asker, Place, Verdict
 from admission.optout import OptOuts
 from archive import ArchivedMessage, ChannelSettings, MessageLog
 from budget import UsageLedger
@@ -19,6 +20,7 @@ from catchup.writing import CatchUpWriter, Point, Summary
 from commands.tree import Refusal, message_link, place_of
 from config import Settings
 from discord_io import role_ids_of, split_message
+from edge.arrival import access_asker, access_place
 
 # A catch-up's posts: the summary of a long range fills a few.
 CATCHUP_MAX_POSTS = 6
@@ -47,6 +49,12 @@ class CatchUpAdmission(Protocol):
     async def server_budget_spent(self, guild_id: int) -> bool: ...
 
 
+class CatchUpAccess(Protocol):
+    """Who may use Parley where, as an entry point that is no message asks it (admission/access_gate.py)."""
+
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+
+
 class CatchingUp(Protocol):
     """The client, as `/parley catchup` sees it (bot.py's Parley)."""
 
@@ -60,6 +68,8 @@ class CatchingUp(Protocol):
     def agents(self) -> CatchUpAgents: ...
     @property
     def admission(self) -> CatchUpAdmission: ...
+    @property
+    def access(self) -> CatchUpAccess: ...
 
 
 def catchup_command() -> app_commands.Command[Any, ..., None]:
@@ -90,6 +100,12 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     except SinceError as error:
         raise Refusal(str(error)) from None
     member_id, role_ids = interaction.user.id, role_ids_of(interaction.user)
+    # A catch-up is a model call for the member: the access lists come first, so a refusal spends nothing.
+    if interaction.channel is not None:
+        asker = access_asker(interaction.user)
+        access = client.access.server_verdict(guild_id, access_place(interaction.channel), asker)
+        if not access.allowed:
+            raise Refusal(access.refusal)
     refusal = await client.admission.member_refusal(guild_id, member_id, role_ids)
     if refusal is not None:
         raise Refusal(refusal)

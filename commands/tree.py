@@ -9,6 +9,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.messages import ModelMessage
 
+from admission.access_gate import AccessGate
 from archive import Archive
 from budget import UsageLedger
 from config import Settings
@@ -44,6 +45,8 @@ class Operated(Protocol):
     def shard_count(self) -> int | None: ...
     @property
     def coverage(self) -> Coverage: ...
+    @property
+    def access(self) -> AccessGate: ...
 
     def mode_of(self, channel_id: int) -> str: ...
     def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...
@@ -86,11 +89,16 @@ def refusal(error: app_commands.AppCommandError, command: str) -> str:
     if isinstance(error, app_commands.NoPrivateMessage):
         return "Parley's commands work only in a server channel, not in direct messages."
     if isinstance(error, app_commands.MissingPermissions):
-        needed = " and ".join(name.replace("_", " ").title() for name in error.missing_permissions)
+        needed = " and ".join(permission_name(name) for name in error.missing_permissions)
         return f"You need the {needed} permission in this channel to use /{command}."
     if isinstance(error, app_commands.CommandNotFound | app_commands.CommandSignatureMismatch):
         return "This command is out of date; an operator can update Parley's commands with `python bot.py --sync`."
     return "Sorry, that command failed; the details are in Parley's log."
+
+
+def permission_name(flag: str) -> str:
+    """A permission as Discord's clients name it: discord.py's `manage_guild` is "Manage Server" there."""
+    return "Manage Server" if flag == "manage_guild" else flag.replace("_", " ").title()
 
 
 def _command_name(interaction: discord.Interaction) -> str:

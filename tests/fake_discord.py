@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -217,6 +218,25 @@ class FakeDiscord(RestRoutes):
         return self._create_message(
             channel_id, author_id, content, message_id=self._next_id(timestamp), reply_to=reply_to
         )
+
+    def add_role(self, name: str, members: Iterable[int] = ()) -> int:
+        """Add a role to the first server and give it to `members`; its id. Call it before the bot connects: the
+        server's GUILD_CREATE carries its roles and members."""
+        role_id = self._next_id(_WORLD_CREATED)
+        self.roles[role_id] = name
+        for user_id in members:
+            user = self.users[user_id]
+            self.users[user_id] = replace(user, role_ids=(*user.role_ids, role_id))
+        return role_id
+
+    def add_category(self, name: str, channels: Iterable[int] = ()) -> int:
+        """Add a category to the first server holding the text `channels`; its id. Call it before the bot connects:
+        the server's GUILD_CREATE carries its channels."""
+        category = FakeChannel(self._next_id(_WORLD_CREATED), name, len(self.channels), is_category=True)
+        self.channels[category.id] = category
+        for channel_id in channels:
+            self.channels[channel_id].category_id = category.id
+        return category.id
 
     async def create_thread(
         self, parent_id: int, name: str, *, private: bool = False, members: Iterable[int] = ()

@@ -61,6 +61,7 @@ class RestRoutes(GatewaySessions):
             ("POST", "/channels/{channel_id}/typing", self._post_typing),
             ("POST", "/channels/{channel_id}/messages/{message_id}/threads", self._start_thread_from_message),
             ("GET", "/guilds/{guild_id}", self._get_guild),
+            ("GET", "/guilds/{guild_id}/members/{user_id}", self._get_member),
             ("POST", "/interactions/{interaction_id}/{token}/callback", self._interaction_callback),
             ("POST", "/webhooks/{application_id}/{token}", self._webhook_message),
             ("GET", "/webhooks/{application_id}/{token}/messages/{message_id}", self._webhook_message),
@@ -146,6 +147,14 @@ class RestRoutes(GatewaySessions):
         if guild_id not in self.guilds:
             return _error(404, "Unknown Guild", 10004)
         return _json_response(self._guild(guild_id))
+
+    async def _get_member(self, request: web.Request) -> web.Response:
+        """A server's member: every user of the fake is in every server.
+        https://discord.com/developers/docs/resources/guild#get-guild-member"""
+        user = self.users.get(int(request.match_info["user_id"]))
+        if int(request.match_info["guild_id"]) not in self.guilds or user is None:
+            return _error(404, "Unknown Member", 10007)
+        return _json_response({"user": user.payload(), **user.member_payload()})
 
     def _channel_or_none(self, request: web.Request) -> FakeChannel | None:
         return self.channels.get(int(request.match_info["channel_id"]))

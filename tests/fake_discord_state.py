@@ -151,19 +151,34 @@ class FakeChannel:
     overwrites: list[dict[str, Any]] = field(default_factory=list)
     recipient_id: int | None = None  # set for a direct message channel: the person on the other side
     guild_id: int = GUILD_ID  # the server of a text channel or thread (a direct message channel has none)
+    category_id: int | None = None  # a text channel's category
+    is_category: bool = False  # a category: a server's channel that holds others, where nobody writes
 
     def payload(self) -> dict[str, Any]:
         if self.parent_id is not None:
             return self._thread_payload(self.parent_id)
         if self.recipient_id is not None:
             return self._dm_payload(self.recipient_id)
+        if self.is_category:
+            # https://discord.com/developers/docs/resources/channel#channel-object-channel-types
+            kind = discord.ChannelType.category.value
+            return {
+                "id": str(self.id),
+                "type": kind,
+                "guild_id": str(self.guild_id),
+                "name": self.name,
+                "position": self.position,
+                "parent_id": None,
+                "nsfw": False,
+                "permission_overwrites": [],
+            }
         return {
             "id": str(self.id),
             "type": discord.ChannelType.text.value,
             "guild_id": str(self.guild_id),
             "name": self.name,
             "position": self.position,
-            "parent_id": None,
+            "parent_id": None if self.category_id is None else str(self.category_id),
             "topic": None,
             "nsfw": False,
             "rate_limit_per_user": 0,
@@ -359,6 +374,8 @@ class FakeDiscordState:
                 FakeUser(OTHER_BOT_ID, "helperbot", bot=True),
             )
         }
+        # Roles a test added to the first server (`add_role`), by id, with their names.
+        self.roles: dict[int, str] = {}
         self.channels: dict[int, FakeChannel] = {
             channel.id: channel
             for channel in (FakeChannel(CHANNEL_ID, "general", 0), FakeChannel(OTHER_CHANNEL_ID, "random", 1))

@@ -69,7 +69,22 @@ class WorldPayloads(FakeDiscordState):
             "managed": False,
             "permissions": "0",
         }
-        return [everyone, bot_role, other_bot_role, newcomers]
+        added = [self.role_payload(role_id) for role_id in self.roles] if guild_id == GUILD_ID else []
+        return [everyone, bot_role, other_bot_role, newcomers, *added]
+
+    def role_payload(self, role_id: int) -> dict[str, Any]:
+        """A role a test added (`add_role`), as Discord's role object: no permissions of its own."""
+        return {
+            "id": str(role_id),
+            "name": self.roles[role_id],
+            "colors": {"primary_color": 0},
+            "hoist": False,
+            "mentionable": False,
+            "flags": 0,
+            "position": 4 + list(self.roles).index(role_id),
+            "managed": False,
+            "permissions": "0",
+        }
 
     def _guild(self, guild_id: int = GUILD_ID) -> dict[str, Any]:
         """The guild object as GET /guilds/{id} returns it (no channels or members)."""

@@ -307,8 +307,18 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     options = {option["name"]: option for option in admins["options"]}
-    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile"]
+    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
+    access = {sub["name"]: sub for sub in options["access"]["options"]}
+    assert list(access) == ["allow", "block", "clear", "show"]
+    # One picker per kind of target, none required: the command refuses anything but exactly one.
+    targets = {option["name"]: option for option in access["block"]["options"]}
+    assert {name: (option["type"], option["required"]) for name, option in targets.items()} == {
+        "channel": (7, False),
+        "role": (8, False),
+        "member": (6, False),
+    }
+    assert discord.ChannelType.category.value in targets["channel"]["channel_types"]
     [mode] = options["mode"]["options"]
     assert [choice["value"] for choice in mode["choices"]] == list(CHANNEL_MODES)
     [setting] = options["threads"]["options"]

@@ -157,6 +157,28 @@ def test_answer_bot_ids_that_are_not_ids_are_one_line(monkeypatch: pytest.Monkey
     assert line.startswith("Configuration error: ANSWER_BOT_IDS is invalid:") and "'helperbot'" in line
 
 
+ACCESS_SETTINGS = ("ALLOWED_CHANNELS", "BLOCKED_CHANNELS", "ALLOWED_ROLES", "BLOCKED_ROLES", "BLOCKED_MEMBERS")
+
+
+@pytest.mark.parametrize("variable", ACCESS_SETTINGS)
+def test_access_lists_are_ids_read_comma_separated(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """Each access list takes ids separated by commas; unset or empty, it is empty (an empty allow list allows all)."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert getattr(Settings(), variable.lower()) == frozenset()
+    monkeypatch.setenv(variable, "1187034472391798790, 42,")
+    assert getattr(Settings(), variable.lower()) == {1187034472391798790, 42}
+
+
+@pytest.mark.parametrize("variable", ACCESS_SETTINGS)
+def test_an_access_list_that_is_not_ids_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """A channel's name instead of its id is one line naming the variable and the item."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv(variable, "42,#general")
+    line = error_line()
+    assert line.startswith(f"Configuration error: {variable} is invalid:") and "'#general'" in line
+    assert "\n" not in line
+
+
 def test_logfire_token_comes_from_the_environment_and_stays_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """LOGFIRE_TOKEN is read from the environment as a secret that neither repr nor str reveals."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")

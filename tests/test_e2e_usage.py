@@ -185,7 +185,7 @@ async def test_usage_needs_manage_server(bot: RunningBot, fake: FakeDiscord) -> 
     """A moderator without Manage Server is told in one line that /parley-admin usage needs it."""
     await bot.start()
     line = assert_ephemeral_one_liner(await run_command(fake, "usage", permissions=MODERATOR))
-    assert line == "You need the Manage Guild permission in this channel to use /parley-admin usage."
+    assert line == "You need the Manage Server permission in this channel to use /parley-admin usage."
 
 
 async def test_usage_month_is_an_embed_with_a_chart_of_each_days_tokens(bot: RunningBot, fake: FakeDiscord) -> None:

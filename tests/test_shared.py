@@ -11,6 +11,8 @@ import asyncpg
 import pytest
 from conftest import fresh_postgres_database
 
+from admission.access import Lists
+from admission.access_lists import AccessLists
 from admission.optout import OptOuts
 from archive import Archive, open_archive
 from archive.changes import ChangeListener
@@ -32,6 +34,7 @@ class Process:
 
     archive: Archive
     profiles: Profiles
+    access: AccessLists
     forget_markers: dict[int, int] = field(default_factory=dict)
     thread_channels: set[int] = field(default_factory=set)
     own_threads: dict[int, int] = field(default_factory=dict)
@@ -48,15 +51,17 @@ class Process:
             self.own_threads,
             self.forgotten.append,
             self.opt_outs,
+            self.access,
         )
 
 
 async def start_process(url: str, settings: Settings) -> Process:
     archive = await open_archive(url, retention_days=0, flush_interval=0.01)
-    process = Process(archive, Profiles(settings))
+    process = Process(archive, Profiles(settings), AccessLists(settings))
     process.listener = await follow_other_processes(url, archive, process.shared())
     await process.profiles.attach(archive)
     await process.opt_outs.attach(archive)
+    await process.access.attach(archive)
     return process
 
 
@@ -126,6 +131,17 @@ async def test_an_opt_out_through_one_process_holds_in_the_other(two_processes: 
     await until(lambda: not second.opt_outs.opted_out(GUILD, ALICE))
 
 
+async def test_access_entries_reach_the_other_process(two_processes: tuple[Process, Process]) -> None:
+    """A member blocked and a channel allowed through one process are in the other's lists; a clear too."""
+    first, second = two_processes
+    await first.access.put(GUILD, ALICE, "member", "block", 1)
+    await first.access.put(GUILD, CHANNEL, "channel", "allow", 1)
+    await until(lambda: second.access.lists_for(GUILD).blocked_members == {ALICE})
+    await until(lambda: second.access.lists_for(GUILD).allowed_channels == {CHANNEL})
+    await first.access.clear(GUILD, ALICE)
+    await until(lambda: not second.access.lists_for(GUILD).blocked_members)
+
+
 async def write_unannounced(url: str, *statements: str) -> None:
     """Change the shared tables without notifying anyone (triggers off for this session), as changes made while a
     process was not listening are, for it."""
@@ -175,14 +191,18 @@ async def test_reading_everything_again_takes_up_missed_changes(
     first, second = two_processes
     await first.profiles.set_value("channel", GUILD, CHANNEL, "mode", "chatty", ALICE)
     await first.archive.set_forget_marker(CHANNEL, GUILD, 7)
+    await first.access.put(GUILD, ALICE, "member", "block", 1)
     first.archive.add_own_thread(THREAD, CHANNEL, GUILD)
     await first.archive.flush()
     await until(lambda: second.forget_markers == {CHANNEL: 7} and second.own_threads == {THREAD: GUILD})
+    await until(lambda: second.access.lists_for(GUILD).blocked_members == {ALICE})
     await write_unannounced(
         postgres_url,
         "DELETE FROM forget_markers",
         "DELETE FROM profile_settings",
         "DELETE FROM own_threads",
+        "DELETE FROM access_entries",
+        f"INSERT INTO access_entries VALUES ({GUILD}, {CHANNEL}, 'channel', 'block', 1, 0)",
         f"INSERT INTO thread_settings VALUES ({CHANNEL}, {GUILD}, TRUE, 0)",
         f"INSERT INTO opt_outs VALUES ({GUILD}, {ALICE}, 0)",
     )
@@ -190,13 +210,14 @@ async def test_reading_everything_again_takes_up_missed_changes(
     assert (second.forget_markers, second.thread_channels, second.own_threads) == ({}, {CHANNEL}, {})
     assert second.opt_outs.opted_out(GUILD, ALICE)
     assert second.profiles.resolve(GUILD, CHANNEL).mode == "normal"
+    assert second.access.lists_for(GUILD) == Lists(blocked_channels=frozenset({CHANNEL}))
 
 
 async def test_one_process_on_sqlite_listens_for_nothing(settings: Settings, tmp_path: Path) -> None:
     """With SQLite there is one process: nothing listens."""
     archive = await open_archive(f"sqlite:///{tmp_path / 'parley.db'}", retention_days=0)
     try:
-        process = Process(archive, Profiles(settings))
+        process = Process(archive, Profiles(settings), AccessLists(settings))
         assert await follow_other_processes("sqlite:///x", archive, process.shared()) is None
     finally:
         await archive.close()
