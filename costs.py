@@ -18,13 +18,9 @@ import logfire
 from pydantic_ai.models import Model
 
 from archive import TokenUsage
-from budget import NO_MEMBER
 
 PRICE_TABLE = f"genai-prices {genai_prices.__version__}"
 PERIOD_DAYS = {"day": 1, "week": 7, "month": 30}
-PERIOD_WORDS = {"day": "today (UTC)", "week": "the last 7 days (UTC, today included)", "month": "the last 30 days"}
-# Lines per section of `/parley-admin usage`: the biggest spenders first.
-USAGE_MAX_ROWS = 15
 
 
 def model_label(model: Model | str | None) -> str:
@@ -127,32 +123,10 @@ def format_cost(cost: Decimal) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
 
 
-def _place_name(mention: str, key: int) -> str:
-    return "Conversation summaries" if mention == "@" and key == NO_MEMBER else f"<{mention}{key}>"
-
-
-def describe_usage_report(report: UsageReport, period: str) -> str:
-    """What `/parley-admin usage` says: the server's totals, then per channel and per member, biggest first."""
-    words = PERIOD_WORDS[period]
-    if not report.channels:
-        return f"Parley used no model tokens in this server {words}."
-    lines = [f"**This server, {words}:** {describe_totals(report.total)}"]
-    for title, shown, mention in (("By channel", report.channels, "#"), ("By member", report.members, "@")):
-        ranked = sorted(shown.items(), key=lambda item: (-item[1].tokens, item[0]))
-        lines.append(f"**{title}:**")
-        lines += [f"{_place_name(mention, key)} {describe_totals(totals)}" for key, totals in ranked[:USAGE_MAX_ROWS]]
-        if len(ranked) > USAGE_MAX_ROWS:
-            lines.append(f"… and {len(ranked) - USAGE_MAX_ROWS} more")
-    if report.total.unpriced:
-        lines.append(f"No price known for {', '.join(sorted(report.total.unpriced))}: not in the costs.")
-    lines.append(f"Costs are estimates in US dollars from {PRICE_TABLE}'s price table.")
-    return "\n".join(lines)
-
-
 class UsageMetrics:
     """Every usage record as Logfire metrics: answers, judge calls, tokens by kind, and the estimated cost.
 
-    Attributes name the server, channel, member and model, so the figures of `/parley-admin usage` can be
+    Attributes name the server, channel, member and model, so the figures of `/parley usage` can be
     charted and summed in Logfire the same way.
     """
 

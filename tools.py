@@ -335,10 +335,8 @@ class Toolbox:
         await asyncio.gather(*(server.stop() for server in self.servers))
 
     def describe_servers(self) -> str:
-        """What `/parley status` says about the MCP servers: each one's name and whether it is up."""
-        if not self.servers:
-            return ""
-        return "MCP servers: " + ", ".join(server.describe() for server in self.servers)
+        """What `/parley status` says about the MCP servers: each one's name and whether it is up ('' for none)."""
+        return ", ".join(server.describe() for server in self.servers)
 
 
 def build_toolbox(settings: Settings, *, web_search: WebSearchFunction | None = None) -> Toolbox:

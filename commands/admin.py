@@ -13,8 +13,9 @@ from commands.access import AccessCommands
 from commands.memory import ContextCommands
 from commands.profile import ProfileCommands, profile_place_of
 from commands.tree import Refusal, in_a_server, operated, place_of, send_ephemeral
+from commands.usage_report import answer_usage
 from config import ChannelMode
-from costs import PERIOD_DAYS, UsageReport, describe_usage_report
+from costs import PERIOD_DAYS
 from records import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL
 
 UsagePeriod = Literal["day", "week", "month"]
@@ -115,13 +116,7 @@ class AdminCommands(
         # Discord offers only the choices, but a request can still say otherwise.
         if period not in PERIOD_DAYS:
             raise Refusal(f"Unknown period {period!r}: choose day, week or month.")
-        guild_id, _ = place_of(interaction)
-        client = operated(interaction)
-        rows = await client.usage.guild_usage(guild_id, PERIOD_DAYS[period])
-        text = describe_usage_report(UsageReport.of(rows), period)
-        if period != "day" and client.archive is None:
-            text += "\nOnly today's figures: the archive, which keeps earlier days, is off."
-        await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+        await answer_usage(interaction, period)
 
 
 def describe_threads_change(channel_id: int, setting: str, *, kept: bool) -> str:

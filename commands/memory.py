@@ -8,12 +8,14 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed
+from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import Refusal, message_link, operated, place_of, send_ephemeral
 from discord_io import discord_time
 from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 
 MEMORY_LIST_MAX = 25
 MEMORY_FACT_SHOWN_CHARS = 200
+MEMORY_TITLE = "What Parley remembers"
 ABOUT_ME = "about-me"
 CHANNEL = "channel"
 MEMORY_OFF = "Parley keeps no memories here: the archive is off (DATABASE_URL is empty)."
@@ -39,10 +41,8 @@ class MemoryCommands(app_commands.Group, name="memory", description="What Parley
             limit=MEMORY_LIST_MAX,
             channel_facts=reads_history,
         )
-        text = describe_memories(found, interaction.user.id)
-        if not reads_history:
-            text += f"\n{CHANNEL_MEMORIES_HIDDEN}"
-        await send_ephemeral(interaction, text, suppress_embeds=True)
+        colour = server_colour(interaction.guild)
+        await send_embeds(interaction, memories_embeds(found, interaction.user.id, colour, hidden=not reads_history))
 
     @app_commands.command(description="Delete memories: about-me, channel (Manage Messages), or one memory's id.")
     @app_commands.describe(target="about-me: what is about you or told by you; channel: this channel's; or a memory id")
@@ -149,23 +149,36 @@ def snapshot_name(name: str) -> str:
     return cleaned
 
 
-def describe_memories(memories: Sequence[Memory], member_id: int) -> str:
-    """What `/parley memory list` says: one line per fact, newest first, with its id, whose it is and its source."""
+def memories_embeds(
+    memories: Sequence[Memory], member_id: int, colour: discord.Colour, *, hidden: bool
+) -> list[discord.Embed]:
+    """What `/parley memory list` shows: a field per fact, newest first, with its id, whose it is, who told it, when
+    and its source; `hidden`: the channel's own facts were left out (the member may not read its history)."""
+    notes = [CHANNEL_MEMORIES_HIDDEN] if hidden else []
     if not memories:
-        return "Parley remembers nothing in this channel or about you."
-    lines = [f"What Parley remembers here and about you, newest first ({len(memories)}):"]
-    for memory in memories:
-        shown = (
-            memory.fact if len(memory.fact) <= MEMORY_FACT_SHOWN_CHARS else memory.fact[:MEMORY_FACT_SHOWN_CHARS] + "…"
-        )
-        fact = discord.utils.escape_markdown(shown)
-        about = "about you" if memory.about_id == member_id else f"in <#{memory.channel_id}>"
-        source = message_link(memory.guild_id, memory.channel_id, memory.source_message_id)
-        lines.append(
-            f"`{memory.id}` {about}, told by <@{memory.said_by_id}> {discord_time(memory.created_at)}:"
-            f" “{fact}” [source]({source})"
-        )
-    return "\n".join(lines)
+        description = "\n".join(["Parley remembers nothing in this channel or about you.", *notes])
+        return [reply_embed(MEMORY_TITLE, colour, description=description)]
+    head = reply_embed(
+        MEMORY_TITLE,
+        colour,
+        description="\n".join([f"Here and about you, newest first ({len(memories)}).", *notes]),
+        footer="Newest remembered",
+        timestamp=memories[0].created_at,
+    )
+    return paginate(head, [memory_field(memory, member_id) for memory in memories])
+
+
+def memory_field(memory: Memory, member_id: int) -> Field:
+    """One remembered fact: named by its id (what `/parley memory forget` takes) and whose it is."""
+    shown = memory.fact if len(memory.fact) <= MEMORY_FACT_SHOWN_CHARS else memory.fact[:MEMORY_FACT_SHOWN_CHARS] + "…"
+    fact = discord.utils.escape_markdown(shown)
+    if memory.about_id == member_id:
+        about = "about you"
+    else:
+        about = "told by you" if memory.said_by_id == member_id else "this channel's"
+    source = message_link(memory.guild_id, memory.channel_id, memory.source_message_id)
+    told = f"told by <@{memory.said_by_id}> in <#{memory.channel_id}> {discord_time(memory.created_at)}"
+    return Field(f"{memory.id} · {about}", f"“{fact}”\n{told} · [source]({source})")
 
 
 def describe_snapshots(snapshots: Sequence[Snapshot]) -> str:

@@ -9,9 +9,10 @@ from discord import app_commands
 
 from budget import UsageSummary, next_utc_midnight
 from commands.catchup import catchup_command
+from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
 from commands.privacy import PrivacyCommands
-from commands.tree import in_a_server, message_link, operated, place_of, send_ephemeral
+from commands.tree import in_a_server, message_link, operated, place_of
 from context import approx_tokens
 from conversation import ChannelConversation
 from discord_io import discord_time
@@ -21,6 +22,8 @@ from ops.redaction import mask_credentials
 WHY_DEFAULT_COUNT = 10
 WHY_MAX_COUNT = KEPT_PER_CHANNEL
 STATUS_MAX_PARTICIPANTS = 20
+STATUS_TITLE = "Parley in this channel"
+WHY_TITLE = "Why Parley answered or stayed silent"
 
 
 class ParleyCommands(
@@ -56,45 +59,54 @@ class ParleyCommands(
         # Discord enforces the range, but a request can still say otherwise.
         count = min(max(count, 1), WHY_MAX_COUNT)
         entries = await operated(interaction).recent_decisions(channel_id, count)
-        # An excerpt may hold a link; its preview would bury the list.
-        await send_ephemeral(interaction, describe_decisions(entries, guild_id, channel_id), suppress_embeds=True)
+        await send_embeds(interaction, why_embeds(entries, guild_id, channel_id, server_colour(interaction.guild)))
 
     @app_commands.command(description="Parley's conversation in this channel: since when, with whom, how long.")
     async def status(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = place_of(interaction)
         client = operated(interaction)
-        text = "\n".join(
-            [
-                describe_status(client.manager.get(channel_id), client.mode_of(channel_id)),
-                describe_shard(guild_id, client.shard_count),
-                *filter(None, [client.coverage.reconciliation.describe(guild_id)]),
-                describe_usage(client.usage.summary(guild_id, channel_id), client.settings.server_tokens_per_day),
-                *filter(None, [client.toolbox.describe_servers()]),
-            ]
+        embed = status_embed(
+            client.manager.get(channel_id),
+            channel_id,
+            client.mode_of(channel_id),
+            client.usage.summary(guild_id, channel_id),
+            client.settings.server_tokens_per_day,
+            shard=shard_of(guild_id, client.shard_count),
+            recheck=client.coverage.reconciliation.describe(guild_id),
+            # A server's problem may quote its URL: whatever it says shows no credentials.
+            servers=mask_credentials(client.toolbox.describe_servers()),
+            colour=server_colour(interaction.guild),
         )
-        # Whatever a part quotes shows no credentials: an MCP server's problem may quote its URL.
-        text = mask_credentials(text)
         # Participants are listed as mentions so they render as names; none of them is pinged.
-        await send_ephemeral(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+        await send_embeds(interaction, [embed])
 
 
-def describe_shard(guild_id: int, shard_count: int | None) -> str:
+def shard_of(guild_id: int, shard_count: int | None) -> str:
     """Which shard serves the server, for finding the process (and its log) that answers there."""
     count = shard_count or 1
     # Discord's routing: https://discord.com/developers/docs/topics/gateway#sharding
-    return f"Shard: {(guild_id >> 22) % count} of {count}"
+    return f"{(guild_id >> 22) % count} of {count}"
 
 
-def describe_decisions(entries: Sequence[LoggedDecision], guild_id: int, channel_id: int) -> str:
-    """What `/parley why` says: a header, then one line per decision, newest first."""
+def why_embeds(
+    entries: Sequence[LoggedDecision], guild_id: int, channel_id: int, colour: discord.Colour
+) -> list[discord.Embed]:
+    """What `/parley why` shows: a field per decision, newest first, timed by the newest."""
     if not entries:
-        return "No decisions recorded in this channel yet."
-    header = f"Last {len(entries)} decision{'' if len(entries) == 1 else 's'} in <#{channel_id}>, newest first:"
-    return "\n".join([header, *(describe_decision(entry, guild_id, channel_id) for entry in entries)])
+        return [reply_embed(WHY_TITLE, colour, description=f"No decisions recorded in <#{channel_id}> yet.")]
+    count = len(entries)
+    head = reply_embed(
+        WHY_TITLE,
+        colour,
+        description=f"Last {count} decision{'' if count == 1 else 's'} in <#{channel_id}>, newest first.",
+        footer="Newest decision",
+        timestamp=discord.utils.snowflake_time(entries[0].message_id),
+    )
+    return paginate(head, [decision_field(entry, guild_id, channel_id) for entry in entries])
 
 
-def describe_decision(entry: LoggedDecision, guild_id: int, channel_id: int) -> str:
-    """One `/parley why` line: verdict, reason (tier, judge's confidence), author, time, excerpt, link."""
+def decision_field(entry: LoggedDecision, guild_id: int, channel_id: int) -> Field:
+    """One `/parley why` field: verdict, reason (tier, judge's confidence); then author, time, excerpt, link."""
     verdict = "answered" if entry.respond else "silent"
     # The learned tier's confidence is its model's score, which operators compare with the mode's threshold.
     measure = "score" if entry.tier == "learned" else "confidence"
@@ -103,38 +115,73 @@ def describe_decision(entry: LoggedDecision, guild_id: int, channel_id: int) -> 
     sent = discord_time(discord.utils.snowflake_time(entry.message_id))
     text = discord.utils.escape_markdown(entry.excerpt) if entry.excerpt else "(no text)"
     link = message_link(guild_id, channel_id, entry.message_id)
-    return f"**{verdict}** `{entry.reason}` ({tier}) · **{author}** {sent}: “{text}” [jump]({link})"
+    return Field(f"{verdict} · {entry.reason} ({tier})", f"**{author}** {sent}: “{text}” [jump]({link})")
 
 
-def describe_status(conversation: ChannelConversation | None, mode: str) -> str:
-    """What `/parley status` says about a channel's conversation and mode."""
+def status_embed(
+    conversation: ChannelConversation | None,
+    channel_id: int,
+    mode: str,
+    today: UsageSummary,
+    budget: int,
+    *,
+    shard: str,
+    servers: str,
+    colour: discord.Colour,
+    recheck: str | None = None,
+) -> discord.Embed:
+    """What `/parley status` shows: the channel's conversation and mode, how far the archive's recheck against
+    Discord has got (`recheck`), the shard, today's tokens, the MCP servers."""
     if conversation is None:
-        return f"No conversation here right now: an @mention of Parley or a reply to it starts one.\nMode: **{mode}**"
+        about = f"No conversation in <#{channel_id}> right now: an @mention of Parley or a reply to it starts one."
+        head = reply_embed(STATUS_TITLE, colour, description="\n".join(filter(None, [about, recheck])))
+    else:
+        about = (
+            f"A conversation in <#{channel_id}> since {discord_time(conversation.started_at)},"
+            f" last message {discord_time(conversation.last_activity)}."
+        )
+        head = reply_embed(
+            STATUS_TITLE,
+            colour,
+            description="\n".join(filter(None, [about, recheck])),
+            footer="Conversation started",
+            timestamp=conversation.started_at,
+        )
+    fields = [Field("Mode", mode, inline=True), Field("Shard", shard, inline=True)]
+    if conversation is not None:
+        fields += conversation_fields(conversation)
+    fields += usage_fields(today, budget)
+    if servers:
+        fields.append(Field("MCP servers", servers))
+    [embed] = paginate(head, fields, max_embeds=1)
+    return embed
+
+
+def conversation_fields(conversation: ChannelConversation) -> list[Field]:
+    """Status's fields about a conversation: its turns, its model history, and who took part (as mentions)."""
     people = sorted(conversation.participants)
     shown = ", ".join(f"<@{user_id}>" for user_id in people[:STATUS_MAX_PARTICIPANTS])
     if len(people) > STATUS_MAX_PARTICIPANTS:
         shown += f" and {len(people) - STATUS_MAX_PARTICIPANTS} more"
     history = conversation.llm_history
-    return "\n".join(
-        [
-            f"Conversation active since {discord_time(conversation.started_at)},"
-            f" last message {discord_time(conversation.last_activity)}",
-            f"Participants: {shown or 'none yet'}",
-            f"Bot turns: {conversation.bot_turns}; model history: about {approx_tokens(history):,} tokens"
-            f" in {len(history)} messages",
-            f"Mode: **{mode}**",
-        ]
-    )
+    return [
+        Field("Bot turns", f"{conversation.bot_turns:,}", inline=True),
+        Field("Model history", f"about {approx_tokens(history):,} tokens in {len(history)} messages", inline=True),
+        Field("Participants", shown or "none yet"),
+    ]
 
 
-def describe_usage(summary: UsageSummary, budget: int) -> str:
-    """What `/parley status` says about today's tokens: the server's (against its budget), the channel's, top people."""
+def usage_fields(summary: UsageSummary, budget: int) -> list[Field]:
+    """Status's fields about today's tokens: the server's (against its budget), the channel's, the top members."""
     reset = discord_time(next_utc_midnight(summary.day))
     limit = f" of {budget:,} (resets {reset})" if budget else " (no daily budget)"
-    lines = [
-        f"Tokens today (UTC): this server {summary.server_tokens:,}{limit}; this channel {summary.channel_tokens:,}"
+    fields = [
+        Field(
+            "Tokens today (UTC)",
+            f"This server: {summary.server_tokens:,}{limit}\nThis channel: {summary.channel_tokens:,}",
+        )
     ]
     if summary.top_members:
         people = ", ".join(f"<@{member}> {tokens:,}" for member, tokens in summary.top_members)
-        lines.append(f"Top members today: {people}")
-    return "\n".join(lines)
+        fields.append(Field("Top members today", people))
+    return fields

@@ -8,6 +8,7 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed
+from commands.embeds import FIELD_VALUE_MAX, Field, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import Refusal, operated, place_of, send_ephemeral
 from discord_io import discord_time
 from profiles import ALL_TOOLS, ARCHIVE, FIELDS, MEMORY, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
@@ -51,11 +52,13 @@ class ProfileCommands(
         guild_id, channel_id = profile_place_of(interaction)
         profiles = operated(interaction).profiles
         profile = profiles.resolve(guild_id, None if scope == "server" else channel_id)
-        await send_ephemeral(
-            interaction,
-            describe_profile(profile.values, channel_id if scope == "channel" else None, profiles),
-            allowed_mentions=discord.AllowedMentions.none(),
+        embed = profile_embed(
+            profile.values,
+            channel_id if scope == "channel" else None,
+            profiles.settings.allowed_models,
+            server_colour(interaction.guild),
         )
+        await send_embeds(interaction, [embed])
 
     @app_commands.command(description="Change one setting of this channel's profile, or the server default's.")
     @app_commands.describe(
@@ -155,17 +158,28 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(f"**{PROFILE_FIELD_NAMES[name]}**" for name in names)
 
 
-def describe_profile(values: Mapping[ProfileField, Value], channel_id: int | None, profiles: Profiles) -> str:
-    """What `/parley-admin profile show` says: each value and where it comes from (the server default: channel
-    None)."""
-    header = f"Parley's profile in <#{channel_id}>:" if channel_id else "This server's default profile:"
-    lines = [header, *(describe_value(name, values[name]) for name in FIELDS)]
-    lines.append(f"Models allowed: {', '.join(profiles.settings.allowed_models)}.")
-    return "\n".join(lines)
+def profile_embed(
+    values: Mapping[ProfileField, Value], channel_id: int | None, allowed: Sequence[str], colour: discord.Colour
+) -> discord.Embed:
+    """What `/parley-admin profile show` shows: a field per value with where it comes from (for the server default:
+    channel None), the models allowed, and when a command last changed it."""
+    where = f"In <#{channel_id}>" if channel_id else "Across the server, where a channel sets nothing else"
+    changed = [value.set_at for value in values.values() if value.set_at is not None]
+    head = reply_embed(
+        "Parley's profile" if channel_id else "This server's default profile",
+        colour,
+        description=f"{where}: each value, and where it comes from.",
+        footer="Last changed by command" if changed else "",
+        timestamp=max(changed, default=None),
+    )
+    fields = [value_field(name, values[name]) for name in FIELDS]
+    fields.append(Field("Models allowed", clip_list(allowed)))
+    [embed] = paginate(head, fields, max_embeds=1)
+    return embed
 
 
-def describe_value(name: ProfileField, value: Value) -> str:
-    """One `show` line: the value and its source, with who set it and when for a command's."""
+def value_field(name: ProfileField, value: Value) -> Field:
+    """One `show` field: the value, then its source, with who set it and when for a command's."""
     source = SOURCE_NAMES[value.source]
     if value.source is Source.DEFAULT:
         source += f": {DEFAULT_SOURCES[name]}"
@@ -173,7 +187,19 @@ def describe_value(name: ProfileField, value: Value) -> str:
         source += f" by <@{value.set_by}>"
     if value.set_at is not None:
         source += f" {discord_time(value.set_at)}"
-    return f"**{PROFILE_FIELD_NAMES[name]}**: {_shown_value(name, value.value)} ({source})"
+    return Field(PROFILE_FIELD_NAMES[name].capitalize(), f"{_shown_value(name, value.value)}\n{source}")
+
+
+def clip_list(names: Sequence[str]) -> str:
+    """`names` separated by commas, within a field's value: those that do not fit are counted instead."""
+    # Room for the count, however many are left out.
+    room = FIELD_VALUE_MAX - len(f" and {len(names)} more")
+    shown: list[str] = []
+    for name in names:
+        if len(", ".join([*shown, f"`{name}`"])) > room:
+            return ", ".join(shown) + f" and {len(names) - len(shown)} more"
+        shown.append(f"`{name}`")
+    return ", ".join(shown)
 
 
 def _shown_value(name: ProfileField, value: str) -> str:

@@ -62,7 +62,7 @@ def operated(interaction: discord.Interaction) -> Operated:
     return cast(Operated, client)
 
 
-# A command reply's posts: `/parley why` at its largest (25 decisions, long names) needs about five.
+# A text reply's posts: a bound however long its text (a channel with many saved conversations, say).
 EPHEMERAL_MAX_POSTS = 8
 
 

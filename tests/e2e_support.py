@@ -340,8 +340,22 @@ def is_callback(call: InteractionCall) -> bool:
 
 
 def call_text(call: InteractionCall) -> str:
+    """What one call said: its content, then its embeds as text."""
     assert call.body is not None
-    return (call.body.get("data") or call.body).get("content", "")
+    data = call.body.get("data") or call.body
+    return "\n".join(filter(None, [data.get("content", ""), *map(embed_text, data.get("embeds") or [])]))
+
+
+def embed_text(embed: dict[str, Any]) -> str:
+    """An embed as lines: title, description, "name: value" for each field, footer."""
+    fields = [f"{field['name']}: {field['value']}" for field in embed.get("fields") or []]
+    footer = (embed.get("footer") or {}).get("text")
+    return "\n".join(part for part in [embed.get("title"), embed.get("description"), *fields, footer] if part)
+
+
+def reply_embeds(calls: list[InteractionCall]) -> list[dict[str, Any]]:
+    """The embeds of the bot's answer, callback and follow-ups in order."""
+    return [embed for call in calls if call.body for embed in (call.body.get("data") or call.body).get("embeds") or []]
 
 
 def assert_ephemeral_one_liner(calls: list[InteractionCall]) -> str:

@@ -357,9 +357,9 @@ class RestRoutes(GatewaySessions):
     # Interactions and application commands
 
     async def _interaction_callback(self, request: web.Request) -> web.Response:
-        body, _ = await _read_message_body(request)
+        body, files = await _read_message_body(request)
         token = request.match_info["token"]
-        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body))
+        self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, tuple(files)))
         self._changed()
         interaction = self._interactions.get(token, {})
         callback_type = body.get("type")
@@ -374,11 +374,14 @@ class RestRoutes(GatewaySessions):
             },
             "resource": {"type": callback_type},
         }
+        invalid = _invalid_embeds(data)
+        if invalid is not None:
+            return invalid
         if callback_type == CALLBACK_UPDATE_MESSAGE and "message" in interaction:
             # A component's UPDATE_MESSAGE edits the message the component is on, as an edit by the bot would.
             response["resource"]["message"] = await self._update_component_message(interaction, data)
         elif callback_type in CALLBACK_TYPES_WITH_MESSAGE:
-            message = self._interaction_message(token, data)
+            message = self._interaction_message(token, data, files)
             self._original_responses[token] = message
             response["interaction"]["response_message_id"] = message["id"]
             response["resource"]["message"] = message
@@ -402,7 +405,9 @@ class RestRoutes(GatewaySessions):
         await self._route("MESSAGE_UPDATE", self._gateway_message(message))
         return message
 
-    def _interaction_message(self, token: str, data: dict[str, Any]) -> dict[str, Any]:
+    def _interaction_message(
+        self, token: str, data: dict[str, Any], files: list[tuple[str, bytes]] | None = None
+    ) -> dict[str, Any]:
         """A message object for an interaction response or follow-up; these stay out of channel history."""
         channel_id = int(self._interactions.get(token, {}).get("channel_id", CHANNEL_ID))
         message_id = self._next_id()
@@ -417,7 +422,7 @@ class RestRoutes(GatewaySessions):
             "mention_everyone": False,
             "mentions": [],
             "mention_roles": [],
-            "attachments": [],
+            "attachments": [self._attachment(name, content) for name, content in files or []],
             "embeds": data.get("embeds") or [],
             "pinned": False,
             "type": MESSAGE_TYPE_CHAT_INPUT_COMMAND,
@@ -433,8 +438,11 @@ class RestRoutes(GatewaySessions):
         token = request.match_info["token"]
         self.interaction_calls.append(InteractionCall(request.method, request.path_qs, body, tuple(files)))
         self._changed()
+        invalid = _invalid_embeds(body or {})
+        if invalid is not None:
+            return invalid
         if request.method == "POST":
-            return _json_response(self._interaction_message(token, body or {}))
+            return _json_response(self._interaction_message(token, body or {}, files))
         if request.method == "PATCH":
             original = self._original_responses.get(token) or self._interaction_message(token, {})
             self._original_responses[token] = {**original, **(body or {})}
@@ -481,6 +489,35 @@ def _take(failures: list[_Failure], channel_id: int) -> _Failure | None:
         if failure.channel_id in (None, channel_id):
             return failures.pop(index)
     return None
+
+
+# https://discord.com/developers/docs/resources/message#embed-object-embed-limits
+_EMBED_LIMITS = {"title": 256, "description": 4096, "fields": 25, "field name": 256, "field value": 1024}
+_EMBED_TOTAL_MAX = 6000
+_EMBEDS_PER_MESSAGE = 10
+
+
+def _invalid_embeds(data: dict[str, Any]) -> web.Response | None:
+    """Discord's refusal of a message whose embeds break its limits, or None when they keep them."""
+    embeds: list[dict[str, Any]] = data.get("embeds") or []
+    problems = [f"{len(embeds)} embeds"] if len(embeds) > _EMBEDS_PER_MESSAGE else []
+    total = 0
+    for embed in embeds:
+        fields = embed.get("fields") or []
+        sizes = {
+            "title": len(embed.get("title") or ""),
+            "description": len(embed.get("description") or ""),
+            "fields": len(fields),
+            "field name": max((len(field["name"]) for field in fields), default=0),
+            "field value": max((len(field["value"]) for field in fields), default=0),
+        }
+        problems += [f"{part} {size}" for part, size in sizes.items() if size > _EMBED_LIMITS[part]]
+        problems += ["an empty field" for field in fields if not field["name"] or not field["value"]]
+        total += sizes["title"] + sizes["description"] + len((embed.get("footer") or {}).get("text") or "")
+        total += sum(len(field["name"]) + len(field["value"]) for field in fields)
+    if total > _EMBED_TOTAL_MAX:
+        problems.append(f"{total} characters in all")
+    return _invalid_form_body("embeds", ", ".join(problems)) if problems else None
 
 
 def _command_scope(request: web.Request) -> int | None:

@@ -283,7 +283,7 @@ class RecordedRequest:
 
 @dataclass(frozen=True)
 class InteractionCall:
-    """A request the bot made to an interaction callback or webhook route."""
+    """A request the bot made to an interaction callback or webhook route, with the files it attached."""
 
     method: str
     path: str
@@ -360,6 +360,8 @@ class FakeDiscordState:
         self.token = token
         self.shard_count = shard_count
         self.guilds: dict[int, str] = {GUILD_ID: "Fake Guild"}  # id -> name
+        # The colour of Parley's managed role, as a server may set it (0: none); sent with the guild on connect.
+        self.bot_role_colour = 0
         # Servers handed to another shard than their id gives (`hand_over`), as after a reshard.
         self._handed_over: dict[int, int] = {}
         self.users: dict[int, FakeUser] = {

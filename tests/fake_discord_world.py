@@ -51,9 +51,11 @@ class WorldPayloads(FakeDiscordState):
             "managed": True,
             "permissions": str(BOT_PERMISSIONS.value),
             "tags": {"bot_id": str(BOT_ID)},
+            "colors": {"primary_color": self.bot_role_colour},
         }
         other_bot_role = {
             **bot_role,
+            "colors": {"primary_color": 0},
             "id": str(OTHER_BOT_ROLE_ID),
             "name": "Other Bot",
             "position": 2,

@@ -16,12 +16,11 @@ from e2e_support import (
     RunningBot,
     assert_ephemeral_one_liner,
     bot_settings,
-    call_text,
     decided,
     eventually,
     is_callback,
     option,
-    reply_text,
+    reply_embeds,
     run_command,
     say,
 )
@@ -35,20 +34,20 @@ from agent import build_judge
 from bot import build_client
 from budget import UsageSummary
 from commands.admin import MODE_EFFECTS, AdminCommands
+from commands.embeds import MESSAGE_EMBED_CHARS_MAX, PARLEY_COLOUR, messages_of
 from commands.parley import (
     WHY_MAX_COUNT,
     ParleyCommands,
-    describe_decision,
-    describe_decisions,
-    describe_shard,
-    describe_status,
-    describe_usage,
+    decision_field,
+    shard_of,
+    status_embed,
+    usage_fields,
+    why_embeds,
 )
-from commands.tree import EPHEMERAL_MAX_POSTS, Operated, refusal
+from commands.tree import Operated, refusal
 from config import ChannelMode
 from conversation import ChannelConversation, ConversationManager
 from decider import Judge, ResponseDecider
-from discord_io import split_message
 from edge.gateway import point_at_discord
 from journal import LoggedDecision
 from ops.cli import parse_args
@@ -207,44 +206,73 @@ async def test_chatty_judge_is_asked_at_most_its_calls_per_minute(make_settings:
 # --- What the replies say -----------------------------------------------------------------------
 
 
-def test_why_line_shows_verdict_reason_confidence_author_and_link() -> None:
+def test_why_field_shows_verdict_reason_confidence_author_and_link() -> None:
     """A judged decision shows its confidence; names and text are escaped; the link opens the message."""
     message_id = 1301000000000000000
     entry = LoggedDecision(message_id, "bob_*", "is **that** it?", False, "judge_no", "judge", 0.8)
-    line = describe_decision(entry, GUILD_ID, CHANNEL_ID)
-    assert line.startswith(r"**silent** `judge_no` (judge, confidence 0.80) · **bob\_\***")
-    assert r"“is \*\*that\*\* it?”" in line
-    assert line.endswith(f"[jump](https://discord.com/channels/{GUILD_ID}/{CHANNEL_ID}/{message_id})")
-    assert f"<t:{int(discord.utils.snowflake_time(message_id).timestamp())}:R>" in line
+    field = decision_field(entry, GUILD_ID, CHANNEL_ID)
+    assert field.name == "silent · judge_no (judge, confidence 0.80)"
+    assert field.value.startswith(r"**bob\_\***") and r"“is \*\*that\*\* it?”" in field.value
+    assert field.value.endswith(f"[jump](https://discord.com/channels/{GUILD_ID}/{CHANNEL_ID}/{message_id})")
+    assert f"<t:{int(discord.utils.snowflake_time(message_id).timestamp())}:R>" in field.value
 
 
 def test_why_without_decisions_says_so() -> None:
-    """An empty channel gets one line, not an empty list."""
-    assert describe_decisions([], GUILD_ID, CHANNEL_ID) == "No decisions recorded in this channel yet."
+    """An empty channel gets one embed that says so, not an empty list."""
+    [embed] = why_embeds([], GUILD_ID, CHANNEL_ID, PARLEY_COLOUR)
+    assert embed.description == f"No decisions recorded in <#{CHANNEL_ID}> yet." and not embed.fields
+
+
+def test_why_is_timed_by_its_newest_decision() -> None:
+    """The embed's timestamp, which Discord shows in each reader's zone, is when the newest decision's message came."""
+    entries = [logged(1301000000000000000 + number) for number in (5, 4)]
+    [embed] = why_embeds(entries, GUILD_ID, CHANNEL_ID, discord.Colour.red())
+    assert embed.timestamp == discord.utils.snowflake_time(entries[0].message_id)
+    assert embed.colour == discord.Colour.red() and len(embed.fields) == 2
 
 
 def test_status_lists_participants_as_mentions_and_caps_them() -> None:
-    """Participants render as mentions (up to 20, then a count), with turns, tokens and the mode."""
+    """Participants render as mentions (up to 20, then a count), with turns, tokens, the mode and the shard."""
     conversation = ConversationManager().start(CHANNEL)
     conversation.participants.update(range(100, 125))
     conversation.bot_turns = 3
-    text = describe_status(conversation, "chatty")
-    assert "<@100>, <@101>" in text and "<@119> and 5 more" in text and "<@120>" not in text
-    assert "Bot turns: 3; model history: about 0 tokens in 0 messages" in text
-    assert text.endswith("Mode: **chatty**")
+    today = UsageSummary(date(2026, 3, 10), 0, 0, [])
+    embed = status_embed(conversation, CHANNEL, "chatty", today, 0, shard="0 of 1", servers="", colour=PARLEY_COLOUR)
+    fields = {field.name: field.value or "" for field in embed.fields}
+    assert fields["Participants"].startswith("<@100>, <@101>") and fields["Participants"].endswith("<@119> and 5 more")
+    assert "<@120>" not in fields["Participants"]
+    assert (fields["Bot turns"], fields["Model history"]) == ("3", "about 0 tokens in 0 messages")
+    assert (fields["Mode"], fields["Shard"]) == ("chatty", "0 of 1") and "MCP servers" not in fields
+    assert embed.timestamp == conversation.started_at
+    assert embed.description is not None and f"<t:{int(conversation.started_at.timestamp())}:R>" in embed.description
+
+
+def test_status_without_a_conversation_says_what_starts_one() -> None:
+    """No conversation: the mode, shard and tokens still show, the archive's recheck under the description, and the
+    MCP servers when there are some."""
+    today = UsageSummary(date(2026, 3, 10), 0, 0, [])
+    recheck = "Recheck of the archive against Discord: 1/2 channels done"
+    embed = status_embed(
+        None, CHANNEL, "normal", today, 0, shard="1 of 2", servers="docs up", colour=PARLEY_COLOUR, recheck=recheck
+    )
+    assert embed.description is not None and embed.description.startswith(f"No conversation in <#{CHANNEL}>")
+    assert embed.description.endswith(f"starts one.\n{recheck}")
+    assert [field.name for field in embed.fields] == ["Mode", "Shard", "Tokens today (UTC)", "MCP servers"]
+    assert embed.fields[-1].value == "docs up" and embed.timestamp is None
 
 
 def test_usage_shows_the_budget_and_when_it_resets_and_the_top_members() -> None:
-    """Status's usage lines: the server against its budget with the next UTC midnight, the channel, top members."""
+    """Status's usage fields: the server against its budget with the next UTC midnight, the channel, top members."""
     summary = UsageSummary(date(2026, 3, 10), 12345, 2345, [(100, 9000), (101, 3345)])
     midnight = int(datetime(2026, 3, 11, tzinfo=UTC).timestamp())
-    assert describe_usage(summary, 100_000).splitlines() == [
-        f"Tokens today (UTC): this server 12,345 of 100,000 (resets <t:{midnight}:R>); this channel 2,345",
-        "Top members today: <@100> 9,000, <@101> 3,345",
+    tokens, top = usage_fields(summary, 100_000)
+    assert tokens.value.splitlines() == [
+        f"This server: 12,345 of 100,000 (resets <t:{midnight}:R>)",
+        "This channel: 2,345",
     ]
-    assert describe_usage(UsageSummary(date(2026, 3, 10), 0, 0, []), 0) == (
-        "Tokens today (UTC): this server 0 (no daily budget); this channel 0"
-    )
+    assert (top.name, top.value) == ("Top members today", "<@100> 9,000, <@101> 3,345")
+    [tokens] = usage_fields(UsageSummary(date(2026, 3, 10), 0, 0, []), 0)
+    assert tokens.value == "This server: 0 (no daily budget)\nThis channel: 0"
 
 
 @pytest.mark.parametrize(
@@ -317,37 +345,45 @@ async def test_why_shows_count_decisions_newest_first(bot: RunningBot, fake: Fak
     # Bob answering Alice makes her next line a `cut_in` for the rules: the learned tier weighs it.
     await decided(client, await say(fake, BOB_ID, f"<@{ALICE_ID}> ls -a shows them"))
     await decided(client, await say(fake, ALICE_ID, "and hidden ones?"))
-    header, newest, bobs, older = reply_text(await run_command(fake, "why", [option("count", 3)])).splitlines()
-    assert header.startswith("Last 3 decisions") and "`addressed_to_other`" in bobs and "`mention`" in older
-    assert "(learned, score " in newest and "and hidden ones?" in newest
-    *_, oldest = reply_text(await run_command(fake, "why")).splitlines()
-    assert oldest.startswith("**silent** `no_conversation` (start) · **Bob**") and "anyone around?" in oldest
+    [embed] = reply_embeds(await run_command(fake, "why", [option("count", 3)]))
+    newest, bobs, older = embed["fields"]
+    assert embed["description"].startswith("Last 3 decisions")
+    assert bobs["name"].startswith("silent · addressed_to_other") and older["name"].startswith("answered · mention")
+    assert "(learned, score " in newest["name"] and "and hidden ones?" in newest["value"]
+    [embed] = reply_embeds(await run_command(fake, "why"))
+    oldest = embed["fields"][-1]
+    assert oldest["name"] == "silent · no_conversation (start)"
+    assert oldest["value"].startswith("**Bob**") and "anyone around?" in oldest["value"]
 
 
-def test_the_largest_why_fits_under_the_command_reply_cap() -> None:
-    """`/parley why` at its largest (25 decisions, markdown-heavy names and excerpts) is never cut by the post cap."""
+def test_the_largest_why_keeps_discords_embed_limits() -> None:
+    """`/parley why` at its largest (25 decisions, markdown-heavy names and excerpts) is paged over embeds, none over
+    Discord's limits, and nothing is cut."""
     entries = [
         logged(1301000000000000000 + number, "already_followed_up", author="*_" * 16, excerpt="*_~`|" * 12)
         for number in range(WHY_MAX_COUNT)
     ]
-    text = describe_decisions(entries, GUILD_ID, CHANNEL_ID)
-    posts = split_message(text, max_posts=EPHEMERAL_MAX_POSTS)
-    assert posts == split_message(text) and len(posts) < EPHEMERAL_MAX_POSTS
+    embeds = why_embeds(entries, GUILD_ID, CHANNEL_ID, PARLEY_COLOUR)
+    assert sum(len(embed.fields) for embed in embeds) == WHY_MAX_COUNT and len(embeds) > 1
+    assert all(len(embed) <= MESSAGE_EMBED_CHARS_MAX for embed in embeds)
+    assert all(sum(map(len, message)) <= MESSAGE_EMBED_CHARS_MAX for message in messages_of(embeds))
 
 
 async def test_a_long_why_arrives_as_several_ephemeral_posts(bot: RunningBot, fake: FakeDiscord) -> None:
-    """25 decisions are more than one post holds: the callback, then ephemeral follow-ups, each within the limit."""
+    """25 long decisions are more than one message's embeds hold: the callback, then ephemeral follow-ups, each
+    within Discord's limits (the fake refuses any that is not)."""
     client = await bot.start()
     for number in range(25):
         entry = logged(1301000000000000000 + number, author="a" * 32, excerpt="x" * 59 + "…")
         client.decisions.add(CHANNEL_ID, entry)
-    expected = split_message(describe_decisions(client.decisions.recent(CHANNEL_ID), GUILD_ID, CHANNEL_ID))
+    expected = messages_of(why_embeds(client.decisions.recent(CHANNEL_ID), GUILD_ID, CHANNEL_ID, PARLEY_COLOUR))
     calls = await run_command(fake, "why", [option("count", 25)], posts=len(expected))
     assert len(calls) == len(expected) > 1
     assert is_callback(calls[0]) and all("/webhooks/" in call.path for call in calls[1:])
     assert all(call.body is not None and call.body.get("data", call.body)["flags"] & 64 for call in calls)
-    assert all(len(call_text(call)) <= 2000 for call in calls)
-    assert len(reply_text(calls).splitlines()) == 1 + 25
+    embeds = reply_embeds(calls)
+    assert sum(len(embed["fields"]) for embed in embeds) == 25
+    assert embeds[1]["title"] == "Why Parley answered or stayed silent (continued)"
 
 
 def stored_modes(tmp_path: Path) -> list[tuple[int, str, int]]:
@@ -431,10 +467,13 @@ async def test_forget_ends_the_conversation_and_drops_its_model_history(
     assert not any("pineapple" in message_text(message) for message in messages)
 
 
-async def test_status_describes_the_conversation_without_pinging(bot: RunningBot, fake: FakeDiscord) -> None:
-    """Status lists participants as mentions under allowed_mentions none, with turns, tokens and mode."""
+async def test_status_is_an_embed_that_pings_no_one(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Status is an ephemeral embed in the server's colour (Parley's role's) under allowed_mentions none: participants
+    as mentions, turns, tokens, mode and shard, timed by the conversation's start."""
+    fake.bot_role_colour = 0xE91E63
     client = await bot.start()
-    assert reply_text(await run_command(fake, "status")).startswith("No conversation here right now")
+    [embed] = reply_embeds(await run_command(fake, "status"))
+    assert embed["description"].startswith(f"No conversation in <#{CHANNEL_ID}> right now") and "timestamp" not in embed
     await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")
     await fake.wait_for_posts(1)
     await say(fake, BOB_ID, "hello all")
@@ -445,13 +484,24 @@ async def test_status_describes_the_conversation_without_pinging(bot: RunningBot
     assert call.body is not None
     data = call.body["data"]
     assert data["flags"] & 64 and data["allowed_mentions"] == {"parse": []}
-    assert f"Participants: <@{ALICE_ID}>, <@{BOB_ID}>" in data["content"]
-    assert "Bot turns: 1; model history: about " in data["content"] and "\nMode: **normal**\n" in data["content"]
-    assert "\nShard: 0 of 1\n" in data["content"]
+    [embed] = data["embeds"]
+    assert embed["color"] == 0xE91E63
+    assert datetime.fromisoformat(embed["timestamp"]) == conversation.started_at
+    fields = {field["name"]: field["value"] for field in embed["fields"]}
+    assert fields["Participants"] == f"<@{ALICE_ID}>, <@{BOB_ID}>"
+    assert fields["Bot turns"] == "1" and fields["Model history"].startswith("about ")
+    assert (fields["Mode"], fields["Shard"]) == ("normal", "0 of 1")
     spent = client.usage.server_tokens(GUILD_ID)
     assert spent > 0
-    assert f"Tokens today (UTC): this server {spent:,} (no daily budget); this channel {spent:,}" in data["content"]
-    assert data["content"].endswith(f"Top members today: <@{ALICE_ID}> {spent:,}")
+    assert fields["Tokens today (UTC)"] == f"This server: {spent:,} (no daily budget)\nThis channel: {spent:,}"
+    assert fields["Top members today"] == f"<@{ALICE_ID}> {spent:,}"
+
+
+async def test_replies_fall_back_to_parleys_colour(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Where Parley's role has no colour, its embeds take Parley's own rather than Discord's grey default."""
+    await bot.start()
+    [embed] = reply_embeds(await run_command(fake, "status"))
+    assert embed["color"] == PARLEY_COLOUR.value
 
 
 async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord) -> None:
@@ -518,5 +568,5 @@ async def test_sync_with_guild_id_registers_in_that_guild(
 def test_status_names_the_shard_discord_routes_the_server_to() -> None:
     """/parley status names the shard by Discord's rule, (server id >> 22) % shard count."""
     server = (5 << 22) | 12345
-    assert describe_shard(server, 4) == "Shard: 1 of 4"
-    assert describe_shard(server, None) == "Shard: 0 of 1"
+    assert shard_of(server, 4) == "1 of 4"
+    assert shard_of(server, None) == "0 of 1"

@@ -76,7 +76,8 @@ async def test_a_blocked_roles_mention_gets_one_notice_then_silence(
     assert (await decided(client, second)).reason == "not_allowed"
     await asyncio.sleep(QUIET)
     assert len(fake.posts_in(CHANNEL_ID)) == 1 and llm.requests == []
-    assert "`not_allowed`" in (await why(fake)).splitlines()[1]
+    # The embed as text: its title, its description, then the newest decision's field.
+    assert "silent · not_allowed (" in (await why(fake)).splitlines()[2]
 
     await mention(fake, ALICE_ID)
     await fake.wait_for_posts(2)

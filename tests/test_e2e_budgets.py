@@ -97,10 +97,10 @@ async def test_a_spent_server_budget_gives_one_notice_then_silence(
 
     status = reply_text(await run_command(fake, "status"))
     spent = client.usage.server_tokens(GUILD_ID)
-    assert f"this server {spent:,} of 50 (resets <t:{int(midnight.timestamp())}:R>)" in status
+    assert f"This server: {spent:,} of 50 (resets <t:{int(midnight.timestamp())}:R>)" in status
     assert f"Top members today: <@{ALICE_ID}> {spent:,}" in status
     why = reply_text(await run_command(fake, "why"))
-    assert why.count("`server_budget` (budget)") == 2
+    assert why.count("silent · server_budget (budget)") == 2
 
 
 async def test_the_spent_budget_holds_across_a_restart(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:

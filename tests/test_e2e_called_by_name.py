@@ -17,7 +17,7 @@ async def test_called_by_name_starts_a_conversation_and_why_says_so(
     assert post.reply_to == int(question["id"])
     assert "what's the weather like on mars?" in message_text(llm.requests[-1]["messages"][-1])
     assert (await decided(client, question)).reason == "called_by_name"
-    assert "**answered** `called_by_name` (explicit)" in reply_text(await run_command(fake, "why"))
+    assert "answered · called_by_name (explicit)" in reply_text(await run_command(fake, "why"))
     assert client.manager.get(CHANNEL_ID) is not None
 
 

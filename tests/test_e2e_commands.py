@@ -16,7 +16,7 @@ from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 
 
 async def test_why_is_answered_through_the_interaction_callback(bot: RunningBot, fake: FakeDiscord) -> None:
-    """INTERACTION_CREATE for /parley why gets an ephemeral type-4 callback listing the decisions, newest first."""
+    """INTERACTION_CREATE for /parley why gets an ephemeral type-4 callback: an embed of the decisions, newest first."""
     client = await bot.start()
     question = await say(fake, ALICE_ID, f"<@{BOT_ID}> how do I list files?")
     await fake.wait_for_posts(1)
@@ -27,12 +27,13 @@ async def test_why_is_answered_through_the_interaction_callback(bot: RunningBot,
     assert call.body is not None and call.body["type"] == CHANNEL_MESSAGE_WITH_SOURCE
     data = call.body["data"]
     assert data["flags"] & EPHEMERAL
-    header, newest, oldest = data["content"].splitlines()
-    assert header == f"Last 2 decisions in <#{CHANNEL_ID}>, newest first:"
-    assert newest.startswith("**silent** `addressed_to_other` (gate) · **Alice**")
-    assert oldest.startswith("**answered** `mention` (explicit) · **Alice**")
-    assert f"(https://discord.com/channels/{GUILD_ID}/{CHANNEL_ID}/{question['id']})" in oldest
-    assert "how do I list files?" in oldest
+    [embed] = data["embeds"]
+    assert embed["description"] == f"Last 2 decisions in <#{CHANNEL_ID}>, newest first."
+    newest, oldest = embed["fields"]
+    assert newest["name"] == "silent · addressed_to_other (gate)" and newest["value"].startswith("**Alice**")
+    assert oldest["name"] == "answered · mention (explicit)" and oldest["value"].startswith("**Alice**")
+    assert f"(https://discord.com/channels/{GUILD_ID}/{CHANNEL_ID}/{question['id']})" in oldest["value"]
+    assert "how do I list files?" in oldest["value"]
 
 
 async def test_mode_changes_the_next_decision(bot: RunningBot, fake: FakeDiscord) -> None:
@@ -64,9 +65,9 @@ async def test_mode_and_decisions_survive_a_restart(bot: RunningBot, fake: FakeD
     client = await bot.start()
     assert client.decisions.recent(CHANNEL_ID) == []
     why = reply_text(await run_command(fake, "why"))
-    assert f"/{question['id']})" in why and "`mention` (explicit)" in why
+    assert f"/{question['id']})" in why and "answered · mention (explicit)" in why
     await say(fake, ALICE_ID, f"<@{BOT_ID}> and hidden ones?")
     await fake.wait_for_posts(2)
     followup = await say(fake, ALICE_ID, "thanks, and sizes?")
     assert (await decided(client, followup)).reason == "mention_only"
-    assert "Mode: **mention-only**" in reply_text(await run_command(fake, "status"))
+    assert "Mode: mention-only" in reply_text(await run_command(fake, "status"))

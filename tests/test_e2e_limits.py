@@ -173,7 +173,7 @@ async def test_why_and_the_decision_log_show_the_rate_limit(
     limited = await say(fake, ALICE_ID, f"<@{BOT_ID}> and again")
     await decided(client, limited)
     why = reply_text(await run_command(fake, "why"))
-    assert "**silent** `member_rate_limited` (limit) · **Alice**" in why
+    assert "silent · member_rate_limited (limit): **Alice**" in why
     assert "and again" in why
     [logged] = [record for record in caplog.records if getattr(record, "message_id", None) == int(limited["id"])]
     extra = vars(logged)  # the decision's structured attributes

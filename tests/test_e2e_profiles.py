@@ -100,12 +100,18 @@ async def test_show_names_where_each_value_comes_from(
     await bot.start(models=frozenset({STRONG}), profiles_file=file)
     await profile(fake, "set", setting="model", value=STRONG)
     lines = (await profile(fake, "show", permissions=MEMBER)).splitlines()
-    assert lines[0] == f"Parley's profile in <#{CHANNEL_ID}>:"
-    assert lines[1] == "**persona**: “Be brief.” (the server's entry in PROFILES_FILE)"
-    assert lines[2].startswith(f"**model**: `{STRONG}` (set for this channel by command by <@{ALICE_ID}> <t:")
-    assert lines[3] == f"**judge model**: `{MODEL_NAME}` (default: JUDGE_MODEL)"
-    assert lines[4] == "**tools**: `archive` (the server's entry in PROFILES_FILE)"
-    assert lines[5] == "**mode**: `chatty` (this channel's entry in PROFILES_FILE)"
+    # The embed as text: its title and description, then each field's name and value, its source on a line below.
+    assert lines[:2] == ["Parley's profile", f"In <#{CHANNEL_ID}>: each value, and where it comes from."]
+    assert lines[2:5] == ["Persona: “Be brief.”", "the server's entry in PROFILES_FILE", f"Model: `{STRONG}`"]
+    assert lines[5].startswith(f"set for this channel by command by <@{ALICE_ID}> <t:")
+    assert lines[6:12] == [
+        f"Judge model: `{MODEL_NAME}`",
+        "default: JUDGE_MODEL",
+        "Tools: `archive`",
+        "the server's entry in PROFILES_FILE",
+        "Mode: `chatty`",
+        "this channel's entry in PROFILES_FILE",
+    ]
 
 
 async def test_the_command_overrides_the_file_and_reset_brings_it_back(
@@ -168,7 +174,7 @@ async def test_mode_is_a_profile_field_and_its_shortcut_still_works(bot: Running
     await run_command(fake, "mode", [option("mode", "mention-only")])
     assert client.decider.modes[CHANNEL_ID] == "mention-only"
     shown = await profile(fake, "show")
-    assert f"**mode**: `mention-only` (set for this channel by command by <@{ALICE_ID}> <t:" in shown
+    assert f"Mode: `mention-only`\nset for this channel by command by <@{ALICE_ID}> <t:" in shown
     await profile(fake, "set", setting="mode", value="chatty")
     assert client.decider.modes[CHANNEL_ID] == "chatty"
 

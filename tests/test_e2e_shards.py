@@ -198,11 +198,11 @@ async def test_two_processes_share_one_postgres_each_serving_its_shard(
             # Shard 0's process sets the mode; the server then moves to shard 1's, which read the modes at its start.
             await command(fake, CHANNEL_ID, "mode", [option("mode", "mention-only")])
             await fake.hand_over(GUILD_ID, 1)
-            await eventually_said(fake, CHANNEL_ID, "status", "Mode: **mention-only**")
+            await eventually_said(fake, CHANNEL_ID, "status", "Mode: mention-only")
             # A follow-up to its answer, which a normal channel's conversation would take, is left alone for the mode.
             await mention(fake, CHANNEL_ID, "are you there?")
             await fake.send_user_message(CHANNEL_ID, ALICE_ID, "and what about tomorrow?")
-            await eventually_said(fake, CHANNEL_ID, "why", "**silent** `mention_only` (mode) · **Alice**")
+            await eventually_said(fake, CHANNEL_ID, "why", "silent · mention_only (mode): **Alice**")
             assert len(fake.posts_in(CHANNEL_ID)) == 2
 
             # Its search finds what shard 0's process archived in the server, and what it archived itself.

@@ -1,25 +1,45 @@
-"""End-to-end: /parley-admin usage after a scripted day of traffic, against what the fake model server counted."""
+"""End-to-end: /parley-admin usage after a scripted day of traffic, against what the fake model server counted;
+the month's chart."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import discord
 import genai_prices
+import pytest
 from e2e_support import (
+    EPHEMERAL,
     MODERATOR,
     RunningBot,
     assert_ephemeral_one_liner,
     decided,
     eventually,
     option,
+    reply_embeds,
     reply_text,
     run_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_ID,
+    CALLBACK_DEFERRED_CHANNEL_MESSAGE,
+    CAROL_ID,
+    CHANNEL_ID,
+    GUILD_ID,
+    OTHER_CHANNEL_ID,
+    FakeDiscord,
+)
 from fake_llm import FakeLLM, ToolCall, message_text
+from PIL import Image
+
+from commands import usage_report
+from commands.usage_chart import HEIGHT, PALETTE, WIDTH, panels, slot
+from commands.usage_report import CHART_FAILED, CHART_FILE
 
 PRICED_MODEL = "gpt-4.1-mini"
 SCRIPTED_DAY = datetime(2026, 11, 20, 15, 0, tzinfo=UTC)
@@ -119,7 +139,9 @@ async def test_usage_after_a_day_matches_what_the_model_server_counted(
     client.usage.clock = lambda: SCRIPTED_DAY + timedelta(days=1)
     next_day = reply_text(await run_command(fake, "usage", permissions=SERVER_MANAGER))
     assert "used no model tokens in this server today" in next_day
-    week = reply_text(await run_command(fake, "usage", [option("period", "week")], permissions=SERVER_MANAGER))
+    # A week's reply is deferred (its chart is drawn first), then posted as a follow-up.
+    week_calls = await run_command(fake, "usage", [option("period", "week")], posts=2, permissions=SERVER_MANAGER)
+    week = reply_text(week_calls)
     assert f"<@{ALICE_ID}> {by_member[ALICE_ID].line()}" in week
 
 
@@ -164,3 +186,66 @@ async def test_usage_needs_manage_server(bot: RunningBot, fake: FakeDiscord) -> 
     await bot.start()
     line = assert_ephemeral_one_liner(await run_command(fake, "usage", permissions=MODERATOR))
     assert line == "You need the Manage Server permission in this channel to use /parley-admin usage."
+
+
+async def test_usage_month_is_an_embed_with_a_chart_of_each_days_tokens(bot: RunningBot, fake: FakeDiscord) -> None:
+    """`/parley-admin usage month` answers with an embed showing a PNG chart: bars on the days with usage, in the
+    biggest channel's colour where only it spoke, and none on the days without."""
+    client = await bot.start(llm_model=PRICED_MODEL, stream_answers=False)
+    # Answers posted whole are counted before they are posted.
+    for day, channel_id, answers in ((0, CHANNEL_ID, 1), (2, OTHER_CHANNEL_ID, 1), (2, CHANNEL_ID, 2)):
+        moment = SCRIPTED_DAY + timedelta(days=day)
+        client.usage.clock = lambda moment=moment: moment  # type: ignore[misc]
+        await fake.send_user_message(channel_id, ALICE_ID, f"<@{BOT_ID}> how do we deploy the bot, day {day}?")
+        await fake.wait_for_posts(answers, channel_id)
+    assert client.archive is not None
+    await client.archive.flush()
+    today = SCRIPTED_DAY + timedelta(days=3)
+    client.usage.clock = lambda: today
+
+    calls = await run_command(fake, "usage", [option("period", "month")], posts=2, permissions=SERVER_MANAGER)
+
+    deferral, answer = calls
+    assert deferral.body is not None and deferral.body["type"] == CALLBACK_DEFERRED_CHANNEL_MESSAGE
+    assert deferral.body["data"]["flags"] & EPHEMERAL
+    [embed] = reply_embeds(calls)
+    assert embed["image"]["url"] == f"attachment://{CHART_FILE}"
+    assert embed["title"] == "Parley's model usage in this server" and "the last 30 days" in embed["description"]
+    [(name, png)] = answer.files
+    chart = Image.open(io.BytesIO(png))
+    assert (name, chart.format, chart.size) == (CHART_FILE, "PNG", (WIDTH, HEIGHT))
+    pixels = chart.convert("RGB")
+    tokens_panel, _ = panels()
+
+    def bar_colours(days_ago: int) -> set[Any]:
+        left, right = slot(tokens_panel, 29 - days_ago, 30)
+        found = pixels.crop((left + 1, tokens_panel.top, right - 1, tokens_panel.bottom)).getcolors(WIDTH * HEIGHT)
+        assert found is not None
+        return {colour for _, colour in found} & set(PALETTE)
+
+    # #general spoke on two days, #random on one: #general is the biggest channel, the first colour.
+    assert bar_colours(3) == {PALETTE[0]} and bar_colours(1) == {PALETTE[0], PALETTE[1]}
+    assert bar_colours(2) == bar_colours(0) == bar_colours(10) == set()
+
+
+async def test_a_chart_that_cannot_be_drawn_leaves_the_figures(
+    bot: RunningBot, fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When drawing fails, `usage week` still answers with its figures, says the chart is missing, and logs why."""
+
+    def broken(*_: object) -> bytes:
+        raise OSError("cannot open resource")
+
+    monkeypatch.setattr(usage_report, "chart_of", broken)
+    client = await bot.start(stream_answers=False)
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> how do we deploy the bot?")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    await eventually(lambda: client.usage.server_tokens(GUILD_ID) > 0)
+
+    calls = await run_command(fake, "usage", [option("period", "week")], posts=2, permissions=SERVER_MANAGER)
+
+    [embed] = reply_embeds(calls)
+    assert "image" not in embed and calls[-1].files == ()
+    assert f"<#{CHANNEL_ID}> 1 answers" in embed["fields"][0]["value"]
+    assert embed["description"].endswith(CHART_FAILED)
+    assert "the /parley-admin usage chart could not be drawn" in caplog.text

@@ -174,6 +174,7 @@ RUN_HERE = {
     "python bench/bench_file_text.py --backend postgres",
     "python bench/bench_catchup.py",
     "python bench/bench_privacy.py",
+    "python bench/bench_usage_chart.py",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -338,6 +339,7 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_file_text.py --backend postgres", "--files 5", "median time to store one file's text"),
         ("python bench/bench_catchup.py", "--messages 300", "chunks reused"),
         ("python bench/bench_privacy.py", "--messages 300 --member-messages 50", "longest event-loop stall"),
+        ("python bench/bench_usage_chart.py", "--days 7 --channels 3 --members 2 --runs 1", "PNG:"),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:
