@@ -213,13 +213,14 @@ class Parley(discord.AutoShardedClient):
         await self.upkeep.resume(archive)
 
     async def close(self) -> None:
+        # First, so catch-up and the recheck stop before the HTTP session they read Discord's history through closes.
+        await self.background.close()
         if self.user is None:
             # discord.py's sharded close() ends by posting to a queue it makes at login; before login (a bench, a
             # start stopped early) no shard has run, so the plain client's close is all there is to do.
             await discord.Client.close(self)
         else:
             await super().close()
-        await self.background.cancel()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
         self.memory = None

@@ -43,6 +43,20 @@ async def start_and_stop(
     await asyncio.wait_for(running, 10)
 
 
+async def test_the_synced_tree_shows_members_their_commands_and_admins_theirs(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
+) -> None:
+    """As Discord receives them: `/parley` carries no default_member_permissions, so every member sees it;
+    `/parley-admin` carries Manage Messages, so only admins see it until a server says otherwise."""
+    await start_and_stop(fake, llm, tmp_path)
+    synced = {command["name"]: command for command in fake.commands[None]}
+    assert synced["parley"].get("default_member_permissions") is None
+    assert synced["parley-admin"]["default_member_permissions"] == discord.Permissions(manage_messages=True).value
+    members = {option["name"] for option in synced["parley"]["options"]}
+    assert {"why", "status", "memory", "catchup", "privacy"} <= members
+    assert {"mode", "usage", "access", "profile"} <= {option["name"] for option in synced["parley-admin"]["options"]}
+
+
 async def test_commands_are_registered_once_and_again_only_when_changed(
     fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, discord_endpoints
 ) -> None:
