@@ -32,7 +32,7 @@ from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
-from edge.gateway import reach_gateway
+from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
 from edge.threads import Threads
 from followup import load_model, model_path
@@ -345,23 +345,6 @@ class Parley(discord.AutoShardedClient):
 
 
 # --- Composition root --------------------------------------------------------------------------
-
-
-def discord_options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
-    """discord.py's options for Parley's client: the intents it needs, no pings by default, this process's shards."""
-    # discord.py warns at every start that voice needs PyNaCl and davey; Parley never joins voice.
-    # These flags are its own switch for exactly those two warnings, so every other one still shows.
-    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-    intents = discord.Intents.none()
-    intents.guilds = True
-    intents.guild_messages = True
-    intents.message_content = True
-    # Without the intent Discord sends no direct messages at all, so with DIRECT_MESSAGES off none arrive.
-    intents.dm_messages = settings.direct_messages
-    if settings.shard_ids:  # else every shard of the count
-        options["shard_ids"] = sorted(settings.shard_ids)
-    options["shard_count"] = settings.shard_count  # None: as many as Discord recommends
-    return {"intents": intents, "allowed_mentions": discord.AllowedMentions.none(), **options}
 
 
 def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
