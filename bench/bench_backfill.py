@@ -27,11 +27,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -164,8 +166,13 @@ async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
     return Run(archived_count(database), seconds, lags)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+Measure = Callable[[Endpoints, int, Path], Coroutine[Any, Any, Run]]
+
+
+def best_of_runs(description: str | None, measure: Measure, what: str) -> None:
+    """The command line both history benches share: `--runs` runs of `measure` against a fake Discord in its own
+    process holding `--messages` over `--channels`, each printed, then the best."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--channels", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
@@ -177,7 +184,11 @@ def main() -> None:
         print(f"run {number + 1}: {result.describe()}")
         runs.append(result)
     best = max(runs, key=lambda result: result.throughput)
-    print(f"catch-up, {args.channels} channel(s), 100 messages a page: {best.describe()}")
+    print(f"{what}, {args.channels} channel(s), 100 messages a page: {best.describe()}")
+
+
+def main() -> None:
+    best_of_runs(__doc__, measure, "catch-up")
 
 
 if __name__ == "__main__":

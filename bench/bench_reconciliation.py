@@ -16,14 +16,12 @@ The run with the best pace is the figure; every run's figures are printed too.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import tempfile
 import time
 from pathlib import Path
 
-from bench_backfill import LAG_INTERVAL, Endpoints, FakeInItsOwnProcess, Run, archived_count
+from bench_backfill import LAG_INTERVAL, Endpoints, Run, archived_count, best_of_runs
 from fake_discord import DEFAULT_TOKEN
 from fake_llm import MODEL_NAME
 from pydantic import SecretStr
@@ -73,19 +71,7 @@ async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=20_000)
-    parser.add_argument("--channels", type=int, default=2)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    runs = []
-    for number in range(args.runs):
-        with FakeInItsOwnProcess(args.messages, args.channels) as fake, tempfile.TemporaryDirectory() as tmp:
-            result = asyncio.run(measure(fake, args.messages, Path(tmp) / "parley.db"))
-        print(f"run {number + 1}: {result.describe()}")
-        runs.append(result)
-    best = max(runs, key=lambda result: result.throughput)
-    print(f"recheck, {args.channels} channel(s), 100 messages a page: {best.describe()}")
+    best_of_runs(__doc__, measure, "recheck")
 
 
 if __name__ == "__main__":

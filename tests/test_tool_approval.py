@@ -13,6 +13,7 @@ from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, Too
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, ToolDenied
 from pydantic_ai.toolsets import FunctionToolset
+from test_tools import deps
 
 from agent import build_responder, generate_reply
 from conversation import ChannelConversation
@@ -129,19 +130,7 @@ async def answer(make_settings, model: OrdersModel, approver: FakeApprover | Non
     responder = build_responder(
         settings, model=FunctionModel(model), archive_enabled=False, memory_enabled=False, toolbox=orders_toolbox(ran)
     )
-    deps = ChatDeps(
-        bot_name="Parley",
-        bot_user_id=1,
-        guild_id=42,
-        guild_name="Guild",
-        channel_id=500,
-        channel_name="general",
-        archive=None,
-        requester_id=7,
-        requester_can_read_history=True,
-        approver=approver,
-    )
-    reply = await generate_reply(responder, conversation, message, deps)
+    reply = await generate_reply(responder, conversation, message, deps(approver=approver))
     return reply.text
 
 
@@ -242,8 +231,8 @@ async def test_a_resumed_run_keeps_the_answers_web_search_cap(make_settings) -> 
     responder = build_responder(
         make_settings(), model=FunctionModel(model), archive_enabled=False, memory_enabled=False, toolbox=toolbox
     )
-    deps = ChatDeps("Parley", 1, 42, "Guild", 500, "general", None, 7, True, approver=FakeApprover(Verdict.APPROVED))
-    reply = await generate_reply(responder, ChannelConversation(500, T0, T0, deque([message])), message, deps)
+    approved = deps(approver=FakeApprover(Verdict.APPROVED))
+    reply = await generate_reply(responder, ChannelConversation(500, T0, T0, deque([message])), message, approved)
     assert reply.text == "done" and ran == ["cancel A17"]
     assert "search_web" in offered[0]
     assert "search_web" not in offered[1] and "search_web" not in offered[2]

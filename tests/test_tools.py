@@ -62,7 +62,8 @@ def searches(*queries: str) -> ModelResponse:
     )
 
 
-def deps(offered: frozenset[str] | None = None) -> ChatDeps:
+def deps(offered: frozenset[str] | None = None, **fields: Any) -> ChatDeps:
+    """A run's dependencies in #general of a test server; `fields` sets any other (an approver)."""
     return ChatDeps(
         bot_name="Parley",
         bot_user_id=1,
@@ -74,6 +75,7 @@ def deps(offered: frozenset[str] | None = None) -> ChatDeps:
         requester_id=7,
         requester_can_read_history=True,
         offered_toolsets=offered,
+        **fields,
     )
 
 
