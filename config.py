@@ -6,6 +6,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -289,6 +290,10 @@ class Settings(BaseSettings):
         description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
         " from its newest messages and says how many older ones it left out.",
     )
+    timezone: str = Field(
+        "UTC",
+        description="IANA time zone (Europe/Paris) in which members' times are read and shown: reminders, digest hours.",
+    )
     direct_messages: bool = Field(
         False,
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
@@ -411,6 +416,20 @@ class Settings(BaseSettings):
         if short:
             raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
         return words
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_time_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone name, such as UTC or Europe/Paris") from None
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """TIMEZONE as a tzinfo."""
+        return ZoneInfo(self.timezone)
 
     @field_validator("shard_ids", mode="before")
     @classmethod

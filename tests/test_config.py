@@ -274,3 +274,20 @@ def test_malformed_role_limits_are_one_line_naming_the_variable(
     monkeypatch.setenv("ROLE_LIMITS", value)
     line = error_line()
     assert line.startswith("Configuration error: ROLE_LIMITS is invalid:") and named in line and "\n" not in line
+
+
+
+def test_an_unknown_time_zone_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("TIMEZONE", "Mars/Olympus")
+    assert error_line() == (
+        "Configuration error: TIMEZONE is invalid: Value error, 'Mars/Olympus' is not an IANA time zone name,"
+        " such as UTC or Europe/Paris"
+    )
+
+
+def test_the_time_zone_reads_members_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().zone.key == "UTC"
+    monkeypatch.setenv("TIMEZONE", "Europe/Paris")
+    assert Settings().zone.key == "Europe/Paris"
