@@ -292,7 +292,8 @@ class Settings(BaseSettings):
     )
     timezone: str = Field(
         "UTC",
-        description="IANA time zone (Europe/Paris) in which members' times are read and shown: reminders, digest hours.",
+        description="IANA time zone (Europe/Paris) in which members' times are read and shown: reminders, digest"
+        " hours.",
     )
     direct_messages: bool = Field(
         False,
