@@ -276,7 +276,6 @@ def test_malformed_role_limits_are_one_line_naming_the_variable(
     assert line.startswith("Configuration error: ROLE_LIMITS is invalid:") and named in line and "\n" not in line
 
 
-
 def test_an_unknown_time_zone_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
     monkeypatch.setenv("TIMEZONE", "Mars/Olympus")
