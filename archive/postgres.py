@@ -62,6 +62,8 @@ from archive.sqlite import (
     _since_ms,
 )
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.vectors import POSTGRES_QUEUE_TABLE
+from archive.vectors_postgres import PostgresVectorTables
 
 __all__ = ["MIGRATIONS", "PostgresArchive", "tsquery_expression"]
 
@@ -426,6 +428,8 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at BIGINT NOT NULL
     );
     """,
+    # v19 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    POSTGRES_QUEUE_TABLE,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -739,7 +743,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowances):
+class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowances, PostgresVectorTables):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at

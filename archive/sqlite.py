@@ -49,6 +49,7 @@ from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 
 __all__ = [
     "MIGRATIONS",
@@ -418,6 +419,8 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at INTEGER NOT NULL
     );
     """,
+    # v19 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    SQLITE_QUEUE_TABLE,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -685,7 +688,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, SQLiteVectorTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -1205,11 +1208,14 @@ class _SearchKeys:
 
 
 async def _connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connection:
+    register_sqlite_vec()  # before connecting: an automatic extension reaches only connections opened after it
     # isolation_level=None: the writer issues BEGIN/COMMIT itself.
     db = await aiosqlite.connect(path, isolation_level=None)
     try:
         for pragma in _PRAGMAS:
             await db.execute(pragma)
+        # The knowledge base's vectors (archive/vectors.py) are a vec0 table: both connections need the module.
+        await load_sqlite_vec(db)
         if read_only:
             await db.execute("PRAGMA query_only = ON")
     except BaseException:
