@@ -224,6 +224,10 @@ class KnowledgeTables(ABC):
         )
         return next((int(document_id) for (document_id,) in rows), None)
 
+    async def has_knowledge(self, guild_id: int) -> bool:
+        """Whether the server has any document."""
+        return bool(await self.read("SELECT 1 FROM knowledge_documents WHERE guild_id = ? LIMIT 1", (guild_id,)))
+
     async def knowledge_documents(self, guild_id: int) -> list[KnowledgeDocumentInfo]:
         """The server's documents, oldest first."""
         rows = await self.read(_DOCUMENTS_SQL, (guild_id,))

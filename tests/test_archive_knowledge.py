@@ -85,7 +85,8 @@ async def test_removal_takes_the_document_out_of_search(archive: Archive) -> Non
 async def test_a_server_never_sees_another_servers_documents(archive: Archive) -> None:
     theirs = await archive.add_knowledge(handbook(guild=OTHER_GUILD))
 
-    assert await archive.knowledge_documents(GUILD) == []
+    assert await archive.knowledge_documents(GUILD) == [] and not await archive.has_knowledge(GUILD)
+    assert await archive.has_knowledge(OTHER_GUILD)
     assert await _headings(archive, "docker") == []
     assert await archive.sections_by_id(theirs.section_ids, guild_id=GUILD, channel_ids=()) == []
     assert await _headings(archive, "docker", guild=OTHER_GUILD) == ["Install > Docker"]
