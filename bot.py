@@ -199,7 +199,7 @@ class Parley(discord.AutoShardedClient):
             return
         self.archive = archive = await open_configured_archive(self.settings)
         self.memory = await MemoryStore.open(archive)
-        self.knowledge = open_knowledge(archive, self.settings)
+        self.knowledge = await open_knowledge(archive, self.settings, self.background.start)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(

@@ -3,7 +3,7 @@
 `EmbeddedSections` is the knowledge base's `SectionVectors` when `EMBEDDING_MODEL` is set. A section is queued in
 the archive (archive/vectors.py) before it is embedded and leaves the queue only with its vector, so a provider
 that is down or rate limiting loses nothing: the document is already stored and searched by full text, and the
-sections still waiting are embedded on the next `index` and every `RETRY_SECONDS` by `keep_embedding`. A
+sections still waiting are embedded on the next `index`, at start and every `RETRY_SECONDS` by `keep_embedding`. A
 search whose question cannot be embedded in time is full text only. A new `EMBEDDING_MODEL` re-embeds every
 section in the background (the old model's vectors cannot be compared with the new one's).
 
@@ -98,10 +98,11 @@ class EmbeddedSections:
         return embedded
 
     async def keep_embedding(self, every: float = RETRY_SECONDS) -> None:
-        """Try the waiting sections again every `every` seconds, for as long as the bot runs (a background task)."""
+        """Embed what waits now (left by a failure before a restart, or a new model's re-embedding), then try again
+        every `every` seconds, for as long as the bot runs (a background task)."""
         while True:
-            await asyncio.sleep(every)
             await self.embed_waiting()
+            await asyncio.sleep(every)
 
     async def _open(self, model: VectorModel) -> None:
         if self._opened != model:

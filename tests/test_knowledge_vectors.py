@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from embedding_support import HashingEmbeddingModel
@@ -14,7 +16,9 @@ from pydantic_ai.exceptions import ModelHTTPError
 
 from archive import Archive, VectorModel
 from archive.knowledge import KnowledgeDocument, KnowledgeSection
+from config import Settings
 from knowledge.base import KnowledgeBase
+from knowledge.opening import open_knowledge
 from knowledge.vectors import BATCH_SIZE, EmbeddedSections, open_section_vectors
 
 GUILD, OTHER_GUILD, ADMIN = 10, 11, 500
@@ -210,3 +214,21 @@ async def test_open_section_vectors_is_none_without_a_usable_model(archive: Arch
     assert await open_section_vectors(archive, None, timeout=5) is None
     # The hermetic tests have no provider keys: the OpenAI model cannot be set up, and says why in the log.
     assert await open_section_vectors(archive, "openai:text-embedding-3-small", timeout=5) is None
+
+
+async def test_the_client_s_knowledge_base_searches_by_vector_too_with_embedding_model(
+    archive: Archive, make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """open_knowledge (the client's) adds the vectors and starts embedding what waits; nothing of it without
+    EMBEDDING_MODEL. No request is made: nothing waits, and the key is never used."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
+    started: list[str] = []
+
+    def start(work: Coroutine[Any, Any, None], name: str) -> None:
+        started.append(name)
+        work.close()
+
+    await open_knowledge(archive, make_settings(), start)
+    assert started == []
+    await open_knowledge(archive, make_settings(embedding_model="openai:text-embedding-3-small"), start)
+    assert started == ["knowledge-embeddings"]
