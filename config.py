@@ -178,7 +178,7 @@ class Settings(BaseSettings):
         " to the knowledge base's full-text search; empty: full text only.",
     )
     embedding_timeout_seconds: float = Field(
-        20, gt=0, description="Time limit for one embedding request (a batch of sections, or a search's question)."
+        10, gt=0, description="Time limit for one embedding request (a batch of sections, or a search's question)."
     )
     backfill_max_messages: int = Field(
         1000,
