@@ -55,10 +55,12 @@ POSTGRES_QUEUE_TABLE = """
 
 
 def model_state(model: VectorModel) -> str:
+    """`model` as `bot_state` keeps it: "<dimensions> <name>" (a name may hold any character but a leading digit)."""
     return f"{model.dimensions} {model.name}"
 
 
 def model_from_state(value: str | None) -> VectorModel | None:
+    """The model `model_state` wrote; None when none was (or the vectors were dropped for a new one)."""
     if not value:
         return None
     dimensions, _, name = value.partition(" ")
@@ -105,7 +107,7 @@ _SQLITE_REQUEUE = Write(
         "DROP TABLE section_vectors",
     ),
 )
-_SETMODEL_STATE = Write(
+_SET_VECTOR_MODEL = Write(
     "set_vector_model",
     (
         f"INSERT INTO bot_state (name, value) VALUES ('{MODEL_STATE}', ?)"
@@ -204,7 +206,7 @@ class SQLiteVectorTables(VectorState):
             return 0
         ((count,),) = await self.read("SELECT count(*) FROM section_vectors")
         self._enqueue(_SQLITE_REQUEUE, ())
-        self._enqueue(_SETMODEL_STATE, ("",))
+        self._enqueue(_SET_VECTOR_MODEL, ("",))
         await self.flush()
         return int(count)
 
