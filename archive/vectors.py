@@ -55,7 +55,7 @@ POSTGRES_QUEUE_TABLE = """
 
 
 def model_state(model: VectorModel) -> str:
-    """`model` as `bot_state` keeps it: "<dimensions> <name>" (a name may hold any character but a leading digit)."""
+    """`model` as `bot_state` keeps it: "<dimensions> <name>", the name being all after the first space."""
     return f"{model.dimensions} {model.name}"
 
 
