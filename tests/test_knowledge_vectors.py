@@ -4,6 +4,7 @@ backends: what it adds to full text, and that a provider's failure loses nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -206,6 +207,8 @@ async def test_keep_embedding_tries_the_waiting_sections_again(archive: Archive)
         assert await vectors.embed_waiting() == 0
     finally:
         retrying.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await retrying
     assert await archive.waiting_embeddings(1) == []
     assert await vectors.nearest(GUILD, "first", 1) == [1]
 
