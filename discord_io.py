@@ -99,6 +99,10 @@ def discord_time(moment: datetime) -> str:
     return f"<t:{int(moment.timestamp())}:R>"
 
 
+def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
+    return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
+
+
 def may_read_history(message: discord.Message) -> bool:
     """Whether the author has Read Message History where they wrote; a webhook, which is no member, has not."""
     author = message.author

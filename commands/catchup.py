@@ -17,9 +17,9 @@ from archive import ArchivedMessage, ChannelSettings, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
 from catchup.writing import CatchUpWriter, Point, Summary
-from commands.tree import Refusal, message_link, place_of
+from commands.tree import Refusal, place_of
 from config import Settings
-from discord_io import role_ids_of, split_message
+from discord_io import message_link, role_ids_of, split_message
 from edge.arrival import access_asker, access_place
 
 # A catch-up's posts: the summary of a long range fills a few.
