@@ -21,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
@@ -56,7 +56,8 @@ DIGEST_MAX_POSTS = 6
 
 
 def _at(day: date, hour: int, zone: ZoneInfo) -> datetime:
-    return datetime.combine(day, time(hour), tzinfo=zone)
+    """`hour` on `day` in `zone`, in UTC: Python subtracts and compares datetimes of one zone by their wall clocks."""
+    return datetime.combine(day, time(hour), tzinfo=zone).astimezone(UTC)
 
 
 def _step(digest: Digest) -> timedelta:
