@@ -18,8 +18,8 @@ DAILY_AT_9 = Digest(1, 10, "daily", 9, 0, 0, "", 100, 0)
 WEEKLY_FRIDAY_18 = Digest(1, 10, "weekly", 18, 4, 0, "", 100, 0)
 
 
-def paris(*when: int) -> datetime:
-    return datetime(*when, tzinfo=PARIS)  # type: ignore[misc]
+def paris(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=PARIS)
 
 
 @pytest.mark.parametrize(
