@@ -23,10 +23,11 @@ from e2e_support import (
     reply_text,
     say,
 )
-from fake_discord import ALICE_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall, snowflake_at
+from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall, snowflake_at
 from fake_llm import Error, FakeLLM, ToolCall, allow_model_requests, echo, last_user_text
 
 from bot import Parley
+from commands.digest import NO_ARCHIVE
 from upkeep.digests import next_due
 
 
@@ -123,6 +124,9 @@ async def test_a_daily_digest_is_posted_once_at_its_hour_and_not_before(
     assert f"<@{ALICE_ID}>" in post.content
     assert post.body["allowed_mentions"]["parse"] == [] and not post.body["allowed_mentions"].get("users")
 
+    # Its tokens count for the server, under Parley's own id: no member asked for them.
+    assert client.usage.member_tokens(GUILD_ID, BOT_ID) > 0 and client.usage.member_tokens(GUILD_ID, ALICE_ID) == 0
+
     await at(bot, due + timedelta(minutes=5))
     assert len(fake.posts_in(CHANNEL_ID)) == 1 and digest_requests(llm) == 1
     assert "The latest was due" in await digest(fake, "show")
@@ -136,6 +140,11 @@ async def test_nothing_said_in_the_period_is_no_post_and_no_model_call(
     due = await set_daily(bot, fake)
     await at(bot, due + timedelta(seconds=30))
     assert fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
+
+
+async def test_without_the_archive_there_is_no_digest(bot: RunningBot, fake: FakeDiscord) -> None:
+    await bot.start(database_url="")
+    assert await digest(fake, "on") == NO_ARCHIVE
 
 
 async def test_a_digest_due_while_parley_was_stopped_is_posted_once_when_it_is_back(
@@ -230,3 +239,32 @@ async def test_two_processes_on_one_postgres_post_a_digest_once(
     [post] = fake.posts_in(CHANNEL_ID)
     assert "**Daily digest:" in post.content and digest_requests(llm) == 1
     assert fake.handler_errors == [] and llm.handler_errors == []
+
+
+async def test_a_digest_whose_next_period_began_while_parley_was_stopped_is_left_out(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Down across two due moments, Parley posts only the latest period's digest: here nothing was said in it, so
+    nothing is posted, and the missed period (which had the messages) is not posted late."""
+    llm.handler = digesting
+    client = await bot.start()
+    due = await set_daily(bot, fake)
+    await talk(client, fake)
+    await bot.stop()
+    bot.clock.advance((due + timedelta(days=1, hours=1) - bot.clock()).total_seconds())
+    await bot.start()
+    await at(bot, due + timedelta(days=1, hours=1, seconds=1))
+    assert fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
+
+
+async def test_a_digest_set_after_its_hour_starts_with_the_next_period(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    llm.handler = digesting
+    client = await bot.start()
+    # Said in the period whose digest was due at the hour, which had passed when the digest was set.
+    await talk(client, fake, when=bot.clock() - timedelta(hours=3))
+    hour = (bot.clock() - timedelta(hours=1)).hour
+    assert "the first" in await digest(fake, "on", hour=hour)
+    await at(bot, bot.clock() + timedelta(seconds=1))
+    assert fake.posts_in(CHANNEL_ID) == [] and digest_requests(llm) == 0
