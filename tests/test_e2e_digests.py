@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import discord
 import pytest
 from conftest import fresh_postgres_database
 from e2e_support import (
@@ -268,3 +269,20 @@ async def test_a_digest_set_after_its_hour_starts_with_the_next_period(
     assert "the first" in await digest(fake, "on", hour=hour)
     await at(bot, bot.clock() + timedelta(seconds=1))
     assert fake.posts_in(CHANNEL_ID) == [] and digest_requests(llm) == 0
+
+
+async def test_a_digest_in_a_channel_parley_may_no_longer_post_in_is_switched_off_without_a_model_call(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm.handler = digesting
+    client = await bot.start()
+    due = await set_daily(bot, fake)
+    await talk(client, fake)
+    await bot.stop()
+    fake.deny(CHANNEL_ID, BOT_ID, discord.Permissions(send_messages=True))
+    client = await bot.start()
+    with caplog.at_level(logging.WARNING, "parley.digests"):
+        await at(bot, due + timedelta(seconds=30))
+    assert "switched off: Parley may not post there" in caplog.text
+    assert fake.posts_in(CHANNEL_ID) == [] and digest_requests(llm) == 0
+    assert client.archive is not None and await client.archive.digest(CHANNEL_ID) is None
