@@ -50,6 +50,7 @@ from archive import (
     search_words,
 )
 from archive.allowances import PostgresAllowances
+from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
@@ -429,7 +430,24 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at BIGINT NOT NULL
     );
     """,
-    # v19 (knowledge): the knowledge base (archive/knowledge.py): each server's documents and their sections, with
+    # v19 (digest): each channel's digest (/parley-admin digest, upkeep/digests.py): its schedule, and the digest
+    # period last taken up (archive/digests.py), claimed by one `UPDATE … WHERE last_period < …`, so processes
+    # sharing the archive post each digest once.
+    """
+    CREATE TABLE digests (
+        channel_id  BIGINT  PRIMARY KEY,
+        guild_id    BIGINT  NOT NULL,
+        every       TEXT    NOT NULL, -- daily or weekly
+        hour        INTEGER NOT NULL, -- 0 to 23, in TIMEZONE
+        weekday     INTEGER NOT NULL, -- 0 (Monday) to 6, for a weekly digest
+        last_period BIGINT  NOT NULL, -- when the latest digest taken up was due, ms since the epoch
+        claimant    TEXT    NOT NULL, -- the process that took it up ('' before any)
+        set_by      BIGINT  NOT NULL,
+        set_at      BIGINT  NOT NULL
+    );
+    CREATE INDEX digests_guild ON digests (guild_id);
+    """,
+    # v20 (knowledge): the knowledge base (archive/knowledge.py): each server's documents and their sections, with
     # the sections' folded words (archive.folded_words, heading weighted B) as 'simple' lexemes.
     """
     CREATE TABLE knowledge_documents (
@@ -453,7 +471,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX knowledge_sections_document ON knowledge_sections (document_id, position);
     CREATE INDEX knowledge_sections_words ON knowledge_sections USING gin (words);
     """,
-    # v20 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    # v21 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
     POSTGRES_QUEUE_TABLE,
 )
 
@@ -524,6 +542,7 @@ _DELETE_CHANNEL = Write(
                 "conversation_summaries",
                 "thread_settings",
                 "reconciliation",
+                "digests",
             )
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
@@ -545,6 +564,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM memories WHERE guild_id = $1",
         "DELETE FROM context_snapshots WHERE guild_id = $1",
         "DELETE FROM thread_settings WHERE guild_id = $1",
+        "DELETE FROM digests WHERE guild_id = $1",
         "DELETE FROM reconciliation WHERE guild_id = $1",
         "DELETE FROM own_threads WHERE guild_id = $1",
         # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
@@ -772,7 +792,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
 
 
 class PostgresArchive(
-    QueuedWrites, StoreTables, MemberTables, PostgresAllowances, KnowledgeTables, PostgresVectorTables
+    QueuedWrites, StoreTables, MemberTables, DigestTables, PostgresAllowances, KnowledgeTables, PostgresVectorTables
 ):
     """Message archive in a Postgres database that several processes may share.
 
