@@ -471,7 +471,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX knowledge_sections_document ON knowledge_sections (document_id, position);
     CREATE INDEX knowledge_sections_words ON knowledge_sections USING gin (words);
     """,
-    # v21 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    # v21 (vectors): the knowledge sections waiting for an embedding, and what drops a deleted section's queued text
+    # and vector (archive/vectors.py).
     POSTGRES_QUEUE_TABLE,
 )
 

@@ -472,7 +472,8 @@ MIGRATIONS: tuple[str, ...] = (
             VALUES ('delete', old.id, old.heading, old.text);
     END;
     """,
-    # v21 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    # v21 (vectors): the knowledge sections waiting for an embedding, and what drops a deleted section's queued text
+    # and vector (archive/vectors.py).
     SQLITE_QUEUE_TABLE,
 )
 

@@ -235,3 +235,26 @@ async def test_the_client_s_knowledge_base_searches_by_vector_too_with_embedding
     assert started == []
     await open_knowledge(archive, make_settings(embedding_model="openai:text-embedding-3-small"), start)
     assert started == ["knowledge-embeddings"]
+
+
+async def test_leaving_a_server_drops_its_sections_vectors_and_queued_texts(archive: Archive) -> None:
+    """The documents go when Parley leaves a server; the vectors and waiting texts, copies of their text, go too."""
+    model = HashingEmbeddingModel()
+    vectors = vectors_over(archive, model)
+    assert await vectors.start()
+    knowledge = KnowledgeBase(archive, vectors)
+    await knowledge.add(handbook())
+    await knowledge.add(handbook(OTHER_GUILD))
+    model.fail_with = TimeoutError()
+    await knowledge.add(KnowledgeDocument(GUILD, "file:faq.md", "FAQ", [KnowledgeSection("", "Waiting")], ADMIN, NOW))
+    assert [section.text for section in await archive.waiting_embeddings(100)] == ["Waiting"]
+
+    archive.delete_guild(GUILD)
+    await archive.flush()
+
+    assert await archive.waiting_embeddings(100) == []
+    model.fail_with = None
+    assert await vectors.nearest(GUILD, QUESTION, 100) == []
+    assert len(await vectors.nearest(OTHER_GUILD, QUESTION, 100)) == len(HANDBOOK)
+    # What the vector table holds, text included, is the other server's alone.
+    assert await archive.requeue_vectors() == len(HANDBOOK)
