@@ -123,6 +123,8 @@ def _manages_in(interaction: discord.Interaction) -> Callable[[int], bool]:
     """Whether the member has Manage Messages in a channel of the server, by the channel's id."""
 
     def manages(channel_id: int) -> bool:
+        if channel_id == interaction.channel_id:
+            return interaction.permissions.manage_messages  # as Discord computed them for this interaction
         guild, member = interaction.guild, interaction.user
         channel = None if guild is None else guild.get_channel_or_thread(channel_id)
         if channel is None or not isinstance(member, discord.Member):

@@ -66,7 +66,7 @@ class DiscordReminderPosts:
             mentions = discord.AllowedMentions.none()
         else:
             owner = discord.Object(reminder.owner_id)
-            mentions = discord.AllowedMentions(everyone=False, roles=False, users=[owner], replied_user=False)
+            mentions = discord.AllowedMentions(everyone=False, roles=False, users=[owner])
         try:
             await channel.send(text, allowed_mentions=mentions)
         except (discord.Forbidden, discord.NotFound) as error:

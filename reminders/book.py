@@ -121,12 +121,12 @@ class ReminderBook:
         mine, everyone = await table.pending_reminders(guild_id, owner_id)
         if mine >= self.limits.per_member:
             raise ReminderRefused(
-                f"You have {mine} reminders waiting here, the most one member may have: cancel one with"
+                f"You have {_count(mine)} waiting here, the most one member may have: cancel one with"
                 " `/remind cancel` first."
             )
         if everyone >= self.limits.per_server:
             raise ReminderRefused(
-                f"This server has {everyone} reminders waiting, the most it may have: some must come due or be"
+                f"This server has {_count(everyone)} waiting, the most it may have: some must come due or be"
                 " cancelled first."
             )
 
@@ -193,3 +193,7 @@ def post_text(reminder: Reminder, zone: ZoneInfo, *, late_since: datetime | None
         head = f"\N{ALARM CLOCK} <@{reminder.owner_id}>, you asked me to remind you{every}:"
     late = "" if late_since is None else f"\n-# (late: due {describe(late_since, zone)}, Parley was offline)"
     return f"{head}\n{quoted}{late}"
+
+
+def _count(reminders: int) -> str:
+    return f"{reminders} reminder" + ("" if reminders == 1 else "s")
