@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 from conftest import fresh_postgres_database
-from e2e_support import MEMBER, MODERATOR, RunningBot, assert_ephemeral_one_liner, option, run_command
+from e2e_support import (
+    MEMBER,
+    MODERATOR,
+    RunningBot,
+    assert_ephemeral_one_liner,
+    command_payload,
+    option,
+    run_command,
+)
 from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM
 
@@ -151,3 +159,33 @@ async def test_two_processes_on_one_postgres_post_a_reminder_once(
     assert "rotate the keys" in post.content
     assert caplog.text.count("posted in channel") == 1
     assert fake.handler_errors == [] and llm.handler_errors == []
+
+
+async def test_a_reminder_whose_owner_was_blocked_meanwhile_is_dropped_with_a_log_line(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    await bot.start()
+    await remind(fake, "1h", "deploy", option("every", "daily"), permissions=MEMBER)
+    await bot.stop()
+    bot.clock.advance(2 * 3600)
+    with caplog.at_level(logging.INFO, "parley.reminders"):
+        client = await bot.start(blocked_members=frozenset({ALICE_ID}))
+        await moved_on(bot, client, 1)
+    assert fake.posts_in(CHANNEL_ID) == []
+    assert "dropped: its owner may not use Parley there now (member_blocked)" in caplog.text
+    assert client.archive is not None and await client.archive.pending_reminders(GUILD_ID, ALICE_ID) == (0, 0)
+
+
+async def test_opting_out_cancels_a_members_reminders_and_they_can_set_none(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    client = await bot.start()
+    await remind(fake, "1h", "stretch", permissions=MEMBER)
+    payload = command_payload(fake, "privacy", permissions=MEMBER)
+    payload["data"]["options"] = [{"type": 2, "name": "privacy", "options": [{"type": 1, "name": "optout"}]}]
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    assert client.archive is not None
+    archive = client.archive
+    await fake.wait_for(lambda: any(payload["token"] in call.path for call in fake.interaction_calls), what="optout")
+    assert await archive.pending_reminders(GUILD_ID, ALICE_ID) == (0, 0)
+    assert "You opted out of Parley in this server" in await remind(fake, "1h", "stretch", permissions=MEMBER)
