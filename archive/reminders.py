@@ -108,15 +108,24 @@ class ReminderTables(ABC):
     async def claim_reminder(self, reminder: Reminder, claimant: str, now: datetime, then: datetime | None) -> bool:
         """Claim `reminder`, as read, for delivery by `claimant` (a token of this attempt's own): due once, it is
         marked delivered at `now`; recurring, it moves on to `then`. Whether this claim is the one that stands:
-        False if another process's came first, or the reminder was cancelled or moved meanwhile."""
+        False if another process's came first, or the reminder was cancelled or moved meanwhile.
+
+        Raises:
+            ArchiveWriteFailed: the claim was not committed and the reminder is as it was read (still due).
+        """
         due = to_ms(reminder.due_at)
         if then is None:
             self._enqueue(_CLAIM_ONCE, (to_ms(now), claimant, reminder.id, due))
         else:
             self._enqueue(_CLAIM_RECURRING, (to_ms(then), claimant, reminder.id, due))
         await self.flush()
-        rows = await self.read("SELECT claim FROM reminders WHERE id = ?", (reminder.id,))
-        return bool(rows) and rows[0][0] == claimant
+        rows = await self.read("SELECT claim, due_at, delivered_at FROM reminders WHERE id = ?", (reminder.id,))
+        if not rows:
+            return False  # cancelled (or posted and deleted by another process)
+        claim, due_now, delivered = rows[0]
+        if claim != claimant and due_now == due and delivered is None:
+            raise ArchiveWriteFailed(f"the claim on reminder {reminder.id} could not be stored")
+        return bool(claim == claimant)
 
     async def delete_reminder(self, reminder_id: int) -> None:
         """Delete one reminder (cancelled, or posted); returns once that is committed.

@@ -189,3 +189,19 @@ async def test_opting_out_cancels_a_members_reminders_and_they_can_set_none(
     await fake.wait_for(lambda: any(payload["token"] in call.path for call in fake.interaction_calls), what="optout")
     assert await archive.pending_reminders(GUILD_ID, ALICE_ID) == (0, 0)
     assert "You opted out of Parley in this server" in await remind(fake, "1h", "stretch", permissions=MEMBER)
+
+
+async def test_a_timed_post_here_pings_no_one_and_comes_again(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    client = await bot.start()
+    every = option("every", "daily")
+    said = await remind(fake, "1h", "standup: what's blocking you?", every, option("here", True), permissions=MODERATOR)
+    assert said.startswith("I'll post this here on ") and ", then every day (reminder " in said
+
+    await moved_on(bot, client, 3600)
+    await moved_on(bot, client, 24 * 3600)
+    first, second = await fake.wait_for_posts(2)
+    assert (
+        first.content == f"\N{ALARM CLOCK} Timed post from <@{ALICE_ID}> (every day):\n> standup: what's blocking you?"
+    )
+    assert second.content == first.content
+    assert first.body["allowed_mentions"] == {"parse": []} and pinged(first) == []

@@ -418,3 +418,19 @@ async def test_a_timed_post_from_the_tool_needs_manage_messages(
     [said] = await ask(book, settings, arguments=arguments, requester_manages_messages=True)
     [stored] = await archive.member_reminders(GUILD, ALICE)
     assert said.startswith("Set. I'll post this here") and (stored.post_here, stored.every) == (True, "weekly")
+
+
+async def test_a_profile_that_withholds_reminders_offers_no_remind_tool(book: ReminderBook, make_settings: Any) -> None:
+    offered: list[list[str]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append([tool.name for tool in info.function_tools])
+        return ModelResponse(parts=[TextPart("ok")])
+
+    message = MessageRecord(900, CHANNEL, ALICE, "Alice", "remind me", NOW)
+    conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1")
+    agent = build_responder(settings, model=FunctionModel(model), memory_enabled=False, reminders_enabled=True)
+    for tool_sets in (frozenset({"archive"}), frozenset({"reminders"})):
+        await generate_reply(agent, conversation, message, chat_deps(tool_sets, reminders=book))
+    assert ["remind" in names for names in offered] == [False, True]
