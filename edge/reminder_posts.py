@@ -70,7 +70,8 @@ class DiscordReminderPosts:
         try:
             await channel.send(text, allowed_mentions=mentions)
         except (discord.Forbidden, discord.NotFound) as error:
-            raise PostRefused(f"{type(error).__name__}: {error.text or error.status}") from None
+            gone = isinstance(error, discord.NotFound)  # a Forbidden may pass: an admin can give the permission back
+            raise PostRefused(f"{type(error).__name__}: {error.text or error.status}", gone=gone) from None
 
 
 def reminder_scheduler(client: ReminderClient, settings: Settings, optouts: OptOuts) -> ReminderScheduler:

@@ -357,6 +357,19 @@ async def test_a_failed_post_is_tried_again_and_a_refused_one_is_not(
     assert await stored_ids(archive) == []
 
 
+async def test_a_recurring_reminder_stays_while_its_channel_refuses_and_goes_with_its_channel(
+    scheduled: tuple[ReminderScheduler, Poster], archive: Archive
+) -> None:
+    scheduler, poster = scheduled
+    reminder = await remind(scheduler.book, when="1h", every="hourly")
+    poster.failures, poster.error = 1, PostRefused("Forbidden: Missing Access")
+    await one_pass(scheduler, hours=1)
+    assert await stored_ids(archive) == [reminder.id]
+    poster.failures, poster.error = 1, PostRefused("NotFound: Unknown Channel", gone=True)
+    await one_pass(scheduler, hours=1)
+    assert await stored_ids(archive) == [] and poster.posts == []
+
+
 # --- The remind tool --------------------------------------------------------------------------------
 
 

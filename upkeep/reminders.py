@@ -36,7 +36,12 @@ RETRY_SECONDS = (2.0, 10.0)
 
 
 class PostRefused(Exception):
-    """Discord will not take the post (the channel is gone, or Parley may not post there): not tried again."""
+    """Discord will not take the post (the channel is gone, or Parley may not post there): not tried again.
+    `gone`: the channel is no more, so a recurring reminder there is deleted too."""
+
+    def __init__(self, why: str, *, gone: bool = False) -> None:
+        super().__init__(why)
+        self.gone = gone
 
 
 class ReminderPoster(Protocol):
@@ -111,7 +116,8 @@ class ReminderScheduler:
                 return
 
     async def _deliver(self, archive: ReminderTable, reminder: Reminder, now: datetime) -> None:
-        """Check, claim and post one due reminder; a one-off is deleted after its post (or its last try)."""
+        """Check, claim and post one due reminder; a one-off is deleted after its post (or its last try), a
+        recurring one when its channel is gone."""
         refusal = await self.poster.refusal(reminder)
         if refusal is not None:
             log.info("reminder %s dropped: %s", reminder.id, refusal, extra={"reminder_id": reminder.id})
@@ -122,22 +128,22 @@ class ReminderScheduler:
             log.info("reminder %s is taken by another process", reminder.id, extra={"reminder_id": reminder.id})
             return
         late = reminder.due_at if now - reminder.due_at > LATE_AFTER else None
-        await self._post(reminder, post_text(reminder, self.book.zone, late_since=late))
-        if then is None:
+        gone = await self._post(reminder, post_text(reminder, self.book.zone, late_since=late))
+        if then is None or gone:
             try:
                 await archive.delete_reminder(reminder.id)
             except ArchiveWriteFailed:
                 # Its claim keeps it from being posted again; the archive's retention prunes it.
                 log.warning("reminder %s was posted but could not be deleted", reminder.id)
 
-    async def _post(self, reminder: Reminder, text: str) -> None:
-        """Post, trying again after each of `retry_seconds`; a failure is logged."""
+    async def _post(self, reminder: Reminder, text: str) -> bool:
+        """Post, trying again after each of `retry_seconds`; a failure is logged. Whether the channel is gone."""
         for attempt, pause in enumerate((*self.retry_seconds, None), start=1):
             try:
                 await self.poster.post(reminder, text)
             except PostRefused as refused:
                 log.warning("reminder %s not posted: %s", reminder.id, refused, extra={"reminder_id": reminder.id})
-                return
+                return refused.gone
             except Exception as error:  # noqa: BLE001 - Discord failed: try again, then give up; never stop the task
                 if pause is None:
                     log.warning(
@@ -148,8 +154,9 @@ class ReminderScheduler:
                         error,
                         extra={"reminder_id": reminder.id},
                     )
-                    return
+                    return False
                 await asyncio.sleep(pause)
             else:
                 log.info("reminder %s posted in channel %s", reminder.id, reminder.channel_id)
-                return
+                return False
+        return False
