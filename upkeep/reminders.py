@@ -92,8 +92,8 @@ class ReminderScheduler:
             try:
                 await self._post_due(archive)
                 wait = await self._until_next(archive)
-            except Exception:
-                log.exception("reminders: could not read the due reminders")
+            except Exception:  # an archive failure: try again later, never stop posting reminders
+                log.exception("reminders: the due reminders could not be read or claimed")
                 wait = POLL_SECONDS
             self.passed.set()
             with contextlib.suppress(TimeoutError):
