@@ -95,10 +95,14 @@ class PrivacyCommands(
         client = privacy_client(interaction)
         try:
             await client.admission.optouts.set(guild_id, interaction.user.id, opted_out)
-            if opted_out and client.archive is not None:  # Parley keeps nothing for them: their reminders go too
-                await client.archive.delete_member_reminders(guild_id, interaction.user.id)
         except ArchiveWriteFailed:
             raise Refusal("Your choice could not be saved (the archive refused it; see Parley's log).") from None
+        if opted_out and client.archive is not None:  # Parley keeps nothing for them: their reminders go too
+            try:
+                await client.archive.delete_member_reminders(guild_id, interaction.user.id)
+            except ArchiveWriteFailed:
+                # Each is dropped when it comes due instead: its owner has opted out by then.
+                log.warning("member %s's reminders in server %s could not be deleted", interaction.user.id, guild_id)
         await send_ephemeral(interaction, reply + (NO_ARCHIVE_NOTE if client.archive is None else ""))
 
     @app_commands.command(description="A JSON file of everything Parley holds by or about you in this server.")
