@@ -35,6 +35,9 @@ _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*(am|pm)?")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EVERY_HOURS = re.compile(r"(?:every\s+)?(\d+)\s*(?:h|hr|hrs|hour|hours)")
 _STORED_HOURS = re.compile(r"(\d+)h")
+# Longer words are no time; and no delay reaches past the furthest a reminder may be set (reminders/book.py).
+_WHEN_MAX_CHARS = 100
+_DELAY_MAX_SECONDS = 400 * 86400
 
 
 class TimeError(ValueError):
@@ -47,6 +50,8 @@ def parse_when(text: str, *, now: datetime, zone: ZoneInfo) -> datetime:
     Raises:
         TimeError: `text` is none of the forms in the module's docstring, or a moment that has passed.
     """
+    if len(text) > _WHEN_MAX_CHARS:
+        raise TimeError(f"A time is at most {_WHEN_MAX_CHARS} characters: write it like {WHEN_EXAMPLES}.")
     words = " ".join(text.lower().replace(" at ", " ").split())
     words = words.removeprefix("in ").removesuffix(" from now")
     found = _delay(words, now)
@@ -67,6 +72,8 @@ def _delay(words: str, now: datetime) -> datetime | None:
         if unit not in _UNITS:
             return None
         seconds += float(amount) * _UNITS[unit]
+    if seconds > _DELAY_MAX_SECONDS:  # also keeps timedelta from overflowing on a number of 400 digits
+        raise TimeError("A reminder may be set at most a year ahead.")
     return now + timedelta(seconds=seconds)
 
 
