@@ -329,6 +329,76 @@ async def use_message_command(
     return await _interact(fake, payload, f"{name} answered")
 
 
+def token_of(call: InteractionCall) -> str:
+    """The interaction token a callback or webhook call was made with (the path's last part before any message)."""
+    parts = call.path.partition("?")[0].split("/")
+    return parts[parts.index("interactions") + 2] if "interactions" in parts else parts[parts.index("webhooks") + 2]
+
+
+async def open_modal(
+    fake: FakeDiscord,
+    name: str,
+    target: dict[str, Any],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+) -> dict[str, Any]:
+    """Use the message command `name` on `target`; the modal the bot answered with (custom_id, title, components)."""
+    [call] = await use_message_command(fake, name, target, user_id=user_id, permissions=permissions)
+    modal = fake.modals.get(token_of(call))
+    assert modal is not None, f"{name} answered without a modal: {call.body}"
+    return modal
+
+
+def modal_inputs(modal: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The inputs of a modal (each Label's component), by custom id."""
+    return {label["component"]["custom_id"]: label["component"] for label in modal["components"]}
+
+
+def modal_submission(modal: dict[str, Any], values: dict[str, str | list[str]]) -> dict[str, Any]:
+    """The `data` of a MODAL_SUBMIT for `modal` as Discord sends it: every Label with its input's value (a text
+    input's string, a select's chosen option values), those not in `values` as the member left them (a text input's
+    prefilled value, a select's default options).
+
+    https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-modal-submit-data-structure
+    """
+    unknown = set(values) - set(modal_inputs(modal))
+    assert not unknown, f"the modal has no input {unknown}"
+    components = []
+    for number, label in enumerate(modal["components"], start=1):
+        inner = label["component"]
+        submitted: dict[str, Any] = {"type": inner["type"], "id": number * 2, "custom_id": inner["custom_id"]}
+        if inner["type"] == 4:  # TEXT_INPUT
+            submitted["value"] = values.get(inner["custom_id"], inner.get("value", ""))
+        else:  # STRING_SELECT
+            chosen = [option["value"] for option in inner["options"] if option.get("default")]
+            submitted["values"] = values.get(inner["custom_id"], chosen)
+        components.append({"type": 18, "id": number * 2 - 1, "component": submitted})
+    return {"custom_id": modal["custom_id"], "components": components}
+
+
+async def submit_modal(
+    fake: FakeDiscord,
+    modal: dict[str, Any],
+    values: dict[str, str | list[str]],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    answers: int = 1,
+) -> list[InteractionCall]:
+    """Submit `modal` in #general with `values` (by input custom id); the bot's calls once it made `answers`."""
+    payload = _interaction(5, modal_submission(modal, values))  # MODAL_SUBMIT
+    _in_channel(fake, payload, user_id, permissions)
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= answers, what=f"the modal {modal['title']!r} answered")
+    return calls()
+
+
 def reply_text(calls: list[InteractionCall]) -> str:
     """Everything the bot said in answer, callback and follow-ups joined by newlines."""
     return "\n".join(call_text(call) for call in calls)

@@ -16,10 +16,12 @@ from fake_discord_state import (
     APPLICATION_ID,
     BOT_ID,
     CALLBACK_DEFERRED_CHANNEL_MESSAGE,
+    CALLBACK_MODAL,
     CALLBACK_TYPES_WITH_MESSAGE,
     CALLBACK_UPDATE_MESSAGE,
     CHANNEL_ID,
     EPHEMERAL_FLAG,
+    INTERACTION_MODAL_SUBMIT,
     MAX_CONTENT_LENGTH,
     MESSAGE_TYPE_CHAT_INPUT_COMMAND,
     Edit,
@@ -377,7 +379,12 @@ class RestRoutes(GatewaySessions):
         invalid = _invalid_embeds(data)
         if invalid is not None:
             return invalid
-        if callback_type == CALLBACK_UPDATE_MESSAGE and "message" in interaction:
+        if callback_type == CALLBACK_MODAL:
+            problem = _invalid_modal(data, interaction)
+            if problem is not None:
+                return problem
+            self.modals[token] = data
+        elif callback_type == CALLBACK_UPDATE_MESSAGE and "message" in interaction:
             # A component's UPDATE_MESSAGE edits the message the component is on, as an edit by the bot would.
             response["resource"]["message"] = await self._update_component_message(interaction, data)
         elif callback_type in CALLBACK_TYPES_WITH_MESSAGE:
@@ -518,6 +525,63 @@ def _invalid_embeds(data: dict[str, Any]) -> web.Response | None:
     if total > _EMBED_TOTAL_MAX:
         problems.append(f"{total} characters in all")
     return _invalid_form_body("embeds", ", ".join(problems)) if problems else None
+
+
+# https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-modal and
+# https://discord.com/developers/docs/components/reference#label
+_MODAL_TITLE_MAX = 45
+_CUSTOM_ID_MAX = 100
+_MODAL_COMPONENTS_MAX = 5
+_LABEL_TEXT_MAX = 45
+_LABEL_DESCRIPTION_MAX = 100
+_TEXT_INPUT_MAX = 4000
+_SELECT_OPTIONS_MAX = 25
+COMPONENT_ACTION_ROW, COMPONENT_STRING_SELECT, COMPONENT_TEXT_INPUT, COMPONENT_LABEL = 1, 3, 4, 18
+
+
+def _invalid_modal(data: dict[str, Any], interaction: dict[str, Any]) -> web.Response | None:
+    """Discord's refusal of a MODAL response that breaks its rules, or None when it keeps them.
+
+    A modal answers an application command or a component, never another modal's submission; it holds 1 to 5
+    top-level components, each a Label around one input (a text input or a string select) here.
+    """
+    if interaction.get("type") == INTERACTION_MODAL_SUBMIT:
+        return _error(400, "Interaction callback type 9 is not valid for a modal submission", 50035)
+    components: list[dict[str, Any]] = data.get("components") or []
+    problems = []
+    if not 1 <= len(data.get("title") or "") <= _MODAL_TITLE_MAX:
+        problems.append("title length")
+    if not 1 <= len(data.get("custom_id") or "") <= _CUSTOM_ID_MAX:
+        problems.append("custom_id length")
+    if not 1 <= len(components) <= _MODAL_COMPONENTS_MAX:
+        problems.append(f"{len(components)} components")
+    for component in components:
+        problems += _label_problems(component)
+    return _invalid_form_body("data", ", ".join(problems)) if problems else None
+
+
+def _label_problems(label: dict[str, Any]) -> list[str]:
+    if label.get("type") != COMPONENT_LABEL:
+        return [f"top-level component type {label.get('type')} (this fake takes Labels)"]
+    problems = []
+    if not 1 <= len(label.get("label") or "") <= _LABEL_TEXT_MAX:
+        problems.append("label length")
+    if len(label.get("description") or "") > _LABEL_DESCRIPTION_MAX:
+        problems.append("label description length")
+    inner = label.get("component") or {}
+    if not 1 <= len(inner.get("custom_id") or "") <= _CUSTOM_ID_MAX:
+        problems.append("input custom_id length")
+    if inner.get("type") == COMPONENT_TEXT_INPUT:
+        if inner.get("label"):  # discord.py sends null, which Discord takes as none
+            problems.append("a text input in a Label has no label of its own")
+        if not 1 <= inner.get("max_length", _TEXT_INPUT_MAX) <= _TEXT_INPUT_MAX:
+            problems.append("text input max_length")
+    elif inner.get("type") == COMPONENT_STRING_SELECT:
+        if not 1 <= len(inner.get("options") or []) <= _SELECT_OPTIONS_MAX:
+            problems.append("select options")
+    else:
+        problems.append(f"input type {inner.get('type')}")
+    return problems
 
 
 def _command_scope(request: web.Request) -> int | None:
