@@ -109,6 +109,22 @@ class MessageRecord:
     attachments: tuple[AttachmentInfo, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class AskedAbout:
+    """The message a question is about ("Ask Parley" on a message), with the conversation around it that the asker
+    may read (none when the live conversation already shows it, or they may not read the channel's history)."""
+
+    target: MessageRecord
+    before: tuple[MessageRecord, ...] = ()
+    after: tuple[MessageRecord, ...] = ()
+
+    @property
+    def files_first_last(self) -> list[MessageRecord]:
+        """Its messages in the order the files preparer wants them, the one whose files come first last: the target's
+        files are read before any around it, within the request's caps."""
+        return [*self.before, *self.after, self.target]
+
+
 class AnswerPosts(NamedTuple):
     """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
 

@@ -1,4 +1,5 @@
-"""A new conversation's context: the channel's recent messages before its first, from the archive or from Discord."""
+"""A new conversation's context: the channel's recent messages before its first, from the archive or from Discord;
+and the messages around one a member asks about ("Ask Parley" on a message)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,17 @@ class ContextLoader:
             return []
         history.sort(key=lambda record: record.message_id)
         return history
+
+    async def load_around(self, message: discord.Message, before: int, after: int) -> list[MessageRecord]:
+        """Up to `before` messages before `message` and `after` after it, oldest first, from Discord: what a member
+        asking about it sees around it. Nothing from before the channel's last forget; none when Discord fails."""
+        forgotten_through = self.forget_markers.get(message.channel.id, 0)
+        try:
+            earlier = [m async for m in message.channel.history(limit=before, before=message, oldest_first=False)]
+            later = [m async for m in message.channel.history(limit=after, after=message, oldest_first=True)]
+        except discord.HTTPException as error:
+            log.warning("could not load the messages around message %s: %s", message.id, error)
+            return []
+        return sorted(
+            (to_record(m) for m in [*earlier, *later] if m.id > forgotten_through), key=lambda r: r.message_id
+        )

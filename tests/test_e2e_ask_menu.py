@@ -1,0 +1,52 @@
+"""End-to-end: "Ask Parley" on a message, through the real discord.py client and the fake Discord: the message
+command, the modal it opens (only Discord shows it), what the modal's submission is answered with."""
+
+from __future__ import annotations
+
+from e2e_support import (
+    RunningBot,
+    assert_ephemeral_one_liner,
+    modal_inputs,
+    open_modal,
+    say,
+    use_message_command,
+)
+from fake_discord import BOB_ID, GUILD_ID, FakeDiscord
+
+from commands.ask_menu import ASK_PARLEY, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
+from edge.asked_about import AUTHOR_OPTED_OUT, NOTHING_TO_READ
+
+
+async def test_ask_parley_opens_a_modal_for_the_question_and_who_sees_the_answer(
+    bot: RunningBot, fake: FakeDiscord
+) -> None:
+    """The modal asks for a question (a paragraph, required) and whom the answer is for, "Only me" chosen already."""
+    await bot.start()
+    target = await say(fake, BOB_ID, "the deploy moved to Thursday")
+    modal = await open_modal(fake, ASK_PARLEY, target)
+    assert modal["title"] == ASK_PARLEY
+    inputs = modal_inputs(modal)
+    assert set(inputs) == {QUESTION_ID, VISIBILITY_ID}
+    assert inputs[QUESTION_ID]["type"] == 4 and inputs[QUESTION_ID]["required"]
+    options = {option["value"]: option.get("default", False) for option in inputs[VISIBILITY_ID]["options"]}
+    assert options == {ONLY_ME: True, IN_THE_CHANNEL: False}
+
+
+async def test_a_message_by_a_member_who_opted_out_is_refused_in_one_line_before_any_question(
+    bot: RunningBot, fake: FakeDiscord
+) -> None:
+    """Nothing an opted-out member writes is shown to the model: asking about it is refused, no modal opened."""
+    client = await bot.start()
+    target = await say(fake, BOB_ID, "my private plans")
+    await client.admission.optouts.set(GUILD_ID, BOB_ID, True)
+    calls = await use_message_command(fake, ASK_PARLEY, target)
+    assert assert_ephemeral_one_liner(calls) == AUTHOR_OPTED_OUT
+    assert fake.modals == {}
+
+
+async def test_a_message_with_nothing_to_read_is_refused_in_one_line(bot: RunningBot, fake: FakeDiscord) -> None:
+    await bot.start()
+    target = await say(fake, BOB_ID, "  ")
+    calls = await use_message_command(fake, ASK_PARLEY, target)
+    assert assert_ephemeral_one_liner(calls) == NOTHING_TO_READ
+    assert fake.modals == {}
