@@ -29,6 +29,7 @@ QUESTION_MAX_CHARS = 1000
 # who closes it without submitting leaves nothing behind past this.
 MODAL_SECONDS = 15 * 60
 ASK_FAILED = "Sorry, Parley could not take that question; the details are in its log."
+EMPTY_QUESTION = "Your question was empty: use Ask Parley again and type what you would like to know."
 
 
 class MessageAsker(Protocol):
@@ -99,6 +100,9 @@ class QuestionModal(discord.ui.Modal):
 
     async def on_submit(self, interaction: discord.Interaction) -> None:
         question = self.question.value.strip()
+        if not question:  # Discord's `required` takes blanks for an answer
+            await send_ephemeral(interaction, EMPTY_QUESTION)
+            return
         await _asker(interaction).ask_about(interaction, self.target, question, private=self.private)
 
     # discord.py's Modal.on_error takes no item (a modal's failure is its own), unlike the View's it is typed after.

@@ -9,11 +9,13 @@ from e2e_support import (
     modal_inputs,
     open_modal,
     say,
+    submit_modal,
     use_message_command,
 )
-from fake_discord import BOB_ID, GUILD_ID, FakeDiscord
+from fake_discord import BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from fake_llm import FakeLLM
 
-from commands.ask_menu import ASK_PARLEY, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
+from commands.ask_menu import ASK_PARLEY, EMPTY_QUESTION, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
 from edge.asked_about import AUTHOR_OPTED_OUT, NOTHING_TO_READ
 
 
@@ -50,3 +52,14 @@ async def test_a_message_with_nothing_to_read_is_refused_in_one_line(bot: Runnin
     calls = await use_message_command(fake, ASK_PARLEY, target)
     assert assert_ephemeral_one_liner(calls) == NOTHING_TO_READ
     assert fake.modals == {}
+
+
+async def test_a_blank_question_is_refused_in_one_line_and_asks_the_model_nothing(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    await bot.start()
+    target = await say(fake, BOB_ID, "the deploy moved to Thursday")
+    modal = await open_modal(fake, ASK_PARLEY, target)
+    calls = await submit_modal(fake, modal, {QUESTION_ID: "   \n "})
+    assert assert_ephemeral_one_liner(calls) == EMPTY_QUESTION
+    assert llm.requests == [] and fake.posts_in(CHANNEL_ID) == []
