@@ -3,6 +3,7 @@ command, the modal it opens (only Discord shows it), what the modal's submission
 
 from __future__ import annotations
 
+import discord
 from e2e_support import (
     RunningBot,
     assert_ephemeral_one_liner,
@@ -12,7 +13,7 @@ from e2e_support import (
     submit_modal,
     use_message_command,
 )
-from fake_discord import BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from fake_discord import BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM
 
 from commands.ask_menu import ASK_PARLEY, EMPTY_QUESTION, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
@@ -63,3 +64,42 @@ async def test_a_blank_question_is_refused_in_one_line_and_asks_the_model_nothin
     calls = await submit_modal(fake, modal, {QUESTION_ID: "   \n "})
     assert assert_ephemeral_one_liner(calls) == EMPTY_QUESTION
     assert llm.requests == [] and fake.posts_in(CHANNEL_ID) == []
+
+
+async def test_the_conversation_around_the_message_is_read_only_for_a_member_who_may_read_history(
+    bot: RunningBot, fake: FakeDiscord
+) -> None:
+    """Up to 10 messages before and 5 after, never from before the channel's last forget; none for a member without
+    Read Message History, and none when the live conversation holds the message already."""
+    client = await bot.start()
+    earlier = [fake.add_history(CHANNEL_ID, CAROL_ID, f"before {n}") for n in range(12)]
+    target = fake.add_history(CHANNEL_ID, BOB_ID, "the deploy moved to Thursday")
+    for n in range(7):
+        fake.add_history(CHANNEL_ID, CAROL_ID, f"after {n}")
+    client.channels.forget_markers[CHANNEL_ID] = int(earlier[4]["id"])
+    channel = client.get_channel(CHANNEL_ID)
+    assert isinstance(channel, discord.TextChannel)
+    message = await channel.fetch_message(int(target["id"]))
+
+    about = await client.message_questions.reader.read(GUILD_ID, message, reads_history=True)
+    assert about.target.content == "the deploy moved to Thursday"
+    assert [m.content for m in about.before] == [f"before {n}" for n in range(5, 12)]
+    assert [m.content for m in about.after] == [f"after {n}" for n in range(5)]
+
+    alone = await client.message_questions.reader.read(GUILD_ID, message, reads_history=False)
+    assert (alone.before, alone.after) == ((), ())
+
+
+async def test_a_message_the_live_conversation_holds_is_asked_about_without_loading_it_again(
+    bot: RunningBot, fake: FakeDiscord
+) -> None:
+    client = await bot.start()
+    target = await say(fake, BOB_ID, f"<@{BOT_ID}> the deploy moved to Thursday, right?")
+    await fake.wait_for_posts(1)
+    channel = client.get_channel(CHANNEL_ID)
+    assert isinstance(channel, discord.TextChannel)
+    message = await channel.fetch_message(int(target["id"]))
+    requests = len(fake.requests)
+    about = await client.message_questions.reader.read(GUILD_ID, message, reads_history=True)
+    assert (about.before, about.after) == ((), ())
+    assert len(fake.requests) == requests
