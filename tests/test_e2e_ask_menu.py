@@ -18,6 +18,7 @@ from fake_llm import FakeLLM
 
 from commands.ask_menu import ASK_PARLEY, EMPTY_QUESTION, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
 from edge.asked_about import AUTHOR_OPTED_OUT, NOTHING_TO_READ
+from records import OPTED_OUT_AUTHOR, OPTED_OUT_TEXT
 
 
 async def test_ask_parley_opens_a_modal_for_the_question_and_who_sees_the_answer(
@@ -69,8 +70,8 @@ async def test_a_blank_question_is_refused_in_one_line_and_asks_the_model_nothin
 async def test_the_conversation_around_the_message_is_read_only_for_a_member_who_may_read_history(
     bot: RunningBot, fake: FakeDiscord
 ) -> None:
-    """Up to 10 messages before and 5 after, never from before the channel's last forget; none for a member without
-    Read Message History, and none when the live conversation holds the message already."""
+    """Up to 10 messages before and 5 after, never from before the channel's last forget, opted-out members' veiled;
+    none for a member without Read Message History."""
     client = await bot.start()
     earlier = [fake.add_history(CHANNEL_ID, CAROL_ID, f"before {n}") for n in range(12)]
     target = fake.add_history(CHANNEL_ID, BOB_ID, "the deploy moved to Thursday")
@@ -88,6 +89,10 @@ async def test_the_conversation_around_the_message_is_read_only_for_a_member_who
 
     alone = await client.message_questions.reader.read(GUILD_ID, message, reads_history=False)
     assert (alone.before, alone.after) == ((), ())
+
+    await client.admission.optouts.set(GUILD_ID, CAROL_ID, True)
+    veiled = await client.message_questions.reader.read(GUILD_ID, message, reads_history=True)
+    assert {(m.author, m.content) for m in (*veiled.before, *veiled.after)} == {(OPTED_OUT_AUTHOR, OPTED_OUT_TEXT)}
 
 
 async def test_a_message_the_live_conversation_holds_is_asked_about_without_loading_it_again(
