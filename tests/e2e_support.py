@@ -163,8 +163,9 @@ _interaction_numbers = itertools.count(1)
 
 
 def option(name: str, value: Any) -> dict[str, Any]:
-    """A command option as Discord sends it: integers are type 4, strings type 3."""
-    return {"type": 4 if isinstance(value, int) else 3, "name": name, "value": value}
+    """A command option as Discord sends it: booleans are type 5, integers type 4, strings type 3."""
+    kind = 5 if isinstance(value, bool) else 4 if isinstance(value, int) else 3
+    return {"type": kind, "name": name, "value": value}
 
 
 # The subcommands (and subgroups) of `/parley-admin`; every other one is `/parley`'s.
@@ -288,6 +289,30 @@ async def _interact(fake: FakeDiscord, payload: dict[str, Any], what: str) -> li
     await fake.dispatch("INTERACTION_CREATE", payload)
     await fake.wait_for(lambda: len(calls()) >= 1, what=what)
     return calls()
+
+
+async def use_top_command(
+    fake: FakeDiscord,
+    name: str,
+    options: list[dict[str, Any]],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
+) -> list[InteractionCall]:
+    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`); the bot's calls
+    once it has made its first."""
+    payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
+    payload["data"]["options"] = options
+    payload["id"] = str(fake.new_id())
+    _in_channel(fake, payload, user_id, permissions, channel_id)
+    return await _interact(fake, payload, f"/{name} answered")
+
+
+def calls_for(fake: FakeDiscord, calls: list[InteractionCall]) -> list[InteractionCall]:
+    """Every call the bot has made so far for the interaction `calls` began with (its token)."""
+    token = calls[0].path.partition("?")[0].split("/")[-2]
+    return [call for call in fake.interaction_calls if f"/{token}" in call.path]
 
 
 async def click(

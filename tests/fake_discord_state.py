@@ -91,6 +91,8 @@ CALLBACK_TYPES_WITH_MESSAGE = {4, 7}  # CHANNEL_MESSAGE_WITH_SOURCE, UPDATE_MESS
 CALLBACK_DEFERRED_CHANNEL_MESSAGE = 5
 CALLBACK_UPDATE_MESSAGE = 7
 EPHEMERAL_FLAG = 1 << 6
+# A deferred response "thinking…" until it is edited: https://discord.com/developers/docs/resources/message#message-object-message-flags
+LOADING_FLAG = 1 << 7
 
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")

@@ -541,7 +541,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "ask", "Regenerate"]
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -552,7 +552,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "ask", "Regenerate"]
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -562,7 +562,7 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "parley-admin", "ask", "Regenerate"]
 
 
 def test_status_names_the_shard_discord_routes_the_server_to() -> None:

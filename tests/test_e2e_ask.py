@@ -1,0 +1,121 @@
+"""End-to-end: `/ask`, in public (a message of the channel that starts a conversation) and in private (ephemeral,
+nothing posted, nothing kept)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import discord
+from e2e_support import (
+    EPHEMERAL,
+    MEMBER,
+    RunningBot,
+    call_text,
+    calls_for,
+    decided,
+    eventually,
+    is_callback,
+    option,
+    request_texts,
+    say,
+    use_top_command,
+)
+from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, FakeDiscord, InteractionCall
+from fake_llm import FakeLLM
+
+from bot import Parley
+
+QUESTION = "how do I list the files in a folder?"
+ANSWER = "Use `ls -la`."
+
+
+async def ask(
+    fake: FakeDiscord, question: str, *, private: bool = False, user_id: int = ALICE_ID, **who: Any
+) -> list[InteractionCall]:
+    """`/ask question:… private:…`; the bot's calls once its answer (or refusal) has reached the asker."""
+    options = [option("question", question)] + ([option("private", True)] if private else [])
+    calls = await use_top_command(fake, "ask", options, user_id=user_id, **who)
+
+    def answered() -> bool:
+        return any(call.body and call_text(call) for call in calls_for(fake, calls))
+
+    await fake.wait_for(answered, what="the /ask answer")
+    return calls_for(fake, calls)
+
+
+def flags_of(call: InteractionCall) -> int:
+    assert call.body is not None
+    data = call.body.get("data") or call.body
+    return int(data.get("flags") or 0)
+
+
+async def test_a_private_ask_is_answered_to_the_asker_alone_and_kept_nowhere(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    llm.handler = lambda request: ANSWER
+    client = await bot.start()
+    await say(fake, BOB_ID, "we keep the build scripts in tools/")
+    calls = await ask(fake, QUESTION, private=True)
+
+    deferral, *answer = calls
+    assert is_callback(deferral) and flags_of(deferral) & EPHEMERAL
+    assert ANSWER in "\n".join(call_text(call) for call in answer)
+    # Nothing in the channel: only Bob's message is there, and the bot posted nothing.
+    assert [message["author"]["id"] for message in fake.messages(CHANNEL_ID)] == [str(BOB_ID)]
+    assert fake.posts_in(CHANNEL_ID) == []
+    # The model saw the channel as a mention's answer would.
+    assert any("tools/" in text for text in request_texts(llm.requests[0]))
+    # The question started no conversation and is in no archive.
+    assert client.manager.get(CHANNEL_ID) is None
+    assert client.archive is not None
+    await client.archive.flush()
+    rows = await client.archive.recent(CHANNEL_ID, limit=10)
+    assert [row.content for row in rows] == ["we keep the build scripts in tools/"]
+
+
+async def test_a_public_ask_starts_a_conversation_a_plain_follow_up_continues(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    llm.handler = lambda request: ANSWER if len(llm.requests) == 1 else "Add `-h` for sizes."
+    client = await bot.start()
+    calls = await ask(fake, QUESTION)
+
+    deferral, *answer = calls
+    assert is_callback(deferral) and not flags_of(deferral) & EPHEMERAL
+    # The answer is the command's response, a message of the channel by Parley that members can reply to.
+    await eventually(lambda: [m["content"] for m in fake.bot_messages(CHANNEL_ID)] == [ANSWER])
+    assert not any(flags_of(call) & EPHEMERAL for call in answer)
+
+    follow_up = await say(fake, ALICE_ID, "and with human readable sizes?")
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID)
+    assert post.content == "Add `-h` for sizes."
+    assert (await decided(client, follow_up)).respond
+    second = request_texts(llm.requests[1])
+    assert any(QUESTION in text for text in second[:-1]) and ANSWER in second
+    assert "human readable sizes" in second[-1]
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None and ALICE_ID in conversation.participants
+
+
+async def test_a_public_ask_is_a_mention_for_why(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """`/parley why` shows the question's decision as for a message, with its asker and words."""
+    llm.handler = lambda request: ANSWER
+    client: Parley = await bot.start()
+    await ask(fake, QUESTION)
+    await eventually(lambda: bool(client.decisions.recent(CHANNEL_ID)))
+    [entry] = client.decisions.recent(CHANNEL_ID)
+    assert entry.respond and entry.reason == "mention" and QUESTION in entry.excerpt
+
+
+async def test_a_private_ask_of_a_member_without_history_sees_none_of_the_others(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    llm.handler = lambda request: ANSWER
+    await bot.start()
+    await say(fake, BOB_ID, "the secret plan is in tools/")
+    no_history = discord.Permissions(MEMBER.value)
+    no_history.read_message_history = False
+    await ask(fake, QUESTION, private=True, permissions=no_history)
+    texts = request_texts(llm.requests[0])
+    assert not any("secret plan" in text for text in texts)
+    assert any(QUESTION in text for text in texts)
