@@ -3,13 +3,16 @@ nothing posted, nothing kept)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import discord
 from e2e_support import (
     EPHEMERAL,
     MEMBER,
+    QUIET,
     RunningBot,
+    assert_ephemeral_one_liner,
     call_text,
     calls_for,
     decided,
@@ -20,9 +23,10 @@ from e2e_support import (
     say,
     use_top_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, FakeDiscord, InteractionCall
+from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM
 
+from admission.access import NOTICE
 from bot import Parley
 
 QUESTION = "how do I list the files in a folder?"
@@ -119,3 +123,69 @@ async def test_a_private_ask_of_a_member_without_history_sees_none_of_the_others
     texts = request_texts(llm.requests[0])
     assert not any("secret plan" in text for text in texts)
     assert any(QUESTION in text for text in texts)
+
+
+async def refused(fake: FakeDiscord, question: str, **who: Any) -> str:
+    """`/ask` turned down: the one ephemeral line the asker is told, and nothing else."""
+    options = [option("question", question)]
+    calls = await use_top_command(fake, "ask", options, **who)
+    await asyncio.sleep(QUIET)  # nothing follows the refusal
+    return assert_ephemeral_one_liner(calls_for(fake, calls))
+
+
+async def test_a_blocked_role_is_refused_in_one_private_line(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """BLOCKED_ROLES: Bob's /ask is refused in one line only he sees, no model is called, and `/parley why` says
+    `not_allowed` for it."""
+    muted = fake.add_role("muted", members=[BOB_ID])
+    client = await bot.start(blocked_roles=frozenset({muted}))
+    line = await refused(fake, QUESTION, user_id=BOB_ID)
+    assert line == NOTICE.format(why="an admin has blocked one of your roles from using it in this server")
+    assert llm.requests == [] and fake.messages(CHANNEL_ID) == []
+    [entry] = client.decisions.recent(CHANNEL_ID)
+    assert entry.reason == "not_allowed" and QUESTION in entry.excerpt
+
+
+async def test_a_member_past_their_rate_is_told_when_to_come_back(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """/ask spends a member's answer as a mention does: past the burst, one private "slow down" line."""
+    llm.handler = lambda request: ANSWER
+    client = await bot.start(member_answer_burst=1)
+    await ask(fake, QUESTION, private=True)
+    line = await refused(fake, "and another thing?")
+    assert line.startswith("Slow down a little: I can write an answer for you again <t:")
+    assert len(llm.requests) == 1
+    assert client.decisions.recent(CHANNEL_ID)[0].reason == "member_rate_limited"
+
+
+async def test_an_ask_is_counted_against_its_asker(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """The tokens of an /ask answer, public or private, are the asker's, in their server and channel."""
+    llm.handler = lambda request: ANSWER
+    client = await bot.start()
+    await ask(fake, QUESTION, private=True)
+    # A streamed answer shows before its tail counts it.
+    await eventually(lambda: client.usage.member_tokens(GUILD_ID, ALICE_ID) > 0)
+    after_private = client.usage.member_tokens(GUILD_ID, ALICE_ID)
+    await ask(fake, QUESTION, user_id=BOB_ID)
+    await eventually(lambda: client.usage.member_tokens(GUILD_ID, BOB_ID) > 0)
+    assert client.usage.member_tokens(GUILD_ID, ALICE_ID) == after_private
+    assert client.usage.server_tokens(GUILD_ID) == after_private + client.usage.member_tokens(GUILD_ID, BOB_ID)
+
+
+async def test_a_long_private_answer_goes_on_in_private_follow_ups(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Not streamed: the deferred response holds the first part, ephemeral follow-ups the rest; `/parley why` shows
+    that a question was asked privately, not what."""
+    long_answer = "word " * 700  # two posts' worth
+    llm.handler = lambda request: long_answer
+    client = await bot.start(stream_answers=False)
+    calls = await ask(fake, QUESTION, private=True)
+    await eventually(lambda: len(calls_for(fake, calls)) == 3)
+    _, original, follow_up = calls_for(fake, calls)
+    assert original.method == "PATCH" and "@original" in original.path
+    assert follow_up.method == "POST" and flags_of(follow_up) & EPHEMERAL
+    assert (call_text(original) + " " + call_text(follow_up)).split() == long_answer.split()
+    assert fake.messages(CHANNEL_ID) == []
+    [entry] = client.decisions.recent(CHANNEL_ID)
+    assert entry.reason == "asked_privately" and QUESTION not in entry.excerpt
