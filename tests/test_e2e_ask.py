@@ -23,10 +23,11 @@ from e2e_support import (
     say,
     use_top_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM
 
 from admission.access import NOTICE
+from answering.asked import NOT_ANSWERED
 from bot import Parley
 
 QUESTION = "how do I list the files in a folder?"
@@ -189,3 +190,38 @@ async def test_a_long_private_answer_goes_on_in_private_follow_ups(
     assert fake.messages(CHANNEL_ID) == []
     [entry] = client.decisions.recent(CHANNEL_ID)
     assert entry.reason == "asked_privately" and QUESTION not in entry.excerpt
+
+
+async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_line(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice's /ask waits for the channel's turn; her @mention meanwhile supersedes it, as a newer mention would.
+    Its "thinking…" response leaves the channel and she alone is told why; her mention is answered."""
+    busy = asyncio.Event()
+
+    async def answer(request: dict[str, Any]) -> str:
+        if len(llm.requests) == 1:
+            await busy.wait()
+        return ANSWER
+
+    llm.handler = answer
+    client = await bot.start()
+    await say(fake, BOB_ID, f"<@{BOT_ID}> what's up?")
+    await eventually(lambda: len(llm.requests) == 1)  # Bob's answer is under way
+    calls = await use_top_command(fake, "ask", [option("question", QUESTION)])
+    await fake.wait_for(lambda: len(fake.bot_messages(CHANNEL_ID)) == 1, what="the public thinking… response")
+    newer = await say(fake, ALICE_ID, f"<@{BOT_ID}> never mind, what time is it?")
+    busy.set()
+
+    def told() -> list[InteractionCall]:
+        return [call for call in calls_for(fake, calls) if call.method == "POST" and not is_callback(call)]
+
+    await fake.wait_for(lambda: bool(told()), what="the superseded line")
+    [line] = told()
+    assert call_text(line) == NOT_ANSWERED["superseded"] and flags_of(line) & EPHEMERAL
+    assert any(call.method == "DELETE" for call in calls_for(fake, calls))
+    asked_id = int(calls[0].path.split("/")[-3])
+    assert (await decided(client, {"id": str(asked_id)})).reason == "superseded"
+    await eventually(lambda: len(llm.requests) == 2)  # Alice's mention, answered
+    assert "what time is it" in request_texts(llm.requests[1])[-1]
+    assert int(newer["id"]) > asked_id
