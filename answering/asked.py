@@ -107,11 +107,9 @@ class CommandQuestions:
         if private:
             await self.pipeline.answer_aside(arrival, logged)
         else:
-            await self.pipeline.handle(arrival)
+            await self.pipeline.asked(arrival)
         if not outlet.sent:
-            # Nothing was posted, so no model call was made: the answer taken for it is given back.
-            await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
-            await outlet.tell(self._why_not_answered(record))
+            await outlet.tell(await self._not_answered(question))
 
     async def _refusal(self, question: Question, logged: MessageRecord) -> str | None:
         """Why the asker may not be answered now, logged for `/parley why`; None admits them (spending an answer)."""
@@ -128,11 +126,17 @@ class CommandQuestions:
         self.pipeline.decided_here(logged, refused.decision)
         return refused.line
 
-    def _why_not_answered(self, record: MessageRecord) -> str:
-        entry = next((e for e in self.journal.recent(record.channel_id) if e.message_id == record.message_id), None)
-        if entry is None:
+    async def _not_answered(self, question: Question) -> str:
+        """The line for a question that got no answer, by the decision logged for it. Turned down before any model
+        call (a full or superseded line, the budget spent meanwhile), the answer it took is given back; the
+        decider's "no" gave it back already, and an answer Discord lost was paid for."""
+        record = question.record
+        entries = self.journal.recent(record.channel_id)
+        reason = next((entry.reason for entry in entries if entry.message_id == record.message_id), "")
+        if reason not in NOT_ANSWERED:
             return NOT_ANSWERED_OTHERWISE
-        return NOT_ANSWERED.get(entry.reason, NOT_ANSWERED_OTHERWISE)
+        await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
+        return NOT_ANSWERED[reason]
 
 
 def _question(interaction: discord.Interaction, record: MessageRecord) -> Question:

@@ -149,6 +149,12 @@ class MessagePipeline:
         # never answers them (`other_bot`).
         await self.handle(arrival)
 
+    async def asked(self, arrival: Arrival) -> None:
+        """A question a member asked by command in public (/ask), admitted by the command: a human spoke, and it
+        is handled as their @mention would be."""
+        self.admission.bot_gate.human_spoke(arrival.record.channel_id)
+        await self.handle(arrival)
+
     def _pass_over(self, arrival: Arrival) -> None:
         """An opted-out member's message: a live conversation keeps its placeholder, so the talk around it still
         reads; it is never weighed or answered, and where it would have been, the silence is logged `opted_out`."""

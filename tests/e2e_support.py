@@ -193,7 +193,6 @@ def command_payload(
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
     """
     number = next(_interaction_numbers)
-    user = fake.users[user_id]
     payload: dict[str, Any] = {
         "id": str(snowflake_at(datetime.now(UTC), number)),
         "application_id": str(APPLICATION_ID),
@@ -213,15 +212,21 @@ def command_payload(
     if in_guild:
         _in_channel(fake, payload, user_id, permissions, channel_id)
     else:
-        dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
-        payload |= {
-            "channel_id": str(dm_id),
-            "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
-            "user": user.payload(),
-            "authorizing_integration_owners": {"1": str(user_id)},
-            "context": 1,
-        }
+        _in_direct_messages(fake, payload, user_id)
     return payload
+
+
+def _in_direct_messages(fake: FakeDiscord, payload: dict[str, Any], user_id: int) -> None:
+    """Add to an interaction payload what Discord sends for one made in the user's DM with the bot."""
+    user = fake.users[user_id]
+    dm_id = fake.dm_channel(user_id)
+    payload |= {
+        "channel_id": str(dm_id),
+        "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
+        "user": user.payload(),
+        "authorizing_integration_owners": {"1": str(user_id)},
+        "context": 1,
+    }
 
 
 async def run_command(
@@ -299,13 +304,17 @@ async def use_top_command(
     user_id: int = ALICE_ID,
     permissions: discord.Permissions = MEMBER,
     channel_id: int = CHANNEL_ID,
+    in_guild: bool = True,
 ) -> list[InteractionCall]:
-    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`); the bot's calls
-    once it has made its first."""
+    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM); the
+    bot's calls once it has made its first."""
     payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
     payload["data"]["options"] = options
     payload["id"] = str(fake.new_id())
-    _in_channel(fake, payload, user_id, permissions, channel_id)
+    if in_guild:
+        _in_channel(fake, payload, user_id, permissions, channel_id)
+    else:
+        _in_direct_messages(fake, payload, user_id)
     return await _interact(fake, payload, f"/{name} answered")
 
 

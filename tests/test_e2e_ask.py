@@ -27,7 +27,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM
 
 from admission.access import NOTICE
-from answering.asked import NOT_ANSWERED
+from answering.asked import DIRECT_MESSAGES_OFF, NOT_ANSWERED
 from bot import Parley
 
 QUESTION = "how do I list the files in a folder?"
@@ -225,3 +225,22 @@ async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_li
     await eventually(lambda: len(llm.requests) == 2)  # Alice's mention, answered
     assert "what time is it" in request_texts(llm.requests[1])[-1]
     assert int(newer["id"]) > asked_id
+
+
+async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """DIRECT_MESSAGES off: one line says so, and no model is called. On: the answer is the command's response in
+    the DM."""
+    llm.handler = lambda request: ANSWER
+    await bot.start()
+    calls = await use_top_command(fake, "ask", [option("question", QUESTION)], in_guild=False)
+    await asyncio.sleep(QUIET)
+    assert assert_ephemeral_one_liner(calls_for(fake, calls)) == DIRECT_MESSAGES_OFF
+    assert llm.requests == []
+    await bot.stop()
+
+    await bot.start(direct_messages=True)
+    calls = await ask(fake, QUESTION, in_guild=False)
+    assert ANSWER in "\n".join(call_text(call) for call in calls)
+    assert any(QUESTION in text for text in request_texts(llm.requests[0]))
