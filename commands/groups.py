@@ -6,13 +6,14 @@ from __future__ import annotations
 from discord import app_commands
 
 from commands.admin import AdminCommands
+from commands.ask import ask_command
 from commands.ask_menu import ask_menu_command
 from commands.parley import ParleyCommands
 
 
 def add_slash_commands(tree: app_commands.CommandTree) -> None:
-    """Add the members' group `/parley`, the admins' `/parley-admin` and the "Ask Parley" message command to the
-    client's tree.
+    """Add the members' group `/parley`, the admins' `/parley-admin`, the top-level `/ask` and the "Ask Parley"
+    message command to the client's tree.
 
     Discord's `default_member_permissions` applies per top-level command, not per subcommand
     (https://discord.com/developers/docs/interactions/application-commands#permissions), so who sees a command is
@@ -20,4 +21,5 @@ def add_slash_commands(tree: app_commands.CommandTree) -> None:
     """
     tree.add_command(ParleyCommands())
     tree.add_command(AdminCommands())
+    tree.add_command(ask_command())
     tree.add_command(ask_menu_command())

@@ -163,8 +163,9 @@ _interaction_numbers = itertools.count(1)
 
 
 def option(name: str, value: Any) -> dict[str, Any]:
-    """A command option as Discord sends it: integers are type 4, strings type 3."""
-    return {"type": 4 if isinstance(value, int) else 3, "name": name, "value": value}
+    """A command option as Discord sends it: booleans are type 5, integers type 4, strings type 3."""
+    kind = 5 if isinstance(value, bool) else 4 if isinstance(value, int) else 3
+    return {"type": kind, "name": name, "value": value}
 
 
 # The subcommands (and subgroups) of `/parley-admin`; every other one is `/parley`'s.
@@ -192,7 +193,6 @@ def command_payload(
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
     """
     number = next(_interaction_numbers)
-    user = fake.users[user_id]
     payload: dict[str, Any] = {
         "id": str(snowflake_at(datetime.now(UTC), number)),
         "application_id": str(APPLICATION_ID),
@@ -212,15 +212,21 @@ def command_payload(
     if in_guild:
         _in_channel(fake, payload, user_id, permissions, channel_id)
     else:
-        dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
-        payload |= {
-            "channel_id": str(dm_id),
-            "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
-            "user": user.payload(),
-            "authorizing_integration_owners": {"1": str(user_id)},
-            "context": 1,
-        }
+        _in_direct_messages(fake, payload, user_id)
     return payload
+
+
+def _in_direct_messages(fake: FakeDiscord, payload: dict[str, Any], user_id: int) -> None:
+    """Add to an interaction payload what Discord sends for one made in the user's DM with the bot."""
+    user = fake.users[user_id]
+    dm_id = fake.dm_channel(user_id)
+    payload |= {
+        "channel_id": str(dm_id),
+        "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
+        "user": user.payload(),
+        "authorizing_integration_owners": {"1": str(user_id)},
+        "context": 1,
+    }
 
 
 async def run_command(
@@ -288,6 +294,34 @@ async def _interact(fake: FakeDiscord, payload: dict[str, Any], what: str) -> li
     await fake.dispatch("INTERACTION_CREATE", payload)
     await fake.wait_for(lambda: len(calls()) >= 1, what=what)
     return calls()
+
+
+async def use_top_command(
+    fake: FakeDiscord,
+    name: str,
+    options: list[dict[str, Any]],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
+    in_guild: bool = True,
+) -> list[InteractionCall]:
+    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM); the
+    bot's calls once it has made its first."""
+    payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
+    payload["data"]["options"] = options
+    payload["id"] = str(fake.new_id())
+    if in_guild:
+        _in_channel(fake, payload, user_id, permissions, channel_id)
+    else:
+        _in_direct_messages(fake, payload, user_id)
+    return await _interact(fake, payload, f"/{name} answered")
+
+
+def calls_for(fake: FakeDiscord, calls: list[InteractionCall]) -> list[InteractionCall]:
+    """Every call the bot has made so far for the interaction `calls` began with (its token)."""
+    token = calls[0].path.partition("?")[0].split("/")[-2]
+    return [call for call in fake.interaction_calls if f"/{token}" in call.path]
 
 
 async def click(

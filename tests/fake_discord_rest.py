@@ -22,6 +22,7 @@ from fake_discord_state import (
     CHANNEL_ID,
     EPHEMERAL_FLAG,
     INTERACTION_MODAL_SUBMIT,
+    LOADING_FLAG,
     MAX_CONTENT_LENGTH,
     MESSAGE_TYPE_CHAT_INPUT_COMMAND,
     Edit,
@@ -392,7 +393,23 @@ class RestRoutes(GatewaySessions):
             self._original_responses[token] = message
             response["interaction"]["response_message_id"] = message["id"]
             response["resource"]["message"] = message
+            await self._publish(message)
+        elif callback_type == CALLBACK_DEFERRED_CHANNEL_MESSAGE:
+            # The response exists from now on, "thinking…" (LOADING) until it is edited; the callback's answer does
+            # not carry it.
+            message = self._interaction_message(token, {"flags": data.get("flags", 0) | LOADING_FLAG})
+            self._original_responses[token] = message
+            await self._publish(message)
         return _json_response(response)
+
+    async def _publish(self, message: dict[str, Any]) -> None:
+        """An interaction's response or follow-up that is not ephemeral is a message of its channel, as on Discord:
+        stored there, and its MESSAGE_CREATE sent. An ephemeral one is never in the channel."""
+        if message["flags"] & EPHEMERAL_FLAG:
+            return
+        channel = self._channel(int(message["channel_id"]))
+        channel.messages.append(message)
+        await self._route("MESSAGE_CREATE", self._gateway_message(message))
 
     async def _update_component_message(self, interaction: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         """The message a pressed component is on, changed as UPDATE_MESSAGE's `data` says.
@@ -449,19 +466,46 @@ class RestRoutes(GatewaySessions):
         if invalid is not None:
             return invalid
         if request.method == "POST":
-            return _json_response(self._interaction_message(token, body or {}, files))
+            message = self._interaction_message(token, body or {}, files)
+            await self._publish(message)
+            return _json_response(message)
         if request.method == "PATCH":
-            original = self._original_responses.get(token) or self._interaction_message(token, {})
-            self._original_responses[token] = {**original, **(body or {})}
+            await self._edit_original(token, body or {})
         if token not in self._original_responses:
             return _error(404, "Unknown Message", 10008)
         return _json_response(self._original_responses[token])
 
+    async def _edit_original(self, token: str, body: dict[str, Any]) -> None:
+        """Edit the @original response (made now if the interaction had none): in place, so the channel's copy of a
+        public one changes too, which MESSAGE_UPDATE then says; an edit ends its "thinking…"."""
+        original = self._original_responses.get(token)
+        if original is None:
+            original = self._original_responses[token] = self._interaction_message(token, {})
+        original.update(body)
+        original["flags"] = original.get("flags", 0) & ~LOADING_FLAG
+        channel = self._channel(int(original["channel_id"]))
+        if channel.find(int(original["id"])) is not None:
+            original["edited_timestamp"] = datetime.now(UTC).isoformat()
+            await self._route("MESSAGE_UPDATE", self._gateway_message(original))
+
     async def _webhook_delete(self, request: web.Request) -> web.Response:
         self.interaction_calls.append(InteractionCall(request.method, request.path_qs, None))
-        self._original_responses.pop(request.match_info["token"], None)
+        original = self._original_responses.pop(request.match_info["token"], None)
         self._changed()
+        if original is not None:
+            await self._unpublish(original)
         return web.Response(status=204)
+
+    async def _unpublish(self, message: dict[str, Any]) -> None:
+        """A public response deleted leaves its channel, which MESSAGE_DELETE says."""
+        channel = self._channel(int(message["channel_id"]))
+        if channel.find(int(message["id"])) is None:
+            return
+        channel.messages = [kept for kept in channel.messages if kept["id"] != message["id"]]
+        where = {"id": message["id"], "channel_id": str(channel.id)}
+        if channel.recipient_id is None:
+            where["guild_id"] = str(channel.guild_id)
+        await self._route("MESSAGE_DELETE", where)
 
     async def _get_commands(self, request: web.Request) -> web.Response:
         return _json_response(self.commands.get(_command_scope(request), []))

@@ -93,6 +93,8 @@ CALLBACK_UPDATE_MESSAGE = 7
 CALLBACK_MODAL = 9
 INTERACTION_MODAL_SUBMIT = 5
 EPHEMERAL_FLAG = 1 << 6
+# A deferred response "thinking…" until it is edited: https://discord.com/developers/docs/resources/message#message-object-message-flags
+LOADING_FLAG = 1 << 7
 
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")

@@ -544,6 +544,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     assert [command["name"] for command in fake.commands[None]] == [
         "parley",
         "parley-admin",
+        "ask",
         "Ask Parley",
         "Regenerate",
     ]
@@ -560,6 +561,7 @@ async def test_sync_registers_global_commands(
     assert [command["name"] for command in fake.commands[None]] == [
         "parley",
         "parley-admin",
+        "ask",
         "Ask Parley",
         "Regenerate",
     ]
@@ -575,6 +577,7 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     assert [command["name"] for command in fake.commands[GUILD_ID]] == [
         "parley",
         "parley-admin",
+        "ask",
         "Ask Parley",
         "Regenerate",
     ]

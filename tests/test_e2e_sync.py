@@ -72,6 +72,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     assert [command["name"] for command in fake.commands[None]] == [
         "parley",
         "parley-admin",
+        "ask",
         "Ask Parley",
         "Regenerate",
     ]
@@ -84,6 +85,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     assert sorted(command["name"] for command in fake.commands[None]) == [
         "Ask Parley",
         "Regenerate",
+        "ask",
         "parley",
         "parley-admin",
         "ping",
