@@ -159,7 +159,7 @@ class Parley(discord.AutoShardedClient):
             answering=self.answering,
             decision_log=self.decision_log,
         )
-        self.message_questions = MessageQuestions(self.context, self.admission.optouts, self.files, manager)
+        self.message_questions = MessageQuestions(self.pipeline, self.files)
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login

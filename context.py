@@ -341,6 +341,8 @@ def build_prompt(
     """
     bot_user_id = deps.bot_user_id
     earlier = conversation.unseen_before(message.message_id, bot_user_id)
+    if about is not None:
+        earlier = about.others(earlier)
     parts = [render_channel_info(deps)]
     if conversation.earlier_conversations and not conversation.llm_history:
         parts.append(

@@ -7,6 +7,7 @@ the Discord edge and the archive's callers all build on them without importing o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -117,6 +118,11 @@ class AskedAbout:
     target: MessageRecord
     before: tuple[MessageRecord, ...] = ()
     after: tuple[MessageRecord, ...] = ()
+
+    def others(self, messages: Iterable[MessageRecord]) -> list[MessageRecord]:
+        """`messages` without those this shows: each message is quoted (and its files read) once in a prompt."""
+        shown = {self.target.message_id, *(m.message_id for m in self.before), *(m.message_id for m in self.after)}
+        return [message for message in messages if message.message_id not in shown]
 
     @property
     def files_first_last(self) -> list[MessageRecord]:

@@ -149,7 +149,12 @@ class Answering:
         chosen = self.models.answer_model(profile.model)
         instructions = persona_instructions(profile.persona)
         model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
-        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
+        unseen = conversation.unseen_before(record.message_id, deps.bot_user_id)
+        about = question.about
+        # A message asked about (and those around it) is quoted once, in a part of the prompt of its own; its files
+        # come right after the question's own, within the request's caps.
+        shown = (unseen if about is None else about.others(unseen))[-TRANSCRIPT_MAX_MESSAGES:]
+        shown = [*shown, *(() if about is None else about.files_first_last), record]
         files = await self.files.attachments.prepare(shown, vision=self.files.attachments.sees_images(model))
         self.files.archive_extracted(files)
         ask = functools.partial(
@@ -161,6 +166,7 @@ class Answering:
             listener=listener,
             model=chosen,
             instructions=instructions,
+            about=about,
         )
         try:
             return await ask(files)

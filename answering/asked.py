@@ -14,7 +14,7 @@ the answer, no conversation started (`MessagePipeline.answer_aside`).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,7 +27,7 @@ from edge.arrival import Arrival, access_asker, access_place
 from edge.asking import InteractionReply, Question
 from edge.threads import Threads
 from journal import DecisionJournal
-from records import Decision, MessageRecord
+from records import AskedAbout, Decision, MessageRecord
 
 if TYPE_CHECKING:
     from answering.pipeline import MessagePipeline
@@ -91,9 +91,18 @@ class CommandQuestions:
             mention_ids=frozenset({bot_user_id}),
         )
 
-    async def ask(self, interaction: discord.Interaction, record: MessageRecord, *, private: bool) -> None:
+    async def ask(
+        self,
+        interaction: discord.Interaction,
+        record: MessageRecord,
+        *,
+        private: bool,
+        about: Callable[[Question], Awaitable[AskedAbout]] | None = None,
+    ) -> None:
         """Admit the asker, acknowledge the command, and answer `record` (built by `record`, perhaps with more) in
-        the channel or, `private`, to the asker alone; any refusal is one line only they see."""
+        the channel or, `private`, to the asker alone; any refusal is one line only they see. `about` reads the
+        message the question is about ("Ask Parley"), once the command is acknowledged: it may take Discord a while.
+        """
         outlet = InteractionReply(interaction, ephemeral=private)
         question = _question(interaction, record)
         logged = _veiled(record) if private else record
@@ -102,6 +111,8 @@ class CommandQuestions:
             await outlet.tell(refused)
             return
         await outlet.defer()
+        if about is not None:
+            question = replace(question, about=await about(question))
         kind = self.threads.kind_in(question.channel, in_server=question.guild is not None)
         arrival = Arrival.asked(question, outlet, kind=kind)
         if private:

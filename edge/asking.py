@@ -19,7 +19,7 @@ from typing import Any
 import discord
 
 from discord_io import may_read_history, reply_mentions, role_ids_of, typing_indicator
-from records import MessageRecord
+from records import AskedAbout, MessageRecord
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Question:
     `record` is the question as the conversation records it (its author is the asker; a command's question has the
     interaction's id, a snowflake of the moment it was asked). `channel` is where it was asked; `reads_history`:
     the asker may read that channel's history (Read Message History; a DM's history is their own). `message` is
-    the message that asked, None for a command.
+    the message that asked, None for a command. `about`: the message it asks about ("Ask Parley" on a message),
+    with what of the conversation around it the asker may read.
     """
 
     record: MessageRecord
@@ -38,6 +39,7 @@ class Question:
     guild: discord.Guild | None
     reads_history: bool
     message: discord.Message | None = None
+    about: AskedAbout | None = None
 
     @classmethod
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:

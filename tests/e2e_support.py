@@ -320,7 +320,7 @@ async def use_top_command(
 
 def calls_for(fake: FakeDiscord, calls: list[InteractionCall]) -> list[InteractionCall]:
     """Every call the bot has made so far for the interaction `calls` began with (its token)."""
-    token = calls[0].path.partition("?")[0].split("/")[-2]
+    token = token_of(calls[0])
     return [call for call in fake.interaction_calls if f"/{token}" in call.path]
 
 

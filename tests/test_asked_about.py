@@ -103,3 +103,17 @@ def test_an_edit_or_deletion_of_the_message_reaches_its_quote_in_the_history() -
     edited = requote(prompt, {target.message_id: "Friday"})
     assert ">Friday</asked_about>" in edited and "Thursday" not in edited
     assert ">(message deleted)</asked_about>" in requote(prompt, {target.message_id: None})
+
+
+def test_a_message_asked_about_that_the_transcript_holds_is_quoted_once() -> None:
+    """The conversation's unseen messages may hold the message asked about and those around it: each is quoted once,
+    in the part about it, and the rest of the transcript stays."""
+    other = msg(CAROL, "Carol", "unrelated chatter", 0)
+    before = msg(CAROL, "Carol", "when is the deploy?", 1)
+    target = msg(BOB, "Bob", "Thursday", 2)
+    question = msg(ALICE, "Alice", "is that final?", 3)
+    about = AskedAbout(target, before=(before,))
+    prompt = build_prompt(conversation_of(other, before, target, question), question, deps(), about=about)
+    assert prompt.count("when is the deploy?") == 1 and prompt.count(">Thursday<") == 1
+    assert "unrelated chatter" in prompt
+    assert about.others([other, before, target, question]) == [other, question]
