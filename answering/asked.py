@@ -42,6 +42,7 @@ NOT_ANSWERED = {
 NOT_ANSWERED_OTHERWISE = "I couldn't answer that here just now; please try again."
 # What `/parley why` shows of a private question: that it was asked, not what.
 PRIVATE_EXCERPT = "(asked privately with /ask)"
+PRIVATE_EXCERPT_ABOUT = "(asked privately about a message with Ask Parley)"
 ASKED_PRIVATELY = Decision(True, "asked_privately", "command")
 
 
@@ -105,7 +106,7 @@ class CommandQuestions:
         """
         outlet = InteractionReply(interaction, ephemeral=private)
         question = _question(interaction, record)
-        logged = _veiled(record) if private else record
+        logged = _veiled(record, PRIVATE_EXCERPT if about is None else PRIVATE_EXCERPT_ABOUT) if private else record
         refused = await self._refusal(question, logged)
         if refused is not None:
             await outlet.tell(refused)
@@ -165,6 +166,7 @@ def _channel_id(interaction: discord.Interaction) -> int:
     return interaction.channel_id
 
 
-def _veiled(record: MessageRecord) -> MessageRecord:
-    """A private question as the decision log keeps it: `/parley why` shows the channel that it was asked, not what."""
-    return replace(record, content=PRIVATE_EXCERPT)
+def _veiled(record: MessageRecord, excerpt: str) -> MessageRecord:
+    """A private question as the decision log keeps it: `/parley why` shows the channel that it was asked (`excerpt`:
+    how), not what."""
+    return replace(record, content=excerpt)

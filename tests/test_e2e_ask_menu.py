@@ -29,6 +29,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_I
 from fake_llm import FakeLLM, last_user_text
 
 from admission.optout import OPTED_OUT_REFUSAL
+from answering.asked import PRIVATE_EXCERPT_ABOUT
 from commands.ask_menu import ASK_PARLEY, EMPTY_QUESTION, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
 from edge.asked_about import AUTHOR_OPTED_OUT, NOTHING_TO_READ
 from records import OPTED_OUT_AUTHOR, OPTED_OUT_TEXT
@@ -92,6 +93,9 @@ async def test_asked_privately_about_a_text_file_the_answer_reads_it_and_reaches
     assert [message["author"]["id"] for message in fake.messages(CHANNEL_ID)] == [str(BOB_ID)]
     assert fake.posts_in(CHANNEL_ID) == []
     assert client.manager.get(CHANNEL_ID) is None
+    # `/parley why` shows that a question was asked privately, and how, not what.
+    asked = [entry.excerpt for entry in client.decisions.recent(CHANNEL_ID) if entry.reason == "asked_privately"]
+    assert asked == [PRIVATE_EXCERPT_ABOUT]
 
 
 async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_continues(
