@@ -51,6 +51,7 @@ from upkeep.background import BackgroundTasks
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
+from upkeep.digests import DigestScheduler
 from upkeep.forgetting import Forgetting
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class Parley(discord.AutoShardedClient):
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
+        self.digests = DigestScheduler(self)
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
@@ -166,6 +168,7 @@ class Parley(discord.AutoShardedClient):
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
+        self.background.start(self.digests.run(), "digests")
         await sync_commands(
             self.tree,
             guild_id=self.settings.guild_id,

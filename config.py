@@ -287,8 +287,8 @@ class Settings(BaseSettings):
     catchup_token_budget: int = Field(
         300_000,
         ge=5_000,
-        description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
-        " from its newest messages and says how many older ones it left out.",
+        description="Tokens one /parley catchup (or one channel digest) may spend at most (reading and writing); a"
+        " longer range is summarised from its newest messages and says how many older ones it left out.",
     )
     timezone: str = Field(
         "UTC",

@@ -30,6 +30,8 @@ __all__ = [
     "DatabaseUrlError",
     "Decision",
     "DecisionLog",
+    "Digest",
+    "Digests",
     "Lifecycle",
     "MemberCounts",
     "MemberData",
@@ -270,6 +272,22 @@ class ReconciliationProgress:
         return self.reached_id == 0 and self.again_id is None
 
 
+class Digest(NamedTuple):
+    """A channel's digest as `/parley-admin digest on` set it (upkeep/digests.py's rules): `every` daily or weekly,
+    at `hour` (in TIMEZONE) on `weekday` (0 is Monday; weekly only); `last_period`: the moment (ms since the epoch)
+    of the latest digest taken up, by `claimant` (a process), or of the one due before it was set; `set_at` in ms."""
+
+    channel_id: int
+    guild_id: int
+    every: str
+    hour: int
+    weekday: int
+    last_period: int
+    claimant: str
+    set_by: int
+    set_at: int
+
+
 class MessageLog(Protocol):
     """The channels' messages and their files: archived as they come, edited, deleted, searched and counted.
 
@@ -369,6 +387,16 @@ class Claims(Protocol):
     async def claim_message(self, message_id: int, claimant: str, claimed_at: datetime) -> bool: ...
 
 
+class Digests(Protocol):
+    """The channels' digests and the period each last posted, shared by every process (archive/digests.py)."""
+
+    async def digests(self) -> list[Digest]: ...
+    async def digest(self, channel_id: int) -> Digest | None: ...
+    async def set_digest(self, digest: Digest) -> None: ...
+    async def clear_digest(self, channel_id: int) -> None: ...
+    async def claim_digest(self, schedule: Digest, period: int, claimant: str) -> bool: ...
+
+
 class ReconciliationLog(Protocol):
     """How far each channel's recheck against Discord has got, kept across restarts."""
 
@@ -465,6 +493,7 @@ class Archive(
     ChannelSettings,
     StateStore,
     Claims,
+    Digests,
     ReconciliationLog,
     MemoryTables,
     ProfileTables,

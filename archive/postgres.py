@@ -50,6 +50,7 @@ from archive import (
     search_words,
 )
 from archive.allowances import PostgresAllowances
+from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
@@ -426,6 +427,23 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at BIGINT NOT NULL
     );
     """,
+    # v19 (digest): each channel's digest (/parley-admin digest, upkeep/digests.py): its schedule, and the digest
+    # period last taken up (archive/digests.py), claimed by one `UPDATE … WHERE last_period < …`, so processes
+    # sharing the archive post each digest once.
+    """
+    CREATE TABLE digests (
+        channel_id  BIGINT  PRIMARY KEY,
+        guild_id    BIGINT  NOT NULL,
+        every       TEXT    NOT NULL, -- daily or weekly
+        hour        INTEGER NOT NULL, -- 0 to 23, in TIMEZONE
+        weekday     INTEGER NOT NULL, -- 0 (Monday) to 6, for a weekly digest
+        last_period BIGINT  NOT NULL, -- when the latest digest taken up was due, ms since the epoch
+        claimant    TEXT    NOT NULL, -- the process that took it up ('' before any)
+        set_by      BIGINT  NOT NULL,
+        set_at      BIGINT  NOT NULL
+    );
+    CREATE INDEX digests_guild ON digests (guild_id);
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -495,6 +513,7 @@ _DELETE_CHANNEL = Write(
                 "conversation_summaries",
                 "thread_settings",
                 "reconciliation",
+                "digests",
             )
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
@@ -516,6 +535,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM memories WHERE guild_id = $1",
         "DELETE FROM context_snapshots WHERE guild_id = $1",
         "DELETE FROM thread_settings WHERE guild_id = $1",
+        "DELETE FROM digests WHERE guild_id = $1",
         "DELETE FROM reconciliation WHERE guild_id = $1",
         "DELETE FROM own_threads WHERE guild_id = $1",
     ),
@@ -739,7 +759,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowances):
+class PostgresArchive(QueuedWrites, StoreTables, MemberTables, DigestTables, PostgresAllowances):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at

@@ -41,6 +41,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
@@ -418,6 +419,22 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at INTEGER NOT NULL
     );
     """,
+    # v19 (digest): each channel's digest (/parley-admin digest, upkeep/digests.py): its schedule, and the digest
+    # period last taken up (archive/digests.py), so a digest is posted once per period across restarts.
+    """
+    CREATE TABLE digests (
+        channel_id  INTEGER PRIMARY KEY,
+        guild_id    INTEGER NOT NULL,
+        every       TEXT    NOT NULL, -- daily or weekly
+        hour        INTEGER NOT NULL, -- 0 to 23, in TIMEZONE
+        weekday     INTEGER NOT NULL, -- 0 (Monday) to 6, for a weekly digest
+        last_period INTEGER NOT NULL, -- when the latest digest taken up was due, ms since the epoch
+        claimant    TEXT    NOT NULL, -- the process that took it up ('' before any)
+        set_by      INTEGER NOT NULL,
+        set_at      INTEGER NOT NULL
+    );
+    CREATE INDEX digests_guild ON digests (guild_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -560,6 +577,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM conversation_summaries WHERE channel_id = ?",
         "DELETE FROM thread_settings WHERE channel_id = ?",
         "DELETE FROM reconciliation WHERE channel_id = ?",
+        "DELETE FROM digests WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
     ),
 )
@@ -581,6 +599,7 @@ _DELETE_GUILD = _Write(
         "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM thread_settings WHERE guild_id = ?",
+        "DELETE FROM digests WHERE guild_id = ?",
         "DELETE FROM reconciliation WHERE guild_id = ?",
         "DELETE FROM own_threads WHERE guild_id = ?",
     ),
@@ -685,7 +704,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, DigestTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous

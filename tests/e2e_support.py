@@ -106,7 +106,8 @@ class EngineClock:
 
 
 class RunningBot:
-    """bot.py's client, running through `bot.run` until the test ends; its engine on `clock`, across restarts."""
+    """bot.py's client, running through `bot.run` until the test ends; its engine and its digests on `clock`, across
+    restarts."""
 
     def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
         self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
@@ -120,6 +121,7 @@ class RunningBot:
         self.client = build_client(settings, guild_ready_timeout=0.05)
         # Before the client runs, so the conversations it resumes are judged by this clock too.
         self.client.manager.clock = self.clock
+        self.client.digests.clock = self.clock
         self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
         await self.fake.wait_for_ready()
         await asyncio.wait_for(self.client.wait_until_ready(), 5)

@@ -307,7 +307,7 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     options = {option["name"]: option for option in admins["options"]}
-    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access"]
+    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access", "digest"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     access = {sub["name"]: sub for sub in options["access"]["options"]}
     assert list(access) == ["allow", "block", "clear", "show"]
@@ -325,6 +325,12 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     assert [choice["value"] for choice in setting["choices"]] == ["on", "off"]
     [period] = options["usage"]["options"]
     assert [choice["value"] for choice in period["choices"]] == ["day", "week", "month"]
+    digest = {sub["name"]: sub for sub in options["digest"]["options"]}
+    assert list(digest) == ["on", "off", "show"]
+    every, hour, weekday = digest["on"]["options"]
+    assert [choice["value"] for choice in every["choices"]] == ["daily", "weekly"]
+    assert (hour["min_value"], hour["max_value"], hour["required"]) == (0, 23, False)
+    assert [choice["value"] for choice in weekday["choices"]][::6] == ["monday", "sunday"]
 
 
 def test_only_sync_flag_forces_registration() -> None:
