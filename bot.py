@@ -34,6 +34,7 @@ from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
 from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
+from edge.reminder_posts import reminder_scheduler
 from edge.threads import Threads
 from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
@@ -111,6 +112,8 @@ class Parley(discord.AutoShardedClient):
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage, self)
         self.access = access_gate(self, settings)
+        # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
+        self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -169,6 +172,7 @@ class Parley(discord.AutoShardedClient):
         self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
+        self.background.start(self.reminders.run(self.archive), "reminders")
         await sync_commands(
             self.tree,
             guild_id=self.settings.guild_id,

@@ -295,6 +295,15 @@ class Settings(BaseSettings):
         description="IANA time zone (Europe/Paris) in which members' times are read and shown: reminders, digest"
         " hours.",
     )
+    reminders_per_member: int = Field(
+        25,
+        ge=0,
+        description="Reminders and timed posts (/remind, the remind tool) one member may have waiting in a server;"
+        " 0: members may set none.",
+    )
+    reminders_per_server: int = Field(
+        500, ge=0, description="Reminders and timed posts a server may have waiting, all its members together."
+    )
     direct_messages: bool = Field(
         False,
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"

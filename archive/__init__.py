@@ -42,6 +42,8 @@ __all__ = [
     "ProfileValue",
     "ReconciliationLog",
     "ReconciliationProgress",
+    "Reminder",
+    "ReminderTable",
     "Snapshot",
     "StateStore",
     "StoredConversation",
@@ -469,6 +471,42 @@ class AccessTables(Protocol):
     async def clear_access_entry(self, guild_id: int, target_id: int) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    """A reminder or timed post (reminders/ has the rules): posted in `channel_id` at `due_at`, then again at each
+    time `every` says (its recurrence as reminders/when.py writes it; '' for once). `post_here`: a timed post to the
+    channel that pings no one; else a reminder that pings its owner."""
+
+    id: int
+    guild_id: int  # 0: a direct message
+    channel_id: int
+    owner_id: int
+    text: str
+    due_at: datetime
+    every: str
+    post_here: bool
+    created_at: datetime
+
+
+# A process's shards: (SHARD_COUNT, the shards it runs); None: it runs every shard.
+Shards = tuple[int, frozenset[int]] | None
+
+
+class ReminderTable(Protocol):
+    """Reminders waiting for their time, and the claim that lets one process alone post each (archive/reminders.py)."""
+
+    async def new_reminder_id(self) -> int: ...
+    async def add_reminder(self, reminder: Reminder) -> None: ...
+    async def reminder(self, reminder_id: int) -> Reminder | None: ...
+    async def member_reminders(self, guild_id: int, owner_id: int) -> list[Reminder]: ...
+    async def pending_reminders(self, guild_id: int, owner_id: int) -> tuple[int, int]: ...
+    async def due_reminders(self, now: datetime, shards: Shards, limit: int) -> list[Reminder]: ...
+    async def next_reminder_due(self, shards: Shards) -> datetime | None: ...
+    async def claim_reminder(self, reminder: Reminder, claimant: str, now: datetime, then: datetime | None) -> bool: ...
+    async def delete_reminder(self, reminder_id: int) -> None: ...
+    async def delete_member_reminders(self, guild_id: int, owner_id: int) -> None: ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -499,6 +537,7 @@ class Archive(
     ProfileTables,
     MemberData,
     AccessTables,
+    ReminderTable,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

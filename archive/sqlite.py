@@ -46,6 +46,7 @@ from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
@@ -435,6 +436,26 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX digests_guild ON digests (guild_id);
     """,
+    # v20 (remind): reminders and timed posts (archive/reminders.py): each posted at `due_at` by the process that
+    # claims it; a one-off's claim sets `delivered_at`, a recurring one's moves `due_at` on. `claim` is the
+    # token of the claim that stood.
+    """
+    CREATE TABLE reminders (
+        id           INTEGER PRIMARY KEY,
+        guild_id     INTEGER NOT NULL, -- 0: a direct message
+        channel_id   INTEGER NOT NULL,
+        owner_id     INTEGER NOT NULL,
+        text         TEXT    NOT NULL,
+        due_at       INTEGER NOT NULL,
+        every        TEXT    NOT NULL, -- '' once, else its recurrence (reminders/when.py)
+        post_here    INTEGER NOT NULL, -- 1: a timed post to the channel, pinging no one
+        created_at   INTEGER NOT NULL,
+        delivered_at INTEGER,
+        claim        TEXT
+    );
+    CREATE INDEX reminders_due ON reminders (due_at) WHERE delivered_at IS NULL;
+    CREATE INDEX reminders_owner ON reminders (guild_id, owner_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -704,7 +725,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, DigestTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, DigestTables, ReminderTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -1158,6 +1179,8 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, DigestTables):
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM message_claims WHERE claimed_at < ?", (cutoff_ms,))
+        # A one-off claimed but never deleted: its process stopped between the claim and the post.
+        await self._db.execute("DELETE FROM reminders WHERE delivered_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))

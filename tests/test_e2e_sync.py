@@ -63,7 +63,13 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     """The first start registers the commands, a second with the same tree does not, a changed tree does again."""
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "ask", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == [
+        "parley",
+        "parley-admin",
+        "remind",
+        "ask",
+        "Regenerate",
+    ]
 
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
@@ -76,6 +82,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
         "parley",
         "parley-admin",
         "ping",
+        "remind",
     ]
 
 
