@@ -59,6 +59,7 @@ from files.prepared import PreparedFiles
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import AskedAbout, MessageRecord
+from reminders.tool import REMINDER_TOOLS
 from tool_approval import settle
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
@@ -198,13 +199,15 @@ def build_responder(
     model: Model | None = None,
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
+    reminders_enabled: bool | None = None,
     toolbox: Toolbox | None = None,
 ) -> Responder:
     """The agent that writes Parley's answers, with its limits (`answer_limits`) and RESPONSE_TIMEOUT_SECONDS.
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
-    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them).
+    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them), the `remind`
+    tool only when `reminders_enabled` (default: the archive is on and HISTORY_TOOLS allows tools).
     Transient provider errors are retried `settings.model_retries` times by the provider SDK, with backoff
     that honours Retry-After, and each response is capped at `settings.max_answer_tokens`. Before each model
     request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
@@ -216,7 +219,13 @@ def build_responder(
         archive_enabled = settings.archive_tools_enabled
     if memory_enabled is None:
         memory_enabled = settings.memory_tools_enabled
-    tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
+    if reminders_enabled is None:
+        reminders_enabled = settings.archive_tools_enabled
+    tools: list[Any] = [
+        *(ARCHIVE_TOOLS if archive_enabled else ()),
+        *(MEMORY_TOOLS if memory_enabled else ()),
+        *(REMINDER_TOOLS if reminders_enabled else ()),
+    ]
     toolbox = toolbox or Toolbox()
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.

@@ -32,6 +32,7 @@ from profiles import Profiles, persona_instructions
 from streaming import AnsweredTurn, AnswerStreams, Outlet
 from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
+from upkeep.reminders import ReminderScheduler
 
 log = logging.getLogger("parley")
 
@@ -40,13 +41,15 @@ DIRECT_MESSAGES_PLACE = "direct messages"
 
 
 class Stores(ArchiveHolder, Protocol):
-    """The client, as holder of the archive and of the memory kept in it (both None without an archive), and of
-    the opt-outs that veil what the tools read of it."""
+    """The client, as holder of the archive and of the memory kept in it (both None without an archive), of the
+    opt-outs that veil what the tools read of it, and of the reminders the remind tool sets."""
 
     @property
     def memory(self) -> MemoryStore | None: ...
     @property
     def admission(self) -> HasOptOuts: ...
+    @property
+    def reminders(self) -> ReminderScheduler: ...
 
 
 class Answering:
@@ -131,6 +134,8 @@ class Answering:
             message_id=question.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
             approver=self.approvals.for_answer(question.asker, outlet),
+            reminders=None if archive is None else self.stores.reminders.book,
+            requester_manages_messages=question.manages_messages,
         )
 
     async def _reply(

@@ -152,13 +152,14 @@ class CommandQuestions:
 
 
 def _question(interaction: discord.Interaction, record: MessageRecord) -> Question:
-    """Who asked, where: a member may read the channel's history if their permissions there say so (a DM's is
-    their own)."""
+    """Who asked, where: a member may read the channel's history, or manage its messages, if their permissions there
+    say so (a DM's history is their own)."""
     channel = interaction.channel
     assert isinstance(channel, discord.abc.Messageable)  # a command is used in a channel, thread or DM
-    guild = interaction.guild
-    reads_history = guild is None or interaction.permissions.read_message_history
-    return Question(record, interaction.user, channel, guild, reads_history)
+    guild, permissions = interaction.guild, interaction.permissions
+    reads_history = guild is None or permissions.read_message_history
+    manages_messages = guild is not None and permissions.manage_messages
+    return Question(record, interaction.user, channel, guild, reads_history, manages_messages=manages_messages)
 
 
 def _channel_id(interaction: discord.Interaction) -> int:

@@ -272,14 +272,15 @@ class MessagePipeline:
         conversation, or the context a mention would start one from, as far as they may read it. Nothing of it is
         kept: neither the question nor the answer joins a conversation, and none is started. `logged` is the
         question as `/parley why` shows it."""
-        channel_id = arrival.record.channel_id
+        channel_id, outlet = arrival.record.channel_id, arrival.outlet
+        assert outlet is not None  # a command brings the outlet its answer goes to
         async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
             if await self.admission.server_budget_spent(arrival.guild_id):
                 self.decided_here(logged, SERVER_BUDGET)
                 return
             conversation = self.manager.get(channel_id) or await self._context_only(arrival)
             self.decided_here(logged, ASKED_PRIVATELY)
-            await self.answer(arrival, conversation)
+            await self.answering.answer(arrival.question, outlet, conversation)
 
     async def _context_only(self, arrival: Arrival) -> ChannelConversation:
         """What a conversation started by the question would hold before it, kept by no one."""

@@ -28,9 +28,10 @@ class Question:
 
     `record` is the question as the conversation records it (its author is the asker; a command's question has the
     interaction's id, a snowflake of the moment it was asked). `channel` is where it was asked; `reads_history`:
-    the asker may read that channel's history (Read Message History; a DM's history is their own). `message` is
-    the message that asked, None for a command. `about`: the message it asks about ("Ask Parley" on a message),
-    with what of the conversation around it the asker may read.
+    the asker may read that channel's history (Read Message History; a DM's history is their own);
+    `manages_messages`: they have Manage Messages there (a timed post to the channel needs it). `message` is the
+    message that asked, None for a command. `about`: the message it asks about ("Ask Parley" on a message), with
+    what of the conversation around it the asker may read.
     """
 
     record: MessageRecord
@@ -39,12 +40,15 @@ class Question:
     guild: discord.Guild | None
     reads_history: bool
     message: discord.Message | None = None
+    manages_messages: bool = False
     about: AskedAbout | None = None
 
     @classmethod
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:
         reads_history = message.guild is None or may_read_history(message)
-        return cls(record, message.author, message.channel, message.guild, reads_history, message)
+        return cls(
+            record, message.author, message.channel, message.guild, reads_history, message, _manages_messages(message)
+        )
 
     @property
     def id(self) -> int:
@@ -73,6 +77,17 @@ class Question:
     def by_command(self) -> bool:
         """Asked by a command, not a message: its limits were checked, and any refusal told, by the command."""
         return self.message is None
+
+
+def _manages_messages(message: discord.Message) -> bool:
+    """Whether the author has Manage Messages where they wrote; a webhook, which is no member, has not."""
+    author = message.author
+    if not isinstance(author, discord.Member):
+        return False
+    try:
+        return message.channel.permissions_for(author).manage_messages
+    except discord.ClientException:
+        return False  # a thread whose parent channel is not cached: its permissions are unknown
 
 
 @dataclass(frozen=True)

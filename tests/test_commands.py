@@ -57,6 +57,9 @@ BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=60)
 
+# Every command Parley registers, in the order the tree adds them.
+ALL_COMMANDS = ["parley", "parley-admin", "remind", "ask", "Ask Parley", "Regenerate"]
+
 
 # --- Modes in the decider ------------------------------------------------------------------------
 
@@ -307,7 +310,7 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     options = {option["name"]: option for option in admins["options"]}
-    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access"]
+    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access", "digest"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     access = {sub["name"]: sub for sub in options["access"]["options"]}
     assert list(access) == ["allow", "block", "clear", "show"]
@@ -325,6 +328,12 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     assert [choice["value"] for choice in setting["choices"]] == ["on", "off"]
     [period] = options["usage"]["options"]
     assert [choice["value"] for choice in period["choices"]] == ["day", "week", "month"]
+    digest = {sub["name"]: sub for sub in options["digest"]["options"]}
+    assert list(digest) == ["on", "off", "show"]
+    every, hour, weekday = digest["on"]["options"]
+    assert [choice["value"] for choice in every["choices"]] == ["daily", "weekly"]
+    assert (hour["min_value"], hour["max_value"], hour["required"]) == (0, 23, False)
+    assert [choice["value"] for choice in weekday["choices"]][::6] == ["monday", "sunday"]
 
 
 def test_only_sync_flag_forces_registration() -> None:
@@ -541,13 +550,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == [
-        "parley",
-        "parley-admin",
-        "ask",
-        "Ask Parley",
-        "Regenerate",
-    ]
+    assert [command["name"] for command in fake.commands[None]] == ALL_COMMANDS
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -558,13 +561,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == [
-        "parley",
-        "parley-admin",
-        "ask",
-        "Ask Parley",
-        "Regenerate",
-    ]
+    assert [command["name"] for command in fake.commands[None]] == ALL_COMMANDS
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -574,13 +571,7 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == [
-        "parley",
-        "parley-admin",
-        "ask",
-        "Ask Parley",
-        "Regenerate",
-    ]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ALL_COMMANDS
 
 
 def test_status_names_the_shard_discord_routes_the_server_to() -> None:

@@ -15,6 +15,7 @@ from e2e_support import (
     assert_ephemeral_one_liner,
     call_text,
     calls_for,
+    click,
     decided,
     eventually,
     is_callback,
@@ -244,3 +245,30 @@ async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
     calls = await ask(fake, QUESTION, in_guild=False)
     assert ANSWER in "\n".join(call_text(call) for call in calls)
     assert any(QUESTION in text for text in request_texts(llm.requests[0]))
+
+
+async def test_a_public_ask_streams_into_its_response_with_a_stop_button(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A long answer streams into the command's response, edited as it grows, with Stop: the asker's press ends it
+    there, marked "(stopped)", as it would a mention's answer."""
+    prose = " ".join(f"Sentence number {i} says a little more about it." for i in range(120))
+    llm.handler = lambda request: prose
+    llm.stream_delay, llm.words_per_chunk = 0.05, 2
+    client = await bot.start(stream_edit_seconds=0.2)
+    await use_top_command(fake, "ask", [option("question", "tell me everything")])
+
+    def stop_id() -> str | None:
+        messages = fake.bot_messages(CHANNEL_ID)
+        rows = messages[0].get("components") or [] if messages else []
+        return next((button["custom_id"] for row in rows for button in row.get("components", [])), None)
+
+    await fake.wait_for(lambda: stop_id() is not None, timeout=10, what="Stop")
+    [response] = fake.bot_messages(CHANNEL_ID)
+    await eventually(lambda: client.streams.live_on(int(response["id"])) is not None)
+    custom_id = stop_id()
+    assert custom_id is not None
+    await click(fake, response, custom_id, user_id=ALICE_ID)
+    await fake.wait_for(lambda: fake.bot_messages(CHANNEL_ID)[0]["content"].endswith("(stopped)"), timeout=10)
+    [stopped] = fake.bot_messages(CHANNEL_ID)
+    assert stop_id() is None and len(stopped["content"]) < len(prose)

@@ -72,6 +72,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     assert [command["name"] for command in fake.commands[None]] == [
         "parley",
         "parley-admin",
+        "remind",
         "ask",
         "Ask Parley",
         "Regenerate",
@@ -89,6 +90,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
         "parley",
         "parley-admin",
         "ping",
+        "remind",
     ]
 
 
