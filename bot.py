@@ -14,7 +14,6 @@ from admission.gatekeeper import Gatekeeper
 from agent import LLMJudge, Responder, build_judge, build_responder
 from answering.agents import Agents
 from answering.answer import Answering
-from answering.asked_about import MessageQuestions
 from answering.decisions import DecisionLog
 from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
@@ -164,7 +163,6 @@ class Parley(discord.AutoShardedClient):
             answering=self.answering,
             decision_log=self.decision_log,
         )
-        self.message_questions = MessageQuestions(self.pipeline, self.files)
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login

@@ -9,12 +9,15 @@ rather than two buttons or a typed "yes/no": one submission carries both the que
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Protocol, cast
 
 import discord
 from discord import app_commands
 
+from answering.asked_about import MessageQuestions
+from answering.pipeline import MessagePipeline
 from commands.tree import send_ephemeral
+from edge.attachment_sources import AttachmentSources
 
 log = logging.getLogger("parley")
 
@@ -49,11 +52,18 @@ def ask_menu_command() -> app_commands.ContextMenu:
     return command
 
 
+class Asking(Protocol):
+    """The client, as "Ask Parley" sees it (bot.py's Parley): the way a question goes, and where files are read."""
+
+    @property
+    def pipeline(self) -> MessagePipeline: ...
+    @property
+    def files(self) -> AttachmentSources: ...
+
+
 def _asker(interaction: discord.Interaction) -> MessageAsker:
-    """The client's `message_questions` (bot.py's Parley has one); discord.py types the client as any client."""
-    client: Any = interaction.client
-    asker: MessageAsker = client.message_questions
-    return asker
+    client = cast(Asking, interaction.client)
+    return MessageQuestions(client.pipeline, client.files)
 
 
 async def _open_question(interaction: discord.Interaction, message: discord.Message) -> None:

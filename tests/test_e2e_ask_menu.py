@@ -30,8 +30,10 @@ from fake_llm import FakeLLM, last_user_text
 
 from admission.optout import OPTED_OUT_REFUSAL
 from answering.asked import PRIVATE_EXCERPT_ABOUT
+from answering.asked_about import MessageQuestions
+from bot import Parley
 from commands.ask_menu import ASK_PARLEY, EMPTY_QUESTION, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
-from edge.asked_about import AUTHOR_OPTED_OUT, NOTHING_TO_READ
+from edge.asked_about import AUTHOR_OPTED_OUT, NOTHING_TO_READ, AskedAboutReader
 from records import OPTED_OUT_AUTHOR, OPTED_OUT_TEXT
 
 NOTES = b"Release checklist\n- tag the build\n- The staging database password rotates every Tuesday at 09:00.\n"
@@ -59,6 +61,11 @@ async def ask_parley(
 
     await fake.wait_for(answered, what="the Ask Parley answer")
     return calls_for(fake, calls)
+
+
+def reader(client: Parley) -> AskedAboutReader:
+    """What reads a message asked about, as the client's "Ask Parley" has it."""
+    return MessageQuestions(client.pipeline, client.files).reader
 
 
 def flags_of(call: InteractionCall) -> int:
@@ -225,16 +232,16 @@ async def test_the_conversation_around_the_message_is_read_only_for_a_member_who
     assert isinstance(channel, discord.TextChannel)
     message = await channel.fetch_message(int(target["id"]))
 
-    about = await client.message_questions.reader.read(GUILD_ID, message, reads_history=True)
+    about = await reader(client).read(GUILD_ID, message, reads_history=True)
     assert about.target.content == "the deploy moved to Thursday"
     assert [m.content for m in about.before] == [f"before {n}" for n in range(5, 12)]
     assert [m.content for m in about.after] == [f"after {n}" for n in range(5)]
 
-    alone = await client.message_questions.reader.read(GUILD_ID, message, reads_history=False)
+    alone = await reader(client).read(GUILD_ID, message, reads_history=False)
     assert (alone.before, alone.after) == ((), ())
 
     await client.admission.optouts.set(GUILD_ID, CAROL_ID, True)
-    veiled = await client.message_questions.reader.read(GUILD_ID, message, reads_history=True)
+    veiled = await reader(client).read(GUILD_ID, message, reads_history=True)
     assert {(m.author, m.content) for m in (*veiled.before, *veiled.after)} == {(OPTED_OUT_AUTHOR, OPTED_OUT_TEXT)}
 
 
@@ -248,6 +255,6 @@ async def test_a_message_the_live_conversation_holds_is_asked_about_without_load
     assert isinstance(channel, discord.TextChannel)
     message = await channel.fetch_message(int(target["id"]))
     requests = len(fake.requests)
-    about = await client.message_questions.reader.read(GUILD_ID, message, reads_history=True)
+    about = await reader(client).read(GUILD_ID, message, reads_history=True)
     assert (about.before, about.after) == ((), ())
     assert len(fake.requests) == requests
