@@ -22,6 +22,7 @@ from e2e_support import (
     option,
     request_texts,
     say,
+    use_message_command,
     use_top_command,
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
@@ -30,6 +31,7 @@ from fake_llm import FakeLLM
 from admission.access import NOTICE
 from answering.asked import DIRECT_MESSAGES_OFF, NOT_ANSWERED
 from bot import Parley
+from streaming import CANNOT_REGENERATE
 
 QUESTION = "how do I list the files in a folder?"
 ANSWER = "Use `ls -la`."
@@ -272,3 +274,19 @@ async def test_a_public_ask_streams_into_its_response_with_a_stop_button(
     await fake.wait_for(lambda: fake.bot_messages(CHANNEL_ID)[0]["content"].endswith("(stopped)"), timeout=10)
     [stopped] = fake.bot_messages(CHANNEL_ID)
     assert stop_id() is None and len(stopped["content"]) < len(prose)
+
+
+async def test_after_a_public_ask_an_earlier_answer_is_not_regenerated_in_its_place(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Regenerate rewrites the conversation's last bot turn: once an /ask answer is that turn (which Regenerate
+    cannot write again: no member's message asked it), the mention's answer before it is refused."""
+    llm.handler = lambda request: ANSWER
+    await bot.start()
+    await say(fake, BOB_ID, f"<@{BOT_ID}> hello?")
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID)
+    await ask(fake, QUESTION, user_id=BOB_ID)
+    await eventually(lambda: len(fake.bot_messages(CHANNEL_ID)) == 2)
+    calls = await use_message_command(fake, "Regenerate", post.message, user_id=BOB_ID)
+    assert assert_ephemeral_one_liner(calls) == CANNOT_REGENERATE
+    assert len(llm.requests) == 2
