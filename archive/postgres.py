@@ -53,6 +53,7 @@ from archive.allowances import PostgresAllowances
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
+from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
@@ -426,6 +427,17 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at BIGINT NOT NULL
     );
     """,
+    # v19 (pins): the channels whose pinned messages are taken into the knowledge base (edge/pins.py), with who
+    # turned it on and when. A row per channel opted in; turning it off deletes the row.
+    """
+    CREATE TABLE pin_channels (
+        channel_id BIGINT PRIMARY KEY,
+        guild_id   BIGINT NOT NULL,
+        set_by     BIGINT NOT NULL,
+        set_at     BIGINT NOT NULL
+    );
+    CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -499,6 +511,7 @@ _DELETE_CHANNEL = Write(
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
         "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
+        "DELETE FROM pin_channels WHERE channel_id = $1",
     ),
 )
 _DELETE_GUILD = Write(
@@ -518,6 +531,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM thread_settings WHERE guild_id = $1",
         "DELETE FROM reconciliation WHERE guild_id = $1",
         "DELETE FROM own_threads WHERE guild_id = $1",
+        "DELETE FROM pin_channels WHERE guild_id = $1",
     ),
 )
 _FORGET = Write(
@@ -739,7 +753,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
     return op.join(f"'{word}'" if word in _CHANNEL_FREE_WORDS else f"'{prefix}{word}'" for word in words) or None
 
 
-class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PostgresAllowances):
+class PostgresArchive(QueuedWrites, StoreTables, MemberTables, PinChannelRows, PostgresAllowances):
     """Message archive in a Postgres database that several processes may share.
 
     Writes only enqueue; this process's writer task commits them in order, one transaction per batch, at

@@ -44,6 +44,7 @@ from archive import Write as _Write
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.members import MemberTables
+from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
@@ -418,6 +419,17 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at INTEGER NOT NULL
     );
     """,
+    # v19 (pins): the channels whose pinned messages are taken into the knowledge base (edge/pins.py), with who
+    # turned it on and when. A row per channel opted in; turning it off deletes the row.
+    """
+    CREATE TABLE pin_channels (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        set_by     INTEGER NOT NULL,
+        set_at     INTEGER NOT NULL
+    );
+    CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -561,6 +573,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM thread_settings WHERE channel_id = ?",
         "DELETE FROM reconciliation WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
+        "DELETE FROM pin_channels WHERE channel_id = ?",
     ),
 )
 _DELETE_GUILD = _Write(
@@ -583,6 +596,7 @@ _DELETE_GUILD = _Write(
         "DELETE FROM thread_settings WHERE guild_id = ?",
         "DELETE FROM reconciliation WHERE guild_id = ?",
         "DELETE FROM own_threads WHERE guild_id = ?",
+        "DELETE FROM pin_channels WHERE guild_id = ?",
     ),
 )
 _FORGET = _Write(
@@ -685,7 +699,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, PinChannelRows):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
