@@ -15,6 +15,8 @@ from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
+from archive.knowledge_types import KnowledgeStore
+
 __all__ = [
     "AccessEntry",
     "AccessTables",
@@ -480,6 +482,7 @@ class Archive(
     ProfileTables,
     MemberData,
     AccessTables,
+    KnowledgeStore,
     PinChannelTables,
     Protocol,
 ):

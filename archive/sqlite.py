@@ -43,6 +43,7 @@ from archive import (
 from archive import Write as _Write
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import MemberTables
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
@@ -419,7 +420,42 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at INTEGER NOT NULL
     );
     """,
-    # v19 (pins): the channels whose pinned messages are taken into the knowledge base (edge/pins.py), with who
+    # v19 (knowledge): the knowledge base (archive/knowledge.py): each server's documents and their sections, with
+    # the sections' full-text index. Sections' ids are never handed out again (AUTOINCREMENT): the vector index
+    # (knowledge/base.py's SectionVectors) knows them by id.
+    """
+    CREATE TABLE knowledge_documents (
+        id         INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        source     TEXT    NOT NULL, -- file:<name> or pin:<channel_id>:<message_id>, unique in the server
+        title      TEXT    NOT NULL,
+        channel_id INTEGER,          -- NULL: server-wide; else only that channel's readers find it
+        added_by   INTEGER NOT NULL,
+        added_at   INTEGER NOT NULL,
+        UNIQUE (guild_id, source)
+    );
+    CREATE TABLE knowledge_sections (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        document_id INTEGER NOT NULL,
+        position    INTEGER NOT NULL,
+        heading     TEXT    NOT NULL,
+        text        TEXT    NOT NULL
+    );
+    CREATE INDEX knowledge_sections_document ON knowledge_sections (document_id, position);
+    CREATE VIRTUAL TABLE knowledge_fts USING fts5 (
+        heading, text,
+        content = 'knowledge_sections', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER knowledge_sections_insert AFTER INSERT ON knowledge_sections BEGIN
+        INSERT INTO knowledge_fts (rowid, heading, text) VALUES (new.id, new.heading, new.text);
+    END;
+    CREATE TRIGGER knowledge_sections_delete AFTER DELETE ON knowledge_sections BEGIN
+        INSERT INTO knowledge_fts (knowledge_fts, rowid, heading, text)
+            VALUES ('delete', old.id, old.heading, old.text);
+    END;
+    """,
+    # v20 (pins): the channels whose pinned messages are taken into the knowledge base (edge/pins.py), with who
     # turned it on and when. A row per channel opted in; turning it off deletes the row.
     """
     CREATE TABLE pin_channels (
@@ -699,7 +735,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, PinChannelRows):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, PinChannelRows, KnowledgeTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -1035,6 +1071,7 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, PinChannelRows):
     # The small stores' tables (archive/stores.py): the same single writer and read connection.
 
     recall_sql = _RECALL_MEMORIES_SQL
+    knowledge_dialect = SQLITE_KNOWLEDGE
 
     def _memory_match(self, query: str, op: str) -> str | None:
         return match_expression(query, op)
