@@ -34,9 +34,11 @@ from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
 from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
+from edge.pins import PinnedKnowledge
 from edge.threads import Threads
 from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
+from knowledge.base import KnowledgeBase
 from memory import MemoryStore
 from ops import cli
 from ops.opening import follow, open_configured_archive
@@ -89,6 +91,7 @@ class Parley(discord.AutoShardedClient):
         self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
+        self.knowledge: KnowledgeBase | None = None
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
@@ -133,6 +136,7 @@ class Parley(discord.AutoShardedClient):
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
         self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
         self.files = AttachmentSources(self, self, settings)
+        self.pins = PinnedKnowledge(self, settings, self.background, self.admission, self.files, self.forgetting)
         self.answering = Answering(
             self,
             self,
@@ -197,6 +201,7 @@ class Parley(discord.AutoShardedClient):
             return
         self.archive = archive = await open_configured_archive(self.settings)
         self.memory = await MemoryStore.open(archive)
+        self.knowledge = KnowledgeBase(archive)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -238,6 +243,7 @@ class Parley(discord.AutoShardedClient):
         log.info("%s", self.startup_summary())
         self.threads.end_closed_threads()
         await self.coverage.start_catch_up(self.archive, self.guilds)
+        self.pins.sync_all()
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
@@ -317,6 +323,9 @@ class Parley(discord.AutoShardedClient):
 
     async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
         await self.threads.set_threads(channel_id, guild_id, on)
+
+    async def on_guild_channel_pins_update(self, channel: discord.abc.GuildChannel | discord.Thread, _: object) -> None:
+        self.pins.pins_changed(channel)
 
     async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
         """An archived or locked thread ends its conversation; Parley never reopens it."""
