@@ -56,6 +56,7 @@ from context import approx_tokens, build_judge_prompt, build_prompt, split_turns
 from conversation import ChannelConversation
 from files.history import expire_images
 from files.prepared import PreparedFiles
+from knowledge.tool import KNOWLEDGE_TOOLS
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import MessageRecord
@@ -204,7 +205,8 @@ def build_responder(
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
-    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them).
+    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them); the knowledge
+    base's `search_knowledge` with the archive tools.
     Transient provider errors are retried `settings.model_retries` times by the provider SDK, with backoff
     that honours Retry-After, and each response is capped at `settings.max_answer_tokens`. Before each model
     request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
@@ -217,6 +219,8 @@ def build_responder(
     if memory_enabled is None:
         memory_enabled = settings.memory_tools_enabled
     tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
+    # The knowledge base is in the archive too; its tool offers itself only in a server with documents.
+    tools += KNOWLEDGE_TOOLS if archive_enabled else ()
     toolbox = toolbox or Toolbox()
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.

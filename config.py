@@ -200,6 +200,12 @@ class Settings(BaseSettings):
         description="Offer the model the remember and recall tools, which keep facts in the archive"
         " (needs it, and HISTORY_TOOLS).",
     )
+    knowledge_max_documents: int = Field(
+        100,
+        ge=0,
+        description="Documents an admin may add to a server's knowledge base (/parley-admin knowledge add); pinned"
+        " messages are not counted; 0 means no limit.",
+    )
 
     vision: VisionMode = Field(
         "auto",

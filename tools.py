@@ -1,5 +1,5 @@
-"""The responder's tools and their dependencies: the channel archive and memory, read for the member asking,
-web search, and the tools of the deployer's MCP servers.
+"""The responder's tools and their dependencies: the channel archive, memory and the server's knowledge base, read
+for the member asking, web search, and the tools of the deployer's MCP servers.
 
 Every tool takes its channel, guild and member from `ChatDeps`, which the bot fills in per answer, never from
 the model's arguments; what a tool returns is quoted data for the model, and a failure is a short line it can
@@ -9,7 +9,7 @@ relay, never a failed answer.
 # No `from __future__ import annotations`: pydantic-ai reads the tool functions' annotations on every request.
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -25,6 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from pydantic_core import to_json
 
 from archive import ArchivedMessage, ChannelStats
+from archive.knowledge_types import KnowledgeSearch
 from config import Settings
 from memory import MemoryStore, format_memories
 from ops.packages import missing_package_fix
@@ -77,11 +78,15 @@ class ChatDeps:
     # which a remembered fact records as its source.
     memory: MemoryStore | None = None
     message_id: int = 0
-    # The tool sets this answer may use, by name ("archive", "memory", "web", "mcp:<server>"), as the channel's
-    # profile says (profiles.py); None: every one that is on.
+    # The tool sets this answer may use, by name ("archive", "memory", "knowledge", "web", "mcp:<server>"), as the
+    # channel's profile says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
     # Who approves this answer's tool calls that need it (tool_approval.py); None: such calls are not run.
     approver: Approver | None = None
+    # The knowledge base `search_knowledge` searches (None: off), and how to find the server's channels whose
+    # documents (pins) the asker may read, asked when it runs; None: this one, if they may read its history.
+    knowledge: KnowledgeSearch | None = None
+    readable_channels: Callable[[], Collection[int]] | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets

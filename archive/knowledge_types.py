@@ -15,6 +15,7 @@ __all__ = [
     "KnowledgeDocument",
     "KnowledgeDocumentInfo",
     "KnowledgeHit",
+    "KnowledgeSearch",
     "KnowledgeSection",
     "KnowledgeStore",
 ]
@@ -81,10 +82,22 @@ class KnowledgeStore(Protocol):
     async def add_knowledge(self, document: KnowledgeDocument) -> KnowledgeAdded: ...
     async def remove_knowledge(self, guild_id: int, document_id: int) -> list[int] | None: ...
     async def knowledge_document_id(self, guild_id: int, source: str) -> int | None: ...
+    async def has_knowledge(self, guild_id: int) -> bool: ...
     async def knowledge_documents(self, guild_id: int) -> list[KnowledgeDocumentInfo]: ...
     async def search_knowledge(
         self, guild_id: int, query: str, *, limit: int, channel_ids: Collection[int]
     ) -> list[KnowledgeHit]: ...
     async def sections_by_id(
         self, section_ids: Sequence[int], *, guild_id: int, channel_ids: Collection[int]
+    ) -> list[KnowledgeHit]: ...
+
+
+class KnowledgeSearch(Protocol):
+    """What the answer agent's `search_knowledge` tool needs of the knowledge base (knowledge/base.py's
+    `KnowledgeBase`): whether a server has documents, and a search within it."""
+
+    async def has_documents(self, guild_id: int) -> bool: ...
+
+    async def search(
+        self, guild_id: int, query: str, *, limit: int = 5, channel_ids: Collection[int]
     ) -> list[KnowledgeHit]: ...

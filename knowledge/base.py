@@ -107,6 +107,10 @@ class KnowledgeBase:
         document_id = await self._store.knowledge_document_id(guild_id, source)
         return document_id is not None and await self.remove(guild_id, document_id)
 
+    async def has_documents(self, guild_id: int) -> bool:
+        """Whether the server has any document (the search tool is offered only then)."""
+        return await self._store.has_knowledge(guild_id)
+
     async def documents(self, guild_id: int) -> list[KnowledgeDocumentInfo]:
         """The server's documents, oldest first."""
         return await self._store.knowledge_documents(guild_id)
