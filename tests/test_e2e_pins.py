@@ -8,9 +8,12 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from functools import partial
 
+import discord
 import pytest
-from e2e_support import RunningBot, say
+from e2e_support import MEMBER, RunningBot, say
 from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_llm import FakeLLM
+from test_e2e_knowledge import KnowledgeModel, ask, knowledge_command
 
 from bot import Parley
 
@@ -73,6 +76,52 @@ async def test_pins_follow_pins_unpins_edits_and_deletions_and_reach_only_the_ch
     await fake.delete_messages(CHANNEL_ID, second)
     await until(lambda: _lacks(client, "rota"))
     assert await sources(client) == set()
+
+
+async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_those_who_may_read_its_channel(
+    fake: FakeDiscord, bot: RunningBot, llm: FakeLLM
+) -> None:
+    """The issue's "done when": `/parley-admin knowledge pins on` in a channel; a message pinned there answers a
+    question through search_knowledge, and no longer once unpinned; a pin in a channel that is not opted in is never
+    taken; a pin in #random is not searched for Bob, whom an overwrite keeps out of #random."""
+    llm.handler = model = KnowledgeModel()
+    fake.deny(OTHER_CHANNEL_ID, BOB_ID, discord.Permissions(view_channel=True))
+    client = await bot.start()
+    reply = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "on"}])
+    assert reply.startswith(f"Pinned messages in <#{CHANNEL_ID}> now go into the knowledge base")
+    assert "Read Message History" not in reply
+    staging = await pinned(fake, "The staging server is staging.example.org, port 8443.")
+    await pinned(fake, "The backup bucket is kept for ninety days.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "staging"))
+    await settled()
+
+    answer = await ask(fake, "what is the staging server?")
+    assert answer.startswith('"The staging server is staging.example.org, port 8443."')
+    assert "backup bucket" not in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
+
+    # #random opted in too: its pin is found for Alice, who may read #random, not for Bob.
+    status = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "status"}])
+    assert (
+        status == f"Pinned messages in <#{CHANNEL_ID}> go into the knowledge base: it holds 1 pinned message from here."
+    )
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
+    assert await ask(fake, "how long is the backup bucket kept?", BOB_ID) == "The documents don't cover that."
+    assert "ninety days" in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
+
+    await fake.unpin(CHANNEL_ID, staging)
+    await until(lambda: _lacks(client, "staging"))
+    assert "staging.example.org" not in await ask(fake, "what is the staging server?")
+    assert not any("staging.example.org" in result for result in model.tool_results[-1:])
+
+
+async def test_members_cannot_set_a_channels_pins(fake: FakeDiscord, bot: RunningBot) -> None:
+    client = await bot.start()
+    reply = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "on"}], permissions=MEMBER)
+    assert reply == "You need the Manage Channels permission in this channel to use /parley-admin knowledge pins."
+    assert client.archive is not None and not await client.archive.pins_taken(CHANNEL_ID)
+    off = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "off"}])
+    assert off.endswith("no longer go into the knowledge base; 0 pinned messages taken in before were removed.")
 
 
 async def test_a_pin_in_a_channel_not_opted_in_is_never_taken(fake: FakeDiscord, bot: RunningBot) -> None:
