@@ -34,7 +34,8 @@ from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
 from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
-from edge.pins import PinnedKnowledge
+from edge.pins import PinEvents, PinnedKnowledge
+from edge.reminder_posts import reminder_scheduler
 from edge.threads import Threads
 from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
@@ -53,6 +54,7 @@ from upkeep.background import BackgroundTasks
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
+from upkeep.digests import DigestScheduler
 from upkeep.forgetting import Forgetting
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley")
 
 
-class Parley(discord.AutoShardedClient):
+class Parley(PinEvents, discord.AutoShardedClient):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
     def __init__(
@@ -113,6 +115,8 @@ class Parley(discord.AutoShardedClient):
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage, self)
         self.access = access_gate(self, settings)
+        # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
+        self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -121,6 +125,7 @@ class Parley(discord.AutoShardedClient):
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
+        self.digests = DigestScheduler(self)
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
@@ -170,6 +175,8 @@ class Parley(discord.AutoShardedClient):
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
+        self.background.start(self.digests.run(), "digests")
+        self.background.start(self.reminders.run(self.archive), "reminders")
         await sync_commands(
             self.tree,
             guild_id=self.settings.guild_id,
@@ -200,8 +207,7 @@ class Parley(discord.AutoShardedClient):
         if not self.settings.archive_enabled or self.archive is not None:
             return
         self.archive = archive = await open_configured_archive(self.settings)
-        self.memory = await MemoryStore.open(archive)
-        self.knowledge = open_knowledge(archive, self.settings)
+        self.memory, self.knowledge = await MemoryStore.open(archive), open_knowledge(archive, self.settings)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -243,7 +249,6 @@ class Parley(discord.AutoShardedClient):
         log.info("%s", self.startup_summary())
         self.threads.end_closed_threads()
         await self.coverage.start_catch_up(self.archive, self.guilds)
-        self.pins.sync_all()
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""
@@ -323,9 +328,6 @@ class Parley(discord.AutoShardedClient):
 
     async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
         await self.threads.set_threads(channel_id, guild_id, on)
-
-    async def on_guild_channel_pins_update(self, channel: discord.abc.GuildChannel | discord.Thread, _: object) -> None:
-        self.pins.pins_changed(channel)
 
     async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
         """An archived or locked thread ends its conversation; Parley never reopens it."""

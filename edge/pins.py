@@ -120,6 +120,20 @@ class PinHolder(Protocol):
     def knowledge(self) -> KnowledgeBase | None: ...
 
 
+class PinEvents:
+    """The Discord events the pins follow, as handlers the client inherits (bot.py's Parley), which hand them on."""
+
+    pins: PinnedKnowledge
+
+    async def on_guild_channel_pins_update(
+        self, channel: discord.abc.GuildChannel | discord.Thread, last_pin: datetime | None
+    ) -> None:
+        self.pins.pins_changed(channel)
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        self.pins.shard_ready(shard_id)
+
+
 class PinnedKnowledge:
     """Keeps the pins of opted-in channels in the knowledge base; every handler returns at once, the work runs in
     the background, one comparison per channel at a time (a burst of changes is one more comparison)."""
@@ -151,10 +165,10 @@ class PinnedKnowledge:
         """CHANNEL_PINS_UPDATE: compare the channel's pins again, if it is opted in."""
         self.sync(channel.id)
 
-    def sync_all(self) -> None:
-        """A new session: compare every opted-in channel this process serves, and drop the pins of channels no
-        longer opted in or gone while Parley was away."""
-        self.background.start(self._sync_all_logged(), "pins-sync-all")
+    def shard_ready(self, shard_id: int) -> None:
+        """A shard's new session: compare every opted-in channel of its servers (pins may have changed while it was
+        away), and drop the pins of its servers' channels no longer opted in."""
+        self.background.start(self._sync_shard_logged(shard_id), f"pins-sync-shard-{shard_id}")
 
     def message_edited(self, channel_id: int, message_id: int) -> None:
         if message_id in self.taken:
@@ -285,26 +299,26 @@ class PinnedKnowledge:
             channel_id=message.channel.id,
         )
 
-    async def _sync_all_logged(self) -> None:
+    async def _sync_shard_logged(self, shard_id: int) -> None:
         try:
-            await self._sync_all()
+            await self._sync_shard(shard_id)
         except Exception as error:  # noqa: BLE001 - each channel is compared again at its next change
-            log.warning("pins not compared at the start of this session: %r", error)
+            log.warning("pins of shard %s not compared at the start of its session: %r", shard_id, error)
 
-    async def _sync_all(self) -> None:
+    async def _sync_shard(self, shard_id: int) -> None:
         archive, knowledge = self.holder.archive, self.holder.knowledge
         if archive is None or knowledge is None:
             return
+        guilds = [guild.id for guild in self.holder.guilds if guild.shard_id == shard_id]
         opted = await archive.pin_channels()
-        for channel_id in opted:
-            if self.holder.get_channel(channel_id) is not None:
+        for channel_id, guild_id in opted.items():
+            if guild_id in guilds and self.holder.get_channel(channel_id) is not None:
                 self.sync(channel_id)
-        # The servers this process serves may hold pins of channels no longer opted in: turned off by another
-        # process, or deleted while Parley was away.
-        for guild in self.holder.guilds:
-            stale = [d.source for d in await knowledge.documents(guild.id)
+        # Pins of channels no longer opted in (turned off by another process, say) leave too.
+        for guild_id in guilds:
+            stale = [d.source for d in await knowledge.documents(guild_id)
                      if d.source.startswith(_SOURCE_PREFIX) and d.channel_id not in opted]  # fmt: skip
-            await self._remove([(guild.id, source) for source in stale])
+            await self._remove([(guild_id, source) for source in stale])
 
     async def _drop_channel(self, channel_id: int, guild_id: int) -> int:
         knowledge = self.holder.knowledge
