@@ -189,6 +189,23 @@ class PinnedKnowledge:
         except Exception as error:  # noqa: BLE001 - the next session's comparison drops them (`sync_all`)
             log.warning("pins of deleted channel %s not removed yet: %r", channel_id, error)
 
+    def member_opted_out(self, guild_id: int, member_id: int) -> None:
+        """`/parley privacy optout`: the member's pins in the server leave the knowledge base now, not at their
+        channels' next comparisons (which would leave them out too)."""
+        self.background.start(self._forget_member(guild_id, member_id), f"pins-opted-out-{member_id}")
+
+    async def _forget_member(self, guild_id: int, member_id: int) -> None:
+        knowledge = self.holder.knowledge
+        if knowledge is None:
+            return
+        try:
+            documents = await knowledge.documents(guild_id)
+        except Exception as error:  # noqa: BLE001 - their pins leave at their channels' next comparisons
+            log.warning("pins of member %s in server %s not removed yet: %r", member_id, guild_id, error)
+            return
+        theirs = [d.source for d in documents if d.source.startswith(_SOURCE_PREFIX) and d.added_by == member_id]
+        await self._remove([(guild_id, source) for source in theirs])
+
     # -- The command's --
 
     async def turn_on(self, channel_id: int, guild_id: int, set_by: int) -> None:

@@ -14,6 +14,7 @@ from e2e_support import MEMBER, RunningBot, say
 from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM
 from test_e2e_knowledge import KnowledgeModel, ask, knowledge_command
+from test_e2e_privacy import privacy
 
 from bot import Parley
 
@@ -135,7 +136,7 @@ async def test_a_pin_in_a_channel_not_opted_in_is_never_taken(fake: FakeDiscord,
     assert await found(client, "secret", channels=(CHANNEL_ID, OTHER_CHANNEL_ID)) == []
 
 
-async def test_an_opted_out_members_pins_are_not_taken_and_leave_at_the_next_comparison(
+async def test_an_opted_out_members_pins_are_not_taken_and_leave_when_they_opt_out(
     fake: FakeDiscord, bot: RunningBot
 ) -> None:
     client = await bot.start()
@@ -147,11 +148,14 @@ async def test_an_opted_out_members_pins_are_not_taken_and_leave_at_the_next_com
     await settled()
     assert await found(client, "budget") == []
 
-    # Alice opts out after her pin was taken in: the channel's next comparison takes it out.
-    await client.admission.optouts.set(GUILD_ID, ALICE_ID, True)
-    await pinned(fake, "Carol's notes on the offsite.", author=fake.carol_id)
+    # Alice opts out after her pin was taken in: it leaves at once, with no change to the channel's pins.
+    await privacy(fake, "optout", user_id=ALICE_ID)
     await until(lambda: _lacks(client, "launch"))
-    assert await found(client, "offsite")
+    # And it stays out when the channel is compared again.
+    await pinned(fake, "Carol's notes on the offsite.", author=fake.carol_id)
+    await until(lambda: _has(client, "offsite"))
+    await settled()
+    assert await found(client, "launch") == []
 
 
 async def test_turning_off_removes_the_channels_pins_and_stops_taking_them(fake: FakeDiscord, bot: RunningBot) -> None:
