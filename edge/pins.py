@@ -67,8 +67,11 @@ class PinPlan:
 def plan(pinned: Mapping[int, datetime], taken: Mapping[int, datetime]) -> PinPlan:
     """Compare the pins to take (message id -> its latest version's time) with those taken (message id -> the
     version its document holds); times are compared to the millisecond, as the archive keeps them."""
-    take = [message_id for message_id, version in pinned.items() if taken.get(message_id) is None
-            or to_ms(taken[message_id]) != to_ms(version)]  # fmt: skip
+    take = [
+        message_id
+        for message_id, version in pinned.items()
+        if message_id not in taken or to_ms(taken[message_id]) != to_ms(version)
+    ]
     drop = [message_id for message_id in taken if message_id not in pinned]
     return PinPlan(sorted(take), sorted(drop))
 
@@ -177,8 +180,8 @@ class PinnedKnowledge:
     def messages_gone(self, channel_id: int, message_ids: Collection[int]) -> None:
         gone = [(message_id, self.taken.pop(message_id)) for message_id in message_ids if message_id in self.taken]
         if gone:
-            self.background.start(self._remove([(guild, pin_source(channel, m)) for m, (guild, channel) in gone]),
-                                  f"pins-deleted-{channel_id}")  # fmt: skip
+            sources = [(guild_id, pin_source(channel, message_id)) for message_id, (guild_id, channel) in gone]
+            self.background.start(self._remove(sources), f"pins-deleted-{channel_id}")
 
     def channel_gone(self, channel_id: int, guild_id: int) -> None:
         self.background.start(self._channel_gone(channel_id, guild_id), f"pins-channel-gone-{channel_id}")
@@ -186,7 +189,7 @@ class PinnedKnowledge:
     async def _channel_gone(self, channel_id: int, guild_id: int) -> None:
         try:
             await self._drop_channel(channel_id, guild_id)
-        except Exception as error:  # noqa: BLE001 - the next session's comparison drops them (`sync_all`)
+        except Exception as error:  # noqa: BLE001 - its shard's next session drops them (`shard_ready`)
             log.warning("pins of deleted channel %s not removed yet: %r", channel_id, error)
 
     def member_opted_out(self, guild_id: int, member_id: int) -> None:
@@ -226,7 +229,9 @@ class PinnedKnowledge:
             LookupError: there is no archive.
         """
         await self._archive().set_pins_taken(channel_id, guild_id, False, set_by=set_by)
-        return await self._drop_channel(channel_id, guild_id)
+        removed = await self._drop_channel(channel_id, guild_id)
+        self.sync(channel_id)  # after a comparison under way, which may add pins until it ends
+        return removed
 
     async def status(self, channel_id: int, guild_id: int) -> tuple[bool, int]:
         """Whether the channel's pins are taken in, and how many of its pins the knowledge base holds."""
@@ -265,8 +270,8 @@ class PinnedKnowledge:
             await self._sync(channel_id)
         except discord.HTTPException as error:
             # Missing permission to read pins, a Discord 5xx: the documents stay as they were until the next change.
-            log.warning("pins of channel %s not read (%s %s); its knowledge stays as it was", channel_id,
-                        error.status, error.text or "")  # fmt: skip
+            reason = f"{error.status} {error.text}".strip()
+            log.warning("pins of channel %s not read (%s); its knowledge stays as it was", channel_id, reason)
         except Exception as error:  # noqa: BLE001 - the knowledge base failing must not end the background task silently
             log.warning("pins of channel %s not brought up to date: %r", channel_id, error)
 
@@ -275,9 +280,11 @@ class PinnedKnowledge:
         channel = self.holder.get_channel(channel_id)
         if archive is None or knowledge is None or not isinstance(channel, discord.TextChannel | discord.Thread):
             return
-        if not await archive.pins_taken(channel_id):
-            return
         guild_id = channel.guild.id
+        if not await archive.pins_taken(channel_id):
+            # Not opted in, or turned off while a comparison was adding: none of the channel's pins stays.
+            await self._drop_channel(channel_id, guild_id)
+            return
         pinned = {m.id: m async for m in channel.pins(limit=MAX_PINS) if self._may_take(guild_id, m)}
         documents = _pins_of(await knowledge.documents(guild_id), channel_id)
         steps = plan({m.id: version_of(m) for m in pinned.values()}, {m: d.added_at for m, d in documents.items()})
@@ -333,8 +340,8 @@ class PinnedKnowledge:
                 self.sync(channel_id)
         # Pins of channels no longer opted in (turned off by another process, say) leave too.
         for guild_id in guilds:
-            stale = [d.source for d in await knowledge.documents(guild_id)
-                     if d.source.startswith(_SOURCE_PREFIX) and d.channel_id not in opted]  # fmt: skip
+            documents = await knowledge.documents(guild_id)
+            stale = [d.source for d in documents if d.source.startswith(_SOURCE_PREFIX) and d.channel_id not in opted]
             await self._remove([(guild_id, source) for source in stale])
 
     async def _drop_channel(self, channel_id: int, guild_id: int) -> int:

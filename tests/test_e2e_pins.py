@@ -18,6 +18,8 @@ from test_e2e_privacy import privacy
 
 from bot import Parley
 
+PINS_ROUTE = "GET /channels/{channel_id}/messages/pins"
+
 
 async def until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
     """Wait for the pins' background work, which no event announces: the knowledge base is read until `check`."""
@@ -174,6 +176,22 @@ async def test_turning_off_removes_the_channels_pins_and_stops_taking_them(fake:
     await settled()
     assert await sources(client) == {f"pin:{OTHER_CHANNEL_ID}:{elsewhere}"}
     assert await client.pins.status(CHANNEL_ID, GUILD_ID) == (False, 0)
+
+
+async def test_turning_off_during_a_comparison_leaves_none_of_the_channels_pins(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
+    """A comparison that read the setting before `off` and adds afterwards is followed by one that removes."""
+    client = await bot.start()
+    message = await say(fake, ALICE_ID, "The release train leaves on Tuesdays.")
+    await fake.pin(CHANNEL_ID, int(message["id"]), quietly=True)
+    fake.held_routes.add(PINS_ROUTE)
+    await client.pins.turn_on(CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await fake.wait_for(lambda: PINS_ROUTE in fake.reached_held_routes, what="the comparison reading the pins")
+    assert await client.pins.turn_off(CHANNEL_ID, GUILD_ID, ALICE_ID) == 0
+    fake.release(PINS_ROUTE)
+    await settled()
+    assert await sources(client) == set()
 
 
 async def test_pins_changed_while_parley_was_away_are_caught_up_at_start(fake: FakeDiscord, bot: RunningBot) -> None:
