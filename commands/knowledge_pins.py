@@ -14,11 +14,9 @@ PinSetting = Literal["on", "off", "status"]
 PIN_SETTINGS: tuple[str, ...] = ("on", "off", "status")
 NO_ARCHIVE = "Pinned messages go into the knowledge base, which is kept in the archive: set DATABASE_URL to use it."
 NOT_SAVED = "The setting could not be saved, so it is unchanged; the details are in Parley's log."
-# Discord lists a channel's pins only to those with Read Message History there.
+# Discord lists a channel's pins only to those who may view the channel and read its history.
 # https://discord.com/developers/docs/resources/message#get-channel-pins
-CANNOT_READ = (
-    " Parley cannot read this channel's history, which it needs to read the pins: grant it Read Message History."
-)
+CANNOT_READ = " Parley cannot read the pins here yet: grant it View Channel and Read Message History in this channel."
 
 
 async def answer_pins(interaction: discord.Interaction, setting: str) -> None:
@@ -35,7 +33,8 @@ async def answer_pins(interaction: discord.Interaction, setting: str) -> None:
                 f"Pinned messages in <#{channel_id}> now go into the knowledge base, read in now and kept in step"
                 " with pins and unpins; only members who can read this channel find them."
             )
-            if not interaction.app_permissions.read_message_history:
+            granted = interaction.app_permissions
+            if not (granted.view_channel and granted.read_message_history):
                 reply += CANNOT_READ
         elif setting == "off":
             removed = await pins.turn_off(channel_id, guild_id, interaction.user.id)

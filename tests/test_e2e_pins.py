@@ -10,15 +10,48 @@ from functools import partial
 
 import discord
 import pytest
-from e2e_support import MEMBER, RunningBot, say
-from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
+from e2e_support import MEMBER, RunningBot, command_payload, reply_text, say
+from fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_PERMISSIONS,
+    CHANNEL_ID,
+    EVERYONE_PERMISSIONS,
+    GUILD_ID,
+    OTHER_CHANNEL_ID,
+    FakeDiscord,
+    InteractionCall,
+)
 from fake_llm import FakeLLM
-from test_e2e_knowledge import KnowledgeModel, ask, knowledge_command
+from test_e2e_knowledge import ADMIN, KnowledgeModel, ask
 from test_e2e_privacy import privacy
 
 from bot import Parley
 
 PINS_ROUTE = "GET /channels/{channel_id}/messages/pins"
+
+
+async def pins_command(
+    fake: FakeDiscord,
+    setting: str,
+    *,
+    permissions: discord.Permissions = ADMIN,
+    parley_may: discord.Permissions = EVERYONE_PERMISSIONS | BOT_PERMISSIONS,
+) -> str:
+    """`/parley-admin knowledge pins <setting>` in #general, Parley having `parley_may` there; its one-line reply."""
+    payload = command_payload(fake, "knowledge", permissions=permissions)
+    setting_option = {"type": 3, "name": "setting", "value": setting}
+    pins = {"type": 1, "name": "pins", "options": [setting_option]}
+    payload["data"]["options"] = [{"type": 2, "name": "knowledge", "options": [pins]}]
+    payload["app_permissions"] = str(parley_may.value)
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: bool(calls()), what=f"/parley-admin knowledge pins {setting} answered")
+    return reply_text(calls())
 
 
 async def until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
@@ -90,7 +123,7 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     llm.handler = model = KnowledgeModel()
     fake.deny(OTHER_CHANNEL_ID, BOB_ID, discord.Permissions(view_channel=True))
     client = await bot.start()
-    reply = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "on"}])
+    reply = await pins_command(fake, "on")
     assert reply.startswith(f"Pinned messages in <#{CHANNEL_ID}> now go into the knowledge base")
     assert "Read Message History" not in reply
     staging = await pinned(fake, "The staging server is staging.example.org, port 8443.")
@@ -103,7 +136,7 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     assert "backup bucket" not in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
 
     # #random opted in too: its pin is found for Alice, who may read #random, not for Bob.
-    status = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "status"}])
+    status = await pins_command(fake, "status")
     assert (
         status == f"Pinned messages in <#{CHANNEL_ID}> go into the knowledge base: it holds 1 pinned message from here."
     )
@@ -118,13 +151,23 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     assert not any("staging.example.org" in result for result in model.tool_results[-1:])
 
 
-async def test_members_cannot_set_a_channels_pins(fake: FakeDiscord, bot: RunningBot) -> None:
+async def test_members_cannot_set_a_channels_pins_and_admins_are_told_what_parley_lacks(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
     client = await bot.start()
-    reply = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "on"}], permissions=MEMBER)
+    reply = await pins_command(fake, "on", permissions=MEMBER)
     assert reply == "You need the Manage Channels permission in this channel to use /parley-admin knowledge pins."
     assert client.archive is not None and not await client.archive.pins_taken(CHANNEL_ID)
-    off = await knowledge_command(fake, "pins", [{"type": 3, "name": "setting", "value": "off"}])
+    off = await pins_command(fake, "off")
     assert off.endswith("no longer go into the knowledge base; 0 pinned messages taken in before were removed.")
+
+    no_history = EVERYONE_PERMISSIONS | BOT_PERMISSIONS
+    no_history.read_message_history = False
+    reply = await pins_command(fake, "on", parley_may=no_history)
+    assert reply.endswith(
+        " Parley cannot read the pins here yet: grant it View Channel and Read Message History in this channel."
+    )
+    assert await client.archive.pins_taken(CHANNEL_ID)
 
 
 async def test_a_pin_in_a_channel_not_opted_in_is_never_taken(fake: FakeDiscord, bot: RunningBot) -> None:
