@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from edge.pins import PinPlan, pin_source, pinned_message_id, plan, title_of
+from archive.knowledge_types import KnowledgeSection
+from edge.pins import PinPlan, pin_sections, pin_source, pinned_message_id, plan, title_of
 
 WRITTEN = datetime(2026, 11, 25, 23, 30, tzinfo=UTC)
 CHANNEL, OTHER_CHANNEL = 10, 11
@@ -36,3 +37,16 @@ def test_a_pins_title_is_its_author_its_day_in_the_zone_and_its_first_line() -> 
     assert title_of("bob", WRITTEN, "  \n", paris) == "bob, 2026-11-26"
     long = title_of("bob", WRITTEN, "word " * 40, paris)
     assert long.endswith("…") and len(long) == len("bob, 2026-11-26: ") + 80
+
+
+def test_a_pins_sections_are_its_text_then_each_files_headed_by_the_files_name() -> None:
+    runbook = "# Restarts\n\nDrain the queue first.\n\n# Upgrades\n\nOne node at a time."
+    files = [("runbook.md", runbook), ("notes.txt", "Plain words.")]
+    sections = pin_sections("alice, 2026-11-25: Ops", "Ops notes, see the files.", files)
+    assert sections == [
+        KnowledgeSection("", "Ops notes, see the files."),
+        KnowledgeSection("runbook.md > Restarts", "Drain the queue first."),
+        KnowledgeSection("runbook.md > Upgrades", "One node at a time."),
+        KnowledgeSection("notes.txt", "Plain words."),
+    ]
+    assert pin_sections("bob, 2026-11-25", "  ", [("empty.txt", "")]) == []
