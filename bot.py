@@ -34,6 +34,7 @@ from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
 from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
+from edge.pins import PinEvents, PinnedKnowledge
 from edge.reminder_posts import reminder_scheduler
 from edge.threads import Threads
 from followup import load_model, model_path
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley")
 
 
-class Parley(discord.AutoShardedClient):
+class Parley(PinEvents, discord.AutoShardedClient):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
     def __init__(
@@ -140,6 +141,7 @@ class Parley(discord.AutoShardedClient):
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
         self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
         self.files = AttachmentSources(self, self, settings)
+        self.pins = PinnedKnowledge(self, settings, self.background, self.admission, self.files, self.forgetting)
         self.answering = Answering(
             self,
             self,

@@ -564,6 +564,16 @@ class VectorTable(Protocol):
         ...
 
 
+class PinChannelTables(Protocol):
+    """The channels whose pinned messages are taken into the knowledge base (edge/pins.py's rules)."""
+
+    async def set_pins_taken(
+        self, channel_id: int, guild_id: int, taken: bool, *, set_by: int, now: datetime | None = None
+    ) -> None: ...
+    async def pins_taken(self, channel_id: int) -> bool: ...
+    async def pin_channels(self, guild_id: int | None = None) -> dict[int, int]: ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -597,6 +607,7 @@ class Archive(
     ReminderTable,
     KnowledgeStore,
     VectorTable,
+    PinChannelTables,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

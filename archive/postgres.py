@@ -55,6 +55,7 @@ from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
 from archive.members import MemberTables
+from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
 from archive.rows import message_from_row as _message_from_row
@@ -495,6 +496,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v22 (vectors): the knowledge sections waiting for an embedding, and what drops a deleted section's queued text
     # and vector (archive/vectors.py).
     POSTGRES_QUEUE_TABLE,
+    # v23 (pins): the channels whose pinned messages are taken into the knowledge base (edge/pins.py), with who
+    # turned it on and when. A row per channel opted in; turning it off deletes the row.
+    """
+    CREATE TABLE pin_channels (
+        channel_id BIGINT PRIMARY KEY,
+        guild_id   BIGINT NOT NULL,
+        set_by     BIGINT NOT NULL,
+        set_at     BIGINT NOT NULL
+    );
+    CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -569,6 +581,7 @@ _DELETE_CHANNEL = Write(
         ),
         "DELETE FROM profile_settings WHERE scope_id = $1",
         "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
+        "DELETE FROM pin_channels WHERE channel_id = $1",
     ),
 )
 _DELETE_GUILD = Write(
@@ -592,6 +605,7 @@ _DELETE_GUILD = Write(
         # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
         "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = $1)",
         "DELETE FROM knowledge_documents WHERE guild_id = $1",
+        "DELETE FROM pin_channels WHERE guild_id = $1",
     ),
 )
 _FORGET = Write(
@@ -817,6 +831,7 @@ class PostgresArchive(
     QueuedWrites,
     StoreTables,
     MemberTables,
+    PinChannelRows,
     DigestTables,
     PostgresAllowances,
     ReminderTables,

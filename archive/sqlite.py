@@ -46,6 +46,7 @@ from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import MemberTables
+from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
@@ -496,6 +497,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v22 (vectors): the knowledge sections waiting for an embedding, and what drops a deleted section's queued text
     # and vector (archive/vectors.py).
     SQLITE_QUEUE_TABLE,
+    # v23 (pins): the channels whose pinned messages are taken into the knowledge base (edge/pins.py), with who
+    # turned it on and when. A row per channel opted in; turning it off deletes the row.
+    """
+    CREATE TABLE pin_channels (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        set_by     INTEGER NOT NULL,
+        set_at     INTEGER NOT NULL
+    );
+    CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -640,6 +652,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM reconciliation WHERE channel_id = ?",
         "DELETE FROM digests WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
+        "DELETE FROM pin_channels WHERE channel_id = ?",
     ),
 )
 _DELETE_GUILD = _Write(
@@ -666,6 +679,7 @@ _DELETE_GUILD = _Write(
         # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
         "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
+        "DELETE FROM pin_channels WHERE guild_id = ?",
     ),
 )
 _FORGET = _Write(
@@ -769,7 +783,14 @@ Write = _Write
 
 
 class SQLiteArchive(
-    QueuedWrites, StoreTables, MemberTables, DigestTables, ReminderTables, KnowledgeTables, SQLiteVectorTables
+    QueuedWrites,
+    StoreTables,
+    MemberTables,
+    PinChannelRows,
+    DigestTables,
+    ReminderTables,
+    KnowledgeTables,
+    SQLiteVectorTables,
 ):
     """Message archive backed by one SQLite file.
 

@@ -1,5 +1,6 @@
-"""`/parley-admin knowledge add | list | remove`: the documents of the server's knowledge base (knowledge/), which
-Parley's `search_knowledge` tool searches and its answers cite.
+"""`/parley-admin knowledge add | list | remove | pins`: the documents of the server's knowledge base (knowledge/),
+which Parley's `search_knowledge` tool searches and its answers cite; `pins` (commands/knowledge_pins.py) takes a
+channel's pinned messages in.
 
 Adding or removing a document changes what every channel's answers may draw on, so it takes Manage Server;
 listing takes the admins' group's Manage Messages. A file is read whole or refused with one line (its size, its
@@ -19,6 +20,7 @@ from discord import app_commands
 from archive import ArchiveWriteFailed
 from archive.knowledge_types import KnowledgeDocument, KnowledgeDocumentInfo
 from commands.embeds import Field, clip, paginate, reply_embed, send_embeds, server_colour
+from commands.knowledge_pins import PinSetting, answer_pins
 from commands.tree import Refusal, operated, place_of, send_ephemeral
 from discord_io import discord_time
 from knowledge.base import KnowledgeBase, KnowledgeFull
@@ -37,7 +39,7 @@ TITLE_MAX_CHARS = 100
 class KnowledgeCommands(
     app_commands.Group, name="knowledge", description="The server's documents Parley searches and cites."
 ):
-    """`/parley-admin knowledge add | list | remove`."""
+    """`/parley-admin knowledge add | list | remove | pins`."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -106,6 +108,12 @@ class KnowledgeCommands(
             raise Refusal(f"There is no document {document} in this server; /parley-admin knowledge list shows them.")
         log.info("knowledge: document %s removed in server %s by %s", document, guild_id, interaction.user.id)
         await send_ephemeral(interaction, f"Removed document {document}: answers no longer find it.")
+
+    @app_commands.command(description="Whether this channel's pinned messages are part of the knowledge base.")
+    @app_commands.describe(setting="on: take this channel's pins in and keep them in step; off: remove them; status")
+    @app_commands.checks.has_permissions(manage_channels=True)
+    async def pins(self, interaction: discord.Interaction, setting: PinSetting) -> None:
+        await answer_pins(interaction, setting)
 
 
 def knowledge_base(interaction: discord.Interaction) -> KnowledgeBase:

@@ -52,6 +52,12 @@ NOT_YOURS = "Only the member who asked can confirm or cancel this."
 NO_ARCHIVE = "Parley keeps no archive here (DATABASE_URL is empty): it holds nothing of you beyond live conversations."
 
 
+class MemberPins(Protocol):
+    """The pinned messages in the knowledge base (edge/pins.py), as an opt-out changes them."""
+
+    def member_opted_out(self, guild_id: int, member_id: int) -> None: ...
+
+
 class PrivacyClient(Protocol):
     """The client, as these commands see it (bot.py's Parley)."""
 
@@ -67,6 +73,8 @@ class PrivacyClient(Protocol):
     def upkeep(self) -> EndingConversations: ...
     @property
     def usage(self) -> TodaysUsage: ...
+    @property
+    def pins(self) -> MemberPins: ...
 
     def guild_of(self, channel_id: int) -> int: ...
 
@@ -97,6 +105,8 @@ class PrivacyCommands(
             await client.admission.optouts.set(guild_id, interaction.user.id, opted_out)
         except ArchiveWriteFailed:
             raise Refusal("Your choice could not be saved (the archive refused it; see Parley's log).") from None
+        if opted_out:  # their pinned messages leave the knowledge base
+            client.pins.member_opted_out(guild_id, interaction.user.id)
         if opted_out and client.archive is not None:  # Parley keeps nothing for them: their reminders go too
             try:
                 await client.archive.delete_member_reminders(guild_id, interaction.user.id)

@@ -15,6 +15,7 @@ from budget import UsageLedger
 from config import Settings
 from conversation import ConversationManager
 from discord_io import split_message
+from edge.pins import PinnedKnowledge
 from journal import LoggedDecision
 from knowledge.base import KnowledgeBase
 from memory import MemoryStore
@@ -50,6 +51,8 @@ class Operated(Protocol):
     def coverage(self) -> Coverage: ...
     @property
     def access(self) -> AccessGate: ...
+    @property
+    def pins(self) -> PinnedKnowledge: ...
 
     def mode_of(self, channel_id: int) -> str: ...
     def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...

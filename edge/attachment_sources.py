@@ -9,6 +9,7 @@ import discord
 
 from archive.holder import ArchiveHolder
 from config import Settings
+from discord_io import to_record
 from files.prepared import PreparedFiles
 from files.preparer import AttachmentPreparer
 from files.providers import build_transcriber
@@ -52,6 +53,13 @@ class AttachmentSources:
             self.note(fetched.attachments)
             source = next(a for a in fetched.attachments if a.id == info.attachment_id)
         return await source.read()
+
+    async def file_texts(self, message: discord.Message) -> list[tuple[str, str]]:
+        """(name, text) of a message's text files and PDFs (a pinned message's, for the knowledge base), each read
+        within the attachments' limits and cut at MAX_ATTACHMENT_CHARS; a file that cannot be read is left out."""
+        self.note(message.attachments)
+        prepared = await self.attachments.archivable_text(to_record(message))
+        return [(p.info.filename, p.text[: self.attachments.max_chars]) for p in prepared if p.text]
 
     async def archive_text(self, record: MessageRecord) -> None:
         """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""

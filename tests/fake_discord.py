@@ -377,12 +377,49 @@ class FakeDiscord(RestRoutes):
         """Remove stored messages and dispatch MESSAGE_DELETE (one id) or MESSAGE_DELETE_BULK (several)."""
         channel = self.channels[channel_id]
         channel.messages = [m for m in channel.messages if int(m["id"]) not in message_ids]
+        # A deleted message leaves the pins without CHANNEL_PINS_UPDATE, as on Discord.
+        channel.pins = {pinned: at for pinned, at in channel.pins.items() if pinned not in message_ids}
         ids = [str(message_id) for message_id in message_ids]
         where = {"channel_id": str(channel_id), "guild_id": str(channel.guild_id)}
         if len(ids) == 1:
             await self.dispatch("MESSAGE_DELETE", {"id": ids[0], **where})
         else:
             await self.dispatch("MESSAGE_DELETE_BULK", {"ids": ids, **where})
+
+    async def pin(self, channel_id: int, message_id: int, *, quietly: bool = False) -> None:
+        """Pin a stored message and dispatch CHANNEL_PINS_UPDATE, which says only where pins changed, as Discord's
+        (`quietly`: no event, as for a bot that is not connected).
+
+        https://discord.com/developers/docs/events/gateway-events#channel-pins-update
+        """
+        channel = self._channel(channel_id)
+        pinned_at = datetime.now(UTC)
+        if channel.pins:
+            # Distinct times: the listing pages by them.
+            pinned_at = max(pinned_at, max(channel.pins.values()) + timedelta(milliseconds=1))
+        channel.pins[message_id] = pinned_at
+        self._stored(channel_id, message_id)["pinned"] = True
+        if not quietly:
+            await self._pins_changed(channel)
+
+    async def unpin(self, channel_id: int, message_id: int, *, quietly: bool = False) -> None:
+        """Unpin a message and dispatch CHANNEL_PINS_UPDATE (`quietly`: none)."""
+        channel = self._channel(channel_id)
+        del channel.pins[message_id]
+        self._stored(channel_id, message_id)["pinned"] = False
+        if not quietly:
+            await self._pins_changed(channel)
+
+    async def _pins_changed(self, channel: FakeChannel) -> None:
+        latest = max(channel.pins.values(), default=None)
+        await self.dispatch(
+            "CHANNEL_PINS_UPDATE",
+            {
+                "guild_id": str(channel.guild_id),
+                "channel_id": str(channel.id),
+                "last_pin_timestamp": None if latest is None else latest.isoformat(),
+            },
+        )
 
     def _stored(self, channel_id: int, message_id: int) -> dict[str, Any]:
         return next(m for m in self.channels[channel_id].messages if int(m["id"]) == message_id)
@@ -415,6 +452,7 @@ class FakeDiscord(RestRoutes):
         """Remove stored messages without any event, as Discord does for a bot that is not connected."""
         channel = self.channels[channel_id]
         channel.messages = [m for m in channel.messages if int(m["id"]) not in message_ids]
+        channel.pins = {pinned: at for pinned, at in channel.pins.items() if pinned not in message_ids}
 
     async def drop_gateway(self, code: int = 1006) -> None:
         """End the client's gateway connection: 1006 cuts it without a close frame (a network drop),

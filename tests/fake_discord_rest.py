@@ -57,6 +57,8 @@ class RestRoutes(GatewaySessions):
                 "/channels/{channel_id}/users/@me/threads/archived/private",
                 self._get_joined_private_archived_threads,
             ),
+            # Before /messages/{message_id}, which would take "pins" for a message id.
+            ("GET", "/channels/{channel_id}/messages/pins", self._get_pins),
             ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
             ("POST", "/channels/{channel_id}/messages", self._post_message),
             ("PATCH", "/channels/{channel_id}/messages/{message_id}", self._patch_message),
@@ -215,6 +217,27 @@ class RestRoutes(GatewaySessions):
         ]
         return _json_response({"threads": threads[:limit], "members": [], "has_more": len(threads) > limit})
 
+    async def _get_pins(self, request: web.Request) -> web.Response:
+        """A page of a channel's pinned messages, newest pin first, pinned before `before` (ISO 8601).
+
+        https://discord.com/developers/docs/resources/message#get-channel-pins
+        """
+        channel = self._channel_or_none(request)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        status = self.pin_failures.get(channel.id)
+        if status == 403:
+            return _error(403, "Missing Access", 50001)
+        if status is not None:
+            return _error(status, f"{status}: Internal Server Error")
+        limit = max(1, min(int(request.query.get("limit", 50)), 50))
+        before = datetime.fromisoformat(request.query["before"]) if "before" in request.query else None
+        pins = sorted(channel.pins.items(), key=lambda pin: pin[1], reverse=True)
+        if before is not None:
+            pins = [(message_id, at) for message_id, at in pins if at < before]
+        items = [{"pinned_at": at.isoformat(), "message": channel.find(message_id)} for message_id, at in pins[:limit]]
+        return _json_response({"items": items, "has_more": len(pins) > limit})
+
     async def _get_message(self, request: web.Request) -> web.Response:
         channel = self._channel_or_none(request)
         message = channel.find(int(request.match_info["message_id"])) if channel else None
@@ -301,6 +324,7 @@ class RestRoutes(GatewaySessions):
         if channel is None or channel.find(message_id) is None:
             return _error(404, "Unknown Message", 10008)
         channel.messages = [m for m in channel.messages if int(m["id"]) != message_id]
+        channel.pins.pop(message_id, None)
         self.deleted_ids.append(message_id)
         where = {"id": str(message_id), "channel_id": str(channel.id)}
         if channel.recipient_id is None:

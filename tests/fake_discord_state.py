@@ -157,6 +157,8 @@ class FakeChannel:
     guild_id: int = GUILD_ID  # the server of a text channel or thread (a direct message channel has none)
     category_id: int | None = None  # a text channel's category
     is_category: bool = False  # a category: a server's channel that holds others, where nobody writes
+    # The channel's pinned messages: message id -> when it was pinned, in pin order.
+    pins: dict[int, datetime] = field(default_factory=dict)
 
     def payload(self) -> dict[str, Any]:
         if self.parent_id is not None:
@@ -411,6 +413,8 @@ class FakeDiscordState:
         self.cdn_failures: set[int] = set()
         self.cdn_requests: list[int] = []
         self._edit_failures: list[_Failure] = []
+        # Channels whose pins listing answers with this status (403: no permission to read them) until cleared.
+        self.pin_failures: dict[int, int] = {}
         # The session of each shard, and the one that identified last (the only one, for a single client).
         self._sessions: dict[int, _Session] = {}
         self._session: _Session | None = None

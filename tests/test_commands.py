@@ -323,7 +323,11 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     ]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
-    assert list(knowledge) == ["add", "list", "remove"]
+    assert list(knowledge) == ["add", "list", "remove", "pins"]
+    # The pins setting: a choice of three, required.
+    [setting] = knowledge["pins"]["options"]
+    choices = [choice["value"] for choice in setting["choices"]]
+    assert (setting["name"], choices, setting["required"]) == ("setting", ["on", "off", "status"], True)
     # Discord's attachment picker (type 11) for the file, required.
     [file, _] = knowledge["add"]["options"]
     assert (file["name"], file["type"], file["required"]) == ("file", 11, True)

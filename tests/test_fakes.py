@@ -129,6 +129,34 @@ async def test_history_pages_seeded_messages(fake: FakeDiscord, client: Recordin
     assert older[-1].created_at == start and older[-1].author.id == fake.alice_id
 
 
+async def test_pins_are_listed_in_pages_and_changes_dispatched(fake: FakeDiscord, client: RecordingClient) -> None:
+    """channel.pins() pages through the listing (50 a page, newest pin first); a pin or an unpin dispatches
+    CHANNEL_PINS_UPDATE; a deleted message leaves the pins; a channel whose pins may not be read answers 403."""
+    changes: asyncio.Queue[int] = asyncio.Queue()
+
+    async def pins_changed(channel: discord.abc.GuildChannel, last_pin: datetime | None) -> None:
+        await changes.put(channel.id)
+
+    client.on_guild_channel_pins_update = pins_changed  # type: ignore[attr-defined]
+    messages = [await fake.send_user_message(fake.channel_id, fake.alice_id, f"note {n}") for n in range(53)]
+    for message in messages:
+        await fake.pin(fake.channel_id, int(message["id"]), quietly=True)
+    channel = client.get_channel(fake.channel_id)
+    assert isinstance(channel, discord.TextChannel)
+    listed = [m async for m in channel.pins(limit=None)]
+    assert [m.content for m in listed] == [f"note {n}" for n in reversed(range(53))]
+    assert all(m.pinned and m.pinned_at is not None for m in listed)
+
+    await fake.unpin(fake.channel_id, int(messages[0]["id"]))
+    assert await asyncio.wait_for(changes.get(), 2.0) == fake.channel_id
+    await fake.delete_messages(fake.channel_id, int(messages[1]["id"]))
+    assert len([m async for m in channel.pins(limit=None)]) == 51
+
+    fake.pin_failures[fake.channel_id] = 403
+    with pytest.raises(discord.Forbidden):
+        [m async for m in channel.pins()]
+
+
 async def test_threads_and_nicknames_reach_the_client(fake: FakeDiscord, client: RecordingClient) -> None:
     """A thread the fake opens is a discord.Thread in its parent channel; a member's nickname is their display name."""
     fake.users[fake.alice_id] = replace(fake.users[fake.alice_id], nick="Parley")

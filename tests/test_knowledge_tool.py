@@ -186,7 +186,7 @@ def test_the_knowledge_commands_are_a_subgroup_of_the_admins_group() -> None:
     [group] = [command for command in admin.commands if command.name == "knowledge"]
     assert isinstance(group, KnowledgeCommands)
     assert admin.default_permissions == discord.Permissions(manage_messages=True)
-    assert {command.name for command in group.commands} == {"add", "list", "remove"}
+    assert {command.name for command in group.commands} == {"add", "list", "remove", "pins"}
 
 
 def test_the_list_shows_each_documents_id_source_and_origin() -> None:

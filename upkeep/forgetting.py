@@ -7,6 +7,7 @@ must be the channel as it now stands, so the live conversation follows too.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Protocol
 
 import discord
 from pydantic_ai.messages import ModelMessage
@@ -20,6 +21,15 @@ from journal import DecisionJournal
 from profiles import Profiles
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
+
+
+class MessageFollower(Protocol):
+    """Something else that keeps what messages say (edge/pins.py: pinned messages in the knowledge base), told of
+    their edits and deletions as the archive is."""
+
+    def message_edited(self, channel_id: int, message_id: int) -> None: ...
+    def messages_gone(self, channel_id: int, message_ids: Collection[int]) -> None: ...
+    def channel_gone(self, channel_id: int, guild_id: int) -> None: ...
 
 
 class Forgetting:
@@ -42,6 +52,8 @@ class Forgetting:
         self.forget_markers = channels.forget_markers
         self.thread_channels = channels.thread_channels
         self.own_threads = channels.own_threads
+        # Told of edits and deletions after the conversations and the archive; each returns at once.
+        self.followers: list[MessageFollower] = []
 
     async def forget(self, channel_id: int, guild_id: int) -> bool:
         """End the channel's conversation and start its next one afresh; whether there was one.
@@ -111,6 +123,8 @@ class Forgetting:
             self.holder.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
             if files is not None:
                 self.holder.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
+        for follower in self.followers:
+            follower.message_edited(payload.channel_id, payload.message_id)
 
     def _holders(self, channel_id: int, message_id: int) -> tuple[int, ...]:
         """The conversations a message may be in: its channel's, and the thread Parley opened on it, if any
@@ -137,18 +151,24 @@ class Forgetting:
         self.upkeep.delete_from_ending(channel_id, message_ids)
         if self.holder.archive is not None:
             self.holder.archive.delete(message_ids)
+        for follower in self.followers:
+            follower.messages_gone(channel_id, message_ids)
 
     def channel_deleted(self, channel: discord.abc.GuildChannel) -> None:
         self.manager.end(channel.id)
         self._forget_channel(channel.id)
         if self.holder.archive is not None:
             self.holder.archive.delete_channel(channel.id)
+        for follower in self.followers:
+            follower.channel_gone(channel.id, channel.guild.id)
 
     def thread_deleted(self, payload: discord.RawThreadDeleteEvent) -> None:
         self.manager.end(payload.thread_id)
         self._forget_channel(payload.thread_id)
         if self.holder.archive is not None:
             self.holder.archive.delete_channel(payload.thread_id)
+        for follower in self.followers:
+            follower.channel_gone(payload.thread_id, payload.guild_id)
 
     def guild_removed(self, guild: discord.Guild) -> None:
         threads = [thread_id for thread_id, guild_id in self.own_threads.items() if guild_id == guild.id]
