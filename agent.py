@@ -60,7 +60,7 @@ from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import MessageRecord
 from tool_approval import settle
-from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
+from tools import ARCHIVE_TOOLS, KNOWLEDGE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
 if TYPE_CHECKING:
     from pydantic_ai.models.anthropic import AnthropicModelSettings
@@ -204,7 +204,8 @@ def build_responder(
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
-    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them).
+    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them); the knowledge
+    base's `search_knowledge` with the archive tools.
     Transient provider errors are retried `settings.model_retries` times by the provider SDK, with backoff
     that honours Retry-After, and each response is capped at `settings.max_answer_tokens`. Before each model
     request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
@@ -217,6 +218,8 @@ def build_responder(
     if memory_enabled is None:
         memory_enabled = settings.memory_tools_enabled
     tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
+    # The knowledge base is in the archive too; its tool offers itself only in a server with documents.
+    tools += KNOWLEDGE_TOOLS if archive_enabled else ()
     toolbox = toolbox or Toolbox()
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.

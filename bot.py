@@ -37,6 +37,7 @@ from edge.member_roles import access_gate
 from edge.threads import Threads
 from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
+from knowledge.opening import KnowledgeBase, open_knowledge
 from memory import MemoryStore
 from ops import cli
 from ops.opening import follow, open_configured_archive
@@ -89,6 +90,7 @@ class Parley(discord.AutoShardedClient):
         self.archive: Archive | None = None
         # Facts and context snapshots, kept in the archive's file: None without an archive.
         self.memory: MemoryStore | None = None
+        self.knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/), in the archive too
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
@@ -197,6 +199,7 @@ class Parley(discord.AutoShardedClient):
             return
         self.archive = archive = await open_configured_archive(self.settings)
         self.memory = await MemoryStore.open(archive)
+        self.knowledge = await open_knowledge(archive, self.settings, self.background.start)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -223,7 +226,7 @@ class Parley(discord.AutoShardedClient):
             await super().close()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
         archive, self.archive = self.archive, None
-        self.memory = None
+        self.memory = self.knowledge = None
         if self._other_processes is not None:
             await self._other_processes.close()
             self._other_processes = None

@@ -172,6 +172,14 @@ class Settings(BaseSettings):
         description="Bytes of text read from one member's files the archive keeps per UTC day, all channels together;"
         " 0 means no limit.",
     )
+    embedding_model: str | None = Field(
+        None,
+        description="pydantic-ai embedding model string (e.g. openai:text-embedding-3-small) that adds vector search"
+        " to the knowledge base's full-text search; empty: full text only.",
+    )
+    embedding_timeout_seconds: float = Field(
+        20, gt=0, description="Time limit for one embedding request (a batch of sections, or a search's question)."
+    )
     backfill_max_messages: int = Field(
         1000,
         ge=0,
@@ -199,6 +207,12 @@ class Settings(BaseSettings):
         True,
         description="Offer the model the remember and recall tools, which keep facts in the archive"
         " (needs it, and HISTORY_TOOLS).",
+    )
+    knowledge_max_documents: int = Field(
+        100,
+        ge=0,
+        description="Documents an admin may add to a server's knowledge base (/parley-admin knowledge add); pinned"
+        " messages are not counted; 0 means no limit.",
     )
 
     vision: VisionMode = Field(
@@ -417,6 +431,17 @@ class Settings(BaseSettings):
         if short:
             raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
         return words
+
+    @field_validator("embedding_model", mode="before")
+    @classmethod
+    def _embedding_model_string(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        value = value.strip()
+        if value and ":" not in value:
+            # pydantic-ai's infer_embedding_model needs the provider prefix; say so before the first embedding does.
+            raise ValueError(f"{value!r} needs its provider, as in openai:text-embedding-3-small")
+        return value or None
 
     @field_validator("timezone")
     @classmethod

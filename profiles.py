@@ -29,7 +29,7 @@ from pydantic_ai import ToolDefinition
 from archive import ArchiveWriteFailed, ProfileTables, ProfileValue
 from config import Settings
 from records import CHANNEL_MODES, NORMAL
-from tools import ARCHIVE_TOOLS, MEMORY_TOOLS
+from tools import ARCHIVE_TOOLS, KNOWLEDGE_TOOLS, MEMORY_TOOLS
 
 log = logging.getLogger("parley.profiles")
 
@@ -39,15 +39,20 @@ Scope = Literal["channel", "server"]
 
 PERSONA_MAX_CHARS = 2000
 
-# Tool sets by name, as `ChatDeps.offered_toolsets` carries them: the archive and memory tools are filtered here,
-# tools.py's web search and MCP tool sets withhold themselves (`ChatDeps.offers`).
+# Tool sets by name, as `ChatDeps.offered_toolsets` carries them: the archive, memory and knowledge tools are
+# filtered here, tools.py's web search and MCP tool sets withhold themselves (`ChatDeps.offers`).
 ARCHIVE = "archive"
 MEMORY = "memory"
+KNOWLEDGE = "knowledge"
 WEB = "web"
 MCP_PREFIX = "mcp:"
 ALL_TOOLS = "all"
 NO_TOOLS = "none"
-_SET_OF_TOOL = {tool.__name__: ARCHIVE for tool in ARCHIVE_TOOLS} | {tool.__name__: MEMORY for tool in MEMORY_TOOLS}
+_SET_OF_TOOL = (
+    {tool.__name__: ARCHIVE for tool in ARCHIVE_TOOLS}
+    | {tool.__name__: MEMORY for tool in MEMORY_TOOLS}
+    | {tool.name: KNOWLEDGE for tool in KNOWLEDGE_TOOLS}
+)
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 OPERATOR_PERSONA = (
@@ -145,14 +150,14 @@ def _normalise_tools(raw: object) -> str:
     for name in names:
         if not is_tool_set_name(name):
             raise ValueError(
-                f"unknown tool set {name!r}: name {ARCHIVE}, {MEMORY}, {WEB} or {MCP_PREFIX}<server>,"
+                f"unknown tool set {name!r}: name {ARCHIVE}, {MEMORY}, {KNOWLEDGE}, {WEB} or {MCP_PREFIX}<server>,"
                 f" or give {ALL_TOOLS} or {NO_TOOLS}"
             )
     return ",".join(dict.fromkeys(names)) or NO_TOOLS
 
 
 def is_tool_set_name(name: str) -> bool:
-    if name in (ARCHIVE, MEMORY, WEB):
+    if name in (ARCHIVE, MEMORY, KNOWLEDGE, WEB):
         return True
     return name.startswith(MCP_PREFIX) and bool(_MCP_SERVER_NAME.match(name.removeprefix(MCP_PREFIX)))
 
@@ -166,8 +171,8 @@ def parse_tool_sets(value: str) -> frozenset[str] | None:
 
 
 def offered(tools: Iterable[ToolDefinition], tool_sets: frozenset[str] | None) -> list[ToolDefinition]:
-    """The tools of the offered sets among the archive and memory tools; any other tool passes, since tools.py's
-    web search and MCP tool sets withhold themselves when the answer's `ChatDeps.offers` says no."""
+    """The tools of the offered sets among the archive, memory and knowledge tools; any other tool passes, since
+    tools.py's web search and MCP tool sets withhold themselves when the answer's `ChatDeps.offers` says no."""
     if tool_sets is None:
         return list(tools)
     return [tool for tool in tools if _SET_OF_TOOL.get(tool.name, "") in (*tool_sets, "")]

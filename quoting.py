@@ -14,6 +14,7 @@ from typing import Final
 from pydantic_ai.framing import close_tag, open_tag, register_tag, wrap
 
 from archive import ArchivedMessage, ChannelStats
+from archive.knowledge_types import KnowledgeHit
 
 __all__ = [
     "AI_PARTICIPANT_TAG",
@@ -25,6 +26,8 @@ __all__ = [
     "CHANNEL_STATS_TAG",
     "EARLIER_CONVERSATIONS_TAG",
     "EARLIER_CONVERSATION_TAG",
+    "KNOWLEDGE_RESULTS_TAG",
+    "KNOWLEDGE_SECTION_TAG",
     "LAST_ANSWERED_TAG",
     "MEMORIES_TAG",
     "MEMORY_TAG",
@@ -37,6 +40,7 @@ __all__ = [
     "WEB_RESULTS_TAG",
     "WEB_RESULT_TAG",
     "author_attributes",
+    "format_knowledge",
     "format_log",
     "format_messages",
     "format_stats",
@@ -68,6 +72,11 @@ WEB_RESULTS_TAG = register_tag("web_results")
 # A channel's messages as numbered lines, for a catch-up: a tenth of `archived_message`'s cost per message.
 CHANNEL_LOG_TAG = register_tag("channel_log")
 WEB_RESULT_TAG = register_tag("web_result")
+# The knowledge base's search results (tools.search_knowledge): documents admins added and members' pinned messages.
+KNOWLEDGE_RESULTS_TAG = register_tag("knowledge_results")
+KNOWLEDGE_SECTION_TAG = register_tag("knowledge_section")
+# A section's heading path is a few headings deep; past this it is cut.
+HEADING_MAX_CHARS = 300
 
 # Discord caps names at 100 characters; anything longer did not come from Discord.
 NAME_MAX_CHARS = 100
@@ -272,3 +281,25 @@ def format_stats(stats: ChannelStats, *, bot_user_id: int | None = None) -> str:
     ]
     lines.append(close_tag(CHANNEL_STATS_TAG))
     return "\n".join(lines)
+
+
+def format_knowledge(hits: Sequence[KnowledgeHit]) -> str:
+    """Knowledge base sections as quoted data for the model: a `<knowledge_results>` of `<knowledge_section>`
+    elements, best first, each naming its document (title and id), its section's heading path and, for a channel's
+    document (a pinned message), the channel; the body is the quote."""
+    if not hits:
+        return "No section of the server's documents matches."
+    elements = [
+        wrap(
+            KNOWLEDGE_SECTION_TAG,
+            hit.quote,
+            document=inline(hit.title),
+            section=" ".join(hit.heading.split())[:HEADING_MAX_CHARS] or None,
+            document_id=str(hit.document_id),
+            channel_id=None if hit.channel_id is None else str(hit.channel_id),
+        )
+        for hit in hits
+    ]
+    return "\n".join(
+        [open_tag(KNOWLEDGE_RESULTS_TAG, count=str(len(elements))), *elements, close_tag(KNOWLEDGE_RESULTS_TAG)]
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import discord
@@ -29,12 +29,13 @@ from discord_io import (
 )
 from edge.approval import ApprovalButton, ApprovalPrompts
 from edge.attachment_sources import AttachmentSources
+from edge.readable import readable_channel_ids
 from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
 from profiles import Profiles, persona_instructions
 from records import MessageRecord
 from streaming import AnsweredTurn, AnswerStreams
-from tools import ChatDeps
+from tools import ChatDeps, KnowledgeSearch
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -44,11 +45,13 @@ DIRECT_MESSAGES_PLACE = "direct messages"
 
 
 class Stores(ArchiveHolder, Protocol):
-    """The client, as holder of the archive and of the memory kept in it (both None without an archive), and of
-    the opt-outs that veil what the tools read of it."""
+    """The client, as holder of the archive and of the memory and knowledge base kept in it (all None without an
+    archive), and of the opt-outs that veil what the tools read of it."""
 
     @property
     def memory(self) -> MemoryStore | None: ...
+    @property
+    def knowledge(self) -> KnowledgeSearch | None: ...
     @property
     def admission(self) -> HasOptOuts: ...
 
@@ -143,6 +146,8 @@ class Answering:
             message_id=message.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
             approver=self.approvals.for_answer(message, channel),
+            knowledge=self.stores.knowledge,
+            readable_channels=_readable_channels(guild, message.author),
         )
 
     async def _reply(
@@ -259,3 +264,12 @@ class Answering:
         )
         outcome = AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts, kept_before=earlier)
         await self.tail.finish(outcome, conversation)
+
+
+def _readable_channels(
+    guild: discord.Guild | None, author: discord.User | discord.Member
+) -> Callable[[], frozenset[int]] | None:
+    """How to find the channels of the server the asker may read, once the knowledge tool needs them."""
+    if guild is None or not isinstance(author, discord.Member):
+        return None
+    return functools.partial(readable_channel_ids, guild, author)

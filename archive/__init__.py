@@ -15,6 +15,8 @@ from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
+from archive.knowledge_types import KnowledgeStore
+
 __all__ = [
     "AccessEntry",
     "AccessTables",
@@ -441,6 +443,61 @@ class AccessTables(Protocol):
     async def clear_access_entry(self, guild_id: int, target_id: int) -> None: ...
 
 
+class VectorModel(NamedTuple):
+    """The embedding model the stored vectors were made by, and their dimension."""
+
+    name: str
+    dimensions: int
+
+
+class WaitingSection(NamedTuple):
+    """A section the queue holds until it has an embedding."""
+
+    section_id: int
+    guild_id: int
+    text: str
+
+
+class VectorTable(Protocol):
+    """What the knowledge base's vectors (knowledge/vectors.py) keep in the archive; both backends offer it."""
+
+    async def vectors_available(self) -> bool:
+        """Whether this database can keep vectors (sqlite-vec loads; pgvector is installed or installable)."""
+        ...
+
+    async def vector_model(self) -> VectorModel | None:
+        """The model the stored vectors were made by; None before the first."""
+        ...
+
+    async def open_vectors(self, model: VectorModel) -> None:
+        """Make the vector table for `model`'s vectors (kept if it is already `model`'s)."""
+        ...
+
+    async def requeue_vectors(self) -> int:
+        """Put every embedded section back in the queue and drop the vectors (a new model); how many."""
+        ...
+
+    async def queue_embeddings(self, sections: Sequence[WaitingSection]) -> None:
+        """Queue sections for embedding (a queued section's text is replaced); returns once committed."""
+        ...
+
+    async def waiting_embeddings(self, limit: int) -> list[WaitingSection]:
+        """Up to `limit` queued sections, oldest id first."""
+        ...
+
+    async def store_vectors(self, vectors: Sequence[tuple[WaitingSection, Sequence[float]]]) -> None:
+        """Keep each section's vector (replacing any) and take it off the queue; `open_vectors` first."""
+        ...
+
+    async def forget_vectors(self, section_ids: Sequence[int]) -> None:
+        """Drop the sections' vectors and queued texts; returns once committed."""
+        ...
+
+    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
+        """The server's `limit` sections nearest `vector` (cosine distance), nearest first."""
+        ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -470,6 +527,8 @@ class Archive(
     ProfileTables,
     MemberData,
     AccessTables,
+    KnowledgeStore,
+    VectorTable,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

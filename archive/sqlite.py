@@ -43,12 +43,14 @@ from archive import (
 from archive import Write as _Write
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 
 __all__ = [
     "MIGRATIONS",
@@ -418,6 +420,43 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at INTEGER NOT NULL
     );
     """,
+    # v19 (knowledge): the knowledge base (archive/knowledge.py): each server's documents and their sections, with
+    # the sections' full-text index. Sections' ids are never handed out again (AUTOINCREMENT): the vector index
+    # (knowledge/base.py's SectionVectors) knows them by id.
+    """
+    CREATE TABLE knowledge_documents (
+        id         INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        source     TEXT    NOT NULL, -- file:<name> or pin:<channel_id>:<message_id>, unique in the server
+        title      TEXT    NOT NULL,
+        channel_id INTEGER,          -- NULL: server-wide; else only that channel's readers find it
+        added_by   INTEGER NOT NULL,
+        added_at   INTEGER NOT NULL,
+        UNIQUE (guild_id, source)
+    );
+    CREATE TABLE knowledge_sections (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        document_id INTEGER NOT NULL,
+        position    INTEGER NOT NULL,
+        heading     TEXT    NOT NULL,
+        text        TEXT    NOT NULL
+    );
+    CREATE INDEX knowledge_sections_document ON knowledge_sections (document_id, position);
+    CREATE VIRTUAL TABLE knowledge_fts USING fts5 (
+        heading, text,
+        content = 'knowledge_sections', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER knowledge_sections_insert AFTER INSERT ON knowledge_sections BEGIN
+        INSERT INTO knowledge_fts (rowid, heading, text) VALUES (new.id, new.heading, new.text);
+    END;
+    CREATE TRIGGER knowledge_sections_delete AFTER DELETE ON knowledge_sections BEGIN
+        INSERT INTO knowledge_fts (knowledge_fts, rowid, heading, text)
+            VALUES ('delete', old.id, old.heading, old.text);
+    END;
+    """,
+    # v20 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    SQLITE_QUEUE_TABLE,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -685,7 +724,7 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
+class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, KnowledgeTables, SQLiteVectorTables):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -1021,6 +1060,7 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables):
     # The small stores' tables (archive/stores.py): the same single writer and read connection.
 
     recall_sql = _RECALL_MEMORIES_SQL
+    knowledge_dialect = SQLITE_KNOWLEDGE
 
     def _memory_match(self, query: str, op: str) -> str | None:
         return match_expression(query, op)
@@ -1205,11 +1245,14 @@ class _SearchKeys:
 
 
 async def _connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connection:
+    register_sqlite_vec()  # before connecting: an automatic extension reaches only connections opened after it
     # isolation_level=None: the writer issues BEGIN/COMMIT itself.
     db = await aiosqlite.connect(path, isolation_level=None)
     try:
         for pragma in _PRAGMAS:
             await db.execute(pragma)
+        # The knowledge base's vectors (archive/vectors.py) are a vec0 table: both connections need the module.
+        await load_sqlite_vec(db)
         if read_only:
             await db.execute("PRAGMA query_only = ON")
     except BaseException:

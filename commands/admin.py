@@ -1,5 +1,6 @@
-"""`/parley-admin mode | threads | forget | usage`, `profile …` and `context …`: the commands that change how
-Parley behaves in a channel or show a server's costs, shown by default only to members with Manage Messages."""
+"""`/parley-admin mode | threads | forget | usage`, `profile …`, `context …`, `access …` and `knowledge …`: the
+commands that change how Parley behaves in a channel or a server or show a server's costs, shown by default only to
+members with Manage Messages."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from discord import app_commands
 
 from archive import ArchiveWriteFailed
 from commands.access import AccessCommands
+from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
 from commands.profile import ProfileCommands, profile_place_of
 from commands.tree import Refusal, in_a_server, operated, place_of, send_ephemeral
@@ -50,14 +52,15 @@ class AdminCommands(
     # https://discord.com/developers/docs/interactions/application-commands#permissions
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …` and `access …`, about the channel
-    they are used in (`usage` and `access`: its server)."""
+    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …` and `knowledge …`,
+    about the channel they are used in (`usage`, `access` and `knowledge`: its server)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.add_command(ContextCommands())
         self.add_command(ProfileCommands())
         self.add_command(AccessCommands())
+        self.add_command(KnowledgeCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

@@ -64,7 +64,7 @@ class ProfileCommands(
     @app_commands.describe(
         setting="What to change",
         value="persona: the instructions; model, judge_model: an allowed model; tools: all, none, or names"
-        " (archive, memory, web, mcp:<server>) separated by commas; mode: mention-only, normal or chatty",
+        " (archive, memory, knowledge, web, mcp:<server>) separated by commas; mode: mention-only, normal or chatty",
         scope="channel (Manage Channels; default) or server (Manage Server)",
     )
     async def set(

@@ -16,6 +16,7 @@ from config import Settings
 from conversation import ConversationManager
 from discord_io import split_message
 from journal import LoggedDecision
+from knowledge.base import KnowledgeBase
 from memory import MemoryStore
 from profiles import Profiles
 from tools import Toolbox
@@ -41,6 +42,8 @@ class Operated(Protocol):
     def archive(self) -> Archive | None: ...
     @property
     def memory(self) -> MemoryStore | None: ...
+    @property
+    def knowledge(self) -> KnowledgeBase | None: ...
     @property
     def shard_count(self) -> int | None: ...
     @property

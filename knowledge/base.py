@@ -1,0 +1,213 @@
+"""The knowledge base: the one service the search tool, the admins' commands and pins add, remove and search with.
+
+Full-text ranking (the archive's) is the default. With a `SectionVectors` (embeddings, the `vectors` feature) a
+search also asks it for the sections nearest in meaning, and the two rankings are fused by reciprocal rank
+fusion (Cormack, Clarke and Büttcher, SIGIR 2009: a section's score is the sum over the rankings of
+1 / (k + its rank), with k = 60): ranks, not scores, are fused, because bm25's and a cosine's scales have
+nothing in common. The vectors are an addition, never a dependency: if they fail, a search falls back to full
+text and an added document stays added (the log says what failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Collection, Iterable, Sequence
+from typing import Protocol
+
+from archive.knowledge_types import KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeHit, KnowledgeStore
+
+__all__ = [
+    "QUOTE_CHARS",
+    "RRF_K",
+    "KnowledgeBase",
+    "KnowledgeFull",
+    "SectionVectors",
+    "excerpt",
+    "reciprocal_rank_fusion",
+]
+
+logger = logging.getLogger(__name__)
+
+RRF_K = 60
+# Each ranking fused contributes this many candidates per hit asked for: enough for a section ranked low by one
+# and high by the other to surface.
+CANDIDATES_PER_HIT = 4
+# The longest quote of a section a hit carries: five hits stay a few thousand characters of the model's context.
+QUOTE_CHARS = 600
+_WORD = re.compile(r"\w+")
+
+
+class SectionVectors(Protocol):
+    """Vector search over the knowledge base's sections (the `vectors` feature implements it)."""
+
+    async def index(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
+        """Embed and keep these (section id, text) of the server's."""
+        ...
+
+    async def forget(self, section_ids: Sequence[int]) -> None:
+        """Drop these sections' vectors (their sections are gone)."""
+        ...
+
+    async def nearest(self, guild_id: int, query: str, limit: int) -> list[int]:
+        """The ids of the server's sections nearest in meaning to `query`, best first."""
+        ...
+
+
+class KnowledgeFull(Exception):
+    """The server has as many server-wide documents as it may keep; the message says so for the admin."""
+
+
+class KnowledgeBase:
+    """Adds, lists, removes and searches each server's documents (the store's) and, if given, their vectors.
+
+    `max_documents` bounds a server's server-wide documents (admins' files; 0: no bound); a channel's documents
+    (pins) are bounded by Discord's own cap on a channel's pins.
+    """
+
+    def __init__(self, store: KnowledgeStore, vectors: SectionVectors | None = None, *, max_documents: int = 0) -> None:
+        self._store = store
+        self._vectors = vectors
+        self._max_documents = max_documents
+        # One change at a time in this process, so that the bound holds and a document's vectors follow its
+        # sections in the order the changes were made.
+        self._changing = asyncio.Lock()
+
+    async def add(self, document: KnowledgeDocument) -> int:
+        """Store `document` in place of any with its source in its server, and index its sections; its id.
+
+        Raises:
+            KnowledgeFull: it is a new server-wide document and the server has `max_documents` of them.
+            archive.ArchiveWriteFailed: nothing changed.
+        """
+        async with self._changing:
+            await self._check_room(document)
+            added = await self._store.add_knowledge(document)
+            await self._forget(added.replaced_section_ids)
+            if self._vectors is not None and added.section_ids:
+                texts = [_indexed_text(section.heading, section.text) for section in document.sections]
+                try:
+                    await self._vectors.index(document.guild_id, list(zip(added.section_ids, texts, strict=True)))
+                except Exception:
+                    logger.exception("knowledge: the sections of %s could not be indexed by meaning", document.source)
+            return added.document_id
+
+    async def remove(self, guild_id: int, document_id: int) -> bool:
+        """Remove the server's document `document_id` with its vectors; False if the server has no such document."""
+        async with self._changing:
+            removed = await self._store.remove_knowledge(guild_id, document_id)
+            if removed is None:
+                return False
+            await self._forget(removed)
+            return True
+
+    async def remove_source(self, guild_id: int, source: str) -> bool:
+        """Remove the server's document from `source` (a pin that was unpinned); False if there is none."""
+        document_id = await self._store.knowledge_document_id(guild_id, source)
+        return document_id is not None and await self.remove(guild_id, document_id)
+
+    async def has_documents(self, guild_id: int) -> bool:
+        """Whether the server has any document (the search tool is offered only then)."""
+        return await self._store.has_knowledge(guild_id)
+
+    async def documents(self, guild_id: int) -> list[KnowledgeDocumentInfo]:
+        """The server's documents, oldest first."""
+        return await self._store.knowledge_documents(guild_id)
+
+    async def search(
+        self, guild_id: int, query: str, *, limit: int = 5, channel_ids: Collection[int]
+    ) -> list[KnowledgeHit]:
+        """The server's sections best matching `query`, best first, among its server-wide documents and those of
+        `channel_ids` (the channels the asker may read); each quote is the passage of the section that matched."""
+        if limit <= 0:
+            return []
+        candidates = limit * CANDIDATES_PER_HIT if self._vectors is not None else limit
+        by_text = await self._store.search_knowledge(guild_id, query, limit=candidates, channel_ids=channel_ids)
+        nearest = await self._nearest(guild_id, query, candidates)
+        if not nearest:
+            hits = by_text[:limit]
+        else:
+            hits = await self._fused(guild_id, by_text, nearest, limit, channel_ids)
+        return [hit._replace(quote=excerpt(hit.quote, query)) for hit in hits]
+
+    async def _fused(
+        self,
+        guild_id: int,
+        by_text: list[KnowledgeHit],
+        nearest: list[int],
+        limit: int,
+        channel_ids: Collection[int],
+    ) -> list[KnowledgeHit]:
+        """The best `limit` of both rankings by reciprocal rank fusion, each hit scored with its fused score."""
+        fused = reciprocal_rank_fusion([[hit.section_id for hit in by_text], nearest])
+        found = {hit.section_id: hit for hit in by_text}
+        # The vectors know nothing of channels: only sections the asker may read are read back.
+        missing = [section_id for section_id in fused if section_id not in found]
+        for hit in await self._store.sections_by_id(missing, guild_id=guild_id, channel_ids=channel_ids):
+            found[hit.section_id] = hit
+        ranked = [found[section_id]._replace(score=score) for section_id, score in fused.items() if section_id in found]
+        return ranked[:limit]
+
+    async def _nearest(self, guild_id: int, query: str, limit: int) -> list[int]:
+        if self._vectors is None:
+            return []
+        try:
+            return await self._vectors.nearest(guild_id, query, limit)
+        except Exception:
+            logger.exception("knowledge: the search by meaning failed; searching the words alone")
+            return []
+
+    async def _forget(self, section_ids: Sequence[int]) -> None:
+        if self._vectors is None or not section_ids:
+            return
+        try:
+            await self._vectors.forget(section_ids)
+        except Exception:
+            # The sections are gone from the archive, so a vector left behind is never read back (`_fused` reads
+            # each section from the archive); it costs space until the vectors are rebuilt.
+            logger.exception("knowledge: the vectors of %d removed sections could not be dropped", len(section_ids))
+
+    async def _check_room(self, document: KnowledgeDocument) -> None:
+        if not self._max_documents or document.channel_id is not None:
+            return
+        documents = await self._store.knowledge_documents(document.guild_id)
+        server_wide = [info for info in documents if info.channel_id is None]
+        replacing = any(info.source == document.source for info in server_wide)
+        if not replacing and len(server_wide) >= self._max_documents:
+            raise KnowledgeFull(
+                f"This server already has {len(server_wide)} documents, the most it may keep"
+                f" (KNOWLEDGE_MAX_DOCUMENTS={self._max_documents}): remove one first."
+            )
+
+
+def reciprocal_rank_fusion(rankings: Iterable[Sequence[int]], k: int = RRF_K) -> dict[int, float]:
+    """Each id's fused score, sum of 1 / (k + rank) over the rankings it is in (rank 1 first), best first; ties
+    keep the order in which the ids first appear."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(dict.fromkeys(ranking), start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return dict(sorted(scores.items(), key=lambda entry: -entry[1]))
+
+
+def excerpt(text: str, query: str, max_chars: int = QUOTE_CHARS) -> str:
+    """`text` whole if it fits in `max_chars`, else the `max_chars` around its first word of `query` (from that
+    line's start, or its sentence's), cut at spaces and marked with "…" where text was left out."""
+    if len(text) <= max_chars:
+        return text
+    words = {word.casefold() for word in _WORD.findall(query) if len(word) > 2}
+    first = next((match.start() for match in _WORD.finditer(text) if match.group().casefold() in words), 0)
+    sentence = text.rfind(". ", 0, first)
+    start = max(text.rfind("\n", 0, first) + 1, sentence + 2 if sentence >= 0 else 0, first - max_chars // 3)
+    if start > 0 and not text[start - 1].isspace() and (space := text.find(" ", start, first)) != -1:
+        start = space + 1
+    end = start + max_chars
+    if end < len(text) and (space := text.rfind(" ", start, end)) > start:
+        end = space
+    return ("…" if start > 0 else "") + text[start:end].strip() + ("…" if end < len(text) else "")
+
+
+def _indexed_text(heading: str, text: str) -> str:
+    """What a section's vector is made from: its heading path gives a short section its subject."""
+    return f"{heading}\n\n{text}" if heading else text

@@ -1,0 +1,151 @@
+"""Vector search for the knowledge base: sections embedded with pydantic-ai's `Embedder`, kept in the archive.
+
+`EmbeddedSections` is the knowledge base's `SectionVectors` when `EMBEDDING_MODEL` is set. A section is queued in
+the archive (archive/vectors.py) before it is embedded and leaves the queue only with its vector, so a provider
+that is down or rate limiting loses nothing: the document is already stored and searched by full text, and the
+sections still waiting are embedded on the next `index`, at start and every `RETRY_SECONDS` by `keep_embedding`. A
+search whose question cannot be embedded in time is full text only. A new `EMBEDDING_MODEL` re-embeds every
+section in the background (the old model's vectors cannot be compared with the new one's).
+
+Embedding calls are HTTP requests (or, for a local model, pydantic-ai's own worker thread): none blocks the
+event loop; each batch is bounded by EMBEDDING_TIMEOUT_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from pydantic_ai import Embedder
+from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UserError
+
+from archive import VectorModel, VectorTable, WaitingSection
+
+logger = logging.getLogger(__name__)
+
+# Sections per embedding request: providers take far more inputs (OpenAI 2,048), but a batch of sections of a
+# few thousand characters each stays well under their per-request token limits and the timeout.
+BATCH_SIZE = 32
+# How often the sections a failed embedding left waiting are tried again.
+RETRY_SECONDS = 300.0
+# What a provider that is down, refuses, or answers nonsense raises; anything else is a bug, logged with its trace.
+_PROVIDER_FAILURES = (ModelAPIError, UnexpectedModelBehavior, UserError, TimeoutError, OSError, ValueError)
+
+
+class EmbeddedSections:
+    """`SectionVectors` over the archive's vector table and one embedding model."""
+
+    def __init__(self, table: VectorTable, embedder: Embedder, *, model_name: str, timeout: float) -> None:
+        self._table = table
+        self._embedder = embedder
+        self._model_name = model_name
+        self._timeout = timeout
+        self._opened: VectorModel | None = None
+        # One embedding pass at a time: two would embed the same waiting sections twice.
+        self._embedding = asyncio.Lock()
+
+    async def start(self) -> bool:
+        """Whether the archive can keep vectors; after a change of model, queue every section to be embedded again.
+
+        Call once before use; False (logged by the archive) means the knowledge base searches full text only.
+        """
+        if not await self._table.vectors_available():
+            return False
+        stored = await self._table.vector_model()
+        if stored is not None and stored.name != self._model_name:
+            count = await self._table.requeue_vectors()
+            logger.info(
+                "knowledge: EMBEDDING_MODEL changed from %s to %s; re-embedding %d sections in the background",
+                stored.name,
+                self._model_name,
+                count,
+            )
+        return True
+
+    async def index(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
+        """Queue the sections (committed before this returns), then embed what waits; a failure leaves them queued."""
+        await self._table.queue_embeddings(
+            [WaitingSection(section_id, guild_id, text) for section_id, text in sections]
+        )
+        await self.embed_waiting()
+
+    async def forget(self, section_ids: Sequence[int]) -> None:
+        """Drop the sections' vectors, and their place in the queue if they are still waiting."""
+        if section_ids:
+            await self._table.forget_vectors(section_ids)
+
+    async def nearest(self, guild_id: int, query: str, limit: int) -> list[int]:
+        """The server's sections nearest `query`, best first; none when the question cannot be embedded in time."""
+        if limit < 1 or not query.strip():
+            return []
+        vectors = await self._embed(query, input_type="query")
+        if vectors is None:
+            return []
+        return await self._table.nearest_sections(guild_id, vectors[0], limit)
+
+    async def embed_waiting(self) -> int:
+        """Embed the queued sections, a batch at a time, until the queue is empty or a batch fails; how many."""
+        embedded = 0
+        async with self._embedding:
+            while batch := await self._table.waiting_embeddings(BATCH_SIZE):
+                vectors = await self._embed([section.text for section in batch], input_type="document")
+                if vectors is None:
+                    break
+                await self._open(VectorModel(self._model_name, len(vectors[0])))
+                await self._table.store_vectors(list(zip(batch, vectors, strict=True)))
+                embedded += len(batch)
+        return embedded
+
+    async def keep_embedding(self, every: float = RETRY_SECONDS) -> None:
+        """Embed what waits now (left by a failure before a restart, or a new model's re-embedding), then try again
+        every `every` seconds, for as long as the bot runs (a background task)."""
+        while True:
+            await self.embed_waiting()
+            await asyncio.sleep(every)
+
+    async def _open(self, model: VectorModel) -> None:
+        if self._opened != model:
+            await self._table.open_vectors(model)
+            self._opened = model
+
+    async def _embed(self, texts: str | list[str], *, input_type: str) -> list[list[float]] | None:
+        """The texts' vectors, or None (logged in one line) when the provider fails or is slower than the timeout."""
+        count = 1 if isinstance(texts, str) else len(texts)
+        try:
+            async with asyncio.timeout(self._timeout):
+                if input_type == "query":
+                    result = await self._embedder.embed_query(texts)
+                else:
+                    result = await self._embedder.embed_documents(texts)
+            vectors = [list(map(float, vector)) for vector in result.embeddings]
+            if len(vectors) != count or len({len(vector) for vector in vectors}) != 1 or not vectors[0]:
+                raise ValueError(f"{count} texts gave {len(vectors)} vectors of sizes {sorted(map(len, vectors))}")
+        except _PROVIDER_FAILURES as exc:
+            what = "a search's question" if input_type == "query" else f"{count} knowledge sections"
+            logger.warning(
+                "knowledge: could not embed %s with %s (%s: %s); %s",
+                what,
+                self._model_name,
+                type(exc).__name__,
+                " ".join(str(exc).split())[:300],
+                "this search is full text only" if input_type == "query" else "they wait for the next try",
+            )
+            return None
+        return vectors
+
+
+async def open_section_vectors(table: VectorTable, model: str | None, *, timeout: float) -> EmbeddedSections | None:
+    """The knowledge base's vectors for EMBEDDING_MODEL `model` on `table`; None (full text only) without a model,
+    without vector support in the database (logged by the archive), or when the model cannot be set up (logged)."""
+    if model is None:
+        return None
+    try:
+        embedder = Embedder(model, defer_model_check=False)
+    except (UserError, ValueError, ImportError) as exc:
+        logger.warning(
+            "knowledge: EMBEDDING_MODEL %s cannot be used (%s); knowledge search is full text only", model, exc
+        )
+        return None
+    vectors = EmbeddedSections(table, embedder, model_name=model, timeout=timeout)
+    return vectors if await vectors.start() else None
