@@ -53,10 +53,8 @@ class DocumentReader:
     def check_size(self, size: int) -> None:
         """Refuse a file too large to download, before downloading it."""
         if size > MAX_DOCUMENT_BYTES:
-            raise DocumentRefused(
-                f"The file is {human_size(size)}; the knowledge base reads files of at most"
-                f" {human_size(MAX_DOCUMENT_BYTES)}."
-            )
+            limit = human_size(MAX_DOCUMENT_BYTES)
+            raise DocumentRefused(f"The file is over {limit}, the most the knowledge base reads.")
 
     async def read(self, filename: str, title: str, data: bytes) -> ReadDocument:
         """`data` (the file `filename`) as a document's sections.

@@ -3,16 +3,19 @@ store (knowledge/base.py): the bound on documents, quotes, and the vectors' hook
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 
 import pytest
 from archive_contract_support import raw_db
+from hostile_files import shared_stream_pdf, text_pdf
 
 from archive import ArchiveWriteFailed
 from archive.knowledge import KnowledgeDocument, KnowledgeSection
 from archive.sqlite import SQLiteArchive
 from knowledge.base import QUOTE_CHARS, KnowledgeBase, KnowledgeFull, excerpt, reciprocal_rank_fusion
+from knowledge.reading import MAX_DOCUMENT_BYTES, DocumentReader, DocumentRefused, ReadDocument
 from knowledge.sections import MAX_SECTION_CHARS, split_document
 
 GUILD, CHANNEL, ADMIN = 10, 1, 500
@@ -257,3 +260,44 @@ async def test_a_failed_write_is_an_error_and_leaves_the_old_version(store: SQLi
     [info] = await base.documents(GUILD)
     assert info.sections == 3
     assert [hit.heading for hit in await base.search(GUILD, "nightly", channel_ids=())] == ["Backups"]
+
+
+# -- Reading an admin's file --
+
+
+async def test_a_text_file_is_split_as_markdown_by_its_name_and_as_plain_text_otherwise() -> None:
+    reader = DocumentReader()
+    data = "# Rules\n\nBe kind.\n\n## Café\n\nOpen at nine.".encode()
+
+    markdown = await reader.read("rules.MD", "Rules", data)
+    plain = await reader.read("rules.txt", "Rules", data)
+
+    assert markdown.kind == "markdown" and [s.heading for s in markdown.sections] == ["Rules", "Rules > Café"]
+    assert plain == ReadDocument("text", [KnowledgeSection("", "# Rules\n\nBe kind.\n\n## Café\n\nOpen at nine.")])
+
+
+async def test_a_file_that_cannot_be_added_whole_is_refused_in_one_line() -> None:
+    reader = DocumentReader(max_chars=100)
+    refusals = {
+        "image.md": (b"\x89PNG\r\n\x1a\n" + bytes(64), "Only text, Markdown and PDF files can be added"),
+        "long.txt": (b"word " * 30, "The file has 150 characters of text; the knowledge base reads at most 100."),
+        "blank.txt": (b"\n\n  \n", "The file has no text to add."),
+    }
+    for name, (data, reason) in refusals.items():
+        with pytest.raises(DocumentRefused, match=re.escape(reason)):
+            await reader.read(name, name, data)
+    with pytest.raises(DocumentRefused, match=r"^The file is over 25\.0 MB, the most the knowledge base reads\.$"):
+        reader.check_size(MAX_DOCUMENT_BYTES + 1)
+    reader.check_size(MAX_DOCUMENT_BYTES)
+
+
+@pytest.mark.slow  # each PDF is read in a worker process
+async def test_a_pdf_is_read_whole_or_refused_past_the_page_cap() -> None:
+    reader = DocumentReader()
+
+    read = await reader.read("rules.pdf", "Rules", text_pdf("Rule one: be kind."))
+    assert read == ReadDocument("pdf", [KnowledgeSection("", "Rule one: be kind.")])
+    with pytest.raises(DocumentRefused, match="The PDF has 101 pages; the knowledge base reads PDFs of at most 100"):
+        await reader.read("long.pdf", "Long", shared_stream_pdf(pages=101, lines=["short"]))
+    with pytest.raises(DocumentRefused, match=r"^PDF not read: "):
+        await reader.read("broken.pdf", "Broken", b"%PDF-1.4\nnot really a pdf")
