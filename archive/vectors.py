@@ -139,7 +139,8 @@ def register_sqlite_vec() -> bool:
         if auto_extension(ctypes.cast(entry_point, ctypes.c_void_p)) != 0:
             raise OSError("sqlite3_auto_extension refused it")
     except (ImportError, OSError, AttributeError) as exc:
-        logger.info("knowledge: sqlite-vec cannot be loaded (%s); knowledge search is full text only", exc)
+        # Said once, by `vectors_available`, when vectors are asked for: most archives never need them.
+        logger.debug("sqlite-vec cannot be registered: %s", exc)
     return False
 
 
@@ -156,7 +157,7 @@ async def load_sqlite_vec(db: aiosqlite.Connection) -> None:
         finally:
             await db.enable_load_extension(False)
     except (ImportError, aiosqlite.Error) as exc:
-        logger.info("knowledge: sqlite-vec cannot be loaded (%s); knowledge search is full text only", exc)
+        logger.debug("sqlite-vec cannot be loaded: %s", exc)
 
 
 class SQLiteVectorTables(VectorState):
@@ -175,6 +176,7 @@ class SQLiteVectorTables(VectorState):
         try:
             await self.read("SELECT vec_version()")
         except aiosqlite.OperationalError:
+            logger.warning("knowledge: sqlite-vec could not be loaded into SQLite; knowledge search is full text only")
             return False
         return True
 

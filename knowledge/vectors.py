@@ -101,7 +101,11 @@ class EmbeddedSections:
         """Embed what waits now (left by a failure before a restart, or a new model's re-embedding), then try again
         every `every` seconds, for as long as the bot runs (a background task)."""
         while True:
-            await self.embed_waiting()
+            try:
+                await self.embed_waiting()
+            except Exception:
+                # The archive failed (the provider's failures are handled below): the next pass tries again.
+                logger.exception("knowledge: embedding the waiting sections failed")
             await asyncio.sleep(every)
 
     async def _open(self, model: VectorModel) -> None:

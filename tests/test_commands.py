@@ -307,8 +307,13 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     options = {option["name"]: option for option in admins["options"]}
-    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access"]
+    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access", "knowledge"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
+    knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
+    assert list(knowledge) == ["add", "list", "remove"]
+    # Discord's attachment picker (type 11) for the file, required.
+    [file, _] = knowledge["add"]["options"]
+    assert (file["name"], file["type"], file["required"]) == ("file", 11, True)
     access = {sub["name"]: sub for sub in options["access"]["options"]}
     assert list(access) == ["allow", "block", "clear", "show"]
     # One picker per kind of target, none required: the command refuses anything but exactly one.
