@@ -56,11 +56,12 @@ from context import approx_tokens, build_judge_prompt, build_prompt, split_turns
 from conversation import ChannelConversation
 from files.history import expire_images
 from files.prepared import PreparedFiles
+from knowledge.tool import KNOWLEDGE_TOOLS
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import MessageRecord
 from tool_approval import settle
-from tools import ARCHIVE_TOOLS, KNOWLEDGE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
+from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
 if TYPE_CHECKING:
     from pydantic_ai.models.anthropic import AnthropicModelSettings

@@ -28,8 +28,9 @@ from pydantic_ai import ToolDefinition
 
 from archive import ArchiveWriteFailed, ProfileTables, ProfileValue
 from config import Settings
+from knowledge.tool import KNOWLEDGE_TOOLS
 from records import CHANNEL_MODES, NORMAL
-from tools import ARCHIVE_TOOLS, KNOWLEDGE_TOOLS, MEMORY_TOOLS
+from tools import ARCHIVE_TOOLS, MEMORY_TOOLS
 
 log = logging.getLogger("parley.profiles")
 

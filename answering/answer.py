@@ -18,6 +18,7 @@ from answering.models import ProfileModels
 from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
 from archive.holder import ArchiveHolder
+from archive.knowledge_types import KnowledgeSearch
 from archive.text import safe_text
 from config import Settings
 from context import TRANSCRIPT_MAX_MESSAGES
@@ -35,7 +36,7 @@ from memory import MemoryStore
 from profiles import Profiles, persona_instructions
 from records import MessageRecord
 from streaming import AnsweredTurn, AnswerStreams
-from tools import ChatDeps, KnowledgeSearch
+from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")

@@ -15,6 +15,7 @@ __all__ = [
     "KnowledgeDocument",
     "KnowledgeDocumentInfo",
     "KnowledgeHit",
+    "KnowledgeSearch",
     "KnowledgeSection",
     "KnowledgeStore",
 ]
@@ -88,4 +89,15 @@ class KnowledgeStore(Protocol):
     ) -> list[KnowledgeHit]: ...
     async def sections_by_id(
         self, section_ids: Sequence[int], *, guild_id: int, channel_ids: Collection[int]
+    ) -> list[KnowledgeHit]: ...
+
+
+class KnowledgeSearch(Protocol):
+    """What the answer agent's `search_knowledge` tool needs of the knowledge base (knowledge/base.py's
+    `KnowledgeBase`): whether a server has documents, and a search within it."""
+
+    async def has_documents(self, guild_id: int) -> bool: ...
+
+    async def search(
+        self, guild_id: int, query: str, *, limit: int = 5, channel_ids: Collection[int]
     ) -> list[KnowledgeHit]: ...

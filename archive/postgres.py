@@ -547,6 +547,9 @@ _DELETE_GUILD = Write(
         "DELETE FROM thread_settings WHERE guild_id = $1",
         "DELETE FROM reconciliation WHERE guild_id = $1",
         "DELETE FROM own_threads WHERE guild_id = $1",
+        # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
+        "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = $1)",
+        "DELETE FROM knowledge_documents WHERE guild_id = $1",
     ),
 )
 _FORGET = Write(

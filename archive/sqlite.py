@@ -622,6 +622,9 @@ _DELETE_GUILD = _Write(
         "DELETE FROM thread_settings WHERE guild_id = ?",
         "DELETE FROM reconciliation WHERE guild_id = ?",
         "DELETE FROM own_threads WHERE guild_id = ?",
+        # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
+        "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
+        "DELETE FROM knowledge_documents WHERE guild_id = ?",
     ),
 )
 _FORGET = _Write(

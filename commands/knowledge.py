@@ -8,6 +8,8 @@ kind, its pages), and only a whole document is stored: nothing is ever half-adde
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -22,6 +24,10 @@ from discord_io import discord_time
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from knowledge.reading import DocumentReader, DocumentRefused
 
+log = logging.getLogger("parley.knowledge")
+
+# How long the file's download from Discord's CDN may take.
+DOWNLOAD_SECONDS = 60
 KNOWLEDGE_OFF = "Parley keeps no knowledge base here: the archive is off (DATABASE_URL is empty)."
 KNOWLEDGE_TITLE = "Knowledge base"
 FILE_SOURCE = "file:"
@@ -54,21 +60,26 @@ class KnowledgeCommands(
         # Reading a PDF may take longer than the 3 seconds Discord waits for an answer.
         await interaction.response.defer(ephemeral=True, thinking=True)
         try:
-            data = await file.read()
+            async with asyncio.timeout(DOWNLOAD_SECONDS):
+                data = await file.read()
             read = await self.reader.read(file.filename, name, data)
             document = KnowledgeDocument(
                 guild_id, FILE_SOURCE + file.filename, name, read.sections, interaction.user.id, datetime.now(UTC)
             )
-            await knowledge.add(document)
+            document_id = await knowledge.add(document)
         except (DocumentRefused, KnowledgeFull) as refused:
             raise Refusal(f"**{escaped(file.filename)}** was not added: {refused}") from None
-        except discord.HTTPException:
+        except (discord.HTTPException, TimeoutError):
             raise Refusal(f"**{escaped(file.filename)}** could not be downloaded from Discord; try again.") from None
         except ArchiveWriteFailed:
             raise Refusal(
                 f"**{escaped(file.filename)}** could not be stored, so nothing changed; see Parley's log."
             ) from None
         count = len(read.sections)
+        log.info(
+            "knowledge: %s added as document %s (%d sections) in server %s by %s",
+            document.source, document_id, count, guild_id, interaction.user.id,
+        )  # fmt: skip
         await send_ephemeral(
             interaction,
             f"Added **{escaped(name)}** ({read.kind}, {count} section{'' if count == 1 else 's'}) to this server's"
@@ -93,6 +104,7 @@ class KnowledgeCommands(
             raise Refusal(f"Document {document} could not be removed; see Parley's log.") from None
         if not removed:
             raise Refusal(f"There is no document {document} in this server; /parley-admin knowledge list shows them.")
+        log.info("knowledge: document %s removed in server %s by %s", document, guild_id, interaction.user.id)
         await send_ephemeral(interaction, f"Removed document {document}: answers no longer find it.")
 
 

@@ -124,3 +124,15 @@ async def test_words_match_without_diacritics_or_case_and_syntax_is_plain_text(a
     assert await _headings(archive, "cafe") == ["Café"]
     # Quotes, parentheses and operators are not search syntax: the words are searched, any of them.
     assert sorted(await _headings(archive, 'menu" OR (x) & !')) == ["Café", "Other"]
+
+
+async def test_a_server_parley_left_loses_its_documents(archive: Archive) -> None:
+    ours = await archive.add_knowledge(handbook())
+    await archive.add_knowledge(handbook(guild=OTHER_GUILD))
+
+    archive.delete_guild(GUILD)
+    await archive.flush()
+
+    assert await archive.knowledge_documents(GUILD) == [] and await _headings(archive, "docker") == []
+    assert await archive.sections_by_id(ours.section_ids, guild_id=GUILD, channel_ids=()) == []
+    assert await _headings(archive, "docker", guild=OTHER_GUILD) == ["Install > Docker"]

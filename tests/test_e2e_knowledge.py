@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import discord
 import pytest
 from e2e_support import MEMBER, MODERATOR, RunningBot, command_payload, reply_text
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
 from hostile_files import text_pdf
 
+from archive.knowledge import KnowledgeDocument, KnowledgeSection
+
 ADMIN = MODERATOR | discord.Permissions(manage_guild=True)
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 HANDBOOK = b"""# Handbook
 
 Welcome to the project.
@@ -100,9 +104,9 @@ async def add_file(
     return await knowledge_command(fake, "add", [option], resolved=resolved, permissions=permissions, posts=posts)
 
 
-async def ask(fake: FakeDiscord, text: str) -> str:
+async def ask(fake: FakeDiscord, text: str, author: int = BOB_ID) -> str:
     before = len(fake.posts_in(CHANNEL_ID))
-    await fake.send_user_message(CHANNEL_ID, BOB_ID, f"<@{BOT_ID}> {text}")
+    await fake.send_user_message(CHANNEL_ID, author, f"<@{BOT_ID}> {text}")
     await fake.wait_for_posts(before + 1, CHANNEL_ID)
     return fake.posts_in(CHANNEL_ID)[-1].content
 
@@ -174,3 +178,25 @@ async def test_a_pdf_added_by_an_admin_is_searched(bot: RunningBot, fake: FakeDi
 
     assert "be kind to the new members" in model.tool_results[-1]
     assert answer.startswith('"Rule one: be kind to the new members of the server."')
+
+
+async def test_a_channels_document_is_found_only_for_members_who_may_read_that_channel(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A document tied to #random (as a pinned message is) is searched for Alice, who may read #random, and not for
+    Bob, whom an overwrite keeps out of it: discord.py's own permissions of each asker decide."""
+    model = KnowledgeModel()
+    llm.handler = model
+    fake.deny(OTHER_CHANNEL_ID, BOB_ID, discord.Permissions(view_channel=True))
+    client = await bot.start()
+    assert client.knowledge is not None
+    pin = KnowledgeSection("", "The staging password rotates every Friday.")
+    await client.knowledge.add(
+        KnowledgeDocument(
+            GUILD_ID, f"pin:{OTHER_CHANNEL_ID}:1", "Pinned in #random", [pin], ALICE_ID, NOW, OTHER_CHANNEL_ID
+        )
+    )
+
+    assert await ask(fake, "when does the staging password rotate?", BOB_ID) == "The documents don't cover that."
+    answer = await ask(fake, "when does the staging password rotate?", ALICE_ID)
+    assert answer == '"The staging password rotates every Friday." (Pinned in #random)'

@@ -16,6 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
 from archive.knowledge import KnowledgeDocument, KnowledgeHit, KnowledgeSection
+from archive.knowledge_types import KnowledgeSearch
 from archive.sqlite import SQLiteArchive
 from commands.admin import AdminCommands
 from commands.knowledge import KnowledgeCommands
@@ -23,7 +24,7 @@ from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase
 from quoting import format_knowledge
 from records import MessageRecord
-from tools import ChatDeps, KnowledgeSearch
+from tools import ChatDeps
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GUILD, CHANNEL, PRIVATE_CHANNEL = 42, 500, 501
