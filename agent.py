@@ -60,6 +60,7 @@ from knowledge.tool import KNOWLEDGE_TOOLS
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import MessageRecord
+from reminders.tool import REMINDER_TOOLS
 from tool_approval import settle
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 
@@ -199,13 +200,15 @@ def build_responder(
     model: Model | None = None,
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
+    reminders_enabled: bool | None = None,
     toolbox: Toolbox | None = None,
 ) -> Responder:
     """The agent that writes Parley's answers, with its limits (`answer_limits`) and RESPONSE_TIMEOUT_SECONDS.
 
     `model` defaults to `build_model(settings)`. The archive tools are registered only when
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
-    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them); the knowledge
+    when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them), the `remind`
+    tool only when `reminders_enabled` (default: the archive is on and HISTORY_TOOLS allows tools); the knowledge
     base's `search_knowledge` with the archive tools.
     Transient provider errors are retried `settings.model_retries` times by the provider SDK, with backoff
     that honours Retry-After, and each response is capped at `settings.max_answer_tokens`. Before each model
@@ -218,7 +221,13 @@ def build_responder(
         archive_enabled = settings.archive_tools_enabled
     if memory_enabled is None:
         memory_enabled = settings.memory_tools_enabled
-    tools: list[Any] = [*(ARCHIVE_TOOLS if archive_enabled else ()), *(MEMORY_TOOLS if memory_enabled else ())]
+    if reminders_enabled is None:
+        reminders_enabled = settings.archive_tools_enabled
+    tools: list[Any] = [
+        *(ARCHIVE_TOOLS if archive_enabled else ()),
+        *(MEMORY_TOOLS if memory_enabled else ()),
+        *(REMINDER_TOOLS if reminders_enabled else ()),
+    ]
     # The knowledge base is in the archive too; its tool offers itself only in a server with documents.
     tools += KNOWLEDGE_TOOLS if archive_enabled else ()
     toolbox = toolbox or Toolbox()

@@ -34,6 +34,7 @@ from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
 from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
+from edge.reminder_posts import reminder_scheduler
 from edge.threads import Threads
 from followup import load_model, model_path
 from journal import DecisionJournal, LoggedDecision
@@ -52,6 +53,7 @@ from upkeep.background import BackgroundTasks
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
+from upkeep.digests import DigestScheduler
 from upkeep.forgetting import Forgetting
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ class Parley(discord.AutoShardedClient):
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage, self)
         self.access = access_gate(self, settings)
+        # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
+        self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
@@ -120,6 +124,7 @@ class Parley(discord.AutoShardedClient):
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
+        self.digests = DigestScheduler(self)
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
@@ -168,6 +173,8 @@ class Parley(discord.AutoShardedClient):
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
         self.add_dynamic_items(StopButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
+        self.background.start(self.digests.run(), "digests")
+        self.background.start(self.reminders.run(self.archive), "reminders")
         await sync_commands(
             self.tree,
             guild_id=self.settings.guild_id,
@@ -198,8 +205,7 @@ class Parley(discord.AutoShardedClient):
         if not self.settings.archive_enabled or self.archive is not None:
             return
         self.archive = archive = await open_configured_archive(self.settings)
-        self.memory = await MemoryStore.open(archive)
-        self.knowledge = await open_knowledge(archive, self.settings, self.background.start)
+        self.memory, self.knowledge = await MemoryStore.open(archive), await open_knowledge(archive, self)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(

@@ -178,7 +178,7 @@ class Settings(BaseSettings):
         " to the knowledge base's full-text search; empty: full text only.",
     )
     embedding_timeout_seconds: float = Field(
-        20, gt=0, description="Time limit for one embedding request (a batch of sections, or a search's question)."
+        10, gt=0, description="Time limit for one embedding request (a batch of sections, or a search's question)."
     )
     backfill_max_messages: int = Field(
         1000,
@@ -301,13 +301,22 @@ class Settings(BaseSettings):
     catchup_token_budget: int = Field(
         300_000,
         ge=5_000,
-        description="Tokens one /parley catchup may spend at most (reading and writing); a longer range is summarised"
-        " from its newest messages and says how many older ones it left out.",
+        description="Tokens one /parley catchup (or one channel digest) may spend at most (reading and writing); a"
+        " longer range is summarised from its newest messages and says how many older ones it left out.",
     )
     timezone: str = Field(
         "UTC",
         description="IANA time zone (Europe/Paris) in which members' times are read and shown: reminders, digest"
         " hours.",
+    )
+    reminders_per_member: int = Field(
+        25,
+        ge=0,
+        description="Reminders and timed posts (/remind, the remind tool) one member may have waiting in a server;"
+        " 0: members may set none.",
+    )
+    reminders_per_server: int = Field(
+        500, ge=0, description="Reminders and timed posts a server may have waiting, all its members together."
     )
     direct_messages: bool = Field(
         False,

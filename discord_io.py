@@ -8,9 +8,10 @@ import contextlib
 import logging
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 import discord
 
@@ -97,6 +98,37 @@ def role_ids_of(user: discord.Member | discord.User | discord.abc.User) -> froze
 def discord_time(moment: datetime) -> str:
     """A timestamp each reader's Discord client shows as relative time ("2 minutes ago")."""
     return f"<t:{int(moment.timestamp())}:R>"
+
+
+def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
+    return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
+
+
+class LinkedPoint(Protocol):
+    """A point of a summary, tied to the message it comes from (catchup.writing.Point)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def message_id(self) -> int: ...
+
+
+def topic_lines(points: Sequence[LinkedPoint], guild_id: int, channel_id: int) -> list[str]:
+    """The points grouped by topic, in the order the topics came up: a bold heading each, then one line a point
+    with its jump link (a catch-up's and a digest's)."""
+    groups: dict[str, tuple[str, list[LinkedPoint]]] = {}
+    for point in points:
+        key = " ".join(point.topic.casefold().split())
+        groups.setdefault(key, (point.topic.strip() or "Other", []))[1].append(point)
+    lines: list[str] = []
+    for topic, grouped in groups.values():
+        lines.append(f"\n**{discord.utils.escape_markdown(topic)}**")
+        for point in grouped:
+            link = message_link(guild_id, channel_id, point.message_id)
+            lines.append(f"- {discord.utils.escape_markdown(point.summary)} [jump]({link})")
+    return lines
 
 
 def may_read_history(message: discord.Message) -> bool:

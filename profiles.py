@@ -30,6 +30,7 @@ from archive import ArchiveWriteFailed, ProfileTables, ProfileValue
 from config import Settings
 from knowledge.tool import KNOWLEDGE_TOOLS
 from records import CHANNEL_MODES, NORMAL
+from reminders.tool import REMINDER_TOOLS
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS
 
 log = logging.getLogger("parley.profiles")
@@ -40,10 +41,11 @@ Scope = Literal["channel", "server"]
 
 PERSONA_MAX_CHARS = 2000
 
-# Tool sets by name, as `ChatDeps.offered_toolsets` carries them: the archive, memory and knowledge tools are
-# filtered here, tools.py's web search and MCP tool sets withhold themselves (`ChatDeps.offers`).
+# Tool sets by name, as `ChatDeps.offered_toolsets` carries them: the archive, memory, reminder and knowledge tools
+# are filtered here, tools.py's web search and MCP tool sets withhold themselves (`ChatDeps.offers`).
 ARCHIVE = "archive"
 MEMORY = "memory"
+REMINDERS = "reminders"
 KNOWLEDGE = "knowledge"
 WEB = "web"
 MCP_PREFIX = "mcp:"
@@ -52,6 +54,7 @@ NO_TOOLS = "none"
 _SET_OF_TOOL = (
     {tool.__name__: ARCHIVE for tool in ARCHIVE_TOOLS}
     | {tool.__name__: MEMORY for tool in MEMORY_TOOLS}
+    | {tool.__name__: REMINDERS for tool in REMINDER_TOOLS}
     | {tool.name: KNOWLEDGE for tool in KNOWLEDGE_TOOLS}
 )
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -151,14 +154,15 @@ def _normalise_tools(raw: object) -> str:
     for name in names:
         if not is_tool_set_name(name):
             raise ValueError(
-                f"unknown tool set {name!r}: name {ARCHIVE}, {MEMORY}, {KNOWLEDGE}, {WEB} or {MCP_PREFIX}<server>,"
+                f"unknown tool set {name!r}: name {ARCHIVE}, {MEMORY}, {REMINDERS}, {KNOWLEDGE}, {WEB} or"
+                f" {MCP_PREFIX}<server>,"
                 f" or give {ALL_TOOLS} or {NO_TOOLS}"
             )
     return ",".join(dict.fromkeys(names)) or NO_TOOLS
 
 
 def is_tool_set_name(name: str) -> bool:
-    if name in (ARCHIVE, MEMORY, KNOWLEDGE, WEB):
+    if name in (ARCHIVE, MEMORY, REMINDERS, KNOWLEDGE, WEB):
         return True
     return name.startswith(MCP_PREFIX) and bool(_MCP_SERVER_NAME.match(name.removeprefix(MCP_PREFIX)))
 

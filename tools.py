@@ -30,6 +30,7 @@ from config import Settings
 from memory import MemoryStore, format_memories
 from ops.packages import missing_package_fix
 from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
+from reminders.book import ReminderBook
 from tool_approval import Approver, ServerApproval, read_server_approvals
 
 log = logging.getLogger("parley.tools")
@@ -83,6 +84,10 @@ class ChatDeps:
     offered_toolsets: frozenset[str] | None = None
     # Who approves this answer's tool calls that need it (tool_approval.py); None: such calls are not run.
     approver: Approver | None = None
+    # The remind tool's book (None: it says reminders are off), and whether the asker has Manage Messages here,
+    # which a timed post to the channel needs.
+    reminders: ReminderBook | None = None
+    requester_manages_messages: bool = False
     # The knowledge base `search_knowledge` searches (None: off), and how to find the server's channels whose
     # documents (pins) the asker may read, asked when it runs; None: this one, if they may read its history.
     knowledge: KnowledgeSearch | None = None

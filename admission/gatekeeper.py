@@ -297,6 +297,14 @@ class Gatekeeper:
         same budget, the same one line."""
         return await self.regenerate_refusal(guild_id, member_id, role_ids)
 
+    async def digest_admitted(self, guild_id: int, channel_id: int) -> bool:
+        """Whether a channel's digest (upkeep/digests.py) may make its next model call: asked for by no member, it
+        spends no member's rate; it is refused, with a log line saying why, once the server's budget is spent."""
+        if await self.server_budget_spent(guild_id):
+            log.info("digest of channel %s refused: server %s has spent its token budget today", channel_id, guild_id)
+            return False
+        return True
+
     @contextlib.asynccontextmanager
     async def summary_call(self, guild_id: int, channel_id: int) -> AsyncIterator[bool]:
         """Hold a summary's place (one of SUMMARIES_AT_ONCE, then its channel's turn); yields whether the server's

@@ -38,6 +38,7 @@ from records import MessageRecord
 from streaming import AnsweredTurn, AnswerStreams
 from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
+from upkeep.reminders import ReminderScheduler
 
 log = logging.getLogger("parley")
 
@@ -47,7 +48,7 @@ DIRECT_MESSAGES_PLACE = "direct messages"
 
 class Stores(ArchiveHolder, Protocol):
     """The client, as holder of the archive and of the memory and knowledge base kept in it (all None without an
-    archive), and of the opt-outs that veil what the tools read of it."""
+    archive), of the opt-outs that veil what the tools read of it, and of the reminders the remind tool sets."""
 
     @property
     def memory(self) -> MemoryStore | None: ...
@@ -55,6 +56,8 @@ class Stores(ArchiveHolder, Protocol):
     def knowledge(self) -> KnowledgeSearch | None: ...
     @property
     def admission(self) -> HasOptOuts: ...
+    @property
+    def reminders(self) -> ReminderScheduler: ...
 
 
 class Answering:
@@ -147,6 +150,8 @@ class Answering:
             message_id=message.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
             approver=self.approvals.for_answer(message, channel),
+            reminders=None if archive is None else self.stores.reminders.book,
+            requester_manages_messages=_manages_messages(message),
             knowledge=self.stores.knowledge,
             readable_channels=_readable_channels(guild, message.author),
         )
@@ -265,6 +270,17 @@ class Answering:
         )
         outcome = AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts, kept_before=earlier)
         await self.tail.finish(outcome, conversation)
+
+
+def _manages_messages(message: discord.Message) -> bool:
+    """Whether the author has Manage Messages where they wrote (a timed post to the channel needs it)."""
+    author = message.author
+    if not isinstance(author, discord.Member):
+        return False
+    try:
+        return message.channel.permissions_for(author).manage_messages
+    except discord.ClientException:
+        return False  # a thread whose parent channel is not cached: its permissions are unknown
 
 
 def _readable_channels(

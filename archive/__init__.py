@@ -32,6 +32,8 @@ __all__ = [
     "DatabaseUrlError",
     "Decision",
     "DecisionLog",
+    "Digest",
+    "Digests",
     "Lifecycle",
     "MemberCounts",
     "MemberData",
@@ -42,6 +44,8 @@ __all__ = [
     "ProfileValue",
     "ReconciliationLog",
     "ReconciliationProgress",
+    "Reminder",
+    "ReminderTable",
     "Snapshot",
     "StateStore",
     "StoredConversation",
@@ -272,6 +276,22 @@ class ReconciliationProgress:
         return self.reached_id == 0 and self.again_id is None
 
 
+class Digest(NamedTuple):
+    """A channel's digest as `/parley-admin digest on` set it (upkeep/digests.py's rules): `every` daily or weekly,
+    at `hour` (in TIMEZONE) on `weekday` (0 is Monday; weekly only); `last_period`: the moment (ms since the epoch)
+    of the latest digest taken up, by `claimant` (a process), or of the one due before it was set; `set_at` in ms."""
+
+    channel_id: int
+    guild_id: int
+    every: str
+    hour: int
+    weekday: int
+    last_period: int
+    claimant: str
+    set_by: int
+    set_at: int
+
+
 class MessageLog(Protocol):
     """The channels' messages and their files: archived as they come, edited, deleted, searched and counted.
 
@@ -371,6 +391,16 @@ class Claims(Protocol):
     async def claim_message(self, message_id: int, claimant: str, claimed_at: datetime) -> bool: ...
 
 
+class Digests(Protocol):
+    """The channels' digests and the period each last posted, shared by every process (archive/digests.py)."""
+
+    async def digests(self) -> list[Digest]: ...
+    async def digest(self, channel_id: int) -> Digest | None: ...
+    async def set_digest(self, digest: Digest) -> None: ...
+    async def clear_digest(self, channel_id: int) -> None: ...
+    async def claim_digest(self, schedule: Digest, period: int, claimant: str) -> bool: ...
+
+
 class ReconciliationLog(Protocol):
     """How far each channel's recheck against Discord has got, kept across restarts."""
 
@@ -441,6 +471,42 @@ class AccessTables(Protocol):
     async def access_entries(self, guild_id: int | None = None) -> list[AccessEntry]: ...
     async def set_access_entry(self, entry: AccessEntry) -> None: ...
     async def clear_access_entry(self, guild_id: int, target_id: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    """A reminder or timed post (reminders/ has the rules): posted in `channel_id` at `due_at`, then again at each
+    time `every` says (its recurrence as reminders/when.py writes it; '' for once). `post_here`: a timed post to the
+    channel that pings no one; else a reminder that pings its owner."""
+
+    id: int
+    guild_id: int  # 0: a direct message
+    channel_id: int
+    owner_id: int
+    text: str
+    due_at: datetime
+    every: str
+    post_here: bool
+    created_at: datetime
+
+
+# A process's shards: (SHARD_COUNT, the shards it runs); None: it runs every shard.
+Shards = tuple[int, frozenset[int]] | None
+
+
+class ReminderTable(Protocol):
+    """Reminders waiting for their time, and the claim that lets one process alone post each (archive/reminders.py)."""
+
+    async def new_reminder_id(self) -> int: ...
+    async def add_reminder(self, reminder: Reminder) -> None: ...
+    async def reminder(self, reminder_id: int) -> Reminder | None: ...
+    async def member_reminders(self, guild_id: int, owner_id: int) -> list[Reminder]: ...
+    async def pending_reminders(self, guild_id: int, owner_id: int) -> tuple[int, int]: ...
+    async def due_reminders(self, now: datetime, shards: Shards, limit: int) -> list[Reminder]: ...
+    async def next_reminder_due(self, shards: Shards) -> datetime | None: ...
+    async def claim_reminder(self, reminder: Reminder, claimant: str, now: datetime, then: datetime | None) -> bool: ...
+    async def delete_reminder(self, reminder_id: int) -> None: ...
+    async def delete_member_reminders(self, guild_id: int, owner_id: int) -> None: ...
 
 
 class VectorModel(NamedTuple):
@@ -522,11 +588,13 @@ class Archive(
     ChannelSettings,
     StateStore,
     Claims,
+    Digests,
     ReconciliationLog,
     MemoryTables,
     ProfileTables,
     MemberData,
     AccessTables,
+    ReminderTable,
     KnowledgeStore,
     VectorTable,
     Protocol,

@@ -41,11 +41,13 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import MemberTables
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
@@ -420,7 +422,43 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at INTEGER NOT NULL
     );
     """,
-    # v19 (knowledge): the knowledge base (archive/knowledge.py): each server's documents and their sections, with
+    # v19 (digest): each channel's digest (/parley-admin digest, upkeep/digests.py): its schedule, and the digest
+    # period last taken up (archive/digests.py), so a digest is posted once per period across restarts.
+    """
+    CREATE TABLE digests (
+        channel_id  INTEGER PRIMARY KEY,
+        guild_id    INTEGER NOT NULL,
+        every       TEXT    NOT NULL, -- daily or weekly
+        hour        INTEGER NOT NULL, -- 0 to 23, in TIMEZONE
+        weekday     INTEGER NOT NULL, -- 0 (Monday) to 6, for a weekly digest
+        last_period INTEGER NOT NULL, -- when the latest digest taken up was due, ms since the epoch
+        claimant    TEXT    NOT NULL, -- the process that took it up ('' before any)
+        set_by      INTEGER NOT NULL,
+        set_at      INTEGER NOT NULL
+    );
+    CREATE INDEX digests_guild ON digests (guild_id);
+    """,
+    # v20 (remind): reminders and timed posts (archive/reminders.py): each posted at `due_at` by the process that
+    # claims it; a one-off's claim sets `delivered_at`, a recurring one's moves `due_at` on. `claim` is the
+    # token of the claim that stood.
+    """
+    CREATE TABLE reminders (
+        id           INTEGER PRIMARY KEY,
+        guild_id     INTEGER NOT NULL, -- 0: a direct message
+        channel_id   INTEGER NOT NULL,
+        owner_id     INTEGER NOT NULL,
+        text         TEXT    NOT NULL,
+        due_at       INTEGER NOT NULL,
+        every        TEXT    NOT NULL, -- '' once, else its recurrence (reminders/when.py)
+        post_here    INTEGER NOT NULL, -- 1: a timed post to the channel, pinging no one
+        created_at   INTEGER NOT NULL,
+        delivered_at INTEGER,
+        claim        TEXT
+    );
+    CREATE INDEX reminders_due ON reminders (due_at) WHERE delivered_at IS NULL;
+    CREATE INDEX reminders_owner ON reminders (guild_id, owner_id);
+    """,
+    # v21 (knowledge): the knowledge base (archive/knowledge.py): each server's documents and their sections, with
     # the sections' full-text index. Sections' ids are never handed out again (AUTOINCREMENT): the vector index
     # (knowledge/base.py's SectionVectors) knows them by id.
     """
@@ -455,7 +493,8 @@ MIGRATIONS: tuple[str, ...] = (
             VALUES ('delete', old.id, old.heading, old.text);
     END;
     """,
-    # v20 (vectors): the knowledge sections waiting for an embedding (archive/vectors.py).
+    # v22 (vectors): the knowledge sections waiting for an embedding, and what drops a deleted section's queued text
+    # and vector (archive/vectors.py).
     SQLITE_QUEUE_TABLE,
 )
 
@@ -599,6 +638,7 @@ _DELETE_CHANNEL = _Write(
         "DELETE FROM conversation_summaries WHERE channel_id = ?",
         "DELETE FROM thread_settings WHERE channel_id = ?",
         "DELETE FROM reconciliation WHERE channel_id = ?",
+        "DELETE FROM digests WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
     ),
 )
@@ -620,6 +660,7 @@ _DELETE_GUILD = _Write(
         "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
         "DELETE FROM thread_settings WHERE guild_id = ?",
+        "DELETE FROM digests WHERE guild_id = ?",
         "DELETE FROM reconciliation WHERE guild_id = ?",
         "DELETE FROM own_threads WHERE guild_id = ?",
         # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
@@ -727,7 +768,9 @@ _DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summar
 Write = _Write
 
 
-class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, KnowledgeTables, SQLiteVectorTables):
+class SQLiteArchive(
+    QueuedWrites, StoreTables, MemberTables, DigestTables, ReminderTables, KnowledgeTables, SQLiteVectorTables
+):
     """Message archive backed by one SQLite file.
 
     Writes (``add``, ``edit``, ``delete*``, ``record_decision``) are synchronous
@@ -1182,6 +1225,8 @@ class SQLiteArchive(QueuedWrites, StoreTables, MemberTables, KnowledgeTables, SQ
     async def _delete_older_than(self, cutoff_ms: int) -> int:
         await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM message_claims WHERE claimed_at < ?", (cutoff_ms,))
+        # A one-off claimed but never deleted: its process stopped between the claim and the post.
+        await self._db.execute("DELETE FROM reminders WHERE delivered_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
         await self._db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))

@@ -38,27 +38,51 @@ MODEL_STATE = "vector_model"
 # small server's file small (1536 floats take 6 KB a vector) at little cost to a scan.
 _CHUNK_SIZE = 128
 
+# A section's queued text and vector go with the section, however it goes (its document removed or replaced, the
+# server left): triggers on knowledge_sections, so no path that deletes sections can leave a copy of their text.
 SQLITE_QUEUE_TABLE = """
     CREATE TABLE embedding_queue (
         section_id INTEGER PRIMARY KEY,
         guild_id   INTEGER NOT NULL,
         text       TEXT    NOT NULL
     );
+    CREATE TRIGGER embedding_queue_section_gone AFTER DELETE ON knowledge_sections BEGIN
+        DELETE FROM embedding_queue WHERE section_id = old.id;
+    END;
 """
+# On SQLite the vector table's trigger comes and goes with the table (a trigger naming a missing table fails).
+_SQLITE_VECTORS_TRIGGER = """
+    CREATE TRIGGER section_vectors_section_gone AFTER DELETE ON knowledge_sections BEGIN
+        DELETE FROM section_vectors WHERE section_id = old.id;
+    END
+"""
+# PL/pgSQL plans a statement when it first runs it: the vector table is only named once it exists.
 POSTGRES_QUEUE_TABLE = """
     CREATE TABLE embedding_queue (
         section_id BIGINT PRIMARY KEY,
         guild_id   BIGINT NOT NULL,
         text       TEXT   NOT NULL
     );
+    CREATE FUNCTION parley_section_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM embedding_queue WHERE section_id = OLD.id;
+        IF to_regclass('section_vectors') IS NOT NULL THEN
+            DELETE FROM section_vectors WHERE section_id = OLD.id;
+        END IF;
+        RETURN OLD;
+    END $$;
+    CREATE TRIGGER knowledge_section_gone AFTER DELETE ON knowledge_sections
+        FOR EACH ROW EXECUTE FUNCTION parley_section_gone();
 """
 
 
 def model_state(model: VectorModel) -> str:
+    """`model` as `bot_state` keeps it: "<dimensions> <name>", the name being all after the first space."""
     return f"{model.dimensions} {model.name}"
 
 
 def model_from_state(value: str | None) -> VectorModel | None:
+    """The model `model_state` wrote; None when none was (or the vectors were dropped for a new one)."""
     if not value:
         return None
     dimensions, _, name = value.partition(" ")
@@ -102,10 +126,11 @@ _SQLITE_REQUEUE = Write(
     (
         "INSERT INTO embedding_queue (section_id, guild_id, text) SELECT section_id, guild_id, body"
         " FROM section_vectors WHERE true ON CONFLICT (section_id) DO NOTHING",
+        "DROP TRIGGER IF EXISTS section_vectors_section_gone",
         "DROP TABLE section_vectors",
     ),
 )
-_SETMODEL_STATE = Write(
+_SET_VECTOR_MODEL = Write(
     "set_vector_model",
     (
         f"INSERT INTO bot_state (name, value) VALUES ('{MODEL_STATE}', ?)"
@@ -193,7 +218,7 @@ class SQLiteVectorTables(VectorState):
             f" guild_id INTEGER PARTITION KEY, embedding float[{int(model.dimensions)}] distance_metric=cosine,"
             f" +body TEXT, chunk_size={_CHUNK_SIZE})"
         )
-        self._enqueue(Write("create_vectors", (ddl,)), ())
+        self._enqueue(Write("create_vectors", (ddl, _SQLITE_VECTORS_TRIGGER)), ())
         await self.flush()
         if not await self._has_vector_table():
             raise ArchiveWriteFailed("the vector table could not be made")
@@ -204,7 +229,7 @@ class SQLiteVectorTables(VectorState):
             return 0
         ((count,),) = await self.read("SELECT count(*) FROM section_vectors")
         self._enqueue(_SQLITE_REQUEUE, ())
-        self._enqueue(_SETMODEL_STATE, ("",))
+        self._enqueue(_SET_VECTOR_MODEL, ("",))
         await self.flush()
         return int(count)
 

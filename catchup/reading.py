@@ -68,13 +68,20 @@ class Range:
 
 
 async def read_range(
-    archive: MessageLog, channel_id: int, since: Since, *, member_id: int, forgotten_after: int | None
+    archive: MessageLog,
+    channel_id: int,
+    since: Since,
+    *,
+    member_id: int,
+    forgotten_after: int | None,
+    before_id: int | None = None,
 ) -> Range:
-    """The channel's archived messages after `since` (and after a forget marker), newest pages first, at most
-    MAX_MESSAGES; with `since.own_last`, those after the member's own latest message."""
+    """The channel's archived messages after `since` (and after a forget marker) and before `before_id` (None: up to
+    now), newest pages first, at most MAX_MESSAGES; with `since.own_last`, those after the member's own latest
+    message."""
     floor = max(since.after_id, forgotten_after or 0)
     newest_first: list[ArchivedMessage] = []
-    before: int | None = None
+    before = before_id
     while len(newest_first) < MAX_MESSAGES:
         page = await archive.recent(channel_id, limit=PAGE, before_id=before, after_id=floor)
         for message in reversed(page):

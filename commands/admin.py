@@ -11,6 +11,7 @@ from discord import app_commands
 
 from archive import ArchiveWriteFailed
 from commands.access import AccessCommands
+from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
 from commands.profile import ProfileCommands, profile_place_of
@@ -52,14 +53,15 @@ class AdminCommands(
     # https://discord.com/developers/docs/interactions/application-commands#permissions
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …` and `knowledge …`,
-    about the channel they are used in (`usage`, `access` and `knowledge`: its server)."""
+    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …` and
+    `knowledge …`, about the channel they are used in (`usage`, `access` and `knowledge`: its server)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.add_command(ContextCommands())
         self.add_command(ProfileCommands())
         self.add_command(AccessCommands())
+        self.add_command(DigestCommands())
         self.add_command(KnowledgeCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:

@@ -16,10 +16,10 @@ from admission.optout import OptOuts
 from archive import ArchivedMessage, ChannelSettings, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
-from catchup.writing import CatchUpWriter, Point, Summary
-from commands.tree import Refusal, message_link, place_of
+from catchup.writing import CatchUpWriter, Summary
+from commands.tree import Refusal, place_of
 from config import Settings
-from discord_io import role_ids_of, split_message
+from discord_io import message_link, role_ids_of, split_message, topic_lines
 from edge.arrival import access_asker, access_place
 
 # A catch-up's posts: the summary of a long range fills a few.
@@ -158,9 +158,7 @@ def describe_catchup(
     """The catch-up: points grouped by topic in the order the topics came up, each with a jump link; then the
     questions asked of the member; then what was left out."""
     lines = [f"**Since {since.described}: {len(found.messages):,} messages.**"]
-    for topic, points in _by_topic(summary.points):
-        lines.append(f"\n**{discord.utils.escape_markdown(topic)}**")
-        lines.extend(_point_line(point, guild_id, channel_id) for point in points)
+    lines.extend(topic_lines(summary.points, guild_id, channel_id))
     if not summary.points:
         lines.append("Nothing in it stood out to summarise.")
     if questions:
@@ -171,19 +169,6 @@ def describe_catchup(
     if found.more:
         lines.append(f"\n-# Only the newest {MAX_MESSAGES:,} messages were read.")
     return "\n".join(lines)
-
-
-def _by_topic(points: Sequence[Point]) -> list[tuple[str, list[Point]]]:
-    groups: dict[str, tuple[str, list[Point]]] = {}
-    for point in points:
-        key = " ".join(point.topic.casefold().split())
-        groups.setdefault(key, (point.topic.strip() or "Other", []))[1].append(point)
-    return list(groups.values())
-
-
-def _point_line(point: Point, guild_id: int, channel_id: int) -> str:
-    link = message_link(guild_id, channel_id, point.message_id)
-    return f"- {discord.utils.escape_markdown(point.summary)} [jump]({link})"
 
 
 def _question_line(message: ArchivedMessage, guild_id: int, channel_id: int) -> str:

@@ -6,10 +6,11 @@ from discord import app_commands
 
 from commands.admin import AdminCommands
 from commands.parley import ParleyCommands
+from commands.remind import RemindCommands
 
 
 def add_slash_commands(tree: app_commands.CommandTree) -> None:
-    """Add the members' group `/parley` and the admins' `/parley-admin` to the client's tree.
+    """Add the members' groups `/parley` and `/remind` and the admins' `/parley-admin` to the client's tree.
 
     Discord's `default_member_permissions` applies per top-level command, not per subcommand
     (https://discord.com/developers/docs/interactions/application-commands#permissions), so who sees a command is
@@ -17,3 +18,4 @@ def add_slash_commands(tree: app_commands.CommandTree) -> None:
     """
     tree.add_command(ParleyCommands())
     tree.add_command(AdminCommands())
+    tree.add_command(RemindCommands())

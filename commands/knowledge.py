@@ -143,6 +143,7 @@ def document_field(document: KnowledgeDocumentInfo) -> Field:
     sections = f"{document.sections} section{'' if document.sections == 1 else 's'}"
     where = "" if document.channel_id is None else f" · pinned in <#{document.channel_id}>"
     added = f"added by <@{document.added_by}> {discord_time(document.added_at)}"
-    source = discord.utils.escape_markdown(document.source)
+    # Shown as code, where Markdown is not read: only a backquote could end it.
+    source = document.source.replace("`", "'")
     title = clip(discord.utils.escape_markdown(document.title), TITLE_MAX_CHARS)
     return Field(f"{document.id} · {title}", f"`{source}` · {sections}{where}\n{added}")

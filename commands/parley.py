@@ -12,10 +12,10 @@ from commands.catchup import catchup_command
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
 from commands.privacy import PrivacyCommands
-from commands.tree import in_a_server, message_link, operated, place_of
+from commands.tree import in_a_server, operated, place_of
 from context import approx_tokens
 from conversation import ChannelConversation
-from discord_io import discord_time
+from discord_io import discord_time, message_link
 from journal import KEPT_PER_CHANNEL, LoggedDecision
 from ops.redaction import mask_credentials
 

@@ -35,15 +35,16 @@ OPTED_OUT = (
     "You opted out of Parley in this server. From now on it does not archive, summarise, remember or show its model"
     " what you write here (others' conversations show at most “[a message from a member who opted out]” in its"
     " place), and it does not answer you. What it kept before stays until you erase it: `/parley privacy export`"
-    " shows it, `/parley privacy erase` deletes it. `/parley privacy optin` undoes this."
+    " shows it, `/parley privacy erase` deletes it. Your reminders here are cancelled. `/parley privacy optin` undoes"
+    " this (but not the cancelling)."
 )
 OPTED_IN = "You opted back in: Parley archives your messages here again and answers you."
 NO_ARCHIVE_NOTE = " (Parley keeps no archive here, so this lasts until it restarts.)"
 ERASE_QUESTION = (
     "Erase everything Parley holds by or about you in this server: your archived messages and the text of your"
     " files, the facts remembered about you or told by you, your id on its token counts, the conversation summaries"
-    " written from your messages, and your messages in its live conversations? This cannot be undone; it does not"
-    " opt you out."
+    " written from your messages, your reminders, and your messages in its live conversations? This cannot be"
+    " undone; it does not opt you out."
 )
 ERASE_CANCELLED = "Cancelled: nothing was erased."
 ERASE_FAILED = "Not everything could be erased (the archive refused a write; see Parley's log): erase again to finish."
@@ -96,6 +97,12 @@ class PrivacyCommands(
             await client.admission.optouts.set(guild_id, interaction.user.id, opted_out)
         except ArchiveWriteFailed:
             raise Refusal("Your choice could not be saved (the archive refused it; see Parley's log).") from None
+        if opted_out and client.archive is not None:  # Parley keeps nothing for them: their reminders go too
+            try:
+                await client.archive.delete_member_reminders(guild_id, interaction.user.id)
+            except ArchiveWriteFailed:
+                # Each is dropped when it comes due instead: its owner has opted out by then.
+                log.warning("member %s's reminders in server %s could not be deleted", interaction.user.id, guild_id)
         await send_ephemeral(interaction, reply + (NO_ARCHIVE_NOTE if client.archive is None else ""))
 
     @app_commands.command(description="A JSON file of everything Parley holds by or about you in this server.")

@@ -125,10 +125,6 @@ def place_of(interaction: discord.Interaction) -> tuple[int, int]:
     return interaction.guild_id, interaction.channel_id
 
 
-def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
-    return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
-
-
 def in_a_server(interaction: discord.Interaction) -> bool:
     """The check each group makes first: guild_only keeps the groups out of DMs in Discord's clients, but a request
     can still say otherwise."""

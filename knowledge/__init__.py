@@ -1,6 +1,7 @@
 """The knowledge base: the documents a server's admins (and pinned messages) give Parley, split into sections and
-searched for the answer agent's `search_knowledge` tool.
+searched by the answer agent's `search_knowledge` tool (tool.py).
 
-The layer between the archive (which stores the documents and ranks their words) and what uses it: `tools` (the
-search tool), `commands` (the admins' `/parley-admin knowledge`) and the pins' upkeep. It knows nothing of Discord.
+Its layer sits above the tools' (`tools.ChatDeps`, which its tool reads) and the archive (which stores the documents
+and ranks their words), and below what uses it: the agents, the admins' `/parley-admin knowledge` commands and the
+client that holds the `KnowledgeBase`. It knows nothing of Discord.
 """

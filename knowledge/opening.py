@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from archive import Archive
 from config import Settings
@@ -12,15 +12,28 @@ from knowledge.vectors import open_section_vectors
 
 __all__ = ["KnowledgeBase", "open_knowledge"]
 
-# How the client runs work beside the bot (upkeep's BackgroundTasks.start, a layer above this one).
-StartBackground = Callable[[Coroutine[Any, Any, None], str], object]
+
+class Background(Protocol):
+    """How the client runs work beside the bot (upkeep's BackgroundTasks, a layer above this one)."""
+
+    def start(self, work: Coroutine[Any, Any, None], name: str) -> object: ...
 
 
-async def open_knowledge(archive: Archive, settings: Settings, start_background: StartBackground) -> KnowledgeBase:
+class Host(Protocol):
+    """What the knowledge base needs of the client that holds it."""
+
+    settings: Settings
+
+    @property
+    def background(self) -> Background: ...
+
+
+async def open_knowledge(archive: Archive, host: Host) -> KnowledgeBase:
     """The knowledge base over `archive`, with KNOWLEDGE_MAX_DOCUMENTS: ranking by full text, fused with vector
     search when EMBEDDING_MODEL is set and the database can keep vectors; the sections waiting for an embedding
     are then embedded in the background (`EmbeddedSections.keep_embedding`)."""
+    settings = host.settings
     vectors = await open_section_vectors(archive, settings.embedding_model, timeout=settings.embedding_timeout_seconds)
     if vectors is not None:
-        start_background(vectors.keep_embedding(), "knowledge-embeddings")
+        host.background.start(vectors.keep_embedding(), "knowledge-embeddings")
     return KnowledgeBase(archive, vectors, max_documents=settings.knowledge_max_documents)

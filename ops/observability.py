@@ -8,6 +8,8 @@ from typing import Any
 
 import logfire
 from opentelemetry.sdk.trace import SpanProcessor
+from pydantic_ai import Embedder
+from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from config import Settings
 from ops.redaction import LogLineFormatter, MaskCredentials
@@ -21,7 +23,8 @@ REDACTED = "[redacted]"
 
 
 def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProcessor] = ()) -> None:
-    """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs, decisions and model runs also go to Logfire.
+    """Console logging at LOG_LEVEL; with LOGFIRE_TOKEN set, logs, decisions, model runs and embeddings also go
+    to Logfire.
 
     Logfire gets message text (prompts, tool arguments and results, answers, and the names and
     excerpts in log records) only with LOGFIRE_INCLUDE_CONTENT=true. `span_processors` are handed
@@ -46,6 +49,8 @@ def configure_logging(settings: Settings, *, span_processors: Sequence[SpanProce
     if token is not None or span_processors:
         content = settings.logfire_include_content
         logfire.instrument_pydantic_ai(include_content=content, include_binary_content=content)
+        # Logfire's pydantic-ai integration covers agents only; the knowledge base's embeddings get the same spans.
+        Embedder.instrument_all(InstrumentationSettings(include_content=content, include_binary_content=content))
         to_logfire = logfire.LogfireLoggingHandler() if content else ContentFreeLogfireHandler()
         to_logfire.addFilter(MaskCredentials())
         handlers.append(to_logfire)

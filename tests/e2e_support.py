@@ -106,7 +106,8 @@ class EngineClock:
 
 
 class RunningBot:
-    """bot.py's client, running through `bot.run` until the test ends; its engine on `clock`, across restarts."""
+    """bot.py's client, running through `bot.run` until the test ends; its engine and its digests on `clock`, across
+    restarts."""
 
     def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
         self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
@@ -120,6 +121,8 @@ class RunningBot:
         self.client = build_client(settings, guild_ready_timeout=0.05)
         # Before the client runs, so the conversations it resumes are judged by this clock too.
         self.client.manager.clock = self.clock
+        self.client.digests.clock = self.clock
+        self.client.reminders.book.clock = self.clock
         self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
         await self.fake.wait_for_ready()
         await asyncio.wait_for(self.client.wait_until_ready(), 5)
@@ -185,9 +188,10 @@ def command_payload(
     permissions: discord.Permissions = MODERATOR,
     in_guild: bool = True,
     channel_id: int = CHANNEL_ID,
+    group: str | None = None,
 ) -> dict[str, Any]:
-    """An INTERACTION_CREATE for `/parley <subcommand>` (or `/parley-admin …`) in the fake's #general (or
-    `channel_id`), or in a DM.
+    """An INTERACTION_CREATE for `/parley <subcommand>` (or `/parley-admin …`, or `/<group> <subcommand>`) in the
+    fake's #general (or `channel_id`), or in a DM.
 
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
     """
@@ -204,7 +208,7 @@ def command_payload(
         "attachment_size_limit": 10 * 2**20,
         "data": {
             "id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC))),
-            "name": group_of(subcommand),
+            "name": group or group_of(subcommand),
             "type": 1,  # CHAT_INPUT
             "options": [{"type": 1, "name": subcommand, "options": options or []}],  # 1: SUB_COMMAND
         },

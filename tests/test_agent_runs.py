@@ -134,7 +134,7 @@ async def test_a_tool_loop_ends_with_an_answer_at_the_request_limit(make_setting
     settings = make_settings(max_model_requests=3, memory_tools=False)
     reply = await reply_to(msg(ALICE, "Alice", "loop", 0), settings, model, archive=FakeArchive(), archive_enabled=True)
     assert reply.text == "Here is what I found so far." and reply.limited is None
-    assert [len(info.function_tools) for info in offered] == [3, 3, 0]
+    assert [len(info.function_tools) for info in offered] == [4, 4, 0]  # the archive's three and remind
     assert "answer now with what you have found" in (offered[-1].instructions or "")
     assert reply.usage.requests == 3 and reply.usage.input_tokens > 0
 

@@ -169,5 +169,9 @@ async def test_no_tools_when_the_archive_is_off(make_settings):
     cases = [(make_settings(database_url=""), None), (make_settings(), False), (make_settings(), None)]
     for settings, enabled in cases:
         await reply_to(new, settings, FunctionModel(model), archive_enabled=enabled)
-    memory_tools = ["remember", "recall"]
-    assert offered == [[], memory_tools, ["search_history", "get_recent_messages", "get_channel_stats", *memory_tools]]
+    with_the_archive = ["remember", "recall", "remind"]
+    assert offered == [
+        [],
+        with_the_archive,
+        ["search_history", "get_recent_messages", "get_channel_stats", *with_the_archive],
+    ]

@@ -89,6 +89,9 @@ async def test_the_range_starts_after_the_members_last_message_and_after_a_forge
         assert [m.message_id for m in since_link.messages] == list(range(31, 41))
         forgotten = await read_range(archive, CHANNEL, Since(0, ""), member_id=ALICE, forgotten_after=35)
         assert [m.message_id for m in forgotten.messages] == list(range(36, 41))
+        # A digest's period: after one message, before another (across pages of 7).
+        period = await read_range(archive, CHANNEL, Since(8, ""), member_id=0, forgotten_after=None, before_id=33)
+        assert [m.message_id for m in period.messages] == list(range(9, 33)) and not period.more
     finally:
         await archive.close()
 

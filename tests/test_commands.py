@@ -307,7 +307,17 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     [count] = options["why"]["options"]
     assert (count["min_value"], count["max_value"], count["required"]) == (1, 25, False)
     options = {option["name"]: option for option in admins["options"]}
-    assert list(options) == ["mode", "threads", "forget", "usage", "context", "profile", "access", "knowledge"]
+    assert list(options) == [
+        "mode",
+        "threads",
+        "forget",
+        "usage",
+        "context",
+        "profile",
+        "access",
+        "digest",
+        "knowledge",
+    ]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
     assert list(knowledge) == ["add", "list", "remove"]
@@ -330,6 +340,12 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     assert [choice["value"] for choice in setting["choices"]] == ["on", "off"]
     [period] = options["usage"]["options"]
     assert [choice["value"] for choice in period["choices"]] == ["day", "week", "month"]
+    digest = {sub["name"]: sub for sub in options["digest"]["options"]}
+    assert list(digest) == ["on", "off", "show"]
+    every, hour, weekday = digest["on"]["options"]
+    assert [choice["value"] for choice in every["choices"]] == ["daily", "weekly"]
+    assert (hour["min_value"], hour["max_value"], hour["required"]) == (0, 23, False)
+    assert [choice["value"] for choice in weekday["choices"]][::6] == ["monday", "sunday"]
 
 
 def test_only_sync_flag_forces_registration() -> None:
@@ -546,7 +562,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "remind", "Regenerate"]
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -557,7 +573,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "remind", "Regenerate"]
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -567,7 +583,12 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == [
+        "parley",
+        "parley-admin",
+        "remind",
+        "Regenerate",
+    ]
 
 
 def test_status_names_the_shard_discord_routes_the_server_to() -> None:

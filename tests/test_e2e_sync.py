@@ -63,7 +63,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     """The first start registers the commands, a second with the same tree does not, a changed tree does again."""
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "remind", "Regenerate"]
 
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
@@ -75,6 +75,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
         "parley",
         "parley-admin",
         "ping",
+        "remind",
     ]
 
 

@@ -301,3 +301,17 @@ async def test_a_pdf_is_read_whole_or_refused_past_the_page_cap() -> None:
         await reader.read("long.pdf", "Long", shared_stream_pdf(pages=101, lines=["short"]))
     with pytest.raises(DocumentRefused, match=r"^PDF not read: "):
         await reader.read("broken.pdf", "Broken", b"%PDF-1.4\nnot really a pdf")
+
+
+async def test_sqlite_reads_sections_by_id_without_walking_the_servers_documents(
+    store: SQLiteArchive, tmp_path
+) -> None:
+    """The archive runs no ANALYZE, so the plan must not depend on statistics: the sections asked for (and those the
+    full-text index matched) are looked up by their ids, and each one's document by its id."""
+    dialect = type(store).knowledge_dialect
+    params = {"ids": "[1, 2]", "guild": GUILD, "channels": "[]", "match": '"port"', "limit": 5}
+    with raw_db(tmp_path / "parley.db") as db:
+        for sql in (dialect.sections_sql, dialect.search_sql):
+            plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+            assert "SEARCH s USING INTEGER PRIMARY KEY (rowid=?)" in plan
+            assert "SEARCH d USING INTEGER PRIMARY KEY (rowid=?)" in plan

@@ -15,11 +15,11 @@ from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, Too
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
-from archive.knowledge import KnowledgeDocument, KnowledgeHit, KnowledgeSection
+from archive.knowledge import KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeHit, KnowledgeSection
 from archive.knowledge_types import KnowledgeSearch
 from archive.sqlite import SQLiteArchive
 from commands.admin import AdminCommands
-from commands.knowledge import KnowledgeCommands
+from commands.knowledge import KnowledgeCommands, documents_embeds
 from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase
 from quoting import format_knowledge
@@ -187,3 +187,19 @@ def test_the_knowledge_commands_are_a_subgroup_of_the_admins_group() -> None:
     assert isinstance(group, KnowledgeCommands)
     assert admin.default_permissions == discord.Permissions(manage_messages=True)
     assert {command.name for command in group.commands} == {"add", "list", "remove"}
+
+
+def test_the_list_shows_each_documents_id_source_and_origin() -> None:
+    pinned = KnowledgeDocumentInfo(4, f"pin:{CHANNEL}:77", "*Rules*", CHANNEL, 1, 9, T0)
+    handbook = KnowledgeDocumentInfo(3, "file:my_handbook.md", "Handbook", None, 12, 9, T0)
+
+    [embed] = documents_embeds([handbook, pinned], discord.Colour.default())
+
+    assert embed.description == "This server's documents, oldest first (2)."
+    first, second = embed.fields
+    assert first.name == "3 · Handbook" and first.value is not None
+    assert first.value.startswith("`file:my_handbook.md` · 12 sections\nadded by <@9> <t:")
+    assert second.name == "4 · \\*Rules\\*" and second.value is not None
+    assert second.value.startswith(f"`pin:{CHANNEL}:77` · 1 section · pinned in <#{CHANNEL}>")
+    [empty] = documents_embeds([], discord.Colour.default())
+    assert empty.description is not None and empty.description.startswith("This server has no documents")

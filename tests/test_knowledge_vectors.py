@@ -4,10 +4,11 @@ backends: what it adds to full text, and that a provider's failure loses nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from embedding_support import HashingEmbeddingModel
@@ -20,6 +21,7 @@ from config import Settings
 from knowledge.base import KnowledgeBase
 from knowledge.opening import open_knowledge
 from knowledge.vectors import BATCH_SIZE, EmbeddedSections, open_section_vectors
+from upkeep.background import BackgroundTasks
 
 GUILD, OTHER_GUILD, ADMIN = 10, 11, 500
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -206,6 +208,8 @@ async def test_keep_embedding_tries_the_waiting_sections_again(archive: Archive)
         assert await vectors.embed_waiting() == 0
     finally:
         retrying.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await retrying
     assert await archive.waiting_embeddings(1) == []
     assert await vectors.nearest(GUILD, "first", 1) == [1]
 
@@ -216,19 +220,47 @@ async def test_open_section_vectors_is_none_without_a_usable_model(archive: Arch
     assert await open_section_vectors(archive, "openai:text-embedding-3-small", timeout=5) is None
 
 
+@dataclass
+class Client:
+    """What open_knowledge reads of the client: its settings and its background tasks."""
+
+    settings: Settings
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
+
+
 async def test_the_client_s_knowledge_base_searches_by_vector_too_with_embedding_model(
     archive: Archive, make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """open_knowledge (the client's) adds the vectors and starts embedding what waits; nothing of it without
     EMBEDDING_MODEL. No request is made: nothing waits, and the key is never used."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
-    started: list[str] = []
+    plain, embedding = Client(make_settings()), Client(make_settings(embedding_model="openai:text-embedding-3-small"))
+    try:
+        await open_knowledge(archive, plain)
+        await open_knowledge(archive, embedding)
+        assert (len(plain.background), len(embedding.background)) == (0, 1)
+    finally:
+        await embedding.background.close()
 
-    def start(work: Coroutine[Any, Any, None], name: str) -> None:
-        started.append(name)
-        work.close()
 
-    await open_knowledge(archive, make_settings(), start)
-    assert started == []
-    await open_knowledge(archive, make_settings(embedding_model="openai:text-embedding-3-small"), start)
-    assert started == ["knowledge-embeddings"]
+async def test_leaving_a_server_drops_its_sections_vectors_and_queued_texts(archive: Archive) -> None:
+    """The documents go when Parley leaves a server; the vectors and waiting texts, copies of their text, go too."""
+    model = HashingEmbeddingModel()
+    vectors = vectors_over(archive, model)
+    assert await vectors.start()
+    knowledge = KnowledgeBase(archive, vectors)
+    await knowledge.add(handbook())
+    await knowledge.add(handbook(OTHER_GUILD))
+    model.fail_with = TimeoutError()
+    await knowledge.add(KnowledgeDocument(GUILD, "file:faq.md", "FAQ", [KnowledgeSection("", "Waiting")], ADMIN, NOW))
+    assert [section.text for section in await archive.waiting_embeddings(100)] == ["Waiting"]
+
+    archive.delete_guild(GUILD)
+    await archive.flush()
+
+    assert await archive.waiting_embeddings(100) == []
+    model.fail_with = None
+    assert await vectors.nearest(GUILD, QUESTION, 100) == []
+    assert len(await vectors.nearest(OTHER_GUILD, QUESTION, 100)) == len(HANDBOOK)
+    # What the vector table holds, text included, is the other server's alone.
+    assert await archive.requeue_vectors() == len(HANDBOOK)

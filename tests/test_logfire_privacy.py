@@ -10,9 +10,10 @@ from pathlib import Path
 
 import logfire
 import pytest
+from embedding_support import HashingEmbeddingModel
 from logfire.testing import TestExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai import Agent, Embedder, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
@@ -48,6 +49,7 @@ def capture_logfire() -> Iterator[Callable[[Settings], TestExporter]]:
     yield configure
     root.handlers[:], root.level = saved
     Agent.instrument_all(False)
+    Embedder.instrument_all(False)
     logfire.configure(send_to_logfire=False, console=False)
 
 
@@ -122,3 +124,15 @@ def test_logfire_gets_no_password_in_a_url(
     text = exported_text(exporter)
     assert "hunter2-zebra" not in text and "postgresql://parley:********@db:5432/parley" in text
     assert (AUTHOR in text) is include_content
+
+
+@pytest.mark.parametrize("include_content", [False, True])
+async def test_embeddings_reach_logfire_with_their_text_only_when_asked(
+    make_settings: Callable[..., Settings], capture_logfire: Callable[[Settings], TestExporter], include_content: bool
+) -> None:
+    """The knowledge base's embedding requests are spans as model runs are, the embedded text only with content."""
+    exporter = capture_logfire(make_settings(logfire_include_content=include_content))
+    await Embedder(HashingEmbeddingModel()).embed_documents(["The vault's locker code is 4-8-15-16."])
+    spans = exporter.exported_spans_as_dict()
+    assert any(span["name"].startswith("embeddings") for span in spans)
+    assert ("4-8-15-16" in exported_text(exporter)) is include_content

@@ -12,7 +12,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
-from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, TokenUsage, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, Reminder, TokenUsage, open_archive
 from budget import UsageLedger
 from context import summary_turn
 from conversation import ConversationManager
@@ -57,6 +57,9 @@ async def fill(archive: Archive) -> None:
     await archive.add_memory(Memory(1, GUILD, CHANNEL, ALICE, ALICE, 1, "alice likes tea", NOW))
     await archive.add_memory(Memory(2, GUILD, CHANNEL, BOB, BOB, 2, "bob likes coffee", NOW))
     await archive.set_opted_out(GUILD, ALICE, True, now=NOW)
+    due = NOW + timedelta(days=1)
+    await archive.add_reminder(Reminder(1, GUILD, CHANNEL, ALICE, "alice's reminder", due, "daily", False, NOW))
+    await archive.add_reminder(Reminder(2, GUILD, CHANNEL, BOB, "bob's reminder", due, "", False, NOW))
 
 
 # -- Opt-outs --
@@ -129,6 +132,9 @@ async def test_an_export_holds_the_members_data_and_nothing_of_anyone_else(archi
     assert data["messages"][0]["attachments"][0]["text"] == "alice's notes"
     assert [f["fact"] for f in data["facts"]] == ["alice likes tea"]
     assert [(u["input_tokens"], u["output_tokens"]) for u in data["usage"]] == [(30, 20)]
+    assert [(r["text"], r["every"], r["due_at"]) for r in data["reminders"]] == [
+        ("alice's reminder", "daily", (NOW + timedelta(days=1)).isoformat())
+    ]
     assert data["opted_out"] is True and data["opted_out_since"] == NOW.isoformat()
     assert data["messages_left_out"] == 0 and (export.messages, export.cut) == (2, 0)
     assert b"bob" not in export.data and b"coffee" not in export.data
@@ -203,6 +209,8 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
 
     assert (erased.messages, erased.attachments, erased.facts, erased.usage_rows, erased.summaries) == (2, 1, 1, 1, 1)
     assert erased.conversations == 1 and erased.saved_conversations == 1 and "Erased 2 message(s)" in erased.describe()
+    assert erased.reminders == 1 and "1 reminder(s)" in erased.describe()
+    assert [r.text for r in await archive.member_reminders(GUILD, BOB)] == ["bob's reminder"]
     saved = await archive.snapshot_history(CHANNEL, "with her")
     assert saved is not None and "alice" not in saved and "(message deleted)" in saved
     assert {s.name: s.saved_at for s in await archive.snapshots(CHANNEL)} == {"with her": NOW, "without her": NOW}
@@ -219,7 +227,7 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     assert (today.server_tokens, today.top_members) == (64, [(BOB, 14)])
     assert {row.member_id: row.total_tokens for row in await ledger.guild_usage(GUILD, 1)} == {0: 50, BOB: 14}
     export = json.loads((await export_member(archive, GUILD, ALICE)).data)
-    assert (export["messages"], export["facts"], export["usage"]) == ([], [], [])
+    assert (export["messages"], export["facts"], export["usage"], export["reminders"]) == ([], [], [], [])
     assert export["opted_out"] is True  # erasing is not opting in
     assert [m.content for m in await archive.recent(CHANNEL)] == ["bob's secret plan"]
     assert await archive.summaries(CHANNEL) == []

@@ -1,7 +1,8 @@
 """Members' data rights in a server: what Parley holds by or about a member, exported as JSON, and erased.
 
 What is held: their archived messages with their files' names and the text read from them, the facts remembered
-about them or told by them, their token counts, and whether they opted out. An export is built a page of messages
+about them or told by them, their token counts, their reminders and timed posts still to come, and whether they
+opted out. An export is built a page of messages
 at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
 it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
 saved again without them) and from this process's live conversations, decisions and ending conversations: a
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from archive import ArchivedMessage, MemberData, Memory, MemoryTables, TokenUsage
+from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
 from archive.members import MESSAGES_AT_ONCE
 from context import quoted_message_ids
 from conversation import ChannelConversation, ConversationManager, erased_history
@@ -54,18 +55,25 @@ class Erased:
     summaries: int
     conversations: int
     saved_conversations: int = 0
+    reminders: int = 0
 
     def describe(self) -> str:
         return (
             f"Erased {self.messages} message(s) with {self.attachments} file(s) and their text, {self.facts} remembered"
             f" fact(s), your id on {self.usage_rows} token-count row(s) (the server's totals stay, under no one),"
-            f" {self.summaries} conversation summary(ies) written from your messages, and your messages in"
-            f" {self.conversations} live conversation(s) and {self.saved_conversations} saved one(s)."
+            f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
+            f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
+            " one(s)."
         )
 
 
-class ErasedArchive(MemberData, MemoryTables, Protocol):
-    """The archive, as an erasure needs it: the member's data, and the saved conversations that may quote them."""
+class ExportedArchive(MemberData, ReminderTable, Protocol):
+    """The archive, as an export reads it: the member's data and their reminders."""
+
+
+class ErasedArchive(MemberData, MemoryTables, ReminderTable, Protocol):
+    """The archive, as an erasure needs it: the member's data, the saved conversations that may quote them, and
+    their reminders."""
 
 
 class DecisionsKept(Protocol):
@@ -87,7 +95,7 @@ class EndingConversations(Protocol):
 
 
 async def export_member(
-    archive: MemberData, guild_id: int, member_id: int, *, limit: int = DEFAULT_UPLOAD_LIMIT
+    archive: ExportedArchive, guild_id: int, member_id: int, *, limit: int = DEFAULT_UPLOAD_LIMIT
 ) -> Export:
     """Everything the archive holds by or about the member in the server, as JSON of at most `limit` bytes: their
     messages oldest first, the newest left out past the limit (the file says how many)."""
@@ -102,6 +110,7 @@ async def export_member(
         "opted_out_since": None if since is None else since.isoformat(),
         "facts": [_fact(fact, member_id) for fact in facts],
         "usage": [_usage(row) for row in usage],
+        "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
     }
     opening = await asyncio.to_thread(_encode, head)
     messages = _MessagesPart(limit - len(opening) - _CLOSING_ROOM)
@@ -178,10 +187,12 @@ class MemberErasure:
         if self.archive is None or counts is None:
             return Erased(0, 0, 0, 0, 0, conversations)
         every = [message_id for ids in archived.values() for message_id in ids]
+        reminders = len(await self.archive.member_reminders(guild_id, member_id))
         await self.archive.erase_member(guild_id, member_id, every)
+        await self.archive.delete_member_reminders(guild_id, member_id)
         saved = await _erase_from_saved(self.archive, guild_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations, saved)  # fmt: skip
+                      conversations, saved, reminders)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model
@@ -286,4 +297,16 @@ def _usage(row: TokenUsage) -> dict[str, Any]:
         "output_tokens": row.output_tokens,
         "answers": row.answers,
         "judge_calls": row.judge_calls,
+    }
+
+
+def _reminder(reminder: Reminder) -> dict[str, Any]:
+    return {
+        "id": str(reminder.id),
+        "channel_id": str(reminder.channel_id),
+        "text": reminder.text,
+        "due_at": reminder.due_at.isoformat(),
+        "every": reminder.every or None,
+        "post_here": reminder.post_here,
+        "created_at": reminder.created_at.isoformat(),
     }

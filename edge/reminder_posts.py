@@ -1,0 +1,82 @@
+"""Reminders' way to Discord: whether a reminder's owner may still have it posted, and the post itself.
+
+The post goes through a partial messageable (https://discordpy.readthedocs.io/en/stable/api.html#discord.Client.get_partial_messageable),
+so a channel need not be in this process's cache, and a reminder set in a DM after a restart still reaches it.
+Its allowed mentions ping the owner alone for a reminder and no one for a timed post, whatever the text says
+(https://discord.com/developers/docs/resources/message#allowed-mentions-object).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import discord
+
+from admission.access import Asker, Place, Verdict
+from admission.access_gate import AccessGate
+from admission.optout import OptOuts
+from archive import Reminder
+from config import Settings
+from edge.arrival import access_place
+from reminders.book import ReminderBook, ReminderLimits
+from upkeep.reminders import PostRefused, ReminderScheduler
+
+
+class ReminderClient(Protocol):
+    """The client, as reminders' delivery sees it (bot.py's Parley)."""
+
+    @property
+    def access(self) -> AccessGate: ...
+
+    def get_channel(self, id: int, /) -> discord.abc.Snowflake | None: ...
+
+    def get_partial_messageable(
+        self, id: int, *, guild_id: int | None = None, type: discord.ChannelType | None = None
+    ) -> discord.PartialMessageable: ...
+
+
+class DiscordReminderPosts:
+    """`upkeep.reminders.ReminderPoster` over the discord.py client."""
+
+    def __init__(self, client: ReminderClient, optouts: OptOuts) -> None:
+        self.client = client
+        self.optouts = optouts
+
+    async def refusal(self, reminder: Reminder) -> str | None:
+        if self.optouts.opted_out(reminder.guild_id, reminder.owner_id):
+            return "its owner opted out of Parley in the server"
+        found = await self._verdict(reminder)
+        return None if found.allowed else f"its owner may not use Parley there now ({found.value})"
+
+    async def _verdict(self, reminder: Reminder) -> Verdict:
+        access = self.client.access
+        if reminder.guild_id == 0:
+            return await access.direct_message_verdict(reminder.owner_id)
+        channel = self.client.get_channel(reminder.channel_id)
+        place = Place(reminder.channel_id) if channel is None else access_place(channel)
+        lists = access.lists.lists_for(reminder.guild_id)
+        roles: frozenset[int] = frozenset()
+        if lists.limits_members or lists.blocked_roles:  # only then do the owner's roles matter: ask Discord
+            roles = await access.members.roles_in(reminder.guild_id, reminder.owner_id) or frozenset()
+        return access.server_verdict(reminder.guild_id, place, Asker(reminder.owner_id, roles))
+
+    async def post(self, reminder: Reminder, text: str) -> None:
+        channel = self.client.get_partial_messageable(reminder.channel_id, guild_id=reminder.guild_id or None)
+        if reminder.post_here:
+            mentions = discord.AllowedMentions.none()
+        else:
+            owner = discord.Object(reminder.owner_id)
+            mentions = discord.AllowedMentions(everyone=False, roles=False, users=[owner])
+        try:
+            await channel.send(text, allowed_mentions=mentions)
+        except (discord.Forbidden, discord.NotFound) as error:
+            gone = isinstance(error, discord.NotFound)  # a Forbidden may pass: an admin can give the permission back
+            raise PostRefused(f"{type(error).__name__}: {error.text or error.status}", gone=gone) from None
+
+
+def reminder_scheduler(client: ReminderClient, settings: Settings, optouts: OptOuts) -> ReminderScheduler:
+    """The client's reminders: their book (the rules) and the task that posts this process's shards' ones."""
+    limits = ReminderLimits(settings.reminders_per_member, settings.reminders_per_server)
+    book = ReminderBook(limits, settings.zone, optouts)
+    shards = None if not settings.shard_ids else (settings.shard_count or 1, settings.shard_ids)
+    return ReminderScheduler(book, DiscordReminderPosts(client, optouts), shards)

@@ -1,0 +1,199 @@
+"""The rules of reminders and timed posts, whoever sets them (`/remind`, the `remind` tool): what they may say,
+how far ahead and how often they may come, how many a member and a server may have waiting, who may cancel one,
+and what Parley posts when one comes due.
+
+Two kinds: a reminder ("remind me…") pings its owner alone in the channel it was set in; a timed post ("post
+here…") pings no one, and needs Manage Messages in the channel (the caller checks the permission, which only
+Discord knows). Either quotes its owner's words. The limits are checked and the reminder stored by the process
+that runs the server's shard, which is the one every command and answer in that server reaches, so two of a
+member's reminders are never counted by two processes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from archive import ArchiveWriteFailed, Reminder, ReminderTable
+from reminders.when import TimeError, describe, describe_every, parse_every, parse_when
+
+log = logging.getLogger("parley.reminders")
+
+TEXT_MAX_CHARS = 1000
+# The furthest ahead a reminder may be set: a year (and a day, so "in 1 year" fits).
+FURTHEST = timedelta(days=366)
+NO_ARCHIVE = "Reminders are kept in the archive, which is off here (DATABASE_URL is empty)."
+OPTED_OUT = (
+    "You opted out of Parley in this server, so it keeps no reminders for you; `/parley privacy optin` undoes it."
+)
+NOT_SAVED = "The reminder could not be saved (the archive refused it; see Parley's log); nothing was set."
+
+
+class ReminderRefused(Exception):
+    """A reminder not set or not cancelled; the message is the one line the member (or the model) is told."""
+
+
+class OptedOut(Protocol):
+    """Who opted out where (admission/optout.py's OptOuts)."""
+
+    def opted_out(self, guild_id: int, member_id: int) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReminderLimits:
+    """REMINDERS_PER_MEMBER and REMINDERS_PER_SERVER: reminders still to come, each member's and each server's."""
+
+    per_member: int
+    per_server: int
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ReminderBook:
+    """Sets, lists and cancels reminders in the archive (once it is `archive`d), under the limits; wakes the
+    scheduler (`added`) when one is set, since it may be due before the one it sleeps until."""
+
+    def __init__(self, limits: ReminderLimits, zone: ZoneInfo, optouts: OptedOut) -> None:
+        self.limits = limits
+        self.zone = zone
+        self.optouts = optouts
+        self.archive: ReminderTable | None = None
+        self.added = asyncio.Event()
+        # Every time the book and the scheduler read; a test moves it on instead of waiting.
+        self.clock: Callable[[], datetime] = utc_now
+
+    def _table(self) -> ReminderTable:
+        if self.archive is None:
+            raise ReminderRefused(NO_ARCHIVE)
+        return self.archive
+
+    async def set(
+        self, *, guild_id: int, channel_id: int, owner_id: int, text: str, when: str, every: str = "", post_here: bool
+    ) -> Reminder:
+        """Store a reminder of `text` at `when` (members' words, reminders/when.py), repeated `every` ('' once).
+
+        Raises:
+            ReminderRefused: the text, time or recurrence cannot be used, a limit is reached, the member opted
+                out, or the archive is off or refused the write; nothing was stored.
+        """
+        table = self._table()
+        if self.optouts.opted_out(guild_id, owner_id):
+            raise ReminderRefused(OPTED_OUT)
+        words = text.strip()
+        if not words:
+            raise ReminderRefused("Say what to be reminded of: the text is empty.")
+        if len(words) > TEXT_MAX_CHARS:
+            raise ReminderRefused(f"A reminder says at most {TEXT_MAX_CHARS} characters; this one has {len(words)}.")
+        now = self.clock()
+        try:
+            due = parse_when(when, now=now, zone=self.zone)
+            recurrence = parse_every(every) if every.strip() else ""
+        except TimeError as error:
+            raise ReminderRefused(str(error)) from None
+        if due - now > FURTHEST:
+            raise ReminderRefused("A reminder may be set at most a year ahead.")
+        await self._check_limits(table, guild_id, owner_id)
+        reminder = Reminder(
+            await table.new_reminder_id(), guild_id, channel_id, owner_id, words, due, recurrence, post_here, now
+        )
+        try:
+            await table.add_reminder(reminder)
+        except ArchiveWriteFailed:
+            raise ReminderRefused(NOT_SAVED) from None
+        self.added.set()
+        log.info(
+            "reminder %s set in channel %s for user %s",
+            reminder.id,
+            channel_id,
+            owner_id,
+            extra={"reminder_id": reminder.id, "channel_id": channel_id, "requester_id": owner_id},
+        )
+        return reminder
+
+    async def _check_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> None:
+        mine, everyone = await table.pending_reminders(guild_id, owner_id)
+        if mine >= self.limits.per_member:
+            raise ReminderRefused(
+                f"You have {_count(mine)} waiting here, the most one member may have: cancel one with"
+                " `/remind cancel` first."
+            )
+        if everyone >= self.limits.per_server:
+            raise ReminderRefused(
+                f"This server has {_count(everyone)} waiting, the most it may have: some must come due or be"
+                " cancelled first."
+            )
+
+    async def mine(self, guild_id: int, owner_id: int) -> list[Reminder]:
+        """The member's reminders in the server still to come, soonest first."""
+        return await self._table().member_reminders(guild_id, owner_id)
+
+    async def cancel(
+        self, reminder_id: int, *, guild_id: int, member_id: int, manages: Callable[[int], bool]
+    ) -> Reminder:
+        """Cancel a reminder of the server: its owner's, or anyone's for a member with Manage Messages in the
+        reminder's channel (`manages(channel_id)`).
+
+        Raises:
+            ReminderRefused: there is no such reminder in the server, it is someone else's and the member may not
+                manage its channel, or the archive could not delete it.
+        """
+        table = self._table()
+        reminder = await table.reminder(reminder_id)
+        if reminder is None or reminder.guild_id != guild_id:
+            raise ReminderRefused(
+                f"There is no reminder {reminder_id} waiting in this server; `/remind list` shows yours."
+            )
+        if reminder.owner_id != member_id and not manages(reminder.channel_id):
+            raise ReminderRefused(
+                f"Reminder {reminder_id} is someone else's; Manage Messages in the channel it posts to can cancel it."
+            )
+        try:
+            await table.delete_reminder(reminder_id)
+        except ArchiveWriteFailed:
+            raise ReminderRefused("The reminder could not be cancelled (see Parley's log); try again.") from None
+        log.info("reminder %s cancelled by user %s", reminder_id, member_id, extra={"reminder_id": reminder_id})
+        return reminder
+
+    def describe(self, reminder: Reminder) -> str:
+        """One line for a list: id, next time, recurrence, channel, and the start of its text."""
+        kind = "post here" if reminder.post_here else "reminder"
+        every = f", {describe_every(reminder.every)}" if reminder.every else ""
+        text = " ".join(reminder.text.split())
+        shown = text if len(text) <= 80 else text[:79] + "…"
+        return (
+            f"**{reminder.id}** · {describe(reminder.due_at, self.zone)}{every} · {kind} in <#{reminder.channel_id}>"
+            f" · “{shown}”"
+        )
+
+    def confirmation(self, reminder: Reminder) -> str:
+        """The line that says a reminder was set: when, how often, and its id to cancel it by."""
+        kind = "I'll post this here" if reminder.post_here else "I'll remind you"
+        every = f", then {describe_every(reminder.every)}" if reminder.every else ""
+        return (
+            f"{kind} on {describe(reminder.due_at, self.zone)}{every} (reminder {reminder.id};"
+            f" `/remind cancel id:{reminder.id}` cancels it)."
+        )
+
+
+def post_text(reminder: Reminder, zone: ZoneInfo, *, late_since: datetime | None = None) -> str:
+    """What Parley posts when `reminder` comes due: who set it, and their words quoted; `late_since`: it was due
+    then, while Parley was offline."""
+    quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in reminder.text.splitlines())
+    every = f" ({describe_every(reminder.every)})" if reminder.every else ""
+    if reminder.post_here:
+        head = f"\N{ALARM CLOCK} Timed post from <@{reminder.owner_id}>{every}:"
+    else:
+        head = f"\N{ALARM CLOCK} <@{reminder.owner_id}>, you asked me to remind you{every}:"
+    late = "" if late_since is None else f"\n-# (late: due {describe(late_since, zone)}, Parley was offline)"
+    return f"{head}\n{quoted}{late}"
+
+
+def _count(reminders: int) -> str:
+    return f"{reminders} reminder" + ("" if reminders == 1 else "s")

@@ -1,0 +1,63 @@
+"""The answer agent's `remind` tool: a reminder or timed post set for the member asking, in the channel asked in.
+
+Guild, channel and member come from `ChatDeps`, never from the model's arguments; the model gives only the time,
+the recurrence and the words (reminders/book.py's rules). A refusal is the one line the model relays.
+"""
+
+# No `from __future__ import annotations`: pydantic-ai reads the tool function's annotations on every request.
+import logging
+
+from pydantic_ai import RunContext
+
+from reminders.book import ReminderRefused
+from tools import ChatDeps, log_tool_call
+
+log = logging.getLogger("parley.reminders")
+
+POST_HERE_NEEDS = (
+    "Not set: a timed post to the channel needs the Manage Messages permission here, which the person asking"
+    " lacks. A reminder for themselves (post_here false) needs none."
+)
+
+
+async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "", post_here: bool = False) -> str:
+    """Set a reminder for the person asking, or a timed post to this channel. Use it only when they ask for one.
+
+    The reminder is stored when this returns "Set"; say so only then, with the time it gives. It answers
+    "Not set: …" with the reason otherwise: tell them that reason.
+
+    Args:
+        when: When to post it, as the person said it or as an ISO date and time: a delay such as `2h`, `90m`,
+            `in 3 days`; a day and time such as `tomorrow 9:00`, `monday 9am`, `17:30`; or `2026-12-01 14:00`.
+            Times without a zone are read in the server's time zone.
+        text: What to post, in the person's words, e.g. `check the deploy` or `Standup: what did you do yesterday?`.
+        every: How often to repeat it; empty for once. One of `hourly`, `6h` (every 6 hours; at least 1),
+            `daily`, `weekdays` or `weekly` (on the weekday of `when`).
+        post_here: False for "remind me" (it pings the person asking); true for a post to the whole channel
+            ("every Monday post the standup prompt here"), which pings no one.
+    """
+    deps = ctx.deps
+    if deps.reminders is None:
+        return "Not set: reminders are off here (Parley keeps no archive)."
+    if post_here and not deps.requester_manages_messages:
+        return POST_HERE_NEEDS
+    log_tool_call(ctx, "remind")
+    try:
+        reminder = await deps.reminders.set(
+            guild_id=deps.guild_id,
+            channel_id=deps.channel_id,
+            owner_id=deps.requester_id,
+            text=text,
+            when=when,
+            every=every,
+            post_here=post_here,
+        )
+    except ReminderRefused as refused:
+        return f"Not set: {refused}"
+    except Exception:
+        log.exception("remind failed in channel %s", deps.channel_id)
+        return "Not set: the reminder could not be saved just now."
+    return f"Set. {deps.reminders.confirmation(reminder)}"
+
+
+REMINDER_TOOLS = (remind,)

@@ -1,0 +1,162 @@
+"""Posting reminders at their time: one task per process, asleep until the soonest reminder of its shards comes due.
+
+It wakes when that time comes, when a reminder is set here (`ReminderBook.added`: the new one may be sooner), and
+at least every POLL_SECONDS (a clock that jumped, a reminder a process on another shard count set). For each due
+reminder it checks the owner may still use Parley there (access lists, opt-out: else the reminder is dropped,
+with a log line), then claims it in the archive (archive/reminders.py) and posts it only if its claim stood: of
+several processes that find it due, one posts. A one-off is deleted once posted; a recurring one's claim has
+moved it on to its next time to come, so one missed several times while Parley was away posts once, marked late.
+A failed post is tried again a few times; it never stops the task. Time comes from the book's clock, so tests
+move it on instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from archive import ArchiveWriteFailed, Reminder, ReminderTable, Shards
+from reminders.book import ReminderBook, post_text
+from reminders.when import next_time
+
+log = logging.getLogger("parley.reminders")
+
+POLL_SECONDS = 60.0
+# Due reminders read at a time; the next batch is read once these are posted.
+DUE_AT_ONCE = 50
+# Past its time by more than this, a reminder is posted marked late: Parley was offline (or stopped) meanwhile.
+LATE_AFTER = timedelta(minutes=1)
+# Pauses before each further try of a failed post.
+RETRY_SECONDS = (2.0, 10.0)
+
+
+class PostRefused(Exception):
+    """Discord will not take the post (the channel is gone, or Parley may not post there): not tried again.
+    `gone`: the channel is no more, so a recurring reminder there is deleted too."""
+
+    def __init__(self, why: str, *, gone: bool = False) -> None:
+        super().__init__(why)
+        self.gone = gone
+
+
+class ReminderPoster(Protocol):
+    """The Discord side of a reminder's delivery (edge/reminder_posts.py)."""
+
+    async def refusal(self, reminder: Reminder) -> str | None:
+        """Why the reminder's owner may no longer have it posted (blocked, opted out), or None."""
+        ...
+
+    async def post(self, reminder: Reminder, text: str) -> None:
+        """Post `text` in the reminder's channel, pinging its owner alone for a reminder, no one for a timed post.
+
+        Raises:
+            PostRefused: Discord refuses it for good. Any other exception is worth another try.
+        """
+        ...
+
+
+class ReminderScheduler:
+    """The task that posts the reminders of this process's `shards` when they come due."""
+
+    def __init__(
+        self,
+        book: ReminderBook,
+        poster: ReminderPoster,
+        shards: Shards,
+        *,
+        retry_seconds: Sequence[float] = RETRY_SECONDS,
+    ) -> None:
+        self.book = book
+        self.poster = poster
+        self.shards = shards
+        self.retry_seconds = retry_seconds
+        # Set after each pass over the due reminders: a test waits for it after moving the clock on.
+        self.passed = asyncio.Event()
+
+    def wake(self) -> None:
+        """Look for due reminders now (a test that moved the clock on)."""
+        self.book.added.set()
+
+    async def run(self, archive: ReminderTable | None) -> None:
+        """Post reminders as they come due, until cancelled; without an archive there are none."""
+        if archive is None:
+            return
+        self.book.archive = archive
+        while True:
+            self.book.added.clear()
+            try:
+                await self._post_due(archive)
+                wait = await self._until_next(archive)
+            except Exception:  # an archive failure: try again later, never stop posting reminders
+                log.exception("reminders: the due reminders could not be read or claimed")
+                wait = POLL_SECONDS
+            self.passed.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self.book.added.wait()
+
+    async def _until_next(self, archive: ReminderTable) -> float:
+        soonest = await archive.next_reminder_due(self.shards)
+        if soonest is None:
+            return POLL_SECONDS
+        return min(max((soonest - self.book.clock()).total_seconds(), 0.0), POLL_SECONDS)
+
+    async def _post_due(self, archive: ReminderTable) -> None:
+        while True:
+            now = self.book.clock()
+            due = await archive.due_reminders(now, self.shards, DUE_AT_ONCE)
+            for reminder in due:
+                await self._deliver(archive, reminder, now)
+            if len(due) < DUE_AT_ONCE:
+                return
+
+    async def _deliver(self, archive: ReminderTable, reminder: Reminder, now: datetime) -> None:
+        """Check, claim and post one due reminder; a one-off is deleted after its post (or its last try), a
+        recurring one when its channel is gone."""
+        refusal = await self.poster.refusal(reminder)
+        if refusal is not None:
+            log.info("reminder %s dropped: %s", reminder.id, refusal, extra={"reminder_id": reminder.id})
+            await archive.delete_reminder(reminder.id)
+            return
+        then = next_time(reminder.due_at, reminder.every, after=now, zone=self.book.zone) if reminder.every else None
+        if not await archive.claim_reminder(reminder, uuid.uuid4().hex, now, then):
+            log.info("reminder %s is taken by another process", reminder.id, extra={"reminder_id": reminder.id})
+            return
+        late = reminder.due_at if now - reminder.due_at > LATE_AFTER else None
+        gone = await self._post(reminder, post_text(reminder, self.book.zone, late_since=late))
+        if then is None or gone:
+            try:
+                await archive.delete_reminder(reminder.id)
+            except ArchiveWriteFailed:
+                # Its claim keeps it from being posted again; the archive's retention prunes it.
+                log.warning("reminder %s was posted but could not be deleted", reminder.id)
+
+    async def _post(self, reminder: Reminder, text: str) -> bool:
+        """Post, trying again after each of `retry_seconds`; a failure is logged. Whether the channel is gone."""
+        for attempt, pause in enumerate((*self.retry_seconds, None), start=1):
+            try:
+                await self.poster.post(reminder, text)
+            except PostRefused as refused:
+                log.warning("reminder %s not posted: %s", reminder.id, refused, extra={"reminder_id": reminder.id})
+                return refused.gone
+            except Exception as error:  # noqa: BLE001 - Discord failed: try again, then give up; never stop the task
+                if pause is None:
+                    log.warning(
+                        "reminder %s not posted after %d tries: %s: %s",
+                        reminder.id,
+                        attempt,
+                        type(error).__name__,
+                        error,
+                        extra={"reminder_id": reminder.id},
+                    )
+                    return False
+                await asyncio.sleep(pause)
+            else:
+                log.info("reminder %s posted in channel %s", reminder.id, reminder.channel_id)
+                return False
+        return False
