@@ -59,7 +59,7 @@ from files.prepared import PreparedFiles
 from knowledge.tool import KNOWLEDGE_TOOLS
 from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
-from records import MessageRecord
+from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
 from tool_approval import settle
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
@@ -386,10 +386,12 @@ async def generate_reply(
     listener: AnswerListener | None = None,
     model: Model | None = None,
     instructions: str | None = None,
+    about: AskedAbout | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
     `files`: the attachments of the messages the prompt shows (`files.preparer.AttachmentPreparer`).
+    `about`: the message `message` asks about, if it came from "Ask Parley" on a message (`context.build_prompt`).
     `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
@@ -404,7 +406,7 @@ async def generate_reply(
             with the cause chained and the tokens spent so far, so the caller apologises and keeps
             the old history.
     """
-    text = build_prompt(conversation, message, deps, files)
+    text = build_prompt(conversation, message, deps, files, about)
     prompt = text if files is None else files.user_content(text)
     history = list(conversation.llm_history)
     run = _Run(listener, model, instructions)

@@ -45,6 +45,7 @@ from providers.models import build_model, retry_settings
 from quoting import (
     AI_PARTICIPANT_TAG,
     AI_TURN_TAG,
+    ASKED_ABOUT_TAG,
     CHANNEL_INFO_TAG,
     EARLIER_CONVERSATION_TAG,
     EARLIER_CONVERSATIONS_TAG,
@@ -58,7 +59,7 @@ from quoting import (
     cap_text,
     inline,
 )
-from records import MessageRecord
+from records import AskedAbout, MessageRecord
 from tools import ChatDeps
 
 log = logging.getLogger("parley.context")
@@ -66,6 +67,7 @@ log = logging.getLogger("parley.context")
 TRANSCRIPT_MAX_MESSAGES = 30
 QUOTED_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[MESSAGE_TAG]
 NEW_MESSAGE_MAX_CHARS = QUOTE_MAX_CHARS[NEW_MESSAGE_TAG]
+ASKED_ABOUT_MAX_CHARS = QUOTE_MAX_CHARS[ASKED_ABOUT_TAG]
 JUDGE_CONTEXT_MESSAGES = 12
 # The judge is told what a new message's first files are; a gallery's every name would say no more.
 FILES_NAMED = 5
@@ -316,7 +318,11 @@ __all__ = [
 
 
 def build_prompt(
-    conversation: ChannelConversation, message: MessageRecord, deps: ChatDeps, files: PreparedFiles | None = None
+    conversation: ChannelConversation,
+    message: MessageRecord,
+    deps: ChatDeps,
+    files: PreparedFiles | None = None,
+    about: AskedAbout | None = None,
 ) -> str:
     """The prompt's text for answering `message`: where the bot is, what it has not seen of the channel, then `message`.
 
@@ -326,12 +332,17 @@ def build_prompt(
     "Not seen" is every message no earlier answer showed the model (`unseen_before`): the loaded context
     with the bot's own earlier turns when a conversation starts, and what was said while it wrote.
 
+    `about`: the message `message` asks about ("Ask Parley" on a message), quoted whole with its files and the
+    conversation around it, just before `message`.
+
     Every name and every channel message is quoted in a registered framing tag: names as escaped
     attributes, text as a neutralised body, so nothing a member wrote or named can close a frame, forge
     a message, an author or a `<system>` block, or reach the instructions.
     """
     bot_user_id = deps.bot_user_id
     earlier = conversation.unseen_before(message.message_id, bot_user_id)
+    if about is not None:
+        earlier = about.others(earlier)
     parts = [render_channel_info(deps)]
     if conversation.earlier_conversations and not conversation.llm_history:
         parts.append(
@@ -341,9 +352,30 @@ def build_prompt(
     if earlier:
         transcript = render_transcript(earlier, bot_user_id, files=files)
         parts.append(f"What was said in the channel that you have not seen yet:\n{transcript}")
+    if about is not None:
+        parts.append(render_asked_about(about, bot_user_id, files))
     new = quote_message(message, NEW_MESSAGE_TAG, NEW_MESSAGE_MAX_CHARS, bot_user_id)
     parts.append("Answer this new message:\n" + _with_files(new, message, files))
     return "\n\n".join(parts)
+
+
+def render_asked_about(about: AskedAbout, bot_user_id: int | None, files: PreparedFiles | None) -> str:
+    """The message a question is about, in an `<asked_about>` frame (capped as a new message is) with its files,
+    between the messages around it in a `<chat_transcript>`: quoted data, whatever it says."""
+    target = about.target
+    quoted = _with_files(quote_message(target, ASKED_ABOUT_TAG, ASKED_ABOUT_MAX_CHARS, bot_user_id), target, files)
+    if not about.before and not about.after:
+        return f"The new message asks you about this message (message_id {target.message_id}):\n{quoted}"
+
+    def context(message: MessageRecord) -> str:
+        return _with_files(quote_message(message, MESSAGE_TAG, QUOTED_MESSAGE_MAX_CHARS, bot_user_id), message, files)
+
+    around = [*map(context, about.before), quoted, *map(context, about.after)]
+    transcript = "\n".join([open_tag(TRANSCRIPT_TAG), *around, close_tag(TRANSCRIPT_TAG)])
+    return (
+        f"The new message asks you about the message in <{ASKED_ABOUT_TAG}> (message_id {target.message_id}), "
+        f"shown with the conversation around it:\n{transcript}"
+    )
 
 
 def _with_files(quote: str, message: MessageRecord, files: PreparedFiles | None) -> str:

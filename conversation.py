@@ -90,6 +90,31 @@ class ChannelConversation:
     # bot's messages only, so the many messages of others pay nothing for it (the learned tier reads it).
     bot_namings: dict[int, int] = field(default_factory=dict)
 
+    @classmethod
+    def opened(
+        cls,
+        channel_id: int,
+        initial_messages: Iterable[MessageRecord],
+        *,
+        kind: str,
+        now: datetime,
+        max_messages: int | None = None,
+    ) -> ChannelConversation:
+        """A conversation opening at `now` on earlier messages as context (`ConversationManager.start` keeps it)."""
+        conversation = cls(
+            channel_id=channel_id,
+            started_at=now,
+            last_activity=now,
+            messages=deque(initial_messages, maxlen=max_messages),
+            kind=kind,
+        )
+        conversation.opened_after_id = max((m.message_id for m in conversation.messages), default=0)
+        for message in conversation.messages:
+            conversation.last_message_by_author[message.author_id] = message
+            if message.is_bot:
+                conversation.note_bot_message(message)
+        return conversation
+
     @property
     def lasting(self) -> bool:
         """Whether the conversation ignores the inactivity timeout: a thread Parley opened lives while it is open."""
@@ -243,18 +268,9 @@ class ConversationManager:
         """Start (or restart) the channel's conversation with earlier messages as context; `kind`: where it is."""
         now = self.clock()
         self._evict_expired(now)
-        conversation = ChannelConversation(
-            channel_id=channel_id,
-            started_at=now,
-            last_activity=now,
-            messages=deque(initial_messages, maxlen=self.max_messages),
-            kind=kind,
+        conversation = ChannelConversation.opened(
+            channel_id, initial_messages, kind=kind, now=now, max_messages=self.max_messages
         )
-        conversation.opened_after_id = max((m.message_id for m in conversation.messages), default=0)
-        for message in conversation.messages:
-            conversation.last_message_by_author[message.author_id] = message
-            if message.is_bot:
-                conversation.note_bot_message(message)
         self._end(self._pop(channel_id), expired=False)
         if conversation.lasting:
             self._lasting[channel_id] = conversation

@@ -21,6 +21,7 @@ __all__ = [
     "AI_TURN_TAG",
     "ARCHIVED_MESSAGES_TAG",
     "ARCHIVED_MESSAGE_TAG",
+    "ASKED_ABOUT_TAG",
     "CHANNEL_INFO_TAG",
     "CHANNEL_LOG_TAG",
     "CHANNEL_STATS_TAG",
@@ -52,6 +53,8 @@ __all__ = [
 TRANSCRIPT_TAG = register_tag("chat_transcript")
 MESSAGE_TAG = register_tag("chat_message")
 NEW_MESSAGE_TAG = register_tag("new_message")
+# The message a member asks Parley about ("Ask Parley" on a message).
+ASKED_ABOUT_TAG = register_tag("asked_about")
 CHANNEL_INFO_TAG = register_tag("channel_info")
 ARCHIVED_MESSAGES_TAG = register_tag("archived_messages")
 ARCHIVED_MESSAGE_TAG = register_tag("archived_message")
@@ -104,7 +107,12 @@ def author_attributes(name: str, author_id: int, *, is_bot: bool, bot_user_id: i
 
 # Longest body each quoted message frame holds, by tag name: a message edited after it was quoted is
 # re-capped the same way (`requote`).
-QUOTE_MAX_CHARS: dict[str, int] = {MESSAGE_TAG: 600, NEW_MESSAGE_TAG: 4000, ARCHIVED_MESSAGE_TAG: 500}
+QUOTE_MAX_CHARS: dict[str, int] = {
+    MESSAGE_TAG: 600,
+    NEW_MESSAGE_TAG: 4000,
+    ASKED_ABOUT_TAG: 4000,
+    ARCHIVED_MESSAGE_TAG: 500,
+}
 DELETED_BODY = "(message deleted)"
 # One quoted message: its opening tag carries message_id; its body can't hold its closing tag (`wrap`
 # neutralises it) and attribute values can't hold ">" (they are HTML-escaped).
@@ -168,7 +176,7 @@ def _neutralised(tag_name: str, body: str) -> str:
     return framed[framed.index(">") + 1 : framed.rindex("<")]
 
 
-_TAGS_BY_NAME = {str(tag): tag for tag in (MESSAGE_TAG, NEW_MESSAGE_TAG, ARCHIVED_MESSAGE_TAG)}
+_TAGS_BY_NAME = {str(tag): tag for tag in (MESSAGE_TAG, NEW_MESSAGE_TAG, ASKED_ABOUT_TAG, ARCHIVED_MESSAGE_TAG)}
 
 
 # --- Archived messages and channel stats, as tool results ---------------------------------------

@@ -7,6 +7,7 @@ the Discord edge and the archive's callers all build on them without importing o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -107,6 +108,27 @@ class MessageRecord:
     mentions_everyone: bool = False
     # Files shared with the message, described; their bytes are read only when the model is shown them.
     attachments: tuple[AttachmentInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AskedAbout:
+    """The message a question is about ("Ask Parley" on a message), with the conversation around it that the asker
+    may read (none when the live conversation already shows it, or they may not read the channel's history)."""
+
+    target: MessageRecord
+    before: tuple[MessageRecord, ...] = ()
+    after: tuple[MessageRecord, ...] = ()
+
+    def others(self, messages: Iterable[MessageRecord]) -> list[MessageRecord]:
+        """`messages` without those this shows: each message is quoted (and its files read) once in a prompt."""
+        shown = {self.target.message_id, *(m.message_id for m in self.before), *(m.message_id for m in self.after)}
+        return [message for message in messages if message.message_id not in shown]
+
+    @property
+    def files_first_last(self) -> list[MessageRecord]:
+        """Its messages in the order the files preparer wants them, the one whose files come first last: the target's
+        files are read before any around it, within the request's caps."""
+        return [*self.before, *self.after, self.target]
 
 
 class AnswerPosts(NamedTuple):

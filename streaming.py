@@ -17,6 +17,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -25,7 +26,7 @@ from discord import app_commands
 from pydantic_ai import CancellationToken
 
 from agent import AnswerListener, Reply, ReplyFailed
-from discord_io import DISCORD_MESSAGE_LIMIT, reply_mentions, split_message, typing_indicator
+from discord_io import DISCORD_MESSAGE_LIMIT, split_message
 
 log = logging.getLogger("parley.streaming")
 
@@ -93,24 +94,65 @@ class Deliverer(Protocol):
     async def attempt(self, send: Callable[[], Awaitable[T]], what: str, seconds: float | None = None) -> T | None: ...
 
 
+class Outlet(Protocol):
+    """Where an answer's posts go (edge/asking.py): replies to a message in its channel (or the thread opened on
+    it), or a slash command's response and follow-ups, seen by the channel or by the asker alone.
+
+    Its posts are `discord.Message`s whatever the outlet, so they are edited and deleted alike (`post.edit`).
+    """
+
+    @property
+    def channel(self) -> discord.abc.Messageable:
+        """Where the posts appear."""
+        ...
+
+    @property
+    def channel_id(self) -> int: ...
+
+    @property
+    def asker_id(self) -> int: ...
+
+    @property
+    def public(self) -> bool:
+        """Whether everyone in the channel sees the posts (they are then the conversation's); False: the asker alone."""
+        ...
+
+    @property
+    def replies(self) -> bool:
+        """Whether the first post reaches the asker without naming them (a reply to their message, their command's
+        response); False in the thread opened on their message, where a prompt must name them."""
+        ...
+
+    @property
+    def mentions(self) -> discord.AllowedMentions:
+        """Whom the first post may ping: the asker at most, never @everyone, @here or a role."""
+        ...
+
+    def waiting(self) -> AbstractAsyncContextManager[None]:
+        """What the asker sees while the answer is written ("Parley is typing…")."""
+        ...
+
+    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+        """Post `content`: the first post of an answer (or a prompt) answers the question, the others follow."""
+        ...
+
+
 class LiveAnswer:
     """One answer as it streams into a channel: an `agent.AnswerListener` and the posts it writes."""
 
     def __init__(
         self,
-        question: discord.Message,
+        outlet: Outlet,
         pacer: ChannelPacer,
         *,
-        channel: discord.abc.Messageable,
         max_posts: int,
         delivery: Deliverer,
         reuse: Sequence[discord.Message] = (),
         on_first_post: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self.question = question
         self.delivery = delivery
-        # Where the answer goes: the question's channel, or the thread opened on it.
-        self.channel = channel
+        # Where the answer goes: replies in the question's channel, the thread opened on it, a command's response.
+        self.outlet = outlet
         self.on_first_post = on_first_post
         self.pacer = pacer
         self.max_posts = max_posts
@@ -132,17 +174,11 @@ class LiveAnswer:
 
     @property
     def channel_id(self) -> int:
-        channel_id: int = getattr(self.channel, "id", self.question.channel.id)
-        return channel_id
-
-    @property
-    def replies(self) -> bool:
-        """Whether the first post replies to the question; in the thread opened on it, the question is its start."""
-        return self.channel_id == self.question.channel.id
+        return self.outlet.channel_id
 
     @property
     def asker_id(self) -> int:
-        return self.question.author.id
+        return self.outlet.asker_id
 
     # -- agent.AnswerListener: called from inside the model's stream, so they only take note.
 
@@ -251,17 +287,9 @@ class LiveAnswer:
             del self.posts[len(target) :]
 
     async def _send(self, content: str, *, final: bool) -> None:
-        channel = self.channel
-        options: dict[str, Any] = {"reference": self._reference()} if self.replies else {}
-
-        def send() -> Awaitable[discord.Message]:
-            if self.posts:
-                return channel.send(content, allowed_mentions=discord.AllowedMentions.none())
-            if final:
-                return channel.send(content, allowed_mentions=self._mentions(), **options)
-            return channel.send(content, allowed_mentions=self._mentions(), view=stop_view(self.asker_id), **options)
-
-        post = await self._deliver(send)
+        first = not self.posts
+        view = stop_view(self.asker_id) if first and not final else None
+        post = await self._deliver(lambda: self.outlet.send(content, first=first, view=view))
         if post is None:
             return
         if not self.posts and not final:
@@ -283,17 +311,10 @@ class LiveAnswer:
             self._broken = True
         return result
 
-    def _reference(self) -> discord.MessageReference:
-        return self.question.to_reference(fail_if_not_exists=False)
-
-    def _mentions(self) -> discord.AllowedMentions:
-        # The answer may ping only the asker, as a non-streamed one does: never @everyone, @here or a role.
-        return reply_mentions(self.question.author)
-
     async def _edit(self, index: int, content: str, *, final: bool) -> None:
         first = index == 0
         # Edits never ping: the first post may name only the asker, as when it was sent, and the rest no one.
-        mentions = self._mentions() if first else discord.AllowedMentions.none()
+        mentions = self.outlet.mentions if first else discord.AllowedMentions.none()
         options: dict[str, Any] = {"view": None} if first and final else {}
         post = self.posts[index]
         edited = await self._deliver(lambda: post.edit(content=content, allowed_mentions=mentions, **options))
@@ -395,23 +416,20 @@ class AnswerStreams:
 
     async def stream(
         self,
-        question: discord.Message,
+        outlet: Outlet,
         write: Callable[[AnswerListener], Awaitable[Reply]],
         *,
         apology: str,
-        channel: discord.abc.Messageable,
         delivery: Deliverer,
         reuse: Sequence[discord.Message] = (),
     ) -> Streamed:
-        """Stream the answer `write` produces into `channel`, replying to `question` if it is there (into `reuse`'s
-        posts first)."""
+        """Stream the answer `write` produces into `outlet` (into `reuse`'s posts first)."""
         async with contextlib.AsyncExitStack() as typing:
             # "Parley is typing…" until the answer shows: after that, the answer itself shows it is being written.
-            await typing.enter_async_context(typing_indicator(channel))
+            await typing.enter_async_context(outlet.waiting())
             live = LiveAnswer(
-                question,
+                outlet,
                 self.pacer,
-                channel=channel,
                 max_posts=self.max_posts,
                 delivery=delivery,
                 reuse=reuse,
@@ -449,6 +467,10 @@ class AnswerStreams:
 
     def latest(self, channel_id: int) -> AnsweredTurn | None:
         return self._latest.get(channel_id)
+
+    def forget_latest(self, channel_id: int) -> None:
+        """The channel's latest answer can no longer be regenerated (a command's answer followed it)."""
+        self._latest.pop(channel_id, None)
 
 
 # --- Regenerate -------------------------------------------------------------------------------

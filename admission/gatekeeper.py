@@ -9,13 +9,13 @@ import math
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import discord
 
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from admission.bots import BotGate
-from admission.optout import OPTED_OUT_REFUSAL, OptOuts, OptOutTables
+from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL, OptOuts, OptOutTables
 from archive.allowances import PostgresAllowances
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
@@ -49,6 +49,13 @@ REGENERATE_OVER_ROLE_TOKENS = "You have used your role's share of Parley's token
 # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
 # so neither the model provider nor the process's memory sees them all at the same time.
 SUMMARIES_AT_ONCE = 4
+
+
+class Refused(NamedTuple):
+    """A request a member made by command, turned down: the decision (for `/parley why`) and the line they are told."""
+
+    decision: Decision
+    line: str
 
 
 @dataclass
@@ -279,18 +286,26 @@ class Gatekeeper:
     async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """Why `member_id` may not have an answer regenerated now, in one line for them alone; None admits them,
         spending one of their answers (`give_back` returns it if no model call follows)."""
+        refused = await self.command_refusal(guild_id, member_id, role_ids)
+        return None if refused is None else refused.line
+
+    async def command_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> Refused | None:
+        """`regenerate_refusal` with the decision it makes, for `/parley why`; None admits the member, spending one
+        of their answers."""
         if self.optouts.opted_out(guild_id, member_id):
-            return OPTED_OUT_REFUSAL
+            return Refused(OPTED_OUT, OPTED_OUT_REFUSAL)
         reset = discord_time(next_utc_midnight(self.usage.day))
         if await self.server_budget_spent(guild_id):
-            return REGENERATE_OVER_BUDGET.format(reset=reset)
+            return Refused(SERVER_BUDGET, REGENERATE_OVER_BUDGET.format(reset=reset))
         if await self.tokens_spent(guild_id, member_id, role_ids):
-            return REGENERATE_OVER_ROLE_TOKENS.format(reset=reset)
+            return Refused(ROLE_TOKEN_BUDGET, REGENERATE_OVER_ROLE_TOKENS.format(reset=reset))
+        limits = self.limits_of(role_ids)
         admission = await self.take(guild_id, member_id, role_ids)
         if admission.admitted:
             return None
         assert admission.retry_at is not None  # a refusal always says when a token is back
-        return REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at))
+        decision = ROLE_RATE_LIMITED if limits.by_role else MEMBER_RATE_LIMITED
+        return Refused(decision, REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at)))
 
     async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same limits, the

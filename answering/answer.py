@@ -23,19 +23,15 @@ from archive.text import safe_text
 from config import Settings
 from context import TRANSCRIPT_MAX_MESSAGES
 from conversation import ChannelConversation, ConversationManager
-from discord_io import (
-    is_closed_thread,
-    may_read_history,
-    typing_indicator,
-)
+from discord_io import is_closed_thread, to_record
 from edge.approval import ApprovalButton, ApprovalPrompts
+from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
 from edge.readable import readable_channel_ids
 from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
 from profiles import Profiles, persona_instructions
-from records import MessageRecord
-from streaming import AnsweredTurn, AnswerStreams
+from streaming import AnsweredTurn, AnswerStreams, Outlet
 from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
 from upkeep.reminders import ReminderScheduler
@@ -99,42 +95,34 @@ class Answering:
             manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
         )
 
-    async def answer(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        where: discord.Thread | None = None,
-        *,
-        reads_history: bool,
-    ) -> None:
-        """Run the responder and post its answer (in `where`, a thread opened for it, if given); on failure
-        apologise and leave the history as it was. `reads_history`: the asker may read the channel's history."""
+    async def answer(self, question: Question, outlet: Outlet, conversation: ChannelConversation) -> None:
+        """Run the responder and post its answer through `outlet` (a reply to the question's message, in its
+        channel or the thread opened on it; a command's response); on failure apologise and leave the history as it
+        was."""
         assert self.client.user is not None
-        channel = where or message.channel
-        deps = self.chat_deps(message, channel, reads_history)
+        deps = self.chat_deps(question, outlet)
         if self.settings.stream_answers:
-            await self._answer_streamed(message, record, conversation, deps, where)
+            await self._answer_streamed(question, outlet, conversation, deps)
             return
         result: Reply | ReplyFailed
-        async with typing_indicator(channel):
+        async with outlet.waiting():
             try:
-                result = await self._reply(message, conversation, record, deps)
+                result = await self._reply(question, conversation, deps)
             except ReplyFailed as failure:
                 result = failure
-        outcome = AnswerOutcome.whole(message, where, result, private=not reads_history)
+        outcome = AnswerOutcome.whole(question, outlet, result)
         await self.tail.finish(outcome, conversation)
 
-    def chat_deps(self, message: discord.Message, channel: discord.abc.Messageable, reads_history: bool) -> ChatDeps:
-        """What the tools of an answer to `message` in `channel` may reach: that channel (or thread, or DM) alone.
+    def chat_deps(self, question: Question, outlet: Outlet) -> ChatDeps:
+        """What the tools of an answer to `question` going into `outlet` may reach: that channel (or thread, or DM)
+        alone, as far as the asker may read it.
 
         A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
         the person told Parley about themselves in DMs, never a server's.
         """
         assert self.client.user is not None
-        guild = message.guild
-        guild_id = 0 if guild is None else guild.id
-        channel_id = getattr(channel, "id", message.channel.id)
+        guild, guild_id = question.guild, question.guild_id
+        channel_id = outlet.channel_id
         archive = self.stores.archive
         return ChatDeps(
             bot_name=safe_text(self.client.user.display_name),
@@ -142,37 +130,42 @@ class Answering:
             guild_id=guild_id,
             guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
             channel_id=channel_id,
-            channel_name=safe_text(getattr(channel, "name", None) or DIRECT_MESSAGES_PLACE),
+            channel_name=safe_text(getattr(outlet.channel, "name", None) or DIRECT_MESSAGES_PLACE),
             archive=None if archive is None else VeiledArchive(archive, self.stores.admission.optouts, guild_id),
-            requester_id=message.author.id,
-            requester_can_read_history=reads_history,
+            requester_id=question.asker_id,
+            requester_can_read_history=question.reads_history,
             memory=self.stores.memory if self.settings.memory_tools else None,
-            message_id=message.id,
+            message_id=question.id,
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
-            approver=self.approvals.for_answer(message, channel),
+            approver=self.approvals.for_answer(question.asker, outlet),
             reminders=None if archive is None else self.stores.reminders.book,
-            requester_manages_messages=_manages_messages(message),
+            requester_manages_messages=question.manages_messages,
             knowledge=self.stores.knowledge,
-            readable_channels=_readable_channels(guild, message.author),
+            readable_channels=_readable_channels(guild, question.asker),
         )
 
     async def _reply(
         self,
-        message: discord.Message,
+        question: Question,
         conversation: ChannelConversation,
-        record: MessageRecord,
         deps: ChatDeps,
         listener: AnswerListener | None = None,
     ) -> Reply:
         """`generate_reply` with the attachments of the messages the prompt shows; a provider that refuses images
         marks the model as taking none and gets the same answer asked again without them."""
+        record = question.record
         if not deps.requester_can_read_history:
             conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
         profile = self.profiles.for_channel(deps.channel_id)
         chosen = self.models.answer_model(profile.model)
         instructions = persona_instructions(profile.persona)
         model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
-        shown = [*conversation.unseen_before(record.message_id, deps.bot_user_id)[-TRANSCRIPT_MAX_MESSAGES:], record]
+        unseen = conversation.unseen_before(record.message_id, deps.bot_user_id)
+        about = question.about
+        # A message asked about (and those around it) is quoted once, in a part of the prompt of its own; its files
+        # come right after the question's own, within the request's caps.
+        shown = (unseen if about is None else about.others(unseen))[-TRANSCRIPT_MAX_MESSAGES:]
+        shown = [*shown, *(() if about is None else about.files_first_last), record]
         files = await self.files.attachments.prepare(shown, vision=self.files.attachments.sees_images(model))
         self.files.archive_extracted(files)
         ask = functools.partial(
@@ -184,13 +177,14 @@ class Answering:
             listener=listener,
             model=chosen,
             instructions=instructions,
+            about=about,
         )
         try:
             return await ask(files)
         except ReplyFailed as failure:
             if model is None or not files.images or not is_image_refusal(failure.__cause__):
                 raise
-            self.accounting.account(message, failure.usage, deps.channel_id)
+            self.accounting.account(question, failure.usage, deps.channel_id)
             self.files.attachments.refuse_images(model)
             log.warning(
                 "model %s refused images: answering without them, and sending it none from now on", model_key(model)
@@ -198,24 +192,18 @@ class Answering:
             return await ask(files.without_images("image not shown: this model takes no images"))
 
     async def _answer_streamed(
-        self,
-        message: discord.Message,
-        record: MessageRecord,
-        conversation: ChannelConversation,
-        deps: ChatDeps,
-        where: discord.Thread | None,
+        self, question: Question, outlet: Outlet, conversation: ChannelConversation, deps: ChatDeps
     ) -> None:
-        """Answer as `answer` does, the answer streaming into the channel as the model writes it (streaming.py)."""
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not answering in thread %s: it was archived or locked meanwhile", channel.id)
+        """Answer as `answer` does, the answer streaming into the outlet as the model writes it (streaming.py)."""
+        if is_closed_thread(outlet.channel):
+            log.info("not answering in thread %s: it was archived or locked meanwhile", outlet.channel_id)
             return
 
         def write(listener: AnswerListener) -> Awaitable[Reply]:
-            return self._reply(message, conversation, record, deps, listener)
+            return self._reply(question, conversation, deps, listener)
 
-        streamed = await self.streams.stream(message, write, apology=APOLOGY, channel=channel, delivery=self.delivery)
-        outcome = AnswerOutcome.streamed(message, channel, streamed, private=not deps.requester_can_read_history)
+        streamed = await self.streams.stream(outlet, write, apology=APOLOGY, delivery=self.delivery)
+        outcome = AnswerOutcome.streamed(question, outlet, streamed)
         await self.tail.finish(outcome, conversation)
 
     async def latest_answer(self, channel: discord.abc.Messageable) -> AnsweredTurn | None:
@@ -245,11 +233,12 @@ class Answering:
     async def regenerate(self, turn: AnsweredTurn, conversation: ChannelConversation) -> None:
         """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
         replacing the answer in the conversation's model history."""
-        question, channel = turn.question, turn.channel
-        channel_id: int = getattr(channel, "id", question.channel.id)
+        outlet = MessageReply(turn.question, turn.channel)
+        channel_id = outlet.channel_id
         # Resolved here, where the question comes back from Discord: the asker of the answer being rewritten.
         # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
-        deps = self.chat_deps(question, channel, question.guild is None or may_read_history(question))
+        question = Question.of_message(turn.question, to_record(turn.question))
+        deps = self.chat_deps(question, outlet)
         reads_history = deps.requester_can_read_history
         shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
 
@@ -265,22 +254,9 @@ class Answering:
                 instructions=persona_instructions(profile.persona),
             )
 
-        streamed = await self.streams.stream(
-            question, write, apology=APOLOGY, channel=channel, delivery=self.delivery, reuse=turn.posts
-        )
-        outcome = AnswerOutcome.regenerated_into(question, channel, streamed, turn.posts, kept_before=earlier)
+        streamed = await self.streams.stream(outlet, write, apology=APOLOGY, delivery=self.delivery, reuse=turn.posts)
+        outcome = AnswerOutcome.regenerated_into(question, outlet, streamed, turn.posts, kept_before=earlier)
         await self.tail.finish(outcome, conversation)
-
-
-def _manages_messages(message: discord.Message) -> bool:
-    """Whether the author has Manage Messages where they wrote (a timed post to the channel needs it)."""
-    author = message.author
-    if not isinstance(author, discord.Member):
-        return False
-    try:
-        return message.channel.permissions_for(author).manage_messages
-    except discord.ClientException:
-        return False  # a thread whose parent channel is not cached: its permissions are unknown
 
 
 def _readable_channels(

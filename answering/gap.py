@@ -146,7 +146,8 @@ class GapQuestions:
         if not await self._claim(archive, message):
             self._hear(channel_id, conversation is not None, message)
             return
-        await self.pipeline.arrived(replace(arrival, reads_history=await reads_history(message)))
+        question = replace(arrival.question, reads_history=await reads_history(message))
+        await self.pipeline.arrived(replace(arrival, question=question))
 
     def _hear(self, channel_id: int, live: bool, message: discord.Message) -> None:
         """Let the channel's live conversation hear a message it will not decide (in order, by its id)."""

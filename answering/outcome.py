@@ -11,8 +11,9 @@ conversation with its change, and Discord echoes the posts to `on_message`, whic
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import discord
@@ -23,9 +24,10 @@ from agent import Reply, ReplyFailed
 from answering.delivery import Delivery
 from answering.usage import UsageAccounting
 from conversation import ChannelConversation, ConversationManager
-from discord_io import is_closed_thread, reply_mentions, split_message, to_record
+from discord_io import is_closed_thread, split_message, to_record
+from edge.asking import MessageReply, Question
 from records import AnswerPosts
-from streaming import AnswerStreams, Streamed
+from streaming import AnswerStreams, Outlet, Streamed
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -47,54 +49,37 @@ class AnswerOutcome:
     which the conversation holds already.
     """
 
-    question: discord.Message
-    channel: discord.abc.Messageable
+    question: Question
+    # Where the answer goes: a reply in the question's channel or the thread opened on it, a command's response.
+    outlet: Outlet
     reply: Reply | None
     failure: ReplyFailed | None = None
     posts: Sequence[discord.Message] = ()
     text: str | None = None
-    # The thread opened on the question, which the answer goes into: posts there need no reference to it.
-    thread: discord.Thread | None = None
     reused: frozenset[int] = frozenset()
     regenerated: bool = False
-    # An answer to an asker without Read Message History (admission.history_access), written without the
-    # conversation's history: its turn goes after that history instead of replacing it.
-    private: bool = False
     # Regenerated: the model history kept before the turn it rewrites (a private view showed none of it).
     kept_before: Sequence[ModelMessage] = ()
     # A streamed answer some post or edit of which Discord did not take in time: its posts show part of it.
     broken: bool = False
 
     @classmethod
-    def whole(
-        cls, question: discord.Message, thread: discord.Thread | None, result: Reply | ReplyFailed, *, private: bool
-    ) -> AnswerOutcome:
+    def whole(cls, question: Question, outlet: Outlet, result: Reply | ReplyFailed) -> AnswerOutcome:
         """A reply the model wrote at once, or its failure, for the tail to post (the reply, or the apology)."""
-        channel = thread or question.channel
         if isinstance(result, ReplyFailed):
-            return cls(question, channel, None, result, text=APOLOGY, thread=thread, private=private)
-        return cls(question, channel, result, text=result.text, thread=thread, private=private)
+            return cls(question, outlet, None, result, text=APOLOGY)
+        return cls(question, outlet, result, text=result.text)
 
     @classmethod
-    def streamed(
-        cls, question: discord.Message, channel: discord.abc.Messageable, streamed: Streamed, *, private: bool
-    ) -> AnswerOutcome:
+    def streamed(cls, question: Question, outlet: Outlet, streamed: Streamed) -> AnswerOutcome:
         """An answer streamed into new posts (the apology, if the model failed)."""
-        return cls(
-            question,
-            channel,
-            streamed.reply,
-            streamed.failure,
-            posts=streamed.posts,
-            private=private,
-            broken=streamed.broken,
-        )
+        return cls(question, outlet, streamed.reply, streamed.failure, posts=streamed.posts, broken=streamed.broken)
 
     @classmethod
     def regenerated_into(
         cls,
-        question: discord.Message,
-        channel: discord.abc.Messageable,
+        question: Question,
+        outlet: Outlet,
         streamed: Streamed,
         reused: Iterable[discord.Message],
         *,
@@ -104,7 +89,7 @@ class AnswerOutcome:
         kept = frozenset(post.id for post in reused)
         return cls(
             question,
-            channel,
+            outlet,
             streamed.reply,
             streamed.failure,
             streamed.posts,
@@ -113,6 +98,12 @@ class AnswerOutcome:
             kept_before=kept_before,
             broken=streamed.broken,
         )
+
+    @property
+    def private(self) -> bool:
+        """An answer to an asker without Read Message History (admission.history_access), written without the
+        conversation's history: its turn goes after that history instead of replacing it."""
+        return not self.question.reads_history
 
     @property
     def usage(self) -> RunUsage:
@@ -148,29 +139,31 @@ class AnswerTail:
         """Post what is left to post, record the posts and the bot's turn, count the tokens, compact; the posts.
 
         The tokens are counted first, before anything is posted: the server's budget is then spent by the time
-        anyone sees the answer.
+        anyone sees the answer. An answer only its asker sees (an ephemeral /ask) is no turn of the conversation:
+        it is counted and posted, nothing more.
         """
-        question, channel = outcome.question, outcome.channel
-        channel_id: int = getattr(channel, "id", question.channel.id)
+        question, outlet = outcome.question, outcome.outlet
+        channel_id = outlet.channel_id
         self.accounting.account(question, outcome.usage, channel_id, outcome.reply.model if outcome.reply else "")
         posts = list(outcome.posts)
         whole = True
         if outcome.text is not None:
-            posts = await self.post(question, outcome.text, outcome.thread)
+            posts = await self.post(outlet, outcome.text)
             whole = len(posts) == len(split_message(outcome.text, max_posts=self.max_posts))
         whole = whole and not outcome.broken
         if not (posts and whole):
             # The member is told; what they saw of the answer, if anything, is all the conversation records of it.
-            self._tell_lost(question, outcome.thread or _thread_opened_on(question, channel))
-        self._note_posts(question, channel_id, [post for post in posts if post.id not in outcome.reused])
+            self._tell_lost(question, outlet)
+        if outlet.public:
+            self._note_posts(question.asker_id, channel_id, [post for post in posts if post.id not in outcome.reused])
         if outcome.reply is None:
             what = "regenerating the answer" if outcome.regenerated else f"answer to message {question.id}"
             log.error("%s in channel %s failed", what, channel_id, exc_info=outcome.failure)
             return posts
-        if not posts:
-            return posts  # nothing went out: the next message is decided as if it never was
+        if not posts or not outlet.public:
+            return posts  # nothing went out, or only to the asker: the next message is decided as if it never was
         messages = outcome.reply.messages if whole else as_shown(outcome.reply.messages, posts)
-        self._answered(question, posts, channel, conversation)
+        self._answered(question, posts, outlet, conversation)
         self._keep_turn(outcome, messages, channel_id, conversation)
         self.upkeep.compact_later(conversation)
         return posts
@@ -195,86 +188,72 @@ class AnswerTail:
         else:
             self.manager.record_bot_response(channel_id, messages, outcome.question.id)
 
-    def _tell_lost(self, question: discord.Message, where: discord.Thread | None) -> None:
+    def _tell_lost(self, question: Question, outlet: Outlet) -> None:
         """Post the "lost" line for an answer that could not be posted, once Discord takes posts again: in the
         background, so the channel's next turn need not wait for Discord to recover. Nothing of the lost answer
         was recorded, so the conversation decides the next message as if it never went out."""
-        if is_closed_thread(where or question.channel):
+        if is_closed_thread(outlet.channel):
             return  # the thread was closed meanwhile: nothing was lost to Discord, and posting would reopen it
-        task = asyncio.create_task(self._post_lost_line(question, where))
+        task = asyncio.create_task(self._post_lost_line(question, outlet))
         self._lost_lines.add(task)
         task.add_done_callback(self._lost_lines.discard)
 
-    async def _post_lost_line(self, question: discord.Message, where: discord.Thread | None) -> None:
+    async def _post_lost_line(self, question: Question, outlet: Outlet) -> None:
         try:
-            posts = await self.post(question, LOST, where, seconds=self.delivery.seconds * LOST_LINE_DEADLINES)
+            posts = await self.post(outlet, LOST, seconds=self.delivery.seconds * LOST_LINE_DEADLINES)
         except RuntimeError:  # the client closed meanwhile: there is no one to tell
             posts = []
-        self._note_posts(question, (where or question.channel).id, posts)
+        if outlet.public:
+            self._note_posts(question.asker_id, outlet.channel_id, posts)
         if not posts:
             log.error("the answer to message %s was lost, and so was the line saying so", question.id)
 
     async def deliver(
         self, message: discord.Message, text: str, where: discord.Thread | None = None
     ) -> list[discord.Message]:
-        """Post `text` as `post` does and record the posts in the conversation: a notice, which is no answer."""
-        posts = await self.post(message, text, where)
-        self._note_posts(message, (where or message.channel).id, posts)
+        """Post `text` as `post` does, replying to `message` (in `where`, the thread opened on it, if given), and
+        record the posts in the conversation: a notice, which is no answer."""
+        outlet = MessageReply.to(message, where)
+        posts = await self.post(outlet, text)
+        self._note_posts(message.author.id, outlet.channel_id, posts)
         return posts
 
-    async def post(
-        self, message: discord.Message, text: str, where: discord.Thread | None, *, seconds: float | None = None
-    ) -> list[discord.Message]:
-        """Post `text` as a reply to `message` (or in `where`, the thread opened on it), split to Discord's limit,
-        each part tried until Discord takes it or the delivery deadline (`seconds`, else the setting) has passed;
-        what was posted, up to a failure. Nothing is posted in an archived or locked thread: posting would reopen
-        it."""
+    async def post(self, outlet: Outlet, text: str, *, seconds: float | None = None) -> list[discord.Message]:
+        """Post `text` through `outlet`, split to Discord's limit, each part tried until Discord takes it or the
+        delivery deadline (`seconds`, else the setting) has passed; what was posted, up to a failure. Nothing is
+        posted in an archived or locked thread: posting would reopen it."""
         posts: list[discord.Message] = []
-        channel = where or message.channel
-        if is_closed_thread(channel):
-            log.info("not posting in thread %s: it was archived or locked meanwhile", channel.id)
+        if is_closed_thread(outlet.channel):
+            log.info("not posting in thread %s: it was archived or locked meanwhile", outlet.channel_id)
             return posts
         for index, part in enumerate(split_message(text, max_posts=self.max_posts)):
             post = await self.delivery.attempt(
-                self._sender(channel, message, part, first=index == 0, in_thread=where is not None),
-                f"to channel {channel.id}",
-                seconds,
+                functools.partial(outlet.send, part, first=index == 0), f"to channel {outlet.channel_id}", seconds
             )
             if post is None:
                 break
             posts.append(post)
         return posts
 
-    @staticmethod
-    def _sender(
-        channel: discord.abc.Messageable, message: discord.Message, part: str, *, first: bool, in_thread: bool
-    ) -> Callable[[], Awaitable[discord.Message]]:
-        """What posts one part of a reply to `message`: the first replies to it (inside the thread opened on it,
-        the question is the thread's start: no reference is needed), the others follow."""
-        if not first:
-            return lambda: channel.send(part)
-        if in_thread:
-            return lambda: channel.send(part, allowed_mentions=reply_mentions(message.author))
-        reference = message.to_reference(fail_if_not_exists=False)
-        return lambda: channel.send(part, reference=reference, allowed_mentions=reply_mentions(message.author))
-
-    def _note_posts(self, message: discord.Message, channel_id: int, posts: Iterable[discord.Message]) -> None:
-        """Record the bot's posts answering `message` in the conversation of `channel_id`."""
+    def _note_posts(self, asker_id: int, channel_id: int, posts: Iterable[discord.Message]) -> None:
+        """Record the bot's posts answering `asker_id` in the conversation of `channel_id`."""
         for post in posts:
             # Whom the post answers drives follow-up decisions; don't depend on Discord echoing it.
-            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=message.author.id))
+            self.manager.record_message(channel_id, replace(to_record(post), reply_to_author_id=asker_id))
 
     def _answered(
-        self,
-        question: discord.Message,
-        posts: list[discord.Message],
-        channel: discord.abc.Messageable,
-        conversation: ChannelConversation,
+        self, question: Question, posts: list[discord.Message], outlet: Outlet, conversation: ChannelConversation
     ) -> None:
         """Note the channel's latest answer for "Regenerate": its messages at hand, their ids with the conversation
-        (stored with its next change, which the caller makes)."""
-        self.streams.answered(question, posts, channel)
-        conversation.latest_answer = AnswerPosts(question.channel.id, question.id, tuple(post.id for post in posts))
+        (stored with its next change, which the caller makes). Regenerate fetches the question's message again:
+        a command's answer, which has none, is not regenerated, and no earlier answer may be in its place."""
+        if question.message is None:
+            self.streams.forget_latest(outlet.channel_id)
+            conversation.latest_answer = None
+            return
+        self.streams.answered(question.message, posts, outlet.channel)
+        post_ids = tuple(post.id for post in posts)
+        conversation.latest_answer = AnswerPosts(question.message.channel.id, question.id, post_ids)
 
 
 def as_shown(messages: Sequence[ModelMessage], posts: Sequence[discord.Message]) -> list[ModelMessage]:
@@ -285,10 +264,3 @@ def as_shown(messages: Sequence[ModelMessage], posts: Sequence[discord.Message])
     if messages and isinstance(messages[-1], ModelResponse):
         return [*messages[:-1], replace(messages[-1], parts=[text])]
     return [*messages, ModelResponse(parts=[text])]
-
-
-def _thread_opened_on(question: discord.Message, channel: discord.abc.Messageable) -> discord.Thread | None:
-    """The thread an answer went into instead of the question's channel, if it did."""
-    if isinstance(channel, discord.Thread) and channel.id != question.channel.id:
-        return channel
-    return None

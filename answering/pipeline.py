@@ -12,14 +12,17 @@ from typing import Protocol
 import discord
 
 from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
+from admission.gatekeeper import SERVER_BUDGET, Refused
 from admission.optout import OPTED_OUT, OptOuts, veil
 from answering.answer import Answering
+from answering.asked import ASKED_PRIVATELY, CommandQuestions
 from answering.decisions import DecisionLog
 from answering.gap import GapQuestions
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread, role_ids_of
 from edge.arrival import Arrival, access_asker, access_place
+from edge.asking import MessageReply
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
@@ -68,6 +71,8 @@ class Admission(Protocol):
     async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision: ...
 
     async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> str | None: ...
+
+    async def command_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> Refused | None: ...
 
     async def give_back(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> None: ...
 
@@ -119,6 +124,10 @@ class MessagePipeline:
         # What catch-up finds Parley missed is decided on this path too, as if it had just arrived (answering/gap.py).
         self.gap = GapQuestions(context.settings, manager, self, upkeep.background)
         context.coverage.missed = self.gap
+        # Questions asked by command (/ask) are admitted there, then answered on this path too.
+        self.commanded = CommandQuestions(
+            self, admission, access, threads, decision_log.journal, direct_messages=context.settings.direct_messages
+        )
 
     @property
     def bot_user_id(self) -> int:
@@ -138,6 +147,12 @@ class MessagePipeline:
             return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
+        await self.handle(arrival)
+
+    async def asked(self, arrival: Arrival) -> None:
+        """A question a member asked by command in public (/ask), admitted by the command: a human spoke, and it
+        is handled as their @mention would be."""
+        self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         await self.handle(arrival)
 
     def _pass_over(self, arrival: Arrival) -> None:
@@ -163,7 +178,7 @@ class MessagePipeline:
         for_parley = arrival.addressed or arrival.kind != CHANNEL
         if for_parley or live is not None:
             self.decided_here(record, NOT_ALLOWED)
-        if for_parley and not arrival.automated:
+        if for_parley and not arrival.automated and arrival.message is not None:
             await self.access.tell_once(arrival.message, arrival.guild_id, found)
         return True
 
@@ -192,7 +207,7 @@ class MessagePipeline:
         neither a conversation nor a turn under way, else at its turn if no conversation is live by then.
         """
         message, record = arrival.message, arrival.record
-        channel_id = message.channel.id
+        channel_id = record.channel_id
         live = self.manager.record_message(channel_id, record)
         starts = functools.cache(lambda: self._starts_conversation(arrival))
         if live is None and self.admission.idle(channel_id) and not starts():
@@ -211,8 +226,9 @@ class MessagePipeline:
             if not answerable:
                 self._record_late(record, live)
                 return
-            opens = await self.threads.opens_thread(message, record)
-            thread = await self.threads.open_thread(message, record) if opens else None
+            # A command's answer goes into its own response: only a message may have a thread opened on it.
+            opens = message is not None and await self.threads.opens_thread(message, record)
+            thread = await self.threads.open_thread(message, record) if message is not None and opens else None
             if thread is not None:
                 await self._answer_in_thread(arrival.moved_to(thread, OWN_THREAD), thread)
                 return
@@ -233,7 +249,8 @@ class MessagePipeline:
         """Start the channel's conversation with the message, from the context before it and earlier summaries."""
         channel_id = arrival.record.channel_id
         # Opted-out members' messages before it are shown only as placeholders, wherever the context came from.
-        context = self.admission.optouts.veil_all(arrival.guild_id, await self.context.load_context(arrival.message))
+        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
+        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
         earlier = await self.upkeep.earlier_conversations(channel_id)
         conversation = self.manager.start(channel_id, context, kind=arrival.kind)
         conversation.earlier_conversations = earlier
@@ -250,6 +267,32 @@ class MessagePipeline:
             self.manager.record_message(thread.id, arrival.record)
             await self._decide_and_answer(arrival, conversation, thread)
 
+    async def answer_aside(self, arrival: Arrival, logged: MessageRecord) -> None:
+        """Answer a question its asker alone sees (/ask private), admitted already: from the channel's live
+        conversation, or the context a mention would start one from, as far as they may read it. Nothing of it is
+        kept: neither the question nor the answer joins a conversation, and none is started. `logged` is the
+        question as `/parley why` shows it."""
+        channel_id, outlet = arrival.record.channel_id, arrival.outlet
+        assert outlet is not None  # a command brings the outlet its answer goes to
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+            if await self.admission.server_budget_spent(arrival.guild_id):
+                self.decided_here(logged, SERVER_BUDGET)
+                return
+            conversation = self.manager.get(channel_id) or await self._context_only(arrival)
+            self.decided_here(logged, ASKED_PRIVATELY)
+            await self.answering.answer(arrival.question, outlet, conversation)
+
+    async def _context_only(self, arrival: Arrival) -> ChannelConversation:
+        """What a conversation started by the question would hold before it, kept by no one."""
+        channel_id = arrival.record.channel_id
+        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
+        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
+        conversation = ChannelConversation.opened(
+            channel_id, context, kind=arrival.kind, now=arrival.record.timestamp, max_messages=self.manager.max_messages
+        )
+        conversation.earlier_conversations = await self.upkeep.earlier_conversations(channel_id)
+        return conversation
+
     def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
         """Record a message that will not be answered in the conversation that began while it waited."""
         conversation = self.manager.get(record.channel_id)
@@ -260,15 +303,15 @@ class MessagePipeline:
         self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
     ) -> None:
         """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
-        says so."""
+        says so. A command's question was admitted by the command already (commands/ask.py)."""
         message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
-        if not await self.admission.admit_member(guild_id, message, record, arrival.addressed):
+        if message is not None and not await self.admission.admit_member(guild_id, message, record, arrival.addressed):
             return
         decision = self.decider.decide_now(record, conversation, self.bot_user_id)
         if not isinstance(decision, Decision):
             decision = await self.admission.judged(guild_id, record, decision)
         if not decision.respond:
-            await self.admission.give_back(guild_id, record.author_id, role_ids_of(message.author))
+            await self.admission.give_back(guild_id, record.author_id, arrival.question.role_ids)
             return
         async with self.admission.answer_slots:
             await self.answer(arrival, conversation, where)
@@ -276,13 +319,20 @@ class MessagePipeline:
     async def answer(
         self, arrival: Arrival, conversation: ChannelConversation, where: discord.Thread | None = None
     ) -> None:
-        """Answer the message (in `where`, a thread opened for it, if given), unless its server's token budget for
-        the day is spent (`decline_over_budget`)."""
+        """Answer the message (in `where`, a thread opened for it, if given; a command's through its outlet), unless
+        its server's token budget for the day is spent (`decline_over_budget`; a command tells its asker itself)."""
         message, record = arrival.message, arrival.record
         if await self.admission.server_budget_spent(arrival.guild_id):
-            await self.admission.decline_over_budget(arrival.guild_id, message, record, where)
+            if message is None:
+                self.decided_here(record, SERVER_BUDGET)
+            else:
+                await self.admission.decline_over_budget(arrival.guild_id, message, record, where)
             return
-        await self.answering.answer(message, record, conversation, where, reads_history=arrival.reads_history)
+        outlet = arrival.outlet
+        if outlet is None:
+            assert message is not None  # only a command brings an outlet of its own
+            outlet = MessageReply.to(message, where)
+        await self.answering.answer(arrival.question, outlet, conversation)
 
     async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:
         """Why `member` may not regenerate `turn` now (its asker no longer allowed there, their limits, the server's

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import discord
 from pydantic_ai import RunUsage
 from pydantic_ai.models import KnownModelName, Model
 
@@ -13,7 +12,7 @@ from agent import LLMJudge
 from budget import NO_MEMBER, UsageLedger
 from context import Summarizer
 from costs import model_label
-from discord_io import guild_id_of
+from edge.asking import Question
 from records import MessageRecord
 
 log = logging.getLogger("parley")
@@ -39,24 +38,22 @@ class UsageAccounting:
         self.judge = judge
         self.summarizer = summarizer
 
-    def account(
-        self, message: discord.Message, usage: RunUsage, channel_id: int | None = None, model: str = ""
-    ) -> None:
-        """Count the tokens an answer to `message` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the message's own), author and model (`provider:model`)."""
-        channel = message.channel.id if channel_id is None else channel_id
+    def account(self, question: Question, usage: RunUsage, channel_id: int | None = None, model: str = "") -> None:
+        """Count the tokens an answer to `question` used against its server (0: DMs), channel (`channel_id`, the
+        thread it was answered in, if not the question's own), asker and model (`provider:model`)."""
+        channel = question.channel_id if channel_id is None else channel_id
         if usage.cache_read_tokens:
             log.info(
                 "answer to message %s: %d of its %d input tokens came from the provider's prompt cache",
-                message.id,
+                question.id,
                 usage.cache_read_tokens,
                 usage.input_tokens,
-                extra={"message_id": message.id, "cached_input_tokens": usage.cache_read_tokens},
+                extra={"message_id": question.id, "cached_input_tokens": usage.cache_read_tokens},
             )
         self.ledger.record(
-            guild_id_of(message),
+            question.guild_id,
             channel,
-            message.author.id,
+            question.asker_id,
             usage.input_tokens,
             usage.output_tokens,
             cached_input_tokens=usage.cache_read_tokens,

@@ -20,8 +20,7 @@ from typing import Any, Literal
 import discord
 
 from archive.text import safe_text
-from discord_io import reply_mentions
-from streaming import Deliverer
+from streaming import Deliverer, Outlet
 from tool_approval import ApprovalRequest, Verdict
 
 log = logging.getLogger("parley.approval")
@@ -62,19 +61,17 @@ class ApprovalPrompts:
         self.delivery = delivery
         self._waiting: dict[str, _Waiting] = {}
 
-    def for_answer(self, question: discord.Message, channel: discord.abc.Messageable) -> AnswerApprover:
-        """The `tool_approval.Approver` of the answer to `question`, going into `channel`."""
-        return AnswerApprover(self, question, channel)
+    def for_answer(self, asker: discord.abc.User, outlet: Outlet) -> AnswerApprover:
+        """The `tool_approval.Approver` of the answer to `asker`, going into `outlet`."""
+        return AnswerApprover(self, asker, outlet)
 
-    async def ask(
-        self, question: discord.Message, channel: discord.abc.Messageable, request: ApprovalRequest
-    ) -> Verdict:
+    async def ask(self, asker: discord.abc.User, outlet: Outlet, request: ApprovalRequest) -> Verdict:
         """Post the prompt for `request` and wait for the asker's press, at most `timeout_seconds`."""
         request_id = secrets.token_hex(8)
         decided: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = _Waiting(question.author.id, decided)
+        self._waiting[request_id] = _Waiting(asker.id, decided)
         try:
-            post = await self._post(question, channel, request, request_id)
+            post = await self._post(asker, outlet, request, request_id)
             if post is None:
                 verdict = Verdict.UNASKED
             else:
@@ -86,8 +83,8 @@ class ApprovalPrompts:
             request.tool_name,
             post.channel.id if post is not None else "?",
             verdict.value,
-            question.author.id,
-            extra={"tool": request.tool_name, "requester_id": question.author.id, "approval": verdict.value},
+            asker.id,
+            extra={"tool": request.tool_name, "requester_id": asker.id, "approval": verdict.value},
         )
         return verdict
 
@@ -124,23 +121,18 @@ class ApprovalPrompts:
                 log.warning("could not close an approval prompt: %s", error)
 
     async def _post(
-        self, question: discord.Message, channel: discord.abc.Messageable, request: ApprovalRequest, request_id: str
+        self, asker: discord.abc.User, outlet: Outlet, request: ApprovalRequest, request_id: str
     ) -> discord.Message | None:
-        """The prompt, replying to the question in its channel (in a thread opened on it, mentioning the asker)."""
-        asker = question.author
-        in_question_channel = getattr(channel, "id", None) == question.channel.id
+        """The prompt, where the answer goes, answering the question (in a thread opened on it, naming the asker)."""
         content = _PROMPT.format(
-            mention="" if in_question_channel else f"{asker.mention} ",
+            mention="" if outlet.replies else f"{asker.mention} ",
             tool=request.tool_name,
             # Backticks could close the code block: the arguments are the model's, from members' words.
             arguments=safe_text(request.arguments).replace("`", "\u02cb"),
             seconds=f"{self.timeout_seconds:g}",
         )
         view = approval_view(asker.id, request_id)
-        options: dict[str, Any] = {"view": view, "allowed_mentions": reply_mentions(asker)}
-        if in_question_channel:
-            options["reference"] = question.to_reference(fail_if_not_exists=False)
-        return await self._attempt(lambda: channel.send(content, **options), getattr(channel, "id", 0))
+        return await self._attempt(lambda: outlet.send(content, first=True, view=view), outlet.channel_id)
 
     async def _attempt(self, send: Callable[[], Awaitable[discord.Message]], channel_id: int) -> discord.Message | None:
         try:
@@ -155,11 +147,11 @@ class AnswerApprover:
     """A `tool_approval.Approver`: asks the asker of one answer, in the channel the answer goes to."""
 
     prompts: ApprovalPrompts
-    question: discord.Message
-    channel: discord.abc.Messageable
+    asker: discord.abc.User
+    outlet: Outlet
 
     async def ask(self, request: ApprovalRequest) -> Verdict:
-        return await self.prompts.ask(self.question, self.channel, request)
+        return await self.prompts.ask(self.asker, self.outlet, request)
 
 
 def _closed(content: str, note: str) -> str:

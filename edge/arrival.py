@@ -1,4 +1,7 @@
-"""A message as Parley resolves it once, where it arrives: what it is, where it was written, and who may see what."""
+"""A question as Parley resolves it once, where it arrives: what it is, where it was asked, and who may see what.
+
+Most arrive as messages; a command (/ask) brings its question here too, with the outlet its answer goes to.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ import discord
 
 from admission.access import Asker, Place
 from decider import addresses_bot
-from discord_io import guild_id_of, is_automated, may_read_history, role_ids_of
+from discord_io import guild_id_of, is_automated, role_ids_of
+from edge.asking import Question
 from records import MessageRecord
+from streaming import Outlet
 
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
@@ -17,49 +22,75 @@ CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType
 
 @dataclass(frozen=True)
 class Arrival:
-    """One member's (or bot's) message, resolved at the edge; what follows reads it from here, not from Discord.
+    """One member's (or bot's) message, or a command's question, resolved at the edge; what follows reads it from
+    here, not from Discord.
 
-    `kind` is the engine's conversation kind (CHANNEL, OWN_THREAD, DIRECT); `guild_id` is 0 in direct messages;
-    `addressed`: it @mentions Parley or replies to it; `reads_history`: its author may read the channel's history
-    (Read Message History; a direct message's history is the author's own); `place` and `asker`: where and by whom,
-    as the access lists see it (admission/access.py).
+    `question`: who asked what, where, and whether they may read the channel's history (edge/asking.py); `kind` is
+    the engine's conversation kind (CHANNEL, OWN_THREAD, DIRECT); `guild_id` is 0 in direct messages; `addressed`:
+    it @mentions Parley or replies to it; `place` and `asker`: where and by whom, as the access lists see it
+    (admission/access.py); `outlet`: where a command's answer goes (None: a reply to the message).
     """
 
-    message: discord.Message
-    record: MessageRecord
+    question: Question
     kind: str
     guild_id: int
     automated: bool
     addressed: bool
-    reads_history: bool
     place: Place
     asker: Asker
+    outlet: Outlet | None = None
 
     @classmethod
     def resolve(cls, message: discord.Message, record: MessageRecord, *, kind: str, bot_user_id: int) -> Arrival:
         return cls(
-            message,
-            record,
+            Question.of_message(message, record),
             kind,
             guild_id_of(message),
             is_automated(message),
             addresses_bot(record, bot_user_id),
-            message.guild is None or may_read_history(message),
             access_place(message.channel),
             access_asker(message.author),
         )
 
+    @classmethod
+    def asked(cls, question: Question, outlet: Outlet, *, kind: str) -> Arrival:
+        """A question a member asked by command (/ask), addressed to Parley, answered through `outlet`."""
+        return cls(
+            question,
+            kind,
+            question.guild_id,
+            False,
+            True,
+            access_place(question.channel),
+            access_asker(question.asker),
+            outlet,
+        )
+
+    @property
+    def record(self) -> MessageRecord:
+        return self.question.record
+
+    @property
+    def message(self) -> discord.Message | None:
+        return self.question.message
+
+    @property
+    def reads_history(self) -> bool:
+        return self.question.reads_history
+
     def moved_to(self, thread: discord.Thread, kind: str) -> Arrival:
         """The same question, as the start of the thread opened on it."""
-        return replace(self, record=replace(self.record, channel_id=thread.id), kind=kind)
+        question = replace(self.question, record=replace(self.record, channel_id=thread.id))
+        return replace(self, question=question, kind=kind)
 
 
-def access_place(channel: discord.abc.Snowflake) -> Place:
+def access_place(channel: discord.abc.Messageable | discord.abc.Snowflake) -> Place:
     """Where a message was written (or a command used), as the access lists see it: a thread is its parent
     channel's, in its category; a DM has no category."""
     if isinstance(channel, discord.Thread):
         return Place(channel.parent_id, channel.category_id)
-    return Place(channel.id, getattr(channel, "category_id", None))
+    channel_id: int = getattr(channel, "id", 0)  # every channel, thread and DM has one
+    return Place(channel_id, getattr(channel, "category_id", None))
 
 
 def access_asker(author: discord.User | discord.Member) -> Asker:

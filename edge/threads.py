@@ -42,10 +42,13 @@ class Threads:
 
     def kind_of(self, message: discord.Message) -> str:
         """Where the message was written, as the engine's conversation kind."""
-        if message.guild is None:
+        return self.kind_in(message.channel, in_server=message.guild is not None)
+
+    def kind_in(self, channel: discord.abc.Messageable, *, in_server: bool) -> str:
+        """The engine's conversation kind of a question asked in `channel` (by a message or a command)."""
+        if not in_server:
             return DIRECT
-        channel = message.channel
-        if channel.id in self.own_threads and not is_closed_thread(channel):
+        if getattr(channel, "id", None) in self.own_threads and not is_closed_thread(channel):
             return OWN_THREAD
         return CHANNEL
 

@@ -166,8 +166,9 @@ _interaction_numbers = itertools.count(1)
 
 
 def option(name: str, value: Any) -> dict[str, Any]:
-    """A command option as Discord sends it: integers are type 4, strings type 3."""
-    return {"type": 4 if isinstance(value, int) else 3, "name": name, "value": value}
+    """A command option as Discord sends it: booleans are type 5, integers type 4, strings type 3."""
+    kind = 5 if isinstance(value, bool) else 4 if isinstance(value, int) else 3
+    return {"type": kind, "name": name, "value": value}
 
 
 # The subcommands (and subgroups) of `/parley-admin`; every other one is `/parley`'s.
@@ -196,7 +197,6 @@ def command_payload(
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object
     """
     number = next(_interaction_numbers)
-    user = fake.users[user_id]
     payload: dict[str, Any] = {
         "id": str(snowflake_at(datetime.now(UTC), number)),
         "application_id": str(APPLICATION_ID),
@@ -216,15 +216,21 @@ def command_payload(
     if in_guild:
         _in_channel(fake, payload, user_id, permissions, channel_id)
     else:
-        dm_id = snowflake_at(datetime(2022, 1, 2, tzinfo=UTC))
-        payload |= {
-            "channel_id": str(dm_id),
-            "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
-            "user": user.payload(),
-            "authorizing_integration_owners": {"1": str(user_id)},
-            "context": 1,
-        }
+        _in_direct_messages(fake, payload, user_id)
     return payload
+
+
+def _in_direct_messages(fake: FakeDiscord, payload: dict[str, Any], user_id: int) -> None:
+    """Add to an interaction payload what Discord sends for one made in the user's DM with the bot."""
+    user = fake.users[user_id]
+    dm_id = fake.dm_channel(user_id)
+    payload |= {
+        "channel_id": str(dm_id),
+        "channel": {"id": str(dm_id), "type": 1, "recipients": [user.payload()]},
+        "user": user.payload(),
+        "authorizing_integration_owners": {"1": str(user_id)},
+        "context": 1,
+    }
 
 
 async def run_command(
@@ -294,6 +300,34 @@ async def _interact(fake: FakeDiscord, payload: dict[str, Any], what: str) -> li
     return calls()
 
 
+async def use_top_command(
+    fake: FakeDiscord,
+    name: str,
+    options: list[dict[str, Any]],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
+    in_guild: bool = True,
+) -> list[InteractionCall]:
+    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM); the
+    bot's calls once it has made its first."""
+    payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
+    payload["data"]["options"] = options
+    payload["id"] = str(fake.new_id())
+    if in_guild:
+        _in_channel(fake, payload, user_id, permissions, channel_id)
+    else:
+        _in_direct_messages(fake, payload, user_id)
+    return await _interact(fake, payload, f"/{name} answered")
+
+
+def calls_for(fake: FakeDiscord, calls: list[InteractionCall]) -> list[InteractionCall]:
+    """Every call the bot has made so far for the interaction `calls` began with (its token)."""
+    token = token_of(calls[0])
+    return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+
 async def click(
     fake: FakeDiscord,
     message: dict[str, Any],
@@ -331,6 +365,76 @@ async def use_message_command(
     payload = _interaction(2, data)
     _in_channel(fake, payload, user_id, permissions)
     return await _interact(fake, payload, f"{name} answered")
+
+
+def token_of(call: InteractionCall) -> str:
+    """The interaction token a callback or webhook call was made with (the path's last part before any message)."""
+    parts = call.path.partition("?")[0].split("/")
+    return parts[parts.index("interactions") + 2] if "interactions" in parts else parts[parts.index("webhooks") + 2]
+
+
+async def open_modal(
+    fake: FakeDiscord,
+    name: str,
+    target: dict[str, Any],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+) -> dict[str, Any]:
+    """Use the message command `name` on `target`; the modal the bot answered with (custom_id, title, components)."""
+    [call] = await use_message_command(fake, name, target, user_id=user_id, permissions=permissions)
+    modal = fake.modals.get(token_of(call))
+    assert modal is not None, f"{name} answered without a modal: {call.body}"
+    return modal
+
+
+def modal_inputs(modal: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The inputs of a modal (each Label's component), by custom id."""
+    return {label["component"]["custom_id"]: label["component"] for label in modal["components"]}
+
+
+def modal_submission(modal: dict[str, Any], values: dict[str, str | list[str]]) -> dict[str, Any]:
+    """The `data` of a MODAL_SUBMIT for `modal` as Discord sends it: every Label with its input's value (a text
+    input's string, a select's chosen option values), those not in `values` as the member left them (a text input's
+    prefilled value, a select's default options).
+
+    https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-modal-submit-data-structure
+    """
+    unknown = set(values) - set(modal_inputs(modal))
+    assert not unknown, f"the modal has no input {unknown}"
+    components = []
+    for number, label in enumerate(modal["components"], start=1):
+        inner = label["component"]
+        submitted: dict[str, Any] = {"type": inner["type"], "id": number * 2, "custom_id": inner["custom_id"]}
+        if inner["type"] == 4:  # TEXT_INPUT
+            submitted["value"] = values.get(inner["custom_id"], inner.get("value", ""))
+        else:  # STRING_SELECT
+            chosen = [option["value"] for option in inner["options"] if option.get("default")]
+            submitted["values"] = values.get(inner["custom_id"], chosen)
+        components.append({"type": 18, "id": number * 2 - 1, "component": submitted})
+    return {"custom_id": modal["custom_id"], "components": components}
+
+
+async def submit_modal(
+    fake: FakeDiscord,
+    modal: dict[str, Any],
+    values: dict[str, str | list[str]],
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    answers: int = 1,
+) -> list[InteractionCall]:
+    """Submit `modal` in #general with `values` (by input custom id); the bot's calls once it made `answers`."""
+    payload = _interaction(5, modal_submission(modal, values))  # MODAL_SUBMIT
+    _in_channel(fake, payload, user_id, permissions)
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= answers, what=f"the modal {modal['title']!r} answered")
+    return calls()
 
 
 def reply_text(calls: list[InteractionCall]) -> str:

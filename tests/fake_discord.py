@@ -451,6 +451,10 @@ class FakeDiscord(RestRoutes):
         self._failures.clear()
         self._edit_failures.clear()
 
+    def new_id(self) -> int:
+        """A snowflake for now, after every id issued so far: an interaction made after a message has a later id."""
+        return self._next_id()
+
     # Test API: observing the bot
 
     def original_response(self, token: str) -> dict[str, Any]:

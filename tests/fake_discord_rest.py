@@ -16,10 +16,13 @@ from fake_discord_state import (
     APPLICATION_ID,
     BOT_ID,
     CALLBACK_DEFERRED_CHANNEL_MESSAGE,
+    CALLBACK_MODAL,
     CALLBACK_TYPES_WITH_MESSAGE,
     CALLBACK_UPDATE_MESSAGE,
     CHANNEL_ID,
     EPHEMERAL_FLAG,
+    INTERACTION_MODAL_SUBMIT,
+    LOADING_FLAG,
     MAX_CONTENT_LENGTH,
     MESSAGE_TYPE_CHAT_INPUT_COMMAND,
     Edit,
@@ -377,7 +380,12 @@ class RestRoutes(GatewaySessions):
         invalid = _invalid_embeds(data)
         if invalid is not None:
             return invalid
-        if callback_type == CALLBACK_UPDATE_MESSAGE and "message" in interaction:
+        if callback_type == CALLBACK_MODAL:
+            problem = _invalid_modal(data, interaction)
+            if problem is not None:
+                return problem
+            self.modals[token] = data
+        elif callback_type == CALLBACK_UPDATE_MESSAGE and "message" in interaction:
             # A component's UPDATE_MESSAGE edits the message the component is on, as an edit by the bot would.
             response["resource"]["message"] = await self._update_component_message(interaction, data)
         elif callback_type in CALLBACK_TYPES_WITH_MESSAGE:
@@ -385,7 +393,23 @@ class RestRoutes(GatewaySessions):
             self._original_responses[token] = message
             response["interaction"]["response_message_id"] = message["id"]
             response["resource"]["message"] = message
+            await self._publish(message)
+        elif callback_type == CALLBACK_DEFERRED_CHANNEL_MESSAGE:
+            # The response exists from now on, "thinking…" (LOADING) until it is edited; the callback's answer does
+            # not carry it.
+            message = self._interaction_message(token, {"flags": data.get("flags", 0) | LOADING_FLAG})
+            self._original_responses[token] = message
+            await self._publish(message)
         return _json_response(response)
+
+    async def _publish(self, message: dict[str, Any]) -> None:
+        """An interaction's response or follow-up that is not ephemeral is a message of its channel, as on Discord:
+        stored there, and its MESSAGE_CREATE sent. An ephemeral one is never in the channel."""
+        if message["flags"] & EPHEMERAL_FLAG:
+            return
+        channel = self._channel(int(message["channel_id"]))
+        channel.messages.append(message)
+        await self._route("MESSAGE_CREATE", self._gateway_message(message))
 
     async def _update_component_message(self, interaction: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         """The message a pressed component is on, changed as UPDATE_MESSAGE's `data` says.
@@ -442,19 +466,46 @@ class RestRoutes(GatewaySessions):
         if invalid is not None:
             return invalid
         if request.method == "POST":
-            return _json_response(self._interaction_message(token, body or {}, files))
+            message = self._interaction_message(token, body or {}, files)
+            await self._publish(message)
+            return _json_response(message)
         if request.method == "PATCH":
-            original = self._original_responses.get(token) or self._interaction_message(token, {})
-            self._original_responses[token] = {**original, **(body or {})}
+            await self._edit_original(token, body or {})
         if token not in self._original_responses:
             return _error(404, "Unknown Message", 10008)
         return _json_response(self._original_responses[token])
 
+    async def _edit_original(self, token: str, body: dict[str, Any]) -> None:
+        """Edit the @original response (made now if the interaction had none): in place, so the channel's copy of a
+        public one changes too, which MESSAGE_UPDATE then says; an edit ends its "thinking…"."""
+        original = self._original_responses.get(token)
+        if original is None:
+            original = self._original_responses[token] = self._interaction_message(token, {})
+        original.update(body)
+        original["flags"] = original.get("flags", 0) & ~LOADING_FLAG
+        channel = self._channel(int(original["channel_id"]))
+        if channel.find(int(original["id"])) is not None:
+            original["edited_timestamp"] = datetime.now(UTC).isoformat()
+            await self._route("MESSAGE_UPDATE", self._gateway_message(original))
+
     async def _webhook_delete(self, request: web.Request) -> web.Response:
         self.interaction_calls.append(InteractionCall(request.method, request.path_qs, None))
-        self._original_responses.pop(request.match_info["token"], None)
+        original = self._original_responses.pop(request.match_info["token"], None)
         self._changed()
+        if original is not None:
+            await self._unpublish(original)
         return web.Response(status=204)
+
+    async def _unpublish(self, message: dict[str, Any]) -> None:
+        """A public response deleted leaves its channel, which MESSAGE_DELETE says."""
+        channel = self._channel(int(message["channel_id"]))
+        if channel.find(int(message["id"])) is None:
+            return
+        channel.messages = [kept for kept in channel.messages if kept["id"] != message["id"]]
+        where = {"id": message["id"], "channel_id": str(channel.id)}
+        if channel.recipient_id is None:
+            where["guild_id"] = str(channel.guild_id)
+        await self._route("MESSAGE_DELETE", where)
 
     async def _get_commands(self, request: web.Request) -> web.Response:
         return _json_response(self.commands.get(_command_scope(request), []))
@@ -518,6 +569,63 @@ def _invalid_embeds(data: dict[str, Any]) -> web.Response | None:
     if total > _EMBED_TOTAL_MAX:
         problems.append(f"{total} characters in all")
     return _invalid_form_body("embeds", ", ".join(problems)) if problems else None
+
+
+# https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-modal and
+# https://discord.com/developers/docs/components/reference#label
+_MODAL_TITLE_MAX = 45
+_CUSTOM_ID_MAX = 100
+_MODAL_COMPONENTS_MAX = 5
+_LABEL_TEXT_MAX = 45
+_LABEL_DESCRIPTION_MAX = 100
+_TEXT_INPUT_MAX = 4000
+_SELECT_OPTIONS_MAX = 25
+COMPONENT_ACTION_ROW, COMPONENT_STRING_SELECT, COMPONENT_TEXT_INPUT, COMPONENT_LABEL = 1, 3, 4, 18
+
+
+def _invalid_modal(data: dict[str, Any], interaction: dict[str, Any]) -> web.Response | None:
+    """Discord's refusal of a MODAL response that breaks its rules, or None when it keeps them.
+
+    A modal answers an application command or a component, never another modal's submission; it holds 1 to 5
+    top-level components, each a Label around one input (a text input or a string select) here.
+    """
+    if interaction.get("type") == INTERACTION_MODAL_SUBMIT:
+        return _error(400, "Interaction callback type 9 is not valid for a modal submission", 50035)
+    components: list[dict[str, Any]] = data.get("components") or []
+    problems = []
+    if not 1 <= len(data.get("title") or "") <= _MODAL_TITLE_MAX:
+        problems.append("title length")
+    if not 1 <= len(data.get("custom_id") or "") <= _CUSTOM_ID_MAX:
+        problems.append("custom_id length")
+    if not 1 <= len(components) <= _MODAL_COMPONENTS_MAX:
+        problems.append(f"{len(components)} components")
+    for component in components:
+        problems += _label_problems(component)
+    return _invalid_form_body("data", ", ".join(problems)) if problems else None
+
+
+def _label_problems(label: dict[str, Any]) -> list[str]:
+    if label.get("type") != COMPONENT_LABEL:
+        return [f"top-level component type {label.get('type')} (this fake takes Labels)"]
+    problems = []
+    if not 1 <= len(label.get("label") or "") <= _LABEL_TEXT_MAX:
+        problems.append("label length")
+    if len(label.get("description") or "") > _LABEL_DESCRIPTION_MAX:
+        problems.append("label description length")
+    inner = label.get("component") or {}
+    if not 1 <= len(inner.get("custom_id") or "") <= _CUSTOM_ID_MAX:
+        problems.append("input custom_id length")
+    if inner.get("type") == COMPONENT_TEXT_INPUT:
+        if inner.get("label"):  # discord.py sends null, which Discord takes as none
+            problems.append("a text input in a Label has no label of its own")
+        if not 1 <= inner.get("max_length", _TEXT_INPUT_MAX) <= _TEXT_INPUT_MAX:
+            problems.append("text input max_length")
+    elif inner.get("type") == COMPONENT_STRING_SELECT:
+        if not 1 <= len(inner.get("options") or []) <= _SELECT_OPTIONS_MAX:
+            problems.append("select options")
+    else:
+        problems.append(f"input type {inner.get('type')}")
+    return problems
 
 
 def _command_scope(request: web.Request) -> int | None:

@@ -90,7 +90,11 @@ MESSAGE_TYPE_CHAT_INPUT_COMMAND = 20
 CALLBACK_TYPES_WITH_MESSAGE = {4, 7}  # CHANNEL_MESSAGE_WITH_SOURCE, UPDATE_MESSAGE
 CALLBACK_DEFERRED_CHANNEL_MESSAGE = 5
 CALLBACK_UPDATE_MESSAGE = 7
+CALLBACK_MODAL = 9
+INTERACTION_MODAL_SUBMIT = 5
 EPHEMERAL_FLAG = 1 << 6
+# A deferred response "thinking…" until it is edited: https://discord.com/developers/docs/resources/message#message-object-message-flags
+LOADING_FLAG = 1 << 7
 
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
@@ -399,6 +403,8 @@ class FakeDiscordState:
         self.commands: dict[int | None, list[dict[str, Any]]] = {}  # guild id (None: global) -> commands
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> INTERACTION_CREATE data
         self._original_responses: dict[str, dict[str, Any]] = {}  # token -> message
+        # The modal each interaction was answered with (MODAL callback `data`: custom_id, title, components), by token.
+        self.modals: dict[str, dict[str, Any]] = {}
         self._failures: list[_Failure] = []
         # Attachment bytes the fake CDN serves, by attachment id; ids in `cdn_failures` answer 500 instead.
         self.cdn: dict[int, bytes] = {}

@@ -15,9 +15,12 @@ from admission.gatekeeper import (
     REGENERATE_OVER_BUDGET,
     REGENERATE_OVER_ROLE_TOKENS,
     REGENERATE_SLOW_DOWN,
+    ROLE_RATE_LIMITED,
+    ROLE_TOKEN_BUDGET,
     SERVER_BUDGET,
     Gatekeeper,
 )
+from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL
 from budget import UsageLedger
 from records import Decision, MessageRecord
 
@@ -215,6 +218,37 @@ async def test_a_roles_tokens_a_day_refuse_it_without_spending_the_rate(make_set
     assert (await keeper.take(GUILD, ALICE)).admitted  # the refusal spent none of Alice's answers
     clock.now = T0 + timedelta(days=1)
     assert await keeper.regenerate_refusal(GUILD, ALICE, {NEWCOMERS}) is None  # a new UTC day
+
+
+async def test_a_commands_refusal_carries_the_decision_why_shows(make_settings, client, clock) -> None:
+    """`command_refusal` (/ask) refuses as Regenerate does, with the decision `/parley why` logs for it: the default
+    rate, a role's rate, a role's tokens, the server's budget, an opt-out; None admits, spending an answer."""
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(
+        make_settings, client, clock, usage, member_answer_burst=1, role_limits=f"{NEWCOMERS}:1:0,{TRUSTED}:0:50"
+    )
+    assert await keeper.command_refusal(GUILD, ALICE) is None
+    refused = await keeper.command_refusal(GUILD, ALICE)
+    assert refused is not None and refused.decision == MEMBER_RATE_LIMITED
+    assert refused.line == await keeper.regenerate_refusal(GUILD, ALICE)
+    assert await keeper.command_refusal(GUILD, BOB, {NEWCOMERS}) is None
+    refused = await keeper.command_refusal(GUILD, BOB, {NEWCOMERS})
+    assert refused is not None and refused.decision == ROLE_RATE_LIMITED
+    usage.record(GUILD, CHANNEL, CAROL, 50, 0, model="test:model")
+    refused = await keeper.command_refusal(GUILD, CAROL, {TRUSTED})
+    assert refused is not None and refused.decision == ROLE_TOKEN_BUDGET
+    await keeper.optouts.set(GUILD, CAROL, True)
+    refused = await keeper.command_refusal(GUILD, CAROL)
+    assert refused is not None and refused.decision == OPTED_OUT and refused.line == OPTED_OUT_REFUSAL
+
+
+async def test_a_command_on_a_spent_budget_is_refused_with_the_budgets_decision(make_settings, client, clock) -> None:
+    usage = UsageLedger(clock)
+    keeper = gatekeeper(make_settings, client, clock, usage, server_tokens_per_day=100)
+    spend(usage, 100)
+    refused = await keeper.command_refusal(GUILD, BOB)
+    assert refused is not None and refused.decision == SERVER_BUDGET
+    assert client.decisions == []  # the command logs it, with the question it turned down
 
 
 async def test_the_count_moves_to_the_archive_only_when_processes_may_share_it(

@@ -57,6 +57,9 @@ BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=60)
 
+# Every command Parley registers, in the order the tree adds them.
+ALL_COMMANDS = ["parley", "parley-admin", "remind", "ask", "Ask Parley", "Regenerate"]
+
 
 # --- Modes in the decider ------------------------------------------------------------------------
 
@@ -562,7 +565,7 @@ async def test_without_archive_a_file_remembers_the_registration(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=False)
     await logged_in(fake, llm, tmp_path, sync=False)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "remind", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ALL_COMMANDS
     assert [request.method for request in fake.requests if request.path.endswith("/commands")] == ["PUT"]
     assert (tmp_path / "data" / "command-sync.json").is_file()
 
@@ -573,7 +576,7 @@ async def test_sync_registers_global_commands(
     """--sync without GUILD_ID registers /parley globally."""
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True)
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "remind", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == ALL_COMMANDS
 
 
 async def test_sync_with_guild_id_registers_in_that_guild(
@@ -583,12 +586,7 @@ async def test_sync_with_guild_id_registers_in_that_guild(
     monkeypatch.chdir(tmp_path)
     await logged_in(fake, llm, tmp_path, sync=True, guild_id=GUILD_ID)
     assert list(fake.commands) == [GUILD_ID]
-    assert [command["name"] for command in fake.commands[GUILD_ID]] == [
-        "parley",
-        "parley-admin",
-        "remind",
-        "Regenerate",
-    ]
+    assert [command["name"] for command in fake.commands[GUILD_ID]] == ALL_COMMANDS
 
 
 def test_status_names_the_shard_discord_routes_the_server_to() -> None:

@@ -55,6 +55,12 @@ async def test_the_synced_tree_shows_members_their_commands_and_admins_theirs(
     members = {option["name"] for option in synced["parley"]["options"]}
     assert {"why", "status", "memory", "catchup", "privacy"} <= members
     assert {"mode", "usage", "access", "profile"} <= {option["name"] for option in synced["parley-admin"]["options"]}
+    # Message commands (type 3) every member sees, on any message in a server.
+    assert {name: command["type"] for name, command in synced.items() if command["type"] == 3} == {
+        "Ask Parley": 3,
+        "Regenerate": 3,
+    }
+    assert synced["Ask Parley"].get("default_member_permissions") is None
 
 
 async def test_commands_are_registered_once_and_again_only_when_changed(
@@ -63,7 +69,14 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     """The first start registers the commands, a second with the same tree does not, a changed tree does again."""
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
-    assert [command["name"] for command in fake.commands[None]] == ["parley", "parley-admin", "remind", "Regenerate"]
+    assert [command["name"] for command in fake.commands[None]] == [
+        "parley",
+        "parley-admin",
+        "remind",
+        "ask",
+        "Ask Parley",
+        "Regenerate",
+    ]
 
     await start_and_stop(fake, llm, tmp_path)
     assert command_puts(fake) == 1
@@ -71,7 +84,9 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     await start_and_stop(fake, llm, tmp_path, ping)
     assert command_puts(fake) == 2
     assert sorted(command["name"] for command in fake.commands[None]) == [
+        "Ask Parley",
         "Regenerate",
+        "ask",
         "parley",
         "parley-admin",
         "ping",

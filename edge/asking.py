@@ -1,0 +1,218 @@
+"""A question put to Parley, however it was asked, and where its answer goes.
+
+A member asks by a message (an @mention, a reply, a follow-up) or by a command (/ask). The answering path reads
+both from here: the `Question` says who asked, where, and what the conversation records; an outlet
+(`streaming.Outlet`) says where the answer's posts go. `MessageReply` replies to a message in its channel (or in
+the thread opened on it); `InteractionReply` fills a command's deferred response and its follow-ups, in the
+channel or for the asker alone (ephemeral). Their posts are `discord.Message`s either way (discord.py's
+`InteractionMessage` and `WebhookMessage` edit and delete themselves through the interaction's webhook), so a
+streamed answer is edited alike in both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import discord
+
+from discord_io import may_read_history, reply_mentions, role_ids_of, typing_indicator
+from records import AskedAbout, MessageRecord
+
+
+@dataclass(frozen=True)
+class Question:
+    """Who asked Parley what, and where.
+
+    `record` is the question as the conversation records it (its author is the asker; a command's question has the
+    interaction's id, a snowflake of the moment it was asked). `channel` is where it was asked; `reads_history`:
+    the asker may read that channel's history (Read Message History; a DM's history is their own);
+    `manages_messages`: they have Manage Messages there (a timed post to the channel needs it). `message` is the
+    message that asked, None for a command. `about`: the message it asks about ("Ask Parley" on a message), with
+    what of the conversation around it the asker may read.
+    """
+
+    record: MessageRecord
+    asker: discord.Member | discord.User
+    channel: discord.abc.Messageable
+    guild: discord.Guild | None
+    reads_history: bool
+    message: discord.Message | None = None
+    manages_messages: bool = False
+    about: AskedAbout | None = None
+
+    @classmethod
+    def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:
+        reads_history = message.guild is None or may_read_history(message)
+        return cls(
+            record, message.author, message.channel, message.guild, reads_history, message, _manages_messages(message)
+        )
+
+    @property
+    def id(self) -> int:
+        return self.record.message_id
+
+    @property
+    def asker_id(self) -> int:
+        return self.asker.id
+
+    @property
+    def guild_id(self) -> int:
+        """The server's id; 0 in a direct message."""
+        return 0 if self.guild is None else self.guild.id
+
+    @property
+    def channel_id(self) -> int:
+        """The channel (or thread, or DM) it was asked in."""
+        channel_id: int = getattr(self.channel, "id", self.record.channel_id)
+        return channel_id
+
+    @property
+    def role_ids(self) -> frozenset[int]:
+        return role_ids_of(self.asker)
+
+    @property
+    def by_command(self) -> bool:
+        """Asked by a command, not a message: its limits were checked, and any refusal told, by the command."""
+        return self.message is None
+
+
+def _manages_messages(message: discord.Message) -> bool:
+    """Whether the author has Manage Messages where they wrote; a webhook, which is no member, has not."""
+    author = message.author
+    if not isinstance(author, discord.Member):
+        return False
+    try:
+        return message.channel.permissions_for(author).manage_messages
+    except discord.ClientException:
+        return False  # a thread whose parent channel is not cached: its permissions are unknown
+
+
+@dataclass(frozen=True)
+class MessageReply:
+    """A `streaming.Outlet`: posts in `channel`, the first replying to `message` when it is there (in the thread
+    opened on it, the message is the thread's start: no reference is needed)."""
+
+    message: discord.Message
+    channel: discord.abc.Messageable
+    public: bool = field(default=True, init=False)
+
+    @classmethod
+    def to(cls, message: discord.Message, where: discord.Thread | None = None) -> MessageReply:
+        return cls(message, where or message.channel)
+
+    @property
+    def channel_id(self) -> int:
+        channel_id: int = getattr(self.channel, "id", self.message.channel.id)
+        return channel_id
+
+    @property
+    def asker_id(self) -> int:
+        return self.message.author.id
+
+    @property
+    def replies(self) -> bool:
+        return self.channel_id == self.message.channel.id
+
+    @property
+    def mentions(self) -> discord.AllowedMentions:
+        return reply_mentions(self.message.author)
+
+    def waiting(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return typing_indicator(self.channel)
+
+    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+        if not first:
+            return await self.channel.send(content, allowed_mentions=discord.AllowedMentions.none())
+        options: dict[str, Any] = {} if view is None else {"view": view}
+        if self.replies:
+            options["reference"] = self.message.to_reference(fail_if_not_exists=False)
+        return await self.channel.send(content, allowed_mentions=self.mentions, **options)
+
+
+class InteractionReply:
+    """A `streaming.Outlet`: a command's response, deferred when it was used (`defer`), filled by the first post;
+    follow-ups after it. `ephemeral`: only the asker sees them, and nothing is posted in the channel.
+
+    The response is the interaction's own message, so it answers the asker without a reference or a ping; in public
+    it is a real message of the channel, authored by Parley, that members can reply to.
+    """
+
+    def __init__(self, interaction: discord.Interaction, *, ephemeral: bool) -> None:
+        self.interaction = interaction
+        self.ephemeral = ephemeral
+        self.sent = False
+
+    @property
+    def channel(self) -> discord.abc.Messageable:
+        channel = self.interaction.channel
+        assert isinstance(channel, discord.abc.Messageable)  # a command is used in a channel, thread or DM
+        return channel
+
+    @property
+    def channel_id(self) -> int:
+        assert self.interaction.channel_id is not None
+        return self.interaction.channel_id
+
+    @property
+    def asker_id(self) -> int:
+        return self.interaction.user.id
+
+    @property
+    def public(self) -> bool:
+        return not self.ephemeral
+
+    @property
+    def replies(self) -> bool:
+        return True
+
+    @property
+    def mentions(self) -> discord.AllowedMentions:
+        # The asker reads their own command's response: it needs to ping no one.
+        return discord.AllowedMentions.none()
+
+    async def defer(self) -> None:
+        """Acknowledge the command at once ("Parley is thinking…", to the asker alone if ephemeral): Discord wants an
+        answer within 3 seconds, and the answer may wait for its channel's turn and the model."""
+        await self.interaction.response.defer(ephemeral=self.ephemeral, thinking=True)
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        # The deferred response already shows "Parley is thinking…" until the first post fills it.
+        yield
+
+    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+        # discord.py's `send_message` and `followup.send` take no `view=None`: a view is passed only if there is one.
+        options: dict[str, Any] = {"ephemeral": self.ephemeral, "allowed_mentions": self.mentions}
+        if view is not None:
+            options["view"] = view
+        post: discord.Message
+        if self.sent:
+            post = await self.interaction.followup.send(content, wait=True, **options)
+        elif not self.interaction.response.is_done():
+            await self.interaction.response.send_message(content, **options)
+            post = await self.interaction.original_response()
+        else:
+            post = await self.interaction.edit_original_response(
+                content=content, allowed_mentions=self.mentions, view=view
+            )
+        # Set once Discord took it: a first post tried again still fills the response.
+        self.sent = True
+        return post
+
+    async def tell(self, line: str) -> None:
+        """One line for the asker alone (a refusal), in place of the answer: a public "thinking…" response gives way
+        to it, since a response cannot turn ephemeral."""
+        if not self.interaction.response.is_done():
+            await self.interaction.response.send_message(line, ephemeral=True)
+        elif self.sent:
+            await self.interaction.followup.send(line, ephemeral=True)
+        elif self.ephemeral:
+            self.sent = True
+            await self.interaction.edit_original_response(content=line)
+        else:
+            self.sent = True
+            await self.interaction.delete_original_response()
+            await self.interaction.followup.send(line, ephemeral=True)
