@@ -175,6 +175,8 @@ RUN_HERE = {
     "python bench/bench_catchup.py",
     "python bench/bench_privacy.py",
     "python bench/bench_usage_chart.py",
+    "python bench/bench_knowledge.py",
+    "python bench/bench_knowledge.py --backend postgres",
     "LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen3:8b python bot.py",
     "LLM_BASE_URL=http://localhost:8000/v1 LLM_MODEL=Qwen/Qwen3-8B python bot.py",
     "python bot.py --sync",
@@ -187,6 +189,9 @@ RUN_ELSEWHERE = {
     "python3 -m venv .venv && . .venv/bin/activate": "installs (test_quickstart uses this suite's interpreter)",
     "pip install -r requirements.txt": "installs: .ci/railpack-replay runs it in CI",
     "python bench/bench_install_size.py": "installs from the package index (twice with --against)",
+    "python bench/make_knowledge_corpus.py path/to/tldr": (
+        "needs a clone of tldr-pages; test_bench_knowledge checks the corpus it made"
+    ),
     'pip install -e ".[dev]"': "installs: .ci/run runs it in CI",
     "cp .env.example .env": "test_quickstart",
     "python bot.py --check": "test_quickstart",
@@ -340,6 +345,12 @@ async def test_sqlite_query_reads_the_archive(tmp_path: Path) -> None:
         ("python bench/bench_catchup.py", "--messages 300", "chunks reused"),
         ("python bench/bench_privacy.py", "--messages 300 --member-messages 50", "longest event-loop stall"),
         ("python bench/bench_usage_chart.py", "--days 7 --channels 3 --members 2 --runs 1", "PNG:"),
+        ("python bench/bench_knowledge.py", "--sections 1500 --passes 1", "recall@5 all / lexical / paraphrase"),
+        (
+            "python bench/bench_knowledge.py --backend postgres",
+            "--sections 1500 --passes 1",
+            "recall@5 all / lexical / paraphrase",
+        ),
     ],
 )
 def test_the_benches_run(command: str, small: str, shows: str) -> None:

