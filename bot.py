@@ -88,11 +88,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.decider = decider
         self.judge = judge
         self.summarizer = summarizer
-        # Web search and the MCP servers, by name; the servers run from setup_hook to close.
-        self.toolbox = toolbox or Toolbox()
+        self.toolbox = toolbox or Toolbox()  # web search and the MCP servers, by name, running from setup_hook to close
         self.archive: Archive | None = None
-        # Facts and context snapshots, kept in the archive's file: None without an archive.
-        self.memory: MemoryStore | None = None
+        self.memory: MemoryStore | None = None  # facts and context snapshots, in the archive: None without one
         self.knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/), in the archive too
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
