@@ -10,11 +10,11 @@ claims nothing.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from archive import ArchiveWriteFailed, Digest, Write
+from archive.tables import BackendTables
 
 _COLUMNS = "channel_id, guild_id, every, hour, weekday, last_period, claimant, set_by, set_at"
 _SET_DIGEST = Write(
@@ -37,17 +37,8 @@ _CLAIM_DIGEST = Write(
 )
 
 
-class DigestTables(ABC):
+class DigestTables(BackendTables):
     """Named reads and writes of the digests' table, on a backend's queue and read connection."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
 
     async def digests(self) -> list[Digest]:
         """Every channel's digest, by channel id."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -29,6 +29,7 @@ from archive.knowledge_types import (
     KnowledgeSection,
     KnowledgeStore,
 )
+from archive.tables import BackendTables
 
 __all__ = [
     "POSTGRES_KNOWLEDGE",
@@ -162,7 +163,7 @@ _DOCUMENTS_SQL = """
 """
 
 
-class KnowledgeTables(ABC):
+class KnowledgeTables(BackendTables):
     """`KnowledgeStore` on a backend's queue and read connection."""
 
     knowledge_dialect: ClassVar[KnowledgeDialect]
@@ -170,18 +171,6 @@ class KnowledgeTables(ABC):
     @abstractmethod
     def _memory_match(self, query: str, op: str) -> str | None:
         """Free text as the backend's match expression: all its words with "AND", any with "OR"; None: no word."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
-
-    @abstractmethod
-    async def new_id(self, table: str) -> int: ...
 
     async def add_knowledge(self, document: KnowledgeDocument) -> KnowledgeAdded:
         """Store `document` in place of any with its source in its server; returns once committed.

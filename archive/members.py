@@ -8,16 +8,16 @@ erasure is rare, and an index on the author would cost every archived message a 
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 from archive import ArchivedAttachment, ArchivedMessage, ArchiveWriteFailed, MemberCounts, Memory, TokenUsage, Write
 from archive.queued import from_ms, to_ms
 from archive.rows import MESSAGE_COLUMNS, message_from_row
 from archive.stores import MEMORY_COLUMNS, memories_from_rows
+from archive.tables import BackendTables
 
 # Messages read (or deleted) per statement: below either backend's limit on a statement's parameters.
 MESSAGES_AT_ONCE = 500
@@ -66,17 +66,8 @@ _ANONYMISE_USAGE = Write(
 )
 
 
-class MemberTables(ABC):
+class MemberTables(BackendTables):
     """Named reads and writes of one member's data in one server, on a backend's queue and read connection."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
 
     @abstractmethod
     def delete(self, message_ids: Iterable[int]) -> None: ...

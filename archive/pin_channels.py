@@ -7,13 +7,11 @@ start), so nothing is cached that another process could leave stale.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from archive import ArchiveWriteFailed, Write
 from archive.queued import to_ms
+from archive.tables import BackendTables
 
 _TAKE_PINS = Write(
     "take_pins",
@@ -26,17 +24,8 @@ _TAKE_PINS = Write(
 _LEAVE_PINS = Write("leave_pins", ("DELETE FROM pin_channels WHERE channel_id = ?",))
 
 
-class PinChannelRows(ABC):
+class PinChannelRows(BackendTables):
     """`archive.PinChannelTables` for both backends, on their queue and read connection."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
 
     async def set_pins_taken(
         self, channel_id: int, guild_id: int, taken: bool, *, set_by: int, now: datetime | None = None

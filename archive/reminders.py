@@ -9,13 +9,13 @@ so whichever UPDATE committed first is the one whose token is read back, and eve
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from archive import ArchiveWriteFailed, Reminder, Shards, Write
 from archive.queued import from_ms, to_ms
+from archive.tables import BackendTables
 
 _COLUMNS = "id, guild_id, channel_id, owner_id, text, due_at, every, post_here, created_at"
 _ADD = Write("add_reminder", (f"INSERT INTO reminders ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",))
@@ -35,20 +35,8 @@ _PENDING = "FROM reminders WHERE delivered_at IS NULL"
 _SHARD = "(guild_id >> 22) % ?"
 
 
-class ReminderTables(ABC):
+class ReminderTables(BackendTables):
     """`archive.ReminderTable` on a backend's queue and read connection."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
-
-    @abstractmethod
-    async def new_id(self, table: str) -> int: ...
 
     async def new_reminder_id(self) -> int:
         return await self.new_id("reminders")

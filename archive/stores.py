@@ -9,13 +9,14 @@ committed and raises `ArchiveWriteFailed` otherwise.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
 from archive import AccessEntry, ArchiveWriteFailed, Memory, ProfileValue, ReconciliationProgress, Snapshot, Write
 from archive.queued import from_ms, to_ms
+from archive.tables import BackendTables
 
 MEMORY_COLUMNS = "id, guild_id, channel_id, about_id, said_by_id, source_message_id, fact, created_at"
 # Ranking every match of a common word among a busy server's memories costs milliseconds per thousand;
@@ -83,7 +84,7 @@ _CLEAR_ACCESS_ENTRY = Write("clear_access_entry", ("DELETE FROM access_entries W
 _SELECT_ACCESS_ENTRIES = "SELECT guild_id, target_id, kind, listed, set_by, set_at FROM access_entries"
 
 
-class StoreTables(ABC):
+class StoreTables(BackendTables):
     """Named reads and writes of the small stores' tables, on a backend's queue and read connection."""
 
     # The backend's memory search, with :match (`_memory_match`), :channel, :guild, :member and :limit.
@@ -92,18 +93,6 @@ class StoreTables(ABC):
     @abstractmethod
     def _memory_match(self, query: str, op: str) -> str | None:
         """Free text as the backend's match expression: all its words with "AND", any with "OR"; None: no word."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
-
-    @abstractmethod
-    async def new_id(self, table: str) -> int: ...
 
     # -- Memories --
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
 
 import aiosqlite
 
 from archive import ArchiveWriteFailed, VectorModel, WaitingSection, Write
+from archive.tables import BackendTables
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ _UNQUEUE_EMBEDDED = Write("unqueue_embedded", ("DELETE FROM embedding_queue WHER
 _UNQUEUE = Write("unqueue_embedding", ("DELETE FROM embedding_queue WHERE section_id = ?",))
 
 
-class VectorState(ABC):
+class VectorState(BackendTables):
     """The model state both backends keep in `bot_state`."""
 
     @abstractmethod
@@ -187,15 +187,6 @@ async def load_sqlite_vec(db: aiosqlite.Connection) -> None:
 
 class SQLiteVectorTables(VectorState):
     """`VectorTable` for `SQLiteArchive`: writes on its queue (the file's only writer), reads on its reader."""
-
-    @abstractmethod
-    def _enqueue(self, kind: Write, params: tuple[Any, ...]) -> None: ...
-
-    @abstractmethod
-    async def flush(self) -> None: ...
-
-    @abstractmethod
-    async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
 
     async def vectors_available(self) -> bool:
         try:
