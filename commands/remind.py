@@ -16,6 +16,7 @@ from admission.access import Asker, Place, Verdict
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from edge.arrival import access_asker, access_place
 from reminders.book import TEXT_MAX_CHARS, ReminderBook, ReminderRefused
+from reminders.when import EVERY_MAX_CHARS
 from upkeep.reminders import ReminderScheduler
 
 NONE_WAITING = "You have no reminders waiting in this server; `/remind set` sets one."
@@ -64,7 +65,7 @@ class RemindCommands(
         interaction: discord.Interaction,
         when: str,
         what: app_commands.Range[str, 1, TEXT_MAX_CHARS],
-        every: str | None = None,
+        every: app_commands.Range[str, 1, EVERY_MAX_CHARS] | None = None,
         here: bool = False,
     ) -> None:
         guild_id, channel_id = place_of(interaction)

@@ -30,13 +30,16 @@ _UNITS = {
     "w": 604800, "week": 604800, "weeks": 604800,
 }  # fmt: skip
 _DELAY_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
-_DELAY = re.compile(r"(?:\d+(?:\.\d+)?\s*[a-z]+\s*(?:and\s*|,\s*)?)+")
+# Unambiguous on purpose: each letter belongs to a unit and "and" needs whitespace around it, so a hostile string
+# ("1aand" many times) is matched or refused in linear time instead of backtracking exponentially on the event loop.
+_DELAY = re.compile(r"(?:\d+(?:\.\d+)?\s*[a-z]+(?:\s*,\s*|\s+and\s+|\s+)?)+")
 _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*(am|pm)?")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EVERY_HOURS = re.compile(r"(?:every\s+)?(\d+)\s*(?:h|hr|hrs|hour|hours)")
 _STORED_HOURS = re.compile(r"(\d+)h")
 # Longer words are no time; and no delay reaches past the furthest a reminder may be set (reminders/book.py).
 _WHEN_MAX_CHARS = 100
+EVERY_MAX_CHARS = 40
 _DELAY_MAX_SECONDS = 400 * 86400
 
 
@@ -137,6 +140,8 @@ def parse_every(text: str) -> str:
     Raises:
         TimeError: `text` is none of EVERY_EXAMPLES, or fewer than one hour apart.
     """
+    if len(text) > EVERY_MAX_CHARS:
+        raise TimeError(f"A recurrence is at most {EVERY_MAX_CHARS} characters: write {EVERY_EXAMPLES}.")
     words = " ".join(text.lower().split()).removeprefix("every ").strip()
     if words in ("day", DAILY):
         return DAILY

@@ -81,6 +81,16 @@ def test_words_that_are_no_time_to_come_are_refused_with_the_forms(said: str, to
         parse_when(said, now=NOW, zone=PARIS)
 
 
+def test_hostile_delays_are_refused_without_backtracking() -> None:
+    """ "1aand" repeated once drove the delay pattern into exponential backtracking on the event loop; a recurrence
+    had no length limit at all."""
+    with pytest.raises(TimeError, match="at most 40 characters"):
+        parse_every("1aand" * 40 + "!")
+    with pytest.raises(TimeError, match="no time I can read"):
+        parse_when("1aand" * 19 + "!", now=NOW, zone=PARIS)
+    assert parse_when("1h and 30m", now=NOW, zone=PARIS) == parse_when("1h, 30 minutes", now=NOW, zone=PARIS)
+
+
 def test_recurrences_are_read_and_bounded() -> None:
     assert [parse_every(w) for w in ("daily", "every day", "weekly", "weekdays", "hourly", "every 6 hours", "6h")] == [
         "daily", "daily", "weekly", "weekdays", "1h", "6h", "6h",
