@@ -39,6 +39,11 @@ class MemberRoles(Protocol):
         """The roles `member_id` holds in the server; None if they are not in it (or it cannot be known)."""
         ...
 
+    def left(self, guild_id: int, member_id: int) -> bool:
+        """Whether Discord said, at the last `roles_in`, that the member is not in the server (so a None from it is
+        known, not a failure to ask)."""
+        ...
+
 
 class AccessGate:
     """Each message's access verdict, and the notice its author gets once when they may not use Parley."""

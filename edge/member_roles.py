@@ -41,6 +41,10 @@ class DiscordMembers:
     def server_ids(self) -> list[int]:
         return [guild.id for guild in self.client.guilds]
 
+    def left(self, guild_id: int, member_id: int) -> bool:
+        known = self._known.get((guild_id, member_id))
+        return known is not None and known[1] is None
+
     async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
         """The member's roles in the server (with @everyone's, the server's id); None if they are not in it, or if
         Discord cannot say (then the server is left out this time, and asked again next time)."""

@@ -19,7 +19,7 @@ from archive import Reminder
 from config import Settings
 from edge.arrival import access_place
 from reminders.book import ReminderBook, ReminderLimits
-from upkeep.reminders import PostRefused, ReminderScheduler
+from upkeep.reminders import OwnerUnknown, PostRefused, ReminderScheduler
 
 
 class ReminderClient(Protocol):
@@ -27,6 +27,8 @@ class ReminderClient(Protocol):
 
     @property
     def access(self) -> AccessGate: ...
+
+    async def wait_until_ready(self) -> None: ...
 
     def get_channel(self, id: int, /) -> discord.abc.Snowflake | None: ...
 
@@ -42,11 +44,14 @@ class DiscordReminderPosts:
         self.client = client
         self.optouts = optouts
 
+    async def wait_until_ready(self) -> None:
+        await self.client.wait_until_ready()
+
     async def refusal(self, reminder: Reminder) -> str | None:
         if self.optouts.opted_out(reminder.guild_id, reminder.owner_id):
             return "its owner opted out of Parley in the server"
-        found = await self._verdict(reminder)
-        return None if found.allowed else f"its owner may not use Parley there now ({found.value})"
+        verdict = await self._verdict(reminder)
+        return None if verdict.allowed else f"its owner may not use Parley there now ({verdict.value})"
 
     async def _verdict(self, reminder: Reminder) -> Verdict:
         access = self.client.access
@@ -57,7 +62,11 @@ class DiscordReminderPosts:
         lists = access.lists.lists_for(reminder.guild_id)
         roles: frozenset[int] = frozenset()
         if lists.limits_members or lists.blocked_roles:  # only then do the owner's roles matter: ask Discord
-            roles = await access.members.roles_in(reminder.guild_id, reminder.owner_id) or frozenset()
+            found = await access.members.roles_in(reminder.guild_id, reminder.owner_id)
+            if found is None and not access.members.left(reminder.guild_id, reminder.owner_id):
+                # The server is not cached yet, or Discord failed: judging them without roles would drop the reminder.
+                raise OwnerUnknown(f"the roles of user {reminder.owner_id} in server {reminder.guild_id} are unknown")
+            roles = found or frozenset()
         return access.server_verdict(reminder.guild_id, place, Asker(reminder.owner_id, roles))
 
     async def post(self, reminder: Reminder, text: str) -> None:

@@ -204,6 +204,9 @@ class Servers:
         self.asked.append((guild_id, member_id))
         return self.roles.get((guild_id, member_id))
 
+    def left(self, guild_id: int, member_id: int) -> bool:
+        return (guild_id, member_id) not in self.roles
+
 
 async def test_a_direct_message_follows_the_strictest_shared_server(make_settings: Callable[..., Settings]) -> None:
     """Blocked (or left out by an allow list) in any server they share with Parley, a member is refused in DMs;

@@ -13,20 +13,24 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import discord
 import pytest
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_tools import deps as chat_deps
 
+from admission.access_gate import AccessGate
+from admission.access_lists import AccessLists
 from agent import build_responder, generate_reply
 from archive import Archive, Reminder, open_archive
 from archive.sqlite import SQLiteArchive
 from config import Settings
 from conversation import ChannelConversation
+from edge.reminder_posts import DiscordReminderPosts
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderLimits, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
-from upkeep.reminders import PostRefused, ReminderScheduler
+from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
 PARIS = ZoneInfo("Europe/Paris")
 # A Wednesday, 16:00 in Paris.
@@ -256,8 +260,16 @@ class Poster:
         self.error = error or RuntimeError("Discord is down")
         self.refused = refused
         self.tries = 0
+        self.ready = asyncio.Event()
+        self.ready.set()
+        self.unknown = False
+
+    async def wait_until_ready(self) -> None:
+        await self.ready.wait()
 
     async def refusal(self, reminder: Reminder) -> str | None:
+        if self.unknown:
+            raise OwnerUnknown("roles unknown")
         return self.refused
 
     async def post(self, reminder: Reminder, text: str) -> None:
@@ -336,6 +348,97 @@ async def test_a_reminder_its_owner_may_no_longer_have_is_dropped_with_a_log_lin
     assert poster.tries == 0
     assert await archive.reminder(reminder.id) is None
     assert f"reminder {reminder.id} dropped: its owner may not use Parley there now" in caplog.text
+
+
+async def test_a_reminder_whose_owner_cannot_be_judged_yet_is_kept_and_posted_later(
+    scheduled: tuple[ReminderScheduler, Poster], archive: Archive
+) -> None:
+    """Roles unknown (servers not cached after a restart, an HTTP error): kept, not looked at again at once, and
+    posted on a pass once they are known."""
+    scheduler, poster = scheduled
+    reminder = await remind(scheduler.book, when="1m", every="hourly")
+    poster.unknown = True
+    await one_pass(scheduler, minutes=1)
+    assert await stored_ids(archive) == [reminder.id] and poster.tries == 0
+    assert await scheduler._until_next(archive) == UNKNOWN_RETRY.total_seconds()  # no 0-second spin
+    poster.unknown = False
+    await one_pass(scheduler, seconds=1)
+    assert poster.tries == 0  # still left for later
+    await one_pass(scheduler, seconds=UNKNOWN_RETRY.total_seconds())
+    assert len(poster.posts) == 1 and await stored_ids(archive) == [reminder.id]
+
+
+async def test_the_scheduler_waits_until_discord_is_ready(book: ReminderBook, archive: Archive) -> None:
+    poster = Poster()
+    poster.ready.clear()
+    scheduler = ReminderScheduler(book, poster, None)
+    task = asyncio.create_task(scheduler.run(archive))
+    await remind(book, when="1m")
+    book.clock.advance(minutes=1)  # type: ignore[attr-defined]
+    await asyncio.sleep(0)
+    assert not scheduler.passed.is_set() and poster.tries == 0
+    poster.ready.set()
+    await asyncio.wait_for(scheduler.passed.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(poster.posts) == 1
+
+
+class Members:
+    """What Discord says of members' roles: known ones, members known to have left, and the rest unknown."""
+
+    def __init__(self, roles: dict[int, frozenset[int]], gone: set[int]) -> None:
+        self.roles, self.gone = roles, gone
+
+    def server_ids(self) -> list[int]:
+        return [GUILD]
+
+    async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
+        return self.roles.get(member_id)
+
+    def left(self, guild_id: int, member_id: int) -> bool:
+        return member_id in self.gone
+
+
+class Client:
+    """Just what DiscordReminderPosts reads of the client."""
+
+    def __init__(self, access: AccessGate) -> None:
+        self._access = access
+
+    @property
+    def access(self) -> AccessGate:
+        return self._access
+
+    async def wait_until_ready(self) -> None:
+        return None
+
+    def get_channel(self, id: int, /) -> None:
+        return None
+
+    def get_partial_messageable(
+        self, id: int, *, guild_id: int | None = None, type: discord.ChannelType | None = None
+    ) -> discord.PartialMessageable:
+        raise AssertionError("no post in this test")
+
+
+async def test_an_owner_whose_roles_are_unknown_is_not_judged_without_them(make_settings: Any) -> None:
+    """A server whose list names a role: a member Discord cannot say anything of is unknown (kept for later), one
+    known to have left or to lack the role is refused, one with it is not."""
+    lists = AccessLists(make_settings())
+    await lists.put(GUILD, 77, "role", "allow", BOB)
+    members = Members({ALICE: frozenset({GUILD, 77}), BOB: frozenset({GUILD})}, gone={9})
+    posts = DiscordReminderPosts(Client(AccessGate(lists, members)), OptOuts())  # type: ignore[arg-type]
+
+    def owned_by(owner: int) -> Reminder:
+        return Reminder(1, GUILD, CHANNEL, owner, "x", NOW, "", False, NOW)
+
+    assert await posts.refusal(owned_by(ALICE)) is None
+    assert await posts.refusal(owned_by(BOB)) == "its owner may not use Parley there now (not_allowed_role)"
+    assert await posts.refusal(owned_by(9)) == "its owner may not use Parley there now (not_allowed_role)"
+    with pytest.raises(OwnerUnknown):
+        await posts.refusal(owned_by(10))
 
 
 async def test_a_failed_post_is_tried_again_and_a_refused_one_is_not(

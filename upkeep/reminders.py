@@ -33,6 +33,8 @@ DUE_AT_ONCE = 50
 LATE_AFTER = timedelta(minutes=1)
 # Pauses before each further try of a failed post.
 RETRY_SECONDS = (2.0, 10.0)
+# A reminder whose owner's roles could not be read is looked at again after this, not at once (no busy loop).
+UNKNOWN_RETRY = timedelta(minutes=1)
 
 
 class PostRefused(Exception):
@@ -44,11 +46,24 @@ class PostRefused(Exception):
         self.gone = gone
 
 
+class OwnerUnknown(Exception):
+    """Discord cannot say now whether the owner may still have the reminder (their roles could not be read): the
+    reminder is kept and looked at again later."""
+
+
 class ReminderPoster(Protocol):
     """The Discord side of a reminder's delivery (edge/reminder_posts.py)."""
 
+    async def wait_until_ready(self) -> None:
+        """Return once Discord's servers are known (before then no member's roles can be read)."""
+        ...
+
     async def refusal(self, reminder: Reminder) -> str | None:
-        """Why the reminder's owner may no longer have it posted (blocked, opted out), or None."""
+        """Why the reminder's owner may no longer have it posted (blocked, opted out), or None.
+
+        Raises:
+            OwnerUnknown: Discord cannot say now.
+        """
         ...
 
     async def post(self, reminder: Reminder, text: str) -> None:
@@ -77,6 +92,8 @@ class ReminderScheduler:
         self.retry_seconds = retry_seconds
         # Set after each pass over the due reminders: a test waits for it after moving the clock on.
         self.passed = asyncio.Event()
+        # Reminders left for a later pass (reminder id -> not before): their owner's roles were unknown.
+        self._later: dict[int, datetime] = {}
 
     def wake(self) -> None:
         """Look for due reminders now (a test that moved the clock on)."""
@@ -87,6 +104,7 @@ class ReminderScheduler:
         if archive is None:
             return
         self.book.archive = archive
+        await self.poster.wait_until_ready()
         while True:
             self.book.added.clear()
             try:
@@ -104,21 +122,31 @@ class ReminderScheduler:
         soonest = await archive.next_reminder_due(self.shards)
         if soonest is None:
             return POLL_SECONDS
-        return min(max((soonest - self.book.clock()).total_seconds(), 0.0), POLL_SECONDS)
+        now = self.book.clock()
+        if soonest <= now and self._later:
+            soonest = min(self._later.values())  # what is due now was left for later: wait for that
+        return min(max((soonest - now).total_seconds(), 0.0), POLL_SECONDS)
 
     async def _post_due(self, archive: ReminderTable) -> None:
         while True:
             now = self.book.clock()
             due = await archive.due_reminders(now, self.shards, DUE_AT_ONCE)
-            for reminder in due:
+            ready = [reminder for reminder in due if self._later.get(reminder.id, now) <= now]
+            for reminder in ready:
+                self._later.pop(reminder.id, None)
                 await self._deliver(archive, reminder, now)
-            if len(due) < DUE_AT_ONCE:
+            if len(due) < DUE_AT_ONCE or not ready:  # a batch all left for later would be read again and again
                 return
 
     async def _deliver(self, archive: ReminderTable, reminder: Reminder, now: datetime) -> None:
         """Check, claim and post one due reminder; a one-off is deleted after its post (or its last try), a
         recurring one when its channel is gone."""
-        refusal = await self.poster.refusal(reminder)
+        try:
+            refusal = await self.poster.refusal(reminder)
+        except OwnerUnknown as unknown:
+            log.info("reminder %s kept for later: %s", reminder.id, unknown, extra={"reminder_id": reminder.id})
+            self._later[reminder.id] = now + UNKNOWN_RETRY
+            return
         if refusal is not None:
             log.info("reminder %s dropped: %s", reminder.id, refusal, extra={"reminder_id": reminder.id})
             await archive.delete_reminder(reminder.id)
