@@ -14,6 +14,9 @@ from tools import ChatDeps, log_tool_call
 
 log = logging.getLogger("parley.reminders")
 
+# A reminder set in a DM could never be listed or cancelled (`/remind` is for servers) and would count against
+# every DM's shared limit, so the tool sets none there.
+NOT_IN_DMS = "Not set: reminders are set in a server channel (ask there, or use `/remind set`), not in direct messages."
 POST_HERE_NEEDS = (
     "Not set: a timed post to the channel needs the Manage Messages permission here, which the person asking"
     " lacks. A reminder for themselves (post_here false) needs none."
@@ -39,6 +42,8 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
     deps = ctx.deps
     if deps.reminders is None:
         return "Not set: reminders are off here (Parley keeps no archive)."
+    if deps.guild_id == 0:
+        return NOT_IN_DMS
     if post_here and not deps.requester_manages_messages:
         return POST_HERE_NEEDS
     log_tool_call(ctx, "remind")

@@ -507,7 +507,10 @@ async def ask(book: ReminderBook | None, settings: Settings, **fields: Any) -> l
     message = MessageRecord(900, CHANNEL, ALICE, "Alice", "remind me in 2 hours to check the deploy", NOW)
     conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
     agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, reminders_enabled=True)
+    in_a_dm = fields.pop("in_a_dm", False)
     deps = chat_deps(reminders=book, **fields)  # in GUILD, CHANNEL, for ALICE
+    if in_a_dm:
+        deps.guild_id = 0
     await generate_reply(agent, conversation, message, deps)
     return returned
 
@@ -528,6 +531,7 @@ async def test_the_tool_sets_a_reminder_for_the_asker_where_they_asked(
     [
         ({"arguments": {"when": "2h", "text": "standup", "post_here": True}}, "needs the Manage Messages permission"),
         ({"arguments": {"when": "someday", "text": "x"}}, "Not set: “someday” is no time I can read"),
+        ({"arguments": {"when": "2h", "text": "x"}, "in_a_dm": True}, "reminders are set in a server channel"),
     ],
 )
 async def test_the_tool_says_why_a_reminder_is_not_set(
@@ -536,6 +540,7 @@ async def test_the_tool_says_why_a_reminder_is_not_set(
     [said] = await ask(book, make_settings(llm_base_url="http://127.0.0.1:9/v1"), **fields)
     assert told in said
     assert await archive.pending_reminders(GUILD, ALICE) == (0, 0)
+    assert await archive.pending_reminders(0, ALICE) == (0, 0)
 
 
 async def test_a_timed_post_from_the_tool_needs_manage_messages(
