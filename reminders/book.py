@@ -25,6 +25,9 @@ from reminders.when import TimeError, describe, describe_every, parse_every, par
 log = logging.getLogger("parley.reminders")
 
 TEXT_MAX_CHARS = 1000
+# A message's limit (https://discord.com/developers/docs/resources/message#create-message): a longer post is refused
+# with a 400 at its time, so a text whose quoted lines, header and late line would exceed it is refused when set.
+POST_MAX_CHARS = 2000
 # The furthest ahead a reminder may be set: a year (and a day, so "in 1 year" fits).
 FURTHEST = timedelta(days=366)
 NO_ARCHIVE = "Reminders are kept in the archive, which is off here (DATABASE_URL is empty)."
@@ -99,6 +102,13 @@ class ReminderBook:
             raise ReminderRefused(str(error)) from None
         if due - now > FURTHEST:
             raise ReminderRefused("A reminder may be set at most a year ahead.")
+        draft = Reminder(0, guild_id, channel_id, owner_id, words, due, recurrence, post_here, now)
+        longest = len(post_text(draft, self.zone, late_since=due))
+        if longest > POST_MAX_CHARS:
+            raise ReminderRefused(
+                f"Quoted, this reminder would be a post of {longest} characters, over Discord's {POST_MAX_CHARS}:"
+                " use fewer lines."
+            )
         await self._check_limits(table, guild_id, owner_id)
         reminder = Reminder(
             await table.new_reminder_id(), guild_id, channel_id, owner_id, words, due, recurrence, post_here, now

@@ -191,6 +191,7 @@ async def test_members_and_servers_over_their_limit_are_told_so_in_one_line(book
     [
         ({"text": "   "}, "the text is empty"),
         ({"text": "x" * 1001}, "at most 1000 characters"),
+        ({"text": "a\n" * 499 + "a"}, "over Discord's 2000"),  # each line quoted with "> "
         ({"when": "in 400 days"}, "at most a year ahead"),
         ({"when": "yesterday"}, "no time I can read"),
         ({"every": "every 10 minutes"}, "at most every hour"),
