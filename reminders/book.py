@@ -20,7 +20,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from archive import ArchiveWriteFailed, Reminder, ReminderTable
-from reminders.when import TimeError, describe, describe_every, parse_every, parse_when
+from reminders.when import TimeError, describe, describe_every, first_time, parse_every, parse_when
 
 log = logging.getLogger("parley.reminders")
 
@@ -98,6 +98,7 @@ class ReminderBook:
         try:
             due = parse_when(when, now=now, zone=self.zone)
             recurrence = parse_every(every) if every.strip() else ""
+            due = first_time(due, recurrence, zone=self.zone)
         except TimeError as error:
             raise ReminderRefused(str(error)) from None
         if due - now > FURTHEST:

@@ -162,6 +162,15 @@ def parse_every(text: str) -> str:
     return f"{hours}h"
 
 
+def first_time(due: datetime, every: str, *, zone: ZoneInfo) -> datetime:
+    """When a reminder set for `due`, repeated `every` ('' once), first comes: a weekdays one set on a weekend moves
+    on to Monday at its time of day."""
+    local = due.astimezone(zone)
+    if every != WEEKDAYS or local.weekday() < 5:
+        return due
+    return datetime.combine(local.date() + timedelta(days=7 - local.weekday()), local.time(), tzinfo=zone)
+
+
 def next_time(due: datetime, every: str, *, after: datetime, zone: ZoneInfo) -> datetime:
     """The first time of the recurrence `every` (from `due`) that is later than `after`: a reminder missed several
     times while Parley was away moves on to its next time to come, not through each one it missed."""

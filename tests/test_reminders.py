@@ -175,6 +175,13 @@ async def test_a_reminder_set_is_stored_and_wakes_the_scheduler(book: ReminderBo
     assert "Thu 26 Nov 09:00 CET, then every weekday" in book.confirmation(reminder)
 
 
+async def test_a_weekdays_reminder_set_on_a_weekend_first_comes_on_monday(book: ReminderBook) -> None:
+    reminder = await remind(book, when="saturday 9:00", every="weekdays")
+    assert reminder.due_at == datetime(2026, 11, 30, 9, 0, tzinfo=PARIS)
+    sunday = await remind(book, when="sunday 9:00")  # once: on the day asked
+    assert sunday.due_at == datetime(2026, 11, 29, 9, 0, tzinfo=PARIS)
+
+
 async def test_members_and_servers_over_their_limit_are_told_so_in_one_line(book: ReminderBook) -> None:
     await remind(book)
     await remind(book)
