@@ -85,9 +85,11 @@ def _iso(text: str, zone: ZoneInfo) -> datetime | None:
         return None
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError:
+        moment = moment.replace(tzinfo=zone) if moment.tzinfo is None else moment
+        moment.astimezone(zone)  # year 1 with an offset east of UTC lies before datetime.min: OverflowError
+    except (ValueError, OverflowError):
         raise TimeError(f"“{text[:60]}” is no date and time: write it like `2026-12-01 14:00`.") from None
-    return moment.replace(tzinfo=zone) if moment.tzinfo is None else moment
+    return moment
 
 
 def _day_and_clock(words: str, now: datetime, zone: ZoneInfo) -> datetime | None:

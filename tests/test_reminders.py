@@ -76,6 +76,7 @@ def test_times_are_read_in_the_zone(said: str, meant: datetime) -> None:
         ("today 9:00", "has passed"),
         ("2020-01-01 10:00", "has passed"),
         ("2026-13-01 10:00", "is no date and time"),
+        ("0001-01-01 00:00+14:00", "is no date and time"),
         ("9" * 400 + " days", "at most 100 characters"),
         ("9" * 90 + " days", "at most a year ahead"),
     ],
