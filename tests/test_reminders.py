@@ -272,6 +272,7 @@ class Poster:
         self.ready = asyncio.Event()
         self.ready.set()
         self.unknown = False
+        self.broken: set[int] = set()  # reminders whose check raises
 
     async def wait_until_ready(self) -> None:
         await self.ready.wait()
@@ -279,6 +280,8 @@ class Poster:
     async def refusal(self, reminder: Reminder) -> str | None:
         if self.unknown:
             raise OwnerUnknown("roles unknown")
+        if reminder.id in self.broken:
+            raise RuntimeError("the check failed")
         return self.refused
 
     async def post(self, reminder: Reminder, text: str) -> None:
@@ -448,6 +451,28 @@ async def test_an_owner_whose_roles_are_unknown_is_not_judged_without_them(make_
     assert await posts.refusal(owned_by(9)) == "its owner may not use Parley there now (not_allowed_role)"
     with pytest.raises(OwnerUnknown):
         await posts.refusal(owned_by(10))
+
+
+async def test_one_failing_reminder_holds_up_none_of_the_others(book: ReminderBook, archive: Archive) -> None:
+    """A failed post is tried again on a later pass, not by sleeping inside this one; a check that raises leaves
+    that reminder for later and the pass goes on."""
+    poster = Poster(failures=1)
+    scheduler = ReminderScheduler(book, poster, None, retry_seconds=(60.0, 600.0))
+    task = asyncio.create_task(scheduler.run(archive))
+    await asyncio.wait_for(scheduler.passed.wait(), 5)
+    failing, fine = await remind(book, when="1m"), await remind(book, owner=BOB, when="1m")
+    broken = await remind(book, when="1m")
+    poster.broken = {broken.id}
+    await one_pass(scheduler, minutes=1)
+    assert [rid for rid, _ in poster.posts] == [fine.id]
+    assert await scheduler._until_next(archive) == 60.0
+    poster.broken = set()
+    await one_pass(scheduler, seconds=60)
+    assert sorted(rid for rid, _ in poster.posts) == sorted([fine.id, failing.id, broken.id])
+    assert await stored_ids(archive) == []
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 async def test_a_failed_post_is_tried_again_and_a_refused_one_is_not(

@@ -6,7 +6,8 @@ reminder it checks the owner may still use Parley there (access lists, opt-out: 
 with a log line), then claims it in the archive (archive/reminders.py) and posts it only if its claim stood: of
 several processes that find it due, one posts. A one-off is deleted once posted; a recurring one's claim has
 moved it on to its next time to come, so one missed several times while Parley was away posts once, marked late.
-A failed post is tried again a few times; it never stops the task. Time comes from the book's clock, so tests
+A failed post is tried again on later passes, a few times (no pass waits for it), and one reminder's failure holds
+up none of the others; nothing stops the task. Time comes from the book's clock, so tests
 move it on instead of sleeping.
 """
 
@@ -17,6 +18,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -31,7 +33,7 @@ POLL_SECONDS = 60.0
 DUE_AT_ONCE = 50
 # Past its time by more than this, a reminder is posted marked late: Parley was offline (or stopped) meanwhile.
 LATE_AFTER = timedelta(minutes=1)
-# Pauses before each further try of a failed post.
+# Pauses before each further try of a failed post (kept in memory: the claim took it off the due reminders).
 RETRY_SECONDS = (2.0, 10.0)
 # A reminder whose owner's roles could not be read is looked at again after this, not at once (no busy loop).
 UNKNOWN_RETRY = timedelta(minutes=1)
@@ -92,8 +94,11 @@ class ReminderScheduler:
         self.retry_seconds = retry_seconds
         # Set after each pass over the due reminders: a test waits for it after moving the clock on.
         self.passed = asyncio.Event()
-        # Reminders left for a later pass (reminder id -> not before): their owner's roles were unknown.
+        # Reminders left for a later pass (reminder id -> not before): their owner's roles were unknown, or their
+        # check failed.
         self._later: dict[int, datetime] = {}
+        # Claimed reminders whose post failed, by id, to be tried again on a later pass.
+        self._retries: dict[int, _Pending] = {}
 
     def wake(self) -> None:
         """Look for due reminders now (a test that moved the clock on)."""
@@ -119,13 +124,16 @@ class ReminderScheduler:
                     await self.book.added.wait()
 
     async def _until_next(self, archive: ReminderTable) -> float:
-        soonest = await archive.next_reminder_due(self.shards)
-        if soonest is None:
-            return POLL_SECONDS
         now = self.book.clock()
-        if soonest <= now and self._later:
-            soonest = min(self._later.values())  # what is due now was left for later: wait for that
-        return min(max((soonest - now).total_seconds(), 0.0), POLL_SECONDS)
+        times = [pending.at for pending in self._retries.values()]
+        soonest = await archive.next_reminder_due(self.shards)
+        if soonest is not None:
+            if soonest <= now and self._later:
+                soonest = min(self._later.values())  # what is due now was left for later: wait for that
+            times.append(soonest)
+        if not times:
+            return POLL_SECONDS
+        return min(max((min(times) - now).total_seconds(), 0.0), POLL_SECONDS)
 
     async def _post_due(self, archive: ReminderTable) -> None:
         while True:
@@ -134,9 +142,14 @@ class ReminderScheduler:
             ready = [reminder for reminder in due if self._later.get(reminder.id, now) <= now]
             for reminder in ready:
                 self._later.pop(reminder.id, None)
-                await self._deliver(archive, reminder, now)
+                try:
+                    await self._deliver(archive, reminder, now)
+                except Exception:  # one reminder's failure (its check, its claim) holds up none of the others
+                    log.exception("reminder %s could not be delivered; tried again later", reminder.id)
+                    self._later[reminder.id] = now + UNKNOWN_RETRY
             if len(due) < DUE_AT_ONCE or not ready:  # a batch all left for later would be read again and again
-                return
+                break
+        await self._post_retries(archive)
 
     async def _deliver(self, archive: ReminderTable, reminder: Reminder, now: datetime) -> None:
         """Check, claim and post one due reminder; a one-off is deleted after its post (or its last try), a
@@ -156,35 +169,61 @@ class ReminderScheduler:
             log.info("reminder %s is taken by another process", reminder.id, extra={"reminder_id": reminder.id})
             return
         late = reminder.due_at if now - reminder.due_at > LATE_AFTER else None
-        gone = await self._post(reminder, post_text(reminder, self.book.zone, late_since=late))
-        if then is None or gone:
-            try:
-                await archive.delete_reminder(reminder.id)
-            except ArchiveWriteFailed:
-                # Its claim keeps it from being posted again; the archive's retention prunes it.
-                log.warning("reminder %s was posted but could not be deleted", reminder.id)
+        text = post_text(reminder, self.book.zone, late_since=late)
+        await self._post(archive, _Pending(reminder, text, once=then is None, tries=0, at=now), now)
 
-    async def _post(self, reminder: Reminder, text: str) -> bool:
-        """Post, trying again after each of `retry_seconds`; a failure is logged. Whether the channel is gone."""
-        for attempt, pause in enumerate((*self.retry_seconds, None), start=1):
-            try:
-                await self.poster.post(reminder, text)
-            except PostRefused as refused:
-                log.warning("reminder %s not posted: %s", reminder.id, refused, extra={"reminder_id": reminder.id})
-                return refused.gone
-            except Exception as error:  # noqa: BLE001 - Discord failed: try again, then give up; never stop the task
-                if pause is None:
-                    log.warning(
-                        "reminder %s not posted after %d tries: %s: %s",
-                        reminder.id,
-                        attempt,
-                        type(error).__name__,
-                        error,
-                        extra={"reminder_id": reminder.id},
-                    )
-                    return False
-                await asyncio.sleep(pause)
-            else:
-                log.info("reminder %s posted in channel %s", reminder.id, reminder.channel_id)
-                return False
-        return False
+    async def _post_retries(self, archive: ReminderTable) -> None:
+        """Try again the failed posts whose pause has passed (all of them at once when the pauses are 0)."""
+        while due := [pending for pending in self._retries.values() if pending.at <= self.book.clock()]:
+            for pending in due:
+                del self._retries[pending.reminder.id]
+                await self._post(archive, pending, self.book.clock())
+
+    async def _post(self, archive: ReminderTable, pending: _Pending, now: datetime) -> None:
+        """Post once; a failure Discord may get over is tried again on a later pass, after the next of
+        `retry_seconds` (no pass waits for it), and logged after the last try."""
+        reminder = pending.reminder
+        pending.tries += 1
+        try:
+            await self.poster.post(reminder, pending.text)
+        except PostRefused as refused:
+            log.warning("reminder %s not posted: %s", reminder.id, refused, extra={"reminder_id": reminder.id})
+            await self._posted(archive, pending, gone=refused.gone)
+        except Exception as error:  # noqa: BLE001 - Discord failed: try again later, then give up; never stop the task
+            if pending.tries <= len(self.retry_seconds):
+                pending.at = now + timedelta(seconds=self.retry_seconds[pending.tries - 1])
+                self._retries[reminder.id] = pending
+                return
+            log.warning(
+                "reminder %s not posted after %d tries: %s: %s",
+                reminder.id,
+                pending.tries,
+                type(error).__name__,
+                error,
+                extra={"reminder_id": reminder.id},
+            )
+            await self._posted(archive, pending, gone=False)
+        else:
+            log.info("reminder %s posted in channel %s", reminder.id, reminder.channel_id)
+            await self._posted(archive, pending, gone=False)
+
+    async def _posted(self, archive: ReminderTable, pending: _Pending, *, gone: bool) -> None:
+        """Done with a post: a one-off is deleted, and so is a recurring one whose channel is gone."""
+        if not (pending.once or gone):
+            return
+        try:
+            await archive.delete_reminder(pending.reminder.id)
+        except ArchiveWriteFailed:
+            # Its claim keeps it from being posted again; the archive's retention prunes it.
+            log.warning("reminder %s was posted but could not be deleted", pending.reminder.id)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A claimed reminder's post, until it is posted, refused or given up on; `at`: when to try it (again)."""
+
+    reminder: Reminder
+    text: str
+    once: bool
+    tries: int
+    at: datetime
