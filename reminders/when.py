@@ -15,7 +15,7 @@ keeps its wall-clock time across daylight-saving changes.
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 WHEN_EXAMPLES = "`2h`, `90m`, `in 2 hours`, `tomorrow 9:00`, `monday 9:00`, `17:30` or `2026-12-01 14:00`"
@@ -165,11 +165,12 @@ def parse_every(text: str) -> str:
 
 
 def first_time(due: datetime, every: str, *, zone: ZoneInfo) -> datetime:
-    """When a reminder set for `due`, repeated `every` ('' once), first comes: a weekdays one set on a weekend moves
-    on to Monday at its time of day."""
-    local = due.astimezone(zone)
+    """When a reminder set for `due`, repeated `every` ('' once), first comes, as the wall time it really is: a time
+    in a spring-forward gap (02:30 on the night clocks go from 02:00 to 03:00) is the 03:30 it falls on, so the
+    time told, stored and repeated is the same; a weekdays one set on a weekend moves on to Monday at its time."""
+    local = due.astimezone(UTC).astimezone(zone)  # via UTC: astimezone to its own zone would keep a gap time as is
     if every != WEEKDAYS or local.weekday() < 5:
-        return due
+        return local
     return datetime.combine(local.date() + timedelta(days=7 - local.weekday()), local.time(), tzinfo=zone)
 
 

@@ -126,8 +126,8 @@ def test_a_recurrence_missed_many_times_moves_to_its_next_time_to_come_keeping_i
 
 
 class Clock:
-    def __init__(self) -> None:
-        self.now = NOW
+    def __init__(self, now: datetime = NOW) -> None:
+        self.now = now
 
     def __call__(self) -> datetime:
         return self.now
@@ -181,6 +181,22 @@ async def test_a_weekdays_reminder_set_on_a_weekend_first_comes_on_monday(book: 
     assert reminder.due_at == datetime(2026, 11, 30, 9, 0, tzinfo=PARIS)
     sunday = await remind(book, when="sunday 9:00")  # once: on the day asked
     assert sunday.due_at == datetime(2026, 11, 29, 9, 0, tzinfo=PARIS)
+
+
+async def test_a_daily_reminder_set_in_the_spring_forward_gap_keeps_the_time_it_was_told(
+    book: ReminderBook, archive: Archive
+) -> None:
+    """02:30 on 28 March 2027 does not exist in Berlin (02:00 -> 03:00): it is set, told, stored and repeated as
+    03:30, rather than told 02:30 and then drifting to 03:30 from the next day on."""
+    berlin = ZoneInfo("Europe/Berlin")
+    book.zone = berlin
+    book.clock = Clock(datetime(2027, 3, 20, 12, 0, tzinfo=UTC))
+    reminder = await remind(book, when="2027-03-28 02:30", every="daily")
+    assert (reminder.due_at.hour, reminder.due_at.minute) == (3, 30)
+    assert "03:30 CEST" in book.confirmation(reminder)
+    [stored] = await archive.member_reminders(GUILD, ALICE)
+    after = next_time(stored.due_at, "daily", after=stored.due_at, zone=berlin)
+    assert after == datetime(2027, 3, 29, 3, 30, tzinfo=berlin)
 
 
 async def test_members_and_servers_over_their_limit_are_told_so_in_one_line(book: ReminderBook) -> None:
