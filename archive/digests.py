@@ -36,6 +36,13 @@ _CLAIM_DIGEST = Write(
     ),
 )
 
+# Gives a period back to the one before it, only while `claimant` still holds it (no later period and no other
+# claimant has taken the row since).
+_RELEASE_DIGEST = Write(
+    "release_digest",
+    ("UPDATE digests SET last_period = ?1 WHERE channel_id = ?2 AND claimant = ?3 AND last_period = ?4",),
+)
+
 
 class DigestTables(BackendTables):
     """Named reads and writes of the digests' table, on a backend's queue and read connection."""
@@ -83,6 +90,16 @@ class DigestTables(BackendTables):
         await self.flush()
         rows = await self.read("SELECT last_period, claimant FROM digests WHERE channel_id = ?", (schedule.channel_id,))
         return bool(rows) and (int(rows[0][0]), str(rows[0][1])) == (period, claimant)
+
+    async def release_digest(self, schedule: Digest, period: int, claimant: str) -> None:
+        """Give back `period`, claimed by `claimant` from `schedule` (as read before the claim: its `last_period`
+        is the one restored), so the next tick claims it again; nothing if the claim no longer stands.
+
+        Raises:
+            ArchiveWriteFailed: the writer could not commit it.
+        """
+        self._enqueue(_RELEASE_DIGEST, (schedule.last_period, schedule.channel_id, claimant, period))
+        await self.flush()
 
 
 def _digest(row: Sequence[Any]) -> Digest:

@@ -56,6 +56,22 @@ async def test_a_period_is_claimed_once_and_only_after_the_last(archive: Archive
     assert await archive.claim_digest(read_before_a_change, NEXT + 3, "one") is False
 
 
+async def test_a_claimed_period_is_given_back_only_by_its_claimant_while_it_stands(archive: Archive) -> None:
+    await archive.set_digest(DAILY_AT_9)
+    assert await archive.claim_digest(DAILY_AT_9, NEXT, "one")
+    await archive.release_digest(DAILY_AT_9, NEXT, "two")  # not its claim: nothing
+    stored = await archive.digest(CHANNEL)
+    assert stored is not None and stored.last_period == NEXT
+    await archive.release_digest(DAILY_AT_9, NEXT, "one")
+    stored = await archive.digest(CHANNEL)
+    assert stored is not None and stored.last_period == DAILY_AT_9.last_period
+    assert await archive.claim_digest(DAILY_AT_9, NEXT, "two")  # the next tick takes it up again
+    assert await archive.claim_digest(DAILY_AT_9, NEXT + 1, "one")
+    await archive.release_digest(DAILY_AT_9, NEXT, "two")  # a later period was claimed since: nothing
+    stored = await archive.digest(CHANNEL)
+    assert stored is not None and stored.last_period == NEXT + 1
+
+
 async def test_a_digest_goes_with_its_channel_and_its_server(archive: Archive) -> None:
     await archive.set_digest(DAILY_AT_9)
     await archive.set_digest(DAILY_AT_9._replace(channel_id=OTHER_CHANNEL))

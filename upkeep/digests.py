@@ -225,13 +225,19 @@ class DigestScheduler:
         writer = self.client.agents.catchup
         if writer is None or not await self.client.admission.digest_admitted(guild.id, channel.id):
             return
-        summary = await writer.summarise(
-            found.messages,
-            budget_tokens=self.client.settings.catchup_token_budget,
-            on_usage=self._usage_recorder(guild.id, channel.id),
-            progress=_no_progress,
-            admitted=lambda: self.client.admission.digest_admitted(guild.id, channel.id),
-        )
+        try:
+            summary = await writer.summarise(
+                found.messages,
+                budget_tokens=self.client.settings.catchup_token_budget,
+                on_usage=self._usage_recorder(guild.id, channel.id),
+                progress=_no_progress,
+                admitted=lambda: self.client.admission.digest_admitted(guild.id, channel.id),
+            )
+        except DIGEST_FAILURES:
+            # A model or network failure, before anything was posted: give the period back so that the next tick
+            # tries it again, rather than losing it for good.
+            await archive.release_digest(digest, period_of(due), self.claimant)
+            raise
         text = describe_digest(digest, summary, found, start, late_since=due if now - due > LATE_AFTER else None)
         none = discord.AllowedMentions.none()
         for part in split_message(text, max_posts=DIGEST_MAX_POSTS):
