@@ -15,11 +15,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from archive import ArchiveWriteFailed, Reminder, ReminderTable
+from conversation import utc_now
 from reminders.when import TimeError, describe, describe_every, first_time, parse_every, parse_when
 
 log = logging.getLogger("parley.reminders")
@@ -53,10 +54,6 @@ class ReminderLimits:
 
     per_member: int
     per_server: int
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class ReminderBook:

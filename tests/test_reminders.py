@@ -25,7 +25,7 @@ from agent import build_responder, generate_reply
 from archive import Archive, Reminder, open_archive
 from archive.sqlite import SQLiteArchive
 from config import Settings
-from conversation import ChannelConversation
+from conversation import ChannelConversation, utc_now
 from edge.reminder_posts import DiscordReminderPosts
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderLimits, ReminderRefused, post_text
@@ -164,6 +164,10 @@ async def remind(book: ReminderBook, owner: int = ALICE, when: str = "2h", **opt
         guild_id=GUILD, channel_id=CHANNEL, owner_id=owner, text="check the deploy", when=when, post_here=False,
         **options,
     )  # fmt: skip
+
+
+def test_the_book_reads_the_one_clock_of_the_engine() -> None:
+    assert ReminderBook(ReminderLimits(1, 1), PARIS, OptOuts()).clock is utc_now
 
 
 async def test_a_reminder_set_is_stored_and_wakes_the_scheduler(book: ReminderBook, archive: Archive) -> None:
