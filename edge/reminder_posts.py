@@ -32,6 +32,8 @@ class ReminderClient(Protocol):
 
     def get_channel(self, id: int, /) -> discord.abc.Snowflake | None: ...
 
+    def get_guild(self, id: int, /) -> discord.Guild | None: ...
+
     def get_partial_messageable(
         self, id: int, *, guild_id: int | None = None, type: discord.ChannelType | None = None
     ) -> discord.PartialMessageable: ...
@@ -51,7 +53,26 @@ class DiscordReminderPosts:
         if self.optouts.opted_out(reminder.guild_id, reminder.owner_id):
             return "its owner opted out of Parley in the server"
         verdict = await self._verdict(reminder)
-        return None if verdict.allowed else f"its owner may not use Parley there now ({verdict.value})"
+        if not verdict.allowed:
+            return f"its owner may not use Parley there now ({verdict.value})"
+        if reminder.post_here and not await self._owner_manages(reminder):
+            return "its owner no longer has Manage Messages in the channel"
+        return None
+
+    async def _owner_manages(self, reminder: Reminder) -> bool:
+        """Whether a timed post's owner still has Manage Messages in its channel, as when it was set; True when
+        the server, channel or member is not known here (it was checked when the post was set)."""
+        guild = self.client.get_guild(reminder.guild_id)
+        channel = None if guild is None else guild.get_channel_or_thread(reminder.channel_id)
+        if guild is None or channel is None:
+            return True
+        member = guild.get_member(reminder.owner_id)
+        if member is None:
+            try:
+                member = await guild.fetch_member(reminder.owner_id)
+            except discord.HTTPException:
+                return True
+        return channel.permissions_for(member).manage_messages
 
     async def _verdict(self, reminder: Reminder) -> Verdict:
         access = self.client.access

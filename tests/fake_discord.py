@@ -280,6 +280,13 @@ class FakeDiscord(RestRoutes):
         overwrite = {"id": str(user_id), "type": 1, "allow": "0", "deny": str(permissions.value)}
         self._channel(channel_id).overwrites.append(overwrite)
 
+    def allow(self, channel_id: int, user_id: int, permissions: discord.Permissions) -> None:
+        """Allow a member `permissions` in a text channel, replacing their member overwrite there (none: take back
+        what an earlier one allowed); the next GUILD_CREATE carries it."""
+        channel = self._channel(channel_id)
+        channel.overwrites = [o for o in channel.overwrites if not (o["type"] == 1 and int(o["id"]) == user_id)]
+        channel.overwrites.append({"id": str(user_id), "type": 1, "allow": str(permissions.value), "deny": "0"})
+
     def permissions_in(self, channel_id: int, user_id: int, granted: discord.Permissions) -> discord.Permissions:
         """`granted` as Discord resolves it for `user_id` in a channel (a thread: its parent): with what the member's
         overwrites there deny taken off and what they allow added, as an interaction's member permissions carry."""

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import discord
 import pytest
 from conftest import fresh_postgres_database
 from e2e_support import (
@@ -39,6 +40,10 @@ async def moved_on(bot: RunningBot, client: Parley, seconds: float) -> None:
     scheduler.passed.clear()
     scheduler.wake()
     await asyncio.wait_for(scheduler.passed.wait(), 5)
+
+
+# Manage Messages given to a member in the channel, as Discord resolves it for a timed post's delivery.
+MANAGE = discord.Permissions(manage_messages=True)
 
 
 def pinged(post: Any) -> list[int]:
@@ -205,3 +210,26 @@ async def test_a_timed_post_here_pings_no_one_and_comes_again(bot: RunningBot, f
     )
     assert second.content == first.content
     assert first.body["allowed_mentions"] == {"parse": []} and pinged(first) == []
+
+
+async def test_a_timed_post_stops_once_its_owner_loses_manage_messages(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bob (not the server's owner, who has every permission) sets a timed post with Manage Messages, then loses
+    it: the post stops and is dropped with a log line."""
+    fake.allow(CHANNEL_ID, BOB_ID, MANAGE)
+    client = await bot.start()
+    every, here = option("every", "daily"), option("here", True)
+    await remind(fake, "1h", "standup", every, here, permissions=MODERATOR, user_id=BOB_ID)
+    await moved_on(bot, client, 3600)
+    await fake.wait_for_posts(1)
+    await bot.stop()
+    fake.allow(CHANNEL_ID, BOB_ID, discord.Permissions.none())  # a moderator no more
+
+    with caplog.at_level(logging.INFO, "parley.reminders"):
+        client = await bot.start()
+        await moved_on(bot, client, 24 * 3600)
+        await moved_on(bot, client, 1)  # a pass begun before the clock moved may have ended the first wait
+    assert len(fake.posts_in(CHANNEL_ID)) == 1
+    assert "dropped: its owner no longer has Manage Messages in the channel" in caplog.text
+    assert client.archive is not None and await client.archive.pending_reminders(GUILD_ID, BOB_ID) == (0, 0)
