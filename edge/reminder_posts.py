@@ -17,6 +17,7 @@ from admission.access_gate import AccessGate
 from admission.optout import OptOuts
 from archive import Reminder
 from config import Settings
+from conversation import utc_now
 from edge.arrival import access_place
 from reminders.book import ReminderBook, ReminderLimits
 from upkeep.reminders import OwnerUnknown, PostRefused, ReminderScheduler
@@ -107,6 +108,6 @@ class DiscordReminderPosts:
 def reminder_scheduler(client: ReminderClient, settings: Settings, optouts: OptOuts) -> ReminderScheduler:
     """The client's reminders: their book (the rules) and the task that posts this process's shards' ones."""
     limits = ReminderLimits(settings.reminders_per_member, settings.reminders_per_server)
-    book = ReminderBook(limits, settings.zone, optouts)
+    book = ReminderBook(limits, settings.zone, optouts, utc_now)
     shards = None if not settings.shard_ids else (settings.shard_count or 1, settings.shard_ids)
     return ReminderScheduler(book, DiscordReminderPosts(client, optouts), shards)

@@ -20,7 +20,6 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from archive import ArchiveWriteFailed, Reminder, ReminderTable
-from conversation import utc_now
 from reminders.when import TimeError, describe, describe_every, first_time, parse_every, parse_when
 
 log = logging.getLogger("parley.reminders")
@@ -60,14 +59,17 @@ class ReminderBook:
     """Sets, lists and cancels reminders in the archive (once it is `archive`d), under the limits; wakes the
     scheduler (`added`) when one is set, since it may be due before the one it sleeps until."""
 
-    def __init__(self, limits: ReminderLimits, zone: ZoneInfo, optouts: OptedOut) -> None:
+    def __init__(
+        self, limits: ReminderLimits, zone: ZoneInfo, optouts: OptedOut, clock: Callable[[], datetime]
+    ) -> None:
         self.limits = limits
         self.zone = zone
         self.optouts = optouts
         self.archive: ReminderTable | None = None
         self.added = asyncio.Event()
-        # Every time the book and the scheduler read; a test moves it on instead of waiting.
-        self.clock: Callable[[], datetime] = utc_now
+        # Every time the book and the scheduler read (conversation.utc_now, given by the composition root: the
+        # engine's layer is not the book's to import); a test moves it on instead of waiting.
+        self.clock = clock
 
     def _table(self) -> ReminderTable:
         if self.archive is None:

@@ -21,12 +21,13 @@ from test_tools import deps as chat_deps
 
 from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists
+from admission.optout import OptOuts as MemberOptOuts
 from agent import build_responder, generate_reply
 from archive import Archive, Reminder, open_archive
 from archive.sqlite import SQLiteArchive
 from config import Settings
 from conversation import ChannelConversation, utc_now
-from edge.reminder_posts import DiscordReminderPosts
+from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderLimits, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
@@ -153,9 +154,8 @@ async def archive(tmp_path: Path) -> AsyncIterator[Archive]:
 
 @pytest.fixture
 def book(archive: Archive) -> ReminderBook:
-    book = ReminderBook(ReminderLimits(per_member=2, per_server=3), PARIS, OptOuts())
+    book = ReminderBook(ReminderLimits(per_member=2, per_server=3), PARIS, OptOuts(), Clock())
     book.archive = archive
-    book.clock = Clock()
     return book
 
 
@@ -166,8 +166,10 @@ async def remind(book: ReminderBook, owner: int = ALICE, when: str = "2h", **opt
     )  # fmt: skip
 
 
-def test_the_book_reads_the_one_clock_of_the_engine() -> None:
-    assert ReminderBook(ReminderLimits(1, 1), PARIS, OptOuts()).clock is utc_now
+def test_the_book_reads_the_one_clock_of_the_engine(make_settings: Any) -> None:
+    settings = make_settings()
+    client = Client(AccessGate(AccessLists(settings), Members({}, set())))
+    assert reminder_scheduler(client, settings, MemberOptOuts()).book.clock is utc_now
 
 
 async def test_a_reminder_set_is_stored_and_wakes_the_scheduler(book: ReminderBook, archive: Archive) -> None:
@@ -447,6 +449,9 @@ class Client:
         return None
 
     def get_channel(self, id: int, /) -> None:
+        return None
+
+    def get_guild(self, id: int, /) -> None:
         return None
 
     def get_partial_messageable(
