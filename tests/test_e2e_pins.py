@@ -14,6 +14,7 @@ from e2e_support import MEMBER, RunningBot, command_payload, reply_text, say
 from fake_discord import (
     ALICE_ID,
     BOB_ID,
+    BOT_ID,
     BOT_PERMISSIONS,
     CHANNEL_ID,
     EVERYONE_PERMISSIONS,
@@ -23,6 +24,7 @@ from fake_discord import (
     InteractionCall,
 )
 from fake_llm import FakeLLM
+from test_e2e_ask import ask as ask_command
 from test_e2e_knowledge import ADMIN, KnowledgeModel, ask
 from test_e2e_privacy import privacy
 
@@ -119,9 +121,10 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
 ) -> None:
     """The issue's "done when": `/parley-admin knowledge pins on` in a channel; a message pinned there answers a
     question through search_knowledge, and no longer once unpinned; a pin in a channel that is not opted in is never
-    taken; a pin in #random is not searched for Bob, whom an overwrite keeps out of #random."""
+    taken; a pin in #random, which only Alice may read, is not searched for Bob, and for Alice only where no one
+    else reads the answer: in #random itself or privately, never in #general."""
     llm.handler = model = KnowledgeModel()
-    fake.deny(OTHER_CHANNEL_ID, BOB_ID, discord.Permissions(view_channel=True))
+    fake.keep_private(OTHER_CHANNEL_ID, readers=[ALICE_ID])
     client = await bot.start()
     reply = await pins_command(fake, "on")
     assert reply.startswith(f"Pinned messages in <#{CHANNEL_ID}> now go into the knowledge base")
@@ -135,7 +138,7 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     assert answer.startswith('"The staging server is staging.example.org, port 8443."')
     assert "backup bucket" not in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
 
-    # #random opted in too: its pin is found for Alice, who may read #random, not for Bob.
+    # #random opted in too: its pin is found for Alice, who may read #random, not for Bob; and not in #general.
     status = await pins_command(fake, "status")
     assert (
         status == f"Pinned messages in <#{CHANNEL_ID}> go into the knowledge base: it holds 1 pinned message from here."
@@ -143,12 +146,34 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
     await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
     assert await ask(fake, "how long is the backup bucket kept?", BOB_ID) == "The documents don't cover that."
-    assert "ninety days" in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
+    assert await ask(fake, "how long is the backup bucket kept?", ALICE_ID) == "The documents don't cover that."
+    assert "ninety days" in await ask_in(fake, OTHER_CHANNEL_ID, "how long is the backup bucket kept?", ALICE_ID)
+    private = await ask_command(fake, "how long is the backup bucket kept?", private=True, user_id=ALICE_ID)
+    assert "ninety days" in reply_text(private)
 
     await fake.unpin(CHANNEL_ID, staging)
     await until(lambda: _lacks(client, "staging"))
     assert "staging.example.org" not in await ask(fake, "what is the staging server?")
     assert not any("staging.example.org" in result for result in model.tool_results[-1:])
+
+
+async def test_a_pin_of_a_channel_everyone_may_read_is_found_from_another_channel(
+    fake: FakeDiscord, bot: RunningBot, llm: FakeLLM
+) -> None:
+    llm.handler = KnowledgeModel()
+    client = await bot.start()
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await pinned(fake, "The backup bucket is kept for ninety days.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
+    assert "ninety days" in await ask(fake, "how long is the backup bucket kept?", BOB_ID)
+
+
+async def ask_in(fake: FakeDiscord, channel_id: int, text: str, author: int) -> str:
+    """`ask` (test_e2e_knowledge) in another channel than #general: the channel's latest post once answered."""
+    before = len(fake.posts_in(channel_id))
+    await fake.send_user_message(channel_id, author, f"<@{BOT_ID}> {text}")
+    await fake.wait_for_posts(before + 1, channel_id)
+    return fake.posts_in(channel_id)[-1].content
 
 
 async def test_members_cannot_set_a_channels_pins_and_admins_are_told_what_parley_lacks(
