@@ -16,6 +16,8 @@ NO_ARCHIVE = "Pinned messages go into the knowledge base, which is kept in the a
 NOT_SAVED = "The setting could not be saved, so it is unchanged; the details are in Parley's log."
 # Discord lists a channel's pins only to those who may view the channel and read its history.
 # https://discord.com/developers/docs/resources/message#get-channel-pins
+# A private thread's pins would reach members of its channel who are not in it.
+PRIVATE_THREAD = "A private thread's pinned messages cannot go into the knowledge base: its members alone read them."
 CANNOT_READ = " Parley cannot read the pins here yet: grant it View Channel and Read Message History in this channel."
 
 
@@ -28,6 +30,8 @@ async def answer_pins(interaction: discord.Interaction, setting: str) -> None:
     pins = operated(interaction).pins
     try:
         if setting == "on":
+            if isinstance(interaction.channel, discord.Thread) and interaction.channel.is_private():
+                raise Refusal(PRIVATE_THREAD)
             await pins.turn_on(channel_id, guild_id, interaction.user.id)
             reply = (
                 f"Pinned messages in <#{channel_id}> now go into the knowledge base, read in now and kept in step"

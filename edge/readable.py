@@ -37,8 +37,24 @@ def _places(guild: discord.Guild) -> list[Place]:
 
 
 def _reads(place: Place, who: discord.Member | discord.Role) -> bool:
+    # discord.py gives a thread its parent's permissions; a private thread is read by its members (those discord.py
+    # has cached: one it has not is not known to read it) and those who may manage threads, not by a role.
+    # https://discord.com/developers/docs/topics/threads#permissions
+    if isinstance(place, discord.Thread) and place.is_private() and not _in_private_thread(place, who):
+        return False
     try:
         permissions = place.permissions_for(who)
     except discord.ClientException:  # a thread whose channel discord.py has not cached: not known readable
         return False
     return permissions.view_channel and permissions.read_message_history
+
+
+def _in_private_thread(thread: discord.Thread, who: discord.Member | discord.Role) -> bool:
+    if isinstance(who, discord.Role):
+        return False
+    if who.id == thread.owner_id or any(member.id == who.id for member in thread.members):
+        return True
+    try:
+        return thread.permissions_for(who).manage_threads
+    except discord.ClientException:
+        return False

@@ -29,6 +29,7 @@ from test_e2e_knowledge import ADMIN, KnowledgeModel, ask
 from test_e2e_privacy import privacy
 
 from bot import Parley
+from edge.readable import readable_channel_ids
 
 PINS_ROUTE = "GET /channels/{channel_id}/messages/pins"
 
@@ -39,9 +40,11 @@ async def pins_command(
     *,
     permissions: discord.Permissions = ADMIN,
     parley_may: discord.Permissions = EVERYONE_PERMISSIONS | BOT_PERMISSIONS,
+    channel_id: int = CHANNEL_ID,
 ) -> str:
-    """`/parley-admin knowledge pins <setting>` in #general, Parley having `parley_may` there; its one-line reply."""
-    payload = command_payload(fake, "knowledge", permissions=permissions)
+    """`/parley-admin knowledge pins <setting>` in #general (or `channel_id`), Parley having `parley_may` there; its
+    one-line reply."""
+    payload = command_payload(fake, "knowledge", permissions=permissions, channel_id=channel_id)
     setting_option = {"type": 3, "name": "setting", "value": setting}
     pins = {"type": 1, "name": "pins", "options": [setting_option]}
     payload["data"]["options"] = [{"type": 2, "name": "knowledge", "options": [pins]}]
@@ -193,6 +196,22 @@ async def test_members_cannot_set_a_channels_pins_and_admins_are_told_what_parle
         " Parley cannot read the pins here yet: grant it View Channel and Read Message History in this channel."
     )
     assert await client.archive.pins_taken(CHANNEL_ID)
+
+
+async def test_a_private_threads_pins_stay_with_its_members(fake: FakeDiscord, bot: RunningBot) -> None:
+    """Discord lets only a private thread's members (and those who manage threads) read it, though its channel's
+    permissions say otherwise: its pins cannot be turned on, and it counts as readable only for them."""
+    client = await bot.start()
+    thread_id = await fake.create_thread(CHANNEL_ID, "staff only", private=True, members=[ALICE_ID])
+    reply = await pins_command(fake, "on", channel_id=thread_id)
+    assert reply == "A private thread's pinned messages cannot go into the knowledge base: its members alone read them."
+    assert client.archive is not None and not await client.archive.pins_taken(thread_id)
+
+    guild = client.get_guild(GUILD_ID)
+    assert guild is not None
+    alice, bob = await guild.fetch_member(ALICE_ID), await guild.fetch_member(BOB_ID)
+    assert thread_id in readable_channel_ids(guild, alice)
+    assert CHANNEL_ID in readable_channel_ids(guild, bob) and thread_id not in readable_channel_ids(guild, bob)
 
 
 async def test_a_pin_in_a_channel_not_opted_in_is_never_taken(fake: FakeDiscord, bot: RunningBot) -> None:
