@@ -25,7 +25,7 @@ from fake_discord import (
 )
 from fake_llm import FakeLLM
 from test_e2e_ask import ask as ask_command
-from test_e2e_knowledge import ADMIN, KnowledgeModel, ask
+from test_e2e_knowledge import ADMIN, KnowledgeModel, ask, knowledge_command
 from test_e2e_privacy import privacy
 
 from bot import Parley
@@ -212,6 +212,20 @@ async def test_a_private_threads_pins_stay_with_its_members(fake: FakeDiscord, b
     alice, bob = await guild.fetch_member(ALICE_ID), await guild.fetch_member(BOB_ID)
     assert thread_id in readable_channel_ids(guild, alice)
     assert CHANNEL_ID in readable_channel_ids(guild, bob) and thread_id not in readable_channel_ids(guild, bob)
+
+
+async def test_knowledge_list_shows_a_channels_pins_only_to_those_who_may_read_it(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
+    fake.keep_private(OTHER_CHANNEL_ID, readers=[ALICE_ID])
+    client = await bot.start()
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await pinned(fake, "The backup bucket is kept for ninety days.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
+
+    assert "ninety days" in await knowledge_command(fake, "list", user_id=ALICE_ID)
+    listing = await knowledge_command(fake, "list", user_id=BOB_ID)
+    assert "ninety days" not in listing and "no documents" in listing
 
 
 async def test_a_pin_in_a_channel_not_opted_in_is_never_taken(fake: FakeDiscord, bot: RunningBot) -> None:
