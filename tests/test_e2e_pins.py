@@ -312,6 +312,27 @@ async def test_pins_changed_while_parley_was_away_are_caught_up_at_start(fake: F
     assert await sources(client) == {f"pin:{CHANNEL_ID}:{kept}", f"pin:{CHANNEL_ID}:{message['id']}"}
 
 
+async def test_pins_of_a_channel_turned_off_by_another_process_leave_at_start(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
+    client = await bot.start()
+    await client.pins.turn_on(CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await pinned(fake, "Standup is at nine.")
+    kept = await pinned(fake, "Retro is on Fridays.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "standup"))
+    await until(lambda: _has(client, "retro", channels=(OTHER_CHANNEL_ID,)))
+    # Another process's `off`: the setting changed, the documents not.
+    assert client.archive is not None
+    await client.archive.set_pins_taken(CHANNEL_ID, GUILD_ID, False, set_by=ALICE_ID)
+    await bot.stop()
+
+    client = await bot.start()
+    await until(lambda: _lacks(client, "standup"))
+    await settled()
+    assert await sources(client) == {f"pin:{OTHER_CHANNEL_ID}:{kept}"}
+
+
 async def test_pins_that_cannot_be_read_leave_the_knowledge_as_it_was(
     fake: FakeDiscord, bot: RunningBot, caplog: pytest.LogCaptureFixture
 ) -> None:
