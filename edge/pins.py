@@ -294,7 +294,10 @@ class PinnedKnowledge:
         failed = 0
         for message_id in steps.take:
             try:
-                await knowledge.add(await self._document(guild_id, pinned[message_id]))
+                document = await self._document(guild_id, pinned[message_id])
+                if not document.sections:  # an image, audio or video alone: nothing that could be searched
+                    continue
+                await knowledge.add(document)
             except Exception as error:  # noqa: BLE001 - one pin failing leaves the others to be taken in
                 failed += 1
                 log.warning("pin %s of channel %s not taken in: %r", message_id, channel_id, error)

@@ -25,6 +25,7 @@ from fake_discord import (
 )
 from fake_llm import FakeLLM
 from test_e2e_ask import ask as ask_command
+from test_e2e_attachments import png
 from test_e2e_knowledge import ADMIN, KnowledgeModel, ask, knowledge_command
 from test_e2e_privacy import privacy
 
@@ -365,6 +366,27 @@ async def test_a_pins_text_files_are_taken_in_with_their_names_as_headings(fake:
     assert client.knowledge is not None
     [hit] = await client.knowledge.search(GUILD_ID, "broker", channel_ids=(CHANNEL_ID,))
     assert hit.heading == "runbook.md > Restarts"
+
+
+async def test_an_image_alone_pinned_is_not_taken_in(fake: FakeDiscord, bot: RunningBot) -> None:
+    """Images are not read: a pin of an image without words would be a document with nothing to find."""
+    client = await bot.start()
+    await client.pins.turn_on(CHANNEL_ID, GUILD_ID, ALICE_ID)
+    picture = fake.served_attachment("chart.png", png(), "image/png")
+    image_only = await say(fake, ALICE_ID, "", attachments=[picture])
+    await fake.pin(CHANNEL_ID, int(image_only["id"]))
+    taken = await pinned(fake, "The chart is updated on Mondays.")
+    await until(lambda: _has(client, "chart"))
+    await settled()
+    assert await sources(client) == {f"pin:{CHANNEL_ID}:{taken}"}
+
+
+async def test_pins_on_is_refused_where_there_are_no_text_channel_pins(fake: FakeDiscord, bot: RunningBot) -> None:
+    category_id = fake.add_category("Info", [OTHER_CHANNEL_ID])
+    client = await bot.start()
+    reply = await pins_command(fake, "on", channel_id=category_id)
+    assert reply == "Only the pinned messages of text channels and threads can go into the knowledge base."
+    assert client.archive is not None and not await client.archive.pins_taken(category_id)
 
 
 async def _has(client: Parley, word: str, channels: Collection[int] = (CHANNEL_ID,)) -> bool:
