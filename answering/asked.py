@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from answering.pipeline import MessagePipeline
 
 DIRECT_MESSAGES_OFF = "Parley doesn't answer in direct messages here; ask in a server channel."
+# A command's response is posted whatever the channel's permissions: a public one is refused where its asker, or
+# Parley itself, may not post, or a member denied Send Messages would post (and steer what is said) through Parley.
+MAY_NOT_POST = "You can't post in this channel, so Parley won't answer you here in public; ask privately instead."
+PARLEY_MAY_NOT_POST = "Parley may not post in this channel; ask privately instead."
 # What the asker of a command is told when their question went unanswered, by the decision logged for it.
 NOT_ANSWERED = {
     "queue_full": "Too many questions are waiting in this channel; ask again in a moment.",
@@ -105,6 +109,9 @@ class CommandQuestions:
         message the question is about ("Ask Parley"), once the command is acknowledged: it may take Discord a while.
         """
         outlet = InteractionReply(interaction, ephemeral=private)
+        if not private and (silenced := _public_refusal(interaction)) is not None:
+            await outlet.tell(silenced)
+            return
         question = _question(interaction, record)
         logged = _veiled(record, PRIVATE_EXCERPT if about is None else PRIVATE_EXCERPT_ABOUT) if private else record
         refused = await self._refusal(question, logged)
@@ -160,6 +167,24 @@ def _question(interaction: discord.Interaction, record: MessageRecord) -> Questi
     reads_history = guild is None or permissions.read_message_history
     manages_messages = guild is not None and permissions.manage_messages
     return Question(record, interaction.user, channel, guild, reads_history, manages_messages=manages_messages)
+
+
+def _public_refusal(interaction: discord.Interaction) -> str | None:
+    """Why a public answer may not be posted where the command was used: its asker, or Parley, may not post (or
+    Parley may not see) there. A DM is the asker's own."""
+    if interaction.guild_id is None:
+        return None
+    in_thread = isinstance(interaction.channel, discord.Thread)
+    if not _may_post(interaction.permissions, in_thread=in_thread):
+        return MAY_NOT_POST
+    app = interaction.app_permissions
+    if not (app.view_channel and _may_post(app, in_thread=in_thread)):
+        return PARLEY_MAY_NOT_POST
+    return None
+
+
+def _may_post(permissions: discord.Permissions, *, in_thread: bool) -> bool:
+    return permissions.send_messages_in_threads if in_thread else permissions.send_messages
 
 
 def _channel_id(interaction: discord.Interaction) -> int:

@@ -29,7 +29,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM
 
 from admission.access import NOTICE
-from answering.asked import DIRECT_MESSAGES_OFF, NOT_ANSWERED
+from answering.asked import DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED
 from bot import Parley
 from streaming import CANNOT_REGENERATE
 
@@ -135,6 +135,19 @@ async def refused(fake: FakeDiscord, question: str, **who: Any) -> str:
     calls = await use_top_command(fake, "ask", options, **who)
     await asyncio.sleep(QUIET)  # nothing follows the refusal
     return assert_ephemeral_one_liner(calls_for(fake, calls))
+
+
+async def test_a_member_who_may_not_post_is_not_answered_in_public(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Discord posts a command's response whatever the channel's permissions: a member denied Send Messages is told
+    to ask privately, and nothing is posted nor any model called."""
+    await bot.start()
+    muted = discord.Permissions(MEMBER.value)
+    muted.send_messages = False
+    line = await refused(fake, QUESTION, user_id=BOB_ID, permissions=muted)
+    assert line == MAY_NOT_POST
+    assert llm.requests == [] and fake.messages(CHANNEL_ID) == []
 
 
 async def test_a_blocked_role_is_refused_in_one_private_line(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
