@@ -1,10 +1,12 @@
 """Questions asked by command (/ask): admitted as a mention is, then answered on the message path, in public or
 privately.
 
-A command is answered at once or not at all, so everything a mention's answer would be refused for is checked
-before the command is acknowledged, and told to the asker in one line only they see: direct messages off, the
-access lists, an opt-out, the server's budget, their role's tokens, their rate. Each refusal is logged for
-`/parley why` as a message's would be.
+A command is acknowledged first (Discord waits 3 seconds for that, and the access lists may fetch members or read
+the database), then everything a mention's answer would be refused for is checked and told to the asker in one line
+only they see: direct messages off, the access lists, an opt-out, the server's budget, their role's tokens, their
+rate. Each refusal is logged for `/parley why` as a message's would be. Only a public question where its asker (or
+Parley) may not post is refused before the acknowledgement, from the interaction's own permissions: a public
+"thinking…" would already be a post in the channel.
 
 A public question then takes a mention's way (`MessagePipeline.handle`): it joins or starts the channel's
 conversation, attributed to its asker, and its answer is the command's response, a message of the channel. A
@@ -14,6 +16,7 @@ the answer, no conversation started (`MessagePipeline.answer_aside`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
@@ -32,6 +35,8 @@ from records import AskedAbout, Decision, MessageRecord
 if TYPE_CHECKING:
     from answering.pipeline import MessagePipeline
 
+log = logging.getLogger("parley")
+
 DIRECT_MESSAGES_OFF = "Parley doesn't answer in direct messages here; ask in a server channel."
 # A command's response is posted whatever the channel's permissions: a public one is refused where its asker, or
 # Parley itself, may not post, or a member denied Send Messages would post (and steer what is said) through Parley.
@@ -44,6 +49,7 @@ NOT_ANSWERED = {
     "server_budget": "This server has used up Parley's token budget for today; ask again after it resets.",
 }
 NOT_ANSWERED_OTHERWISE = "I couldn't answer that here just now; please try again."
+ASK_FAILED = "Sorry, Parley could not take that question; the details are in its log."
 # What `/parley why` shows of a private question: that it was asked, not what.
 PRIVATE_EXCERPT = "(asked privately with /ask)"
 PRIVATE_EXCERPT_ABOUT = "(asked privately about a message with Ask Parley)"
@@ -104,21 +110,45 @@ class CommandQuestions:
         private: bool,
         about: Callable[[Question], Awaitable[AskedAbout]] | None = None,
     ) -> None:
-        """Admit the asker, acknowledge the command, and answer `record` (built by `record`, perhaps with more) in
-        the channel or, `private`, to the asker alone; any refusal is one line only they see. `about` reads the
-        message the question is about ("Ask Parley"), once the command is acknowledged: it may take Discord a while.
+        """Acknowledge the command, admit the asker, and answer `record` (built by `record`, perhaps with more) in
+        the channel or, `private`, to the asker alone; any refusal or failure is one line only they see. `about` reads
+        the message the question is about ("Ask Parley"), once the command is acknowledged: it may take a while.
         """
         outlet = InteractionReply(interaction, ephemeral=private)
         if not private and (silenced := _public_refusal(interaction)) is not None:
             await outlet.tell(silenced)
             return
+        await outlet.defer()
         question = _question(interaction, record)
         logged = _veiled(record, PRIVATE_EXCERPT if about is None else PRIVATE_EXCERPT_ABOUT) if private else record
-        refused = await self._refusal(question, logged)
+        try:
+            refused = await self._refusal(question, logged)
+        except Exception:
+            log.exception("admitting the question of command %s failed", question.id)
+            await outlet.tell(ASK_FAILED)
+            return
         if refused is not None:
             await outlet.tell(refused)
             return
-        await outlet.defer()
+        try:
+            await self._answer(question, outlet, logged, private=private, about=about)
+        except Exception:
+            log.exception("answering the question of command %s failed", question.id)
+            if not outlet.sent:
+                # Nothing reached the asker: the answer they were admitted for is theirs again.
+                await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
+                await outlet.tell(ASK_FAILED)
+
+    async def _answer(
+        self,
+        question: Question,
+        outlet: InteractionReply,
+        logged: MessageRecord,
+        *,
+        private: bool,
+        about: Callable[[Question], Awaitable[AskedAbout]] | None,
+    ) -> None:
+        """Answer an admitted question (read what it is about first, if anything), or say in one line why not."""
         if about is not None:
             question = replace(question, about=await about(question))
         kind = self.threads.kind_in(question.channel, in_server=question.guild is not None)

@@ -159,6 +159,7 @@ def request_texts(request: dict[str, Any]) -> list[str]:
 
 EPHEMERAL = 1 << 6
 CHANNEL_MESSAGE_WITH_SOURCE = 4
+DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE = 5
 MEMBER = EVERYONE_PERMISSIONS
 MODERATOR = EVERYONE_PERMISSIONS | discord.Permissions(manage_messages=True, manage_channels=True)
 
@@ -472,6 +473,25 @@ def assert_ephemeral_one_liner(calls: list[InteractionCall]) -> str:
     assert is_callback(call) and call.body is not None
     assert call.body["type"] == CHANNEL_MESSAGE_WITH_SOURCE and call.body["data"]["flags"] & EPHEMERAL
     text = call.body["data"]["content"]
+    assert "\n" not in text
+    return text
+
+
+def assert_told_after_deferral(calls: list[InteractionCall]) -> str:
+    """The command was acknowledged first, then turned down: its "thinking…" response gave way to one line only the
+    asker sees (a private response edited into it; a public one deleted, the line an ephemeral follow-up). The line.
+    """
+    deferral, *rest = calls
+    assert is_callback(deferral) and deferral.body is not None
+    assert deferral.body["type"] == DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE
+    if int((deferral.body.get("data") or {}).get("flags") or 0) & EPHEMERAL:
+        [line] = rest
+        assert line.method == "PATCH" and "@original" in line.path
+    else:
+        deletion, line = rest
+        assert deletion.method == "DELETE" and line.method == "POST" and line.body is not None
+        assert int(line.body.get("flags") or 0) & EPHEMERAL
+    text = call_text(line)
     assert "\n" not in text
     return text
 

@@ -7,12 +7,14 @@ import asyncio
 from typing import Any
 
 import discord
+import pytest
 from e2e_support import (
     EPHEMERAL,
     MEMBER,
     QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
+    assert_told_after_deferral,
     call_text,
     calls_for,
     click,
@@ -29,7 +31,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM
 
 from admission.access import NOTICE
-from answering.asked import DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED
+from answering.asked import ASK_FAILED, DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED
 from bot import Parley
 from streaming import CANNOT_REGENERATE
 
@@ -130,11 +132,11 @@ async def test_a_private_ask_of_a_member_without_history_sees_none_of_the_others
 
 
 async def refused(fake: FakeDiscord, question: str, **who: Any) -> str:
-    """`/ask` turned down: the one ephemeral line the asker is told, and nothing else."""
+    """`/ask` acknowledged, then turned down: the one ephemeral line the asker is told, and nothing else."""
     options = [option("question", question)]
     calls = await use_top_command(fake, "ask", options, **who)
     await asyncio.sleep(QUIET)  # nothing follows the refusal
-    return assert_ephemeral_one_liner(calls_for(fake, calls))
+    return assert_told_after_deferral(calls_for(fake, calls))
 
 
 async def test_a_member_who_may_not_post_is_not_answered_in_public(
@@ -145,8 +147,10 @@ async def test_a_member_who_may_not_post_is_not_answered_in_public(
     await bot.start()
     muted = discord.Permissions(MEMBER.value)
     muted.send_messages = False
-    line = await refused(fake, QUESTION, user_id=BOB_ID, permissions=muted)
-    assert line == MAY_NOT_POST
+    calls = await use_top_command(fake, "ask", [option("question", QUESTION)], user_id=BOB_ID, permissions=muted)
+    await asyncio.sleep(QUIET)  # nothing follows the refusal
+    # Refused before the acknowledgement: a public "thinking…" would itself be a post in the channel.
+    assert assert_ephemeral_one_liner(calls_for(fake, calls)) == MAY_NOT_POST
     assert llm.requests == [] and fake.messages(CHANNEL_ID) == []
 
 
@@ -173,6 +177,24 @@ async def test_a_member_past_their_rate_is_told_when_to_come_back(
     assert line.startswith("Slow down a little: I can write an answer for you again <t:")
     assert len(llm.requests) == 1
     assert client.decisions.recent(CHANNEL_ID)[0].reason == "member_rate_limited"
+
+
+async def test_an_ask_that_fails_is_told_in_one_line_and_its_answer_given_back(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure past admission is no lost answer: one private line says so, and the asker may ask again at once."""
+    llm.handler = lambda request: ANSWER
+    client = await bot.start(member_answer_burst=1)
+    answer_for_real = client.pipeline.asked
+
+    async def broken(arrival: Any) -> None:
+        raise RuntimeError("the pipeline broke")
+
+    monkeypatch.setattr(client.pipeline, "asked", broken)
+    assert await refused(fake, QUESTION) == ASK_FAILED
+    monkeypatch.setattr(client.pipeline, "asked", answer_for_real)
+    await ask(fake, "and now?")
+    assert len(llm.requests) == 1 and "and now?" in request_texts(llm.requests[0])[-1]
 
 
 async def test_an_ask_is_counted_against_its_asker(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
@@ -252,7 +274,7 @@ async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
     await bot.start()
     calls = await use_top_command(fake, "ask", [option("question", QUESTION)], in_guild=False)
     await asyncio.sleep(QUIET)
-    assert assert_ephemeral_one_liner(calls_for(fake, calls)) == DIRECT_MESSAGES_OFF
+    assert assert_told_after_deferral(calls_for(fake, calls)) == DIRECT_MESSAGES_OFF
     assert llm.requests == []
     await bot.stop()
 
