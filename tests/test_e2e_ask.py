@@ -31,7 +31,8 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM
 
 from admission.access import NOTICE
-from answering.asked import ASK_FAILED, DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED
+from answering.asked import ASK_FAILED, DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED, NOT_ANSWERED_OTHERWISE
+from answering.outcome import LOST
 from bot import Parley
 from streaming import CANNOT_REGENERATE
 
@@ -263,6 +264,30 @@ async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_li
     await eventually(lambda: len(llm.requests) == 2)  # Alice's mention, answered
     assert "what time is it" in request_texts(llm.requests[1])[-1]
     assert int(newer["id"]) > asked_id
+
+
+async def test_a_public_answer_discord_would_not_take_is_told_once_and_privately(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The response's first post is turned down: the asker gets one line, only they see it, and nothing of it is
+    posted in (or recorded by) the channel's conversation."""
+    llm.handler = lambda request: ANSWER
+    client = await bot.start(stream_answers=False)
+    fake.fail_next_edits(1, status=400)
+    calls = await use_top_command(fake, "ask", [option("question", QUESTION)])
+
+    def notices() -> list[InteractionCall]:
+        return [
+            call for call in calls_for(fake, calls) if call.body and call_text(call) in (LOST, NOT_ANSWERED_OTHERWISE)
+        ]
+
+    await fake.wait_for(lambda: bool(notices()), what="the line saying the answer was lost")
+    await asyncio.sleep(QUIET)  # no second notice follows
+    [notice] = notices()
+    assert notice.method == "POST" and flags_of(notice) & EPHEMERAL
+    assert fake.bot_messages(CHANNEL_ID) == []
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None and conversation.llm_history == []
 
 
 async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
