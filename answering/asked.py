@@ -137,7 +137,8 @@ class CommandQuestions:
             if not outlet.sent:
                 # Nothing reached the asker: the answer they were admitted for is theirs again.
                 await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
-                await outlet.tell(ASK_FAILED)
+                if not outlet.expired:
+                    await outlet.tell(ASK_FAILED)
 
     async def _answer(
         self,
@@ -157,8 +158,9 @@ class CommandQuestions:
             await self.pipeline.answer_aside(arrival, logged)
         else:
             await self.pipeline.asked(arrival)
-        if not outlet.sent:
-            await outlet.tell(await self._not_answered(question))
+        if outlet.sent or outlet.expired:
+            return  # answered, or no one can be told any more (the pipeline gave the answer back)
+        await outlet.tell(await self._not_answered(question))
 
     async def _refusal(self, question: Question, logged: MessageRecord) -> str | None:
         """Why the asker may not be answered now, logged for `/parley why`; None admits them (spending an answer)."""

@@ -22,11 +22,11 @@ from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread, role_ids_of
 from edge.arrival import Arrival, access_asker, access_place
-from edge.asking import MessageReply
+from edge.asking import InteractionReply, MessageReply
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
-from streaming import AnsweredTurn
+from streaming import AnsweredTurn, Outlet
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -280,7 +280,7 @@ class MessagePipeline:
                 return
             conversation = self.manager.get(channel_id) or await self._context_only(arrival)
             self.decided_here(logged, ASKED_PRIVATELY)
-            await self.answering.answer(arrival.question, outlet, conversation)
+            await self._answer_while_valid(arrival, outlet, conversation)
 
     async def _context_only(self, arrival: Arrival) -> ChannelConversation:
         """What a conversation started by the question would hold before it, kept by no one."""
@@ -332,6 +332,15 @@ class MessagePipeline:
         if outlet is None:
             assert message is not None  # only a command brings an outlet of its own
             outlet = MessageReply.to(message, where)
+        await self._answer_while_valid(arrival, outlet, conversation)
+
+    async def _answer_while_valid(self, arrival: Arrival, outlet: Outlet, conversation: ChannelConversation) -> None:
+        """Answer, unless the question is a command's whose token expired while it waited (behind a busy channel, a
+        long approval): its answer could go nowhere, so no model is called and the answer is given back."""
+        if isinstance(outlet, InteractionReply) and outlet.expired:
+            log.warning("not answering command %s: its interaction expired while it waited", arrival.question.id)
+            await self.admission.give_back(arrival.guild_id, arrival.record.author_id, arrival.question.role_ids)
+            return
         await self.answering.answer(arrival.question, outlet, conversation)
 
     async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:

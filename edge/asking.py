@@ -165,6 +165,13 @@ class InteractionReply:
         return not self.ephemeral
 
     @property
+    def expired(self) -> bool:
+        """Whether the interaction's token has expired (15 minutes after the command was used): its response can no
+        longer be filled, nor anything followed up.
+        https://discord.com/developers/docs/interactions/receiving-and-responding#followup-messages"""
+        return self.interaction.is_expired()
+
+    @property
     def replies(self) -> bool:
         return True
 

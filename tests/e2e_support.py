@@ -310,12 +310,14 @@ async def use_top_command(
     permissions: discord.Permissions = MEMBER,
     channel_id: int = CHANNEL_ID,
     in_guild: bool = True,
+    used_at: datetime | None = None,
 ) -> list[InteractionCall]:
-    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM); the
-    bot's calls once it has made its first."""
+    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM), now or
+    `used_at` (the interaction's id says when: its token expires 15 minutes after); the bot's calls once it has made
+    its first."""
     payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
     payload["data"]["options"] = options
-    payload["id"] = str(fake.new_id())
+    payload["id"] = str(fake.new_id() if used_at is None else snowflake_at(used_at, next(_interaction_numbers)))
     if in_guild:
         _in_channel(fake, payload, user_id, permissions, channel_id)
     else:

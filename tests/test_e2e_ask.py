@@ -4,6 +4,7 @@ nothing posted, nothing kept)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import discord
@@ -196,6 +197,20 @@ async def test_an_ask_that_fails_is_told_in_one_line_and_its_answer_given_back(
     monkeypatch.setattr(client.pipeline, "asked", answer_for_real)
     await ask(fake, "and now?")
     assert len(llm.requests) == 1 and "and now?" in request_texts(llm.requests[0])[-1]
+
+
+async def test_an_ask_whose_token_expired_before_its_turn_calls_no_model_and_is_given_back(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Discord's interaction token lasts 15 minutes: an answer past it could go nowhere, so none is written."""
+    llm.handler = lambda request: ANSWER
+    await bot.start(member_answer_burst=1)
+    long_ago = datetime.now(UTC) - timedelta(minutes=16)
+    await use_top_command(fake, "ask", [option("question", QUESTION)], used_at=long_ago)
+    await eventually(lambda: "its interaction expired while it waited" in caplog.text)
+    assert llm.requests == []
+    await ask(fake, "and now?")  # the answer it was admitted for was given back
+    assert len(llm.requests) == 1
 
 
 async def test_an_ask_is_counted_against_its_asker(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
