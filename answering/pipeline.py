@@ -248,10 +248,7 @@ class MessagePipeline:
     async def _start_conversation(self, arrival: Arrival) -> ChannelConversation:
         """Start the channel's conversation with the message, from the context before it and earlier summaries."""
         channel_id = arrival.record.channel_id
-        # Opted-out members' messages before it are shown only as placeholders, wherever the context came from.
-        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
-        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
-        earlier = await self.upkeep.earlier_conversations(channel_id)
+        context, earlier = await self._opening(arrival)
         conversation = self.manager.start(channel_id, context, kind=arrival.kind)
         conversation.earlier_conversations = earlier
         self.manager.record_message(channel_id, arrival.record)
@@ -285,13 +282,20 @@ class MessagePipeline:
     async def _context_only(self, arrival: Arrival) -> ChannelConversation:
         """What a conversation started by the question would hold before it, kept by no one."""
         channel_id = arrival.record.channel_id
-        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
-        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
+        context, earlier = await self._opening(arrival)
         conversation = ChannelConversation.opened(
             channel_id, context, kind=arrival.kind, now=arrival.record.timestamp, max_messages=self.manager.max_messages
         )
-        conversation.earlier_conversations = await self.upkeep.earlier_conversations(channel_id)
+        conversation.earlier_conversations = earlier
         return conversation
+
+    async def _opening(self, arrival: Arrival) -> tuple[list[MessageRecord], str]:
+        """What a conversation the question starts opens with: the channel's messages before it, and its earlier
+        conversations' summaries."""
+        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
+        # Opted-out members' messages before it are shown only as placeholders, wherever the context came from.
+        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
+        return context, await self.upkeep.earlier_conversations(arrival.record.channel_id)
 
     def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
         """Record a message that will not be answered in the conversation that began while it waited."""
