@@ -207,9 +207,14 @@ def _public_refusal(interaction: discord.Interaction) -> str | None:
     if interaction.guild_id is None:
         return None
     in_thread = isinstance(interaction.channel, discord.Thread)
-    if not _may_post(interaction.permissions, in_thread=in_thread):
+    return posting_refusal(interaction.permissions, interaction.app_permissions, in_thread=in_thread)
+
+
+def posting_refusal(member: discord.Permissions, app: discord.Permissions, *, in_thread: bool) -> str | None:
+    """Why a public answer may not be posted in a server channel (`in_thread`: a thread) where the asker has
+    `member` permissions and Parley `app`; None if it may."""
+    if not _may_post(member, in_thread=in_thread):
         return MAY_NOT_POST
-    app = interaction.app_permissions
     if not (app.view_channel and _may_post(app, in_thread=in_thread)):
         return PARLEY_MAY_NOT_POST
     return None
