@@ -27,7 +27,7 @@ from discord_io import is_closed_thread, to_record
 from edge.approval import ApprovalButton, ApprovalPrompts
 from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
-from edge.readable import readable_channel_ids
+from edge.readable import shown_channel_ids
 from files.providers import is_image_refusal, model_key
 from memory import MemoryStore
 from profiles import Profiles, persona_instructions
@@ -141,7 +141,7 @@ class Answering:
             reminders=None if archive is None else self.stores.reminders.book,
             requester_manages_messages=question.manages_messages,
             knowledge=self.stores.knowledge,
-            readable_channels=_readable_channels(guild, question.asker),
+            readable_channels=_readable_channels(guild, question.asker, outlet),
         )
 
     async def _reply(
@@ -260,9 +260,10 @@ class Answering:
 
 
 def _readable_channels(
-    guild: discord.Guild | None, author: discord.User | discord.Member
+    guild: discord.Guild | None, author: discord.User | discord.Member, outlet: Outlet
 ) -> Callable[[], frozenset[int]] | None:
-    """How to find the channels of the server the asker may read, once the knowledge tool needs them."""
+    """How to find the channels whose documents the answer may quote (edge/readable.py), once the knowledge tool
+    needs them: the asker's readable channels, narrowed to what the channel may read when the answer is public."""
     if guild is None or not isinstance(author, discord.Member):
         return None
-    return functools.partial(readable_channel_ids, guild, author)
+    return functools.partial(shown_channel_ids, guild, author, outlet.channel if outlet.public else None)

@@ -97,8 +97,6 @@ _QUEUE = Write(
         " ON CONFLICT (section_id) DO UPDATE SET guild_id = excluded.guild_id, text = excluded.text",
     ),
 )
-# Only a queued text that is still the one embedded leaves: a section queued again meanwhile waits its turn.
-_UNQUEUE_EMBEDDED = Write("unqueue_embedded", ("DELETE FROM embedding_queue WHERE section_id = ? AND text = ?",))
 _UNQUEUE = Write("unqueue_embedding", ("DELETE FROM embedding_queue WHERE section_id = ?",))
 
 
@@ -118,8 +116,19 @@ class VectorState(BackendTables):
 # -- SQLite: sqlite-vec's vec0 --------------------------------------------------------------------------------------
 
 _SQLITE_DELETE_VECTOR = Write("delete_vector", ("DELETE FROM section_vectors WHERE section_id = ?",))
-_SQLITE_INSERT_VECTOR = Write(
-    "insert_vector", ("INSERT INTO section_vectors (section_id, guild_id, embedding, body) VALUES (?, ?, ?, ?)",)
+# A section's vector is stored (replacing its last) only while the queue still holds the text embedded, and the
+# queue row leaves with it, in one write that commits as one: a section removed while its embedding was in flight
+# (the delete trigger already ran) leaves no copy of its text behind, and a failure stores and unqueues nothing.
+# ?1 section_id, ?2 guild_id, ?3 embedding, ?4 text: each statement names ?4, so each takes the four parameters.
+_STILL_QUEUED = "EXISTS (SELECT 1 FROM embedding_queue WHERE section_id = ?1 AND text = ?4)"
+_SQLITE_STORE_VECTOR = Write(
+    "store_vector",
+    (
+        f"DELETE FROM section_vectors WHERE section_id = ?1 AND {_STILL_QUEUED}",
+        "INSERT INTO section_vectors (section_id, guild_id, embedding, body)"
+        f" SELECT ?1, ?2, ?3, ?4 WHERE {_STILL_QUEUED}",
+        "DELETE FROM embedding_queue WHERE section_id = ?1 AND text = ?4",
+    ),
 )
 _SQLITE_REQUEUE = Write(
     "requeue_vectors",
@@ -236,10 +245,8 @@ class SQLiteVectorTables(VectorState):
         import sqlite_vec
 
         for section, vector in vectors:
-            self._enqueue(_SQLITE_DELETE_VECTOR, (section.section_id,))
             embedding = sqlite_vec.serialize_float32(list(vector))
-            self._enqueue(_SQLITE_INSERT_VECTOR, (section.section_id, section.guild_id, embedding, section.text))
-            self._enqueue(_UNQUEUE_EMBEDDED, (section.section_id, section.text))
+            self._enqueue(_SQLITE_STORE_VECTOR, (section.section_id, section.guild_id, embedding, section.text))
         await self.flush()
 
     async def forget_vectors(self, section_ids: Sequence[int]) -> None:

@@ -16,8 +16,14 @@ from archive.vectors import MODEL_STATE, SELECT_WAITING, VectorState, model_from
 
 logger = logging.getLogger(__name__)
 
+# Only a queued text that is still the one embedded leaves the queue (a section queued again meanwhile waits its
+# turn), and its vector is stored only if it did: deleting the queue row locks it, so a section removed while its
+# embedding was in flight either took the row first (nothing stored) or waits for this commit and its trigger then
+# deletes the vector stored (archive/vectors.py POSTGRES_QUEUE_TABLE).
 _PG_STORE = """
-    INSERT INTO section_vectors (section_id, guild_id, body, embedding) VALUES ($1, $2, $3, $4::vector)
+    WITH embedded AS (DELETE FROM embedding_queue WHERE section_id = $1 AND text = $3 RETURNING section_id)
+    INSERT INTO section_vectors (section_id, guild_id, body, embedding)
+    SELECT section_id, $2, $3, $4::vector FROM embedded
     ON CONFLICT (section_id) DO UPDATE SET guild_id = excluded.guild_id, body = excluded.body,
         embedding = excluded.embedding
 """
@@ -94,11 +100,6 @@ class PostgresVectorTables(VectorState):
         async with self._pool.acquire() as connection, connection.transaction():
             await connection.executemany(
                 _PG_STORE, [(s.section_id, s.guild_id, s.text, _vector_literal(vector)) for s, vector in vectors]
-            )
-            # Only a queued text that is still the one embedded leaves: a section queued again meanwhile waits.
-            await connection.executemany(
-                "DELETE FROM embedding_queue WHERE section_id = $1 AND text = $2",
-                [(s.section_id, s.text) for s, _ in vectors],
             )
 
     async def forget_vectors(self, section_ids: Sequence[int]) -> None:

@@ -3,8 +3,9 @@ which Parley's `search_knowledge` tool searches and its answers cite; `pins` (co
 channel's pinned messages in.
 
 Adding or removing a document changes what every channel's answers may draw on, so it takes Manage Server;
-listing takes the admins' group's Manage Messages. A file is read whole or refused with one line (its size, its
-kind, its pages), and only a whole document is stored: nothing is ever half-added.
+listing takes the admins' group's Manage Messages and shows a channel's pins only to members who may read it. A
+file is read whole or refused with one line (its size, its kind, its pages), and only a whole document is stored:
+nothing is ever half-added.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from commands.embeds import Field, clip, paginate, reply_embed, send_embeds, ser
 from commands.knowledge_pins import PinSetting, answer_pins
 from commands.tree import Refusal, operated, place_of, send_ephemeral
 from discord_io import discord_time
+from edge.readable import readable_channel_ids
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from knowledge.reading import DocumentReader, DocumentRefused
 
@@ -92,7 +94,7 @@ class KnowledgeCommands(
     @app_commands.checks.has_permissions(manage_messages=True)
     async def list_documents(self, interaction: discord.Interaction) -> None:
         guild_id, _ = place_of(interaction)
-        documents = await knowledge_base(interaction).documents(guild_id)
+        documents = readable_documents(interaction, await knowledge_base(interaction).documents(guild_id))
         await send_embeds(interaction, documents_embeds(documents, server_colour(interaction.guild)))
 
     @app_commands.command(description="Remove a document from this server's knowledge base.")
@@ -121,6 +123,16 @@ def knowledge_base(interaction: discord.Interaction) -> KnowledgeBase:
     if knowledge is None:
         raise Refusal(KNOWLEDGE_OFF)
     return knowledge
+
+
+def readable_documents(
+    interaction: discord.Interaction, documents: Sequence[KnowledgeDocumentInfo]
+) -> list[KnowledgeDocumentInfo]:
+    """The documents the member may be shown: server-wide ones, and a channel's (pins: titled by their text) only if
+    they may read that channel, as Discord would show them its pins."""
+    user, guild = interaction.user, interaction.guild
+    readable = readable_channel_ids(guild, user) if guild is not None and isinstance(user, discord.Member) else ()
+    return [document for document in documents if document.channel_id is None or document.channel_id in readable]
 
 
 def document_title(text: str) -> str:

@@ -14,6 +14,9 @@ PinSetting = Literal["on", "off", "status"]
 PIN_SETTINGS: tuple[str, ...] = ("on", "off", "status")
 NO_ARCHIVE = "Pinned messages go into the knowledge base, which is kept in the archive: set DATABASE_URL to use it."
 NOT_SAVED = "The setting could not be saved, so it is unchanged; the details are in Parley's log."
+NOT_TEXT = "Only the pinned messages of text channels and threads can go into the knowledge base."
+# A private thread's pins would reach members of its channel who are not in it.
+PRIVATE_THREAD = "A private thread's pinned messages cannot go into the knowledge base: its members alone read them."
 # Discord lists a channel's pins only to those who may view the channel and read its history.
 # https://discord.com/developers/docs/resources/message#get-channel-pins
 CANNOT_READ = " Parley cannot read the pins here yet: grant it View Channel and Read Message History in this channel."
@@ -28,6 +31,10 @@ async def answer_pins(interaction: discord.Interaction, setting: str) -> None:
     pins = operated(interaction).pins
     try:
         if setting == "on":
+            if not isinstance(interaction.channel, discord.TextChannel | discord.Thread):
+                raise Refusal(NOT_TEXT)  # edge/pins.py reads the pins of text channels and threads only
+            if isinstance(interaction.channel, discord.Thread) and interaction.channel.is_private():
+                raise Refusal(PRIVATE_THREAD)
             await pins.turn_on(channel_id, guild_id, interaction.user.id)
             reply = (
                 f"Pinned messages in <#{channel_id}> now go into the knowledge base, read in now and kept in step"

@@ -294,7 +294,10 @@ class PinnedKnowledge:
         failed = 0
         for message_id in steps.take:
             try:
-                await knowledge.add(await self._document(guild_id, pinned[message_id]))
+                document = await self._document(guild_id, pinned[message_id])
+                if not document.sections:  # an image, audio or video alone: nothing that could be searched
+                    continue
+                await knowledge.add(document)
             except Exception as error:  # noqa: BLE001 - one pin failing leaves the others to be taken in
                 failed += 1
                 log.warning("pin %s of channel %s not taken in: %r", message_id, channel_id, error)
@@ -340,9 +343,10 @@ class PinnedKnowledge:
                 self.sync(channel_id)
         # Pins of channels no longer opted in (turned off by another process, say) leave too.
         for guild_id in guilds:
-            documents = await knowledge.documents(guild_id)
-            stale = [d.source for d in documents if d.source.startswith(_SOURCE_PREFIX) and d.channel_id not in opted]
-            await self._remove([(guild_id, source) for source in stale])
+            for channel_id in _pin_channels(await knowledge.documents(guild_id)) - opted.keys():
+                # Asked again right before: `pins on` since the list was read must not lose the pins it reads in.
+                if not await archive.pins_taken(channel_id):
+                    await self._drop_channel(channel_id, guild_id)
 
     async def _drop_channel(self, channel_id: int, guild_id: int) -> int:
         knowledge = self.holder.knowledge
@@ -363,6 +367,11 @@ class PinnedKnowledge:
                 await knowledge.remove_source(guild_id, source)
             except Exception as error:  # noqa: BLE001 - one document failing leaves the others to go
                 log.warning("pin %s not removed from the knowledge base: %r", source, error)
+
+
+def _pin_channels(documents: Iterable[KnowledgeDocumentInfo]) -> set[int]:
+    """The channels of which the documents hold pins."""
+    return {d.channel_id for d in documents if d.source.startswith(_SOURCE_PREFIX) and d.channel_id is not None}
 
 
 def _pins_of(documents: Iterable[KnowledgeDocumentInfo], channel_id: int) -> dict[int, KnowledgeDocumentInfo]:

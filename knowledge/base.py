@@ -42,8 +42,12 @@ _WORD = re.compile(r"\w+")
 class SectionVectors(Protocol):
     """Vector search over the knowledge base's sections (the `vectors` feature implements it)."""
 
-    async def index(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
-        """Embed and keep these (section id, text) of the server's."""
+    async def queue(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
+        """Keep these (section id, text) of the server's to be embedded (committed before this returns)."""
+        ...
+
+    async def embed_waiting(self) -> int:
+        """Embed what is queued (a failure leaves it queued); how many sections were embedded."""
         ...
 
     async def forget(self, section_ids: Sequence[int]) -> None:
@@ -85,13 +89,28 @@ class KnowledgeBase:
             await self._check_room(document)
             added = await self._store.add_knowledge(document)
             await self._forget(added.replaced_section_ids)
-            if self._vectors is not None and added.section_ids:
-                texts = [_indexed_text(section.heading, section.text) for section in document.sections]
-                try:
-                    await self._vectors.index(document.guild_id, list(zip(added.section_ids, texts, strict=True)))
-                except Exception:
-                    logger.exception("knowledge: the sections of %s could not be indexed by meaning", document.source)
-            return added.document_id
+            queued = await self._queue(document, added.section_ids)
+        # Embedding waits for the provider and for whatever else is queued: outside the lock, so other changes
+        # (a removal, another pin) need not wait for it. A section removed meanwhile keeps no vector
+        # (archive/vectors.py stores one only while its text is still queued).
+        if queued and self._vectors is not None:
+            try:
+                await self._vectors.embed_waiting()
+            except Exception:
+                logger.exception("knowledge: the sections of %s could not be indexed by meaning", document.source)
+        return added.document_id
+
+    async def _queue(self, document: KnowledgeDocument, section_ids: Sequence[int]) -> bool:
+        """Queue the document's sections to be embedded; whether any was (a failure is logged: full text only)."""
+        if self._vectors is None or not section_ids:
+            return False
+        texts = [_indexed_text(section.heading, section.text) for section in document.sections]
+        try:
+            await self._vectors.queue(document.guild_id, list(zip(section_ids, texts, strict=True)))
+        except Exception:
+            logger.exception("knowledge: the sections of %s could not be indexed by meaning", document.source)
+            return False
+        return True
 
     async def remove(self, guild_id: int, document_id: int) -> bool:
         """Remove the server's document `document_id` with its vectors; False if the server has no such document."""

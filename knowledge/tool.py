@@ -1,7 +1,8 @@
 """The answer agent's `search_knowledge` tool over the server's knowledge base (knowledge/base.py).
 
 Like every tool it takes the server, the channel and the asker from the run's `ChatDeps`, never from the model's
-arguments; the channels whose documents (pinned messages) it may show are those the asker may read. Its results
+arguments; the channels whose documents (pinned messages) it may show are those the asker may read and, for an
+answer posted in a channel, everyone there may read too (edge/readable.py). Its results
 are quoted data (quoting.format_knowledge), and a failure is a short line the model can relay.
 """
 
@@ -63,7 +64,7 @@ KNOWLEDGE_TOOLS = (Tool[ChatDeps](search_knowledge, prepare=_knowledge_offered),
 
 
 def readable_channel_ids(deps: ChatDeps) -> Collection[int]:
-    """The channels whose documents this answer's asker may be shown."""
+    """The channels whose documents this answer may show."""
     if deps.readable_channels is not None:
         return deps.readable_channels()
     return (deps.channel_id,) if deps.requester_can_read_history else ()

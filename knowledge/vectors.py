@@ -3,9 +3,9 @@
 `EmbeddedSections` is the knowledge base's `SectionVectors` when `EMBEDDING_MODEL` is set. A section is queued in
 the archive (archive/vectors.py) before it is embedded and leaves the queue only with its vector, so a provider
 that is down or rate limiting loses nothing: the document is already stored and searched by full text, and the
-sections still waiting are embedded on the next `index`, at start and every `RETRY_SECONDS` by `keep_embedding`. A
-search whose question cannot be embedded in time is full text only. A new `EMBEDDING_MODEL` re-embeds every
-section in the background (the old model's vectors cannot be compared with the new one's).
+sections still waiting are embedded with the next document added, at start and every `RETRY_SECONDS` by
+`keep_embedding`. A search whose question cannot be embedded in time is full text only. A new `EMBEDDING_MODEL`
+re-embeds every section in the background (the old model's vectors cannot be compared with the new one's).
 
 Embedding calls are HTTP requests (or, for a local model, pydantic-ai's own worker thread): none blocks the
 event loop; each batch is bounded by EMBEDDING_TIMEOUT_SECONDS.
@@ -63,12 +63,11 @@ class EmbeddedSections:
             )
         return True
 
-    async def index(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
-        """Queue the sections (committed before this returns), then embed what waits; a failure leaves them queued."""
+    async def queue(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
+        """Queue the sections to be embedded (committed before this returns)."""
         await self._table.queue_embeddings(
             [WaitingSection(section_id, guild_id, text) for section_id, text in sections]
         )
-        await self.embed_waiting()
 
     async def forget(self, section_ids: Sequence[int]) -> None:
         """Drop the sections' vectors, and their place in the queue if they are still waiting."""

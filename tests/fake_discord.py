@@ -280,6 +280,15 @@ class FakeDiscord(RestRoutes):
         overwrite = {"id": str(user_id), "type": 1, "allow": "0", "deny": str(permissions.value)}
         self._channel(channel_id).overwrites.append(overwrite)
 
+    def keep_private(self, channel_id: int, readers: Iterable[int]) -> None:
+        """Deny @everyone View Channel in a text channel, allowing it to `readers` alone (a role overwrite for the
+        server's default role, whose id is the server's, and member overwrites); the next GUILD_CREATE carries it."""
+        # https://discord.com/developers/docs/topics/permissions#permission-overwrites
+        channel = self._channel(channel_id)
+        view = str(discord.Permissions(view_channel=True).value)
+        channel.overwrites.append({"id": str(channel.guild_id), "type": 0, "allow": "0", "deny": view})
+        channel.overwrites.extend({"id": str(reader), "type": 1, "allow": view, "deny": "0"} for reader in readers)
+
     def permissions_in(self, channel_id: int, user_id: int, granted: discord.Permissions) -> discord.Permissions:
         """`granted` as Discord resolves it for `user_id` in a channel (a thread: its parent): with what the member's
         overwrites there deny taken off and what they allow added, as an interaction's member permissions carry."""

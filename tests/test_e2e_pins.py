@@ -14,6 +14,7 @@ from e2e_support import MEMBER, RunningBot, command_payload, reply_text, say
 from fake_discord import (
     ALICE_ID,
     BOB_ID,
+    BOT_ID,
     BOT_PERMISSIONS,
     CHANNEL_ID,
     EVERYONE_PERMISSIONS,
@@ -23,10 +24,13 @@ from fake_discord import (
     InteractionCall,
 )
 from fake_llm import FakeLLM
-from test_e2e_knowledge import ADMIN, KnowledgeModel, ask
+from test_e2e_ask import ask as ask_command
+from test_e2e_attachments import png
+from test_e2e_knowledge import ADMIN, KnowledgeModel, ask, knowledge_command
 from test_e2e_privacy import privacy
 
 from bot import Parley
+from edge.readable import readable_channel_ids
 
 PINS_ROUTE = "GET /channels/{channel_id}/messages/pins"
 
@@ -37,9 +41,11 @@ async def pins_command(
     *,
     permissions: discord.Permissions = ADMIN,
     parley_may: discord.Permissions = EVERYONE_PERMISSIONS | BOT_PERMISSIONS,
+    channel_id: int = CHANNEL_ID,
 ) -> str:
-    """`/parley-admin knowledge pins <setting>` in #general, Parley having `parley_may` there; its one-line reply."""
-    payload = command_payload(fake, "knowledge", permissions=permissions)
+    """`/parley-admin knowledge pins <setting>` in #general (or `channel_id`), Parley having `parley_may` there; its
+    one-line reply."""
+    payload = command_payload(fake, "knowledge", permissions=permissions, channel_id=channel_id)
     setting_option = {"type": 3, "name": "setting", "value": setting}
     pins = {"type": 1, "name": "pins", "options": [setting_option]}
     payload["data"]["options"] = [{"type": 2, "name": "knowledge", "options": [pins]}]
@@ -119,9 +125,10 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
 ) -> None:
     """The issue's "done when": `/parley-admin knowledge pins on` in a channel; a message pinned there answers a
     question through search_knowledge, and no longer once unpinned; a pin in a channel that is not opted in is never
-    taken; a pin in #random is not searched for Bob, whom an overwrite keeps out of #random."""
+    taken; a pin in #random, which only Alice may read, is not searched for Bob, and for Alice only where no one
+    else reads the answer: in #random itself or privately, never in #general."""
     llm.handler = model = KnowledgeModel()
-    fake.deny(OTHER_CHANNEL_ID, BOB_ID, discord.Permissions(view_channel=True))
+    fake.keep_private(OTHER_CHANNEL_ID, readers=[ALICE_ID])
     client = await bot.start()
     reply = await pins_command(fake, "on")
     assert reply.startswith(f"Pinned messages in <#{CHANNEL_ID}> now go into the knowledge base")
@@ -135,7 +142,7 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     assert answer.startswith('"The staging server is staging.example.org, port 8443."')
     assert "backup bucket" not in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
 
-    # #random opted in too: its pin is found for Alice, who may read #random, not for Bob.
+    # #random opted in too: its pin is found for Alice, who may read #random, not for Bob; and not in #general.
     status = await pins_command(fake, "status")
     assert (
         status == f"Pinned messages in <#{CHANNEL_ID}> go into the knowledge base: it holds 1 pinned message from here."
@@ -143,12 +150,34 @@ async def test_a_pin_is_found_by_search_knowledge_until_unpinned_and_only_by_tho
     await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
     await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
     assert await ask(fake, "how long is the backup bucket kept?", BOB_ID) == "The documents don't cover that."
-    assert "ninety days" in await ask(fake, "how long is the backup bucket kept?", ALICE_ID)
+    assert await ask(fake, "how long is the backup bucket kept?", ALICE_ID) == "The documents don't cover that."
+    assert "ninety days" in await ask_in(fake, OTHER_CHANNEL_ID, "how long is the backup bucket kept?", ALICE_ID)
+    private = await ask_command(fake, "how long is the backup bucket kept?", private=True, user_id=ALICE_ID)
+    assert "ninety days" in reply_text(private)
 
     await fake.unpin(CHANNEL_ID, staging)
     await until(lambda: _lacks(client, "staging"))
     assert "staging.example.org" not in await ask(fake, "what is the staging server?")
     assert not any("staging.example.org" in result for result in model.tool_results[-1:])
+
+
+async def test_a_pin_of_a_channel_everyone_may_read_is_found_from_another_channel(
+    fake: FakeDiscord, bot: RunningBot, llm: FakeLLM
+) -> None:
+    llm.handler = KnowledgeModel()
+    client = await bot.start()
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await pinned(fake, "The backup bucket is kept for ninety days.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
+    assert "ninety days" in await ask(fake, "how long is the backup bucket kept?", BOB_ID)
+
+
+async def ask_in(fake: FakeDiscord, channel_id: int, text: str, author: int) -> str:
+    """`ask` (test_e2e_knowledge) in another channel than #general: the channel's latest post once answered."""
+    before = len(fake.posts_in(channel_id))
+    await fake.send_user_message(channel_id, author, f"<@{BOT_ID}> {text}")
+    await fake.wait_for_posts(before + 1, channel_id)
+    return fake.posts_in(channel_id)[-1].content
 
 
 async def test_members_cannot_set_a_channels_pins_and_admins_are_told_what_parley_lacks(
@@ -168,6 +197,36 @@ async def test_members_cannot_set_a_channels_pins_and_admins_are_told_what_parle
         " Parley cannot read the pins here yet: grant it View Channel and Read Message History in this channel."
     )
     assert await client.archive.pins_taken(CHANNEL_ID)
+
+
+async def test_a_private_threads_pins_stay_with_its_members(fake: FakeDiscord, bot: RunningBot) -> None:
+    """Discord lets only a private thread's members (and those who manage threads) read it, though its channel's
+    permissions say otherwise: its pins cannot be turned on, and it counts as readable only for them."""
+    client = await bot.start()
+    thread_id = await fake.create_thread(CHANNEL_ID, "staff only", private=True, members=[ALICE_ID])
+    reply = await pins_command(fake, "on", channel_id=thread_id)
+    assert reply == "A private thread's pinned messages cannot go into the knowledge base: its members alone read them."
+    assert client.archive is not None and not await client.archive.pins_taken(thread_id)
+
+    guild = client.get_guild(GUILD_ID)
+    assert guild is not None
+    alice, bob = await guild.fetch_member(ALICE_ID), await guild.fetch_member(BOB_ID)
+    assert thread_id in readable_channel_ids(guild, alice)
+    assert CHANNEL_ID in readable_channel_ids(guild, bob) and thread_id not in readable_channel_ids(guild, bob)
+
+
+async def test_knowledge_list_shows_a_channels_pins_only_to_those_who_may_read_it(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
+    fake.keep_private(OTHER_CHANNEL_ID, readers=[ALICE_ID])
+    client = await bot.start()
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await pinned(fake, "The backup bucket is kept for ninety days.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "bucket", channels=(OTHER_CHANNEL_ID,)))
+
+    assert "ninety days" in await knowledge_command(fake, "list", user_id=ALICE_ID)
+    listing = await knowledge_command(fake, "list", user_id=BOB_ID)
+    assert "ninety days" not in listing and "no documents" in listing
 
 
 async def test_a_pin_in_a_channel_not_opted_in_is_never_taken(fake: FakeDiscord, bot: RunningBot) -> None:
@@ -254,6 +313,27 @@ async def test_pins_changed_while_parley_was_away_are_caught_up_at_start(fake: F
     assert await sources(client) == {f"pin:{CHANNEL_ID}:{kept}", f"pin:{CHANNEL_ID}:{message['id']}"}
 
 
+async def test_pins_of_a_channel_turned_off_by_another_process_leave_at_start(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
+    client = await bot.start()
+    await client.pins.turn_on(CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await client.pins.turn_on(OTHER_CHANNEL_ID, GUILD_ID, ALICE_ID)
+    await pinned(fake, "Standup is at nine.")
+    kept = await pinned(fake, "Retro is on Fridays.", channel_id=OTHER_CHANNEL_ID)
+    await until(lambda: _has(client, "standup"))
+    await until(lambda: _has(client, "retro", channels=(OTHER_CHANNEL_ID,)))
+    # Another process's `off`: the setting changed, the documents not.
+    assert client.archive is not None
+    await client.archive.set_pins_taken(CHANNEL_ID, GUILD_ID, False, set_by=ALICE_ID)
+    await bot.stop()
+
+    client = await bot.start()
+    await until(lambda: _lacks(client, "standup"))
+    await settled()
+    assert await sources(client) == {f"pin:{OTHER_CHANNEL_ID}:{kept}"}
+
+
 async def test_pins_that_cannot_be_read_leave_the_knowledge_as_it_was(
     fake: FakeDiscord, bot: RunningBot, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -286,6 +366,27 @@ async def test_a_pins_text_files_are_taken_in_with_their_names_as_headings(fake:
     assert client.knowledge is not None
     [hit] = await client.knowledge.search(GUILD_ID, "broker", channel_ids=(CHANNEL_ID,))
     assert hit.heading == "runbook.md > Restarts"
+
+
+async def test_an_image_alone_pinned_is_not_taken_in(fake: FakeDiscord, bot: RunningBot) -> None:
+    """Images are not read: a pin of an image without words would be a document with nothing to find."""
+    client = await bot.start()
+    await client.pins.turn_on(CHANNEL_ID, GUILD_ID, ALICE_ID)
+    picture = fake.served_attachment("chart.png", png(), "image/png")
+    image_only = await say(fake, ALICE_ID, "", attachments=[picture])
+    await fake.pin(CHANNEL_ID, int(image_only["id"]))
+    taken = await pinned(fake, "The chart is updated on Mondays.")
+    await until(lambda: _has(client, "chart"))
+    await settled()
+    assert await sources(client) == {f"pin:{CHANNEL_ID}:{taken}"}
+
+
+async def test_pins_on_is_refused_where_there_are_no_text_channel_pins(fake: FakeDiscord, bot: RunningBot) -> None:
+    category_id = fake.add_category("Info", [OTHER_CHANNEL_ID])
+    client = await bot.start()
+    reply = await pins_command(fake, "on", channel_id=category_id)
+    assert reply == "Only the pinned messages of text channels and threads can go into the knowledge base."
+    assert client.archive is not None and not await client.archive.pins_taken(category_id)
 
 
 async def _has(client: Parley, word: str, channels: Collection[int] = (CHANNEL_ID,)) -> bool:

@@ -134,10 +134,15 @@ class StubVectors:
         self.indexed: list[tuple[int, str]] = []
         self.forgotten: list[int] = []
 
-    async def index(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
+    async def queue(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
         if self.fail:
             raise RuntimeError("embedding provider is down")
         self.indexed += sections
+
+    async def embed_waiting(self) -> int:
+        if self.fail:
+            raise RuntimeError("embedding provider is down")
+        return 0
 
     async def forget(self, section_ids: Sequence[int]) -> None:
         if self.fail:

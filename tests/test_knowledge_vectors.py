@@ -123,7 +123,9 @@ async def test_a_provider_slower_than_the_timeout_leaves_the_sections_waiting(ar
 
     vectors = EmbeddedSections(archive, Embedder(Stuck()), model_name=MODEL, timeout=0.05)
     assert await vectors.start()
-    await vectors.index(GUILD, [(1, "first"), (2, "second")])
+    await vectors.queue(GUILD, [(1, "first"), (2, "second")])
+
+    await vectors.embed_waiting()
 
     assert [section.section_id for section in await archive.waiting_embeddings(10)] == [1, 2]
     assert await vectors.nearest(GUILD, "first", 5) == []
@@ -134,7 +136,9 @@ async def test_sections_are_embedded_in_batches(archive: Archive) -> None:
     vectors = vectors_over(archive, model)
     assert await vectors.start()
 
-    await vectors.index(GUILD, [(section_id, f"section number {section_id}") for section_id in range(1, 71)])
+    await vectors.queue(GUILD, [(section_id, f"section number {section_id}") for section_id in range(1, 71)])
+
+    await vectors.embed_waiting()
 
     assert model.calls == [BATCH_SIZE, BATCH_SIZE, 70 - 2 * BATCH_SIZE]
     assert (await vectors.nearest(GUILD, "section number 42", 1)) == [42]
@@ -150,6 +154,37 @@ async def test_removing_a_document_forgets_its_vectors(archive: Archive) -> None
     assert await knowledge.remove(GUILD, document_id)
 
     assert await vectors.nearest(GUILD, QUESTION, 100) == []
+
+
+async def test_a_document_removed_while_it_is_embedded_goes_at_once_and_keeps_no_vector(archive: Archive) -> None:
+    """Embedding waits for the provider: the addition holds no lock meanwhile, and a removal made then wins."""
+
+    class Held(HashingEmbeddingModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked, self.go = asyncio.Event(), asyncio.Event()
+
+        async def embed(self, inputs, *, input_type, settings=None):  # type: ignore[no-untyped-def]
+            self.asked.set()
+            await self.go.wait()
+            return await super().embed(inputs, input_type=input_type, settings=settings)
+
+    model = Held()
+    vectors = vectors_over(archive, model)
+    assert await vectors.start()
+    knowledge = KnowledgeBase(archive, vectors)
+    adding = asyncio.create_task(knowledge.add(handbook()))
+    async with asyncio.timeout(5):
+        await model.asked.wait()
+    [info] = await knowledge.documents(GUILD)
+
+    async with asyncio.timeout(5):
+        assert await knowledge.remove(GUILD, info.id)
+    model.go.set()
+    assert await adding == info.id
+
+    assert await vectors.nearest(GUILD, QUESTION, 100) == []
+    assert await archive.waiting_embeddings(100) == []
 
 
 async def test_another_servers_sections_are_never_nearest(archive: Archive) -> None:
@@ -197,7 +232,8 @@ async def test_keep_embedding_tries_the_waiting_sections_again(archive: Archive)
     vectors = vectors_over(archive, model)
     assert await vectors.start()
     model.fail_with = TimeoutError()
-    await vectors.index(GUILD, [(1, "first")])
+    await vectors.queue(GUILD, [(1, "first")])
+    await vectors.embed_waiting()
     model.fail_with = None
 
     retrying = asyncio.create_task(vectors.keep_embedding(every=0.01))

@@ -7,16 +7,19 @@ a hosted server without it.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
 from conftest import _execute, fresh_postgres_database
 
 from archive import Archive, VectorModel, WaitingSection, open_archive
+from archive.knowledge import KnowledgeDocument, KnowledgeSection
 
 GUILD = 10
 OTHER_GUILD = 20
 MODEL = VectorModel("test:hashing", 3)
+NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
 def section(section_id: int, text: str = "", guild_id: int = GUILD) -> WaitingSection:
@@ -68,6 +71,22 @@ async def test_a_section_queued_again_while_it_was_embedded_keeps_waiting(archiv
     await archive.open_vectors(MODEL)
     await archive.store_vectors([(taken, [1.0, 0.0, 0.0])])
     assert await archive.waiting_embeddings(10) == [section(1, "new text")]
+
+
+async def test_a_section_removed_while_it_was_embedded_leaves_no_vector(archive: Archive) -> None:
+    """Its document went while the provider embedded its text (the delete trigger ran before the vector came back):
+    no copy of the text may stay in the vector table."""
+    document = KnowledgeDocument(GUILD, "file:gone.md", "Gone", [KnowledgeSection("Secret", "gone text")], 1, NOW)
+    added = await archive.add_knowledge(document)
+    await archive.open_vectors(MODEL)
+    await archive.queue_embeddings([section(added.section_ids[0], "gone text")])
+    [taken] = await archive.waiting_embeddings(10)
+    assert await archive.remove_knowledge(GUILD, added.document_id) == added.section_ids
+
+    await archive.store_vectors([(taken, [1.0, 0.0, 0.0])])
+
+    assert await archive.nearest_sections(GUILD, [1.0, 0.0, 0.0], 5) == []
+    assert await archive.waiting_embeddings(10) == []
 
 
 async def test_storing_again_replaces_the_vector(archive: Archive) -> None:
