@@ -1,10 +1,12 @@
 """Questions asked by command (/ask): admitted as a mention is, then answered on the message path, in public or
 privately.
 
-A command is answered at once or not at all, so everything a mention's answer would be refused for is checked
-before the command is acknowledged, and told to the asker in one line only they see: direct messages off, the
-access lists, an opt-out, the server's budget, their role's tokens, their rate. Each refusal is logged for
-`/parley why` as a message's would be.
+A command is acknowledged first (Discord waits 3 seconds for that, and the access lists may fetch members or read
+the database), then everything a mention's answer would be refused for is checked and told to the asker in one line
+only they see: direct messages off, the access lists, an opt-out, the server's budget, their role's tokens, their
+rate. Each refusal is logged for `/parley why` as a message's would be. Only a public question where its asker (or
+Parley) may not post is refused before the acknowledgement, from the interaction's own permissions: a public
+"thinking…" would already be a post in the channel.
 
 A public question then takes a mention's way (`MessagePipeline.handle`): it joins or starts the channel's
 conversation, attributed to its asker, and its answer is the command's response, a message of the channel. A
@@ -14,6 +16,7 @@ the answer, no conversation started (`MessagePipeline.answer_aside`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
@@ -32,7 +35,13 @@ from records import AskedAbout, Decision, MessageRecord
 if TYPE_CHECKING:
     from answering.pipeline import MessagePipeline
 
+log = logging.getLogger("parley")
+
 DIRECT_MESSAGES_OFF = "Parley doesn't answer in direct messages here; ask in a server channel."
+# A command's response is posted whatever the channel's permissions: a public one is refused where its asker, or
+# Parley itself, may not post, or a member denied Send Messages would post (and steer what is said) through Parley.
+MAY_NOT_POST = "You can't post in this channel, so Parley won't answer you here in public; ask privately instead."
+PARLEY_MAY_NOT_POST = "Parley may not post in this channel; ask privately instead."
 # What the asker of a command is told when their question went unanswered, by the decision logged for it.
 NOT_ANSWERED = {
     "queue_full": "Too many questions are waiting in this channel; ask again in a moment.",
@@ -40,6 +49,7 @@ NOT_ANSWERED = {
     "server_budget": "This server has used up Parley's token budget for today; ask again after it resets.",
 }
 NOT_ANSWERED_OTHERWISE = "I couldn't answer that here just now; please try again."
+ASK_FAILED = "Sorry, Parley could not take that question; the details are in its log."
 # What `/parley why` shows of a private question: that it was asked, not what.
 PRIVATE_EXCERPT = "(asked privately with /ask)"
 PRIVATE_EXCERPT_ABOUT = "(asked privately about a message with Ask Parley)"
@@ -100,18 +110,46 @@ class CommandQuestions:
         private: bool,
         about: Callable[[Question], Awaitable[AskedAbout]] | None = None,
     ) -> None:
-        """Admit the asker, acknowledge the command, and answer `record` (built by `record`, perhaps with more) in
-        the channel or, `private`, to the asker alone; any refusal is one line only they see. `about` reads the
-        message the question is about ("Ask Parley"), once the command is acknowledged: it may take Discord a while.
+        """Acknowledge the command, admit the asker, and answer `record` (built by `record`, perhaps with more) in
+        the channel or, `private`, to the asker alone; any refusal or failure is one line only they see. `about` reads
+        the message the question is about ("Ask Parley"), once the command is acknowledged: it may take a while.
         """
         outlet = InteractionReply(interaction, ephemeral=private)
+        if not private and (silenced := _public_refusal(interaction)) is not None:
+            await outlet.tell(silenced)
+            return
+        await outlet.defer()
         question = _question(interaction, record)
         logged = _veiled(record, PRIVATE_EXCERPT if about is None else PRIVATE_EXCERPT_ABOUT) if private else record
-        refused = await self._refusal(question, logged)
+        try:
+            refused = await self._refusal(question, logged)
+        except Exception:
+            log.exception("admitting the question of command %s failed", question.id)
+            await outlet.tell(ASK_FAILED)
+            return
         if refused is not None:
             await outlet.tell(refused)
             return
-        await outlet.defer()
+        try:
+            await self._answer(question, outlet, logged, private=private, about=about)
+        except Exception:
+            log.exception("answering the question of command %s failed", question.id)
+            if not outlet.sent:
+                # Nothing reached the asker: the answer they were admitted for is theirs again.
+                await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
+                if not outlet.expired:
+                    await outlet.tell(ASK_FAILED)
+
+    async def _answer(
+        self,
+        question: Question,
+        outlet: InteractionReply,
+        logged: MessageRecord,
+        *,
+        private: bool,
+        about: Callable[[Question], Awaitable[AskedAbout]] | None,
+    ) -> None:
+        """Answer an admitted question (read what it is about first, if anything), or say in one line why not."""
         if about is not None:
             question = replace(question, about=await about(question))
         kind = self.threads.kind_in(question.channel, in_server=question.guild is not None)
@@ -120,8 +158,9 @@ class CommandQuestions:
             await self.pipeline.answer_aside(arrival, logged)
         else:
             await self.pipeline.asked(arrival)
-        if not outlet.sent:
-            await outlet.tell(await self._not_answered(question))
+        if outlet.sent or outlet.expired:
+            return  # answered, or no one can be told any more (the pipeline gave the answer back)
+        await outlet.tell(await self._not_answered(question))
 
     async def _refusal(self, question: Question, logged: MessageRecord) -> str | None:
         """Why the asker may not be answered now, logged for `/parley why`; None admits them (spending an answer)."""
@@ -160,6 +199,29 @@ def _question(interaction: discord.Interaction, record: MessageRecord) -> Questi
     reads_history = guild is None or permissions.read_message_history
     manages_messages = guild is not None and permissions.manage_messages
     return Question(record, interaction.user, channel, guild, reads_history, manages_messages=manages_messages)
+
+
+def _public_refusal(interaction: discord.Interaction) -> str | None:
+    """Why a public answer may not be posted where the command was used: its asker, or Parley, may not post (or
+    Parley may not see) there. A DM is the asker's own."""
+    if interaction.guild_id is None:
+        return None
+    in_thread = isinstance(interaction.channel, discord.Thread)
+    return posting_refusal(interaction.permissions, interaction.app_permissions, in_thread=in_thread)
+
+
+def posting_refusal(member: discord.Permissions, app: discord.Permissions, *, in_thread: bool) -> str | None:
+    """Why a public answer may not be posted in a server channel (`in_thread`: a thread) where the asker has
+    `member` permissions and Parley `app`; None if it may."""
+    if not _may_post(member, in_thread=in_thread):
+        return MAY_NOT_POST
+    if not (app.view_channel and _may_post(app, in_thread=in_thread)):
+        return PARLEY_MAY_NOT_POST
+    return None
+
+
+def _may_post(permissions: discord.Permissions, *, in_thread: bool) -> bool:
+    return permissions.send_messages_in_threads if in_thread else permissions.send_messages
 
 
 def _channel_id(interaction: discord.Interaction) -> int:

@@ -25,7 +25,7 @@ from answering.delivery import Delivery
 from answering.usage import UsageAccounting
 from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, split_message, to_record
-from edge.asking import MessageReply, Question
+from edge.asking import InteractionReply, MessageReply, Question
 from records import AnswerPosts
 from streaming import AnswerStreams, Outlet, Streamed
 from upkeep.conversations import ConversationUpkeep
@@ -151,8 +151,9 @@ class AnswerTail:
             posts = await self.post(outlet, outcome.text)
             whole = len(posts) == len(split_message(outcome.text, max_posts=self.max_posts))
         whole = whole and not outcome.broken
-        if not (posts and whole):
+        if not (posts and whole) and (posts or not isinstance(outlet, InteractionReply)):
             # The member is told; what they saw of the answer, if anything, is all the conversation records of it.
+            # A command's response that never came is told by the command, privately (answering/asked.py).
             self._tell_lost(question, outlet)
         if outlet.public:
             self._note_posts(question.asker_id, channel_id, [post for post in posts if post.id not in outcome.reused])

@@ -22,11 +22,11 @@ from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread, role_ids_of
 from edge.arrival import Arrival, access_asker, access_place
-from edge.asking import MessageReply
+from edge.asking import InteractionReply, MessageReply
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
-from streaming import AnsweredTurn
+from streaming import AnsweredTurn, Outlet
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -248,10 +248,7 @@ class MessagePipeline:
     async def _start_conversation(self, arrival: Arrival) -> ChannelConversation:
         """Start the channel's conversation with the message, from the context before it and earlier summaries."""
         channel_id = arrival.record.channel_id
-        # Opted-out members' messages before it are shown only as placeholders, wherever the context came from.
-        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
-        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
-        earlier = await self.upkeep.earlier_conversations(channel_id)
+        context, earlier = await self._opening(arrival)
         conversation = self.manager.start(channel_id, context, kind=arrival.kind)
         conversation.earlier_conversations = earlier
         self.manager.record_message(channel_id, arrival.record)
@@ -280,18 +277,25 @@ class MessagePipeline:
                 return
             conversation = self.manager.get(channel_id) or await self._context_only(arrival)
             self.decided_here(logged, ASKED_PRIVATELY)
-            await self.answering.answer(arrival.question, outlet, conversation)
+            await self._answer_while_valid(arrival, outlet, conversation)
 
     async def _context_only(self, arrival: Arrival) -> ChannelConversation:
         """What a conversation started by the question would hold before it, kept by no one."""
         channel_id = arrival.record.channel_id
-        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
-        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
+        context, earlier = await self._opening(arrival)
         conversation = ChannelConversation.opened(
             channel_id, context, kind=arrival.kind, now=arrival.record.timestamp, max_messages=self.manager.max_messages
         )
-        conversation.earlier_conversations = await self.upkeep.earlier_conversations(channel_id)
+        conversation.earlier_conversations = earlier
         return conversation
+
+    async def _opening(self, arrival: Arrival) -> tuple[list[MessageRecord], str]:
+        """What a conversation the question starts opens with: the channel's messages before it, and its earlier
+        conversations' summaries."""
+        earlier_messages = await self.context.load_context(arrival.question.channel, arrival.question.id)
+        # Opted-out members' messages before it are shown only as placeholders, wherever the context came from.
+        context = self.admission.optouts.veil_all(arrival.guild_id, earlier_messages)
+        return context, await self.upkeep.earlier_conversations(arrival.record.channel_id)
 
     def _record_late(self, record: MessageRecord, live: ChannelConversation | None) -> None:
         """Record a message that will not be answered in the conversation that began while it waited."""
@@ -332,6 +336,15 @@ class MessagePipeline:
         if outlet is None:
             assert message is not None  # only a command brings an outlet of its own
             outlet = MessageReply.to(message, where)
+        await self._answer_while_valid(arrival, outlet, conversation)
+
+    async def _answer_while_valid(self, arrival: Arrival, outlet: Outlet, conversation: ChannelConversation) -> None:
+        """Answer, unless the question is a command's whose token expired while it waited (behind a busy channel, a
+        long approval): its answer could go nowhere, so no model is called and the answer is given back."""
+        if isinstance(outlet, InteractionReply) and outlet.expired:
+            log.warning("not answering command %s: its interaction expired while it waited", arrival.question.id)
+            await self.admission.give_back(arrival.guild_id, arrival.record.author_id, arrival.question.role_ids)
+            return
         await self.answering.answer(arrival.question, outlet, conversation)
 
     async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:

@@ -14,6 +14,7 @@ from typing import Protocol, cast
 import discord
 from discord import app_commands
 
+from answering.asked import ASK_FAILED
 from answering.asked_about import MessageQuestions
 from answering.pipeline import MessagePipeline
 from commands.tree import send_ephemeral
@@ -31,7 +32,6 @@ QUESTION_MAX_CHARS = 1000
 # How long an unanswered modal is kept (discord.py keeps it in memory until it is submitted or times out): a member
 # who closes it without submitting leaves nothing behind past this.
 MODAL_SECONDS = 15 * 60
-ASK_FAILED = "Sorry, Parley could not take that question; the details are in its log."
 EMPTY_QUESTION = "Your question was empty: use Ask Parley again and type what you would like to know."
 
 

@@ -73,11 +73,6 @@ class Question:
     def role_ids(self) -> frozenset[int]:
         return role_ids_of(self.asker)
 
-    @property
-    def by_command(self) -> bool:
-        """Asked by a command, not a message: its limits were checked, and any refusal told, by the command."""
-        return self.message is None
-
 
 def _manages_messages(message: discord.Message) -> bool:
     """Whether the author has Manage Messages where they wrote; a webhook, which is no member, has not."""
@@ -165,6 +160,13 @@ class InteractionReply:
         return not self.ephemeral
 
     @property
+    def expired(self) -> bool:
+        """Whether the interaction's token has expired (15 minutes after the command was used): its response can no
+        longer be filled, nor anything followed up.
+        https://discord.com/developers/docs/interactions/receiving-and-responding#followup-messages"""
+        return self.interaction.is_expired()
+
+    @property
     def replies(self) -> bool:
         return True
 
@@ -184,16 +186,14 @@ class InteractionReply:
         yield
 
     async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
-        # discord.py's `send_message` and `followup.send` take no `view=None`: a view is passed only if there is one.
+        # The command was deferred first (`defer`, answering/asked.py): the first post fills its response.
+        # discord.py's `followup.send` takes no `view=None`: a view is passed only if there is one.
         options: dict[str, Any] = {"ephemeral": self.ephemeral, "allowed_mentions": self.mentions}
         if view is not None:
             options["view"] = view
         post: discord.Message
         if self.sent:
             post = await self.interaction.followup.send(content, wait=True, **options)
-        elif not self.interaction.response.is_done():
-            await self.interaction.response.send_message(content, **options)
-            post = await self.interaction.original_response()
         else:
             post = await self.interaction.edit_original_response(
                 content=content, allowed_mentions=self.mentions, view=view

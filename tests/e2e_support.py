@@ -159,6 +159,7 @@ def request_texts(request: dict[str, Any]) -> list[str]:
 
 EPHEMERAL = 1 << 6
 CHANNEL_MESSAGE_WITH_SOURCE = 4
+DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE = 5
 MEMBER = EVERYONE_PERMISSIONS
 MODERATOR = EVERYONE_PERMISSIONS | discord.Permissions(manage_messages=True, manage_channels=True)
 
@@ -309,12 +310,14 @@ async def use_top_command(
     permissions: discord.Permissions = MEMBER,
     channel_id: int = CHANNEL_ID,
     in_guild: bool = True,
+    used_at: datetime | None = None,
 ) -> list[InteractionCall]:
-    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM); the
-    bot's calls once it has made its first."""
+    """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM), now or
+    `used_at` (the interaction's id says when: its token expires 15 minutes after); the bot's calls once it has made
+    its first."""
     payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
     payload["data"]["options"] = options
-    payload["id"] = str(fake.new_id())
+    payload["id"] = str(fake.new_id() if used_at is None else snowflake_at(used_at, next(_interaction_numbers)))
     if in_guild:
         _in_channel(fake, payload, user_id, permissions, channel_id)
     else:
@@ -472,6 +475,25 @@ def assert_ephemeral_one_liner(calls: list[InteractionCall]) -> str:
     assert is_callback(call) and call.body is not None
     assert call.body["type"] == CHANNEL_MESSAGE_WITH_SOURCE and call.body["data"]["flags"] & EPHEMERAL
     text = call.body["data"]["content"]
+    assert "\n" not in text
+    return text
+
+
+def assert_told_after_deferral(calls: list[InteractionCall]) -> str:
+    """The command was acknowledged first, then turned down: its "thinking…" response gave way to one line only the
+    asker sees (a private response edited into it; a public one deleted, the line an ephemeral follow-up). The line.
+    """
+    deferral, *rest = calls
+    assert is_callback(deferral) and deferral.body is not None
+    assert deferral.body["type"] == DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE
+    if int((deferral.body.get("data") or {}).get("flags") or 0) & EPHEMERAL:
+        [line] = rest
+        assert line.method == "PATCH" and "@original" in line.path
+    else:
+        deletion, line = rest
+        assert deletion.method == "DELETE" and line.method == "POST" and line.body is not None
+        assert int(line.body.get("flags") or 0) & EPHEMERAL
+    text = call_text(line)
     assert "\n" not in text
     return text
 

@@ -497,7 +497,8 @@ class FakeDiscord(RestRoutes):
     def fail_next_edits(
         self, count: int, *, status: int = 429, channel_id: int | None = None, retry_after: float = 0.05
     ) -> None:
-        """Answer the next `count` message PATCHes (to `channel_id`, or any) with `status`, as `fail_next_posts`."""
+        """Answer the next `count` message PATCHes (to `channel_id`, or any; an interaction's response too) with
+        `status`, as `fail_next_posts`."""
         self._edit_failures.extend(_Failure(status, channel_id, retry_after) for _ in range(count))
 
     def stop_failing(self) -> None:

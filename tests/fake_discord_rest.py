@@ -494,6 +494,10 @@ class RestRoutes(GatewaySessions):
             await self._publish(message)
             return _json_response(message)
         if request.method == "PATCH":
+            original = self._original_responses.get(token)
+            failure = _take(self._edit_failures, int(original["channel_id"])) if original is not None else None
+            if failure is not None:
+                return self._failure_response(failure)
             await self._edit_original(token, body or {})
         if token not in self._original_responses:
             return _error(404, "Unknown Message", 10008)

@@ -4,15 +4,18 @@ nothing posted, nothing kept)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import discord
+import pytest
 from e2e_support import (
     EPHEMERAL,
     MEMBER,
     QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
+    assert_told_after_deferral,
     call_text,
     calls_for,
     click,
@@ -29,7 +32,8 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDis
 from fake_llm import FakeLLM
 
 from admission.access import NOTICE
-from answering.asked import DIRECT_MESSAGES_OFF, NOT_ANSWERED
+from answering.asked import ASK_FAILED, DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED, NOT_ANSWERED_OTHERWISE
+from answering.outcome import LOST
 from bot import Parley
 from streaming import CANNOT_REGENERATE
 
@@ -130,11 +134,26 @@ async def test_a_private_ask_of_a_member_without_history_sees_none_of_the_others
 
 
 async def refused(fake: FakeDiscord, question: str, **who: Any) -> str:
-    """`/ask` turned down: the one ephemeral line the asker is told, and nothing else."""
+    """`/ask` acknowledged, then turned down: the one ephemeral line the asker is told, and nothing else."""
     options = [option("question", question)]
     calls = await use_top_command(fake, "ask", options, **who)
     await asyncio.sleep(QUIET)  # nothing follows the refusal
-    return assert_ephemeral_one_liner(calls_for(fake, calls))
+    return assert_told_after_deferral(calls_for(fake, calls))
+
+
+async def test_a_member_who_may_not_post_is_not_answered_in_public(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Discord posts a command's response whatever the channel's permissions: a member denied Send Messages is told
+    to ask privately, and nothing is posted nor any model called."""
+    await bot.start()
+    muted = discord.Permissions(MEMBER.value)
+    muted.send_messages = False
+    calls = await use_top_command(fake, "ask", [option("question", QUESTION)], user_id=BOB_ID, permissions=muted)
+    await asyncio.sleep(QUIET)  # nothing follows the refusal
+    # Refused before the acknowledgement: a public "thinking…" would itself be a post in the channel.
+    assert assert_ephemeral_one_liner(calls_for(fake, calls)) == MAY_NOT_POST
+    assert llm.requests == [] and fake.messages(CHANNEL_ID) == []
 
 
 async def test_a_blocked_role_is_refused_in_one_private_line(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
@@ -160,6 +179,38 @@ async def test_a_member_past_their_rate_is_told_when_to_come_back(
     assert line.startswith("Slow down a little: I can write an answer for you again <t:")
     assert len(llm.requests) == 1
     assert client.decisions.recent(CHANNEL_ID)[0].reason == "member_rate_limited"
+
+
+async def test_an_ask_that_fails_is_told_in_one_line_and_its_answer_given_back(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure past admission is no lost answer: one private line says so, and the asker may ask again at once."""
+    llm.handler = lambda request: ANSWER
+    client = await bot.start(member_answer_burst=1)
+    answer_for_real = client.pipeline.asked
+
+    async def broken(arrival: Any) -> None:
+        raise RuntimeError("the pipeline broke")
+
+    monkeypatch.setattr(client.pipeline, "asked", broken)
+    assert await refused(fake, QUESTION) == ASK_FAILED
+    monkeypatch.setattr(client.pipeline, "asked", answer_for_real)
+    await ask(fake, "and now?")
+    assert len(llm.requests) == 1 and "and now?" in request_texts(llm.requests[0])[-1]
+
+
+async def test_an_ask_whose_token_expired_before_its_turn_calls_no_model_and_is_given_back(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Discord's interaction token lasts 15 minutes: an answer past it could go nowhere, so none is written."""
+    llm.handler = lambda request: ANSWER
+    await bot.start(member_answer_burst=1)
+    long_ago = datetime.now(UTC) - timedelta(minutes=16)
+    await use_top_command(fake, "ask", [option("question", QUESTION)], used_at=long_ago)
+    await eventually(lambda: "its interaction expired while it waited" in caplog.text)
+    assert llm.requests == []
+    await ask(fake, "and now?")  # the answer it was admitted for was given back
+    assert len(llm.requests) == 1
 
 
 async def test_an_ask_is_counted_against_its_asker(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
@@ -230,6 +281,30 @@ async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_li
     assert int(newer["id"]) > asked_id
 
 
+async def test_a_public_answer_discord_would_not_take_is_told_once_and_privately(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The response's first post is turned down: the asker gets one line, only they see it, and nothing of it is
+    posted in (or recorded by) the channel's conversation."""
+    llm.handler = lambda request: ANSWER
+    client = await bot.start(stream_answers=False)
+    fake.fail_next_edits(1, status=400)
+    calls = await use_top_command(fake, "ask", [option("question", QUESTION)])
+
+    def notices() -> list[InteractionCall]:
+        return [
+            call for call in calls_for(fake, calls) if call.body and call_text(call) in (LOST, NOT_ANSWERED_OTHERWISE)
+        ]
+
+    await fake.wait_for(lambda: bool(notices()), what="the line saying the answer was lost")
+    await asyncio.sleep(QUIET)  # no second notice follows
+    [notice] = notices()
+    assert notice.method == "POST" and flags_of(notice) & EPHEMERAL
+    assert fake.bot_messages(CHANNEL_ID) == []
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None and conversation.llm_history == []
+
+
 async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -239,7 +314,7 @@ async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
     await bot.start()
     calls = await use_top_command(fake, "ask", [option("question", QUESTION)], in_guild=False)
     await asyncio.sleep(QUIET)
-    assert assert_ephemeral_one_liner(calls_for(fake, calls)) == DIRECT_MESSAGES_OFF
+    assert assert_told_after_deferral(calls_for(fake, calls)) == DIRECT_MESSAGES_OFF
     assert llm.requests == []
     await bot.stop()
 

@@ -13,6 +13,7 @@ from e2e_support import (
     QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
+    assert_told_after_deferral,
     call_text,
     calls_for,
     decided,
@@ -138,7 +139,7 @@ async def test_the_asker_is_admitted_as_for_a_mention_a_refusal_is_one_line_and_
     modal = await open_modal(fake, ASK_PARLEY, target)
     calls = await submit_modal(fake, modal, {QUESTION_ID: QUESTION})
     await asyncio.sleep(QUIET)  # nothing follows the refusal
-    assert assert_ephemeral_one_liner(calls_for(fake, calls)) == OPTED_OUT_REFUSAL
+    assert assert_told_after_deferral(calls_for(fake, calls)) == OPTED_OUT_REFUSAL
     assert llm.requests == [] and fake.posts_in(CHANNEL_ID) == []
 
 
