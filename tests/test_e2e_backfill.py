@@ -139,6 +139,9 @@ async def test_context_after_catch_up_comes_from_the_archive(bot: RunningBot, fa
     fake.add_history(CHANNEL_ID, CAROL_ID, "the deploy broke while the bot was down")
     client = await bot.start()
     await caught_up(client)
+    # The recheck of the archive against Discord (upkeep/reconciliation.py) follows catch-up and reads history
+    # too: counted before the mention, its reads are not taken for the new conversation's.
+    await eventually(lambda: client.coverage.reconciliation.finished, CATCH_UP_BOUND)
     history_reads = len([r for r in fake.requests if r.method == "GET" and "/messages?" in r.path])
     await say(fake, ALICE_ID, f"<@{BOT_ID}> what broke?")
     await fake.wait_for_posts(1)
