@@ -131,15 +131,20 @@ def topic_lines(points: Sequence[LinkedPoint], guild_id: int, channel_id: int) -
     return lines
 
 
-def may_read_history(message: discord.Message) -> bool:
-    """Whether the author has Read Message History where they wrote; a webhook, which is no member, has not."""
+def author_permissions(message: discord.Message) -> discord.Permissions:
+    """The author's permissions where they wrote; none for a webhook, which is no member."""
     author = message.author
     if not isinstance(author, discord.Member):
-        return False
+        return discord.Permissions.none()
     try:
-        return message.channel.permissions_for(author).read_message_history
+        return message.channel.permissions_for(author)
     except discord.ClientException:
-        return False  # a thread whose parent channel is not cached: its permissions are unknown
+        return discord.Permissions.none()  # a thread whose parent channel is not cached: its permissions are unknown
+
+
+def may_read_history(message: discord.Message) -> bool:
+    """Whether the author has Read Message History where they wrote."""
+    return author_permissions(message).read_message_history
 
 
 def replied_author_id(message: discord.Message) -> int | None:

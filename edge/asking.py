@@ -18,7 +18,7 @@ from typing import Any
 
 import discord
 
-from discord_io import may_read_history, reply_mentions, role_ids_of, typing_indicator
+from discord_io import author_permissions, may_read_history, reply_mentions, role_ids_of, typing_indicator
 from records import AskedAbout, MessageRecord
 
 
@@ -47,7 +47,13 @@ class Question:
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:
         reads_history = message.guild is None or may_read_history(message)
         return cls(
-            record, message.author, message.channel, message.guild, reads_history, message, _manages_messages(message)
+            record,
+            message.author,
+            message.channel,
+            message.guild,
+            reads_history,
+            message,
+            author_permissions(message).manage_messages,
         )
 
     @property
@@ -72,17 +78,6 @@ class Question:
     @property
     def role_ids(self) -> frozenset[int]:
         return role_ids_of(self.asker)
-
-
-def _manages_messages(message: discord.Message) -> bool:
-    """Whether the author has Manage Messages where they wrote; a webhook, which is no member, has not."""
-    author = message.author
-    if not isinstance(author, discord.Member):
-        return False
-    try:
-        return message.channel.permissions_for(author).manage_messages
-    except discord.ClientException:
-        return False  # a thread whose parent channel is not cached: its permissions are unknown
 
 
 @dataclass(frozen=True)
