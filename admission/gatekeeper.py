@@ -9,13 +9,14 @@ import math
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import discord
 
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from admission.bots import BotGate
 from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL, OptOuts, OptOutTables
+from admission.spending import Refused, Spending
 from archive.allowances import PostgresAllowances
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
@@ -46,16 +47,17 @@ SERVER_BUDGET = Decision(False, "server_budget", "budget")
 REGENERATE_SLOW_DOWN = "Slow down a little: I can write an answer for you again {when}."
 REGENERATE_OVER_BUDGET = "This server has used up Parley's token budget for today; I can write again {reset}."
 REGENERATE_OVER_ROLE_TOKENS = "You have used your role's share of Parley's tokens for today; I can write again {reset}."
+# What a member is told, once, when an operation under way for them (a catch-up's parts, an answer's tool rounds)
+# stops at a budget before its next model call.
+STOPPED_AT_ROLE_TOKENS = (
+    "I stopped there: you have used the share of Parley's tokens your role gives you today; it resets {reset}."
+)
+STOPPED_AT_SERVER_BUDGET = (
+    "I stopped there: this server has used up Parley's token budget for today; it resets {reset}."
+)
 # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
 # so neither the model provider nor the process's memory sees them all at the same time.
 SUMMARIES_AT_ONCE = 4
-
-
-class Refused(NamedTuple):
-    """A request a member made by command, turned down: the decision (for `/parley why`) and the line they are told."""
-
-    decision: Decision
-    line: str
 
 
 @dataclass
@@ -306,6 +308,39 @@ class Gatekeeper:
         assert admission.retry_at is not None  # a refusal always says when a token is back
         decision = ROLE_RATE_LIMITED if limits.by_role else MEMBER_RATE_LIMITED
         return Refused(decision, REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at)))
+
+    # -- Each model call of an operation under way --
+
+    def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int] = ()) -> Spending:
+        """The spending of one operation for `member_id` (None: asked for by no member, a digest's), which each of
+        its model calls asks before it runs (`call_refusal`)."""
+        roles = frozenset(role_ids)
+
+        async def check(uncounted: int) -> Refused | None:
+            return await self.call_refusal(guild_id, member_id, roles, uncounted)
+
+        return Spending(check)
+
+    async def call_refusal(
+        self, guild_id: int, member_id: int | None, role_ids: Collection[int] = (), uncounted: int = 0
+    ) -> Refused | None:
+        """Why the next model call of an operation under way may not run: the server's SERVER_TOKENS_PER_DAY or the
+        member's tokens a day (ROLE_LIMITS) reached, counting the operation's `uncounted` tokens; None admits it.
+
+        The operation's member was admitted when it began (their rate is spent once per operation, here only the
+        budgets are asked); a member stopped here was told, so their next mention today gets silence.
+        """
+        reset = discord_time(next_utc_midnight(self.usage.day))
+        budget = self.settings.server_tokens_per_day
+        if budget > 0 and await self.allowances.server_tokens(guild_id) + uncounted >= budget:
+            return Refused(SERVER_BUDGET, STOPPED_AT_SERVER_BUDGET.format(reset=reset))
+        allowed = 0 if member_id is None else self.limits_of(role_ids).tokens_per_day
+        if member_id is None or allowed == 0:
+            return None
+        if await self.allowances.member_tokens(guild_id, member_id) + uncounted < allowed:
+            return None
+        self._first_token_notice(guild_id, member_id)
+        return Refused(ROLE_TOKEN_BUDGET, STOPPED_AT_ROLE_TOKENS.format(reset=reset))
 
     async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same limits, the
