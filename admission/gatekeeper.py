@@ -350,7 +350,7 @@ class Gatekeeper:
     async def digest_admitted(self, guild_id: int, channel_id: int) -> bool:
         """Whether a channel's digest (upkeep/digests.py) may make its next model call: asked for by no member, it
         spends no member's rate; it is refused, with a log line saying why, once the server's budget is spent."""
-        if await self.server_budget_spent(guild_id):
+        if await self.call_refusal(guild_id, None) is not None:
             log.info("digest of channel %s refused: server %s has spent its token budget today", channel_id, guild_id)
             return False
         return True
