@@ -39,7 +39,8 @@ def wants_more_calls(request: dict[str, Any]) -> Any:
     tools = [tool["function"]["name"] for tool in request.get("tools", [])]
     if "final_result" in tools:
         first = re.findall(r"^\[(\d+)\]", last_user_text(request), re.MULTILINE)[0]
-        return ToolCall("final_result", {"points": [{"topic": "Deploy", "summary": "Bob on the deploy.", "line": first}]})
+        point = {"topic": "Deploy", "summary": "Bob on the deploy.", "line": first}
+        return ToolCall("final_result", {"points": [point]})
     if tools:
         return ToolCall("get_recent_messages", {"limit": 100})
     return "From what I read: the deploy moved to Friday."
