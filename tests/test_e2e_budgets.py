@@ -154,3 +154,8 @@ async def test_an_answers_tool_rounds_stop_at_the_members_tokens_a_day(
     assert all(spent < 3000 for spent in spent_before), spent_before
     midnight = datetime.combine(client.usage.day + timedelta(days=1), datetime.min.time(), UTC)
     assert "your role gives you" in post.content and f"<t:{int(midnight.timestamp())}:R>" in post.content
+    # Told once: her next mention today is not answered, and not told again.
+    await eventually(lambda: client.usage.member_tokens(GUILD_ID, ALICE_ID) >= 3000)
+    again = await say(fake, ALICE_ID, f"<@{BOT_ID}> and now?")
+    assert (await decided(client, again)).reason == "role_token_budget"
+    await assert_silent(fake, 1)
