@@ -93,11 +93,13 @@ class Gatekeeper:
 
     A member's request (an answer, a Regenerate) spends one of their answers (MEMBER_ANSWERS_PER_HOUR, or their
     roles' ROLE_LIMITS, which also bound their tokens a day), waits its channel's turn (at most CHANNEL_QUEUE_LIMIT
-    members' mentions wait) and is refused once the server has spent SERVER_TOKENS_PER_DAY. Answers and tokens are
-    counted by `allowances`: in this process, or in a Postgres archive every process shares (`count_in`). The
-    judge runs inside the turn of the message it weighs and is skipped on a spent budget. Summaries are asked for
-    by no member, so they spend no member's rate; they still wait for their channel's turn (never beside an answer
-    there) and are skipped on a spent budget.
+    members' mentions wait) and is refused once the server has spent SERVER_TOKENS_PER_DAY. An operation that makes
+    several model calls (an answer's tool rounds, a catch-up's or a digest's parts) asks the budgets again before
+    each of them (`spending`, `call_refusal`), so they hold call by call. Answers and tokens are counted by
+    `allowances`: in this process, or in a Postgres archive every process shares (`count_in`). The judge runs
+    inside the turn of the message it weighs and is skipped on a spent budget. Summaries are asked for by no
+    member, so they spend no member's rate; they still wait for their channel's turn (never beside an answer there)
+    and are skipped on a spent budget.
     """
 
     def __init__(
@@ -155,10 +157,13 @@ class Gatekeeper:
         if rate.per_hour:
             await self.allowances.give_back(guild_id, member_id, rate)
 
-    async def tokens_spent(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> bool:
-        """Whether the member has used the tokens a day their roles give them (never, without such a rule)."""
+    async def tokens_spent(
+        self, guild_id: int, member_id: int, role_ids: Collection[int] = (), uncounted: int = 0
+    ) -> bool:
+        """Whether the member has used the tokens a day their roles give them (never, without such a rule), with
+        `uncounted` tokens an operation under way has spent and not yet counted."""
         allowed = self.limits_of(role_ids).tokens_per_day
-        return allowed > 0 and await self.allowances.member_tokens(guild_id, member_id) >= allowed
+        return allowed > 0 and await self.allowances.member_tokens(guild_id, member_id) + uncounted >= allowed
 
     async def within_rate(self, message: discord.Message) -> bool:
         """Whether the author may be answered now, without spending their answer: a member past their rate or their
@@ -252,10 +257,11 @@ class Gatekeeper:
 
     # -- The server's budget --
 
-    async def server_budget_spent(self, guild_id: int) -> bool:
-        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
+    async def server_budget_spent(self, guild_id: int, uncounted: int = 0) -> bool:
+        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0), with `uncounted` tokens
+        an operation under way has spent and not yet counted."""
         budget = self.settings.server_tokens_per_day
-        return budget > 0 and await self.allowances.server_tokens(guild_id) >= budget
+        return budget > 0 and await self.allowances.server_tokens(guild_id) + uncounted >= budget
 
     async def decline_over_budget(
         self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
@@ -331,13 +337,9 @@ class Gatekeeper:
         budgets are asked); a member stopped here was told, so their next mention today gets silence.
         """
         reset = discord_time(next_utc_midnight(self.usage.day))
-        budget = self.settings.server_tokens_per_day
-        if budget > 0 and await self.allowances.server_tokens(guild_id) + uncounted >= budget:
+        if await self.server_budget_spent(guild_id, uncounted):
             return Refused(SERVER_BUDGET, STOPPED_AT_SERVER_BUDGET.format(reset=reset))
-        allowed = 0 if member_id is None else self.limits_of(role_ids).tokens_per_day
-        if member_id is None or allowed == 0:
-            return None
-        if await self.allowances.member_tokens(guild_id, member_id) + uncounted < allowed:
+        if member_id is None or not await self.tokens_spent(guild_id, member_id, role_ids, uncounted):
             return None
         self._first_token_notice(guild_id, member_id)
         return Refused(ROLE_TOKEN_BUDGET, STOPPED_AT_ROLE_TOKENS.format(reset=reset))
