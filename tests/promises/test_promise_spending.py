@@ -13,21 +13,17 @@ from typing import Any
 
 import pytest
 from e2e_support import MEMBER as MEMBER_PERMISSIONS
-from e2e_support import RunningBot, call_text, decided, eventually, run_command, say, use_message_command
+from e2e_support import RunningBot, call_text, eventually, run_command, say, use_message_command
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, last_user_text
 from test_e2e_ask import ask as ask_command
 from test_e2e_budgets import fill_the_archive
-from test_e2e_catchup import final_text
+from test_e2e_catchup import a_busy_channel, final_text
 from test_e2e_digests import at, set_daily
 from test_e2e_streaming import answer_posts
 
-from bot import Parley
-
 # The budget each row runs into: a few of the operation's model calls fit in it, not all of them.
 BUDGET = 3000
-# The words of a long channel message: 300 of them make a catch-up of several parts.
-WORDY = "the deploy pipeline is still waiting on a review from someone on the platform team " * 2
 MEMBER_STOP = "you have used the share of Parley's tokens your role gives you today"
 SERVER_STOP = "this server has used up Parley's token budget for today"
 
@@ -47,16 +43,6 @@ def wants_more_calls(request: dict[str, Any]) -> Any:
 
 
 # --- The operations that make several model calls ------------------------------------------------------------------
-
-
-async def a_busy_channel(client: Parley, fake: FakeDiscord) -> None:
-    """Alice was away while Bob wrote 300 long messages, all archived."""
-    await say(fake, ALICE_ID, "off to lunch")
-    for number in range(300):
-        await say(fake, fake.bob_id, f"note {number}: {WORDY}")
-    await decided(client, await say(fake, fake.bob_id, "that is all"))
-    assert client.archive is not None
-    await client.archive.flush()
 
 
 async def catchup(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, settings: dict[str, Any]) -> str:
