@@ -26,6 +26,8 @@ from test_e2e_streaming import answer_posts
 BUDGET = 3000
 MEMBER_STOP = "you have used the share of Parley's tokens your role gives you today"
 SERVER_STOP = "this server has used up Parley's token budget for today"
+# A point of a part summarised before the stop.
+KEPT_PART = "Bob on the deploy."
 
 
 def wants_more_calls(request: dict[str, Any]) -> Any:
@@ -35,7 +37,7 @@ def wants_more_calls(request: dict[str, Any]) -> Any:
     tools = [tool["function"]["name"] for tool in request.get("tools", [])]
     if "final_result" in tools:
         first = re.findall(r"^\[(\d+)\]", last_user_text(request), re.MULTILINE)[0]
-        point = {"topic": "Deploy", "summary": "Bob on the deploy.", "line": first}
+        point = {"topic": "Deploy", "summary": KEPT_PART, "line": first}
         return ToolCall("final_result", {"points": [point]})
     if tools:
         return ToolCall("get_recent_messages", {"limit": 100})
@@ -113,11 +115,13 @@ class Row:
     settings: dict[str, Any]
     # What the member (or, for a digest, the channel) is told once about the stop.
     told: str
+    # What was done before the stop and is shown all the same (an answer's tool rounds wrote nothing to show).
+    kept: str = ""
 
 
 ROWS = [
-    pytest.param(Row(catchup, MEMBER, MEMBER_STOP), id="catchup-member"),
-    pytest.param(Row(catchup, SERVER, SERVER_STOP), id="catchup-server"),
+    pytest.param(Row(catchup, MEMBER, MEMBER_STOP, KEPT_PART), id="catchup-member"),
+    pytest.param(Row(catchup, SERVER, SERVER_STOP, KEPT_PART), id="catchup-server"),
     pytest.param(Row(answer_tool_rounds, MEMBER, MEMBER_STOP), id="answer-tool-rounds-member"),
     pytest.param(Row(answer_tool_rounds, SERVER, SERVER_STOP), id="answer-tool-rounds-server"),
     pytest.param(Row(ask_tool_rounds, MEMBER, MEMBER_STOP), id="ask-command-member"),
@@ -125,7 +129,7 @@ ROWS = [
     pytest.param(Row(regenerate, MEMBER, MEMBER_STOP), id="regenerate-member"),
     pytest.param(Row(regenerate, SERVER, SERVER_STOP), id="regenerate-server"),
     # Asked for by no member: a digest has the server's budget only.
-    pytest.param(Row(digest, SERVER, "the server used up its token budget"), id="digest-server"),
+    pytest.param(Row(digest, SERVER, "the server used up its token budget", KEPT_PART), id="digest-server"),
 ]
 
 
@@ -141,7 +145,7 @@ async def test_a_budget_holds_call_by_call(
     spent_before = [sum(usage["total_tokens"] for usage in llm.usages[:index]) for index in range(len(llm.usages))]
     assert all(spent < BUDGET for spent in spent_before), spent_before
     # It stopped at the budget, not at its end, and said so once.
-    assert shown.count(row.told) == 1, shown
+    assert shown.count(row.told) == 1 and row.kept in shown, shown
     client = bot.client
     assert client is not None
     await eventually(lambda: client.usage.server_tokens(GUILD_ID) >= BUDGET)
