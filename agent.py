@@ -47,8 +47,8 @@ from pydantic_ai import (
     UserPromptPart,
     capture_run_messages,
 )
-from pydantic_ai.capabilities import PrepareTools, ProcessHistory
-from pydantic_ai.models import Model
+from pydantic_ai.capabilities import AbstractCapability, PrepareTools, ProcessHistory
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import merge_model_settings
 
 from config import JudgeOutputMode, Settings
@@ -234,7 +234,11 @@ def build_responder(
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.
     instructions: list[Any] = [_VOICE]
-    capabilities: list[Any] = [ProcessHistory(_history_within_budget(settings)), *toolbox.capabilities.values()]
+    capabilities: list[Any] = [
+        BudgetBeforeEachRequest(),
+        ProcessHistory(_history_within_budget(settings)),
+        *toolbox.capabilities.values(),
+    ]
     if tools or toolbox.toolsets or toolbox.capabilities:
         instructions += [_notes_on_offered_tools(archive_enabled, memory_enabled, toolbox), _answer_now_note]
         capabilities += [
@@ -317,6 +321,33 @@ def _notes_on_offered_tools(
 
 async def _offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
     return offered(tool_defs, ctx.deps.offered_toolsets)
+
+
+class BudgetSpent(UsageLimitExceeded):
+    """An answer stopped before its next model request: the member's or the server's tokens for the day are spent;
+    `line` tells the member so, and when they reset."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class BudgetBeforeEachRequest(AbstractCapability[ChatDeps]):
+    """Each model request of an answer (its first, each tool round's, a resumed run's) asks the answer's
+    `before_each_call` first, so the daily budgets hold call by call and not only when the answer was admitted."""
+
+    async def before_model_request(
+        self, ctx: RunContext[ChatDeps], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        ask = ctx.deps.before_each_call
+        line = None if ask is None else await ask(ctx.usage.total_tokens)
+        if line is not None:
+            raise BudgetSpent(line)
+        return request_context
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # built in code, never from a spec
 
 
 def answer_limits(settings: Settings) -> UsageLimits:
@@ -481,6 +512,8 @@ async def _reply(
                     event_stream_handler=None if listener is None else _streaming_to(listener),
                     cancellation_token=None if listener is None else listener.cancellation,
                 )
+            except BudgetSpent as stop:
+                return _limited_reply(prompt, history, run_messages, usage, "token_budget", message_id, stop.line)
             except UsageLimitExceeded as stop:
                 return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message_id)
             except RunCancelled as stop:
@@ -576,8 +609,9 @@ def _limited_reply(
     usage: RunUsage,
     limit: str,
     message_id: int,
+    note: str = LIMIT_NOTE,
 ) -> Reply:
-    text = _final_text(run_messages) or LIMIT_NOTE
+    text = _final_text(run_messages) or note
     log.warning(
         "answer to message %s stopped by its %s after %d requests (%d input, %d output tokens)",
         message_id,

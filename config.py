@@ -20,6 +20,12 @@ VisionMode = Literal["auto", "on", "off"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
 WebSearchMode = Literal["off", "native", "duckduckgo", "tavily"]
 
+# A Discord id (a snowflake) is an unsigned 64-bit number, and every id Discord has made (since 2015) has 17 digits
+# at least: a shorter number is a cut-off paste or no id at all, and would silently match nothing.
+# https://discord.com/developers/docs/reference#snowflakes
+SNOWFLAKE_MIN, SNOWFLAKE_LIMIT = 10**16, 2**64
+WHAT_AN_ID_IS = "a Discord id is 17 to 20 digits (turn on Developer Mode in Discord, then right-click > Copy ID)"
+
 # The bot token travels to DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL: only over TLS, or to this machine.
 _SECURE_SCHEMES = {"discord_api_base_url": ("https", "http"), "discord_gateway_url": ("wss", "ws")}
 
@@ -419,16 +425,24 @@ class Settings(BaseSettings):
     def _comma_separated_ids(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        ids = value.replace(",", " ").split()
-        bad = [item for item in ids if not (item.isascii() and item.isdigit())]
-        if bad:
-            raise ValueError(f"must be Discord ids separated by commas, e.g. 123,456; {bad[0]!r} is not one")
-        return frozenset(int(item) for item in ids)
+        return frozenset(discord_id(item) for item in value.replace(",", " ").split())
+
+    @field_validator("guild_id", mode="before")
+    @classmethod
+    def _one_id(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return discord_id(value.strip()) if value.strip() else None
 
     @field_validator("role_limits", mode="before")
     @classmethod
     def _role_limit_rules(cls, value: Any) -> Any:
-        return frozenset(parse_role_limits(value)) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        rules = parse_role_limits(value)
+        for rule in rules:
+            discord_id(str(rule.role_id))
+        return frozenset(rules)
 
     @field_validator("wake_words", mode="before")
     @classmethod
@@ -537,6 +551,14 @@ class Settings(BaseSettings):
     def memory_tools_enabled(self) -> bool:
         # HISTORY_TOOLS=false is how a model without tool calling is run: it withholds every tool.
         return self.archive_tools_enabled and self.memory_tools
+
+
+def discord_id(text: str) -> int:
+    """`text` as a Discord id (a channel's, a role's, a member's, a bot's, a server's); ValueError naming it and
+    saying what an id looks like otherwise."""
+    if not (text.isascii() and text.isdigit()) or not SNOWFLAKE_MIN <= int(text) < SNOWFLAKE_LIMIT:
+        raise ValueError(f"{text!r} is not a Discord id: {WHAT_AN_ID_IS}; separate several with commas")
+    return int(text)
 
 
 def _is_loopback(host: str) -> bool:

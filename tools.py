@@ -92,6 +92,10 @@ class ChatDeps:
     # documents (pins) the asker may read, asked when it runs; None: this one, if they may read its history.
     knowledge: KnowledgeSearch | None = None
     readable_channels: Callable[[], Collection[int]] | None = None
+    # Asked before each of the answer's model requests with the tokens it has spent so far (counted in the day's
+    # ledger only when it ends): a line stops the answer there, the member's or the server's daily budget being
+    # reached (admission/spending.py); None: every request goes.
+    before_each_call: Callable[[int], Awaitable[str | None]] | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets

@@ -84,7 +84,8 @@ class SharedAllowances:
 
     This process's own tokens reach the table within the archive's flush interval (half a second); until then the
     ledger's count, which has them, is the larger and is used. Like in one process, tokens are counted after the
-    call that spent them, so the answers under way when a budget runs out may overshoot it by their size.
+    call that spent them, and every model call asks before it runs (admission/spending.py), so an operation under
+    way when a budget runs out overshoots it by one call at most (other operations under way at once add theirs).
     """
 
     def __init__(self, table: AllowanceTable, usage: UsageLedger, clock: Callable[[], datetime]) -> None:

@@ -9,13 +9,14 @@ import math
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import discord
 
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from admission.bots import BotGate
 from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL, OptOuts, OptOutTables
+from admission.spending import Refused, Spending
 from archive.allowances import PostgresAllowances
 from budget import UsageLedger, next_utc_midnight
 from config import Settings
@@ -46,16 +47,17 @@ SERVER_BUDGET = Decision(False, "server_budget", "budget")
 REGENERATE_SLOW_DOWN = "Slow down a little: I can write an answer for you again {when}."
 REGENERATE_OVER_BUDGET = "This server has used up Parley's token budget for today; I can write again {reset}."
 REGENERATE_OVER_ROLE_TOKENS = "You have used your role's share of Parley's tokens for today; I can write again {reset}."
+# What a member is told, once, when an operation under way for them (a catch-up's parts, an answer's tool rounds)
+# stops at a budget before its next model call.
+STOPPED_AT_ROLE_TOKENS = (
+    "I stopped there: you have used the share of Parley's tokens your role gives you today; it resets {reset}."
+)
+STOPPED_AT_SERVER_BUDGET = (
+    "I stopped there: this server has used up Parley's token budget for today; it resets {reset}."
+)
 # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
 # so neither the model provider nor the process's memory sees them all at the same time.
 SUMMARIES_AT_ONCE = 4
-
-
-class Refused(NamedTuple):
-    """A request a member made by command, turned down: the decision (for `/parley why`) and the line they are told."""
-
-    decision: Decision
-    line: str
 
 
 @dataclass
@@ -91,11 +93,13 @@ class Gatekeeper:
 
     A member's request (an answer, a Regenerate) spends one of their answers (MEMBER_ANSWERS_PER_HOUR, or their
     roles' ROLE_LIMITS, which also bound their tokens a day), waits its channel's turn (at most CHANNEL_QUEUE_LIMIT
-    members' mentions wait) and is refused once the server has spent SERVER_TOKENS_PER_DAY. Answers and tokens are
-    counted by `allowances`: in this process, or in a Postgres archive every process shares (`count_in`). The
-    judge runs inside the turn of the message it weighs and is skipped on a spent budget. Summaries are asked for
-    by no member, so they spend no member's rate; they still wait for their channel's turn (never beside an answer
-    there) and are skipped on a spent budget.
+    members' mentions wait) and is refused once the server has spent SERVER_TOKENS_PER_DAY. An operation that makes
+    several model calls (an answer's tool rounds, a catch-up's or a digest's parts) asks the budgets again before
+    each of them (`spending`, `call_refusal`), so they hold call by call. Answers and tokens are counted by
+    `allowances`: in this process, or in a Postgres archive every process shares (`count_in`). The judge runs
+    inside the turn of the message it weighs and is skipped on a spent budget. Summaries are asked for by no
+    member, so they spend no member's rate; they still wait for their channel's turn (never beside an answer there)
+    and are skipped on a spent budget.
     """
 
     def __init__(
@@ -153,10 +157,13 @@ class Gatekeeper:
         if rate.per_hour:
             await self.allowances.give_back(guild_id, member_id, rate)
 
-    async def tokens_spent(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> bool:
-        """Whether the member has used the tokens a day their roles give them (never, without such a rule)."""
+    async def tokens_spent(
+        self, guild_id: int, member_id: int, role_ids: Collection[int] = (), uncounted: int = 0
+    ) -> bool:
+        """Whether the member has used the tokens a day their roles give them (never, without such a rule), with
+        `uncounted` tokens an operation under way has spent and not yet counted."""
         allowed = self.limits_of(role_ids).tokens_per_day
-        return allowed > 0 and await self.allowances.member_tokens(guild_id, member_id) >= allowed
+        return allowed > 0 and await self.allowances.member_tokens(guild_id, member_id) + uncounted >= allowed
 
     async def within_rate(self, message: discord.Message) -> bool:
         """Whether the author may be answered now, without spending their answer: a member past their rate or their
@@ -250,10 +257,11 @@ class Gatekeeper:
 
     # -- The server's budget --
 
-    async def server_budget_spent(self, guild_id: int) -> bool:
-        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0)."""
+    async def server_budget_spent(self, guild_id: int, uncounted: int = 0) -> bool:
+        """Whether the server has used SERVER_TOKENS_PER_DAY today (never, when that is 0), with `uncounted` tokens
+        an operation under way has spent and not yet counted."""
         budget = self.settings.server_tokens_per_day
-        return budget > 0 and await self.allowances.server_tokens(guild_id) >= budget
+        return budget > 0 and await self.allowances.server_tokens(guild_id) + uncounted >= budget
 
     async def decline_over_budget(
         self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
@@ -307,6 +315,35 @@ class Gatekeeper:
         decision = ROLE_RATE_LIMITED if limits.by_role else MEMBER_RATE_LIMITED
         return Refused(decision, REGENERATE_SLOW_DOWN.format(when=_rounded_up(admission.retry_at)))
 
+    # -- Each model call of an operation under way --
+
+    def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int] = ()) -> Spending:
+        """The spending of one operation for `member_id` (None: asked for by no member, a digest's), which each of
+        its model calls asks before it runs (`call_refusal`)."""
+        roles = frozenset(role_ids)
+
+        async def check(uncounted: int) -> Refused | None:
+            return await self.call_refusal(guild_id, member_id, roles, uncounted)
+
+        return Spending(check)
+
+    async def call_refusal(
+        self, guild_id: int, member_id: int | None, role_ids: Collection[int] = (), uncounted: int = 0
+    ) -> Refused | None:
+        """Why the next model call of an operation under way may not run: the server's SERVER_TOKENS_PER_DAY or the
+        member's tokens a day (ROLE_LIMITS) reached, counting the operation's `uncounted` tokens; None admits it.
+
+        The operation's member was admitted when it began (their rate is spent once per operation, here only the
+        budgets are asked); a member stopped here was told, so their next mention today gets silence.
+        """
+        reset = discord_time(next_utc_midnight(self.usage.day))
+        if await self.server_budget_spent(guild_id, uncounted):
+            return Refused(SERVER_BUDGET, STOPPED_AT_SERVER_BUDGET.format(reset=reset))
+        if member_id is None or not await self.tokens_spent(guild_id, member_id, role_ids, uncounted):
+            return None
+        self._first_token_notice(guild_id, member_id)
+        return Refused(ROLE_TOKEN_BUDGET, STOPPED_AT_ROLE_TOKENS.format(reset=reset))
+
     async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same limits, the
         same budget, the same one line."""
@@ -315,7 +352,7 @@ class Gatekeeper:
     async def digest_admitted(self, guild_id: int, channel_id: int) -> bool:
         """Whether a channel's digest (upkeep/digests.py) may make its next model call: asked for by no member, it
         spends no member's rate; it is refused, with a log line saying why, once the server's budget is spent."""
-        if await self.server_budget_spent(guild_id):
+        if await self.call_refusal(guild_id, None) is not None:
             log.info("digest of channel %s refused: server %s has spent its token budget today", channel_id, guild_id)
             return False
         return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol
 
 import discord
@@ -12,6 +12,7 @@ from pydantic_ai.models import Model
 
 from admission.history_access import private_view, regenerated_view
 from admission.optout import HasOptOuts, VeiledArchive
+from admission.spending import Spending
 from agent import AnswerListener, Reply, ReplyFailed, Responder, generate_reply, regenerate_reply
 from answering.delivery import Delivery
 from answering.models import ProfileModels
@@ -42,6 +43,12 @@ log = logging.getLogger("parley")
 DIRECT_MESSAGES_PLACE = "direct messages"
 
 
+class AnswerAdmission(HasOptOuts, Protocol):
+    """The one admission path (admission/gatekeeper.py), as an answer under way asks it before each model request."""
+
+    def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
+
+
 class Stores(ArchiveHolder, Protocol):
     """The client, as holder of the archive and of the memory and knowledge base kept in it (all None without an
     archive), of the opt-outs that veil what the tools read of it, and of the reminders the remind tool sets."""
@@ -51,7 +58,7 @@ class Stores(ArchiveHolder, Protocol):
     @property
     def knowledge(self) -> KnowledgeSearch | None: ...
     @property
-    def admission(self) -> HasOptOuts: ...
+    def admission(self) -> AnswerAdmission: ...
     @property
     def reminders(self) -> ReminderScheduler: ...
 
@@ -142,6 +149,8 @@ class Answering:
             requester_manages_messages=question.manages_messages,
             knowledge=self.stores.knowledge,
             readable_channels=_readable_channels(guild, question.asker, outlet),
+            # Its tool rounds and resumed runs each ask the asker's and the server's daily budgets first.
+            before_each_call=self.stores.admission.spending(guild_id, question.asker_id, question.role_ids).stop_line,
         )
 
     async def _reply(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import discord
 
 from admission.access import NOT_ALLOWED, Asker, Place, Verdict
-from admission.gatekeeper import Refused
+from admission.spending import Refused
 from archive.text import safe_text
 from edge.arrival import Arrival, access_asker, access_place
 from edge.asking import InteractionReply, Question

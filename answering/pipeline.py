@@ -12,8 +12,9 @@ from typing import Protocol
 import discord
 
 from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
-from admission.gatekeeper import SERVER_BUDGET, Refused
+from admission.gatekeeper import SERVER_BUDGET
 from admission.optout import OPTED_OUT, OptOuts, veil
+from admission.spending import Refused
 from answering.answer import Answering
 from answering.asked import ASKED_PRIVATELY, CommandQuestions
 from answering.decisions import DecisionLog

@@ -148,6 +148,8 @@ class Summary:
     chunks: int
     reused: int
     left_out: int
+    # The newest messages not summarised because a budget stopped the model calls before their parts.
+    stopped_before: int = 0
 
 
 class CatchUpWriter:
@@ -167,10 +169,11 @@ class CatchUpWriter:
         admitted: Callable[[], Awaitable[bool]],
     ) -> Summary:
         """The points of `messages` (oldest first), chunk by chunk within `budget_tokens`; `progress(done, total)` after
-        each chunk; `admitted()` is asked before each model call (the server's budget) and stops the rest."""
+        each chunk; `admitted()` is asked before each model call (the member's and the server's budgets,
+        admission/spending.py) and stops the rest, keeping the parts written before."""
         chunks, cap, left_out = fitted(messages, budget_tokens)
         points: list[Point] = []
-        reused = 0
+        reused = stopped_before = 0
         for done, chunk in enumerate(chunks, start=1):
             key = _chunk_key(chunk, cap)
             found = self._kept.get(key)
@@ -178,14 +181,14 @@ class CatchUpWriter:
                 reused += 1
                 self._kept.move_to_end(key)
             elif not await admitted():
-                left_out += sum(len(rest) for rest in chunks[done - 1 :])
+                stopped_before = sum(len(rest) for rest in chunks[done - 1 :])
                 break
             else:
                 found = await self._chunk_points(chunk, cap, on_usage)
                 self._keep(key, found)
             points.extend(found)
             await progress(done, len(chunks))
-        return Summary(points, len(chunks), reused, left_out)
+        return Summary(points, len(chunks), reused, left_out, stopped_before)
 
     async def _chunk_points(self, chunk: Sequence[ArchivedMessage], cap: int, on_usage: UsageListener) -> list[Point]:
         prompt = "The channel's messages:\n\n" + format_log(chunk, line_chars=cap)

@@ -13,6 +13,7 @@ from pydantic_ai.usage import RunUsage
 
 from admission.access import Asker, Place, Verdict
 from admission.optout import OptOuts
+from admission.spending import Spending
 from archive import ArchivedMessage, ChannelSettings, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
@@ -46,7 +47,7 @@ class CatchUpAdmission(Protocol):
 
     async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> str | None: ...
     async def give_back(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> None: ...
-    async def server_budget_spent(self, guild_id: int) -> bool: ...
+    def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
 
 
 class CatchUpAccess(Protocol):
@@ -129,17 +130,17 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     def on_usage(usage: RunUsage) -> None:
         client.usage.record(guild_id, channel_id, member_id, usage.input_tokens, usage.output_tokens, kind="summary")
 
-    async def within_budget() -> bool:
-        return not await client.admission.server_budget_spent(guild_id)
-
+    # Each part's model call asks first: the member's tokens a day and the server's hold call by call.
+    spending = client.admission.spending(guild_id, member_id, role_ids)
     summary = await writer.summarise(
         found.messages,
         budget_tokens=client.settings.catchup_token_budget,
         on_usage=on_usage,
         progress=progress,
-        admitted=within_budget,
+        admitted=spending.admits,
     )
-    text = describe_catchup(summary, found, since, questions_for(member_id, found.messages), guild_id, channel_id)
+    questions = questions_for(member_id, found.messages)
+    text = describe_catchup(summary, found, since, questions, guild_id, channel_id, stopped=spending.line)
     first, *rest = split_message(text, max_posts=CATCHUP_MAX_POSTS)
     none = discord.AllowedMentions.none()
     await interaction.edit_original_response(content=first, allowed_mentions=none)
@@ -154,9 +155,11 @@ def describe_catchup(
     questions: Sequence[ArchivedMessage],
     guild_id: int,
     channel_id: int,
+    *,
+    stopped: str | None = None,
 ) -> str:
     """The catch-up: points grouped by topic in the order the topics came up, each with a jump link; then the
-    questions asked of the member; then what was left out."""
+    questions asked of the member; then what was left out, and why a budget `stopped` it, if one did."""
     lines = [f"**Since {since.described}: {len(found.messages):,} messages.**"]
     lines.extend(topic_lines(summary.points, guild_id, channel_id))
     if not summary.points:
@@ -168,6 +171,8 @@ def describe_catchup(
         lines.append(f"\n-# The {summary.left_out:,} oldest were left out, to stay within CATCHUP_TOKEN_BUDGET.")
     if found.more:
         lines.append(f"\n-# Only the newest {MAX_MESSAGES:,} messages were read.")
+    if stopped is not None and summary.stopped_before:
+        lines.append(f"\n-# {stopped} The newest {summary.stopped_before:,} messages are not summarised.")
     return "\n".join(lines)
 
 

@@ -190,7 +190,8 @@ async def test_the_line_keeps_one_mention_per_member_up_to_its_limit(make_settin
     assert keeper.idle(CHANNEL)
 
 
-NEWCOMERS, TRUSTED = 7, 8
+# Role ids as Discord makes them: ROLE_LIMITS takes nothing else.
+NEWCOMERS, TRUSTED = 1187034472391798790, 1187034472391798791
 
 
 async def test_a_roles_rate_stops_its_members_before_the_default_would(make_settings, client, clock) -> None:
@@ -260,3 +261,25 @@ async def test_the_count_moves_to_the_archive_only_when_processes_may_share_it(
     shared = isinstance(keeper.allowances, SharedAllowances)
     assert shared == (archive.dialect == "postgres")
     assert keeper.allowances.clock is clock
+
+
+async def test_an_operations_spending_counts_what_it_has_not_recorded_yet_and_stays_refused(
+    make_settings, client, clock
+) -> None:
+    """Before each model call of an operation, the budgets are asked with the tokens it has spent but not yet
+    recorded (an answer records its tokens when it ends); the first refusal stops the rest of it, without taking
+    the member's rate, and is what the member is told."""
+    usage = UsageLedger(clock)
+    budgets = {"role_limits": f"{NEWCOMERS}:0:100", "server_tokens_per_day": 500}
+    keeper = gatekeeper(make_settings, client, clock, usage, **budgets)
+    spend(usage, 60)
+    alice = keeper.spending(GUILD, ALICE, {NEWCOMERS})
+    assert await alice.admits(39) and not await alice.admits(40)
+    assert alice.refused is not None and alice.refused.decision == ROLE_TOKEN_BUDGET
+    assert await alice.stop_line(0) == alice.line and alice.line is not None and "resets <t:" in alice.line
+    assert (await keeper.take(GUILD, ALICE, {NEWCOMERS})).admitted
+    # Without the role, no tokens of her own; asked for by no member (a digest), the server's budget alone.
+    assert await keeper.spending(GUILD, ALICE, ()).admits(439)
+    server = keeper.spending(GUILD, None)
+    assert not await server.admits(440)
+    assert server.refused is not None and server.refused.decision == SERVER_BUDGET

@@ -214,7 +214,7 @@ async def test_a_spent_server_budget_stops_the_catch_up_and_counts_what_was_left
         admitted=admitted,
     )
     first = chunked(messages)[0]
-    assert len(calls) == 1 and summary.left_out == len(messages) - len(first)
+    assert len(calls) == 1 and summary.stopped_before == len(messages) - len(first) and summary.left_out == 0
 
 
 def test_the_catch_up_groups_points_by_topic_with_jump_links_and_lists_questions() -> None:

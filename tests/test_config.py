@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from config import Settings, describe_settings_error
 from limits import RoleLimit
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -15,6 +22,10 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.chdir(tmp_path)
     for name in Settings.model_fields:
         monkeypatch.delenv(name.upper(), raising=False)
+
+
+# Two role ids as Discord makes them (a snowflake: 17 to 20 digits).
+ROLE_A, ROLE_B = 1187034472391798790, 80351110224678912
 
 
 def error_line() -> str:
@@ -143,8 +154,8 @@ def test_discord_endpoint_that_would_leak_the_token_is_one_line(
 def test_answer_bot_ids_are_read_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
     """ANSWER_BOT_IDS takes ids separated by commas (spaces allowed); empty means none."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
-    monkeypatch.setenv("ANSWER_BOT_IDS", "1187034472391798790, 42,")
-    assert Settings().answer_bot_ids == {1187034472391798790, 42}
+    monkeypatch.setenv("ANSWER_BOT_IDS", "1187034472391798790, 80351110224678912,")
+    assert Settings().answer_bot_ids == {1187034472391798790, 80351110224678912}
     monkeypatch.setenv("ANSWER_BOT_IDS", "")
     assert Settings().answer_bot_ids == frozenset()
 
@@ -152,7 +163,7 @@ def test_answer_bot_ids_are_read_comma_separated(monkeypatch: pytest.MonkeyPatch
 def test_answer_bot_ids_that_are_not_ids_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """A name instead of an id in ANSWER_BOT_IDS is one line naming the variable and the bad item."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
-    monkeypatch.setenv("ANSWER_BOT_IDS", "42,helperbot")
+    monkeypatch.setenv("ANSWER_BOT_IDS", "80351110224678912,helperbot")
     line = error_line()
     assert line.startswith("Configuration error: ANSWER_BOT_IDS is invalid:") and "'helperbot'" in line
 
@@ -165,15 +176,15 @@ def test_access_lists_are_ids_read_comma_separated(monkeypatch: pytest.MonkeyPat
     """Each access list takes ids separated by commas; unset or empty, it is empty (an empty allow list allows all)."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
     assert getattr(Settings(), variable.lower()) == frozenset()
-    monkeypatch.setenv(variable, "1187034472391798790, 42,")
-    assert getattr(Settings(), variable.lower()) == {1187034472391798790, 42}
+    monkeypatch.setenv(variable, "1187034472391798790, 80351110224678912,")
+    assert getattr(Settings(), variable.lower()) == {1187034472391798790, 80351110224678912}
 
 
 @pytest.mark.parametrize("variable", ACCESS_SETTINGS)
 def test_an_access_list_that_is_not_ids_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
     """A channel's name instead of its id is one line naming the variable and the item."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
-    monkeypatch.setenv(variable, "42,#general")
+    monkeypatch.setenv(variable, "80351110224678912,#general")
     line = error_line()
     assert line.startswith(f"Configuration error: {variable} is invalid:") and "'#general'" in line
     assert "\n" not in line
@@ -251,20 +262,20 @@ def test_role_limits_are_read_as_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     """ROLE_LIMITS is `role:answers_per_hour:tokens_per_day` rules, comma-separated; unset, there are none."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
     assert Settings().role_limits == frozenset()
-    monkeypatch.setenv("ROLE_LIMITS", "111:10:20000, 222:0.5:0,")
-    assert Settings().role_limits == {RoleLimit(111, 10, 20000), RoleLimit(222, 0.5, 0)}
+    monkeypatch.setenv("ROLE_LIMITS", f"{ROLE_A}:10:20000, {ROLE_B}:0.5:0,")
+    assert Settings().role_limits == {RoleLimit(ROLE_A, 10, 20000), RoleLimit(ROLE_B, 0.5, 0)}
 
 
 @pytest.mark.parametrize(
     ("value", "named"),
     [
-        ("111:10", "'111:10' is not one"),
+        (f"{ROLE_A}:10", f"'{ROLE_A}:10' is not one"),
         ("moderators:10:0", "'moderators:10:0' is not one"),
-        ("111:ten:0", "'111:ten:0' is not one"),
-        ("111:10:-5", "'111:10:-5' is not one"),
-        ("111:-1:0", "answers per hour must be 0 (no limit) or more"),
-        ("111:nan:0", "answers per hour must be 0 (no limit) or more"),
-        ("111:1:0,111:2:0", "role 111 has two rules"),
+        (f"{ROLE_A}:ten:0", f"'{ROLE_A}:ten:0' is not one"),
+        (f"{ROLE_A}:10:-5", f"'{ROLE_A}:10:-5' is not one"),
+        (f"{ROLE_A}:-1:0", "answers per hour must be 0 (no limit) or more"),
+        (f"{ROLE_A}:nan:0", "answers per hour must be 0 (no limit) or more"),
+        (f"{ROLE_A}:1:0,{ROLE_A}:2:0", f"role {ROLE_A} has two rules"),
     ],
 )
 def test_malformed_role_limits_are_one_line_naming_the_variable(
@@ -290,3 +301,77 @@ def test_the_time_zone_reads_members_times(monkeypatch: pytest.MonkeyPatch) -> N
     assert Settings().zone.key == "UTC"
     monkeypatch.setenv("TIMEZONE", "Europe/Paris")
     assert Settings().zone.key == "Europe/Paris"
+
+
+# --- Every setting that holds Discord ids takes snowflakes only -------------------------------
+
+# The variable, and how a value with `id` in it is written.
+ID_SETTINGS = [
+    pytest.param("ANSWER_BOT_IDS", "{id}", id="ANSWER_BOT_IDS"),
+    *(pytest.param(variable, "{id}", id=variable) for variable in ACCESS_SETTINGS),
+    pytest.param("ROLE_LIMITS", "{id}:10:20000", id="ROLE_LIMITS"),
+    pytest.param("GUILD_ID", "{id}", id="GUILD_ID"),
+]
+NOT_SNOWFLAKES = [
+    pytest.param("99999999999999999999999", id="past-2**64"),
+    pytest.param("18446744073709551616", id="2**64"),
+    pytest.param("0", id="zero"),
+    pytest.param("4000", id="too-short"),
+    pytest.param("8035111022467891", id="16-digits"),
+]
+
+
+@pytest.mark.parametrize(("variable", "shape"), ID_SETTINGS)
+@pytest.mark.parametrize("bad", NOT_SNOWFLAKES)
+def test_an_id_setting_takes_discord_snowflakes_only(
+    monkeypatch: pytest.MonkeyPatch, variable: str, shape: str, bad: str
+) -> None:
+    """A number that is no Discord id (0, past 2**64, shorter than any id Discord has made) is one line naming the
+    variable, the value and what an id looks like."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv(variable, shape.format(id=bad))
+    line = error_line()
+    assert line.startswith(f"Configuration error: {variable} is invalid:"), line
+    assert repr(bad) in line and "Discord id" in line and "Copy ID" in line and "\n" not in line
+
+
+@pytest.mark.parametrize(("variable", "shape"), ID_SETTINGS)
+def test_an_id_setting_takes_the_smallest_and_largest_snowflakes(
+    monkeypatch: pytest.MonkeyPatch, variable: str, shape: str
+) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    for good in ("10000000000000000", str(2**64 - 1)):
+        monkeypatch.setenv(variable, shape.format(id=good))
+        Settings()
+
+
+@pytest.mark.parametrize(("variable", "shape"), ID_SETTINGS)
+def test_check_with_an_id_that_is_no_snowflake_exits_2_in_one_line(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variable: str, shape: str
+) -> None:
+    """`python bot.py --check` (its main, in this process) with a bad id: exit 2, one line naming the variable."""
+    from bot import main
+
+    (tmp_path / ".env").write_text(f"DISCORD_TOKEN=t\nOPENAI_API_KEY=k\n{variable}={shape.format(id='0')}\n")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--check"]) == 2
+    output = capsys.readouterr()
+    assert output.out == "" and output.err.count("\n") == 1
+    assert output.err.startswith(f"Configuration error: {variable} is invalid:") and "Discord id" in output.err
+
+
+@pytest.mark.slow
+def test_bot_py_check_with_an_id_past_2_64_exits_2_in_one_line(tmp_path) -> None:
+    """The issue's case, as a deployer runs it: `python bot.py --check` in its own process, no traceback."""
+    (tmp_path / ".env").write_text("DISCORD_TOKEN=t\nOPENAI_API_KEY=k\nALLOWED_CHANNELS=99999999999999999999999\n")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bot.py"), "--check"],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("Configuration error: ALLOWED_CHANNELS is invalid:") and "Discord id" in line

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from e2e_support import RunningBot, assert_silent, decided, eventually, reply_text, run_command, say
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, message_text
 
 from agent import LIMIT_NOTE
@@ -136,3 +136,26 @@ async def test_the_judges_tokens_count_against_the_server(bot: RunningBot, fake:
     assert (await decided(client, bystander)).reason == "judge_no"
     members = dict(client.usage.summary(GUILD_ID, CHANNEL_ID).top_members)
     assert members[BOB_ID] > 0 and members[ALICE_ID] > 0
+
+
+async def test_an_answers_tool_rounds_stop_at_the_members_tokens_a_day(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice's role gives her 3,000 tokens a day; a model that keeps reading the channel makes each tool round a
+    bigger request. Every request starts while Alice's tokens, this answer's included, are under 3,000; the
+    answer then stops with one line saying why and when her tokens reset."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:3000", max_model_requests=20)
+    await fill_the_archive(fake, client, count=5)
+    llm.handler = tool_looper(answers_without_tools=False)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> what happened to the deploy?")
+    [post] = await fake.wait_for_posts(1)
+    spent_before = [sum(usage["total_tokens"] for usage in llm.usages[:index]) for index in range(len(llm.usages))]
+    assert all(spent < 3000 for spent in spent_before), spent_before
+    midnight = datetime.combine(client.usage.day + timedelta(days=1), datetime.min.time(), UTC)
+    assert "your role gives you" in post.content and f"<t:{int(midnight.timestamp())}:R>" in post.content
+    # Told once: her next mention today is not answered, and not told again.
+    await eventually(lambda: client.usage.member_tokens(GUILD_ID, ALICE_ID) >= 3000)
+    again = await say(fake, ALICE_ID, f"<@{BOT_ID}> and now?")
+    assert (await decided(client, again)).reason == "role_token_budget"
+    await assert_silent(fake, 1)

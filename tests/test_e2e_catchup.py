@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import discord
@@ -16,7 +18,7 @@ from e2e_support import (
     run_command,
     say,
 )
-from fake_discord import ALICE_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_discord import ALICE_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM, ToolCall, echo, last_user_text
 
 from admission.optout import OPTED_OUT_REFUSAL
@@ -121,3 +123,66 @@ async def test_a_catch_up_shows_the_model_nothing_of_a_member_who_opted_out(
     requests = len(llm.requests)
     [refused] = await run_command(fake, "catchup", permissions=MEMBER, user_id=fake.bob_id)
     assert call_text(refused) == OPTED_OUT_REFUSAL and len(llm.requests) == requests
+
+
+async def a_busy_channel(client: Any, fake: FakeDiscord) -> None:
+    """Alice was away while Bob wrote 300 long messages (a catch-up of several parts), all archived."""
+    await say(fake, ALICE_ID, "off to lunch")
+    wordy = "the deploy pipeline is still waiting on a review from someone on the platform team " * 2
+    for number in range(300):
+        await say(fake, fake.bob_id, f"note {number}: {wordy}")
+    await decided(client, await say(fake, fake.bob_id, "that is all"))
+    assert client.archive is not None
+    await client.archive.flush()
+
+
+async def test_a_catch_up_stops_at_the_members_tokens_a_day_call_by_call(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice's role gives her 3,000 tokens a day; a busy channel takes several chunks. Every chunk's model call
+    starts while her tokens are under 3,000, the rest are not made, and the catch-up she gets keeps the parts done
+    and says once why it stopped and when her tokens reset."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:3000")
+    seen_before_each_call: list[int] = []
+
+    def counting(request: dict[str, Any]) -> Any:
+        seen_before_each_call.append(client.usage.member_tokens(GUILD_ID, ALICE_ID))
+        return catching_up(request)
+
+    llm.handler = counting
+    await a_busy_channel(client, fake)
+
+    calls = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID)
+    text = await final_text(fake, calls)
+    parts = int(re.findall(r"of (\d+) parts done", text)[0])
+    assert len(seen_before_each_call) < parts, "every part was written, past the member's tokens"
+    assert all(spent < 3000 for spent in seen_before_each_call), seen_before_each_call
+    assert "Deploy" in text  # the parts written before the stop are kept
+    midnight = datetime.combine(client.usage.day + timedelta(days=1), datetime.min.time(), UTC)
+    assert text.count("your role gives you") == 1 and f"<t:{int(midnight.timestamp())}:R>" in text
+
+
+async def test_two_catch_ups_at_once_pass_the_members_tokens_by_one_part_each_at_most(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice races two catch-ups: each part still asks first, so each catch-up passes her 3,000 tokens by the one
+    part under way when they ran out, no more (a budget counts what was spent, not what is being spent)."""
+    fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
+    client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:3000")
+    seen_before_each_call: list[int] = []
+
+    def counting(request: dict[str, Any]) -> Any:
+        seen_before_each_call.append(client.usage.member_tokens(GUILD_ID, ALICE_ID))
+        return catching_up(request)
+
+    llm.handler = counting
+    await a_busy_channel(client, fake)
+    first, second = await asyncio.gather(
+        *(run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID) for _ in range(2))
+    )
+    texts = [await final_text(fake, calls) for calls in (first, second)]
+    assert all(text.count("your role gives you") == 1 for text in texts), texts
+    assert all(spent < 3000 for spent in seen_before_each_call), seen_before_each_call
+    # Alone, a catch-up makes 2 calls before her tokens are spent; racing, each may add the part it had under way.
+    assert len(seen_before_each_call) <= 2 + 2

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
@@ -31,6 +31,7 @@ from pydantic_ai.exceptions import AgentRunError
 from pydantic_ai.usage import RunUsage
 
 from admission.optout import OptOuts
+from admission.spending import Spending
 from archive import ArchiveWriteFailed, ChannelSettings, Digest, Digests, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, id_at, read_range
@@ -114,6 +115,7 @@ class DigestAdmission(Protocol):
     def optouts(self) -> OptOuts: ...
 
     async def digest_admitted(self, guild_id: int, channel_id: int) -> bool: ...
+    def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
 
 
 class DigestClient(Protocol):
@@ -231,7 +233,8 @@ class DigestScheduler:
                 budget_tokens=self.client.settings.catchup_token_budget,
                 on_usage=self._usage_recorder(guild.id, channel.id),
                 progress=_no_progress,
-                admitted=lambda: self.client.admission.digest_admitted(guild.id, channel.id),
+                # Asked for by no member: each part's model call asks the server's budget alone.
+                admitted=self.client.admission.spending(guild.id, None, ()).admits,
             )
         except DIGEST_FAILURES:
             # A model or network failure, before anything was posted: give the period back so that the next tick
@@ -292,6 +295,10 @@ def describe_digest(
         lines.append("Nothing in it stood out to summarise.")
     if summary.left_out:
         lines.append(f"\n-# The {summary.left_out:,} oldest were left out, to stay within the token budgets.")
+    if summary.stopped_before:
+        lines.append(
+            f"\n-# The newest {summary.stopped_before:,} are not summarised: the server used up its token budget."
+        )
     if found.more:
         lines.append(f"\n-# Only the newest {MAX_MESSAGES:,} messages were read.")
     if late_since is not None:
