@@ -100,6 +100,9 @@ ORDER BY score DESC, id DESC
 LIMIT :limit
 """
 _MIGRATION_LOCK = 0x7061726C6579
+# The first key of count claims' two-key transaction locks ("clms"; archive/exclusive.py's shards use "prly"); the
+# second is the scope's id folded into 31 bits: two servers that fold alike only wait for each other's claims.
+_CLAIM_LOCK_SPACE = 0x636C6D73
 _CONNECT_TIMEOUT = 10.0
 
 _MESSAGE_COLUMNS = (
@@ -1299,6 +1302,8 @@ class PostgresArchive(
                 await connection.copy_records_to_table("added_messages", records=params)
                 await connection.execute(_ADD.statements[0], params[0][0])
             else:
+                if kind.claim_scope is not None:
+                    await _lock_claim_scopes(connection, {kind.claim_scope(p) for p in params})
                 for statement in kind.statements:
                     await connection.executemany(_statement(kind, statement), params)
         return pruned
@@ -1313,6 +1318,14 @@ class PostgresArchive(
             if stored is not text:
                 words = folded_words(stored)
             await connection.execute(_ATTACHMENT_TEXT.statements[0], attachment_id, stored, words)
+
+
+async def _lock_claim_scopes(connection: asyncpg.Connection, scopes: set[int]) -> None:
+    """Hold each scope's count-claim lock until the transaction ends (`Write.claim_scope`): another process's claim
+    in the scope waits for this one's commit, then counts what it stored. In one order, so two writers' batches
+    never wait on each other in a circle."""
+    for scope in sorted(scopes):
+        await connection.execute("SELECT pg_advisory_xact_lock($1, $2)", _CLAIM_LOCK_SPACE, scope % 2**31)
 
 
 async def _connect(url: str) -> asyncpg.Pool:

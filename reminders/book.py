@@ -4,9 +4,9 @@ and what Parley posts when one comes due.
 
 Two kinds: a reminder ("remind me…") pings its owner alone in the channel it was set in; a timed post ("post
 here…") pings no one, and needs Manage Messages in the channel (the caller checks the permission, which only
-Discord knows). Either quotes its owner's words. The limits are checked and the reminder stored by the process
-that runs the server's shard, which is the one every command and answer in that server reaches, so two of a
-member's reminders are never counted by two processes at once.
+Discord knows). Either quotes its owner's words. The limits are one count claim in the archive: the statement that
+stores a reminder counts the owner's and the server's and stores it only under both limits, one claim per server
+at a time on either backend, whatever process or request makes it (archive/reminders.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from archive import ArchiveWriteFailed, Reminder, ReminderTable
+from archive import ArchiveWriteFailed, Reminder, ReminderLimits, ReminderTable
 from reminders.when import TimeError, describe, describe_every, first_time, parse_every, parse_when
 
 log = logging.getLogger("parley.reminders")
@@ -45,14 +44,6 @@ class OptedOut(Protocol):
     """Who opted out where (admission/optout.py's OptOuts)."""
 
     def opted_out(self, guild_id: int, member_id: int) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ReminderLimits:
-    """REMINDERS_PER_MEMBER and REMINDERS_PER_SERVER: reminders still to come, each member's and each server's."""
-
-    per_member: int
-    per_server: int
 
 
 class ReminderBook:
@@ -109,14 +100,15 @@ class ReminderBook:
                 f"Quoted, this reminder would be a post of {longest} characters, over Discord's {POST_MAX_CHARS}:"
                 " use fewer lines."
             )
-        await self._check_limits(table, guild_id, owner_id)
         reminder = Reminder(
             await table.new_reminder_id(), guild_id, channel_id, owner_id, words, due, recurrence, post_here, now
         )
         try:
-            await table.add_reminder(reminder)
+            stored = await table.add_reminder(reminder, self.limits)
         except ArchiveWriteFailed:
             raise ReminderRefused(NOT_SAVED) from None
+        if not stored:
+            await self._refuse_over_limits(table, guild_id, owner_id)
         self.added.set()
         log.info(
             "reminder %s set in channel %s for user %s",
@@ -127,7 +119,8 @@ class ReminderBook:
         )
         return reminder
 
-    async def _check_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> None:
+    async def _refuse_over_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> None:
+        """Say which limit left no room for a reminder the archive's count claim refused."""
         mine, everyone = await table.pending_reminders(guild_id, owner_id)
         if mine >= self.limits.per_member:
             raise ReminderRefused(
@@ -139,6 +132,7 @@ class ReminderBook:
                 f"This server has {_count(everyone)} waiting, the most it may have: some must come due or be"
                 " cancelled first."
             )
+        raise ReminderRefused(NOT_SAVED)  # room again already: one came due or was cancelled meanwhile
 
     async def mine(self, guild_id: int, owner_id: int) -> list[Reminder]:
         """The member's reminders in the server still to come, soonest first."""

@@ -1,0 +1,190 @@
+"""Promise: "However many requests arrive at once, and however many Parley processes share the database, a limit
+on how many things Parley keeps is never exceeded: a member gets exactly REMINDERS_PER_MEMBER reminders, a server
+at most REMINDERS_PER_SERVER, and at most KNOWLEDGE_MAX_DOCUMENTS server-wide documents."
+
+Each count limit is a row, run with N requests at once on SQLite, and with N requests at once from two archives
+(two processes' worth: each its own pool, book and knowledge base) on one Postgres database; then the paths that
+reach the limits through Discord and the model, each a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from conftest import fresh_postgres_database
+from e2e_support import MEMBER, RunningBot, option, run_command
+from fake_discord import ALICE_ID, GUILD_ID, FakeDiscord
+from fake_llm import FakeLLM
+from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_tools import deps as chat_deps
+
+from agent import build_responder, generate_reply
+from archive import Archive, ReminderLimits, open_archive
+from archive.knowledge_types import KnowledgeDocument, KnowledgeSection
+from conversation import ChannelConversation
+from knowledge.base import KnowledgeBase, KnowledgeFull
+from records import MessageRecord
+from reminders.book import ReminderBook, ReminderRefused
+
+NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
+GUILD, CHANNEL, ALICE = 42, 500, 7
+REQUESTS = 100
+PER_MEMBER, PER_SERVER, DOCUMENTS = 3, 10, 3
+
+
+class NoOptOuts:
+    def opted_out(self, guild_id: int, member_id: int) -> bool:
+        return False
+
+
+def book_on(archive: Archive) -> ReminderBook:
+    book = ReminderBook(ReminderLimits(PER_MEMBER, PER_SERVER), ZoneInfo("UTC"), NoOptOuts(), lambda: NOW)
+    book.archive = archive
+    return book
+
+
+async def set_reminder(archive: Archive, request: int, owner: int) -> None:
+    with contextlib.suppress(ReminderRefused):
+        await book_on(archive).set(
+            guild_id=GUILD, channel_id=CHANNEL, owner_id=owner, text=f"r{request}", when="1h", every="hourly",
+            post_here=False,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A count limit: one request (the `request`th, through the process's `archive`), how many are kept, and the
+    most there may be."""
+
+    name: str
+    request: Callable[[Archive, int], Awaitable[None]]
+    kept: Callable[[Archive], Awaitable[int]]
+    most: int
+
+
+async def one_members_reminder(archive: Archive, request: int) -> None:
+    await set_reminder(archive, request, ALICE)
+
+
+async def many_members_reminder(archive: Archive, request: int) -> None:
+    await set_reminder(archive, request, 1000 + request % 40)  # 40 members: 120 might fit their own limits
+
+
+async def alices_reminders(archive: Archive) -> int:
+    return (await archive.pending_reminders(GUILD, ALICE))[0]
+
+
+async def servers_reminders(archive: Archive) -> int:
+    return (await archive.pending_reminders(GUILD, ALICE))[1]
+
+
+async def knowledge_document(archive: Archive, request: int) -> None:
+    # A knowledge base per request stands for as many processes; each has its own lock.
+    base = KnowledgeBase(archive, max_documents=DOCUMENTS)
+    document = KnowledgeDocument(GUILD, f"file:{request}.md", f"{request}", [KnowledgeSection("", "text")], ALICE, NOW)
+    with contextlib.suppress(KnowledgeFull):
+        await base.add(document)
+
+
+async def server_wide_documents(archive: Archive) -> int:
+    return sum(info.channel_id is None for info in await archive.knowledge_documents(GUILD))
+
+
+LIMITS = [
+    Limit("REMINDERS_PER_MEMBER", one_members_reminder, alices_reminders, PER_MEMBER),
+    Limit("REMINDERS_PER_SERVER", many_members_reminder, servers_reminders, PER_SERVER),
+    Limit("KNOWLEDGE_MAX_DOCUMENTS", knowledge_document, server_wide_documents, DOCUMENTS),
+]
+
+
+async def archives(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[Archive]:
+    """One SQLite archive, or two archives (as two processes) on one fresh Postgres database."""
+    if backend == "sqlite":
+        return [await open_archive(f"sqlite:///{tmp_path / 'parley.db'}", retention_days=0)]
+    url = await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+    return [await open_archive(url, retention_days=0) for _ in range(2)]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "two_processes_on_postgres"])
+@pytest.mark.parametrize("limit", LIMITS, ids=[limit.name for limit in LIMITS])
+async def test_a_count_limit_holds_under_concurrent_requests(
+    limit: Limit, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    opened = await archives(backend, tmp_path, request)
+    try:
+        await asyncio.gather(*(limit.request(opened[i % len(opened)], i) for i in range(REQUESTS)))
+        assert await limit.kept(opened[0]) == limit.most
+    finally:
+        for archive in opened:
+            await archive.close()
+
+
+# --- The paths to the reminder limits ---------------------------------------------------------------------------
+
+
+async def remind_set_at_once(fake: FakeDiscord, bot: RunningBot, tmp_path: Path, make_settings: Any) -> Archive:
+    """100 `/remind set … every:hourly` from one member at once, through the fake Discord."""
+    client = await bot.start(reminders_per_member=PER_MEMBER, reminders_per_server=PER_SERVER)
+    options = [option("when", "1h"), option("what", "ping"), option("every", "hourly")]
+    await asyncio.gather(
+        *(run_command(fake, "set", options, group="remind", permissions=MEMBER) for _ in range(REQUESTS))
+    )
+    assert client.archive is not None
+    return client.archive
+
+
+async def remind_tool_in_parallel(fake: FakeDiscord, bot: RunningBot, tmp_path: Path, make_settings: Any) -> Archive:
+    """One answer whose model calls `remind` 8 times in parallel."""
+    archive = await open_archive(f"sqlite:///{tmp_path / 'tool.db'}", retention_days=0)
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts):
+            return ModelResponse(parts=[TextPart("done")])
+        calls = [ToolCallPart("remind", {"when": "1h", "text": f"r{i}", "every": "hourly"}, tool_call_id=f"r{i}")
+                 for i in range(8)]  # fmt: skip
+        return ModelResponse(parts=calls)
+
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1")
+    agent = build_responder(
+        settings, model=FunctionModel(model), archive_enabled=False, memory_enabled=False, reminders_enabled=True
+    )
+    message = MessageRecord(900, CHANNEL, ALICE, "Alice", "remind me of 8 things every hour", NOW)
+    conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
+    book = book_on(archive)
+    await generate_reply(agent, conversation, message, chat_deps(reminders=book))
+    return archive
+
+
+PATHS: list[tuple[str, Callable[..., Awaitable[Archive]], tuple[int, int]]] = [
+    ("/remind set", remind_set_at_once, (GUILD_ID, ALICE_ID)),
+    ("remind tool", remind_tool_in_parallel, (GUILD, ALICE)),
+]
+
+
+@pytest.mark.parametrize(("path", "requests", "member"), PATHS, ids=[name for name, _, _ in PATHS])
+async def test_a_member_reaching_the_reminder_limit_at_once_keeps_exactly_the_limit(
+    path: str,
+    requests: Callable[..., Awaitable[Archive]],
+    member: tuple[int, int],
+    fake: FakeDiscord,
+    llm: FakeLLM,
+    bot: RunningBot,
+    tmp_path: Path,
+    make_settings: Any,
+) -> None:
+    archive = await requests(fake, bot, tmp_path, make_settings)
+    try:
+        assert await archive.pending_reminders(*member) == (PER_MEMBER, PER_MEMBER)
+    finally:
+        if path == "remind tool":
+            await archive.close()
