@@ -34,6 +34,7 @@ OPTED_OUT = (
     "You opted out of Parley in this server, so it keeps no reminders for you; `/parley privacy optin` undoes it."
 )
 NOT_SAVED = "The reminder could not be saved (the archive refused it; see Parley's log); nothing was set."
+MAY_NOT_POST = "You can't post in this channel, so Parley won't post a reminder of yours here either."
 
 
 class ReminderRefused(Exception):
@@ -68,17 +69,31 @@ class ReminderBook:
         return self.archive
 
     async def set(
-        self, *, guild_id: int, channel_id: int, owner_id: int, text: str, when: str, every: str = "", post_here: bool
+        self,
+        *,
+        guild_id: int,
+        channel_id: int,
+        owner_id: int,
+        owner_may_post: bool,
+        text: str,
+        when: str,
+        every: str = "",
+        post_here: bool,
     ) -> Reminder:
-        """Store a reminder of `text` at `when` (members' words, reminders/when.py), repeated `every` ('' once).
+        """Store a reminder of `text` at `when` (members' words, reminders/when.py), repeated `every` ('' once), for
+        an owner who may see the channel and post in it now (`owner_may_post`, as Discord says; checked again each
+        time it is posted, upkeep/reminders.py's poster).
 
         Raises:
-            ReminderRefused: the text, time or recurrence cannot be used, a limit is reached, the member opted
-                out, or the archive is off or refused the write; nothing was stored.
+            ReminderRefused: the owner may not post in the channel, the text, time or recurrence cannot be used, a
+                limit is reached, the member opted out, or the archive is off or refused the write; nothing was
+                stored.
         """
         table = self._table()
         if self.optouts.opted_out(guild_id, owner_id):
             raise ReminderRefused(OPTED_OUT)
+        if not owner_may_post:
+            raise ReminderRefused(MAY_NOT_POST)
         words = text.strip()
         if not words:
             raise ReminderRefused("Say what to be reminded of: the text is empty.")

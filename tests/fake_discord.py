@@ -274,6 +274,16 @@ class FakeDiscord(RestRoutes):
         user = self.users[user_id]
         self.users[user_id] = dataclasses.replace(user, role_ids=(*user.role_ids, role_id))
 
+    def time_out(self, user_id: int, until: datetime) -> None:
+        """Time a member out until `until` (Discord's "communication disabled"); the next GUILD_CREATE carries it."""
+        user = self.users[user_id]
+        self.users[user_id] = dataclasses.replace(user, timed_out_until=until.isoformat())
+
+    def part(self, user_id: int) -> None:
+        """The member leaves the servers, or is banned: the next GUILD_CREATE leaves them out, and Get Guild Member
+        answers 404 Unknown Member for them (Discord's answer in either case)."""
+        self.departed.add(user_id)
+
     def deny(self, channel_id: int, user_id: int, permissions: discord.Permissions) -> None:
         """Deny a member `permissions` in a text channel (a member overwrite); the next GUILD_CREATE carries it."""
         # https://discord.com/developers/docs/resources/channel#overwrite-object

@@ -56,7 +56,8 @@ def book_on(archive: Archive) -> ReminderBook:
 async def set_reminder(archive: Archive, request: int, owner: int) -> None:
     with contextlib.suppress(ReminderRefused):
         await book_on(archive).set(
-            guild_id=GUILD, channel_id=CHANNEL, owner_id=owner, text=f"r{request}", when="1h", every="hourly",
+            guild_id=GUILD, channel_id=CHANNEL, owner_id=owner, owner_may_post=True, text=f"r{request}", when="1h",
+            every="hourly",
             post_here=False,
         )  # fmt: skip
 
@@ -161,7 +162,7 @@ async def remind_tool_in_parallel(fake: FakeDiscord, bot: RunningBot, tmp_path: 
     message = MessageRecord(900, CHANNEL, ALICE, "Alice", "remind me of 8 things every hour", NOW)
     conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
     book = book_on(archive)
-    await generate_reply(agent, conversation, message, chat_deps(reminders=book))
+    await generate_reply(agent, conversation, message, chat_deps(reminders=book, requester_may_post=True))
     return archive
 
 
