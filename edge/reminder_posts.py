@@ -16,12 +16,12 @@ import discord
 from admission.access import Asker, Place, Verdict
 from admission.access_gate import AccessGate
 from admission.optout import OptOuts
-from archive import Reminder
+from archive import Reminder, ReminderLimits
 from config import Settings
 from conversation import utc_now
 from discord_io import may_post
 from edge.arrival import access_place
-from reminders.book import ReminderBook, ReminderLimits
+from reminders.book import ReminderBook
 from upkeep.reminders import OwnerUnknown, PostRefused, ReminderScheduler
 
 

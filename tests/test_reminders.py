@@ -23,13 +23,13 @@ from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists
 from admission.optout import OptOuts as MemberOptOuts
 from agent import build_responder, generate_reply
-from archive import Archive, Reminder, open_archive
+from archive import Archive, Reminder, ReminderLimits, open_archive
 from archive.sqlite import SQLiteArchive
 from config import Settings
 from conversation import ChannelConversation, utc_now
 from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
-from reminders.book import ReminderBook, ReminderLimits, ReminderRefused, post_text
+from reminders.book import ReminderBook, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
 from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
