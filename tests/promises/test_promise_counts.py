@@ -1,10 +1,11 @@
 """Promise: "However many requests arrive at once, and however many Parley processes share the database, a limit
-on how many things Parley keeps is never exceeded: a member gets exactly REMINDERS_PER_MEMBER reminders, a server
-at most REMINDERS_PER_SERVER, and at most KNOWLEDGE_MAX_DOCUMENTS server-wide documents."
+on how much Parley keeps is never exceeded: a member keeps at most REMINDERS_PER_MEMBER reminders and a server
+REMINDERS_PER_SERVER, a server KNOWLEDGE_MAX_DOCUMENTS documents, and a day's file text at most
+ARCHIVE_FILE_TEXT_MEMBER_BYTES per member and ARCHIVE_FILE_TEXT_CHANNEL_BYTES per channel."
 
-Each count limit is a row, run with N requests at once on SQLite, and with N requests at once from two archives
-(two processes' worth: each its own pool, book and knowledge base) on one Postgres database; then the paths that
-reach the limits through Discord and the model, each a row.
+Each limit is a row, run with N requests at once on SQLite, and with N requests at once from two archives (two
+processes' worth: each its own pool, writer, book and knowledge base) on one Postgres database; then the paths that
+reach the reminder limits through Discord and the model, each a row.
 """
 
 from __future__ import annotations
@@ -23,14 +24,17 @@ import pytest
 from conftest import fresh_postgres_database
 from e2e_support import MEMBER, RunningBot, option, run_command
 from fake_discord import ALICE_ID, GUILD_ID, FakeDiscord
+from fake_discord_state import snowflake_at
 from fake_llm import FakeLLM
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_tools import deps as chat_deps
 
 from agent import build_responder, generate_reply
-from archive import Archive, ReminderLimits, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage, ReminderLimits, open_archive
+from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
 from archive.knowledge_types import KnowledgeDocument, KnowledgeSection
+from archive.stores import StoreTables
 from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from records import MessageRecord
@@ -40,6 +44,10 @@ NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE = 42, 500, 7
 REQUESTS = 100
 PER_MEMBER, PER_SERVER, DOCUMENTS = 3, 10, 3
+# Files of 10 bytes of text each, on one UTC day, against a day's budget of 60 bytes.
+FILES_DAY = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+FILE_TEXT = "0123456789"
+FILE_BYTES = 60
 
 
 class NoOptOuts:
@@ -65,12 +73,13 @@ async def set_reminder(archive: Archive, request: int, owner: int) -> None:
 @dataclass(frozen=True)
 class Limit:
     """A count limit: one request (the `request`th, through the process's `archive`), how many are kept, and the
-    most there may be."""
+    most there may be; `budget`: the file text budget the archives are opened with."""
 
     name: str
     request: Callable[[Archive, int], Awaitable[None]]
     kept: Callable[[Archive], Awaitable[int]]
     most: int
+    budget: FileTextBudget | None = None
 
 
 async def one_members_reminder(archive: Archive, request: int) -> None:
@@ -101,19 +110,55 @@ async def server_wide_documents(archive: Archive) -> int:
     return sum(info.channel_id is None for info in await archive.knowledge_documents(GUILD))
 
 
+async def shared_file(archive: Archive, request: int, author: int, channel: int) -> None:
+    """A member's message in `channel` with a file whose text is FILE_TEXT long, archived (as a process archives
+    what it sees)."""
+    attachment_id = snowflake_at(FILES_DAY, request)
+    attachment = ArchivedAttachment(attachment_id, f"{request}.log", "text/plain", len(FILE_TEXT))
+    archive.add(
+        ArchivedMessage(attachment_id, GUILD, channel, author, "m", "log", FILES_DAY, False, attachments=(attachment,))
+    )
+    archive.set_attachment_text(attachment_id, FILE_TEXT)
+    await archive.flush()
+
+
+async def one_members_file(archive: Archive, request: int) -> None:
+    await shared_file(archive, request, ALICE, CHANNEL + request % 2)  # a member's budget spans channels
+
+
+async def many_members_file(archive: Archive, request: int) -> None:
+    await shared_file(archive, request, 1000 + request, CHANNEL)
+
+
+async def file_text_bytes(archive: Archive) -> int:
+    assert isinstance(archive, StoreTables)
+    [(kept,)] = await archive.read(
+        "SELECT coalesce(sum(length(text)), 0) FROM attachments WHERE text NOT IN (?, ?)", (CHANNEL_OVER, MEMBER_OVER)
+    )
+    return int(kept)
+
+
 LIMITS = [
     Limit("REMINDERS_PER_MEMBER", one_members_reminder, alices_reminders, PER_MEMBER),
     Limit("REMINDERS_PER_SERVER", many_members_reminder, servers_reminders, PER_SERVER),
     Limit("KNOWLEDGE_MAX_DOCUMENTS", knowledge_document, server_wide_documents, DOCUMENTS),
+    Limit(
+        "ARCHIVE_FILE_TEXT_MEMBER_BYTES", one_members_file, file_text_bytes, FILE_BYTES, FileTextBudget(0, FILE_BYTES)
+    ),
+    Limit(
+        "ARCHIVE_FILE_TEXT_CHANNEL_BYTES", many_members_file, file_text_bytes, FILE_BYTES, FileTextBudget(FILE_BYTES, 0)
+    ),
 ]
 
 
-async def archives(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[Archive]:
+async def archives(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, budget: FileTextBudget | None
+) -> list[Archive]:
     """One SQLite archive, or two archives (as two processes) on one fresh Postgres database."""
     if backend == "sqlite":
-        return [await open_archive(f"sqlite:///{tmp_path / 'parley.db'}", retention_days=0)]
+        return [await open_archive(f"sqlite:///{tmp_path / 'parley.db'}", retention_days=0, file_text_budget=budget)]
     url = await fresh_postgres_database(request.getfixturevalue("postgres_server"))
-    return [await open_archive(url, retention_days=0) for _ in range(2)]
+    return [await open_archive(url, retention_days=0, file_text_budget=budget) for _ in range(2)]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "two_processes_on_postgres"])
@@ -121,7 +166,7 @@ async def archives(backend: str, tmp_path: Path, request: pytest.FixtureRequest)
 async def test_a_count_limit_holds_under_concurrent_requests(
     limit: Limit, backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    opened = await archives(backend, tmp_path, request)
+    opened = await archives(backend, tmp_path, request, limit.budget)
     try:
         await asyncio.gather(*(limit.request(opened[i % len(opened)], i) for i in range(REQUESTS)))
         assert await limit.kept(opened[0]) == limit.most
