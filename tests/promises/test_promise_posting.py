@@ -23,6 +23,7 @@ from e2e_support import (
     assert_ephemeral_one_liner,
     call_text,
     calls_for,
+    command_payload,
     open_modal,
     option,
     run_command,
@@ -109,6 +110,33 @@ async def ask_blind(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
     return await ask_in_public(fake, BLIND)
 
 
+async def digest_on_muted(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
+    """A channel manager denied Send Messages there asks for a daily digest to be posted there."""
+    await bot.start()
+    manager = discord.Permissions(MUTED.value | discord.Permissions(manage_channels=True).value)
+    payload = command_payload(fake, "digest", user_id=OWNER, permissions=manager)
+    payload["data"]["options"] = [{"type": 2, "name": "digest", "options": [{"type": 1, "name": "on"}]}]
+    token = payload["token"]
+
+    def calls() -> list[Any]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: bool(calls()), what="/parley-admin digest on answered")
+    said = assert_ephemeral_one_liner(calls())
+    assert bot.client is not None and bot.client.archive is not None
+    assert await bot.client.archive.digest(CHANNEL_ID) is None
+    return said
+
+
+async def catchup_muted(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
+    """/parley catchup answers its asker alone, whatever they may do in the channel."""
+    await bot.start()
+    calls = await run_command(fake, "catchup", user_id=OWNER, permissions=MUTED)
+    assert calls[0].body is not None and calls[0].body["data"]["flags"] & discord.MessageFlags.ephemeral.flag
+    return await answered_line(fake, calls)
+
+
 # --- Later, when it comes due ---------------------------------------------------------------------------
 
 
@@ -157,6 +185,8 @@ PATHS: list[tuple[str, Callable[[FakeDiscord, FakeLLM, RunningBot], Awaitable[st
     ("/ask public, Send Messages denied", ask_muted, MAY_NOT_POST),
     ("/ask public, View Channel denied", ask_blind, MAY_NOT_POST),
     ("Ask Parley public, Send Messages denied", ask_parley_in_public, MAY_NOT_POST),
+    ("digest on, Send Messages denied", digest_on_muted, MAY_NOT_POST),
+    ("/parley catchup, Send Messages denied", catchup_muted, ""),
     ("reminder due, owner lost Send Messages", later(deny("send_messages")), ""),
     ("reminder due, owner lost View Channel", later(deny("view_channel")), ""),
     ("reminder due, owner timed out", later(time_out), ""),
