@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import NoReturn, Protocol
 from zoneinfo import ZoneInfo
 
 from archive import ArchiveWriteFailed, Reminder, ReminderLimits, ReminderTable
@@ -82,7 +82,7 @@ class ReminderBook:
     ) -> Reminder:
         """Store a reminder of `text` at `when` (members' words, reminders/when.py), repeated `every` ('' once), for
         an owner who may see the channel and post in it now (`owner_may_post`, as Discord says; checked again each
-        time it is posted, upkeep/reminders.py's poster).
+        time it is posted, edge/reminder_posts.py).
 
         Raises:
             ReminderRefused: the owner may not post in the channel, the text, time or recurrence cannot be used, a
@@ -134,7 +134,7 @@ class ReminderBook:
         )
         return reminder
 
-    async def _refuse_over_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> None:
+    async def _refuse_over_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> NoReturn:
         """Say which limit left no room for a reminder the archive's count claim refused."""
         mine, everyone = await table.pending_reminders(guild_id, owner_id)
         if mine >= self.limits.per_member:

@@ -43,6 +43,20 @@ async def test_a_reminder_is_stored_listed_counted_and_deleted(archive: Archive)
     assert await archive.pending_reminders(GUILD, BOB) == (1, 1)
 
 
+async def test_a_reminder_is_stored_only_under_both_limits(archive: Archive) -> None:
+    """The count claim: a reminder past its owner's or its server's limit is not stored (False), and one that came
+    due and was delivered no longer counts."""
+    limits = ReminderLimits(per_member=2, per_server=3)
+    assert [await archive.add_reminder(reminder(rid), limits) for rid in (1, 2, 3)] == [True, True, False]
+    assert await archive.add_reminder(reminder(4, owner=BOB), limits)
+    assert not await archive.add_reminder(reminder(5, owner=BOB), limits)
+    assert await archive.add_reminder(reminder(6, guild=OTHER_GUILD), limits)
+    assert await archive.pending_reminders(GUILD, ALICE) == (2, 3)
+    assert await archive.claim_reminder(reminder(1), "posted", NOW, None)
+    assert await archive.add_reminder(reminder(7), limits)
+    assert await archive.reminder(3) is None and await archive.reminder(5) is None
+
+
 async def test_due_reminders_are_those_of_the_process_shards_longest_overdue_first(archive: Archive) -> None:
     """A process reads only its shards' due reminders (a DM's guild 0 is shard 0's), and its next time only from
     them, so another shard's overdue reminder never keeps it awake."""
