@@ -386,6 +386,18 @@ class FakeDiscord(RestRoutes):
             self._interactions[data["token"]] = data
         await self._route(event, data)
 
+    def session_of(self, shard_id: int) -> Any:
+        """Shard `shard_id`'s session now, for `dispatch_on` (it stays open after a session of another shard count
+        identifies, as across a reshard, though events no longer go to it by themselves)."""
+        return self._sessions[shard_id]
+
+    async def dispatch_on(self, session: Any, event: str, data: dict[str, Any]) -> None:
+        """Send a gateway DISPATCH on `session` (`session_of`), whatever server it is of: two processes that both
+        serve a server for a while (across a reshard) each get some of its events."""
+        if event == "INTERACTION_CREATE":
+            self._interactions[data["token"]] = data
+        await self._dispatch(session, event, data)
+
     async def edit_user_message(
         self, channel_id: int, message_id: int, content: str, *, attachments: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:

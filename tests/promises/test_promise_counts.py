@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import fresh_postgres_database
-from e2e_support import MEMBER, RunningBot, option, run_command
+from e2e_support import MEMBER, RunningBot, command_payload, option
 from fake_discord import ALICE_ID, GUILD_ID, FakeDiscord
 from fake_discord_state import snowflake_at
 from fake_llm import FakeLLM
@@ -178,20 +178,71 @@ async def test_a_count_limit_holds_under_concurrent_requests(
 # --- The paths to the reminder limits ---------------------------------------------------------------------------
 
 
-async def remind_set_at_once(fake: FakeDiscord, bot: RunningBot, tmp_path: Path, make_settings: Any) -> Archive:
-    """100 `/remind set … every:hourly` from one member at once, through the fake Discord."""
-    client = await bot.start(reminders_per_member=PER_MEMBER, reminders_per_server=PER_SERVER)
+@dataclass
+class Paths:
+    """What a path's requests are made with; `stack` closes what they opened."""
+
+    fake: FakeDiscord
+    llm: FakeLLM
+    bot: RunningBot
+    tmp_path: Path
+    make_settings: Any
+    request: pytest.FixtureRequest
+    stack: contextlib.AsyncExitStack
+
+
+async def remind_sets(fake: FakeDiscord, dispatch: Callable[[int, dict[str, Any]], Awaitable[None]]) -> None:
+    """100 `/remind set … every:hourly` from one member at once, the `i`th sent by `dispatch(i, payload)`; returns
+    once each is answered."""
     options = [option("when", "1h"), option("what", "ping"), option("every", "hourly")]
-    await asyncio.gather(
-        *(run_command(fake, "set", options, group="remind", permissions=MEMBER) for _ in range(REQUESTS))
-    )
+    payloads = [command_payload(fake, "set", options, group="remind", permissions=MEMBER) for _ in range(REQUESTS)]
+    await asyncio.gather(*(dispatch(i, payload) for i, payload in enumerate(payloads)))
+    tokens = {payload["token"] for payload in payloads}
+
+    def answered() -> bool:
+        return len({token for token in tokens for call in fake.interaction_calls if f"/{token}" in call.path}) == len(
+            tokens
+        )
+
+    await fake.wait_for(answered, what="every /remind set answered")
+
+
+async def remind_set_at_once(paths: Paths) -> Archive:
+    """Through the fake Discord, to one process on SQLite."""
+    client = await paths.bot.start(reminders_per_member=PER_MEMBER, reminders_per_server=PER_SERVER)
+    await remind_sets(paths.fake, lambda i, payload: paths.fake.dispatch("INTERACTION_CREATE", payload))
     assert client.archive is not None
     return client.archive
 
 
-async def remind_tool_in_parallel(fake: FakeDiscord, bot: RunningBot, tmp_path: Path, make_settings: Any) -> Archive:
+async def remind_set_at_once_on_two_processes(paths: Paths) -> Archive:
+    """Through the fake Discord, half to each of two processes serving the server on one Postgres database (as
+    across a reshard: shard 0 of 2 beside shard 1 of 7)."""
+    fake = paths.fake
+    url = await fresh_postgres_database(paths.request.getfixturevalue("postgres_server"))
+    shards = [(2, 0), (7, 1)]
+    assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in shards)
+    clients, sessions = [], []
+    for name, (count, shard) in zip(("first", "second"), shards, strict=True):
+        process = RunningBot(fake, paths.llm, paths.tmp_path / name)
+        paths.stack.push_async_callback(process.stop)
+        clients.append(
+            await process.start(
+                database_url=url, shard_count=count, shard_ids=frozenset({shard}),
+                reminders_per_member=PER_MEMBER, reminders_per_server=PER_SERVER,
+            )
+        )  # fmt: skip
+        sessions.append(fake.session_of(shard))
+    await remind_sets(fake, lambda i, payload: fake.dispatch_on(sessions[i % 2], "INTERACTION_CREATE", payload))
+    archive = clients[0].archive
+    assert archive is not None
+    return archive
+
+
+async def remind_tool_in_parallel(paths: Paths) -> Archive:
     """One answer whose model calls `remind` 8 times in parallel."""
-    archive = await open_archive(f"sqlite:///{tmp_path / 'tool.db'}", retention_days=0)
+    archive = await open_archive(f"sqlite:///{paths.tmp_path / 'tool.db'}", retention_days=0)
+    paths.stack.push_async_callback(archive.close)
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts):
@@ -200,7 +251,7 @@ async def remind_tool_in_parallel(fake: FakeDiscord, bot: RunningBot, tmp_path: 
                  for i in range(8)]  # fmt: skip
         return ModelResponse(parts=calls)
 
-    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1")
+    settings = paths.make_settings(llm_base_url="http://127.0.0.1:9/v1")
     agent = build_responder(
         settings, model=FunctionModel(model), archive_enabled=False, memory_enabled=False, reminders_enabled=True
     )
@@ -211,26 +262,24 @@ async def remind_tool_in_parallel(fake: FakeDiscord, bot: RunningBot, tmp_path: 
     return archive
 
 
-PATHS: list[tuple[str, Callable[..., Awaitable[Archive]], tuple[int, int]]] = [
+PATHS: list[tuple[str, Callable[[Paths], Awaitable[Archive]], tuple[int, int]]] = [
     ("/remind set", remind_set_at_once, (GUILD_ID, ALICE_ID)),
-    ("remind tool", remind_tool_in_parallel, (GUILD, ALICE)),
+    ("/remind set, two processes on one Postgres", remind_set_at_once_on_two_processes, (GUILD_ID, ALICE_ID)),
+    ("remind tool, 8 calls in parallel", remind_tool_in_parallel, (GUILD, ALICE)),
 ]
 
 
-@pytest.mark.parametrize(("path", "requests", "member"), PATHS, ids=[name for name, _, _ in PATHS])
+@pytest.mark.parametrize(("requests", "member"), [(p, m) for _, p, m in PATHS], ids=[name for name, _, _ in PATHS])
 async def test_a_member_reaching_the_reminder_limit_at_once_keeps_exactly_the_limit(
-    path: str,
-    requests: Callable[..., Awaitable[Archive]],
+    requests: Callable[[Paths], Awaitable[Archive]],
     member: tuple[int, int],
     fake: FakeDiscord,
     llm: FakeLLM,
     bot: RunningBot,
     tmp_path: Path,
     make_settings: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
-    archive = await requests(fake, bot, tmp_path, make_settings)
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        archive = await requests(Paths(fake, llm, bot, tmp_path, make_settings, request, stack))
         assert await archive.pending_reminders(*member) == (PER_MEMBER, PER_MEMBER)
-    finally:
-        if path == "remind tool":
-            await archive.close()
