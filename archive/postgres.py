@@ -1311,7 +1311,7 @@ class PostgresArchive(
         """The scopes the batch's count claims claim in (`Write.claim_scope`): the servers of its reminders and
         knowledge documents, and, under file text budgets, the days of its files (a member's budget spans channels,
         so one lock per day serialises every process's files of that day)."""
-        scopes = set()
+        scopes: set[int] = set()
         for kind, params in runs:
             if kind.claim_scope is not None:
                 scopes.update(kind.claim_scope(p) for p in params)
