@@ -69,7 +69,7 @@ class DiscordReminderPosts:
         return None
 
     async def _owner_permissions(self, reminder: Reminder) -> tuple[discord.Permissions, bool] | None:
-        """The owner's permissions in the reminder's channel now, as when it was set (a timeout leaves them only
+        """The owner's permissions in the reminder's channel now, as Discord would resolve them (a timeout leaves only
         View Channel and Read Message History: discord.py's `permissions_for`), and whether it is a thread; none
         once they left the server or were banned. None for a DM, or a server or channel not known here: Discord
         refuses a post to a channel that is gone.
