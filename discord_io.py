@@ -142,6 +142,13 @@ def author_permissions(message: discord.Message) -> discord.Permissions:
         return discord.Permissions.none()  # a thread whose parent channel is not cached: its permissions are unknown
 
 
+def may_post(permissions: discord.Permissions, *, in_thread: bool) -> bool:
+    """Whether a member with `permissions` in a channel (`in_thread`: a thread) may see it and post in it: what
+    Parley asks of a member before it posts their words, or an answer to them, there."""
+    sends = permissions.send_messages_in_threads if in_thread else permissions.send_messages
+    return permissions.view_channel and sends
+
+
 def may_read_history(message: discord.Message) -> bool:
     """Whether the author has Read Message History where they wrote."""
     return author_permissions(message).read_message_history

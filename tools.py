@@ -84,10 +84,11 @@ class ChatDeps:
     offered_toolsets: frozenset[str] | None = None
     # Who approves this answer's tool calls that need it (tool_approval.py); None: such calls are not run.
     approver: Approver | None = None
-    # The remind tool's book (None: it says reminders are off), and whether the asker has Manage Messages here,
-    # which a timed post to the channel needs.
+    # The remind tool's book (None: it says reminders are off), whether the asker has Manage Messages here, which a
+    # timed post to the channel needs, and whether they may see the channel and post in it, which any reminder needs.
     reminders: ReminderBook | None = None
     requester_manages_messages: bool = False
+    requester_may_post: bool = False
     # The knowledge base `search_knowledge` searches (None: off), and how to find the server's channels whose
     # documents (pins) the asker may read, asked when it runs; None: this one, if they may read its history.
     knowledge: KnowledgeSearch | None = None

@@ -147,6 +147,7 @@ class Answering:
             approver=self.approvals.for_answer(question.asker, outlet),
             reminders=None if archive is None else self.stores.reminders.book,
             requester_manages_messages=question.manages_messages,
+            requester_may_post=question.may_post,
             knowledge=self.stores.knowledge,
             readable_channels=_readable_channels(guild, question.asker, outlet),
             # Its tool rounds and resumed runs each ask the asker's and the server's daily budgets first.

@@ -26,6 +26,7 @@ import discord
 from admission.access import NOT_ALLOWED, Asker, Place, Verdict
 from admission.spending import Refused
 from archive.text import safe_text
+from discord_io import may_post
 from edge.arrival import Arrival, access_asker, access_place
 from edge.asking import InteractionReply, Question
 from edge.threads import Threads
@@ -191,14 +192,17 @@ class CommandQuestions:
 
 
 def _question(interaction: discord.Interaction, record: MessageRecord) -> Question:
-    """Who asked, where: a member may read the channel's history, or manage its messages, if their permissions there
-    say so (a DM's history is their own)."""
+    """Who asked, where: a member may read the channel's history, manage its messages, or post in it, if their
+    permissions there say so (a DM is their own)."""
     channel = interaction.channel
     assert isinstance(channel, discord.abc.Messageable)  # a command is used in a channel, thread or DM
     guild, permissions = interaction.guild, interaction.permissions
     reads_history = guild is None or permissions.read_message_history
     manages_messages = guild is not None and permissions.manage_messages
-    return Question(record, interaction.user, channel, guild, reads_history, manages_messages=manages_messages)
+    posts = guild is None or may_post(permissions, in_thread=isinstance(channel, discord.Thread))
+    return Question(
+        record, interaction.user, channel, guild, reads_history, manages_messages=manages_messages, may_post=posts
+    )
 
 
 def _public_refusal(interaction: discord.Interaction) -> str | None:
@@ -213,15 +217,11 @@ def _public_refusal(interaction: discord.Interaction) -> str | None:
 def posting_refusal(member: discord.Permissions, app: discord.Permissions, *, in_thread: bool) -> str | None:
     """Why a public answer may not be posted in a server channel (`in_thread`: a thread) where the asker has
     `member` permissions and Parley `app`; None if it may."""
-    if not _may_post(member, in_thread=in_thread):
+    if not may_post(member, in_thread=in_thread):
         return MAY_NOT_POST
-    if not (app.view_channel and _may_post(app, in_thread=in_thread)):
+    if not may_post(app, in_thread=in_thread):
         return PARLEY_MAY_NOT_POST
     return None
-
-
-def _may_post(permissions: discord.Permissions, *, in_thread: bool) -> bool:
-    return permissions.send_messages_in_threads if in_thread else permissions.send_messages
 
 
 def _channel_id(interaction: discord.Interaction) -> int:

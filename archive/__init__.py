@@ -95,11 +95,18 @@ class Write:
     matters for SQLite's FTS5 triggers: SQLite opens a savepoint for every statement execution and FTS5
     writes its pending index data to disk at each savepoint, so one statement per row would leave a tiny
     index segment per message (about 2x slower).
+
+    A count claim (a count limit checked by the same statement that inserts, `INSERT … SELECT … WHERE count < ?`)
+    sets ``claim_scope``: the scope (a server's id) an op's params claim in. SQLite's one writer already runs every
+    write one after another; Postgres, whose processes each have a writer, takes a transaction lock on each scope
+    before the statements, so a claim's count sees every claim committed before it in that scope, whichever
+    process made it.
     """
 
     name: str
     statements: tuple[str, ...]
     row: str | None = None
+    claim_scope: Callable[[tuple[Any, ...]], int] | None = None
 
 
 class StoredConversation(NamedTuple):
@@ -491,6 +498,14 @@ class Reminder:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class ReminderLimits:
+    """REMINDERS_PER_MEMBER and REMINDERS_PER_SERVER: reminders still to come, each member's and each server's."""
+
+    per_member: int
+    per_server: int
+
+
 # A process's shards: (SHARD_COUNT, the shards it runs); None: it runs every shard.
 Shards = tuple[int, frozenset[int]] | None
 
@@ -499,7 +514,7 @@ class ReminderTable(Protocol):
     """Reminders waiting for their time, and the claim that lets one process alone post each (archive/reminders.py)."""
 
     async def new_reminder_id(self) -> int: ...
-    async def add_reminder(self, reminder: Reminder) -> None: ...
+    async def add_reminder(self, reminder: Reminder, limits: ReminderLimits) -> bool: ...
     async def reminder(self, reminder_id: int) -> Reminder | None: ...
     async def member_reminders(self, guild_id: int, owner_id: int) -> list[Reminder]: ...
     async def pending_reminders(self, guild_id: int, owner_id: int) -> tuple[int, int]: ...

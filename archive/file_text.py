@@ -10,7 +10,8 @@ The day is the file's own: Discord attachment ids are snowflakes holding the mom
 attachments' primary key, read without another index, and files archived late (catch-up) count on the day
 they were posted. Days are UTC, as for the token budgets. Each backend's writer asks this module per file,
 inside the batch's transaction, so within a process the budget is exact; processes sharing a Postgres
-database may each overshoot it by the file they are writing at the same moment.
+database take turns at a day's files (a transaction lock per day, archive/postgres.py's count claims), so it
+is exact across them too.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from archive.knowledge_types import (
     KnowledgeHit,
     KnowledgeSection,
     KnowledgeStore,
+    NoRoomForDocument,
 )
 from archive.tables import BackendTables
 
@@ -42,6 +43,7 @@ __all__ = [
     "KnowledgeSection",
     "KnowledgeStore",
     "KnowledgeTables",
+    "NoRoomForDocument",
 ]
 from archive.queued import from_ms, to_ms
 from archive.text import safe_text
@@ -78,22 +80,37 @@ def _jsonb_field(name: str, cast: str) -> str:
 
 def _add_write(name: str, field: Callable[[str, str], str], insert_sections: str) -> Write:
     """The add of one document (?1: `_document_json`): the old version of its source out, then it and its
-    sections in."""
-    same_source = f"guild_id = {field('guild_id', 'BIGINT')} AND source = {field('source', 'TEXT')}"
+    sections in. The document goes in only if there is room, in one count claim: it replaces one, is a channel's,
+    its server has no bound (`most` 0), or the server has fewer than `most` server-wide documents; its sections go
+    in only if it did."""
+    guild = field("guild_id", "BIGINT")
+    same_source = f"guild_id = {guild} AND source = {field('source', 'TEXT')}"
     values = ", ".join(
         field(column, "TEXT" if column in {"source", "title"} else "BIGINT")
         for column in ("id", *_DOCUMENT_FIELDS.split(", "))
     )
+    most = field("most", "BIGINT")
+    room = (
+        f"{field('replacing', 'BIGINT')} = 1 OR {field('channel_id', 'BIGINT')} IS NOT NULL OR {most} = 0"
+        f" OR (SELECT count(*) FROM knowledge_documents WHERE guild_id = {guild} AND channel_id IS NULL) < {most}"
+    )
+    stored = f"EXISTS (SELECT 1 FROM knowledge_documents WHERE id = {field('id', 'BIGINT')})"
     return Write(
         name,
         (
             "DELETE FROM knowledge_sections WHERE document_id IN"
             f" (SELECT id FROM knowledge_documents WHERE {same_source})",
             f"DELETE FROM knowledge_documents WHERE {same_source}",
-            f"INSERT INTO knowledge_documents (id, {_DOCUMENT_FIELDS}) SELECT {values}",
-            insert_sections,
+            f"INSERT INTO knowledge_documents (id, {_DOCUMENT_FIELDS}) SELECT {values} WHERE {room}",
+            f"{insert_sections} WHERE {stored}",
         ),
+        claim_scope=_guild_of,
     )
+
+
+def _guild_of(params: tuple[Any, ...]) -> int:
+    """The server an add write (?1: `_document_json`) claims a document in."""
+    return int(json.loads(params[0])["guild_id"])
 
 
 SQLITE_KNOWLEDGE = KnowledgeDialect(
@@ -172,24 +189,35 @@ class KnowledgeTables(BackendTables):
     def _memory_match(self, query: str, op: str) -> str | None:
         """Free text as the backend's match expression: all its words with "AND", any with "OR"; None: no word."""
 
-    async def add_knowledge(self, document: KnowledgeDocument) -> KnowledgeAdded:
-        """Store `document` in place of any with its source in its server; returns once committed.
+    async def add_knowledge(self, document: KnowledgeDocument, *, most: int = 0) -> KnowledgeAdded:
+        """Store `document` in place of any with its source in its server, if there is room for it: a new
+        server-wide document needs its server to have fewer than `most` (0: no bound), counted in one claim with
+        the insert (`_add_write`); returns once committed.
 
         Raises:
+            NoRoomForDocument: the server has `most` server-wide documents; nothing changed.
             ArchiveWriteFailed: nothing was stored (the writer logs why); a replaced version is still there.
         """
         document_id = await self.new_id("knowledge_documents")
         replaced_id = await self.knowledge_document_id(document.guild_id, document.source)
         replaced = await self._section_ids(replaced_id) if replaced_id is not None else []
         # Folding a long document's words takes milliseconds: off the event loop.
-        payload = await asyncio.to_thread(_document_json, document_id, document)
+        payload = await asyncio.to_thread(_document_json, document_id, document, most, replaced_id is not None)
         self._enqueue(self.knowledge_dialect.add, (payload,))
         await self.flush()
         section_ids = await self._section_ids(document_id)
         stored = await self.read("SELECT 1 FROM knowledge_documents WHERE id = ?", (document_id,))
+        if not stored and await self._full(document, most):
+            raise NoRoomForDocument(document.source)
         if not stored or len(section_ids) != len(document.sections):
             raise ArchiveWriteFailed(f"the document {document.source!r} could not be stored")
         return KnowledgeAdded(document_id, section_ids, replaced)
+
+    async def _full(self, document: KnowledgeDocument, most: int) -> bool:
+        if not most or document.channel_id is not None:
+            return False
+        documents = await self.knowledge_documents(document.guild_id)
+        return sum(info.channel_id is None for info in documents) >= most
 
     async def remove_knowledge(self, guild_id: int, document_id: int) -> list[int] | None:
         """Delete the server's document `document_id`; returns once committed, with its sections' ids, or None if
@@ -259,9 +287,9 @@ class KnowledgeTables(BackendTables):
         return [int(section_id) for (section_id,) in await self.read(_SECTION_IDS, (document_id,))]
 
 
-def _document_json(document_id: int, document: KnowledgeDocument) -> str:
-    """The add write's one parameter: the document's fields and its sections (with their folded words, which
-    Postgres indexes)."""
+def _document_json(document_id: int, document: KnowledgeDocument, most: int, replacing: bool) -> str:
+    """The add write's one parameter: the document's fields, its sections (with their folded words, which
+    Postgres indexes), and its claim's bound (`most`) and whether it replaces a document."""
     sections = [
         {
             "position": position,
@@ -281,6 +309,8 @@ def _document_json(document_id: int, document: KnowledgeDocument) -> str:
             "channel_id": document.channel_id,
             "added_by": document.added_by,
             "added_at": to_ms(document.added_at),
+            "most": most,
+            "replacing": int(replacing),
             "sections": sections,
         }
     )

@@ -18,6 +18,7 @@ __all__ = [
     "KnowledgeSearch",
     "KnowledgeSection",
     "KnowledgeStore",
+    "NoRoomForDocument",
 ]
 
 
@@ -76,10 +77,14 @@ class KnowledgeAdded(NamedTuple):
     replaced_section_ids: list[int]
 
 
+class NoRoomForDocument(Exception):
+    """A new server-wide document found its server's bound of documents reached (archive/knowledge.py's claim)."""
+
+
 class KnowledgeStore(Protocol):
     """The knowledge base's documents and sections (knowledge/base.py's rules)."""
 
-    async def add_knowledge(self, document: KnowledgeDocument) -> KnowledgeAdded: ...
+    async def add_knowledge(self, document: KnowledgeDocument, *, most: int = 0) -> KnowledgeAdded: ...
     async def remove_knowledge(self, guild_id: int, document_id: int) -> list[int] | None: ...
     async def knowledge_document_id(self, guild_id: int, source: str) -> int | None: ...
     async def has_knowledge(self, guild_id: int) -> bool: ...

@@ -100,6 +100,9 @@ ORDER BY score DESC, id DESC
 LIMIT :limit
 """
 _MIGRATION_LOCK = 0x7061726C6579
+# The first key of count claims' two-key transaction locks ("clms"; archive/exclusive.py's shards use "prly"); the
+# second is the scope's id folded into 31 bits: two servers that fold alike only wait for each other's claims.
+_CLAIM_LOCK_SPACE = 0x636C6D73
 _CONNECT_TIMEOUT = 10.0
 
 _MESSAGE_COLUMNS = (
@@ -1286,7 +1289,8 @@ class PostgresArchive(
     async def _execute(
         self, connection: asyncpg.Connection, runs: list[_Run]
     ) -> list[tuple[asyncio.Future[int] | None, int]]:
-        """Run prepared runs in order; return (future, count) per prune."""
+        """Run prepared runs in order, once the batch holds its claims' locks; return (future, count) per prune."""
+        await _lock_claim_scopes(connection, self._claim_scopes(runs))
         pruned = []
         for kind, params in runs:
             if kind is _PRUNE:
@@ -1303,6 +1307,18 @@ class PostgresArchive(
                     await connection.executemany(_statement(kind, statement), params)
         return pruned
 
+    def _claim_scopes(self, runs: list[_Run]) -> set[int]:
+        """The scopes the batch's count claims claim in (`Write.claim_scope`): the servers of its reminders and
+        knowledge documents, and, under file text budgets, the days of its files (a member's budget spans channels,
+        so one lock per day serialises every process's files of that day)."""
+        scopes: set[int] = set()
+        for kind, params in runs:
+            if kind.claim_scope is not None:
+                scopes.update(kind.claim_scope(p) for p in params)
+            elif kind is _ATTACHMENT_TEXT and self._file_texts.budget is not None:
+                scopes.update(day_of(p[0])[0] for p in params)
+        return scopes
+
     async def _set_file_text(self, connection: asyncpg.Connection, attachment_id: int, text: str, words: str) -> None:
         """Store `text` (whose folded words are `words`) for the attachment, or the note of the file text budget it
         would go over."""
@@ -1313,6 +1329,14 @@ class PostgresArchive(
             if stored is not text:
                 words = folded_words(stored)
             await connection.execute(_ATTACHMENT_TEXT.statements[0], attachment_id, stored, words)
+
+
+async def _lock_claim_scopes(connection: asyncpg.Connection, scopes: set[int]) -> None:
+    """Hold each scope's count-claim lock until the transaction ends (`Write.claim_scope`): another process's claim
+    in the scope waits for this one's commit, then counts what it stored. All of a batch's, first and in one order,
+    so two writers' batches never wait on each other in a circle."""
+    for scope in sorted(scopes):
+        await connection.execute("SELECT pg_advisory_xact_lock($1, $2)", _CLAIM_LOCK_SPACE, scope % 2**31)
 
 
 async def _connect(url: str) -> asyncpg.Pool:

@@ -11,14 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
-from archive import ArchiveWriteFailed, Reminder, Shards, Write
+from archive import ArchiveWriteFailed, Reminder, ReminderLimits, Shards, Write
 from archive.queued import from_ms, to_ms
 from archive.tables import BackendTables
 
 _COLUMNS = "id, guild_id, channel_id, owner_id, text, due_at, every, post_here, created_at"
-_ADD = Write("add_reminder", (f"INSERT INTO reminders ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",))
+_PENDING = "FROM reminders WHERE delivered_at IS NULL"
+# The limits' count claim: the reminder is inserted only if its owner (?4) and its server (?2) have fewer than ?10 and
+# ?11 reminders still to come, counted by the statement that inserts (see `Write`'s claim_scope).
+_ADD = Write(
+    "add_reminder",
+    (
+        f"INSERT INTO reminders ({_COLUMNS}) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9"
+        f" WHERE (SELECT count(*) {_PENDING} AND guild_id = ?2 AND owner_id = ?4) < ?10"
+        f" AND (SELECT count(*) {_PENDING} AND guild_id = ?2) < ?11",
+    ),
+    claim_scope=itemgetter(1),
+)
 _DELETE = Write("delete_reminder", ("DELETE FROM reminders WHERE id = ?",))
 _DELETE_MEMBERS = Write("delete_member_reminders", ("DELETE FROM reminders WHERE guild_id = ? AND owner_id = ?",))
 _CLAIM_ONCE = Write(
@@ -29,7 +41,6 @@ _CLAIM_RECURRING = Write(
     "claim_reminder_recurring",
     ("UPDATE reminders SET due_at = ?, claim = ? WHERE id = ? AND due_at = ? AND delivered_at IS NULL",),
 )
-_PENDING = "FROM reminders WHERE delivered_at IS NULL"
 # A server's shard, as Discord assigns it: (guild_id >> 22) % SHARD_COUNT
 # (https://discord.com/developers/docs/events/gateway#sharding-sharding-formula); a DM's guild 0 is shard 0's.
 _SHARD = "(guild_id >> 22) % ?"
@@ -41,8 +52,9 @@ class ReminderTables(BackendTables):
     async def new_reminder_id(self) -> int:
         return await self.new_id("reminders")
 
-    async def add_reminder(self, reminder: Reminder) -> None:
-        """Store a new reminder; returns once it is committed.
+    async def add_reminder(self, reminder: Reminder, limits: ReminderLimits) -> bool:
+        """Store a new reminder if its owner and its server have room under `limits`, in one count claim; whether
+        it was stored, once that is committed.
 
         Raises:
             ArchiveWriteFailed: the writer could not commit it.
@@ -51,11 +63,15 @@ class ReminderTables(BackendTables):
         self._enqueue(
             _ADD,
             (r.id, r.guild_id, r.channel_id, r.owner_id, r.text, to_ms(r.due_at), r.every, r.post_here,
-             to_ms(r.created_at)),
+             to_ms(r.created_at), limits.per_member, limits.per_server),
         )  # fmt: skip
         await self.flush()
-        if await self.reminder(r.id) is None:
+        if await self.reminder(r.id) is not None:
+            return True
+        mine, everyone = await self.pending_reminders(r.guild_id, r.owner_id)
+        if mine < limits.per_member and everyone < limits.per_server:
             raise ArchiveWriteFailed("the reminder could not be stored")
+        return False
 
     async def reminder(self, reminder_id: int) -> Reminder | None:
         """A reminder not yet delivered, or None."""

@@ -16,7 +16,7 @@ from archive import ArchiveWriteFailed, Digest, Digests
 from catchup.writing import CatchUpWriter
 from commands.tree import Refusal, place_of, send_ephemeral
 from config import Settings
-from discord_io import discord_time
+from discord_io import discord_time, may_post
 from upkeep.digests import DAILY, EVERY, WEEKDAYS, WEEKLY, latest_due, next_due, period_of, schedule_text
 
 Every = Literal["daily", "weekly"]
@@ -25,6 +25,7 @@ NO_ARCHIVE = "Digests are kept in the archive, which is off here (DATABASE_URL i
 NO_MODEL = "Digests need a model Parley can run itself; this deploy's LLM_MODEL names none."
 NOT_SAVED = "The digest could not be saved, so it is unchanged; the details are in Parley's log."
 NO_DIGEST = "<#{channel}> has no digest: `/parley-admin digest on` sets one."
+MAY_NOT_POST = "You can't post in this channel, so Parley won't post a digest here for you."
 
 
 class DigestAgents(Protocol):
@@ -84,6 +85,8 @@ class DigestCommands(
             raise Refusal("Choose every daily or weekly, an hour from 0 to 23, and a weekday from Monday to Sunday.")
         if isinstance(interaction.channel, discord.Thread):
             raise Refusal("A digest is posted in a channel, not a thread: use /parley-admin digest in the channel.")
+        if not may_post(interaction.permissions, in_thread=False):
+            raise Refusal(MAY_NOT_POST)
         client, archive = _client(interaction)
         if client.agents.catchup is None:
             raise Refusal(NO_MODEL)

@@ -14,6 +14,7 @@ from discord import app_commands
 
 from admission.access import Asker, Place, Verdict
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
+from discord_io import may_post
 from edge.arrival import access_asker, access_place
 from reminders.book import TEXT_MAX_CHARS, ReminderBook, ReminderRefused
 from reminders.when import EVERY_MAX_CHARS
@@ -79,11 +80,13 @@ class RemindCommands(
             if not found.allowed:
                 raise Refusal(found.refusal)
         book = client.reminders.book
+        in_thread = isinstance(interaction.channel, discord.Thread)
         try:
             reminder = await book.set(
                 guild_id=guild_id,
                 channel_id=channel_id,
                 owner_id=interaction.user.id,
+                owner_may_post=may_post(interaction.permissions, in_thread=in_thread),
                 text=what,
                 when=when,
                 every=every or "",

@@ -18,7 +18,14 @@ from typing import Any
 
 import discord
 
-from discord_io import author_permissions, may_read_history, reply_mentions, role_ids_of, typing_indicator
+from discord_io import (
+    author_permissions,
+    may_post,
+    may_read_history,
+    reply_mentions,
+    role_ids_of,
+    typing_indicator,
+)
 from records import AskedAbout, MessageRecord
 
 
@@ -29,9 +36,10 @@ class Question:
     `record` is the question as the conversation records it (its author is the asker; a command's question has the
     interaction's id, a snowflake of the moment it was asked). `channel` is where it was asked; `reads_history`:
     the asker may read that channel's history (Read Message History; a DM's history is their own);
-    `manages_messages`: they have Manage Messages there (a timed post to the channel needs it). `message` is the
-    message that asked, None for a command. `about`: the message it asks about ("Ask Parley" on a message), with
-    what of the conversation around it the asker may read.
+    `manages_messages`: they have Manage Messages there (a timed post to the channel needs it); `may_post`: they
+    may see it and post in it (`discord_io.may_post`), which anything Parley posts there for them needs. `message`
+    is the message that asked, None for a command. `about`: the message it asks about ("Ask Parley" on a message),
+    with what of the conversation around it the asker may read.
     """
 
     record: MessageRecord
@@ -42,10 +50,13 @@ class Question:
     message: discord.Message | None = None
     manages_messages: bool = False
     about: AskedAbout | None = None
+    may_post: bool = False
 
     @classmethod
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:
         reads_history = message.guild is None or may_read_history(message)
+        permissions = author_permissions(message)
+        in_thread = isinstance(message.channel, discord.Thread)
         return cls(
             record,
             message.author,
@@ -53,7 +64,8 @@ class Question:
             message.guild,
             reads_history,
             message,
-            author_permissions(message).manage_messages,
+            permissions.manage_messages,
+            may_post=message.guild is None or may_post(permissions, in_thread=in_thread),
         )
 
     @property

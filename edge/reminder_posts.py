@@ -1,4 +1,5 @@
-"""Reminders' way to Discord: whether a reminder's owner may still have it posted, and the post itself.
+"""Reminders' way to Discord: whether a reminder's owner may still have it posted (may still use Parley there, see
+the channel and post in it, and manage its messages for a timed post), and the post itself.
 
 The post goes through a partial messageable (https://discordpy.readthedocs.io/en/stable/api.html#discord.Client.get_partial_messageable),
 so a channel need not be in this process's cache, and a reminder set in a DM after a restart still reaches it.
@@ -15,11 +16,12 @@ import discord
 from admission.access import Asker, Place, Verdict
 from admission.access_gate import AccessGate
 from admission.optout import OptOuts
-from archive import Reminder
+from archive import Reminder, ReminderLimits
 from config import Settings
 from conversation import utc_now
+from discord_io import may_post
 from edge.arrival import access_place
-from reminders.book import ReminderBook, ReminderLimits
+from reminders.book import ReminderBook
 from upkeep.reminders import OwnerUnknown, PostRefused, ReminderScheduler
 
 
@@ -56,24 +58,41 @@ class DiscordReminderPosts:
         verdict = await self._verdict(reminder)
         if not verdict.allowed:
             return f"its owner may not use Parley there now ({verdict.value})"
-        if reminder.post_here and not await self._owner_manages(reminder):
+        found = await self._owner_permissions(reminder)
+        if found is None:
+            return None
+        permissions, in_thread = found
+        if not may_post(permissions, in_thread=in_thread):
+            return "its owner may not see the channel or post in it now (or left the server, or was banned)"
+        if reminder.post_here and not permissions.manage_messages:
             return "its owner no longer has Manage Messages in the channel"
         return None
 
-    async def _owner_manages(self, reminder: Reminder) -> bool:
-        """Whether a timed post's owner still has Manage Messages in its channel, as when it was set; True when
-        the server, channel or member is not known here (it was checked when the post was set)."""
+    async def _owner_permissions(self, reminder: Reminder) -> tuple[discord.Permissions, bool] | None:
+        """The owner's permissions in the reminder's channel now, as Discord would resolve them (a timeout leaves only
+        View Channel and Read Message History: discord.py's `permissions_for`), and whether it is a thread; none
+        once they left the server or were banned. None for a DM, or a server or channel not known here: Discord
+        refuses a post to a channel that is gone.
+
+        Raises:
+            OwnerUnknown: Discord could not say whether the owner is still a member.
+        """
         guild = self.client.get_guild(reminder.guild_id)
         channel = None if guild is None else guild.get_channel_or_thread(reminder.channel_id)
         if guild is None or channel is None:
-            return True
+            return None
+        in_thread = isinstance(channel, discord.Thread)
         member = guild.get_member(reminder.owner_id)
         if member is None:
             try:
                 member = await guild.fetch_member(reminder.owner_id)
-            except discord.HTTPException:
-                return True
-        return channel.permissions_for(member).manage_messages
+            except discord.NotFound:
+                return discord.Permissions.none(), in_thread  # no longer a member: left, or banned
+            except discord.HTTPException as error:
+                raise OwnerUnknown(
+                    f"Discord did not say whether user {reminder.owner_id} is a member: {error}"
+                ) from None
+        return channel.permissions_for(member), in_thread
 
     async def _verdict(self, reminder: Reminder) -> Verdict:
         access = self.client.access

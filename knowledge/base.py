@@ -16,7 +16,13 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol
 
-from archive.knowledge_types import KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeHit, KnowledgeStore
+from archive.knowledge_types import (
+    KnowledgeDocument,
+    KnowledgeDocumentInfo,
+    KnowledgeHit,
+    KnowledgeStore,
+    NoRoomForDocument,
+)
 
 __all__ = [
     "QUOTE_CHARS",
@@ -74,8 +80,8 @@ class KnowledgeBase:
         self._store = store
         self._vectors = vectors
         self._max_documents = max_documents
-        # One change at a time in this process, so that the bound holds and a document's vectors follow its
-        # sections in the order the changes were made.
+        # One change at a time in this process, so that a document's vectors follow its sections in the order the
+        # changes were made (the bound is the archive's count claim, which holds across processes too).
         self._changing = asyncio.Lock()
 
     async def add(self, document: KnowledgeDocument) -> int:
@@ -86,8 +92,13 @@ class KnowledgeBase:
             archive.ArchiveWriteFailed: nothing changed.
         """
         async with self._changing:
-            await self._check_room(document)
-            added = await self._store.add_knowledge(document)
+            try:
+                added = await self._store.add_knowledge(document, most=self._max_documents)
+            except NoRoomForDocument:
+                raise KnowledgeFull(
+                    f"This server already has {self._max_documents} documents, the most it may keep"
+                    f" (KNOWLEDGE_MAX_DOCUMENTS={self._max_documents}): remove one first."
+                ) from None
             await self._forget(added.replaced_section_ids)
             queued = await self._queue(document, added.section_ids)
         # Embedding waits for the provider and for whatever else is queued: outside the lock, so other changes
@@ -186,18 +197,6 @@ class KnowledgeBase:
             # The sections are gone from the archive, so a vector left behind is never read back (`_fused` reads
             # each section from the archive); it costs space until the vectors are rebuilt.
             logger.exception("knowledge: the vectors of %d removed sections could not be dropped", len(section_ids))
-
-    async def _check_room(self, document: KnowledgeDocument) -> None:
-        if not self._max_documents or document.channel_id is not None:
-            return
-        documents = await self._store.knowledge_documents(document.guild_id)
-        server_wide = [info for info in documents if info.channel_id is None]
-        replacing = any(info.source == document.source for info in server_wide)
-        if not replacing and len(server_wide) >= self._max_documents:
-            raise KnowledgeFull(
-                f"This server already has {len(server_wide)} documents, the most it may keep"
-                f" (KNOWLEDGE_MAX_DOCUMENTS={self._max_documents}): remove one first."
-            )
 
 
 def reciprocal_rank_fusion(rankings: Iterable[Sequence[int]], k: int = RRF_K) -> dict[int, float]:

@@ -4,9 +4,9 @@ and what Parley posts when one comes due.
 
 Two kinds: a reminder ("remind me…") pings its owner alone in the channel it was set in; a timed post ("post
 here…") pings no one, and needs Manage Messages in the channel (the caller checks the permission, which only
-Discord knows). Either quotes its owner's words. The limits are checked and the reminder stored by the process
-that runs the server's shard, which is the one every command and answer in that server reaches, so two of a
-member's reminders are never counted by two processes at once.
+Discord knows). Either quotes its owner's words. The limits are one count claim in the archive: the statement that
+stores a reminder counts the owner's and the server's and stores it only under both limits, one claim per server
+at a time on either backend, whatever process or request makes it (archive/reminders.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import NoReturn, Protocol
 from zoneinfo import ZoneInfo
 
-from archive import ArchiveWriteFailed, Reminder, ReminderTable
+from archive import ArchiveWriteFailed, Reminder, ReminderLimits, ReminderTable
 from reminders.when import TimeError, describe, describe_every, first_time, parse_every, parse_when
 
 log = logging.getLogger("parley.reminders")
@@ -35,6 +34,7 @@ OPTED_OUT = (
     "You opted out of Parley in this server, so it keeps no reminders for you; `/parley privacy optin` undoes it."
 )
 NOT_SAVED = "The reminder could not be saved (the archive refused it; see Parley's log); nothing was set."
+MAY_NOT_POST = "You can't post in this channel, so Parley won't post a reminder of yours here either."
 
 
 class ReminderRefused(Exception):
@@ -45,14 +45,6 @@ class OptedOut(Protocol):
     """Who opted out where (admission/optout.py's OptOuts)."""
 
     def opted_out(self, guild_id: int, member_id: int) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ReminderLimits:
-    """REMINDERS_PER_MEMBER and REMINDERS_PER_SERVER: reminders still to come, each member's and each server's."""
-
-    per_member: int
-    per_server: int
 
 
 class ReminderBook:
@@ -77,17 +69,31 @@ class ReminderBook:
         return self.archive
 
     async def set(
-        self, *, guild_id: int, channel_id: int, owner_id: int, text: str, when: str, every: str = "", post_here: bool
+        self,
+        *,
+        guild_id: int,
+        channel_id: int,
+        owner_id: int,
+        owner_may_post: bool,
+        text: str,
+        when: str,
+        every: str = "",
+        post_here: bool,
     ) -> Reminder:
-        """Store a reminder of `text` at `when` (members' words, reminders/when.py), repeated `every` ('' once).
+        """Store a reminder of `text` at `when` (members' words, reminders/when.py), repeated `every` ('' once), for
+        an owner who may see the channel and post in it now (`owner_may_post`, as Discord says; checked again each
+        time it is posted, edge/reminder_posts.py).
 
         Raises:
-            ReminderRefused: the text, time or recurrence cannot be used, a limit is reached, the member opted
-                out, or the archive is off or refused the write; nothing was stored.
+            ReminderRefused: the owner may not post in the channel, the text, time or recurrence cannot be used, a
+                limit is reached, the member opted out, or the archive is off or refused the write; nothing was
+                stored.
         """
         table = self._table()
         if self.optouts.opted_out(guild_id, owner_id):
             raise ReminderRefused(OPTED_OUT)
+        if not owner_may_post:
+            raise ReminderRefused(MAY_NOT_POST)
         words = text.strip()
         if not words:
             raise ReminderRefused("Say what to be reminded of: the text is empty.")
@@ -109,14 +115,15 @@ class ReminderBook:
                 f"Quoted, this reminder would be a post of {longest} characters, over Discord's {POST_MAX_CHARS}:"
                 " use fewer lines."
             )
-        await self._check_limits(table, guild_id, owner_id)
         reminder = Reminder(
             await table.new_reminder_id(), guild_id, channel_id, owner_id, words, due, recurrence, post_here, now
         )
         try:
-            await table.add_reminder(reminder)
+            stored = await table.add_reminder(reminder, self.limits)
         except ArchiveWriteFailed:
             raise ReminderRefused(NOT_SAVED) from None
+        if not stored:
+            await self._refuse_over_limits(table, guild_id, owner_id)
         self.added.set()
         log.info(
             "reminder %s set in channel %s for user %s",
@@ -127,7 +134,8 @@ class ReminderBook:
         )
         return reminder
 
-    async def _check_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> None:
+    async def _refuse_over_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> NoReturn:
+        """Say which limit left no room for a reminder the archive's count claim refused."""
         mine, everyone = await table.pending_reminders(guild_id, owner_id)
         if mine >= self.limits.per_member:
             raise ReminderRefused(
@@ -139,6 +147,7 @@ class ReminderBook:
                 f"This server has {_count(everyone)} waiting, the most it may have: some must come due or be"
                 " cancelled first."
             )
+        raise ReminderRefused(NOT_SAVED)  # room again already: one came due or was cancelled meanwhile
 
     async def mine(self, guild_id: int, owner_id: int) -> list[Reminder]:
         """The member's reminders in the server still to come, soonest first."""

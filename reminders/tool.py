@@ -52,6 +52,7 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
             guild_id=deps.guild_id,
             channel_id=deps.channel_id,
             owner_id=deps.requester_id,
+            owner_may_post=deps.requester_may_post,
             text=text,
             when=when,
             every=every,

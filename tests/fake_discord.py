@@ -274,6 +274,16 @@ class FakeDiscord(RestRoutes):
         user = self.users[user_id]
         self.users[user_id] = dataclasses.replace(user, role_ids=(*user.role_ids, role_id))
 
+    def time_out(self, user_id: int, until: datetime) -> None:
+        """Time a member out until `until` (Discord's "communication disabled"); the next GUILD_CREATE carries it."""
+        user = self.users[user_id]
+        self.users[user_id] = dataclasses.replace(user, timed_out_until=until.isoformat())
+
+    def part(self, user_id: int) -> None:
+        """The member leaves the servers, or is banned: the next GUILD_CREATE leaves them out, and Get Guild Member
+        answers 404 Unknown Member for them (Discord's answer in either case)."""
+        self.departed.add(user_id)
+
     def deny(self, channel_id: int, user_id: int, permissions: discord.Permissions) -> None:
         """Deny a member `permissions` in a text channel (a member overwrite); the next GUILD_CREATE carries it."""
         # https://discord.com/developers/docs/resources/channel#overwrite-object
@@ -375,6 +385,18 @@ class FakeDiscord(RestRoutes):
         if event == "INTERACTION_CREATE":
             self._interactions[data["token"]] = data
         await self._route(event, data)
+
+    def session_of(self, shard_id: int) -> Any:
+        """Shard `shard_id`'s session now, for `dispatch_on` (it stays open after a session of another shard count
+        identifies, as across a reshard, though events no longer go to it by themselves)."""
+        return self._sessions[shard_id]
+
+    async def dispatch_on(self, session: Any, event: str, data: dict[str, Any]) -> None:
+        """Send a gateway DISPATCH on `session` (`session_of`), whatever server it is of: two processes that both
+        serve a server for a while (across a reshard) each get some of its events."""
+        if event == "INTERACTION_CREATE":
+            self._interactions[data["token"]] = data
+        await self._dispatch(session, event, data)
 
     async def edit_user_message(
         self, channel_id: int, message_id: int, content: str, *, attachments: list[dict[str, Any]] | None = None

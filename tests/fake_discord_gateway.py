@@ -124,7 +124,8 @@ class GatewaySessions(WorldPayloads):
         users = [
             user
             for user in self.users.values()
-            if (user.id in wanted if wanted else user.username.lower().startswith(query))
+            if user.id not in self.departed
+            and (user.id in wanted if wanted else user.username.lower().startswith(query))
         ]
         chunk = {
             "guild_id": str(data.get("guild_id") or GUILD_ID),

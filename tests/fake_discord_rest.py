@@ -157,10 +157,10 @@ class RestRoutes(GatewaySessions):
         return _json_response(self._guild(guild_id))
 
     async def _get_member(self, request: web.Request) -> web.Response:
-        """A server's member: every user of the fake is in every server.
+        """A server's member: every user of the fake is in every server, until they part.
         https://discord.com/developers/docs/resources/guild#get-guild-member"""
         user = self.users.get(int(request.match_info["user_id"]))
-        if int(request.match_info["guild_id"]) not in self.guilds or user is None:
+        if int(request.match_info["guild_id"]) not in self.guilds or user is None or user.id in self.departed:
             return _error(404, "Unknown Member", 10007)
         return _json_response({"user": user.payload(), **user.member_payload()})
 

@@ -110,6 +110,7 @@ class FakeUser:
     bot: bool = False
     role_ids: tuple[int, ...] = ()
     nick: str | None = None  # the server nickname, which any member can set to anything, "Parley" included
+    timed_out_until: str | None = None  # ISO timestamp: a moderator's timeout ("communication disabled") ends then
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -133,7 +134,7 @@ class FakeUser:
             "deaf": False,
             "mute": False,
             "flags": 0,
-            "communication_disabled_until": None,
+            "communication_disabled_until": self.timed_out_until,
         }
 
 
@@ -380,6 +381,8 @@ class FakeDiscordState:
                 FakeUser(OTHER_BOT_ID, "helperbot", bot=True),
             )
         }
+        # Users who left the servers or were banned (`part`): no longer their members.
+        self.departed: set[int] = set()
         # Roles a test added to the first server (`add_role`), by id, with their names.
         self.roles: dict[int, str] = {}
         self.channels: dict[int, FakeChannel] = {

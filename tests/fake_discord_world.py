@@ -114,7 +114,11 @@ class WorldPayloads(FakeDiscordState):
         }
 
     def _guild_create(self, guild_id: int = GUILD_ID) -> dict[str, Any]:
-        members = [{"user": user.payload(), **user.member_payload()} for user in self.users.values()]
+        members = [
+            {"user": user.payload(), **user.member_payload()}
+            for user in self.users.values()
+            if user.id not in self.departed
+        ]
         return {
             **self._guild(guild_id),
             "unavailable": False,

@@ -3,10 +3,12 @@ searching documents, per server and per readable channel; on both backends."""
 
 from __future__ import annotations
 
+import pytest
 from archive_contract_support import CHANNEL, GUILD, NOW, OTHER_CHANNEL
 
 from archive import Archive
-from archive.knowledge import KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeSection
+from archive.knowledge import KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeSection, NoRoomForDocument
+from archive.stores import StoreTables
 
 OTHER_GUILD = 11
 ADMIN = 500
@@ -136,3 +138,20 @@ async def test_a_server_parley_left_loses_its_documents(archive: Archive) -> Non
     assert await archive.knowledge_documents(GUILD) == [] and await _headings(archive, "docker") == []
     assert await archive.sections_by_id(ours.section_ids, guild_id=GUILD, channel_ids=()) == []
     assert await _headings(archive, "docker", guild=OTHER_GUILD) == ["Install > Docker"]
+
+
+async def test_a_new_server_wide_document_is_stored_only_under_the_bound(archive: Archive) -> None:
+    """The count claim: past `most` server-wide documents a new one is refused and nothing of it stored; replacing
+    one, a channel's document (a pin) and another server's still go in."""
+    first = await archive.add_knowledge(handbook("file:a.md"), most=2)
+    await archive.add_knowledge(handbook("file:b.md"), most=2)
+    with pytest.raises(NoRoomForDocument):
+        await archive.add_knowledge(handbook("file:c.md", title="Refused"), most=2)
+    replaced = await archive.add_knowledge(handbook("file:a.md", title="Again"), most=2)
+    await archive.add_knowledge(handbook(f"pin:{CHANNEL}:1", channel_id=CHANNEL), most=2)
+    await archive.add_knowledge(handbook("file:c.md", guild=OTHER_GUILD), most=2)
+    documents = await archive.knowledge_documents(GUILD)
+    assert sorted(info.source for info in documents) == ["file:a.md", "file:b.md", f"pin:{CHANNEL}:1"]
+    assert replaced.replaced_section_ids == first.section_ids
+    assert isinstance(archive, StoreTables)
+    assert await archive.read("SELECT count(*) FROM knowledge_sections") == [(3 * 4,)]  # none of the refused one's

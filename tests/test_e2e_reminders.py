@@ -151,8 +151,8 @@ async def test_two_processes_on_one_postgres_post_a_reminder_once(
                 for process, (count, shard) in zip(processes, shards, strict=True)
             ]
             await clients[0].reminders.book.set(
-                guild_id=GUILD_ID, channel_id=CHANNEL_ID, owner_id=ALICE_ID, text="rotate the keys", when="3s",
-                post_here=False,
+                guild_id=GUILD_ID, channel_id=CHANNEL_ID, owner_id=ALICE_ID, owner_may_post=True,
+                text="rotate the keys", when="3s", post_here=False,
             )  # fmt: skip
             await asyncio.gather(*(moved_on(p, c, 3) for p, c in zip(processes, clients, strict=True)))
             [post] = await fake.wait_for_posts(1)

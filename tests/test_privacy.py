@@ -12,7 +12,16 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
-from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, Reminder, TokenUsage, open_archive
+from archive import (
+    Archive,
+    ArchivedAttachment,
+    ArchivedMessage,
+    Memory,
+    Reminder,
+    ReminderLimits,
+    TokenUsage,
+    open_archive,
+)
 from budget import UsageLedger
 from context import summary_turn
 from conversation import ConversationManager
@@ -58,8 +67,9 @@ async def fill(archive: Archive) -> None:
     await archive.add_memory(Memory(2, GUILD, CHANNEL, BOB, BOB, 2, "bob likes coffee", NOW))
     await archive.set_opted_out(GUILD, ALICE, True, now=NOW)
     due = NOW + timedelta(days=1)
-    await archive.add_reminder(Reminder(1, GUILD, CHANNEL, ALICE, "alice's reminder", due, "daily", False, NOW))
-    await archive.add_reminder(Reminder(2, GUILD, CHANNEL, BOB, "bob's reminder", due, "", False, NOW))
+    room = ReminderLimits(per_member=10, per_server=10)
+    await archive.add_reminder(Reminder(1, GUILD, CHANNEL, ALICE, "alice's reminder", due, "daily", False, NOW), room)
+    await archive.add_reminder(Reminder(2, GUILD, CHANNEL, BOB, "bob's reminder", due, "", False, NOW), room)
 
 
 # -- Opt-outs --

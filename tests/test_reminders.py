@@ -23,13 +23,13 @@ from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists
 from admission.optout import OptOuts as MemberOptOuts
 from agent import build_responder, generate_reply
-from archive import Archive, Reminder, open_archive
+from archive import Archive, Reminder, ReminderLimits, open_archive
 from archive.sqlite import SQLiteArchive
 from config import Settings
 from conversation import ChannelConversation, utc_now
 from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
-from reminders.book import ReminderBook, ReminderLimits, ReminderRefused, post_text
+from reminders.book import ReminderBook, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
 from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
@@ -161,8 +161,8 @@ def book(archive: Archive) -> ReminderBook:
 
 async def remind(book: ReminderBook, owner: int = ALICE, when: str = "2h", **options: Any) -> Reminder:
     return await book.set(
-        guild_id=GUILD, channel_id=CHANNEL, owner_id=owner, text="check the deploy", when=when, post_here=False,
-        **options,
+        guild_id=GUILD, channel_id=CHANNEL, owner_id=owner, owner_may_post=True, text="check the deploy", when=when,
+        post_here=False, **options,
     )  # fmt: skip
 
 
@@ -232,7 +232,9 @@ async def test_what_cannot_be_a_reminder_is_refused_and_nothing_stored(
 ) -> None:
     fields: dict[str, Any] = {"text": "check", "when": "2h", "every": ""} | options
     with pytest.raises(ReminderRefused, match=told):
-        await book.set(guild_id=GUILD, channel_id=CHANNEL, owner_id=ALICE, post_here=False, **fields)
+        await book.set(
+            guild_id=GUILD, channel_id=CHANNEL, owner_id=ALICE, owner_may_post=True, post_here=False, **fields
+        )
     assert await archive.pending_reminders(GUILD, ALICE) == (0, 0)
 
 
@@ -570,7 +572,7 @@ async def ask(book: ReminderBook | None, settings: Settings, **fields: Any) -> l
     conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
     agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, reminders_enabled=True)
     in_a_dm = fields.pop("in_a_dm", False)
-    deps = chat_deps(reminders=book, **fields)  # in GUILD, CHANNEL, for ALICE
+    deps = chat_deps(reminders=book, requester_may_post=True, **fields)  # in GUILD, CHANNEL, for ALICE
     if in_a_dm:
         deps.guild_id = 0
     await generate_reply(agent, conversation, message, deps)
