@@ -8,7 +8,6 @@ a reminder set or posted), False if it turned him down.
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
