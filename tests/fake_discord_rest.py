@@ -86,9 +86,12 @@ class RestRoutes(GatewaySessions):
 
     def _unless_held(self, route: str, handler: _Handler) -> _Handler:
         """`handler`, unless the test holds `route` ("GET /users/@me"): then no answer until the test releases it
-        (`release`) or the fake closes."""
+        (`release`) or the fake closes; or unless it fails it (`failing_routes`): then a 403, which discord.py
+        raises at once (a 5xx it would try again for ~25 s)."""
 
         async def answer(request: web.Request) -> web.StreamResponse:
+            if route in self.failing_routes:
+                return _error(403, "Missing Access", 50001)
             if route in self.held_routes:
                 self.reached_held_routes.append(route)
                 self._changed()

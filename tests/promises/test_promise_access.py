@@ -82,3 +82,33 @@ async def test_every_path_decides_with_the_members_real_roles(
     finally:
         await world.stop()
     assert served is rule.served, f"Bob was {'served' if served else 'refused'} under {rule.name}"
+
+
+MEMBER_ROUTE = "GET /guilds/{guild_id}/members/{user_id}"
+# The paths where Bob's roles are asked of Discord (not carried by the payload that brought him).
+LOOKED_UP = [
+    pytest.param(path, id=name)
+    for name, path in [
+        ("gap-answer", gap),
+        ("direct-message", direct_message),
+        ("regenerate-gap-answer", regenerate),
+        ("reminder-posted", reminder_posted),
+    ]
+]
+
+
+@pytest.mark.parametrize("path", LOOKED_UP)
+async def test_when_discord_cannot_say_which_roles_a_member_holds_they_are_not_served(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, path: Path_
+) -> None:
+    """Looking Bob up fails: judged without his roles, the blocked role he holds would let him through, so he is not
+    served this time (a reminder waits for a later pass)."""
+    fake.give_role(BOB_ID, ROLE)
+    fake.failing_routes.add(MEMBER_ROUTE)
+    world = World(fake, llm, bot, tmp_path, BLOCKED, f"sqlite:///{tmp_path / 'parley.db'}")
+    try:
+        served = await path(world)
+    finally:
+        await world.stop()
+    assert not served
+    assert any(request.path.endswith(f"/members/{BOB_ID}") and request.status == 403 for request in fake.requests)
