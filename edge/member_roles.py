@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+import aiohttp
 import discord
 
 from admission.access_gate import AccessGate, RolesUnknown
@@ -67,7 +68,7 @@ class DiscordMembers:
     ) -> None:
         self.client = client
         self._members: _Kept[tuple[int, int], discord.Member | None] = _Kept(clock, kept_seconds)
-        self._servers: _Kept[int, discord.Guild] = _Kept(clock, kept_seconds)
+        self._servers: _Kept[int, discord.Guild | None] = _Kept(clock, kept_seconds)
 
     def server_ids(self) -> list[int]:
         return [guild.id for guild in self.client.guilds]
@@ -90,24 +91,29 @@ class DiscordMembers:
             return kept[0]
         try:
             guild = await self._server(guild_id)
-            member: discord.Member | None = await guild.fetch_member(member_id)
+            member = None if guild is None else await guild.fetch_member(member_id)
         except discord.NotFound:
-            member = None  # not in the server (or Parley no longer is)
-        except discord.HTTPException as error:
+            member = None  # not in the server
+        except (discord.HTTPException, TimeoutError, aiohttp.ClientError, OSError) as error:
             log.warning("could not look member %s up in server %s: %s", member_id, guild_id, error)
             raise RolesUnknown(f"member {member_id} in server {guild_id}") from error
         self._members.put(key, member)
         return member
 
-    async def _server(self, guild_id: int) -> discord.Guild:
-        """The server with its roles: this process's cached one, else fetched (another process serves it)."""
+    async def _server(self, guild_id: int) -> discord.Guild | None:
+        """The server with its roles: this process's cached one, else fetched (another process serves it); None if
+        Parley is no longer in it (an entry another process kept for a server it left while stopped)."""
         guild = self.client.get_guild(guild_id)
         if guild is not None:
             return guild
         kept = self._servers.get(guild_id)
         if kept is not None:
             return kept[0]
-        guild = await self.client.fetch_guild(guild_id, with_counts=False)
+        try:
+            guild = await self.client.fetch_guild(guild_id, with_counts=False)
+        except (discord.NotFound, discord.Forbidden):
+            # Discord answers a server the bot is not in with 403 Missing Access (or 404 Unknown Guild).
+            guild = None
         self._servers.put(guild_id, guild)
         return guild
 
