@@ -41,7 +41,13 @@ class RolesUnknown(Exception):
 class MemberRoles(Protocol):
     """What Discord says of a member's servers and roles (edge/member_roles.py): the one way any path learns them."""
 
-    def server_ids(self) -> list[int]: ...
+    async def server_ids(self) -> list[int]:
+        """Every server Parley is in, those other processes serve included.
+
+        Raises:
+            RolesUnknown: Discord could not say.
+        """
+        ...
 
     def carried_roles(self, guild_id: int, user: discord.abc.Snowflake) -> frozenset[int] | None:
         """The roles `user` holds in the server as the payload that brought them says (a gateway message's or an
@@ -107,8 +113,12 @@ class AccessGate:
         strictest wins, so the first found is enough); allowed if none refuses them and Discord said for each."""
         if member_id in self.lists.deploy.blocked_members:
             return Verdict.MEMBER_BLOCKED  # no need to ask Discord which servers they are in
+        try:
+            servers = await self._servers_naming_members()
+        except RolesUnknown:
+            return Verdict.ROLES_UNKNOWN
         unknown = False
-        for guild_id in self._servers_naming_members():
+        for guild_id in servers:
             try:
                 roles = await self.members.roles_in(guild_id, member_id)
             except RolesUnknown:
@@ -126,10 +136,10 @@ class AccessGate:
         lists = self.lists.lists_for(guild_id)
         return bool(lists.blocked_roles or lists.allowed_roles or self.lists.settings.role_limits)
 
-    def _servers_naming_members(self) -> list[int]:
+    async def _servers_naming_members(self) -> list[int]:
         deploy = self.lists.deploy
         if deploy.limits_members or deploy.blocked_roles:
-            return self.members.server_ids()  # the settings' lists are every server's
+            return await self.members.server_ids()  # the settings' lists are every server's
         return [
             guild_id
             for guild_id in sorted(self.lists.servers_with_entries())

@@ -7,7 +7,8 @@ shards has no cache of the server at all; Parley runs without the privileged mem
 the member is fetched (GET /guilds/{guild.id}/members/{user.id},
 https://discord.com/developers/docs/resources/guild#get-guild-member, which needs no intent), and the server too
 if this process does not serve it (GET /guilds/{guild.id}, for its roles). Both are kept a while, so a
-conversation asks once per server, not once per message.
+conversation asks once per server, not once per message. A process serving only some shards lists the bot's other
+servers the same way, for the deploy's lists, which are every server's.
 """
 
 from __future__ import annotations
@@ -69,9 +70,29 @@ class DiscordMembers:
         self.client = client
         self._members: _Kept[tuple[int, int], discord.Member | None] = _Kept(clock, kept_seconds)
         self._servers: _Kept[int, discord.Guild | None] = _Kept(clock, kept_seconds)
+        # Every server of the bot's (one entry, 0), for a process serving only some of the shards.
+        self._all_servers: _Kept[int, list[int]] = _Kept(clock, kept_seconds)
 
-    def server_ids(self) -> list[int]:
-        return [guild.id for guild in self.client.guilds]
+    async def server_ids(self) -> list[int]:
+        """This process's servers, or, when it serves only some of the shards, every server of the bot's, asked of
+        Discord (GET /users/@me/guilds, https://discord.com/developers/docs/resources/user#get-current-user-guilds)
+        and kept a while."""
+        if self._serves_every_shard():
+            return [guild.id for guild in self.client.guilds]
+        kept = self._all_servers.get(0)
+        if kept is not None:
+            return kept[0]
+        try:
+            found = [guild.id async for guild in self.client.fetch_guilds(limit=None, with_counts=False)]
+        except (discord.HTTPException, TimeoutError, aiohttp.ClientError, OSError) as error:
+            log.warning("could not list Parley's servers: %s", error)
+            raise RolesUnknown("Parley's servers") from error
+        self._all_servers.put(0, found)
+        return found
+
+    def _serves_every_shard(self) -> bool:
+        shard_ids = getattr(self.client, "shard_ids", None)  # an AutoShardedClient's; None: all of them
+        return shard_ids is None or set(range(self.client.shard_count or 1)) <= set(shard_ids)
 
     def carried_roles(self, guild_id: int, user: discord.abc.Snowflake) -> frozenset[int] | None:
         # A member object's roles are read against its server's cached roles: trusted only where this process

@@ -198,7 +198,7 @@ class Servers:
         self.servers = servers
         self.asked: list[tuple[int, int]] = []
 
-    def server_ids(self) -> list[int]:
+    async def server_ids(self) -> list[int]:
         return list(self.servers)
 
     async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:

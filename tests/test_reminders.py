@@ -428,7 +428,7 @@ class Members:
     def __init__(self, roles: dict[int, frozenset[int]], gone: set[int]) -> None:
         self.roles, self.gone = roles, gone
 
-    def server_ids(self) -> list[int]:
+    async def server_ids(self) -> list[int]:
         return [GUILD]
 
     def carried_roles(self, guild_id: int, user: discord.abc.Snowflake) -> frozenset[int] | None:

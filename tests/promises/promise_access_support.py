@@ -172,6 +172,17 @@ async def direct_message_served_by_another_process(world: World) -> bool:
     return await decision_on(client, world.fake.dm_channel(BOB_ID), sent)
 
 
+async def direct_message_shared_only_on_another_shard(world: World) -> bool:
+    """The deploy's own lists (settings, every server's) and two shards: Bob shares only the second server with
+    Parley, which shard 1 serves; shard 0's process gets his DMs and must look for him beyond its own servers."""
+    await world.fake.add_guild("Second", shard=(1, 2))
+    world.fake.absent_members.add((GUILD_ID, BOB_ID))
+    client = await world.start(direct_messages=True, shard_count=2, shard_ids=frozenset({0}))
+    assert [guild.id for guild in client.guilds] == [GUILD_ID]
+    sent = await world.fake.send_dm(BOB_ID, "hello?")
+    return await decision_on(client, world.fake.dm_channel(BOB_ID), sent)
+
+
 async def model_called_or_told(world: World, calls: list[InteractionCall], before: int) -> bool:
     """A command's outcome: True once the model is called for it, False once it tells its user a line alone."""
 

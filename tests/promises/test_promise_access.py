@@ -32,6 +32,7 @@ from promise_access_support import (
     catchup,
     direct_message,
     direct_message_served_by_another_process,
+    direct_message_shared_only_on_another_shard,
     gap,
     live,
     regenerate,
@@ -46,6 +47,7 @@ PATHS: list[tuple[str, Path_, tuple[Rule, ...], tuple[str, ...]]] = [
     ("gap-answer", gap, (BLOCKED, ALLOWED, LIMITED), BOTH),
     ("direct-message", direct_message, (BLOCKED, ALLOWED), ("sqlite",)),
     ("direct-message-other-process", direct_message_served_by_another_process, (BLOCKED, ALLOWED), ("postgres",)),
+    ("direct-message-other-shard", direct_message_shared_only_on_another_shard, (BLOCKED, ALLOWED), ("postgres",)),
     ("ask", ask, (BLOCKED, ALLOWED, LIMITED), ("sqlite",)),
     ("ask-parley-menu", ask_menu, (BLOCKED, ALLOWED, LIMITED), ("sqlite",)),
     ("regenerate-gap-answer", regenerate, (BLOCKED, ALLOWED, LIMITED), ("sqlite",)),
@@ -85,30 +87,33 @@ async def test_every_path_decides_with_the_members_real_roles(
 
 
 MEMBER_ROUTE = "GET /guilds/{guild_id}/members/{user_id}"
-# The paths where Bob's roles are asked of Discord (not carried by the payload that brought him).
+SERVERS_ROUTE = "GET /users/@me/guilds"
+# The paths where Bob's roles are asked of Discord (not carried by the payload that brought him), and what fails.
 LOOKED_UP = [
-    pytest.param(path, id=name)
-    for name, path in [
-        ("gap-answer", gap),
-        ("direct-message", direct_message),
-        ("regenerate-gap-answer", regenerate),
-        ("reminder-posted", reminder_posted),
+    pytest.param(path, route, id=name)
+    for name, path, route in [
+        ("gap-answer", gap, MEMBER_ROUTE),
+        ("direct-message", direct_message, MEMBER_ROUTE),
+        ("direct-message-other-shard", direct_message_shared_only_on_another_shard, SERVERS_ROUTE),
+        ("regenerate-gap-answer", regenerate, MEMBER_ROUTE),
+        ("reminder-posted", reminder_posted, MEMBER_ROUTE),
     ]
 ]
 
 
-@pytest.mark.parametrize("path", LOOKED_UP)
+@pytest.mark.parametrize(("path", "route"), LOOKED_UP)
 async def test_when_discord_cannot_say_which_roles_a_member_holds_they_are_not_served(
-    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, path: Path_
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, path: Path_, route: str
 ) -> None:
-    """Looking Bob up fails: judged without his roles, the blocked role he holds would let him through, so he is not
-    served this time (a reminder waits for a later pass)."""
+    """Looking Bob up (or listing the servers to look him up in) fails: judged without his roles, the blocked role
+    he holds would let him through, so he is not served this time (a reminder waits for a later pass)."""
     fake.give_role(BOB_ID, ROLE)
-    fake.failing_routes.add(MEMBER_ROUTE)
+    fake.failing_routes.add(route)
     world = World(fake, llm, bot, tmp_path, BLOCKED, f"sqlite:///{tmp_path / 'parley.db'}")
     try:
         served = await path(world)
     finally:
         await world.stop()
     assert not served
-    assert any(request.path.endswith(f"/members/{BOB_ID}") and request.status == 403 for request in fake.requests)
+    asked = f"/members/{BOB_ID}" if route == MEMBER_ROUTE else "/users/@me/guilds"
+    assert any(asked in request.path and request.status == 403 for request in fake.requests)
