@@ -12,6 +12,7 @@ no server, so no server's ROLE_LIMITS applies to it; a digest is asked for by no
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,16 @@ async def test_when_discord_cannot_say_which_roles_a_member_holds_they_are_not_s
     assert not served
     asked = f"/members/{BOB_ID}" if route == MEMBER_ROUTE else "/users/@me/guilds"
     assert any(asked in request.path and request.status == 403 for request in fake.requests)
+
+
+def test_no_path_reads_a_members_roles_but_through_the_access_gate() -> None:
+    """The promise lives in one place: only edge/member_roles.py (behind `AccessGate.asker`) reads a member's roles
+    off a discord.py object, so a new path cannot judge a member by the roles a payload happens to carry."""
+    root = Path(__file__).resolve().parents[2]
+    readers = sorted(
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.py")
+        if not {"tests", ".venv", ".git"} & set(path.relative_to(root).parts)
+        and re.search(r"role_ids_of\(|\.roles\b", path.read_text(encoding="utf-8"))
+    )
+    assert readers == ["discord_io.py", "edge/member_roles.py"]
