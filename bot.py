@@ -275,7 +275,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         if message.type not in CHAT_MESSAGE_TYPES:
             return
         kind = self.threads.kind_of(message)
-        await self.pipeline.arrived(Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id))
+        arrival = await Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id, askers=self.access)
+        await self.pipeline.arrived(arrival)
 
     # -- Answering (answering.answer) --
 

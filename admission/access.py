@@ -8,6 +8,8 @@ its category: a list that names the category names every channel in it.
   set, that list names it or its category. Otherwise it is never answered: no answer, and no notice either.
 - A member may use Parley only if no block list names them or a role they hold, and, when a role or member allow
   list is set, that list names them or one of their roles.
+- A member whose roles Discord could not tell (it failed when asked) is not answered this time: judged without
+  them, a blocked role's member would be answered, an allowed role's refused.
 - An empty allow list allows everything; a block always wins over an allow (a channel allowed by name in a
   blocked category is blocked, a member with an allowed and a blocked role is blocked).
 
@@ -28,6 +30,8 @@ NOT_ALLOWED = Decision(False, "not_allowed", "access")
 CHANNEL_REFUSAL = "Parley isn't used in this channel: an admin has limited where it answers."
 # What the member who clicked Regenerate is told, only them, when the answer's asker may not use Parley there now.
 REGENERATE_NOT_ALLOWED = "The member this answer was for may not use Parley here now, so I won't write it again."
+# What a member who asked directly is told when Discord could not say which roles they hold.
+ROLES_UNKNOWN_REFUSAL = "Parley couldn't check your roles with Discord just now; please try again in a moment."
 # The one line a member who may not use Parley is told the first time they address it (`Verdict.notice`).
 NOTICE = "You can't use Parley here: {why}. I'll stay quiet when you mention me."
 
@@ -41,6 +45,7 @@ class Verdict(StrEnum):
     MEMBER_BLOCKED = "member_blocked"
     ROLE_BLOCKED = "role_blocked"
     NOT_ALLOWED_ROLE = "not_allowed_role"
+    ROLES_UNKNOWN = "roles_unknown"
 
     @property
     def allowed(self) -> bool:
@@ -50,12 +55,15 @@ class Verdict(StrEnum):
     def refusal(self) -> str:
         """The line a member who asked Parley directly (a command such as /parley catchup) is told, only them: unlike
         a mention, such a question is answered even where the channel is the reason."""
+        if self is Verdict.ROLES_UNKNOWN:
+            return ROLES_UNKNOWN_REFUSAL
         return self.notice or CHANNEL_REFUSAL
 
     @property
     def notice(self) -> str | None:
         """The line a member is told once when they address Parley; None for a channel's verdict, since an admin
-        who restricted Parley to some channels wants silence in every other, not a notice in each."""
+        who restricted Parley to some channels wants silence in every other, not a notice in each, and None when
+        their roles are unknown (Discord may answer next time: a notice told once would be wrong then)."""
         why = _WHY.get(self)
         return None if why is None else NOTICE.format(why=why)
 
@@ -81,10 +89,12 @@ class Place:
 
 @dataclass(frozen=True, slots=True)
 class Asker:
-    """Who wrote it: the member and the roles they hold in that server (the @everyone role's id is the server's)."""
+    """Who wrote it: the member and the roles they hold in that server (the @everyone role's id is the server's);
+    `roles_known` is False when Discord could not say which (edge/member_roles.py)."""
 
     member_id: int
     role_ids: frozenset[int] = frozenset()
+    roles_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +144,8 @@ def member_verdict(asker: Asker, lists: Lists) -> Verdict:
     """Whether `asker` may use Parley wherever it answers under `lists`."""
     if asker.member_id in lists.blocked_members:
         return Verdict.MEMBER_BLOCKED
+    if not asker.roles_known:
+        return Verdict.ROLES_UNKNOWN
     if asker.role_ids & lists.blocked_roles:
         return Verdict.ROLE_BLOCKED
     if lists.limits_members and not (asker.member_id in lists.allowed_members or asker.role_ids & lists.allowed_roles):

@@ -6,7 +6,11 @@ them (a block of them or of a role they hold, or an allow list of roles or membe
 strictest server winning, since a DM has no moderators of its own. Channel lists do not apply to a DM (it is no
 server's channel; DIRECT_MESSAGES turns DMs on or off). To know their roles Parley asks Discord for the member in
 each server whose lists name roles or members (`MemberRoles`; without the privileged members intent it knows no
-member lists), so only those servers are looked at.
+member lists), so only those servers are looked at, the servers other processes serve among them (their lists are
+in the archive all processes share). If Discord cannot say, the DM is not answered this time.
+
+`AccessGate.asker` is where every other path (a live message, one read from history, a command, Regenerate, a
+reminder) learns who is asking with their roles in the server, so no path judges a member without them.
 
 The notice is said once per member per server (a DM counts as one place), while the process runs: a member who
 keeps mentioning Parley hears it once, then silence; after a restart they may hear it once more.
@@ -30,18 +34,41 @@ log = logging.getLogger("parley.access")
 TOLD_KEPT = 10_000
 
 
+class RolesUnknown(Exception):
+    """Discord could not say whether, or with which roles, a member is in a server (it failed when asked)."""
+
+
 class MemberRoles(Protocol):
-    """What Discord says of a member's servers, as direct messages' rule needs it."""
+    """What Discord says of a member's servers and roles (edge/member_roles.py): the one way any path learns them."""
 
-    def server_ids(self) -> list[int]: ...
+    async def server_ids(self) -> list[int]:
+        """Every server Parley is in, those other processes serve included.
 
-    async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
-        """The roles `member_id` holds in the server; None if they are not in it (or it cannot be known)."""
+        Raises:
+            RolesUnknown: Discord could not say.
+        """
         ...
 
-    def left(self, guild_id: int, member_id: int) -> bool:
-        """Whether Discord said, at the last `roles_in`, that the member is not in the server (so a None from it is
-        known, not a failure to ask)."""
+    def carried_roles(self, guild_id: int, user: discord.abc.Snowflake) -> frozenset[int] | None:
+        """The roles `user` holds in the server as the payload that brought them says (a gateway message's or an
+        interaction's member), if it says; None if it does not (a message read from history, a bare id)."""
+        ...
+
+    async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
+        """The roles the member holds in the server (@everyone's, the server's id, among them), asked of Discord
+        (and kept a while) even where this process does not serve the server; None if they are not in it.
+
+        Raises:
+            RolesUnknown: Discord could not say.
+        """
+        ...
+
+    async def member_in(self, guild_id: int, member_id: int) -> discord.Member | None:
+        """The member `roles_in` reads, for their permissions in a channel of a server this process serves.
+
+        Raises:
+            RolesUnknown: Discord could not say.
+        """
         ...
 
 
@@ -53,6 +80,22 @@ class AccessGate:
         self.members = members
         self._told_kept = told_kept
         self._told: OrderedDict[tuple[int, int], None] = OrderedDict()
+
+    async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker:
+        """`user` with the roles they hold in the server now: those the payload that brought them carries, else
+        Discord's (over REST); none in a DM (each server's are looked up by `direct_message_verdict`), where they
+        are not a member, or where no list names a role and ROLE_LIMITS is not set (then Discord is not asked).
+        Every path that decides for a member learns their roles here."""
+        if guild_id == 0 or not self._roles_matter(guild_id):
+            return Asker(user.id)
+        carried = self.members.carried_roles(guild_id, user)
+        if carried is not None:
+            return Asker(user.id, carried)
+        try:
+            roles = await self.members.roles_in(guild_id, user.id)
+        except RolesUnknown:
+            return Asker(user.id, roles_known=False)
+        return Asker(user.id, roles or frozenset())
 
     async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict:
         """Whether `asker` may be answered at `place` in the server `guild_id` (0: a direct message)."""
@@ -67,22 +110,36 @@ class AccessGate:
 
     async def direct_message_verdict(self, member_id: int) -> Verdict:
         """The first refusal among the servers Parley shares with the member whose lists name roles or members (the
-        strictest wins, so the first found is enough); allowed if none refuses them."""
+        strictest wins, so the first found is enough); allowed if none refuses them and Discord said for each."""
         if member_id in self.lists.deploy.blocked_members:
             return Verdict.MEMBER_BLOCKED  # no need to ask Discord which servers they are in
-        for guild_id in self._servers_naming_members():
-            roles = await self.members.roles_in(guild_id, member_id)
+        try:
+            servers = await self._servers_naming_members()
+        except RolesUnknown:
+            return Verdict.ROLES_UNKNOWN
+        unknown = False
+        for guild_id in servers:
+            try:
+                roles = await self.members.roles_in(guild_id, member_id)
+            except RolesUnknown:
+                unknown = True  # this server might refuse them: unless another does, not answered this time
+                continue
             if roles is None:
                 continue  # not a server they share with Parley
             found = member_verdict(Asker(member_id, roles), self.lists.lists_for(guild_id))
             if not found.allowed:
                 return found
-        return Verdict.ALLOWED
+        return Verdict.ROLES_UNKNOWN if unknown else Verdict.ALLOWED
 
-    def _servers_naming_members(self) -> list[int]:
+    def _roles_matter(self, guild_id: int) -> bool:
+        """Whether a member's roles change anything in the server: a list names roles, or ROLE_LIMITS is set."""
+        lists = self.lists.lists_for(guild_id)
+        return bool(lists.blocked_roles or lists.allowed_roles or self.lists.settings.role_limits)
+
+    async def _servers_naming_members(self) -> list[int]:
         deploy = self.lists.deploy
         if deploy.limits_members or deploy.blocked_roles:
-            return self.members.server_ids()  # the settings' lists are every server's
+            return await self.members.server_ids()  # the settings' lists are every server's
         return [
             guild_id
             for guild_id in sorted(self.lists.servers_with_entries())

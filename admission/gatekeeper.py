@@ -22,7 +22,7 @@ from budget import UsageLedger, next_utc_midnight
 from config import Settings
 from conversation import utc_now
 from decider import JudgeCall
-from discord_io import discord_time, guild_id_of, reply_mentions, role_ids_of
+from discord_io import discord_time, guild_id_of, reply_mentions
 from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
 
@@ -165,22 +165,23 @@ class Gatekeeper:
         allowed = self.limits_of(role_ids).tokens_per_day
         return allowed > 0 and await self.allowances.member_tokens(guild_id, member_id) + uncounted >= allowed
 
-    async def within_rate(self, message: discord.Message) -> bool:
-        """Whether the author may be answered now, without spending their answer: a member past their rate or their
-        role's tokens gets no thread, only the channel's one-line notice."""
-        guild_id, author, roles = guild_id_of(message), message.author.id, role_ids_of(message.author)
+    async def within_rate(self, message: discord.Message, roles: Collection[int]) -> bool:
+        """Whether the author (holding `roles`) may be answered now, without spending their answer: a member past
+        their rate or their role's tokens gets no thread, only the channel's one-line notice."""
+        guild_id, author = guild_id_of(message), message.author.id
         if await self.tokens_spent(guild_id, author, roles) or not (await self.take(guild_id, author, roles)).admitted:
             return False
         await self.give_back(guild_id, author, roles)
         return True
 
     async def admit_member(
-        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
+        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool, roles: Collection[int]
     ) -> bool:
         """Spend one of the author's answers before their message is decided, so a member over their limits costs no
         judge call either. Refused (`member_rate_limited`, `role_rate_limited`, `role_token_budget`), the message is
-        noted and, if it `addressed` Parley, its author is told once why and when to come back."""
-        author, roles = record.author_id, role_ids_of(message.author)
+        noted and, if it `addressed` Parley, its author is told once why and when to come back. `roles`: those the
+        author holds, as the access gate learnt them (`AccessGate.asker`)."""
+        author = record.author_id
         limits = self.limits_of(roles)
         if await self.tokens_spent(guild_id, author, roles):
             self.client.decided_here(record, ROLE_TOKEN_BUDGET)

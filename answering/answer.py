@@ -102,12 +102,14 @@ class Answering:
             manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
         )
 
-    async def answer(self, question: Question, outlet: Outlet, conversation: ChannelConversation) -> None:
+    async def answer(
+        self, question: Question, outlet: Outlet, conversation: ChannelConversation, role_ids: Collection[int]
+    ) -> None:
         """Run the responder and post its answer through `outlet` (a reply to the question's message, in its
         channel or the thread opened on it; a command's response); on failure apologise and leave the history as it
-        was."""
+        was. `role_ids`: the asker's roles, as the admission resolved them (AccessGate.asker)."""
         assert self.client.user is not None
-        deps = self.chat_deps(question, outlet)
+        deps = self.chat_deps(question, outlet, role_ids)
         if self.settings.stream_answers:
             await self._answer_streamed(question, outlet, conversation, deps)
             return
@@ -120,7 +122,7 @@ class Answering:
         outcome = AnswerOutcome.whole(question, outlet, result)
         await self.tail.finish(outcome, conversation)
 
-    def chat_deps(self, question: Question, outlet: Outlet) -> ChatDeps:
+    def chat_deps(self, question: Question, outlet: Outlet, role_ids: Collection[int]) -> ChatDeps:
         """What the tools of an answer to `question` going into `outlet` may reach: that channel (or thread, or DM)
         alone, as far as the asker may read it.
 
@@ -151,7 +153,7 @@ class Answering:
             knowledge=self.stores.knowledge,
             readable_channels=_readable_channels(guild, question.asker, outlet),
             # Its tool rounds and resumed runs each ask the asker's and the server's daily budgets first.
-            before_each_call=self.stores.admission.spending(guild_id, question.asker_id, question.role_ids).stop_line,
+            before_each_call=self.stores.admission.spending(guild_id, question.asker_id, role_ids).stop_line,
         )
 
     async def _reply(
@@ -240,15 +242,17 @@ class Answering:
         self.streams.answered(question, posts, channel)
         return self.streams.latest(channel_id)
 
-    async def regenerate(self, turn: AnsweredTurn, conversation: ChannelConversation) -> None:
+    async def regenerate(
+        self, turn: AnsweredTurn, conversation: ChannelConversation, role_ids: Collection[int]
+    ) -> None:
         """ "Regenerate": a new answer to the question of the channel's latest answer, streamed into its posts,
-        replacing the answer in the conversation's model history."""
+        replacing the answer in the conversation's model history. `role_ids`: its asker's roles, resolved."""
         outlet = MessageReply(turn.question, turn.channel)
         channel_id = outlet.channel_id
         # Resolved here, where the question comes back from Discord: the asker of the answer being rewritten.
         # A DM's whole history is the asker's own; a thread's readability follows its parent channel.
         question = Question.of_message(turn.question, to_record(turn.question))
-        deps = self.chat_deps(question, outlet)
+        deps = self.chat_deps(question, outlet, role_ids)
         reads_history = deps.requester_can_read_history
         shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
 

@@ -27,7 +27,7 @@ from admission.access import NOT_ALLOWED, Asker, Place, Verdict
 from admission.spending import Refused
 from archive.text import safe_text
 from discord_io import may_post
-from edge.arrival import Arrival, access_asker, access_place
+from edge.arrival import Arrival, access_place
 from edge.asking import InteractionReply, Question
 from edge.threads import Threads
 from journal import DecisionJournal
@@ -66,6 +66,8 @@ class CommandAdmission(Protocol):
 
 
 class CommandAccess(Protocol):
+    async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
+
     async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
 
 
@@ -123,7 +125,8 @@ class CommandQuestions:
         question = _question(interaction, record)
         logged = _veiled(record, PRIVATE_EXCERPT if about is None else PRIVATE_EXCERPT_ABOUT) if private else record
         try:
-            refused = await self._refusal(question, logged)
+            asker = await self.access.asker(question.guild_id, question.asker)
+            refused = await self._refusal(question, asker, logged)
         except Exception:
             log.exception("admitting the question of command %s failed", question.id)
             await outlet.tell(ASK_FAILED)
@@ -132,18 +135,19 @@ class CommandQuestions:
             await outlet.tell(refused)
             return
         try:
-            await self._answer(question, outlet, logged, private=private, about=about)
+            await self._answer(question, asker, outlet, logged, private=private, about=about)
         except Exception:
             log.exception("answering the question of command %s failed", question.id)
             if not outlet.sent:
                 # Nothing reached the asker: the answer they were admitted for is theirs again.
-                await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
+                await self.admission.give_back(question.guild_id, question.asker_id, asker.role_ids)
                 if not outlet.expired:
                     await outlet.tell(ASK_FAILED)
 
     async def _answer(
         self,
         question: Question,
+        asker: Asker,
         outlet: InteractionReply,
         logged: MessageRecord,
         *,
@@ -154,31 +158,31 @@ class CommandQuestions:
         if about is not None:
             question = replace(question, about=await about(question))
         kind = self.threads.kind_in(question.channel, in_server=question.guild is not None)
-        arrival = Arrival.asked(question, outlet, kind=kind)
+        arrival = Arrival.asked(question, outlet, kind=kind, asker=asker)
         if private:
             await self.pipeline.answer_aside(arrival, logged)
         else:
             await self.pipeline.asked(arrival)
         if outlet.sent or outlet.expired:
             return  # answered, or no one can be told any more (the pipeline gave the answer back)
-        await outlet.tell(await self._not_answered(question))
+        await outlet.tell(await self._not_answered(question, asker))
 
-    async def _refusal(self, question: Question, logged: MessageRecord) -> str | None:
+    async def _refusal(self, question: Question, asker: Asker, logged: MessageRecord) -> str | None:
         """Why the asker may not be answered now, logged for `/parley why`; None admits them (spending an answer)."""
         guild_id = question.guild_id
         if question.guild is None and not self.direct_messages:
             return DIRECT_MESSAGES_OFF
-        found = await self.access.verdict(guild_id, access_place(question.channel), access_asker(question.asker))
+        found = await self.access.verdict(guild_id, access_place(question.channel), asker)
         if not found.allowed:
             self.pipeline.decided_here(logged, NOT_ALLOWED)
             return found.refusal
-        refused = await self.admission.command_refusal(guild_id, question.asker_id, question.role_ids)
+        refused = await self.admission.command_refusal(guild_id, question.asker_id, asker.role_ids)
         if refused is None:
             return None
         self.pipeline.decided_here(logged, refused.decision)
         return refused.line
 
-    async def _not_answered(self, question: Question) -> str:
+    async def _not_answered(self, question: Question, asker: Asker) -> str:
         """The line for a question that got no answer, by the decision logged for it. Turned down before any model
         call (a full or superseded line, the budget spent meanwhile), the answer it took is given back; the
         decider's "no" gave it back already, and an answer Discord lost was paid for."""
@@ -187,7 +191,7 @@ class CommandQuestions:
         reason = next((entry.reason for entry in entries if entry.message_id == record.message_id), "")
         if reason not in NOT_ANSWERED:
             return NOT_ANSWERED_OTHERWISE
-        await self.admission.give_back(question.guild_id, question.asker_id, question.role_ids)
+        await self.admission.give_back(question.guild_id, question.asker_id, asker.role_ids)
         return NOT_ANSWERED[reason]
 
 

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING
 
 import discord
 
+from admission.access_gate import MemberRoles, RolesUnknown
 from archive import Archive, ArchiveWriteFailed
 from config import Settings
 from conversation import ConversationManager, utc_now
+from decider import addresses_bot
 from discord_io import may_read_history, replied_author_id, to_record
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from records import CHANNEL, Decision
@@ -130,23 +132,29 @@ class GapQuestions:
             pass
         record = to_record(message, self.wake_words)
         kind = self.pipeline.threads.kind_of(message)
-        arrival = Arrival.resolve(message, record, kind=kind, bot_user_id=self.pipeline.bot_user_id)
+        addressed = addresses_bot(record, self.pipeline.bot_user_id)
         conversation = self.manager.get(channel_id)
         if conversation is not None and any(held.message_id == message.id for held in conversation.messages):
             return  # the gateway delivered it too: decided live already
-        open_question = arrival.addressed or conversation is not None or kind != CHANNEL
+        open_question = addressed or conversation is not None or kind != CHANNEL
         if not open_question or message.id in answered:
             self._hear(channel_id, conversation is not None, message)
             return
         if message.created_at < utc_now() - self.window:
             self._hear(channel_id, conversation is not None, message)
-            if arrival.addressed:
+            if addressed:
                 self.pipeline.decided_here(record, GAP_TOO_OLD)
             return
         if not await self._claim(archive, message):
             self._hear(channel_id, conversation is not None, message)
             return
-        question = replace(arrival.question, reads_history=await reads_history(message))
+        # History carries the author without their roles: the access gate asks Discord for them, as for the
+        # member's Read Message History below (one lookup, kept).
+        access = self.pipeline.access
+        arrival = await Arrival.resolve(
+            message, record, kind=kind, bot_user_id=self.pipeline.bot_user_id, askers=access
+        )
+        question = replace(arrival.question, reads_history=await reads_history(message, access.members))
         await self.pipeline.arrived(replace(arrival, question=question))
 
     def _hear(self, channel_id: int, live: bool, message: discord.Message) -> None:
@@ -176,16 +184,21 @@ def _answered_by(messages: Iterable[discord.Message], bot_id: int) -> set[int]:
     }
 
 
-async def reads_history(message: discord.Message) -> bool:
+async def reads_history(message: discord.Message, members: MemberRoles) -> bool:
     """Whether the author of a message read back from Discord's history may read the channel's history.
 
     History carries the author without their member data, and Parley keeps no member cache (no members intent),
-    so the member is fetched; one who left, or a webhook, may not.
+    so the member is asked of `members`; one who left, a webhook, or one Discord could not say of, may not.
     """
     if isinstance(message.author, discord.Member) or message.guild is None:
         return message.guild is None or may_read_history(message)
     try:
-        member = message.guild.get_member(message.author.id) or await message.guild.fetch_member(message.author.id)
+        member = await members.member_in(message.guild.id, message.author.id)
+    except RolesUnknown:
+        return False
+    if member is None:
+        return False
+    try:
         return message.channel.permissions_for(member).read_message_history
-    except (discord.HTTPException, discord.ClientException):
+    except discord.ClientException:
         return False

@@ -12,6 +12,7 @@ from typing import Protocol
 import discord
 
 from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
+from admission.access_gate import MemberRoles
 from admission.gatekeeper import SERVER_BUDGET
 from admission.optout import OPTED_OUT, OptOuts, veil
 from admission.spending import Refused
@@ -21,8 +22,8 @@ from answering.decisions import DecisionLog
 from answering.gap import GapQuestions
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
-from discord_io import guild_id_of, is_closed_thread, role_ids_of
-from edge.arrival import Arrival, access_asker, access_place
+from discord_io import guild_id_of, is_closed_thread
+from edge.arrival import Arrival, access_place
 from edge.asking import InteractionReply, MessageReply
 from edge.context_loading import ContextLoader
 from edge.threads import Threads
@@ -66,7 +67,7 @@ class Admission(Protocol):
     def channel_turn(self, channel_id: int) -> AbstractAsyncContextManager[None]: ...
 
     async def admit_member(
-        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
+        self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool, role_ids: Collection[int]
     ) -> bool: ...
 
     async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision: ...
@@ -85,7 +86,13 @@ class Admission(Protocol):
 
 
 class Access(Protocol):
-    """Who may use Parley where (admission/access_gate.py): a message's verdict, and the notice told once."""
+    """Who may use Parley where (admission/access_gate.py): who asks with their roles, a message's verdict, and the
+    notice told once."""
+
+    @property
+    def members(self) -> MemberRoles: ...
+
+    async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
     async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
 
@@ -228,7 +235,7 @@ class MessagePipeline:
                 self._record_late(record, live)
                 return
             # A command's answer goes into its own response: only a message may have a thread opened on it.
-            opens = message is not None and await self.threads.opens_thread(message, record)
+            opens = message is not None and await self.threads.opens_thread(message, record, arrival.asker.role_ids)
             thread = await self.threads.open_thread(message, record) if message is not None and opens else None
             if thread is not None:
                 await self._answer_in_thread(arrival.moved_to(thread, OWN_THREAD), thread)
@@ -310,13 +317,16 @@ class MessagePipeline:
         """Put the message to the decider unless its author is over their rate; answer (in `where`, if given) if it
         says so. A command's question was admitted by the command already (commands/ask.py)."""
         message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
-        if message is not None and not await self.admission.admit_member(guild_id, message, record, arrival.addressed):
+        roles = arrival.asker.role_ids
+        if message is not None and not await self.admission.admit_member(
+            guild_id, message, record, arrival.addressed, roles
+        ):
             return
         decision = self.decider.decide_now(record, conversation, self.bot_user_id)
         if not isinstance(decision, Decision):
             decision = await self.admission.judged(guild_id, record, decision)
         if not decision.respond:
-            await self.admission.give_back(guild_id, record.author_id, arrival.question.role_ids)
+            await self.admission.give_back(guild_id, record.author_id, roles)
             return
         async with self.admission.answer_slots:
             await self.answer(arrival, conversation, where)
@@ -344,21 +354,23 @@ class MessagePipeline:
         long approval): its answer could go nowhere, so no model is called and the answer is given back."""
         if isinstance(outlet, InteractionReply) and outlet.expired:
             log.warning("not answering command %s: its interaction expired while it waited", arrival.question.id)
-            await self.admission.give_back(arrival.guild_id, arrival.record.author_id, arrival.question.role_ids)
+            await self.admission.give_back(arrival.guild_id, arrival.record.author_id, arrival.asker.role_ids)
             return
-        await self.answering.answer(arrival.question, outlet, conversation)
+        await self.answering.answer(arrival.question, outlet, conversation, arrival.asker.role_ids)
 
     async def regenerate_refusal(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> str | None:
         """Why `member` may not regenerate `turn` now (its asker no longer allowed there, their limits, the server's
         budget); None: they may, and it spent one of their answers, which `regenerate` gives back if it makes no
-        model call. The answer is written again for its asker, so the access lists are theirs to pass."""
+        model call. The answer is written again for its asker, so the access lists are theirs to pass (with the
+        roles they hold now: an answer to a question read from history knows none of them)."""
         question = turn.question
         guild_id = guild_id_of(question)
         if guild_id:  # Regenerate is guild-only; a DM's question would have no server's lists
-            asker = access_asker(question.author)
+            asker = await self.access.asker(guild_id, question.author)
             if not self.access.server_verdict(guild_id, access_place(question.channel), asker).allowed:
                 return REGENERATE_NOT_ALLOWED
-        return await self.admission.regenerate_refusal(guild_id, member.id, role_ids_of(member))
+        clicker = await self.access.asker(guild_id, member)
+        return await self.admission.regenerate_refusal(guild_id, member.id, clicker.role_ids)
 
     async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None:
         """ "Regenerate", admitted for `member` (streaming.py); nothing changes if the conversation has ended."""
@@ -373,10 +385,12 @@ class MessagePipeline:
                 or is_closed_thread(channel)
             )
             if gone or await self.admission.server_budget_spent(guild_id):
-                await self.admission.give_back(guild_id, member.id, role_ids_of(member))
+                clicker = await self.access.asker(guild_id, member)
+                await self.admission.give_back(guild_id, member.id, clicker.role_ids)
                 return
             assert conversation is not None
-            await self.answering.regenerate(turn, conversation)
+            asker = await self.access.asker(guild_id, question.author)
+            await self.answering.regenerate(turn, conversation, asker.role_ids)
 
     def decided_here(self, record: MessageRecord, decision: Decision) -> None:
         """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept

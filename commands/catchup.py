@@ -20,8 +20,8 @@ from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since,
 from catchup.writing import CatchUpWriter, Summary
 from commands.tree import Refusal, place_of
 from config import Settings
-from discord_io import message_link, role_ids_of, split_message, topic_lines
-from edge.arrival import access_asker, access_place
+from discord_io import message_link, split_message, topic_lines
+from edge.arrival import access_place
 
 # A catch-up's posts: the summary of a long range fills a few.
 CATCHUP_MAX_POSTS = 6
@@ -52,6 +52,8 @@ class CatchUpAdmission(Protocol):
 
 class CatchUpAccess(Protocol):
     """Who may use Parley where, as an entry point that is no message asks it (admission/access_gate.py)."""
+
+    async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
     def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
 
@@ -100,10 +102,10 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
         since = parse_since(since_text, channel_id=channel_id, now=datetime.now(UTC))
     except SinceError as error:
         raise Refusal(str(error)) from None
-    member_id, role_ids = interaction.user.id, role_ids_of(interaction.user)
+    asker = await client.access.asker(guild_id, interaction.user)
+    member_id, role_ids = asker.member_id, asker.role_ids
     # A catch-up is a model call for the member: the access lists come first, so a refusal spends nothing.
     if interaction.channel is not None:
-        asker = access_asker(interaction.user)
         access = client.access.server_verdict(guild_id, access_place(interaction.channel), asker)
         if not access.allowed:
             raise Refusal(access.refusal)

@@ -15,7 +15,7 @@ from discord import app_commands
 from admission.access import Asker, Place, Verdict
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from discord_io import may_post
-from edge.arrival import access_asker, access_place
+from edge.arrival import access_place
 from reminders.book import TEXT_MAX_CHARS, ReminderBook, ReminderRefused
 from reminders.when import EVERY_MAX_CHARS
 from upkeep.reminders import ReminderScheduler
@@ -25,6 +25,8 @@ NONE_WAITING = "You have no reminders waiting in this server; `/remind set` sets
 
 class RemindAccess(Protocol):
     """Who may use Parley where, as a command asks it (admission/access_gate.py)."""
+
+    async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
     def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
 
@@ -74,9 +76,8 @@ class RemindCommands(
             raise app_commands.MissingPermissions(["manage_messages"])
         client = cast(Reminding, interaction.client)
         if interaction.channel is not None:
-            found = client.access.server_verdict(
-                guild_id, access_place(interaction.channel), access_asker(interaction.user)
-            )
+            asker = await client.access.asker(guild_id, interaction.user)
+            found = client.access.server_verdict(guild_id, access_place(interaction.channel), asker)
             if not found.allowed:
                 raise Refusal(found.refusal)
         book = client.reminders.book

@@ -6,18 +6,25 @@ Most arrive as messages; a command (/ask) brings its question here too, with the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import discord
 
 from admission.access import Asker, Place
 from decider import addresses_bot
-from discord_io import guild_id_of, is_automated, role_ids_of
+from discord_io import guild_id_of, is_automated
 from edge.asking import Question
 from records import MessageRecord
 from streaming import Outlet
 
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+class Askers(Protocol):
+    """Who is asking, with their roles in the server (admission/access_gate.py's `AccessGate.asker`)."""
+
+    async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
 
 @dataclass(frozen=True)
@@ -28,7 +35,8 @@ class Arrival:
     `question`: who asked what, where, and whether they may read the channel's history (edge/asking.py); `kind` is
     the engine's conversation kind (CHANNEL, OWN_THREAD, DIRECT); `guild_id` is 0 in direct messages; `addressed`:
     it @mentions Parley or replies to it; `place` and `asker`: where and by whom, as the access lists see it
-    (admission/access.py); `outlet`: where a command's answer goes (None: a reply to the message).
+    (admission/access.py), the asker with the roles Discord says they hold; `outlet`: where a command's answer goes
+    (None: a reply to the message).
     """
 
     question: Question
@@ -41,30 +49,28 @@ class Arrival:
     outlet: Outlet | None = None
 
     @classmethod
-    def resolve(cls, message: discord.Message, record: MessageRecord, *, kind: str, bot_user_id: int) -> Arrival:
+    async def resolve(
+        cls, message: discord.Message, record: MessageRecord, *, kind: str, bot_user_id: int, askers: Askers
+    ) -> Arrival:
+        """The message, its author's roles asked of `askers` (a webhook is no member: it holds none)."""
+        guild_id = guild_id_of(message)
+        author = message.author
+        asker = Asker(author.id) if message.webhook_id is not None else await askers.asker(guild_id, author)
         return cls(
             Question.of_message(message, record),
             kind,
-            guild_id_of(message),
+            guild_id,
             is_automated(message),
             addresses_bot(record, bot_user_id),
             access_place(message.channel),
-            access_asker(message.author),
+            asker,
         )
 
     @classmethod
-    def asked(cls, question: Question, outlet: Outlet, *, kind: str) -> Arrival:
-        """A question a member asked by command (/ask), addressed to Parley, answered through `outlet`."""
-        return cls(
-            question,
-            kind,
-            question.guild_id,
-            False,
-            True,
-            access_place(question.channel),
-            access_asker(question.asker),
-            outlet,
-        )
+    def asked(cls, question: Question, outlet: Outlet, *, kind: str, asker: Asker) -> Arrival:
+        """A question a member (`asker`, with their roles) asked by command (/ask), addressed to Parley, answered
+        through `outlet`."""
+        return cls(question, kind, question.guild_id, False, True, access_place(question.channel), asker, outlet)
 
     @property
     def record(self) -> MessageRecord:
@@ -91,9 +97,3 @@ def access_place(channel: discord.abc.Messageable | discord.abc.Snowflake) -> Pl
         return Place(channel.parent_id, channel.category_id)
     channel_id: int = getattr(channel, "id", 0)  # every channel, thread and DM has one
     return Place(channel_id, getattr(channel, "category_id", None))
-
-
-def access_asker(author: discord.User | discord.Member) -> Asker:
-    """Who wrote a message, as the access lists see them: a member's roles (@everyone's id is the server's); none
-    for a user outside a server (a DM, a webhook)."""
-    return Asker(author.id, role_ids_of(author))

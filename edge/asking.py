@@ -18,14 +18,7 @@ from typing import Any
 
 import discord
 
-from discord_io import (
-    author_permissions,
-    may_post,
-    may_read_history,
-    reply_mentions,
-    role_ids_of,
-    typing_indicator,
-)
+from discord_io import author_permissions, may_post, may_read_history, reply_mentions, typing_indicator
 from records import AskedAbout, MessageRecord
 
 
@@ -86,10 +79,6 @@ class Question:
         """The channel (or thread, or DM) it was asked in."""
         channel_id: int = getattr(self.channel, "id", self.record.channel_id)
         return channel_id
-
-    @property
-    def role_ids(self) -> frozenset[int]:
-        return role_ids_of(self.asker)
 
 
 @dataclass(frozen=True)

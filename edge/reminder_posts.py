@@ -13,7 +13,7 @@ from typing import Protocol
 
 import discord
 
-from admission.access import Asker, Place, Verdict
+from admission.access import Place, Verdict
 from admission.access_gate import AccessGate
 from admission.optout import OptOuts
 from archive import Reminder, ReminderLimits
@@ -100,15 +100,11 @@ class DiscordReminderPosts:
             return await access.direct_message_verdict(reminder.owner_id)
         channel = self.client.get_channel(reminder.channel_id)
         place = Place(reminder.channel_id) if channel is None else access_place(channel)
-        lists = access.lists.lists_for(reminder.guild_id)
-        roles: frozenset[int] = frozenset()
-        if lists.limits_members or lists.blocked_roles:  # only then do the owner's roles matter: ask Discord
-            found = await access.members.roles_in(reminder.guild_id, reminder.owner_id)
-            if found is None and not access.members.left(reminder.guild_id, reminder.owner_id):
-                # The server is not cached yet, or Discord failed: judging them without roles would drop the reminder.
-                raise OwnerUnknown(f"the roles of user {reminder.owner_id} in server {reminder.guild_id} are unknown")
-            roles = found or frozenset()
-        return access.server_verdict(reminder.guild_id, place, Asker(reminder.owner_id, roles))
+        asker = await access.asker(reminder.guild_id, discord.Object(reminder.owner_id))
+        if not asker.roles_known:
+            # Discord failed: judging them without their roles could drop the reminder, or post a blocked one's.
+            raise OwnerUnknown(f"the roles of user {reminder.owner_id} in server {reminder.guild_id} are unknown")
+        return access.server_verdict(reminder.guild_id, place, asker)
 
     async def post(self, reminder: Reminder, text: str) -> None:
         channel = self.client.get_partial_messageable(reminder.channel_id, guild_id=reminder.guild_id or None)

@@ -4,7 +4,7 @@ written."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 import discord
 
@@ -28,7 +28,7 @@ class Threads:
         holder: ArchiveHolder,
         manager: ConversationManager,
         upkeep: ConversationUpkeep,
-        within_rate: Callable[[discord.Message], Awaitable[bool]],
+        within_rate: Callable[[discord.Message, Collection[int]], Awaitable[bool]],
         channels: ChannelSettings,
     ) -> None:
         self.client = client
@@ -52,14 +52,15 @@ class Threads:
             return OWN_THREAD
         return CHANNEL
 
-    async def opens_thread(self, message: discord.Message, record: MessageRecord) -> bool:
-        """Whether the message @mentions Parley in a text channel where `/parley-admin threads on` was set."""
+    async def opens_thread(self, message: discord.Message, record: MessageRecord, role_ids: Collection[int]) -> bool:
+        """Whether the message @mentions Parley in a text channel where `/parley-admin threads on` was set (its
+        author, holding `role_ids`, within their rate)."""
         assert self.client.user is not None
         return (
             message.channel.id in self.thread_channels
             and isinstance(message.channel, discord.TextChannel)
             and self.client.user.id in record.mention_ids
-            and await self.within_rate(message)
+            and await self.within_rate(message, role_ids)
         )
 
     async def open_thread(self, message: discord.Message, record: MessageRecord) -> discord.Thread | None:

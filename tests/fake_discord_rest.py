@@ -15,6 +15,7 @@ from fake_discord_state import (
     API_PREFIX,
     APPLICATION_ID,
     BOT_ID,
+    BOT_PERMISSIONS,
     CALLBACK_DEFERRED_CHANNEL_MESSAGE,
     CALLBACK_MODAL,
     CALLBACK_TYPES_WITH_MESSAGE,
@@ -48,6 +49,7 @@ class RestRoutes(GatewaySessions):
     def _add_routes(self, router: web.UrlDispatcher) -> None:
         api: list[tuple[str, str, _Handler]] = [
             ("GET", "/users/@me", self._get_me),
+            ("GET", "/users/@me/guilds", self._get_my_guilds),
             ("GET", "/oauth2/applications/@me", self._get_application),
             ("GET", "/channels/{channel_id}", self._get_channel),
             ("GET", "/channels/{channel_id}/messages", self._get_messages),
@@ -86,9 +88,12 @@ class RestRoutes(GatewaySessions):
 
     def _unless_held(self, route: str, handler: _Handler) -> _Handler:
         """`handler`, unless the test holds `route` ("GET /users/@me"): then no answer until the test releases it
-        (`release`) or the fake closes."""
+        (`release`) or the fake closes; or unless it fails it (`failing_routes`): then a 403, which discord.py
+        raises at once (a 5xx it would try again for ~25 s)."""
 
         async def answer(request: web.Request) -> web.StreamResponse:
+            if route in self.failing_routes:
+                return _error(403, "Missing Access", 50001)
             if route in self.held_routes:
                 self.reached_held_routes.append(route)
                 self._changed()
@@ -156,11 +161,25 @@ class RestRoutes(GatewaySessions):
             return _error(404, "Unknown Guild", 10004)
         return _json_response(self._guild(guild_id))
 
+    async def _get_my_guilds(self, request: web.Request) -> web.Response:
+        """The bot's servers, by id, after `after`, at most `limit` (partial guild objects).
+        https://discord.com/developers/docs/resources/user#get-current-user-guilds"""
+        after, limit = int(request.query.get("after") or 0), int(request.query.get("limit") or 200)
+        found = sorted(guild_id for guild_id in self.guilds if guild_id > after)[:limit]
+        return _json_response([self._partial_guild(guild_id) for guild_id in found])
+
+    def _partial_guild(self, guild_id: int) -> dict[str, Any]:
+        permissions = str(BOT_PERMISSIONS.value)
+        return {"id": str(guild_id), "name": self.guilds[guild_id], "icon": None, "banner": None, "owner": False,
+                "permissions": permissions, "features": []}  # fmt: skip
+
     async def _get_member(self, request: web.Request) -> web.Response:
-        """A server's member: every user of the fake is in every server, until they part.
-        https://discord.com/developers/docs/resources/guild#get-guild-member"""
-        user = self.users.get(int(request.match_info["user_id"]))
-        if int(request.match_info["guild_id"]) not in self.guilds or user is None or user.id in self.departed:
+        """A server's member: every user of the fake is in every server, until they part, but those a test took
+        out (`absent_members`). https://discord.com/developers/docs/resources/guild#get-guild-member"""
+        guild_id, user_id = int(request.match_info["guild_id"]), int(request.match_info["user_id"])
+        user = self.users.get(user_id)
+        departed = user_id in self.departed or (guild_id, user_id) in self.absent_members
+        if guild_id not in self.guilds or user is None or departed:
             return _error(404, "Unknown Member", 10007)
         return _json_response({"user": user.payload(), **user.member_payload()})
 

@@ -396,6 +396,8 @@ class FakeDiscordState:
         self.requests: list[RecordedRequest] = []
         self.held_routes: set[str] = set()  # "GET /users/@me": requests left unanswered, to stop a client mid-call
         self.reached_held_routes: list[str] = []
+        self.failing_routes: set[str] = set()  # "GET /guilds/{guild_id}/members/{user_id}": answered with an error
+        self.absent_members: set[tuple[int, int]] = set()  # (server, user): not a member there, for GET member
         self.unknown_routes: list[str] = []
         self.handler_errors: list[Exception] = []  # exceptions inside the fake, answered with 400
         self.interaction_calls: list[InteractionCall] = []

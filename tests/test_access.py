@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+import discord
 import pytest
 
 from admission.access import CHANNEL_REFUSAL, Asker, Lists, Place, Verdict, verdict
@@ -197,15 +198,18 @@ class Servers:
         self.servers = servers
         self.asked: list[tuple[int, int]] = []
 
-    def server_ids(self) -> list[int]:
+    async def server_ids(self) -> list[int]:
         return list(self.servers)
 
     async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
         self.asked.append((guild_id, member_id))
         return self.roles.get((guild_id, member_id))
 
-    def left(self, guild_id: int, member_id: int) -> bool:
-        return (guild_id, member_id) not in self.roles
+    def carried_roles(self, guild_id: int, user: discord.abc.Snowflake) -> frozenset[int] | None:
+        return None
+
+    async def member_in(self, guild_id: int, member_id: int) -> discord.Member | None:
+        raise AssertionError("the access rule reads roles only")
 
 
 async def test_a_direct_message_follows_the_strictest_shared_server(make_settings: Callable[..., Settings]) -> None:

@@ -133,9 +133,9 @@ async def test_the_judge_is_not_called_on_a_spent_budget(make_settings, client, 
 
 async def test_a_member_over_their_rate_is_noted_and_not_admitted(make_settings, client, clock) -> None:
     keeper = gatekeeper(make_settings, client, clock, member_answer_burst=1)
-    message = SimpleNamespace(author=SimpleNamespace(id=ALICE))  # no server member: no roles
-    assert await keeper.admit_member(GUILD, message, record(1), addressed=False)
-    assert not await keeper.admit_member(GUILD, message, record(2), addressed=False)
+    message = SimpleNamespace(author=SimpleNamespace(id=ALICE))
+    assert await keeper.admit_member(GUILD, message, record(1), addressed=False, roles=frozenset())
+    assert not await keeper.admit_member(GUILD, message, record(2), addressed=False, roles=frozenset())
     assert client.decisions == [(2, MEMBER_RATE_LIMITED)]
     assert client.posts == []
 

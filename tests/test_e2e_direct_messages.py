@@ -81,3 +81,19 @@ async def test_one_persons_dm_is_not_anothers(bot: RunningBot, fake: FakeDiscord
 
 def tool_results(request: dict[str, Any]) -> list[str]:
     return [message["content"] for message in request["messages"] if message["role"] == "tool"]
+
+
+async def test_an_entry_kept_for_a_server_parley_is_not_in_does_not_silence_direct_messages(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """A role blocked by command in a server Parley has since left (the entry outlived it: Parley was stopped, or
+    another process served it): Discord answers that server with 403 Missing Access, which says Parley is not
+    there, so that server's lists do not refuse anyone's DMs."""
+    gone = GUILD_ID + (1 << 22)
+    fake.failing_routes.add("GET /guilds/{guild_id}")  # 403, as Discord answers a server the bot is not in
+    client = await bot.start(direct_messages=True)
+    await client.access.lists.put(gone, 1234, "role", "block", ALICE_ID)
+    await fake.send_dm(BOB_ID, "hello?")
+    await fake.wait_for_posts(1, channel_id=fake.dm_channel(BOB_ID))
+    asked = [request.status for request in fake.requests if request.path.startswith(f"/api/v10/guilds/{gone}?")]
+    assert asked == [403]

@@ -19,7 +19,7 @@ from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, Too
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_tools import deps as chat_deps
 
-from admission.access_gate import AccessGate
+from admission.access_gate import AccessGate, RolesUnknown
 from admission.access_lists import AccessLists
 from admission.optout import OptOuts as MemberOptOuts
 from agent import build_responder, generate_reply
@@ -430,14 +430,21 @@ class Members:
     def __init__(self, roles: dict[int, frozenset[int]], gone: set[int]) -> None:
         self.roles, self.gone = roles, gone
 
-    def server_ids(self) -> list[int]:
+    async def server_ids(self) -> list[int]:
         return [GUILD]
 
-    async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
-        return self.roles.get(member_id)
+    def carried_roles(self, guild_id: int, user: discord.abc.Snowflake) -> frozenset[int] | None:
+        return None
 
-    def left(self, guild_id: int, member_id: int) -> bool:
-        return member_id in self.gone
+    async def roles_in(self, guild_id: int, member_id: int) -> frozenset[int] | None:
+        if member_id in self.gone:
+            return None
+        if member_id not in self.roles:
+            raise RolesUnknown(f"member {member_id}")
+        return self.roles[member_id]
+
+    async def member_in(self, guild_id: int, member_id: int) -> discord.Member | None:
+        raise AssertionError("a reminder's owner is judged by their roles")
 
 
 class Client:
