@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from unicodedata import category
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolDefinition
@@ -44,6 +45,8 @@ class Verdict(enum.Enum):
     TIMED_OUT = "timed out"
     # There was no one to ask (no Discord answer to ask in, or the prompt could not be posted).
     UNASKED = "unasked"
+    # Its arguments are too long to show whole in a prompt, so it was not put to the asker.
+    TOO_LONG = "too long to show"
 
 
 # What the model reads as the result of a call that did not run, by verdict.
@@ -54,11 +57,18 @@ REFUSALS = {
     " in this answer; tell them it was not done and that they can ask again.",
     Verdict.UNASKED: "This call needs the approval of the person asking, which could not be asked for here, so it"
     " was not run. Tell them it was not done.",
+    Verdict.TOO_LONG: "This call needs the approval of the person asking, who must see its arguments whole, and they"
+    " are too long to show, so it was not run. Tell them it was not done; a shorter call may be approved.",
 }
 # A deferred call that is not an approval (pydantic-ai's external tools): Parley runs none.
 NOT_RUN_HERE = "This tool cannot run here; it was not run."
-# The arguments shown to the asker are cut here: enough to see what the call does, within a Discord message.
-ARGUMENTS_SHOWN_MAX_CHARS = 1200
+# The longest arguments a prompt shows, as JSON: within a Discord message beside the prompt's own words. The asker
+# approves exactly what runs, so a call with longer arguments is never cut to fit: it is refused unasked.
+ARGUMENTS_SHOWN_MAX_CHARS = 1500
+# Escaped in the JSON shown (as `\u0060`, the same string to a JSON reader): a backtick could close the prompt's code
+# block, and an invisible or direction-changing character (Unicode's control, format and separator categories) could
+# hide or reorder what the asker reads (a lone surrogate could not be posted at all).
+_HIDING_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -134,9 +144,9 @@ def read_server_approvals(path: str | Path) -> dict[str, ServerApproval]:
 
 
 def approval_requests(requests: DeferredToolRequests) -> list[ApprovalRequest]:
-    """The calls in `requests` that wait for approval, each with its arguments as JSON cut for showing."""
+    """The calls in `requests` that wait for approval, each with every argument it runs with, as JSON to show."""
     return [
-        ApprovalRequest(call.tool_call_id, call.tool_name, _shown_arguments(call.args_as_dict()))
+        ApprovalRequest(call.tool_call_id, call.tool_name, shown_arguments(call.args_as_dict()))
         for call in requests.approvals
     ]
 
@@ -147,18 +157,22 @@ async def settle(
     """The results that resume a run ended by `requests`: each approval as the asker decided it (all asked at once),
     a refusal for the model where it was not approved. None if `until()` returns first (the answer was stopped):
     the requests still waiting are then withdrawn."""
-    asked = approval_requests(requests)
+    requested = approval_requests(requests)
+    verdicts = {request.tool_call_id: Verdict.TOO_LONG for request in requested if not _shown_whole(request)}
+    asked = [request for request in requested if request.tool_call_id not in verdicts]
     if approver is None:
-        verdicts = [Verdict.UNASKED] * len(asked)
+        verdicts.update((request.tool_call_id, Verdict.UNASKED) for request in asked)
     else:
         asking = asyncio.gather(*(approver.ask(request) for request in asked), return_exceptions=True)
         decided = await _first_of(asking, until)
         if decided is None:
             return None
-        verdicts = [_verdict(request, outcome) for request, outcome in zip(asked, decided, strict=True)]
+        verdicts.update(
+            (request.tool_call_id, _verdict(request, outcome)) for request, outcome in zip(asked, decided, strict=True)
+        )
     approvals: dict[str, bool | ToolApproved | ToolDenied] = {
-        request.tool_call_id: ToolApproved() if verdict is Verdict.APPROVED else ToolDenied(REFUSALS[verdict])
-        for request, verdict in zip(asked, verdicts, strict=True)
+        call_id: ToolApproved() if verdict is Verdict.APPROVED else ToolDenied(REFUSALS[verdict])
+        for call_id, verdict in verdicts.items()
     }
     calls: dict[str, Any] = {call.tool_call_id: NOT_RUN_HERE for call in requests.calls}
     return requests.build_results(approvals=approvals, calls=calls)
@@ -189,6 +203,17 @@ def _verdict(request: ApprovalRequest, outcome: Verdict | BaseException) -> Verd
     return Verdict.UNASKED
 
 
-def _shown_arguments(arguments: Mapping[str, Any]) -> str:
+def shown_arguments(arguments: Mapping[str, Any]) -> str:
+    """`arguments` as the JSON a prompt shows: every one, whole, with what could hide part of it escaped."""
     text = json.dumps(arguments, ensure_ascii=False, default=str)
-    return text if len(text) <= ARGUMENTS_SHOWN_MAX_CHARS else text[: ARGUMENTS_SHOWN_MAX_CHARS - 1] + "…"
+    return "".join(_escaped(char) if char == "`" or category(char) in _HIDING_CATEGORIES else char for char in text)
+
+
+def _escaped(char: str) -> str:
+    """`char` as JSON escapes it: one `\\uXXXX`, or a surrogate pair's two beyond the Basic Multilingual Plane."""
+    units = char.encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{int.from_bytes(units[i : i + 2]):04x}" for i in range(0, len(units), 2))
+
+
+def _shown_whole(request: ApprovalRequest) -> bool:
+    return len(request.arguments) <= ARGUMENTS_SHOWN_MAX_CHARS

@@ -236,3 +236,50 @@ async def test_a_resumed_run_keeps_the_answers_web_search_cap(make_settings) -> 
     assert reply.text == "done" and ran == ["cancel A17"]
     assert "search_web" in offered[0]
     assert "search_web" not in offered[1] and "search_web" not in offered[2]
+
+
+# --- What the asker is shown -----------------------------------------------------------------------
+
+
+async def test_a_long_first_argument_cannot_push_the_recipient_out_of_the_prompt(make_settings) -> None:
+    """Hole 8: the asker approves exactly what will run. A call whose arguments do not fit the prompt whole is refused
+    unasked; one that fits is shown whole, every argument, as the JSON of what runs."""
+    sent: list[dict[str, str]] = []
+    toolset: FunctionToolset[ChatDeps] = FunctionToolset()
+
+    def send(body: str, to: str) -> str:
+        sent.append({"body": body, "to": to})
+        return "sent"
+
+    toolset.add_function(send, name="mail_send", metadata={"annotations": DESTRUCTIVE})
+    toolbox = Toolbox(toolsets={"mcp:mail": ServerApproval("mail").guard(toolset)})
+    for body in ("see you at 9", "x" * 1500):
+        arguments = {"body": body, "to": "mallory@example.com"}
+
+        def model(messages: list[ModelMessage], info: AgentInfo, arguments: Any = arguments) -> ModelResponse:
+            if any(isinstance(part, ToolReturnPart) for part in messages[-1].parts):
+                return ModelResponse(parts=[TextPart("done")])
+            return ModelResponse(parts=[ToolCallPart("mail_send", arguments, tool_call_id="m0")])
+
+        approver = FakeApprover(Verdict.APPROVED)
+        message = MessageRecord(
+            message_id=900, channel_id=500, author_id=7, author="Alice", content="mail", timestamp=T0
+        )
+        responder = build_responder(
+            make_settings(), model=FunctionModel(model), archive_enabled=False, memory_enabled=False, toolbox=toolbox
+        )
+        conversation = ChannelConversation(500, T0, T0, deque([message]))
+        await generate_reply(responder, conversation, message, deps(approver=approver))
+        shown = [_parsed(request.arguments) for request in approver.asked]
+        ran = [call for call in sent if call["body"] == body]
+        seen = "the recipient" if "mallory@example.com" in str(shown) else "no recipient"
+        assert ran == shown, f"{len(ran)} call(s) to mallory@example.com ran; the prompt showed {seen}"
+    assert sent == [{"body": "see you at 9", "to": "mallory@example.com"}]
+
+
+def _parsed(shown: str) -> Any:
+    """The arguments a prompt shows, as JSON; as the text itself where it is not JSON (it was cut)."""
+    try:
+        return json.loads(shown)
+    except json.JSONDecodeError:
+        return shown
