@@ -11,15 +11,21 @@ The waiting is pydantic-ai's: a tool that needs approval raises `ApprovalRequire
 run ends with `DeferredToolRequests`, and agent.py resumes it with the asker's verdicts (`settle`), which an
 `Approver` collects (edge/approval.py: Approve and Deny buttons). A denied call reaches the model as the tool's
 result, a refusal it is asked to relay.
+
+While it waits, an answer holds nothing others wait for: the places it holds (its channel's turn, an answer slot:
+admission/gatekeeper.py takes them through `holding`) are let go for the wait and taken again, in the order they
+were taken, once the asker decided (`stepped_aside`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -158,24 +164,36 @@ async def settle(
     a refusal for the model where it was not approved. None if `until()` returns first (the answer was stopped):
     the requests still waiting are then withdrawn."""
     requested = approval_requests(requests)
-    verdicts = {request.tool_call_id: Verdict.TOO_LONG for request in requested if not _shown_whole(request)}
-    asked = [request for request in requested if request.tool_call_id not in verdicts]
-    if approver is None:
-        verdicts.update((request.tool_call_id, Verdict.UNASKED) for request in asked)
-    else:
-        asking = asyncio.gather(*(approver.ask(request) for request in asked), return_exceptions=True)
-        decided = await _first_of(asking, until)
-        if decided is None:
-            return None
-        verdicts.update(
-            (request.tool_call_id, _verdict(request, outcome)) for request, outcome in zip(asked, decided, strict=True)
-        )
+    verdicts = await _verdicts(requested, approver, until)
+    if verdicts is None:
+        return None
     approvals: dict[str, bool | ToolApproved | ToolDenied] = {
         call_id: ToolApproved() if verdict is Verdict.APPROVED else ToolDenied(REFUSALS[verdict])
         for call_id, verdict in verdicts.items()
     }
     calls: dict[str, Any] = {call.tool_call_id: NOT_RUN_HERE for call in requests.calls}
     return requests.build_results(approvals=approvals, calls=calls)
+
+
+async def _verdicts(
+    requested: list[ApprovalRequest], approver: Approver | None, until: Callable[[], Awaitable[object]] | None
+) -> dict[str, Verdict] | None:
+    """Each request's verdict by its call's id, those shown whole asked all at once; None if `until()` returns first."""
+    verdicts = {request.tool_call_id: Verdict.TOO_LONG for request in requested if not _shown_whole(request)}
+    asked = [request for request in requested if request.tool_call_id not in verdicts]
+    if approver is None:
+        verdicts.update((request.tool_call_id, Verdict.UNASKED) for request in asked)
+    else:
+        # The asker may take minutes: the answers waiting behind this one go first meanwhile.
+        async with stepped_aside():
+            asking = asyncio.gather(*(approver.ask(request) for request in asked), return_exceptions=True)
+            decided = await _first_of(asking, until)
+        if decided is None:
+            return None
+        verdicts.update(
+            (request.tool_call_id, _verdict(request, outcome)) for request, outcome in zip(asked, decided, strict=True)
+        )
+    return verdicts
 
 
 async def _first_of(
@@ -217,3 +235,54 @@ def _escaped(char: str) -> str:
 
 def _shown_whole(request: ApprovalRequest) -> bool:
     return len(request.arguments) <= ARGUMENTS_SHOWN_MAX_CHARS
+
+
+# --- What a waiting answer lets go -----------------------------------------------------------------
+
+
+class Held:
+    """One place an answer holds that others wait for: a lock or a semaphore, taken and let go of through here."""
+
+    def __init__(self, lock: asyncio.Lock | asyncio.Semaphore) -> None:
+        self._lock = lock
+        self.held = False
+
+    async def take(self) -> None:
+        await self._lock.acquire()
+        self.held = True
+
+    def let_go(self) -> None:
+        if self.held:
+            self.held = False
+            self._lock.release()
+
+
+# The places the running answer (this task, and the tasks it starts) holds, in the order it took them.
+_HELD: ContextVar[tuple[Held, ...]] = ContextVar("parley_held_places", default=())
+
+
+@contextlib.asynccontextmanager
+async def holding(lock: asyncio.Lock | asyncio.Semaphore) -> AsyncIterator[None]:
+    """Hold `lock` for the body: a place that a wait for the asker's approval inside it lets go of meanwhile."""
+    place = Held(lock)
+    await place.take()
+    token = _HELD.set((*_HELD.get(), place))
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+        place.let_go()
+
+
+@contextlib.asynccontextmanager
+async def stepped_aside() -> AsyncIterator[None]:
+    """Let go of every place held for the body, then take them again in the order they were first taken (as every
+    answer takes them, so no two answers wait on each other)."""
+    places = [place for place in _HELD.get() if place.held]
+    for place in reversed(places):
+        place.let_go()
+    try:
+        yield
+    finally:
+        for place in places:
+            await place.take()

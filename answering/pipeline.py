@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Collection
@@ -53,8 +52,7 @@ class Admission(Protocol):
     @property
     def optouts(self) -> OptOuts: ...
 
-    @property
-    def answer_slots(self) -> asyncio.Semaphore: ...
+    def answer_slot(self) -> AbstractAsyncContextManager[None]: ...
 
     def idle(self, channel_id: int) -> bool: ...
 
@@ -271,7 +269,7 @@ class MessagePipeline:
         question as `/parley why` shows it."""
         channel_id, outlet = arrival.record.channel_id, arrival.outlet
         assert outlet is not None  # a command brings the outlet its answer goes to
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slot():
             if await self.admission.server_budget_spent(arrival.guild_id):
                 self.decided_here(logged, SERVER_BUDGET)
                 return
@@ -317,7 +315,7 @@ class MessagePipeline:
         if not decision.respond:
             await self.admission.give_back(guild_id, record.author_id, arrival.question.role_ids)
             return
-        async with self.admission.answer_slots:
+        async with self.admission.answer_slot():
             await self.answer(arrival, conversation, where)
 
     async def answer(
@@ -364,7 +362,7 @@ class MessagePipeline:
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
         guild_id = guild_id_of(question)
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slot():
             conversation = self.manager.get(channel_id)
             gone = (
                 conversation is None
