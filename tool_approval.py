@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 from unicodedata import category
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai import RunContext, Tool, ToolDefinition
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset
 
@@ -41,6 +41,34 @@ log = logging.getLogger("parley.tools")
 # "ask": tools the server does not mark read-only wait; "always-ask": every tool waits, whatever the server says;
 # "always-allowed": none does (a server the deployer trusts with whatever the model asks of it).
 ApprovalMode = Literal["ask", "always-ask", "always-allowed"]
+
+
+# --- What each tool declares ------------------------------------------------------------------------
+
+# A tool declares where it is declared whether it waits for the asker: one that posts later or changes anything is
+# built with `asks_first` (pydantic-ai's `requires_approval`: its call ends the run as a `DeferredToolRequests`
+# approval), one that only reads with `reads_only`; an MCP server's tool by its annotations (`ServerApproval`).
+# tests/promises/test_promise_approval.py enumerates every tool offered and fails on one declared neither way.
+READS_ONLY_KEY = "parley_reads_only"
+
+
+def asks_first(function: Callable[..., Any], **options: Any) -> Tool[Any]:
+    """The tool of `function`, which posts later or changes something: each call waits for the asker's approval."""
+    return Tool(function, requires_approval=True, **options)
+
+
+def reads_only(function: Callable[..., Any], **options: Any) -> Tool[Any]:
+    """The tool of `function`, which only reads (for the asker, as far as they may): it runs without asking."""
+    return Tool(function, metadata={READS_ONLY_KEY: True}, **options)
+
+
+def declared_reads_only(tool_def: ToolDefinition) -> bool:
+    """Whether the tool declares that it only reads: `reads_only`'s mark, or an MCP server's `readOnlyHint`."""
+    metadata = tool_def.metadata or {}
+    return bool(metadata.get(READS_ONLY_KEY) or (metadata.get("annotations") or {}).get("readOnlyHint"))
+
+
+# --- Verdicts --------------------------------------------------------------------------------------
 
 
 class Verdict(enum.Enum):

@@ -10,6 +10,7 @@ import logging
 from pydantic_ai import RunContext
 
 from reminders.book import ReminderRefused
+from tool_approval import asks_first
 from tools import ChatDeps, log_tool_call
 
 log = logging.getLogger("parley.reminders")
@@ -65,4 +66,5 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
     return f"Set. {deps.reminders.confirmation(reminder)}"
 
 
-REMINDER_TOOLS = (remind,)
+# It posts later, in the asker's name: they approve each call, every argument shown (tool_approval.py).
+REMINDER_TOOLS = (asks_first(remind),)
