@@ -18,7 +18,7 @@ from test_tools import deps
 from agent import build_responder, generate_reply
 from conversation import ChannelConversation
 from records import MessageRecord
-from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, read_server_approvals, settle
+from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, holding, read_server_approvals, settle
 from tools import WEB_TOOLSET, ChatDeps, Toolbox, tool_config_problem, web_search_toolset
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -283,3 +283,33 @@ def _parsed(shown: str) -> Any:
         return json.loads(shown)
     except json.JSONDecodeError:
         return shown
+
+
+async def test_a_wait_for_approval_lets_go_of_what_the_answer_holds_and_takes_it_again() -> None:
+    """The channel's turn and an answer slot, held through `holding`: another answer takes both while the asker
+    decides; once they did, the waiting answer holds both again before it goes on, in the order it took them."""
+    turn, slot = asyncio.Lock(), asyncio.Semaphore(1)
+    asking, decided = asyncio.Event(), asyncio.Event()
+    others: list[str] = []
+
+    class Deciding:
+        async def ask(self, request: ApprovalRequest) -> Verdict:
+            asking.set()
+            await decided.wait()
+            return Verdict.APPROVED
+
+    async def answer() -> bool:
+        async with holding(turn), holding(slot):
+            results = await settle(CANCEL_A17, Deciding())
+            return results is not None and turn.locked() and slot.locked()
+
+    async def other_answer() -> None:
+        async with turn, slot:
+            others.append("answered")
+
+    waiting = asyncio.create_task(answer())
+    await asking.wait()
+    await asyncio.wait_for(other_answer(), 5)
+    decided.set()
+    assert await waiting and others == ["answered"]
+    assert not turn.locked() and not slot.locked()
