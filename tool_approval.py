@@ -3,16 +3,16 @@
 Each of Parley's own tools declares it where it is declared: one that posts later or changes anything (`remind`,
 `remember`) is built with `asks_first` and always waits; one that only reads (the archive's, `recall`, the knowledge
 base's, web search) with `reads_only`, and never does. An MCP server's tool waits unless the server marks it
-read-only or the deployer's MCP_SERVERS file allows it always (`ServerApproval`). MCP's tool annotations are hints from the server
-(https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
+read-only or the deployer's MCP_SERVERS file allows it always (`ServerApproval`). MCP's tool annotations are hints
+from the server (https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
 `readOnlyHint: true` may change things, and `"approval": "always-ask"` ignores the hint for a server not trusted
 to give it honestly.
 
 The waiting is pydantic-ai's: a tool that needs approval is declared with `requires_approval` or raises
-`ApprovalRequired` (`ApprovalRequiredToolset`), the run ends with `DeferredToolRequests`, and agent.py resumes it with the asker's verdicts (`settle`), which an
-`Approver` collects (edge/approval.py: Approve and Deny buttons), shown every argument the call runs with, whole
-(one too long to show whole is refused unasked). A denied call reaches the model as the tool's result, a refusal it
-is asked to relay.
+`ApprovalRequired` (`ApprovalRequiredToolset`), the run ends with `DeferredToolRequests`, and agent.py resumes it
+with the asker's verdicts (`settle`), which an `Approver` collects (edge/approval.py: Approve and Deny buttons),
+shown every argument the call runs with, whole (one too long to show whole is refused unasked). A denied call
+reaches the model as the tool's result, a refusal it is asked to relay.
 
 While it waits, an answer holds nothing others wait for: the places it holds (its channel's turn, an answer slot:
 admission/gatekeeper.py takes them through `holding`) are let go for the wait and taken again, in the order they
