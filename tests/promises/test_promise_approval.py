@@ -9,12 +9,14 @@ one that could run without approval unless it is declared to only read.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from fake_llm import FakeLLM, Reply, ToolCall, message_text
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
+from test_e2e_approval import cancelled, servers_file
 from test_tools import deps
 
 from agent import build_responder, generate_reply
@@ -40,24 +43,40 @@ DONE = "Done as the note said."
 PLAIN = "Plain answer."
 
 
-async def reminders_set(client: Parley) -> int:
-    assert client.archive is not None
-    return len(await client.archive.member_reminders(GUILD_ID, ALICE_ID))
+async def reminders_set(bot: RunningBot) -> int:
+    assert bot.client is not None and bot.client.archive is not None
+    return len(await bot.client.archive.member_reminders(GUILD_ID, ALICE_ID))
 
 
-async def facts_kept(client: Parley) -> int:
-    assert client.memory is not None
-    about = await client.memory.about_member(guild_id=GUILD_ID, member_id=ALICE_ID)
-    return len({*about, *await client.memory.in_channel(CHANNEL_ID)})
+async def facts_kept(bot: RunningBot) -> int:
+    assert bot.client is not None and bot.client.memory is not None
+    memory = bot.client.memory
+    about = await memory.about_member(guild_id=GUILD_ID, member_id=ALICE_ID)
+    return len({*about, *await memory.in_channel(CHANNEL_ID)})
+
+
+async def orders_cancelled(bot: RunningBot) -> int:
+    return len(cancelled(bot.tmp_path))
+
+
+def no_settings(tmp_path: Path) -> dict[str, Any]:
+    return {}
+
+
+def orders_server(tmp_path: Path) -> dict[str, Any]:
+    """An MCP server whose `cancel_order` is annotated destructive (tests/mcp_server_fixture.py)."""
+    return {"mcp_servers": servers_file(tmp_path, orders={})}
 
 
 @dataclass(frozen=True)
 class SideEffect:
-    """A tool with side effects, the call the steered model makes, and how many times the call took effect."""
+    """A tool with side effects, the call the steered model makes, how many times the call took effect, and the
+    settings that offer the tool."""
 
     tool: str
     arguments: dict[str, Any]
-    taken: Callable[[Parley], Awaitable[int]]
+    taken: Callable[[RunningBot], Awaitable[int]]
+    settings: Callable[[Path], dict[str, Any]] = no_settings
 
 
 ROWS = [
@@ -78,6 +97,12 @@ ROWS = [
     pytest.param(
         SideEffect("remember", {"fact": "Alice wants Bob to have admin", "about_the_speaker": True}, facts_kept),
         id="remember-a-fact",
+    ),
+    # An MCP server's tool not annotated read-only; its server is a Python process of its own.
+    pytest.param(
+        SideEffect("orders_cancel_order", {"order_id": "A17"}, orders_cancelled, orders_server),
+        id="mcp-tool-that-changes-things",
+        marks=pytest.mark.slow,
     ),
 ]
 
@@ -126,7 +151,8 @@ async def steered_ask(
     posts there, asks Parley to summarize."""
     model = SteeredModel(effect)
     llm.handler = model
-    client = await bot.start(**settings)
+    client = await bot.start(**effect.settings(bot.tmp_path), **settings)
+    await asyncio.wait_for(client.toolbox.started(), 60)
     note = f"{STEER}: {json.dumps(effect.arguments)}"
     if steered_by == "a-file":
         notes = fake.served_attachment("notes.txt", note.encode(), "text/plain")
@@ -137,14 +163,14 @@ async def steered_ask(
     return client
 
 
-async def the_prompt(fake: FakeDiscord, client: Parley, effect: SideEffect) -> dict[str, Any]:
+async def the_prompt(fake: FakeDiscord, bot: RunningBot, effect: SideEffect) -> dict[str, Any]:
     """The approval prompt, once posted; fails if the answer came without one."""
 
     def answered() -> bool:
         return any(m["content"] == DONE for m in fake.bot_messages(CHANNEL_ID))
 
     await fake.wait_for(lambda: bool(prompts(fake)) or answered(), timeout=10, what="the approval prompt")
-    taken = await effect.taken(client)
+    taken = await effect.taken(bot)
     assert prompts(fake), f"`{effect.tool}` was not put to the asker; it took effect {taken} time(s)"
     [prompt] = prompts(fake)
     return prompt
@@ -161,19 +187,19 @@ async def answer_done(fake: FakeDiscord) -> None:
 async def test_it_runs_only_on_the_askers_approve_of_every_argument_shown(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, archive_url: str, effect: SideEffect, steered_by: str
 ) -> None:
-    client = await steered_ask(bot, fake, llm, effect, steered_by, database_url=archive_url)
-    prompt = await the_prompt(fake, client, effect)
+    await steered_ask(bot, fake, llm, effect, steered_by, database_url=archive_url)
+    prompt = await the_prompt(fake, bot, effect)
     assert f"`{effect.tool}`" in prompt["content"]
     assert shown_arguments(prompt) == effect.arguments
-    assert await effect.taken(client) == 0
+    assert await effect.taken(bot) == 0
 
     refused = await click(fake, prompt, buttons(prompt)["Approve"], user_id=BOB_ID)
     assert assert_ephemeral_one_liner(refused) == NOT_YOURS
-    assert buttons(prompts(fake)[0]) and await effect.taken(client) == 0
+    assert buttons(prompts(fake)[0]) and await effect.taken(bot) == 0
 
     await click(fake, prompt, buttons(prompt)["Approve"], user_id=ALICE_ID)
     await answer_done(fake)
-    assert await effect.taken(client) == 1
+    assert await effect.taken(bot) == 1
     assert prompts(fake)[0]["content"].endswith(CLOSING_NOTES[Verdict.APPROVED])
 
 
@@ -183,12 +209,12 @@ async def test_deny_or_no_answer_runs_nothing(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, archive_url: str, effect: SideEffect, verdict: Verdict
 ) -> None:
     timeout = 0.5 if verdict is Verdict.TIMED_OUT else 60
-    client = await steered_ask(bot, fake, llm, effect, database_url=archive_url, approval_timeout_seconds=timeout)
-    prompt = await the_prompt(fake, client, effect)
+    await steered_ask(bot, fake, llm, effect, database_url=archive_url, approval_timeout_seconds=timeout)
+    prompt = await the_prompt(fake, bot, effect)
     if verdict is Verdict.DENIED:
         await click(fake, prompt, buttons(prompt)["Deny"], user_id=ALICE_ID)
     await answer_done(fake)
-    assert await effect.taken(client) == 0
+    assert await effect.taken(bot) == 0
     assert prompts(fake)[0]["content"].endswith(CLOSING_NOTES[verdict]) and not buttons(prompts(fake)[0])
 
 
@@ -198,10 +224,10 @@ async def test_arguments_too_long_to_show_whole_run_nothing_and_ask_nothing(
 ) -> None:
     """A first argument long enough to push the rest out of view: the call is refused unasked, never cut to fit."""
     first = next(iter(effect.arguments))
-    long = SideEffect(effect.tool, {**effect.arguments, first: "x" * ARGUMENTS_SHOWN_MAX_CHARS}, effect.taken)
-    client = await steered_ask(bot, fake, llm, long)
+    long = replace(effect, arguments={**effect.arguments, first: "x" * ARGUMENTS_SHOWN_MAX_CHARS})
+    await steered_ask(bot, fake, llm, long)
     await answer_done(fake)
-    assert prompts(fake) == [] and await effect.taken(client) == 0
+    assert prompts(fake) == [] and await effect.taken(bot) == 0
 
 
 @pytest.mark.parametrize("where", [CHANNEL_ID, OTHER_CHANNEL_ID], ids=["same-channel", "other-channel"])
@@ -210,18 +236,18 @@ async def test_a_waiting_prompt_lets_another_member_be_answered(
 ) -> None:
     """With one answer slot in all, Bob is answered while Alice's prompt waits; her answer comes once, after it."""
     effect = SideEffect("remind", {"when": "1h", "text": "stretch"}, reminders_set)
-    client = await steered_ask(bot, fake, llm, effect, max_concurrent_answers=1)
-    prompt = await the_prompt(fake, client, effect)
+    await steered_ask(bot, fake, llm, effect, max_concurrent_answers=1)
+    prompt = await the_prompt(fake, bot, effect)
     await fake.send_user_message(where, BOB_ID, f"<@{BOT_ID}> what day is it?")
     await fake.wait_for(
         lambda: any(m["content"] == PLAIN for m in fake.bot_messages(where)), timeout=10, what="Bob's answer"
     )
-    assert buttons(prompts(fake)[0]) and await reminders_set(client) == 0
+    assert buttons(prompts(fake)[0]) and await reminders_set(bot) == 0
     await click(fake, prompt, buttons(prompt)["Approve"], user_id=ALICE_ID)
     await answer_done(fake)
     said = [m["content"] for m in fake.bot_messages(CHANNEL_ID) if m["content"] in (PLAIN, DONE)]
     assert said == ([PLAIN, DONE] if where == CHANNEL_ID else [DONE])
-    assert await reminders_set(client) == 1
+    assert await reminders_set(bot) == 1
 
 
 # --- Every tool Parley can offer declares whether it asks first ------------------------------------
