@@ -17,8 +17,19 @@ from test_tools import deps
 
 from agent import build_responder, generate_reply
 from conversation import ChannelConversation
+from discord_io import DISCORD_MESSAGE_LIMIT
+from edge.approval import _PROMPT
 from records import MessageRecord
-from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, holding, read_server_approvals, settle
+from tool_approval import (
+    ARGUMENTS_SHOWN_MAX_CHARS,
+    REFUSALS,
+    ApprovalRequest,
+    ServerApproval,
+    Verdict,
+    holding,
+    read_server_approvals,
+    settle,
+)
 from tools import WEB_TOOLSET, ChatDeps, Toolbox, tool_config_problem, web_search_toolset
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -313,3 +324,12 @@ async def test_a_wait_for_approval_lets_go_of_what_the_answer_holds_and_takes_it
     decided.set()
     assert await waiting and others == ["answered"]
     assert not turn.locked() and not slot.locked()
+
+
+def test_the_longest_arguments_shown_fit_one_discord_message() -> None:
+    """Arguments up to ARGUMENTS_SHOWN_MAX_CHARS are shown whole in one post, beside a 64-character tool name (the
+    longest a provider takes) and a mention."""
+    prompt = _PROMPT.format(
+        mention=f"<@{2**63}> ", tool="t" * 64, arguments="a" * ARGUMENTS_SHOWN_MAX_CHARS, seconds="900"
+    )
+    assert len(prompt) <= DISCORD_MESSAGE_LIMIT
