@@ -292,11 +292,12 @@ _HELD: ContextVar[tuple[Held, ...]] = ContextVar("parley_held_places", default=(
 
 
 @contextlib.asynccontextmanager
-async def holding(lock: asyncio.Lock | asyncio.Semaphore) -> AsyncIterator[None]:
-    """Hold `lock` for the body: a place that a wait for the asker's approval inside it lets go of meanwhile."""
+async def holding(lock: asyncio.Lock | asyncio.Semaphore, *, let_go_for_approval: bool = True) -> AsyncIterator[None]:
+    """Hold `lock` for the body: a place that a wait for the asker's approval inside it lets go of meanwhile, unless
+    not `let_go_for_approval`."""
     place = Held(lock)
     await place.take()
-    token = _HELD.set((*_HELD.get(), place))
+    token = _HELD.set((*_HELD.get(), place) if let_go_for_approval else _HELD.get())
     try:
         yield
     finally:

@@ -242,13 +242,14 @@ class Gatekeeper:
         return holding(self._answer_slots)
 
     @contextlib.asynccontextmanager
-    async def channel_turn(self, channel_id: int) -> AsyncIterator[None]:
-        """One model call of a channel at a time, first come first served; idle channels hold no lock."""
+    async def channel_turn(self, channel_id: int, *, let_go_for_approval: bool = True) -> AsyncIterator[None]:
+        """One model call of a channel at a time, first come first served; idle channels hold no lock. The turn is
+        let go of while the answer waits for its asker's approval (tool_approval.stepped_aside), unless not
+        `let_go_for_approval`."""
         turn = self._turn_of(channel_id)
         turn.waiting += 1
         try:
-            # Let go of while the answer waits for its asker's approval (tool_approval.stepped_aside).
-            async with holding(turn.lock):
+            async with holding(turn.lock, let_go_for_approval=let_go_for_approval):
                 yield
         finally:
             turn.waiting -= 1

@@ -60,7 +60,9 @@ class Admission(Protocol):
 
     def leave_line(self, channel_id: int, message_id: int) -> bool: ...
 
-    def channel_turn(self, channel_id: int) -> AbstractAsyncContextManager[None]: ...
+    def channel_turn(
+        self, channel_id: int, *, let_go_for_approval: bool = True
+    ) -> AbstractAsyncContextManager[None]: ...
 
     async def admit_member(
         self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool
@@ -362,7 +364,10 @@ class MessagePipeline:
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
         guild_id = guild_id_of(question)
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slot():
+        # The channel's turn is kept while a call waits for approval: an answer in between would leave the one being
+        # rewritten no longer the latest, and its rewrite would drop that answer from the conversation.
+        channel_turn = self.admission.channel_turn(channel_id, let_go_for_approval=False)
+        async with channel_turn, self.admission.answer_slot():
             conversation = self.manager.get(channel_id)
             gone = (
                 conversation is None

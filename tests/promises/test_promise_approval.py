@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_ephemeral_one_liner, click
+from e2e_support import RunningBot, assert_ephemeral_one_liner, click, eventually, use_message_command
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, Reply, ToolCall, message_text
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolDefinition
@@ -355,3 +355,42 @@ async def test_every_tool_offered_asks_first_unless_it_declares_it_only_reads(
     families = {"search_history", "remember", "recall", "remind", "search_knowledge", "search_web", "orders_cancel"}
     assert families <= set(offered)
     assert unasked == flagged
+
+
+async def test_a_regenerate_waiting_for_approval_keeps_its_channels_turn_and_loses_no_answer(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Regenerate rewrites the channel's latest answer: an answer in between would be dropped by the rewrite, so it
+    keeps the channel's turn while its call waits (it lets go of its answer slot only). Bob's question waits; both
+    answers stay in the conversation, in the order they were posted."""
+    first, bob = "The first answer.", "Bob's answer."
+    summaries = iter([first, ToolCall("remind", {"when": "1h", "text": "stretch"})])
+
+    def model(request: dict[str, Any]) -> Reply:
+        last = request["messages"][-1]
+        if last["role"] == "tool":
+            return DONE
+        prompt = message_text(last)
+        return next(summaries) if "summarize" in prompt[prompt.rfind("<new_message") :] else bob
+
+    llm.handler = model
+    client = await bot.start()
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> summarize the channel for me")
+    await fake.wait_for(lambda: any(m["content"] == first for m in fake.bot_messages(CHANNEL_ID)), what="an answer")
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    [answer] = fake.bot_messages(CHANNEL_ID)
+    await use_message_command(fake, "Regenerate", answer, user_id=ALICE_ID)
+    await fake.wait_for(lambda: bool(prompts(fake)), what="the approval prompt")
+    [prompt] = prompts(fake)
+    await fake.send_user_message(CHANNEL_ID, BOB_ID, f"<@{BOT_ID}> what day is it?")
+    await click(fake, prompt, buttons(prompt)["Approve"], user_id=ALICE_ID)
+    await fake.wait_for(lambda: any(m["content"] == bob for m in fake.bot_messages(CHANNEL_ID)), what="Bob's answer")
+    assert await reminders_set(bot) == 1
+
+    def kept() -> list[str]:
+        conversation = client.manager.get(CHANNEL_ID)
+        history = [] if conversation is None else conversation.llm_history
+        return [part.content for message in history for part in message.parts if isinstance(part, TextPart)]
+
+    await eventually(lambda: kept()[-2:] == [DONE, bob])
+    assert first not in kept()
