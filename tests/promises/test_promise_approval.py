@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -364,7 +364,7 @@ async def test_a_regenerate_waiting_for_approval_keeps_its_channels_turn_and_los
     keeps the channel's turn while its call waits (it lets go of its answer slot only). Bob's question waits; both
     answers stay in the conversation, in the order they were posted."""
     first, bob = "The first answer.", "Bob's answer."
-    summaries = iter([first, ToolCall("remind", {"when": "1h", "text": "stretch"})])
+    summaries: Iterator[Reply] = iter([first, ToolCall("remind", {"when": "1h", "text": "stretch"})])
 
     def model(request: dict[str, Any]) -> Reply:
         last = request["messages"][-1]
