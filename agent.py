@@ -439,9 +439,8 @@ async def generate_reply(
     """
     text = build_prompt(conversation, message, deps, files, about)
     prompt = text if files is None else files.user_content(text)
-    history = list(conversation.llm_history)
-    run = _Run(listener, model, instructions)
-    return await _reply(responder, prompt, history, deps, message.message_id, run)
+    run = _Run(listener, model, instructions, lambda: list(conversation.llm_history))
+    return await _reply(responder, prompt, deps, message.message_id, run)
 
 
 async def regenerate_reply(
@@ -466,35 +465,39 @@ async def regenerate_reply(
     if prompt is None:
         raise ReplyFailed(f"channel {deps.channel_id}: no answered prompt to ask again")
     earlier = [message for turn in turns[:-1] for message in turn]
-    return await _reply(responder, prompt, earlier, deps, deps.message_id, _Run(listener, model, instructions))
+    run = _Run(listener, model, instructions, lambda: earlier)
+    return await _reply(responder, prompt, deps, deps.message_id, run)
 
 
 @dataclass(frozen=True)
 class _Run:
-    """How one answer runs: who watches it stream, and the channel profile's model and extra instructions."""
+    """How one answer runs: who watches it stream, the channel profile's model and extra instructions, and the
+    history it follows, as it stands when asked."""
 
     listener: AnswerListener | None
     model: Model | None
     instructions: str | None
+    history: Callable[[], list[ModelMessage]]
 
 
 async def _reply(
-    responder: Responder,
-    prompt: str | list[UserContent],
-    history: list[ModelMessage],
-    deps: ChatDeps,
-    message_id: int,
-    run: _Run,
+    responder: Responder, prompt: str | list[UserContent], deps: ChatDeps, message_id: int, run: _Run
 ) -> Reply:
-    """The answer to `prompt` after `history`. A run that ends on tool calls waiting for the asker's approval
+    """The answer to `prompt` after the run's history. A run that ends on tool calls waiting for the asker's approval
     (tool_approval.py) is resumed with their verdicts: each run has the answer's time limit, since pydantic-ai's
     `timeout` is one deadline for a whole run and the asker's wait is not the model's work; the answer's limits
-    hold over all of them, which add to one `usage`."""
+    hold over all of them, which add to one `usage`.
+
+    The channel's other answers go on while the asker decides (tool_approval.stepped_aside), so the resumed run
+    follows the history as it stands then: the turns answered meanwhile are kept, before this one."""
     listener = run.listener
     # The run adds to this object as it goes, so what a failed run spent is known too.
     usage = RunUsage()
     ask: str | list[UserContent] | None = prompt
+    history = run.history()
     so_far, verdicts = history, None
+    # This answer's own messages so far: its prompt, and the tool rounds before each wait.
+    own: list[ModelMessage] = []
     while True:
         with capture_run_messages() as run_messages:
             try:
@@ -536,7 +539,9 @@ async def _reply(
         verdicts = await settle(result.output, deps.approver, until=None if listener is None else listener.stopped)
         if verdicts is None:
             return _stopped_reply(prompt, history, result.all_messages(), usage)
-        ask, so_far = None, result.all_messages()
+        own += result.new_messages()
+        history = run.history()
+        ask, so_far = None, [*history, *own]
     text = result.output.strip()
     if not text:
         raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)

@@ -251,7 +251,7 @@ class Settings(BaseSettings):
         gt=0,
         le=900,
         description="How long a tool call that needs the asker's approval waits for their Approve or Deny; no answer"
-        " in time denies it (the channel's next answer waits meanwhile).",
+        " in time denies it (the answer lets go of its answer slot and its channel's turn meanwhile).",
     )
     tavily_api_key: SecretStr | None = Field(None, description="Tavily's API key, for WEB_SEARCH=tavily.")
     web_search: WebSearchMode = Field(

@@ -52,9 +52,9 @@ MCP_PREFIX = "mcp:"
 ALL_TOOLS = "all"
 NO_TOOLS = "none"
 _SET_OF_TOOL = (
-    {tool.__name__: ARCHIVE for tool in ARCHIVE_TOOLS}
-    | {tool.__name__: MEMORY for tool in MEMORY_TOOLS}
-    | {tool.__name__: REMINDERS for tool in REMINDER_TOOLS}
+    {tool.name: ARCHIVE for tool in ARCHIVE_TOOLS}
+    | {tool.name: MEMORY for tool in MEMORY_TOOLS}
+    | {tool.name: REMINDERS for tool in REMINDER_TOOLS}
     | {tool.name: KNOWLEDGE for tool in KNOWLEDGE_TOOLS}
 )
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")

@@ -31,7 +31,7 @@ from memory import MemoryStore, format_memories
 from ops.packages import missing_package_fix
 from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
 from reminders.book import ReminderBook
-from tool_approval import Approver, ServerApproval, read_server_approvals
+from tool_approval import Approver, ServerApproval, asks_first, read_server_approvals, reads_only
 
 log = logging.getLogger("parley.tools")
 
@@ -152,7 +152,7 @@ async def get_channel_stats(ctx: RunContext[ChatDeps], hours: float | None = Non
     return await _read_archive(ctx, "get_channel_stats", read)
 
 
-ARCHIVE_TOOLS = (search_history, get_recent_messages, get_channel_stats)
+ARCHIVE_TOOLS = tuple(reads_only(read) for read in (search_history, get_recent_messages, get_channel_stats))
 
 
 # --- Memory tools -----------------------------------------------------------------------------
@@ -223,7 +223,8 @@ async def recall(ctx: RunContext[ChatDeps], query: str) -> str:
     return format_memories(found, speaker_id=deps.requester_id)
 
 
-MEMORY_TOOLS = (remember, recall)
+# A remembered fact steers later answers and is kept in the asker's name: they approve each one.
+MEMORY_TOOLS = (asks_first(remember), reads_only(recall))
 HISTORY_NOT_PERMITTED = (
     "The person asking lacks the Read Message History permission in this channel, so its history cannot be"
     " read for them."
@@ -451,7 +452,7 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
         return tool_def if _searches_so_far(ctx, up_to_this_call=False) < max_calls else None
 
     toolset: FunctionToolset[ChatDeps] = FunctionToolset()
-    toolset.add_function(search_web, name=SEARCH_WEB, prepare=within_the_cap)
+    toolset.add_tool(reads_only(search_web, name=SEARCH_WEB, prepare=within_the_cap))
     return toolset
 
 

@@ -25,6 +25,7 @@ from decider import JudgeCall
 from discord_io import discord_time, guild_id_of, reply_mentions
 from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
+from tool_approval import holding
 
 log = logging.getLogger("parley")
 
@@ -120,7 +121,7 @@ class Gatekeeper:
         self.default_rate = Rate(settings.member_answers_per_hour, settings.member_answer_burst)
         # In this process until `count_in` moves the count to a Postgres archive that other processes share.
         self.allowances: Allowances = LocalAllowances(usage, clock)
-        self.answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
+        self._answer_slots = asyncio.Semaphore(settings.max_concurrent_answers)
         self._summary_slots = asyncio.Semaphore(SUMMARIES_AT_ONCE)
         # The UTC day each server was last told its budget is spent, and each member their role's tokens are.
         self._budget_notices: dict[int, date] = {}
@@ -243,13 +244,20 @@ class Gatekeeper:
             turn = self._turns[channel_id] = _Turn(WaitingLine(self.settings.channel_queue_limit))
         return turn
 
+    def answer_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """One of MAX_CONCURRENT_ANSWERS, held while answering; let go of while the answer waits for its asker's
+        approval (tool_approval.stepped_aside)."""
+        return holding(self._answer_slots)
+
     @contextlib.asynccontextmanager
-    async def channel_turn(self, channel_id: int) -> AsyncIterator[None]:
-        """One model call of a channel at a time, first come first served; idle channels hold no lock."""
+    async def channel_turn(self, channel_id: int, *, let_go_for_approval: bool = True) -> AsyncIterator[None]:
+        """One model call of a channel at a time, first come first served; idle channels hold no lock. The turn is
+        let go of while the answer waits for its asker's approval (tool_approval.stepped_aside), unless not
+        `let_go_for_approval`."""
         turn = self._turn_of(channel_id)
         turn.waiting += 1
         try:
-            async with turn.lock:
+            async with holding(turn.lock, let_go_for_approval=let_go_for_approval):
                 yield
         finally:
             turn.waiting -= 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Collection
@@ -55,8 +54,7 @@ class Admission(Protocol):
     @property
     def optouts(self) -> OptOuts: ...
 
-    @property
-    def answer_slots(self) -> asyncio.Semaphore: ...
+    def answer_slot(self) -> AbstractAsyncContextManager[None]: ...
 
     def idle(self, channel_id: int) -> bool: ...
 
@@ -64,7 +62,9 @@ class Admission(Protocol):
 
     def leave_line(self, channel_id: int, message_id: int) -> bool: ...
 
-    def channel_turn(self, channel_id: int) -> AbstractAsyncContextManager[None]: ...
+    def channel_turn(
+        self, channel_id: int, *, let_go_for_approval: bool = True
+    ) -> AbstractAsyncContextManager[None]: ...
 
     async def admit_member(
         self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool, role_ids: Collection[int]
@@ -279,7 +279,7 @@ class MessagePipeline:
         question as `/parley why` shows it."""
         channel_id, outlet = arrival.record.channel_id, arrival.outlet
         assert outlet is not None  # a command brings the outlet its answer goes to
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+        async with self.admission.channel_turn(channel_id), self.admission.answer_slot():
             if await self.admission.server_budget_spent(arrival.guild_id):
                 self.decided_here(logged, SERVER_BUDGET)
                 return
@@ -328,7 +328,7 @@ class MessagePipeline:
         if not decision.respond:
             await self.admission.give_back(guild_id, record.author_id, roles)
             return
-        async with self.admission.answer_slots:
+        async with self.admission.answer_slot():
             await self.answer(arrival, conversation, where)
 
     async def answer(
@@ -377,7 +377,10 @@ class MessagePipeline:
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
         guild_id = guild_id_of(question)
-        async with self.admission.channel_turn(channel_id), self.admission.answer_slots:
+        # The channel's turn is kept while a call waits for approval: an answer in between would leave the one being
+        # rewritten no longer the latest, and its rewrite would drop that answer from the conversation.
+        channel_turn = self.admission.channel_turn(channel_id, let_go_for_approval=False)
+        async with channel_turn, self.admission.answer_slot():
             conversation = self.manager.get(channel_id)
             gone = (
                 conversation is None

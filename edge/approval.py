@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 import discord
 
-from archive.text import safe_text
 from streaming import Deliverer, Outlet
 from tool_approval import ApprovalRequest, Verdict
 
@@ -127,8 +126,8 @@ class ApprovalPrompts:
         content = _PROMPT.format(
             mention="" if outlet.replies else f"{asker.mention} ",
             tool=request.tool_name,
-            # Backticks could close the code block: the arguments are the model's, from members' words.
-            arguments=safe_text(request.arguments).replace("`", "\u02cb"),
+            # Whole, as tool_approval.shown_arguments wrote them (backticks escaped, which could close the block).
+            arguments=request.arguments,
             seconds=f"{self.timeout_seconds:g}",
         )
         view = approval_view(asker.id, request_id)

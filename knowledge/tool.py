@@ -10,9 +10,10 @@ are quoted data (quoting.format_knowledge), and a failure is a short line the mo
 import logging
 from collections.abc import Collection
 
-from pydantic_ai import RunContext, Tool, ToolDefinition
+from pydantic_ai import RunContext, ToolDefinition
 
 from quoting import format_knowledge
+from tool_approval import reads_only
 from tools import ChatDeps, log_tool_call
 
 __all__ = ["KNOWLEDGE_HITS", "KNOWLEDGE_TOOLS", "readable_channel_ids", "search_knowledge"]
@@ -60,7 +61,7 @@ async def _knowledge_offered(ctx: RunContext[ChatDeps], tool_def: ToolDefinition
         return None
 
 
-KNOWLEDGE_TOOLS = (Tool[ChatDeps](search_knowledge, prepare=_knowledge_offered),)
+KNOWLEDGE_TOOLS = (reads_only(search_knowledge, prepare=_knowledge_offered),)
 
 
 def readable_channel_ids(deps: ChatDeps) -> Collection[int]:

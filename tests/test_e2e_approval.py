@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 from e2e_support import RunningBot, assert_ephemeral_one_liner, click, eventually, is_callback
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
-from fake_llm import FakeLLM, Reply, ToolCall, message_text
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
+from fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
+from pydantic_ai import TextPart
 
 from agent import STOPPED_NOTE as STOPPED_NOTE_OF_ANSWERS
 from edge.approval import CLOSING_NOTES, NO_LONGER_WAITING, NOT_YOURS, STOPPED_NOTE
@@ -216,3 +217,57 @@ async def test_stopping_the_answer_ends_the_wait(
     [answer] = [m for m in fake.bot_messages(CHANNEL_ID) if m["id"] == stopping["id"]]
     assert answer["content"] == STOPPED_NOTE_OF_ANSWERS
     assert model.results == [] and cancelled(tmp_path) == []
+
+
+class OrdersAndChat(ToolModel):
+    """Calls `tool` when the new message asks to cancel; answers anything else at once with PLAIN."""
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        prompt = last_user_text(request)
+        if request["messages"][-1]["role"] != "tool" and "cancel" not in prompt[prompt.rindex("<new_message") :]:
+            return PLAIN
+        return super().__call__(request)
+
+
+PLAIN = "Plain answer."
+
+
+async def test_a_waiting_prompt_holds_neither_an_answer_slot_nor_the_channels_turn(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Hole 9: while Alice's prompt waits, Bob is answered, in her channel and in another, with one answer slot in
+    all; after her Approve her answer comes once, and the conversation keeps Bob's turn before hers."""
+    model = OrdersAndChat("orders_cancel_order")
+    llm.handler = model
+    await start(bot, mcp_servers=servers_file(tmp_path, orders={}), max_concurrent_answers=1, stream_answers=False)
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> please cancel my order A17")
+    prompt = await the_prompt(fake)
+    await fake.send_user_message(OTHER_CHANNEL_ID, BOB_ID, f"<@{BOT_ID}> what time is it?")
+    await fake.wait_for(
+        lambda: any(m["content"] == PLAIN for m in fake.bot_messages(OTHER_CHANNEL_ID)),
+        timeout=10,
+        what="Bob's answer in another channel while Alice's prompt waits",
+    )
+    await fake.send_user_message(CHANNEL_ID, BOB_ID, f"<@{BOT_ID}> and what day is it?")
+    await fake.wait_for(
+        lambda: any(m["content"] == PLAIN for m in fake.bot_messages(CHANNEL_ID)),
+        timeout=10,
+        what="Bob's answer in Alice's channel while her prompt waits",
+    )
+    assert buttons(prompts(fake)[0]) and cancelled(tmp_path) == []
+
+    await click(fake, prompt, buttons(prompt)["Approve"], user_id=ALICE_ID)
+    await answered(fake)
+    assert cancelled(tmp_path) == ["A17"]
+    said = [m["content"] for m in fake.bot_messages(CHANNEL_ID) if m["content"] in (PLAIN, ANSWER)]
+    assert said == [PLAIN, ANSWER]
+    client = bot.client
+    assert client is not None
+
+    def kept() -> list[str]:
+        conversation = client.manager.get(CHANNEL_ID)
+        history = [] if conversation is None else conversation.llm_history
+        texts = [part.content for message in history for part in message.parts if isinstance(part, TextPart)]
+        return [text for text in texts if text in (PLAIN, ANSWER)]
+
+    await eventually(lambda: kept() == [PLAIN, ANSWER])

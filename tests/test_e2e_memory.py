@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from e2e_support import MEMBER, MODERATOR, RunningBot, command_payload, eventually, reply_text, run_command, say
+from e2e_support import MEMBER, MODERATOR, RunningBot, click, command_payload, eventually, reply_text, run_command, say
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
 
@@ -84,6 +84,24 @@ async def run_group_command(
     return reply_text(calls())
 
 
+async def ask_to_remember(fake: FakeDiscord, author: int = ALICE_ID, channel_id: int = CHANNEL_ID) -> dict[str, Any]:
+    """Ask Parley to remember FACT and approve its call (`remember` asks first: tool_approval.asks_first); wait for
+    the answer. Returns the question."""
+    question = await fake.send_user_message(channel_id, author, f"<@{BOT_ID}> please remember that I deploy on Fridays")
+
+    def prompts() -> list[dict[str, Any]]:
+        return [m for m in fake.bot_messages(channel_id) if m["content"].startswith("May I run `remember`")]
+
+    await fake.wait_for(lambda: bool(prompts()), what="the approval prompt")
+    [prompt] = prompts()
+    [approve] = [b["custom_id"] for row in prompt["components"] for b in row["components"] if b["label"] == "Approve"]
+    await click(fake, prompt, approve, user_id=author)
+    await fake.wait_for(
+        lambda: any("tool said: Remembered" in m["content"] for m in fake.bot_messages(channel_id)), what="the answer"
+    )
+    return question
+
+
 def memories_on_disk(tmp_path: Path) -> int:
     with sqlite3.connect(tmp_path / "parley.db") as db:
         ((count,),) = db.execute("SELECT count(*) FROM memories")
@@ -100,7 +118,7 @@ async def test_a_fact_is_on_disk_before_the_answer_and_recalled_after_the_timeou
     """`remember` commits before the model even sees its result; a later conversation, after a restart, recalls it."""
     model = memory_bot(bot, llm, tmp_path)
     client = await bot.start(conversation_timeout_seconds=TIMEOUT)
-    await ask(fake, ALICE_ID, "please remember that I deploy on Fridays")
+    await ask_to_remember(fake)
     assert model.on_disk_at_results == [1]
     assert "Remembered" in fake.posts_in(CHANNEL_ID)[-1].content
     bot.clock.advance(TIMEOUT * 1.5)
@@ -119,7 +137,7 @@ async def test_a_fact_about_alice_from_another_channel_reaches_alice_but_not_bob
     """A fact Alice told about herself in a private channel is recalled for her elsewhere, never for Bob."""
     model = memory_bot(bot, llm, tmp_path)
     await bot.start()
-    await ask(fake, ALICE_ID, "please remember that I deploy on Fridays", OTHER_CHANNEL_ID)
+    await ask_to_remember(fake, ALICE_ID, OTHER_CHANNEL_ID)
     await ask(fake, BOB_ID, "when does Alice deploy?")
     assert FACT not in model.tool_results[-1] and "No memories found" in model.tool_results[-1]
     await ask(fake, ALICE_ID, "when do I deploy?")
@@ -132,7 +150,7 @@ async def test_forget_about_me_removes_the_fact(
     """`/parley memory forget about-me` deletes what Alice told about herself; list and recall no longer show it."""
     model = memory_bot(bot, llm, tmp_path)
     await bot.start()
-    await ask(fake, ALICE_ID, "please remember that I deploy on Fridays")
+    await ask_to_remember(fake)
     assert FACT in await run_group_command(fake, "memory", "list")
     assert "Forgot 1 memory" in await run_group_command(fake, "memory", "forget", [string_option("target", "about-me")])
     assert "remembers nothing" in await run_group_command(fake, "memory", "list")
@@ -146,7 +164,7 @@ async def test_only_manage_messages_forgets_the_channels_memories(
     """Bob cannot delete the channel's memories or Alice's by id; a moderator can delete the channel's."""
     memory_bot(bot, llm, tmp_path)
     await bot.start()
-    await ask(fake, ALICE_ID, "please remember that I deploy on Fridays")
+    await ask_to_remember(fake)
     with sqlite3.connect(tmp_path / "parley.db") as db:
         ((memory_id,),) = db.execute("SELECT id FROM memories")
     channel = [string_option("target", "channel")]
@@ -164,7 +182,7 @@ async def test_deleting_the_source_message_deletes_its_memory(
     """When the message a fact came from is deleted on Discord, the fact is gone from the archive file."""
     memory_bot(bot, llm, tmp_path)
     await bot.start()
-    question = await ask(fake, ALICE_ID, "please remember that I deploy on Fridays")
+    question = await ask_to_remember(fake)
     assert memories_on_disk(tmp_path) == 1
     await fake.delete_messages(CHANNEL_ID, int(question["id"]))
     # The archive's writer commits the deletion within its flush interval.

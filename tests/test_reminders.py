@@ -17,6 +17,7 @@ import discord
 import pytest
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_tool_approval import FakeApprover
 from test_tools import deps as chat_deps
 
 from admission.access_gate import AccessGate, RolesUnknown
@@ -31,6 +32,7 @@ from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
+from tool_approval import Verdict
 from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -579,7 +581,9 @@ async def ask(book: ReminderBook | None, settings: Settings, **fields: Any) -> l
     conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
     agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, reminders_enabled=True)
     in_a_dm = fields.pop("in_a_dm", False)
-    deps = chat_deps(reminders=book, requester_may_post=True, **fields)  # in GUILD, CHANNEL, for ALICE
+    # In GUILD, CHANNEL, for ALICE, who may post there and approves the call (the tool asks first:
+    # tool_approval.asks_first).
+    deps = chat_deps(reminders=book, requester_may_post=True, approver=FakeApprover(Verdict.APPROVED), **fields)
     if in_a_dm:
         deps.guild_id = 0
     await generate_reply(agent, conversation, message, deps)
@@ -636,5 +640,7 @@ async def test_a_profile_that_withholds_reminders_offers_no_remind_tool(book: Re
     settings = make_settings(llm_base_url="http://127.0.0.1:9/v1")
     agent = build_responder(settings, model=FunctionModel(model), memory_enabled=False, reminders_enabled=True)
     for tool_sets in (frozenset({"archive"}), frozenset({"reminders"})):
-        await generate_reply(agent, conversation, message, chat_deps(tool_sets, reminders=book))
+        await generate_reply(
+            agent, conversation, message, chat_deps(tool_sets, reminders=book, requester_may_post=True)
+        )
     assert ["remind" in names for names in offered] == [False, True]

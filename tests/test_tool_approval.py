@@ -17,8 +17,19 @@ from test_tools import deps
 
 from agent import build_responder, generate_reply
 from conversation import ChannelConversation
+from discord_io import DISCORD_MESSAGE_LIMIT
+from edge.approval import _PROMPT
 from records import MessageRecord
-from tool_approval import REFUSALS, ApprovalRequest, ServerApproval, Verdict, read_server_approvals, settle
+from tool_approval import (
+    ARGUMENTS_SHOWN_MAX_CHARS,
+    REFUSALS,
+    ApprovalRequest,
+    ServerApproval,
+    Verdict,
+    holding,
+    read_server_approvals,
+    settle,
+)
 from tools import WEB_TOOLSET, ChatDeps, Toolbox, tool_config_problem, web_search_toolset
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -236,3 +247,89 @@ async def test_a_resumed_run_keeps_the_answers_web_search_cap(make_settings) -> 
     assert reply.text == "done" and ran == ["cancel A17"]
     assert "search_web" in offered[0]
     assert "search_web" not in offered[1] and "search_web" not in offered[2]
+
+
+# --- What the asker is shown -----------------------------------------------------------------------
+
+
+async def test_a_long_first_argument_cannot_push_the_recipient_out_of_the_prompt(make_settings) -> None:
+    """Hole 8: the asker approves exactly what will run. A call whose arguments do not fit the prompt whole is refused
+    unasked; one that fits is shown whole, every argument, as the JSON of what runs."""
+    sent: list[dict[str, str]] = []
+    toolset: FunctionToolset[ChatDeps] = FunctionToolset()
+
+    def send(body: str, to: str) -> str:
+        sent.append({"body": body, "to": to})
+        return "sent"
+
+    toolset.add_function(send, name="mail_send", metadata={"annotations": DESTRUCTIVE})
+    toolbox = Toolbox(toolsets={"mcp:mail": ServerApproval("mail").guard(toolset)})
+    for body in ("see you at 9", "x" * 1500):
+        arguments = {"body": body, "to": "mallory@example.com"}
+
+        def model(messages: list[ModelMessage], info: AgentInfo, arguments: Any = arguments) -> ModelResponse:
+            if any(isinstance(part, ToolReturnPart) for part in messages[-1].parts):
+                return ModelResponse(parts=[TextPart("done")])
+            return ModelResponse(parts=[ToolCallPart("mail_send", arguments, tool_call_id="m0")])
+
+        approver = FakeApprover(Verdict.APPROVED)
+        message = MessageRecord(
+            message_id=900, channel_id=500, author_id=7, author="Alice", content="mail", timestamp=T0
+        )
+        responder = build_responder(
+            make_settings(), model=FunctionModel(model), archive_enabled=False, memory_enabled=False, toolbox=toolbox
+        )
+        conversation = ChannelConversation(500, T0, T0, deque([message]))
+        await generate_reply(responder, conversation, message, deps(approver=approver))
+        shown = [_parsed(request.arguments) for request in approver.asked]
+        ran = [call for call in sent if call["body"] == body]
+        seen = "the recipient" if "mallory@example.com" in str(shown) else "no recipient"
+        assert ran == shown, f"{len(ran)} call(s) to mallory@example.com ran; the prompt showed {seen}"
+    assert sent == [{"body": "see you at 9", "to": "mallory@example.com"}]
+
+
+def _parsed(shown: str) -> Any:
+    """The arguments a prompt shows, as JSON; as the text itself where it is not JSON (it was cut)."""
+    try:
+        return json.loads(shown)
+    except json.JSONDecodeError:
+        return shown
+
+
+async def test_a_wait_for_approval_lets_go_of_what_the_answer_holds_and_takes_it_again() -> None:
+    """The channel's turn and an answer slot, held through `holding`: another answer takes both while the asker
+    decides; once they did, the waiting answer holds both again before it goes on, in the order it took them."""
+    turn, slot = asyncio.Lock(), asyncio.Semaphore(1)
+    asking, decided = asyncio.Event(), asyncio.Event()
+    others: list[str] = []
+
+    class Deciding:
+        async def ask(self, request: ApprovalRequest) -> Verdict:
+            asking.set()
+            await decided.wait()
+            return Verdict.APPROVED
+
+    async def answer() -> bool:
+        async with holding(turn), holding(slot):
+            results = await settle(CANCEL_A17, Deciding())
+            return results is not None and turn.locked() and slot.locked()
+
+    async def other_answer() -> None:
+        async with turn, slot:
+            others.append("answered")
+
+    waiting = asyncio.create_task(answer())
+    await asking.wait()
+    await asyncio.wait_for(other_answer(), 5)
+    decided.set()
+    assert await waiting and others == ["answered"]
+    assert not turn.locked() and not slot.locked()
+
+
+def test_the_longest_arguments_shown_fit_one_discord_message() -> None:
+    """Arguments up to ARGUMENTS_SHOWN_MAX_CHARS are shown whole in one post, beside a 64-character tool name (the
+    longest a provider takes) and a mention."""
+    prompt = _PROMPT.format(
+        mention=f"<@{2**63}> ", tool="t" * 64, arguments="a" * ARGUMENTS_SHOWN_MAX_CHARS, seconds="900"
+    )
+    assert len(prompt) <= DISCORD_MESSAGE_LIMIT

@@ -28,6 +28,7 @@ from fake_discord_state import snowflake_at
 from fake_llm import FakeLLM
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_tool_approval import FakeApprover
 from test_tools import deps as chat_deps
 
 from agent import build_responder, generate_reply
@@ -39,6 +40,7 @@ from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused
+from tool_approval import Verdict
 
 NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE = 42, 500, 7
@@ -258,7 +260,9 @@ async def remind_tool_in_parallel(paths: Paths) -> Archive:
     message = MessageRecord(900, CHANNEL, ALICE, "Alice", "remind me of 8 things every hour", NOW)
     conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
     book = book_on(archive)
-    await generate_reply(agent, conversation, message, chat_deps(reminders=book, requester_may_post=True))
+    # Alice may post in the channel and approves each call (the tool asks first: tool_approval.asks_first).
+    deps = chat_deps(reminders=book, requester_may_post=True, approver=FakeApprover(Verdict.APPROVED))
+    await generate_reply(agent, conversation, message, deps)
     return archive
 
 

@@ -83,7 +83,8 @@ async def ask_parley(fake: FakeDiscord, visibility: str) -> str:
 
 
 async def remind_tool_from_ask_parley(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
-    """Asked privately, the answer is the asker's alone; the reminder it would set would post in the channel."""
+    """Asked privately, the answer is the asker's alone; the reminder it would set would post in the channel, so the
+    `remind` tool is not offered to her (reminders/tool.py): the model's call of it is an unknown tool's."""
     await bot.start()
     llm.handler = replies(REMIND, "Done.")
     await ask_parley(fake, ONLY_ME)
@@ -181,7 +182,7 @@ MAY_NOT_POST = "can't post in this channel"
 PATHS: list[tuple[str, Callable[[FakeDiscord, FakeLLM, RunningBot], Awaitable[str]], str]] = [
     ("/remind set, Send Messages denied", remind_set_muted, MAY_NOT_POST),
     ("/remind set, timed out", remind_set_timed_out, MAY_NOT_POST),
-    ("remind tool from Ask Parley, Send Messages denied", remind_tool_from_ask_parley, "Not set:"),
+    ("remind tool from Ask Parley, Send Messages denied", remind_tool_from_ask_parley, "Unknown tool name: 'remind'"),
     ("/ask public, Send Messages denied", ask_muted, MAY_NOT_POST),
     ("/ask public, View Channel denied", ask_blind, MAY_NOT_POST),
     ("Ask Parley public, Send Messages denied", ask_parley_in_public, MAY_NOT_POST),
