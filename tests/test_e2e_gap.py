@@ -129,7 +129,7 @@ async def test_messages_the_gateway_delivered_too_are_neither_heard_nor_answered
     assert isinstance(gap, GapQuestions) and isinstance(channel, discord.TextChannel) and archive is not None
     for sent in (question, bystander):  # as catch-up reads them from the channel's history
         gap.found(await channel.fetch_message(int(sent["id"])))
-    gap.caught_up(archive, CHANNEL_ID)
+    gap.caught_up(CHANNEL_ID)
     await gap.settled()
     await assert_silent(fake, 1)
     ids = [message.message_id for message in conversation.messages]
@@ -172,7 +172,7 @@ async def test_two_processes_on_one_postgres_answer_a_mention_from_the_gap_once(
     shards = [(2, 0), (7, 1)]
     assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in shards)
     processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
-    with allow_model_requests(), caplog.at_level(logging.INFO, "parley.gap"):
+    with allow_model_requests(), caplog.at_level(logging.INFO, "parley.once"):
         try:
             for process, (count, shard) in zip(processes, shards, strict=True):
                 await process.start(database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))

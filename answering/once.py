@@ -1,0 +1,97 @@
+"""Every message is decided and answered at most once, however many times it reaches Parley.
+
+The gateway delivers at least once (a resumed session may replay a MESSAGE_CREATE the client had), catch-up reads
+back from Discord's history what the gateway may have delivered too (answering/gap.py), and two processes sharing one
+archive may both be handed a message (across a reshard, or both catching up one gap). Every one of these deliveries
+comes to `MessagePipeline.arrived`, which claims the message here before anything decides it:
+
+- in this process first, with no await between the check and the claim, so two deliveries racing here cannot
+  both pass;
+- then, for a message that could be answered (it addresses Parley, or its channel has a conversation), in the
+  archive, where the first process to commit a claim takes it (archive.Claims).
+
+A second delivery is recognised and neither decided nor logged again. A claim whose taking-up fails (Discord, the
+model, the archive) is given back, so a later delivery may answer the message. A claim the archive cannot store
+leaves the message undecided, since another process could be answering it; one held by a process that died
+mid-answer stays until the retention, and the message unanswered rather than risk two answers.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from collections import deque
+from datetime import timedelta
+
+import discord
+
+from archive import ArchiveWriteFailed
+from archive.holder import ArchiveHolder
+from conversation import utc_now
+
+log = logging.getLogger("parley.once")
+
+# How long this process remembers the messages it claimed: longer than any resumed session's replay or catch-up's
+# answering window (GAP_ANSWER_MINUTES). The archive's claims outlast it, but answer True to their own claimant.
+REMEMBERED = timedelta(days=1)
+
+
+class Claimed(enum.Enum):
+    """What claiming a message found."""
+
+    FIRST = "first"  # this delivery takes the message up
+    AGAIN = "again"  # this process has it already: a delivery of a message decided or being decided here
+    ELSEWHERE = "elsewhere"  # another process has it, or the archive could not say (so one might)
+
+
+class MessageClaims:
+    """The messages this process has claimed to decide, here and in the archive it shares."""
+
+    def __init__(self, holder: ArchiveHolder) -> None:
+        self.holder = holder
+        # This process, in the archive's claims, unique per run: a claim another run left is never taken for ours.
+        self.claimant = uuid.uuid4().hex
+        self._held: set[int] = set()
+        self._order: deque[int] = deque()  # `_held` in the order claimed, for forgetting the oldest
+
+    async def claim(self, message_id: int, *, answerable: bool) -> Claimed:
+        """Claim the message for this process; `answerable`: it could be answered, so it is claimed in the archive
+        too, which other processes share."""
+        if not self._claim_here(message_id):
+            log.debug("message %s delivered again: taken up already", message_id)
+            return Claimed.AGAIN
+        archive = self.holder.archive
+        if archive is None or not answerable:
+            return Claimed.FIRST
+        try:
+            claimed = await archive.claim_message(message_id, self.claimant, utc_now())
+        except ArchiveWriteFailed as error:
+            # Unclaimed, another process sharing the archive could answer it too: never answer twice.
+            log.warning("message %s left undecided: it could not be claimed (%s)", message_id, error)
+            self._forget(message_id)
+            return Claimed.ELSEWHERE
+        if not claimed:
+            log.info("message %s is taken up by another process", message_id)
+            return Claimed.ELSEWHERE
+        return Claimed.FIRST
+
+    async def give_back(self, message_id: int) -> None:
+        """Release a claim whose taking-up failed, so that a later delivery of the message may take it."""
+        self._forget(message_id)
+        if self.holder.archive is not None:
+            await self.holder.archive.release_message(message_id, self.claimant)
+
+    def _claim_here(self, message_id: int) -> bool:
+        if message_id in self._held:
+            return False
+        self._held.add(message_id)
+        self._order.append(message_id)
+        oldest = discord.utils.time_snowflake(utc_now() - REMEMBERED)
+        while self._order and self._order[0] < oldest:
+            self._held.discard(self._order.popleft())
+        return True
+
+    def _forget(self, message_id: int) -> None:
+        self._held.discard(message_id)
+        # `_order` keeps the id until it is old: the set alone says what is held.
