@@ -7,8 +7,10 @@ comes to `MessagePipeline.arrived`, which claims the message here before anythin
 
 - in this process first, with no await between the check and the claim, so two deliveries racing here cannot
   both pass;
-- then, for a message that could be answered (it addresses Parley, or its channel has a conversation), in the
-  archive, where the first process to commit a claim takes it (archive.Claims).
+- then in the archive, where the first process to commit a claim takes it (archive.Claims).
+
+Only a message that could be answered (it addresses Parley, or its channel has a conversation) is claimed: chatter
+elsewhere is neither decided nor answered however often it comes, and would only fill the memory.
 
 A second delivery is recognised and neither decided nor logged again. A claim whose taking-up fails (Discord, the
 model, the archive) is given back, so a later delivery may answer the message. A claim the archive cannot store
@@ -56,13 +58,18 @@ class MessageClaims:
         self._order: deque[int] = deque()  # `_held` in the order claimed, for forgetting the oldest
 
     async def claim(self, message_id: int, *, answerable: bool) -> Claimed:
-        """Claim the message for this process; `answerable`: it could be answered, so it is claimed in the archive
-        too, which other processes share."""
+        """Claim the message for this process if it could be answered (`answerable`), here and in the archive.
+
+        One that could not be (chatter in a channel without a conversation) is neither decided nor answered, on
+        any delivery: it is not claimed, so that this process remembers only the few that matter.
+        """
+        if not answerable:
+            return Claimed.FIRST
         if not self._claim_here(message_id):
             log.debug("message %s delivered again: taken up already", message_id)
             return Claimed.AGAIN
         archive = self.holder.archive
-        if archive is None or not answerable:
+        if archive is None:
             return Claimed.FIRST
         try:
             claimed = await archive.claim_message(message_id, self.claimant, utc_now())
@@ -78,6 +85,8 @@ class MessageClaims:
 
     async def give_back(self, message_id: int) -> None:
         """Release a claim whose taking-up failed, so that a later delivery of the message may take it."""
+        if message_id not in self._held:
+            return  # never claimed: it could not be answered
         self._forget(message_id)
         if self.holder.archive is not None:
             await self.holder.archive.release_message(message_id, self.claimant)

@@ -4,6 +4,7 @@ answer, and `/parley why` holds one decision about it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,10 +14,12 @@ import pytest
 from conftest import fresh_postgres_database
 from e2e_support import RunningBot, assert_silent, eventually, say
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM, allow_model_requests
+from fake_llm import Error, FakeLLM, allow_model_requests, echo
 from test_e2e_backfill import CATCH_UP_BOUND
 
 from answering.gap import GapQuestions
+from answering.outcome import APOLOGY
+from archive import ArchiveWriteFailed
 from bot import Parley
 
 QUESTION = f"<@{BOT_ID}> what is the capital of Peru?"
@@ -125,6 +128,56 @@ async def two_processes(scene: Scene) -> dict[str, Any]:
     return question
 
 
+async def model_fails_then_replay(scene: Scene) -> dict[str, Any]:
+    """The model fails on the mention: Parley's apology is its answer; a replay of the mention is not answered."""
+    failures = [Error(500, "the model is down", retryable=False)]
+    scene.llm.handler = lambda request: failures.pop() if failures else echo(request)
+    question = await live(scene)
+    assert scene.fake.posts_in(CHANNEL_ID)[0].content == APOLOGY
+    await scene.fake.redeliver(CHANNEL_ID, int(question["id"]))
+    return question
+
+
+async def take_up_fails_then_replay(scene: Scene) -> dict[str, Any]:
+    """Deciding the mention fails unexpectedly and nothing goes out: its claim is given back, so the gateway's next
+    delivery of it is answered."""
+    client = await scene.start()
+    failed = asyncio.Event()
+    with pytest.MonkeyPatch.context() as patch:
+
+        def broken(*args: Any) -> Any:
+            failed.set()
+            raise RuntimeError("the decider broke")
+
+        patch.setattr(client.pipeline.decider, "decide_now", broken)
+        question = await say(scene.fake, ALICE_ID, QUESTION)
+        await asyncio.wait_for(failed.wait(), 5)
+    await scene.fake.redeliver(CHANNEL_ID, int(question["id"]))
+    await scene.fake.wait_for_posts(1)
+    return question
+
+
+async def claim_unstored_then_replay(scene: Scene) -> dict[str, Any]:
+    """The archive cannot store the mention's claim: it is left undecided (another process might have it), not
+    claimed, so the gateway's next delivery of it is answered."""
+    client = await scene.start()
+    archive = client.archive
+    assert archive is not None
+    failed = asyncio.Event()
+    with pytest.MonkeyPatch.context() as patch:
+
+        async def unstored(*args: Any) -> bool:
+            failed.set()
+            raise ArchiveWriteFailed("the database is down")
+
+        patch.setattr(archive, "claim_message", unstored)
+        question = await say(scene.fake, ALICE_ID, QUESTION)
+        await asyncio.wait_for(failed.wait(), 5)
+    await scene.fake.redeliver(CHANNEL_ID, int(question["id"]))
+    await scene.fake.wait_for_posts(1)
+    return question
+
+
 async def _follow_up_during(scene: Scene, fault: Callable[[FakeDiscord], Awaitable[None]]) -> dict[str, Any]:
     """Mid-conversation the gateway fails; the asker's plain follow-up is sent before the session is back."""
     fake = scene.fake
@@ -186,6 +239,9 @@ PATHS: list[Delivery] = [
     catch_up_then_replay,
     replay_then_catch_up,
     two_processes,
+    model_fails_then_replay,
+    take_up_fails_then_replay,
+    claim_unstored_then_replay,
     follow_up_during_op_7,
     follow_up_during_1006,
     follow_up_during_4000,
