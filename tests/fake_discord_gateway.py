@@ -100,9 +100,9 @@ class GatewaySessions(WorldPayloads):
         guild_id = self._guild_of(event, data)
         if self.reshard_overlap and guild_id is not None:
             # Each shard count's session of the server's shard hears it, as while a reshard overlaps.
-            for session in list(self._sessions.values()):
-                if self.shard_of(guild_id, session.shard_count) == session.shard_id:
-                    await self._dispatch(session, event, data)
+            for serving in list(self._sessions.values()):
+                if self.shard_of(guild_id, serving.shard_count) == serving.shard_id:
+                    await self._dispatch(serving, event, data)
             return
         session = self._session_for(guild_id)
         if session is not None:
