@@ -20,13 +20,12 @@ mid-answer stays until the retention, and the message unanswered rather than ris
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import uuid
 from collections import deque
-from datetime import timedelta
-
-import discord
+from datetime import datetime, timedelta
 
 from archive import ArchiveWriteFailed
 from archive.holder import ArchiveHolder
@@ -34,7 +33,7 @@ from conversation import utc_now
 
 log = logging.getLogger("parley.once")
 
-# How long this process remembers the messages it claimed: longer than any resumed session's replay or catch-up's
+# How long this process remembers a message it claimed: longer than any resumed session's replay or catch-up's
 # answering window (GAP_ANSWER_MINUTES). The archive's claims outlast it, but answer True to their own claimant.
 REMEMBERED = timedelta(days=1)
 
@@ -55,7 +54,10 @@ class MessageClaims:
         # This process, in the archive's claims, unique per run: a claim another run left is never taken for ours.
         self.claimant = uuid.uuid4().hex
         self._held: set[int] = set()
-        self._order: deque[int] = deque()  # `_held` in the order claimed, for forgetting the oldest
+        self._order: deque[tuple[datetime, int]] = deque()  # `_held` with when each was claimed, oldest first
+        # Deliveries leave `claim` in the order they came (asyncio's locks are fair), so an archive's round trip
+        # never lets a later message of a channel reach its turn first; none waits while no claim is under way.
+        self._in_order = asyncio.Lock()
 
     async def claim(self, message_id: int, *, answerable: bool) -> Claimed:
         """Claim the message for this process if it could be answered (`answerable`), here and in the archive.
@@ -63,11 +65,15 @@ class MessageClaims:
         One that could not be (chatter in a channel without a conversation) is neither decided nor answered, on
         any delivery: it is not claimed, so that this process remembers only the few that matter.
         """
-        if not answerable:
-            return Claimed.FIRST
-        if not self._claim_here(message_id):
-            log.debug("message %s delivered again: taken up already", message_id)
-            return Claimed.AGAIN
+        async with self._in_order:
+            if not answerable:
+                return Claimed.FIRST
+            if not self._claim_here(message_id):
+                log.debug("message %s delivered again: taken up already", message_id)
+                return Claimed.AGAIN
+            return await self._claim_shared(message_id)
+
+    async def _claim_shared(self, message_id: int) -> Claimed:
         archive = self.holder.archive
         if archive is None:
             return Claimed.FIRST
@@ -94,13 +100,13 @@ class MessageClaims:
     def _claim_here(self, message_id: int) -> bool:
         if message_id in self._held:
             return False
+        now = utc_now()
+        while self._order and self._order[0][0] < now - REMEMBERED:
+            self._held.discard(self._order.popleft()[1])
         self._held.add(message_id)
-        self._order.append(message_id)
-        oldest = discord.utils.time_snowflake(utc_now() - REMEMBERED)
-        while self._order and self._order[0] < oldest:
-            self._held.discard(self._order.popleft())
+        self._order.append((now, message_id))
         return True
 
     def _forget(self, message_id: int) -> None:
         self._held.discard(message_id)
-        # `_order` keeps the id until it is old: the set alone says what is held.
+        # `_order` keeps the entry until it is old: the set alone says what is held now.
