@@ -14,8 +14,9 @@ elsewhere is neither decided nor answered however often it comes, and would only
 
 A second delivery is recognised and neither decided nor logged again. A claim whose taking-up fails (Discord, the
 model, the archive) is given back, so a later delivery may answer the message. A claim the archive cannot store
-leaves the message undecided, since another process could be answering it; one held by a process that died
-mid-answer stays until the retention, and the message unanswered rather than risk two answers.
+leaves the message as if it had not come (another process could be answering it), so a later delivery is taken up
+whole; one held by a process that died mid-answer stays until the retention, and the message unanswered rather than
+risk two answers.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class Claimed(enum.Enum):
 
     FIRST = "first"  # this delivery takes the message up
     AGAIN = "again"  # this process has it already: a delivery of a message decided or being decided here
-    ELSEWHERE = "elsewhere"  # another process has it, or the archive could not say (so one might)
+    ELSEWHERE = "elsewhere"  # another process has it
+    UNSTORED = "unstored"  # the archive could not store the claim: another process might have it, so it is left
 
 
 class MessageClaims:
@@ -83,7 +85,7 @@ class MessageClaims:
             # Unclaimed, another process sharing the archive could answer it too: never answer twice.
             log.warning("message %s left undecided: it could not be claimed (%s)", message_id, error)
             self._forget(message_id)
-            return Claimed.ELSEWHERE
+            return Claimed.UNSTORED
         if not claimed:
             log.info("message %s is taken up by another process", message_id)
             return Claimed.ELSEWHERE

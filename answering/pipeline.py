@@ -139,8 +139,9 @@ class MessagePipeline:
 
     async def arrived(self, arrival: Arrival) -> None:
         """A chat message from someone else than Parley, however it came (the gateway, a resumed session's replay,
-        catch-up): claimed first, so it is decided at most once (answering/once.py), then `admitted`. One taken up
-        already here is left; one another process takes up is only heard. A failure gives its claim back."""
+        catch-up): claimed first, so it is decided at most once (answering/once.py), then `_admitted`. One another
+        process takes up is only heard; one taken up here already, or whose claim could not be stored, is left. A
+        failure gives its claim back."""
         record = arrival.record
         claimed = await self.claims.claim(record.message_id, answerable=self._answerable(arrival))
         if claimed is Claimed.ELSEWHERE:

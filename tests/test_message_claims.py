@@ -10,6 +10,7 @@ import pytest
 
 from answering import once
 from answering.once import REMEMBERED, Claimed, MessageClaims
+from archive import ArchiveWriteFailed
 from conversation import utc_now
 
 
@@ -58,6 +59,21 @@ async def test_a_message_that_could_not_be_answered_is_not_claimed() -> None:
     assert await claims.claim(1, answerable=False) is Claimed.FIRST
     assert await claims.claim(1, answerable=True) is Claimed.FIRST  # a conversation began since: decided once
     assert shared.held == {1: claims.claimant}
+
+
+async def test_a_claim_the_archive_cannot_store_leaves_the_message_for_its_next_delivery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shared = SharedClaims()
+    claims = MessageClaims(Holder(shared))
+
+    async def unstored(*args: Any) -> bool:
+        raise ArchiveWriteFailed("the database is down")
+
+    monkeypatch.setattr(shared, "claim_message", unstored)
+    assert await claims.claim(1, answerable=True) is Claimed.UNSTORED
+    monkeypatch.undo()
+    assert await claims.claim(1, answerable=True) is Claimed.FIRST
 
 
 async def test_without_an_archive_this_process_alone_remembers() -> None:
