@@ -128,6 +128,17 @@ async def two_processes(scene: Scene) -> dict[str, Any]:
     return question
 
 
+async def refused_then_replay(scene: Scene) -> dict[str, Any]:
+    """A member the access lists keep out mentions Parley: told why once, and its `not_allowed` decision is logged
+    once, though the resumed session replays the mention."""
+    muted = scene.fake.add_role("muted", members=[ALICE_ID])
+    await scene.start(blocked_roles=frozenset({muted}))
+    question = await say(scene.fake, ALICE_ID, QUESTION)
+    await scene.fake.wait_for_posts(1)
+    await replayed_after_a_drop(scene, question)
+    return question
+
+
 async def model_fails_then_replay(scene: Scene) -> dict[str, Any]:
     """The model fails on the mention: Parley's apology is its answer; a replay of the mention is not answered."""
     failures = [Error(500, "the model is down", retryable=False)]
@@ -239,6 +250,7 @@ PATHS: list[Delivery] = [
     catch_up_then_replay,
     replay_then_catch_up,
     two_processes,
+    refused_then_replay,
     model_fails_then_replay,
     take_up_fails_then_replay,
     claim_unstored_then_replay,
