@@ -4,16 +4,16 @@ session Discord invalidated or would not resume), taken up as if they had just a
 Each caught-up channel's missed messages are taken up oldest first, beside the bot. A message its channel's live
 conversation does not hold yet enters it, in order; a recent one (GAP_ANSWER_MINUTES) that could be answered
 (it addresses Parley, or its channel has a conversation) goes the way a live message goes (`MessagePipeline.arrived`:
-the bot gate, admission, the decider, the answer), after this process has claimed it in the archive, so processes
-sharing one archive never both take it up. An older one that addresses Parley is logged (`gap_too_old`) and left:
-an answer that late would be an answer to a conversation that has moved on.
+its claim, the bot gate, admission, the decider, the answer), so a message the gateway delivered too, or another
+process sharing the archive took up, is not decided again (answering/once.py). An older one that addresses Parley is
+logged (`gap_too_old`, claimed the same way) and left: an answer that late would be an answer to a conversation that
+has moved on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import discord
 
 from admission.access_gate import MemberRoles, RolesUnknown
-from archive import Archive, ArchiveWriteFailed
+from answering.once import Claimed
 from config import Settings
 from conversation import ConversationManager, utc_now
 from decider import addresses_bot
@@ -58,9 +58,6 @@ class GapQuestions:
         self.manager = manager
         self.pipeline = pipeline
         self.background = background
-        # This process, in the archive's claims, unique per run: a message claimed by a run that died before
-        # answering it stays unanswered, rather than risk two answers.
-        self.claimant = uuid.uuid4().hex
         self._found: dict[int, list[discord.Message]] = {}
         # Per channel, the take-up under way: a later catch-up's messages wait for it, so they stay in order.
         self._taking_up: dict[int, asyncio.Task[None]] = {}
@@ -90,13 +87,13 @@ class GapQuestions:
             or replied_author_id(message) == bot_id
         )
 
-    def caught_up(self, archive: Archive, channel_id: int) -> None:
+    def caught_up(self, channel_id: int) -> None:
         """The channel is caught up (its gap is archived): take up what was found in it, beside the bot."""
         messages = self._found.pop(channel_id, [])
         if not messages:
             return
         earlier = self._taking_up.get(channel_id)
-        task = self.background.start(self._take_up(archive, messages, earlier), f"gap-{channel_id}")
+        task = self.background.start(self._take_up(messages, earlier), f"gap-{channel_id}")
         self._taking_up[channel_id] = task
         task.add_done_callback(lambda done: self._forget_task(channel_id, done))
 
@@ -108,9 +105,7 @@ class GapQuestions:
         if self._taking_up.get(channel_id) is task:
             del self._taking_up[channel_id]
 
-    async def _take_up(
-        self, archive: Archive, messages: list[discord.Message], earlier: asyncio.Task[None] | None
-    ) -> None:
+    async def _take_up(self, messages: list[discord.Message], earlier: asyncio.Task[None] | None) -> None:
         if earlier is not None:
             await asyncio.wait([earlier])
         bot_id = self.pipeline.bot_user_id
@@ -119,12 +114,12 @@ class GapQuestions:
             if message.author.id == bot_id:
                 continue  # Parley's own posts are its conversation's through the answers that made them
             try:
-                await self._take_up_one(archive, message, answered)
+                await self._take_up_one(message, answered)
             except Exception:
                 # One message's failure (Discord, the archive, the model) must not leave the rest untaken.
                 log.exception("could not take up message %s of channel %s", message.id, message.channel.id)
 
-    async def _take_up_one(self, archive: Archive, message: discord.Message, answered: set[int]) -> None:
+    async def _take_up_one(self, message: discord.Message, answered: set[int]) -> None:
         """Decide one missed message the way a live one is decided, or only let its conversation hear it."""
         channel_id = message.channel.id
         # A live message of this channel taking its turn now may be this one (delivered both ways): let it finish.
@@ -142,11 +137,9 @@ class GapQuestions:
             return
         if message.created_at < utc_now() - self.window:
             self._hear(channel_id, conversation is not None, message)
-            if addressed:
+            claims = self.pipeline.claims
+            if addressed and await claims.claim(message.id, answerable=True) is Claimed.FIRST:
                 self.pipeline.decided_here(record, GAP_TOO_OLD)
-            return
-        if not await self._claim(archive, message):
-            self._hear(channel_id, conversation is not None, message)
             return
         # History carries the author without their roles: the access gate asks Discord for them, as for the
         # member's Read Message History below (one lookup, kept).
@@ -161,18 +154,6 @@ class GapQuestions:
         """Let the channel's live conversation hear a message it will not decide (in order, by its id)."""
         if live:
             self.manager.record_message(channel_id, to_record(message, self.wake_words))
-
-    async def _claim(self, archive: Archive, message: discord.Message) -> bool:
-        """Whether this process takes the message up: the first process to claim it in the archive does."""
-        try:
-            claimed = await archive.claim_message(message.id, self.claimant, utc_now())
-        except ArchiveWriteFailed as error:
-            # Unclaimed, another process sharing the archive could answer it too: never answer twice.
-            log.warning("message %s from the gap left unanswered: it could not be claimed (%s)", message.id, error)
-            return False
-        if not claimed:
-            log.info("message %s from the gap is taken up by another process", message.id)
-        return claimed
 
 
 def _answered_by(messages: Iterable[discord.Message], bot_id: int) -> set[int]:

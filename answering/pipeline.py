@@ -19,6 +19,7 @@ from answering.answer import Answering
 from answering.asked import ASKED_PRIVATELY, CommandQuestions
 from answering.decisions import DecisionLog
 from answering.gap import GapQuestions
+from answering.once import Claimed, MessageClaims
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread
@@ -129,6 +130,8 @@ class MessagePipeline:
         self.upkeep = upkeep
         self.answering = answering
         self.decision_log = decision_log
+        # Which messages this process decides: each at most once, whichever way it came (answering/once.py).
+        self.claims = MessageClaims(decision_log.holder)
         # What catch-up finds Parley missed is decided on this path too, as if it had just arrived (answering/gap.py).
         self.gap = GapQuestions(context.settings, manager, self, upkeep.background)
         context.coverage.missed = self.gap
@@ -143,7 +146,39 @@ class MessagePipeline:
         return self.client.user.id
 
     async def arrived(self, arrival: Arrival) -> None:
-        """A chat message from someone else than Parley: through the bot gate, then `handle`."""
+        """A chat message from someone else than Parley, however it came (the gateway, a resumed session's replay,
+        catch-up): claimed first, so it is decided at most once (answering/once.py), then `_admitted`. One another
+        process takes up is only heard; one taken up here already, or whose claim could not be stored, is left. A
+        failure gives its claim back."""
+        record = arrival.record
+        claimed = await self.claims.claim(record.message_id, answerable=self._answerable(arrival))
+        if claimed is Claimed.ELSEWHERE:
+            self._hear(arrival)
+        if claimed is not Claimed.FIRST:
+            return
+        try:
+            await self._admitted(arrival)
+        except Exception:
+            await self.claims.give_back(record.message_id)
+            raise
+
+    def _answerable(self, arrival: Arrival) -> bool:
+        """Whether the message could be answered: it addresses Parley, or is in a conversation (or a place where
+        every message is for Parley)."""
+        channel_id = arrival.record.channel_id
+        return arrival.addressed or arrival.kind != CHANNEL or self.manager.get(channel_id) is not None
+
+    def _hear(self, arrival: Arrival) -> None:
+        """Let the channel's live conversation hear a message another process decides, unless it holds it."""
+        record = arrival.record
+        if self.admission.optouts.opted_out(arrival.guild_id, record.author_id):
+            record = veil(record)
+        conversation = self.manager.get(record.channel_id)
+        if conversation is not None and all(held.message_id != record.message_id for held in conversation.messages):
+            self.manager.record_message(record.channel_id, record)
+
+    async def _admitted(self, arrival: Arrival) -> None:
+        """A claimed message: through the bot gate, then `handle`."""
         if not arrival.automated:
             self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         elif self._refuse_automated(arrival):

@@ -393,9 +393,10 @@ class StateStore(Protocol):
 
 
 class Claims(Protocol):
-    """Which process takes up a message, when several share the archive (answering/gap.py)."""
+    """Which process decides a message, when several share the archive (answering/once.py)."""
 
     async def claim_message(self, message_id: int, claimant: str, claimed_at: datetime) -> bool: ...
+    async def release_message(self, message_id: int, claimant: str) -> None: ...
 
 
 class Digests(Protocol):

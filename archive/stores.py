@@ -71,6 +71,8 @@ _CLAIM_MESSAGE = Write(
     "claim_message",
     ("INSERT INTO message_claims (message_id, claimant, claimed_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",),
 )
+# Only the claimant's own claim: one another process took meanwhile stays.
+_RELEASE_MESSAGE = Write("release_message", ("DELETE FROM message_claims WHERE message_id = ? AND claimant = ?",))
 
 _SET_ACCESS_ENTRY = Write(
     "set_access_entry",
@@ -235,6 +237,12 @@ class StoreTables(BackendTables):
         if not rows:
             raise ArchiveWriteFailed(f"the claim on message {message_id} could not be stored")
         return bool(rows[0][0] == claimant)
+
+    async def release_message(self, message_id: int, claimant: str) -> None:
+        """Give back `claimant`'s claim on a message it could not take up, so the next claimant may; returns once
+        the writer committed it (or logged why not)."""
+        self._enqueue(_RELEASE_MESSAGE, (message_id, claimant))
+        await self.flush()
 
     # -- The recheck of archived messages against Discord --
 

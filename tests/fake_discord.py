@@ -468,6 +468,11 @@ class FakeDiscord(RestRoutes):
             raise RuntimeError("no client has identified")
         await self._session.ws.send_str(json.dumps({"op": OP_RECONNECT, "d": None}))
 
+    async def redeliver(self, channel_id: int, message_id: int) -> None:
+        """Dispatch a stored message's MESSAGE_CREATE again, as a gateway that delivers at least once may (a resumed
+        session replaying what the client had, or a message caught up and then replayed)."""
+        await self.dispatch("MESSAGE_CREATE", self._gateway_message(self._stored(channel_id, message_id)))
+
     async def invalidate_session(self) -> None:
         """Invalidate the client's session (op 9, not resumable), as Discord does when it drops one, and wait until the
         client has closed the connection: what is dispatched from then until it identifies again is lost to it.

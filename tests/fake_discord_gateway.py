@@ -67,9 +67,11 @@ class GatewaySessions(WorldPayloads):
             return
         self.identifies.append(data)
         session = _Session(id=uuid.uuid4().hex, ws=ws, shard=data.get("shard"))
-        # A new shard count is a reshard: the sessions of the old count are over.
+        # A new shard count is a reshard: the sessions of the old count are over (unless they overlap a while).
         self._sessions = {
-            shard_id: other for shard_id, other in self._sessions.items() if other.shard_count == session.shard_count
+            shard_id: other
+            for shard_id, other in self._sessions.items()
+            if other.shard_count == session.shard_count or self.reshard_overlap
         }
         self._sessions[session.shard_id] = self._session = session
         await self._dispatch(session, "READY", self._ready(session))
@@ -95,7 +97,14 @@ class GatewaySessions(WorldPayloads):
         return channel.guild_id if channel is not None and channel.recipient_id is None else None
 
     async def _route(self, event: str, data: dict[str, Any]) -> None:
-        session = self._session_for(self._guild_of(event, data))
+        guild_id = self._guild_of(event, data)
+        if self.reshard_overlap and guild_id is not None:
+            # Each shard count's session of the server's shard hears it, as while a reshard overlaps.
+            for serving in list(self._sessions.values()):
+                if self.shard_of(guild_id, serving.shard_count) == serving.shard_id:
+                    await self._dispatch(serving, event, data)
+            return
+        session = self._session_for(guild_id)
         if session is not None:
             await self._dispatch(session, event, data)
 
@@ -109,7 +118,7 @@ class GatewaySessions(WorldPayloads):
             await ws.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
             return
         self.resumes.append(data)
-        last_seen = data.get("seq") or 0
+        last_seen = (data.get("seq") or 0) - self.resume_replays_seen
         async with session.lock:
             session.ws = ws
             for payload in session.log:

@@ -407,6 +407,12 @@ class FakeDiscordState:
         self.resumes: list[dict[str, Any]] = []
         # RESUME is answered with op 9 (the session cannot be resumed), as when Discord has dropped it.
         self.refuse_resumes = False
+        # A RESUME replays this many dispatches the client had already received too: the gateway delivers at least
+        # once, so a resumed session may hear a MESSAGE_CREATE again.
+        self.resume_replays_seen = 0
+        # While a deployment reshards, the old shard count's sessions stay live beside the new count's, and a
+        # server's events go to its shard in each count (Discord's own behaviour until the old processes stop).
+        self.reshard_overlap = False
         self.commands: dict[int | None, list[dict[str, Any]]] = {}  # guild id (None: global) -> commands
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> INTERACTION_CREATE data
         self._original_responses: dict[str, dict[str, Any]] = {}  # token -> message

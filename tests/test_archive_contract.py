@@ -400,6 +400,16 @@ async def test_a_message_is_claimed_by_one_claimant_only(archive: SQLiteArchive)
     assert await archive.claim_message(8, "two", NOW) is True
 
 
+async def test_a_released_claim_is_the_next_claimants_and_another_claimants_stays(archive: SQLiteArchive) -> None:
+    """A claimant gives back its claim (its take-up failed): the next claimant gets the message; a claimant cannot
+    give back a claim that is not its own."""
+    assert await archive.claim_message(7, "one", NOW) is True
+    await archive.release_message(7, "one")
+    assert await archive.claim_message(7, "two", NOW) is True
+    await archive.release_message(7, "one")
+    assert await archive.claim_message(7, "one", NOW) is False
+
+
 async def test_processes_sharing_a_postgres_archive_claim_each_message_once(postgres_server: str) -> None:
     """Two archives on one Postgres database (two processes) claiming the same messages at once: each message
     goes to exactly one of them."""

@@ -129,7 +129,7 @@ async def test_messages_the_gateway_delivered_too_are_neither_heard_nor_answered
     assert isinstance(gap, GapQuestions) and isinstance(channel, discord.TextChannel) and archive is not None
     for sent in (question, bystander):  # as catch-up reads them from the channel's history
         gap.found(await channel.fetch_message(int(sent["id"])))
-    gap.caught_up(archive, CHANNEL_ID)
+    gap.caught_up(CHANNEL_ID)
     await gap.settled()
     await assert_silent(fake, 1)
     ids = [message.message_id for message in conversation.messages]
@@ -172,7 +172,7 @@ async def test_two_processes_on_one_postgres_answer_a_mention_from_the_gap_once(
     shards = [(2, 0), (7, 1)]
     assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in shards)
     processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
-    with allow_model_requests(), caplog.at_level(logging.INFO, "parley.gap"):
+    with allow_model_requests(), caplog.at_level(logging.INFO, "parley.once"):
         try:
             for process, (count, shard) in zip(processes, shards, strict=True):
                 await process.start(database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))
@@ -187,3 +187,49 @@ async def test_two_processes_on_one_postgres_answer_a_mention_from_the_gap_once(
                 await process.stop()
     assert post.reply_to == int(question["id"])
     assert fake.handler_errors == [] and llm.handler_errors == []
+
+
+def history_reads(fake: FakeDiscord) -> int:
+    route = f"/channels/{CHANNEL_ID}/messages?"
+    return sum(request.method == "GET" and route in request.path for request in fake.requests)
+
+
+@pytest.mark.parametrize("close_code", [None, 1006, 4000], ids=["op-7", "1006", "4000"])
+async def test_a_resumed_session_is_not_caught_up_its_replay_brings_the_follow_up(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, close_code: int | None
+) -> None:
+    """Discord asks for a reconnect (op 7), or the connection drops (1006) or closes (4000): the session resumes and
+    replays what was sent meanwhile, so no catch-up reads the channel's history, neither on the disconnect nor
+    after; the follow-up sent meanwhile is answered once."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    await fake.wait_for_posts(1)
+    await caught_up(client)
+    reads = history_reads(fake)
+    await (fake.force_reconnect() if close_code is None else fake.drop_gateway(close_code))
+    follow_up = await say(fake, ALICE_ID, "what word was it?")
+    await fake.wait_for(lambda: bool(fake.resumes), timeout=15, what="RESUME")
+    posts = await fake.wait_for_posts(2, timeout=15)
+    await assert_silent(fake, 2)
+    assert posts[1].reply_to == int(follow_up["id"])
+    assert (len(fake.identifies), history_reads(fake)) == (1, reads)
+
+
+@pytest.mark.slow  # discord.py waits up to 5 seconds before identifying again
+async def test_catch_up_starts_once_the_new_session_is_ready_not_on_the_disconnect(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The connection drops and Discord refuses the RESUME: nothing reads the channel's history until the client
+    has identified again; then catch-up does, and answers the follow-up sent in the gap once."""
+    client = await bot.start()
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    await fake.wait_for_posts(1)
+    await caught_up(client)
+    reads = history_reads(fake)
+    await resume_refused(fake)
+    follow_up = await say(fake, ALICE_ID, "what word was it?")
+    await fake.wait_for(lambda: len(fake.identifies) == 2, timeout=15, what="the second IDENTIFY")
+    assert history_reads(fake) == reads
+    posts = await fake.wait_for_posts(2, timeout=CATCH_UP_BOUND)
+    await assert_silent(fake, 2)
+    assert posts[1].reply_to == int(follow_up["id"]) and history_reads(fake) > reads

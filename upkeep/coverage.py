@@ -33,7 +33,7 @@ class MissedMessages(Protocol):
     def found(self, message: discord.Message) -> None:
         """A message catch-up archived that the archive lacked."""
 
-    def caught_up(self, archive: Archive, channel_id: int) -> None:
+    def caught_up(self, channel_id: int) -> None:
         """The channel's catch-up is over: every message it found has been told to `found`."""
 
 
@@ -121,7 +121,7 @@ class Coverage:
             await self._note_coverage(archive)
             if self.missed is not None:
                 # After its coverage is noted: an answer's context then comes from the archive, gap included.
-                self.missed.caught_up(archive, result.channel_id)
+                self.missed.caught_up(result.channel_id)
 
         summary = await catch_up(
             channels,
