@@ -53,9 +53,10 @@ NO_ARCHIVE = "Parley keeps no archive here (DATABASE_URL is empty): it holds not
 
 
 class MemberPins(Protocol):
-    """The pinned messages in the knowledge base (edge/pins.py), as an opt-out changes them."""
+    """The pinned messages in the knowledge base (edge/pins.py), as an opt-out or an erasure changes them."""
 
     def member_opted_out(self, guild_id: int, member_id: int) -> None: ...
+    async def forget_member(self, guild_id: int, member_id: int) -> int: ...
 
 
 class PrivacyClient(Protocol):
@@ -164,8 +165,9 @@ class EraseConfirmation(discord.ui.View):
         await interaction.response.edit_message(content="Erasing…", view=None)
         client = privacy_client(interaction)
         erasure = MemberErasure(
-            client.archive, client.manager, client.decisions, client.upkeep, client.usage, client.guild_of
-        )
+            client.archive, client.manager, client.decisions, client.upkeep, client.usage, client.guild_of,
+            client.admission.optouts, client.pins,
+        )  # fmt: skip
         try:
             erased = await erasure.erase(self.guild_id, self.member_id)
         except ArchiveWriteFailed:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from discord.utils import time_snowflake
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
@@ -56,6 +57,7 @@ class Erased:
     conversations: int
     saved_conversations: int = 0
     reminders: int = 0
+    pins: int = 0
 
     def describe(self) -> str:
         return (
@@ -63,7 +65,8 @@ class Erased:
             f" fact(s), your id on {self.usage_rows} token-count row(s) (the server's totals stay, under no one),"
             f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
             f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
-            " one(s)."
+            f" one(s). {self.pins} of your pinned message(s) left the knowledge base. Nothing you wrote until now"
+            " is archived again."
         )
 
 
@@ -86,6 +89,18 @@ class TodaysUsage(Protocol):
     """Today's token counts in memory (budget.UsageLedger)."""
 
     def anonymise(self, guild_id: int, member_id: int) -> None: ...
+
+
+class Erasures(Protocol):
+    """Where an erasure is kept, so that no path stores again what it erased (admission.optout.OptOuts)."""
+
+    async def mark_erased(self, guild_id: int, member_id: int, upto_id: int) -> None: ...
+
+
+class ErasedPins(Protocol):
+    """The pinned messages in the knowledge base (edge/pins.py)."""
+
+    async def forget_member(self, guild_id: int, member_id: int) -> int: ...
 
 
 class EndingConversations(Protocol):
@@ -159,8 +174,12 @@ class MemberErasure:
         ending: EndingConversations,
         usage: TodaysUsage,
         guild_of: Callable[[int], int],
+        erasures: Erasures,
+        pins: ErasedPins,
     ) -> None:
         self.archive = archive
+        self.erasures = erasures
+        self.pins = pins
         self.usage = usage
         self.manager = manager
         self.decisions = decisions
@@ -171,9 +190,13 @@ class MemberErasure:
         """Delete everything held by or about the member in the server; what was removed, counted.
 
         Raises:
-            ArchiveWriteFailed: the archive still holds some of it (the log says why); the live conversations
-                were cleared regardless, and erasing again finishes the job.
+            ArchiveWriteFailed: the archive still holds some of it, or could not keep the erasure (the log says why);
+                erasing again finishes the job.
         """
+        # First: what the member wrote until now is withheld from every path that could store it again (catch-up,
+        # the recheck, an edit, a pin) while, and after, the rest goes.
+        await self.erasures.mark_erased(guild_id, member_id, time_snowflake(datetime.now(UTC), high=True))
+        pins = await self.pins.forget_member(guild_id, member_id)
         archived: dict[int, list[int]] = {}
         counts = None
         if self.archive is not None:
@@ -185,14 +208,14 @@ class MemberErasure:
             self.ending.delete_from_ending(channel_id, message_ids)
         self.usage.anonymise(guild_id, member_id)
         if self.archive is None or counts is None:
-            return Erased(0, 0, 0, 0, 0, conversations)
+            return Erased(0, 0, 0, 0, 0, conversations, pins=pins)
         every = [message_id for ids in archived.values() for message_id in ids]
         reminders = len(await self.archive.member_reminders(guild_id, member_id))
         await self.archive.erase_member(guild_id, member_id, every)
         await self.archive.delete_member_reminders(guild_id, member_id)
         saved = await _erase_from_saved(self.archive, guild_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations, saved, reminders)  # fmt: skip
+                      conversations, saved, reminders, pins)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model
