@@ -70,6 +70,7 @@ def withheld(guild: str, author: str, message: str) -> str:
         f" AND {message} <= erasures.upto_id))"
     )
 
+
 # The member's tokens join the server's unattributed row (member 0) of the same day, channel and model, so the
 # server's totals (and its budget for the day) stay as they were.
 _ANONYMISE_USAGE = Write(

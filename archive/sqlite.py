@@ -774,7 +774,8 @@ _ADD_ATTACHMENT = _Write(
     (
         "INSERT INTO attachments (attachment_id, message_id, channel_id, filename, content_type, size)"
         " SELECT ?1, ?2, ?3, ?4, ?5, ?6 FROM messages AS m WHERE m.message_id = ?2"
-        f" AND NOT {withheld('m.guild_id', 'm.author_id', 'm.message_id')} ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
+        f" AND NOT {withheld('m.guild_id', 'm.author_id', 'm.message_id')}"
+        " ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
         " content_type = excluded.content_type, size = excluded.size",
     ),
 )

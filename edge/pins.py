@@ -195,7 +195,10 @@ class PinnedKnowledge:
     def member_opted_out(self, guild_id: int, member_id: int) -> None:
         """`/parley privacy optout`: the member's pins in the server leave the knowledge base now, not at their
         channels' next comparisons (which would leave them out too)."""
-        self.background.start(self.forget_member(guild_id, member_id), f"pins-opted-out-{member_id}")
+        self.background.start(self._forget_opted_out(guild_id, member_id), f"pins-opted-out-{member_id}")
+
+    async def _forget_opted_out(self, guild_id: int, member_id: int) -> None:
+        await self.forget_member(guild_id, member_id)
 
     async def forget_member(self, guild_id: int, member_id: int) -> int:
         """Remove the member's pins in the server from the knowledge base (an opt-out, an erasure); how many were

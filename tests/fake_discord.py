@@ -191,6 +191,10 @@ class FakeDiscord(RestRoutes):
         await self.dispatch("MESSAGE_CREATE", self._gateway_message(message))
         return message
 
+    async def redeliver(self, message: dict[str, Any]) -> None:
+        """Dispatch a stored message's MESSAGE_CREATE again, as a gateway replaying events it already sent may."""
+        await self.dispatch("MESSAGE_CREATE", self._gateway_message(message))
+
     def served_attachment(
         self, filename: str, data: bytes, content_type: str | None = None, *, fail: bool = False
     ) -> dict[str, Any]:

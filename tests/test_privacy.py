@@ -244,7 +244,9 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
 async def test_erasing_without_an_archive_clears_the_live_conversations() -> None:
     manager = ConversationManager(clock=lambda: NOW)
     conversation = manager.start(CHANNEL, [record(1, ALICE, "hello"), record(2, BOB, "hi")])
-    erasure = MemberErasure(None, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD, OptOuts(), NoPins())
+    erasure = MemberErasure(
+        None, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD, OptOuts(), NoPins()
+    )
     erased = await erasure.erase(GUILD, ALICE)
     assert erased.conversations == 1 and erased.messages == 0
     assert [m.author_id for m in conversation.messages] == [BOB]
