@@ -43,8 +43,9 @@ NO_ARCHIVE_NOTE = " (Parley keeps no archive here, so this lasts until it restar
 ERASE_QUESTION = (
     "Erase everything Parley holds by or about you in this server: your archived messages and the text of your"
     " files, the facts remembered about you or told by you, your id on its token counts, the conversation summaries"
-    " written from your messages, your reminders, and your messages in its live conversations? This cannot be"
-    " undone; it does not opt you out."
+    " written from your messages, your reminders, your pinned messages in its knowledge base, and your messages in"
+    " its live conversations? Nothing you wrote until now is archived again. This cannot be undone; it does not opt"
+    " you out."
 )
 ERASE_CANCELLED = "Cancelled: nothing was erased."
 ERASE_FAILED = "Not everything could be erased (the archive refused a write; see Parley's log): erase again to finish."

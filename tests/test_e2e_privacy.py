@@ -268,7 +268,8 @@ async def test_an_erase_outlasts_the_restart_that_reads_her_messages_back(
     # Parley's own answer to her stays, as it wrote it (here the fake model's echo of her question).
     rows = await client.archive.recent(CHANNEL_ID, limit=1000)
     assert [row.content for row in rows if row.author_id != BOT_ID] == ["bob wrote before parley came", "bob after her"]
-    assert (await export_of(fake))["messages"] == []
+    exported = await export_of(fake)
+    assert exported["messages"] == [] and exported["erased_until"] is not None
     assert len(fake.bot_messages(CHANNEL_ID)) == 1  # her question is not answered again
 
     await say(fake, ALICE_ID, "alice after erasing")

@@ -1,14 +1,16 @@
 """Members' data rights in a server: what Parley holds by or about a member, exported as JSON, and erased.
 
 What is held: their archived messages with their files' names and the text read from them, the facts remembered
-about them or told by them, their token counts, their reminders and timed posts still to come, and whether they
-opted out. An export is built a page of messages
+about them or told by them, their token counts, their reminders and timed posts still to come, whether they
+opted out, and until when they erased. An export is built a page of messages
 at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
 it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
 saved again without them) and from this process's live conversations, decisions and ending conversations: a
 server's messages all reach the one process that runs its shard, which is the one its command reaches.
 Conversation summaries written from their messages are dropped; the channel's next conversations are summarised
-afresh when they end.
+afresh when they end. Their pinned messages leave the knowledge base. The erasure itself is kept (admission/optout.py):
+what they wrote until then is never stored again by any path that reads it back from Discord; what they write
+afterwards is kept as usual. It goes when Parley leaves the server.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from discord.utils import time_snowflake
+from discord.utils import snowflake_time, time_snowflake
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
@@ -115,6 +117,7 @@ async def export_member(
     """Everything the archive holds by or about the member in the server, as JSON of at most `limit` bytes: their
     messages oldest first, the newest left out past the limit (the file says how many)."""
     since = (await archive.opt_outs(member_id)).get((guild_id, member_id))
+    erased = (await archive.erasures(member_id)).get((guild_id, member_id))
     facts = await archive.member_memories(guild_id, member_id)
     usage = await archive.member_usage(guild_id, member_id)
     head = {
@@ -123,6 +126,8 @@ async def export_member(
         "exported_at": datetime.now(UTC).isoformat(),
         "opted_out": since is not None,
         "opted_out_since": None if since is None else since.isoformat(),
+        # What is kept of an erasure: that what they wrote until then is never archived again.
+        "erased_until": None if erased is None else snowflake_time(erased).isoformat(),
         "facts": [_fact(fact, member_id) for fact in facts],
         "usage": [_usage(row) for row in usage],
         "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
