@@ -61,10 +61,14 @@ class OptOuts:
     def opted_out(self, guild_id: int, member_id: int) -> bool:
         return (guild_id, member_id) in self._members
 
+    def erased(self, guild_id: int, author_id: int, message_id: int) -> bool:
+        """Whether the message's author erased in the server what they wrote up to it."""
+        return message_id <= self._erased.get((guild_id, author_id), 0)
+
     def withheld(self, guild_id: int, author_id: int, message_id: int) -> bool:
         """Whether Parley may neither keep nor hear the message (or its edit): its author opted out in the server,
         or erased there what they wrote up to it."""
-        return self.opted_out(guild_id, author_id) or message_id <= self._erased.get((guild_id, author_id), 0)
+        return self.opted_out(guild_id, author_id) or self.erased(guild_id, author_id, message_id)
 
     async def mark_erased(self, guild_id: int, member_id: int, upto_id: int) -> None:
         """The member erased in the server what they wrote up to message id `upto_id`: none of it is kept or heard
@@ -86,10 +90,15 @@ class OptOuts:
         return veil(record)
 
     def veil_all(self, guild_id: int, records: list[MessageRecord]) -> list[MessageRecord]:
-        """`records` (context loaded from the archive or Discord) with opted-out members' messages veiled."""
-        if not self._members:
+        """`records` (context loaded from the archive or Discord) without the messages their authors erased, and
+        with opted-out members' veiled."""
+        if not self._members and not self._erased:
             return records
-        return [self.veiled(guild_id, record) for record in records]
+        return [
+            self.veiled(guild_id, record)
+            for record in records
+            if not self.erased(guild_id, record.author_id, record.message_id)
+        ]
 
     def veil_archived(self, guild_id: int, messages: Sequence[ArchivedMessage]) -> list[ArchivedMessage]:
         """Archived `messages` (the tools' reads, a catch-up's range) with opted-out members' as placeholders."""

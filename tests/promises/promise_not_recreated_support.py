@@ -35,8 +35,8 @@ class Scene:
     requests_before: int = 0
     posts_before: int = 0
 
-    async def start(self) -> Parley:
-        self.client = await self.bot.start(database_url=self.database_url, reconcile_page_pause_seconds=0)
+    async def start(self, **overrides: Any) -> Parley:
+        self.client = await self.bot.start(database_url=self.database_url, reconcile_page_pause_seconds=0, **overrides)
         return self.client
 
     async def restart(self) -> Parley:

@@ -1,7 +1,8 @@
 """What I erased with `/parley privacy erase`, or wrote after `/parley privacy optout`, Parley never stores again: no
-path that reads messages (a message delivered live or again, an edit, the catch-up and the recheck against Discord
-after a restart, the answers to questions from while it was away, the pinned messages it takes into its knowledge
-base, the text of my files) brings it back into its archive, a conversation, the model's prompt or its knowledge.
+path that reads messages (a message delivered live or again, an edit, the context a conversation reads from Discord,
+a member asking Parley about my message, the catch-up and the recheck against Discord after a restart, the answers to
+questions from while it was away, the pinned messages it takes into its knowledge base, the text of my files) brings
+it back into its archive, a conversation, the model's prompt or its knowledge.
 
 Each row is one path, played end to end (bot.py's client, the fake Discord and model) for each state, on each backend.
 """
@@ -13,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from e2e_support import RunningBot, say
+from e2e_support import RunningBot, assert_ephemeral_one_liner, say, use_message_command
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM
 from promise_not_recreated_support import (
@@ -28,9 +29,14 @@ from promise_not_recreated_support import (
     pins_settled,
 )
 
+from commands.ask_menu import ASK_PARLEY
+from edge.asked_about import AUTHOR_ERASED, AUTHOR_OPTED_OUT
+
 Path = Callable[[Scene, State], Awaitable[None]]
 # A history older than a catch-up rereads (its newest 100 archived messages): only the recheck reaches it.
 LONG_AGO = datetime.now(UTC) - timedelta(days=2)
+# Context reaching back past what the archive holds (its retention) is read from Discord's history.
+PAST_THE_ARCHIVE_MINUTES = 200 * 24 * 60
 
 
 async def live_message(scene: Scene, state: State) -> None:
@@ -54,6 +60,34 @@ async def edit(scene: Scene, state: State) -> None:
     await archive_has(scene.client, "an early word")  # type: ignore[arg-type]
     await state.take(scene)
     await scene.fake.edit_user_message(CHANNEL_ID, int(said["id"]), f"an early word, now {WITHHELD}")
+    await scene.bob_asks()
+
+
+async def context_from_discord(scene: Scene, state: State) -> None:
+    """A new conversation starts from context read back from Discord's history (further back than the archive)."""
+    await scene.start(context_max_age_minutes=PAST_THE_ARCHIVE_MINUTES)
+    if state.withholds_earlier:
+        await alice_says(scene, f"my {WITHHELD} plan")
+        await archive_has(scene.client, f"my {WITHHELD} plan")  # type: ignore[arg-type]
+        await state.take(scene)
+    else:
+        await state.take(scene)
+        await alice_says(scene, f"my {WITHHELD} plan")
+    await scene.bob_asks()
+
+
+async def asked_about(scene: Scene, state: State) -> None:
+    """Bob uses "Ask Parley" on her message: Parley says, to him alone, why it will not read it."""
+    await scene.start()
+    if state.withholds_earlier:
+        said = await alice_says(scene, f"my {WITHHELD} plan")
+        await archive_has(scene.client, f"my {WITHHELD} plan")  # type: ignore[arg-type]
+        await state.take(scene)
+    else:
+        await state.take(scene)
+        said = await alice_says(scene, f"my {WITHHELD} plan")
+    refused = await use_message_command(scene.fake, ASK_PARLEY, said, user_id=BOB_ID)
+    assert assert_ephemeral_one_liner(refused) in (AUTHOR_ERASED, AUTHOR_OPTED_OUT)
     await scene.bob_asks()
 
 
@@ -170,7 +204,17 @@ async def read(scene: Scene, message_id: int) -> None:
             await asyncio.sleep(0.05)
 
 
-PATHS: list[Path] = [live_message, edit, catch_up_after_restart, recheck_after_restart, gap_answer, pins, file_text]
+PATHS: list[Path] = [
+    live_message,
+    edit,
+    context_from_discord,
+    asked_about,
+    catch_up_after_restart,
+    recheck_after_restart,
+    gap_answer,
+    pins,
+    file_text,
+]
 ROWS = [
     pytest.param(state, path, id=f"{state.name}-{path.__name__}") for state in (ERASED, OPTED_OUT) for path in PATHS
 ]
