@@ -140,7 +140,10 @@ class MessagePipeline:
             self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         elif self._refuse_automated(arrival):
             return
-        if self.admission.optouts.withheld(arrival.guild_id, arrival.record.author_id, arrival.record.message_id):
+        record = arrival.record
+        if self.admission.optouts.erased(arrival.guild_id, record.author_id, record.message_id):
+            return  # delivered again after its author erased it: nothing of it is kept or heard
+        if self.admission.optouts.opted_out(arrival.guild_id, record.author_id):
             self._pass_over(arrival)
             return
         if await self._refuse_not_allowed(arrival):

@@ -68,7 +68,7 @@ class Erased:
             f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
             f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
             f" one(s). {self.pins} of your pinned message(s) left the knowledge base. Nothing you wrote until now"
-            " is archived again."
+            " is kept again."
         )
 
 
