@@ -223,6 +223,11 @@ class MessagePipeline:
                 return  # recorded already; a full line has waiters, who clear the turn away
             in_line = answerable = False  # it waits only to be recorded in order
         async with self.admission.channel_turn(channel_id):
+            if self.admission.optouts.withheld(arrival.guild_id, record.author_id, record.message_id):
+                # Its author opted out or erased it while it waited: it is neither recorded nor answered.
+                if in_line:
+                    self.admission.leave_line(channel_id, record.message_id)
+                return
             if in_line and not self.admission.leave_line(channel_id, record.message_id):
                 self.decided_here(record, SUPERSEDED)
                 answerable = False

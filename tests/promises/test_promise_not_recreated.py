@@ -1,8 +1,8 @@
 """What I erased with `/parley privacy erase`, or wrote after `/parley privacy optout`, Parley never stores again: no
-path that reads messages (a message delivered live or again, an edit, the context a conversation reads from Discord,
-a member asking Parley about my message, the catch-up and the recheck against Discord after a restart, the answers to
-questions from while it was away, the pinned messages it takes into its knowledge base, the text of my files) brings
-it back into its archive, a conversation, the model's prompt or its knowledge.
+path that reads messages (a message delivered live or again, or waiting its turn, an edit, the context a conversation
+reads from Discord, a member asking Parley about my message, the catch-up and the recheck against Discord after a
+restart, the answers to questions from while it was away, the pinned messages it takes into its knowledge base, the
+text of my files) brings it back into its archive, a conversation, the model's prompt or its knowledge.
 
 Each row is one path, played end to end (bot.py's client, the fake Discord and model) for each state, on each backend.
 """
@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_ephemeral_one_liner, say, use_message_command
+from e2e_support import RunningBot, assert_ephemeral_one_liner, eventually, say, use_message_command
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM
 from promise_not_recreated_support import (
@@ -50,6 +51,30 @@ async def live_message(scene: Scene, state: State) -> None:
     else:
         await state.take(scene)
         await alice_says(scene, f"my {WITHHELD} plan")
+    await scene.bob_asks()
+
+
+async def waiting_its_turn(scene: Scene, state: State) -> None:
+    """Her question waits its turn behind an answer under way while she takes the state."""
+    gate = asyncio.Event()
+
+    async def slow(request: dict[str, Any]) -> str:
+        await gate.wait()
+        return "Noted."
+
+    scene.llm.handler = slow
+    client = await scene.start()
+    await say(scene.fake, BOB_ID, f"<@{BOT_ID}> a long question")
+    await eventually(lambda: len(scene.llm.requests) == 1)
+    if state.withholds_earlier:
+        await alice_says(scene, f"<@{BOT_ID}> my {WITHHELD} question")
+        await archive_has(client, f"@Parley my {WITHHELD} question")
+        await state.take(scene)
+    else:
+        await state.take(scene)
+        await alice_says(scene, f"<@{BOT_ID}> my {WITHHELD} question")
+    gate.set()
+    await eventually(lambda: client.admission.idle(CHANNEL_ID))
     await scene.bob_asks()
 
 
@@ -206,6 +231,7 @@ async def read(scene: Scene, message_id: int) -> None:
 
 PATHS: list[Path] = [
     live_message,
+    waiting_its_turn,
     edit,
     context_from_discord,
     asked_about,
