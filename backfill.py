@@ -41,8 +41,9 @@ HistoryChannel = discord.TextChannel | discord.Thread
 Forget = Callable[[int, Collection[int]], None]
 # Told of each message catch-up archived that the archive did not have: one Parley missed (answering/gap.py).
 Missed = Callable[[discord.Message], None]
-# Whether a member opted out in a server (admission.optout): their messages are not archived.
-OptedOut = Callable[[int, int], bool]
+# Whether a message (by server, author and id) may not be kept or heard (admission.optout's `withheld`): its author
+# opted out, or erased what they wrote up to it.
+Withheld = Callable[[int, int, int], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +102,11 @@ async def catch_up_channel(
     now: datetime,
     session_start: datetime,
     forget: Forget,
-    opted_out: OptedOut = lambda guild_id, member_id: False,
+    withheld: Withheld = lambda guild_id, author_id, message_id: False,
     missed: Missed | None = None,
 ) -> ChannelCatchUp:
     """Archive the channel's messages newer than its newest archived one (at most `limit`, newest first,
-    none older than the retention), but those of members who `opted_out`; refresh its last RECHECKED_MESSAGES
+    none older than the retention), but those `withheld`; refresh its last RECHECKED_MESSAGES
     archived ones, and `forget` archived ones in that range that Discord no longer has; `missed` hears of each
     message newly archived."""
     # Messages archived live in this session say nothing about where the gap before it starts.
@@ -121,8 +122,8 @@ async def catch_up_channel(
     # Newest first, so a gap longer than the cap keeps its latest messages, which context and search want most.
     already = set(rechecked)
     async for message in channel.history(limit=limit, after=discord.Object(id=floor), oldest_first=False):
-        opted = opted_out(channel.guild.id, message.author.id)
-        if not opted and _archive_fetched(archive, message, already, before_session) and missed is not None:
+        kept = not withheld(channel.guild.id, message.author.id, message.id)
+        if kept and _archive_fetched(archive, message, already, before_session) and missed is not None:
             missed(message)
         fetched.append(message.id)
         if archive.pending_writes > MAX_PENDING_WRITES:
@@ -167,7 +168,7 @@ async def catch_up(
     session_start: datetime,
     forget: Forget,
     on_channel: Callable[[ChannelCatchUp], Awaitable[None]] | None = None,
-    opted_out: OptedOut = lambda guild_id, member_id: False,
+    withheld: Withheld = lambda guild_id, author_id, message_id: False,
     missed: Missed | None = None,
 ) -> CatchUpSummary:
     """Catch up every channel, `concurrency` at a time; `on_channel` hears of each one caught up or failed, `missed`
@@ -189,7 +190,7 @@ async def catch_up(
                     now=now,
                     session_start=session_start,
                     forget=forget,
-                    opted_out=opted_out,
+                    withheld=withheld,
                     missed=missed,
                 )
             except discord.HTTPException as error:

@@ -134,7 +134,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             admission=self.admission,
             guild_of=self.guild_of,
         )
-        self.forgetting = Forgetting(manager, self, self.upkeep, self.decisions, self.profiles, self.channels)
+        self.forgetting = Forgetting(
+            manager, self, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
+        )
         self.threads = Threads(self, self, manager, self.upkeep, self.admission.within_rate, self.channels)
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
         self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
@@ -266,7 +268,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
-        if self.archive is not None and not self.admission.optouts.opted_out(guild_id_of(message), record.author_id):
+        if self.archive is not None and not self.admission.optouts.withheld(
+            guild_id_of(message), record.author_id, message.id
+        ):
             self.archive.add(to_archived(message, record))
             if record.attachments:
                 self.background.start(self.files.archive_text(record), f"attachment-text-{message.id}")

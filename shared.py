@@ -54,7 +54,7 @@ class SharedSettings:
         self.thread_channels = thread_channels
         self.own_threads = own_threads
         self.forgotten = forgotten
-        # The members who opted out (admission.optout), keyed by member.
+        # The members who opted out or erased their data (admission.optout), keyed by member.
         self.opt_outs = opt_outs
         # The servers' access lists (admission.access_lists), keyed by server.
         self.access = access
@@ -73,7 +73,7 @@ class SharedSettings:
                 self.thread_channels.add(key)
             else:
                 self.thread_channels.discard(key)
-        elif table == "opt_outs":
+        elif table in ("opt_outs", "erasures"):
             await self.opt_outs.reload(key)
         elif table == "own_threads":
             guild_id = await self.archive.own_thread_guild(key)

@@ -4,6 +4,12 @@ A member who opted out in a server is not answered there, and nothing they write
 remembered or shown to the model: their messages reach a conversation only as a placeholder, so what others say
 around them still reads. The choice is kept in the archive (every process reads it at start and follows other
 processes' changes, shared.py) and lasts until they opt back in. It is per server (the commands are used in one).
+
+A member who erased their data in a server (`/parley privacy erase`, upkeep/privacy.py) leaves an erasure there: what
+they wrote up to that moment is never kept or heard again, whichever path reads it back from Discord (catch-up and
+the gap's answers after a restart, the recheck, an edit, a pin); what they write afterwards is kept as usual. Both are
+`withheld` here, for what never reaches the archive (a live conversation, a pin); the archive keeps to the same rule on
+every write of a message (archive.members.withheld).
 """
 
 from __future__ import annotations
@@ -34,17 +40,47 @@ class OptOutTables(Protocol):
         self, guild_id: int, member_id: int, opted_out: bool, *, now: datetime | None = None
     ) -> None: ...
 
+    async def erasures(self, member_id: int | None = None) -> dict[tuple[int, int], int]: ...
+
+    async def mark_erased(
+        self, guild_id: int, member_id: int, upto_id: int, *, now: datetime | None = None
+    ) -> None: ...
+
 
 class OptOuts:
-    """Who opted out where, in memory: read for every message, so no message waits on the archive."""
+    """Who opted out where, and who erased what they wrote up to when, in memory: read for every message, so no
+    message waits on the archive."""
 
     def __init__(self) -> None:
         self._members: set[tuple[int, int]] = set()
+        # (server, member) -> the newest message id of theirs their erasure there covers.
+        self._erased: dict[tuple[int, int], int] = {}
         # Where they are kept, once the archive is open (`attach`); without one they last until the process ends.
         self.archive: OptOutTables | None = None
 
     def opted_out(self, guild_id: int, member_id: int) -> bool:
         return (guild_id, member_id) in self._members
+
+    def erased(self, guild_id: int, author_id: int, message_id: int) -> bool:
+        """Whether the message's author erased in the server what they wrote up to it."""
+        return message_id <= self._erased.get((guild_id, author_id), 0)
+
+    def withheld(self, guild_id: int, author_id: int, message_id: int) -> bool:
+        """Whether Parley may neither keep nor hear the message (or its edit): its author opted out in the server,
+        or erased there what they wrote up to it."""
+        return self.opted_out(guild_id, author_id) or self.erased(guild_id, author_id, message_id)
+
+    async def mark_erased(self, guild_id: int, member_id: int, upto_id: int) -> None:
+        """The member erased in the server what they wrote up to message id `upto_id`: none of it is kept or heard
+        again, here and (through the archive) in every process.
+
+        Raises:
+            ArchiveWriteFailed: the archive could not keep it; this process withholds it regardless.
+        """
+        key = (guild_id, member_id)
+        self._erased[key] = max(upto_id, self._erased.get(key, 0))
+        if self.archive is not None:
+            await self.archive.mark_erased(guild_id, member_id, upto_id)
 
     def veiled(self, guild_id: int, record: MessageRecord) -> MessageRecord:
         """`record` as Parley may keep and show it: an opted-out member's as the placeholder, without their
@@ -54,10 +90,15 @@ class OptOuts:
         return veil(record)
 
     def veil_all(self, guild_id: int, records: list[MessageRecord]) -> list[MessageRecord]:
-        """`records` (context loaded from the archive or Discord) with opted-out members' messages veiled."""
-        if not self._members:
+        """`records` (context loaded from the archive or Discord) without the messages their authors erased, and
+        with opted-out members' veiled."""
+        if not self._members and not self._erased:
             return records
-        return [self.veiled(guild_id, record) for record in records]
+        return [
+            self.veiled(guild_id, record)
+            for record in records
+            if not self.erased(guild_id, record.author_id, record.message_id)
+        ]
 
     def veil_archived(self, guild_id: int, messages: Sequence[ArchivedMessage]) -> list[ArchivedMessage]:
         """Archived `messages` (the tools' reads, a catch-up's range) with opted-out members' as placeholders."""
@@ -72,18 +113,23 @@ class OptOuts:
         """Keep the opt-outs in `archive`, and take up those kept there."""
         self.archive = archive
         self._members = set(await archive.opt_outs())
+        self._erased = await archive.erasures()
 
     async def reload(self, member_id: int) -> None:
-        """Take up one member's opt-outs as the archive now has them: another process sharing it changed them."""
+        """Take up one member's opt-outs and erasures as the archive now has them: another process sharing it changed
+        them."""
         if self.archive is None:
             return  # announced before `attach`, which reads them all
         found = await self.archive.opt_outs(member_id)
         self._members = {key for key in self._members if key[1] != member_id} | set(found)
+        erased = await self.archive.erasures(member_id)
+        self._erased = {key: upto for key, upto in self._erased.items() if key[1] != member_id} | erased
 
     async def reload_all(self) -> None:
-        """Take up every opt-out as the archive now has them (changes by other processes were missed)."""
+        """Take up every opt-out and erasure as the archive now has them (changes by other processes were missed)."""
         if self.archive is not None:
             self._members = set(await self.archive.opt_outs())
+            self._erased = await self.archive.erasures()
 
     async def set(self, guild_id: int, member_id: int, opted_out: bool) -> None:
         """Opt the member out (or back in) in the server, kept in the archive when there is one.

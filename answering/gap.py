@@ -110,9 +110,12 @@ class GapQuestions:
             await asyncio.wait([earlier])
         bot_id = self.pipeline.bot_user_id
         answered = _answered_by(messages, bot_id)
+        optouts = self.pipeline.admission.optouts
         for message in sorted(messages, key=lambda message: message.id):
             if message.author.id == bot_id:
                 continue  # Parley's own posts are its conversation's through the answers that made them
+            if message.guild is not None and optouts.withheld(message.guild.id, message.author.id, message.id):
+                continue  # opted out or erased since catch-up found it
             try:
                 await self._take_up_one(message, answered)
             except Exception:

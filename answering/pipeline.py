@@ -183,7 +183,10 @@ class MessagePipeline:
             self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         elif self._refuse_automated(arrival):
             return
-        if self.admission.optouts.opted_out(arrival.guild_id, arrival.record.author_id):
+        record = arrival.record
+        if self.admission.optouts.erased(arrival.guild_id, record.author_id, record.message_id):
+            return  # delivered again after its author erased it: nothing of it is kept or heard
+        if self.admission.optouts.opted_out(arrival.guild_id, record.author_id):
             self._pass_over(arrival)
             return
         if await self._refuse_not_allowed(arrival):
@@ -263,6 +266,11 @@ class MessagePipeline:
                 return  # recorded already; a full line has waiters, who clear the turn away
             in_line = answerable = False  # it waits only to be recorded in order
         async with self.admission.channel_turn(channel_id):
+            if self.admission.optouts.withheld(arrival.guild_id, record.author_id, record.message_id):
+                # Its author opted out or erased it while it waited: it is neither recorded nor answered.
+                if in_line:
+                    self.admission.leave_line(channel_id, record.message_id)
+                return
             if in_line and not self.admission.leave_line(channel_id, record.message_id):
                 self.decided_here(record, SUPERSEDED)
                 answerable = False

@@ -24,7 +24,9 @@ from archive import DatabaseUrlError, describe_database_url
 log = logging.getLogger("parley.archive.changes")
 
 # The tables whose changes are announced, each on the channel `parley_<table>`.
-SHARED_TABLES = ("profile_settings", "forget_markers", "thread_settings", "own_threads", "opt_outs", "access_entries")
+SHARED_TABLES = (
+    "profile_settings", "forget_markers", "thread_settings", "own_threads", "opt_outs", "access_entries", "erasures",
+)  # fmt: skip
 CHANNEL_PREFIX = "parley_"
 
 OnChange = Callable[[str, int], Awaitable[None]]

@@ -46,6 +46,31 @@ _OPT_OUT = Write(
     ),
 )
 _OPT_IN = Write("opt_in", ("DELETE FROM opt_outs WHERE guild_id = ? AND member_id = ?",))
+# Erasing again moves the erasure on; it never moves back.
+_ERASED = Write(
+    "erased",
+    (
+        "INSERT INTO erasures (guild_id, member_id, upto_id, erased_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (guild_id, member_id) DO UPDATE SET upto_id = excluded.upto_id, erased_at = excluded.erased_at"
+        " WHERE excluded.upto_id > erasures.upto_id",
+    ),
+)
+
+
+def withheld(guild: str, author: str, message: str) -> str:
+    """SQL that holds when a message (its server, author and id as column expressions) may not be stored: its author
+    opted out in the server, or erased their data there after writing it.
+
+    Every write of a message's text (adding it, an edit, its files and the text read from them) is made on this
+    condition, on both backends, whichever path it comes from: the one place opt-outs and erasures are kept to.
+    """
+    return (
+        f"(EXISTS (SELECT 1 FROM opt_outs WHERE opt_outs.guild_id = {guild} AND opt_outs.member_id = {author})"
+        f" OR EXISTS (SELECT 1 FROM erasures WHERE erasures.guild_id = {guild} AND erasures.member_id = {author}"
+        f" AND {message} <= erasures.upto_id))"
+    )
+
+
 # The member's tokens join the server's unattributed row (member 0) of the same day, channel and model, so the
 # server's totals (and its budget for the day) stay as they were.
 _ANONYMISE_USAGE = Write(
@@ -98,6 +123,27 @@ class MemberTables(BackendTables):
         sql = "SELECT guild_id, member_id, opted_out_at FROM opt_outs"
         rows = await (self.read(sql) if member_id is None else self.read(f"{sql} WHERE member_id = ?", (member_id,)))
         return {(int(guild_id), int(member)): from_ms(since) for guild_id, member, since in rows}
+
+    # -- Erasures --
+
+    async def mark_erased(self, guild_id: int, member_id: int, upto_id: int, *, now: datetime | None = None) -> None:
+        """Keep that the member erased what they wrote in the server up to message id `upto_id`, so that no path
+        stores it again; returns once it is committed.
+
+        Raises:
+            ArchiveWriteFailed: the write was dropped (the writer logs why); nothing is kept from being stored.
+        """
+        self._enqueue(_ERASED, (guild_id, member_id, upto_id, to_ms(now or datetime.now(UTC))))
+        await self.flush()
+        if (await self.erasures(member_id)).get((guild_id, member_id), 0) < upto_id:
+            raise ArchiveWriteFailed(f"the erasure of member {member_id} could not be kept")
+
+    async def erasures(self, member_id: int | None = None) -> dict[tuple[int, int], int]:
+        """Up to which message id each member erased what they wrote, by (server, member): everyone's, or one
+        member's in every server."""
+        sql = "SELECT guild_id, member_id, upto_id FROM erasures"
+        rows = await (self.read(sql) if member_id is None else self.read(f"{sql} WHERE member_id = ?", (member_id,)))
+        return {(int(guild_id), int(member)): int(upto_id) for guild_id, member, upto_id in rows}
 
     # -- What is kept of a member --
 

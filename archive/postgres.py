@@ -54,7 +54,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
-from archive.members import MemberTables
+from archive.members import MemberTables, withheld
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -510,6 +510,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
     """,
+    # v24 (erasure): the members who erased their data in a server (/parley privacy erase): what they wrote up to
+    # `upto_id` is never archived again. Every process keeps them in memory with the opt-outs, so a change notifies
+    # `parley_erasures` with the member's id, as v16's opt-outs do.
+    """
+    CREATE TABLE erasures (
+        guild_id  BIGINT NOT NULL,
+        member_id BIGINT NOT NULL,
+        upto_id   BIGINT NOT NULL,
+        erased_at BIGINT NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    );
+    CREATE INDEX erasures_member ON erasures (member_id);
+    CREATE TRIGGER erasures_changed AFTER INSERT OR UPDATE OR DELETE ON erasures
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('member_id');
+    """,
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -536,6 +551,7 @@ _ADD = Write(
         " SELECT DISTINCT channel_id, guild_id FROM added ON CONFLICT (channel_id) DO NOTHING)"
         f" INSERT INTO messages ({_MESSAGE_COLUMNS}, words)"
         f" SELECT {_MESSAGE_COLUMNS}, {_CHANNEL_LEXEMES.format('lexemes')} FROM added"
+        f" WHERE NOT {withheld('added.guild_id', 'added.author_id', 'added.message_id')}"
         " ON CONFLICT (message_id) DO UPDATE SET author_id = excluded.author_id,"
         " author_name = excluded.author_name, content = excluded.content, words = excluded.words,"
         " created_at = excluded.created_at, edited_at = excluded.edited_at,"
@@ -551,7 +567,8 @@ _EDIT = Write(
     "edit",
     (
         "UPDATE messages SET content = $2, edited_at = $3,"
-        f" words = {_CHANNEL_LEXEMES.format('$4')} WHERE message_id = $1",
+        f" words = {_CHANNEL_LEXEMES.format('$4')} WHERE message_id = $1"
+        f" AND NOT {withheld('messages.guild_id', 'messages.author_id', 'messages.message_id')}",
     ),
 )
 _DELETE = Write(
@@ -609,6 +626,7 @@ _DELETE_GUILD = Write(
         "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = $1)",
         "DELETE FROM knowledge_documents WHERE guild_id = $1",
         "DELETE FROM pin_channels WHERE guild_id = $1",
+        "DELETE FROM erasures WHERE guild_id = $1",
     ),
 )
 _FORGET = Write(
@@ -687,14 +705,19 @@ _ADD_ATTACHMENT = Write(
     (
         "INSERT INTO attachments (attachment_id, message_id, channel_id, filename, content_type, size, name_words,"
         " words) SELECT $1::bigint, message_id, $3::bigint, $4::text, $5::text, $6::bigint,"
-        " to_tsvector('simple', $7::text), to_tsvector('simple', $7::text) FROM messages WHERE message_id = $2"
+        " to_tsvector('simple', $7::text), to_tsvector('simple', $7::text) FROM messages AS m WHERE m.message_id = $2"
+        f" AND NOT {withheld('m.guild_id', 'm.author_id', 'm.message_id')}"
         " ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
         " content_type = excluded.content_type, size = excluded.size",
     ),
 )
 _ATTACHMENT_TEXT = Write(
     "set_attachment_text",
-    ("UPDATE attachments SET text = $2, words = name_words || to_tsvector('simple', $3) WHERE attachment_id = $1",),
+    (
+        "UPDATE attachments SET text = $2, words = name_words || to_tsvector('simple', $3) WHERE attachment_id = $1"
+        " AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = attachments.message_id"
+        f" AND {withheld('m.guild_id', 'm.author_id', 'm.message_id')})",
+    ),
 )
 # Who shared an attachment and the bytes of file text kept on its day (`archive.file_text`) in its channel and from
 # them; a day's files are a range of the primary key. octet_length reads a stored text's size from its header. The

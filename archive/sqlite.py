@@ -45,7 +45,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
-from archive.members import MemberTables
+from archive.members import MemberTables, withheld
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -508,6 +508,19 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
     """,
+    # v24 (erasure): the members who erased their data in a server (/parley privacy erase): what they wrote up to
+    # `upto_id` (the last message id of the moment they erased) is never archived again, whichever path reads it back.
+    # Kept when they erase again (moved on) and when their data is erased; the server's go when Parley leaves it.
+    """
+    CREATE TABLE erasures (
+        guild_id  INTEGER NOT NULL,
+        member_id INTEGER NOT NULL,
+        upto_id   INTEGER NOT NULL,
+        erased_at INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX erasures_member ON erasures (member_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -611,7 +624,8 @@ def sqlite_path_from_url(url: str) -> Path:
 _ADD = _Write(
     "add",
     (
-        f"INSERT INTO messages ({_MESSAGE_COLUMNS}, search_key) VALUES {{rows}}"
+        f"INSERT INTO messages ({_MESSAGE_COLUMNS}, search_key) SELECT * FROM (VALUES {{rows}}) AS added"
+        f" WHERE NOT {withheld('added.column2', 'added.column4', 'added.column1')}"
         " ON CONFLICT (message_id) DO UPDATE SET author_id = excluded.author_id,"
         " author_name = excluded.author_name, content = excluded.content,"
         " created_at = excluded.created_at, edited_at = excluded.edited_at,"
@@ -621,7 +635,13 @@ _ADD = _Write(
     ),
     row="(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 )
-_EDIT = _Write("edit", ("UPDATE messages SET content = ?2, edited_at = ?3 WHERE message_id = ?1",))
+_EDIT = _Write(
+    "edit",
+    (
+        "UPDATE messages SET content = ?2, edited_at = ?3 WHERE message_id = ?1"
+        f" AND NOT {withheld('messages.guild_id', 'messages.author_id', 'messages.message_id')}",
+    ),
+)
 # A deleted message's excerpt in the decision log is a copy of it: drop it too.
 _DELETE = _Write(
     "delete",
@@ -680,6 +700,7 @@ _DELETE_GUILD = _Write(
         "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
         "DELETE FROM pin_channels WHERE guild_id = ?",
+        "DELETE FROM erasures WHERE guild_id = ?",
     ),
 )
 _FORGET = _Write(
@@ -752,11 +773,19 @@ _ADD_ATTACHMENT = _Write(
     "add_attachment",
     (
         "INSERT INTO attachments (attachment_id, message_id, channel_id, filename, content_type, size)"
-        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6 FROM messages AS m WHERE m.message_id = ?2"
+        f" AND NOT {withheld('m.guild_id', 'm.author_id', 'm.message_id')}"
+        " ON CONFLICT (attachment_id) DO UPDATE SET filename = excluded.filename,"
         " content_type = excluded.content_type, size = excluded.size",
     ),
 )
-_ATTACHMENT_TEXT = _Write("set_attachment_text", ("UPDATE attachments SET text = ?2 WHERE attachment_id = ?1",))
+_ATTACHMENT_TEXT = _Write(
+    "set_attachment_text",
+    (
+        "UPDATE attachments SET text = ?2 WHERE attachment_id = ?1 AND NOT EXISTS (SELECT 1 FROM messages AS m"
+        f" WHERE m.message_id = attachments.message_id AND {withheld('m.guild_id', 'm.author_id', 'm.message_id')})",
+    ),
+)
 # Who shared an attachment and the bytes of file text kept on its day (`archive.file_text`) in its channel and from
 # them. A day's files are a range of the primary key; the text is read (to measure it) only for the rows counted, at
 # most a budget's worth (this SQLite has no octet_length). The notes left in place of text over a budget count nothing.

@@ -27,6 +27,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from postgres_support import database_url, throwaway_postgres
 
+from admission.optout import OptOuts
 from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
 from budget import UsageLedger
 from conversation import ConversationManager
@@ -46,6 +47,9 @@ class _Nothing:
     def forget_messages(self, channel_id: int, message_ids: object) -> None: ...
 
     def delete_from_ending(self, channel_id: int, message_ids: object) -> None: ...
+
+    async def forget_member(self, guild_id: int, member_id: int) -> int:
+        return 0
 
 
 async def fill(archive: Archive, messages: int, member_messages: int, channels: int) -> None:
@@ -143,8 +147,9 @@ async def main(args: argparse.Namespace) -> None:
             f" {len(capped.data) / 2**20:.1f} MB in {seconds:.2f} s; longest event-loop stall {stall * 1000:.1f} ms"
         )
         erasure = MemberErasure(
-            archive, ConversationManager(), _Nothing(), _Nothing(), UsageLedger(), lambda channel: GUILD
-        )
+            archive, ConversationManager(), _Nothing(), _Nothing(), UsageLedger(), lambda channel: GUILD, OptOuts(),
+            _Nothing(),
+        )  # fmt: skip
         erased, seconds, stall = await watched(erasure.erase(GUILD, ASKER))
         print(
             f"erase: {erased.messages:,} messages and {erased.attachments:,} files in {seconds:.2f} s;"

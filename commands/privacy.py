@@ -43,8 +43,9 @@ NO_ARCHIVE_NOTE = " (Parley keeps no archive here, so this lasts until it restar
 ERASE_QUESTION = (
     "Erase everything Parley holds by or about you in this server: your archived messages and the text of your"
     " files, the facts remembered about you or told by you, your id on its token counts, the conversation summaries"
-    " written from your messages, your reminders, and your messages in its live conversations? This cannot be"
-    " undone; it does not opt you out."
+    " written from your messages, your reminders, your pinned messages in its knowledge base, and your messages in"
+    " its live conversations? Nothing you wrote until now is archived again. This cannot be undone; it does not opt"
+    " you out."
 )
 ERASE_CANCELLED = "Cancelled: nothing was erased."
 ERASE_FAILED = "Not everything could be erased (the archive refused a write; see Parley's log): erase again to finish."
@@ -53,9 +54,10 @@ NO_ARCHIVE = "Parley keeps no archive here (DATABASE_URL is empty): it holds not
 
 
 class MemberPins(Protocol):
-    """The pinned messages in the knowledge base (edge/pins.py), as an opt-out changes them."""
+    """The pinned messages in the knowledge base (edge/pins.py), as an opt-out or an erasure changes them."""
 
     def member_opted_out(self, guild_id: int, member_id: int) -> None: ...
+    async def forget_member(self, guild_id: int, member_id: int) -> int: ...
 
 
 class PrivacyClient(Protocol):
@@ -164,8 +166,9 @@ class EraseConfirmation(discord.ui.View):
         await interaction.response.edit_message(content="Erasing…", view=None)
         client = privacy_client(interaction)
         erasure = MemberErasure(
-            client.archive, client.manager, client.decisions, client.upkeep, client.usage, client.guild_of
-        )
+            client.archive, client.manager, client.decisions, client.upkeep, client.usage, client.guild_of,
+            client.admission.optouts, client.pins,
+        )  # fmt: skip
         try:
             erased = await erasure.erase(self.guild_id, self.member_id)
         except ArchiveWriteFailed:

@@ -19,6 +19,7 @@ MESSAGES_AFTER = 5
 
 NOTHING_TO_READ = "That message has no text or files Parley can read."
 AUTHOR_OPTED_OUT = "That message's author opted out of Parley in this server, so it does not read their messages."
+AUTHOR_ERASED = "That message's author erased what Parley held of them in this server, this message with it."
 
 
 class AskedAboutReader:
@@ -36,6 +37,8 @@ class AskedAboutReader:
         """Why Parley will not answer about `target`, in one line; None when it will."""
         if self.optouts.opted_out(guild_id, target.author.id):
             return AUTHOR_OPTED_OUT
+        if self.optouts.erased(guild_id, target.author.id, target.id):
+            return AUTHOR_ERASED
         if not target.content.strip() and not target.attachments:
             return NOTHING_TO_READ
         return None

@@ -195,19 +195,26 @@ class PinnedKnowledge:
     def member_opted_out(self, guild_id: int, member_id: int) -> None:
         """`/parley privacy optout`: the member's pins in the server leave the knowledge base now, not at their
         channels' next comparisons (which would leave them out too)."""
-        self.background.start(self._forget_member(guild_id, member_id), f"pins-opted-out-{member_id}")
+        self.background.start(self._forget_opted_out(guild_id, member_id), f"pins-opted-out-{member_id}")
 
-    async def _forget_member(self, guild_id: int, member_id: int) -> None:
+    async def _forget_opted_out(self, guild_id: int, member_id: int) -> None:
+        await self.forget_member(guild_id, member_id)
+
+    async def forget_member(self, guild_id: int, member_id: int) -> int:
+        """Remove the member's pins in the server from the knowledge base (an opt-out, an erasure); how many were
+        found. Those not removed now leave at their channels' next comparisons, which no longer take them."""
         knowledge = self.holder.knowledge
         if knowledge is None:
-            return
+            return 0
         try:
             documents = await knowledge.documents(guild_id)
         except Exception as error:  # noqa: BLE001 - their pins leave at their channels' next comparisons
             log.warning("pins of member %s in server %s not removed yet: %r", member_id, guild_id, error)
-            return
-        theirs = [d.source for d in documents if d.source.startswith(_SOURCE_PREFIX) and d.added_by == member_id]
+            return 0
+        theirs = {d.source for d in documents if d.source.startswith(_SOURCE_PREFIX) and d.added_by == member_id}
         await self._remove([(guild_id, source) for source in theirs])
+        self.taken = {m: (g, c) for m, (g, c) in self.taken.items() if pin_source(c, m) not in theirs}
+        return len(theirs)
 
     # -- The command's --
 
@@ -308,7 +315,7 @@ class PinnedKnowledge:
             )
 
     def _may_take(self, guild_id: int, message: discord.Message) -> bool:
-        return not self.admission.optouts.opted_out(guild_id, message.author.id) and bool(
+        return not self.admission.optouts.withheld(guild_id, message.author.id, message.id) and bool(
             message.content or message.attachments
         )
 

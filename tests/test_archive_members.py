@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from archive_contract_support import CHANNEL, GUILD, NOW, OTHER_CHANNEL, msg
+from archive_contract_support import CHANNEL, GUILD, NOW, OTHER_CHANNEL, ids, msg
 
 from archive import Archive, ArchivedAttachment, MemberCounts, Memory, TokenUsage
 
@@ -105,3 +105,56 @@ async def test_the_servers_channels_with_saved_conversations(archive: Archive) -
             )
     assert await archive.snapshot_channels(GUILD) == [CHANNEL, OTHER_CHANNEL]
     assert await archive.snapshot_channels(999) == []
+
+
+async def test_an_erasure_is_kept_per_server_moves_on_outlasts_the_erase_and_goes_with_the_server(
+    archive: Archive,
+) -> None:
+    await _fill(archive)
+    await archive.mark_erased(GUILD, ALICE, 3, now=NOW)
+    await archive.mark_erased(GUILD, ALICE, 2, now=NOW)  # an older erasure never moves it back
+    await archive.mark_erased(OTHER_GUILD, ALICE, 4, now=NOW)
+    await archive.erase_member(GUILD, ALICE, [1, 3])
+    assert await archive.erasures() == {(GUILD, ALICE): 3, (OTHER_GUILD, ALICE): 4}
+    await archive.mark_erased(GUILD, ALICE, 9, now=NOW)
+    assert await archive.erasures(ALICE) == {(GUILD, ALICE): 9, (OTHER_GUILD, ALICE): 4}
+
+    archive.delete_guild(GUILD)
+    await archive.flush()
+    assert await archive.erasures() == {(OTHER_GUILD, ALICE): 4}
+
+
+async def test_no_write_stores_what_a_member_erased_or_wrote_after_opting_out(archive: Archive) -> None:
+    """The archive's one rule (archive.members.withheld) on every write of a message: adding it (again), its edit,
+    its files and their text. Alice erased what she wrote up to message 3; Bob opted out after writing message 2."""
+    report = ArchivedAttachment(501, "report.txt", "text/plain", 12)
+    archive.add(msg(2, "bob before opting out", author="bob", author_id=BOB, attachments=(report,)))
+    await archive.flush()
+    await archive.mark_erased(GUILD, ALICE, 3, now=NOW)
+    await archive.set_opted_out(GUILD, BOB, True, now=NOW)
+
+    plan = ArchivedAttachment(502, "plan.txt", "text/plain", 12)
+    archive.add(msg(1, "alice read back from Discord", author_id=ALICE, attachments=(plan,)))
+    archive.add(msg(3, "alice read back too", author_id=ALICE))
+    archive.add(msg(2, "bob's copy read back", author="bob", author_id=BOB))
+    archive.add(msg(5, "bob after opting out", author="bob", author_id=BOB))
+    archive.edit(2, "bob's edit after opting out", NOW)
+    archive.set_attachment_text(501, "bob's file text read after opting out")
+    archive.set_attachment_text(502, "alice's file text")
+    archive.add(
+        msg(
+            6,
+            "alice after erasing",
+            author_id=ALICE,
+            attachments=(ArchivedAttachment(503, "new.txt", "text/plain", 3),),
+        )
+    )
+    archive.set_attachment_text(503, "alice's new file")
+    archive.add(msg(7, "alice in another server", author_id=ALICE, guild=OTHER_GUILD, channel=30))
+    await archive.flush()
+
+    [bobs, new] = await archive.messages_by_id([2, 6])
+    assert (bobs.content, bobs.attachments[0].text) == ("bob before opting out", "")
+    assert (new.content, new.attachments[0].text) == ("alice after erasing", "alice's new file")
+    assert ids(await archive.recent(CHANNEL)) == [2, 6]
+    assert ids(await archive.recent(30)) == [7]

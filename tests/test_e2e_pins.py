@@ -27,7 +27,7 @@ from fake_llm import FakeLLM
 from test_e2e_ask import ask as ask_command
 from test_e2e_attachments import png
 from test_e2e_knowledge import ADMIN, KnowledgeModel, ask, knowledge_command
-from test_e2e_privacy import privacy
+from test_e2e_privacy import erase_by_command, privacy
 
 from bot import Parley
 from edge.readable import readable_channel_ids
@@ -260,6 +260,35 @@ async def test_an_opted_out_members_pins_are_not_taken_and_leave_when_they_opt_o
     await until(lambda: _has(client, "offsite"))
     await settled()
     assert await found(client, "launch") == []
+
+
+async def test_an_erase_takes_the_members_pins_out_and_no_comparison_brings_them_back(
+    fake: FakeDiscord, bot: RunningBot
+) -> None:
+    """Alice erases her data: her pin (its text and her name) leaves the knowledge base at once, and stays out when
+    she edits it, when the channel's pins change, and at the restart's comparison; Bob's pin stays."""
+    client = await bot.start()
+    await client.pins.turn_on(CHANNEL_ID, GUILD_ID, ALICE_ID)
+    hers = await pinned(fake, "Alice's notes on the launch.")
+    await pinned(fake, "Bob's notes on the budget.", author=BOB_ID)
+    await until(lambda: _has(client, "launch"))
+    await until(lambda: _has(client, "budget"))
+    await settled()
+
+    await erase_by_command(fake)
+    await until(lambda: _lacks(client, "launch"))
+    await fake.edit_user_message(CHANNEL_ID, hers, "Alice's notes on the launch, edited.")
+    await pinned(fake, "Carol's notes on the offsite.", author=fake.carol_id)
+    await until(lambda: _has(client, "offsite"))
+    await settled()
+    await bot.stop()
+    client = await bot.start()
+    await settled()
+    await until(lambda: _has(client, "offsite"))
+    await settled()
+    assert await found(client, "launch") == [] and await found(client, "budget")
+    assert client.knowledge is not None
+    assert not any(d.title.startswith("Alice") for d in await client.knowledge.documents(GUILD_ID))
 
 
 async def test_turning_off_removes_the_channels_pins_and_stops_taking_them(fake: FakeDiscord, bot: RunningBot) -> None:

@@ -13,6 +13,7 @@ from e2e_support import (
     RunningBot,
     assert_ephemeral_one_liner,
     assert_silent,
+    calls_for,
     click,
     command_payload,
     decided,
@@ -67,6 +68,24 @@ async def export_of(fake: FakeDiscord, user_id: int = ALICE_ID) -> dict[str, Any
     assert name == f"parley-{GUILD_ID}-{user_id}.json"
     exported: dict[str, Any] = json.loads(data)
     return exported
+
+
+async def erase_by_command(fake: FakeDiscord, user_id: int = ALICE_ID) -> str:
+    """`/parley privacy erase`, confirmed by its Erase button; the line that says what was erased."""
+    [asked] = await privacy(fake, "erase", user_id=user_id)
+    assert asked.body is not None
+    buttons = {button["label"]: button["custom_id"] for button in asked.body["data"]["components"][0]["components"]}
+    message = fake.original_response(asked.path.split("/")[-2])
+    clicked = await click(fake, message, buttons["Erase"], user_id=user_id)
+
+    def told() -> list[str]:
+        texts = [(call.body or {}).get("content") or "" for call in calls_for(fake, clicked)]
+        return [text for text in texts if text.startswith(("Erased", "Not everything"))]
+
+    await fake.wait_for(lambda: bool(told()), what="the erasure's answer")
+    [said] = told()
+    assert said.startswith("Erased"), said
+    return said
 
 
 async def test_an_opted_out_member_is_neither_archived_nor_shown_nor_answered(
@@ -217,3 +236,61 @@ async def test_a_member_who_opted_out_cannot_regenerate_their_earlier_answer(
     assert assert_ephemeral_one_liner(refused) == OPTED_OUT_REFUSAL
     await assert_silent(fake, 1)
     assert len(llm.requests) == requests
+
+
+async def test_an_erase_outlasts_the_restart_that_reads_her_messages_back(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Issue 41's done-when: Alice erases; Discord still holds everything she wrote. The restart's catch-up and its
+    recheck against Discord read it all back, and still her export and the archive hold none of it, and her
+    question is not answered again. What she writes after erasing is kept as usual: erasing is not opting out."""
+    fake.add_history(CHANNEL_ID, BOB_ID, "bob wrote before parley came")
+    fake.add_history(CHANNEL_ID, ALICE_ID, "alice wrote before parley came")
+    client = await bot.start(reconcile_page_pause_seconds=0)
+    await say(fake, ALICE_ID, "alice while parley watched")
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> alice asks a question")
+    await fake.wait_for_posts(1)
+    await say(fake, BOB_ID, "bob after her")
+    await eventually(lambda: CHANNEL_ID in client.coverage.covered_since and not client.coverage.catching_up, 30)
+    async with asyncio.timeout(10):
+        while "bob after her" not in await archived_texts(client):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
+    assert "Erased 3 message(s)" in await erase_by_command(fake)
+    await bot.stop()
+
+    client = await bot.start(reconcile_page_pause_seconds=0)
+    await eventually(lambda: CHANNEL_ID in client.coverage.covered_since and not client.coverage.catching_up, 30)
+    await eventually(lambda: client.coverage.reconciliation.finished, 30)
+    await client.pipeline.gap.settled()
+    assert client.archive is not None
+    await client.archive.flush()
+    assert await client.archive.member_message_ids(GUILD_ID, ALICE_ID) == {}
+    # Parley's own answer to her stays, as it wrote it (here the fake model's echo of her question).
+    rows = await client.archive.recent(CHANNEL_ID, limit=1000)
+    assert [row.content for row in rows if row.author_id != BOT_ID] == ["bob wrote before parley came", "bob after her"]
+    exported = await export_of(fake)
+    assert exported["messages"] == [] and exported["erased_until"] is not None
+    assert len(fake.bot_messages(CHANNEL_ID)) == 1  # her question is not answered again
+
+    await say(fake, ALICE_ID, "alice after erasing")
+    async with asyncio.timeout(10):
+        while "alice after erasing" not in await archived_texts(client):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
+
+
+async def test_an_edit_after_opting_out_is_neither_archived_nor_heard(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice's words from before she opted out stay as they were; her edit of them afterwards reaches neither the
+    archive nor the live conversation the model is shown."""
+    client = await bot.start()
+    earlier = await say(fake, ALICE_ID, f"<@{BOT_ID}> the plan is A")
+    await fake.wait_for_posts(1)
+    await privacy(fake, "optout")
+    await fake.edit_user_message(CHANNEL_ID, int(earlier["id"]), f"<@{BOT_ID}> the secret plan is B")
+    await say(fake, BOB_ID, f"<@{BOT_ID}> what is the plan?")
+    await fake.wait_for_posts(2)
+    prompt = "\n".join(request_texts(llm.requests[-1]))
+    assert "secret" not in prompt
+    texts = await archived_texts(client)
+    assert "@Parley the plan is A" in texts and not any("secret" in text for text in texts)

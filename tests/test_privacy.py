@@ -190,6 +190,11 @@ class Ending:
         self.deleted.setdefault(channel_id, set()).update(message_ids)
 
 
+class NoPins:
+    async def forget_member(self, guild_id: int, member_id: int) -> int:
+        return 0
+
+
 async def test_erasing_clears_the_archive_the_live_conversation_and_its_summaries(archive: Archive) -> None:
     await fill(archive)
     manager = ConversationManager(clock=lambda: NOW)
@@ -211,9 +216,12 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     ledger = UsageLedger(clock=lambda: NOW)
     ledger.record(GUILD, CHANNEL, ALICE, 30, 20, model="m")
     ledger.record(GUILD, CHANNEL, BOB, 7, 7, model="m")
+    optouts = OptOuts()
+    await optouts.attach(archive)
     erasure = MemberErasure(
-        archive, manager, journal, ending, ledger, lambda channel: GUILD if channel == CHANNEL else 99
-    )
+        archive, manager, journal, ending, ledger, lambda channel: GUILD if channel == CHANNEL else 99, optouts,
+        NoPins(),
+    )  # fmt: skip
 
     erased = await erasure.erase(GUILD, ALICE)
 
@@ -246,7 +254,9 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
 async def test_erasing_without_an_archive_clears_the_live_conversations() -> None:
     manager = ConversationManager(clock=lambda: NOW)
     conversation = manager.start(CHANNEL, [record(1, ALICE, "hello"), record(2, BOB, "hi")])
-    erasure = MemberErasure(None, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD)
+    erasure = MemberErasure(
+        None, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD, OptOuts(), NoPins()
+    )
     erased = await erasure.erase(GUILD, ALICE)
     assert erased.conversations == 1 and erased.messages == 0
     assert [m.author_id for m in conversation.messages] == [BOB]

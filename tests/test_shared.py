@@ -131,6 +131,15 @@ async def test_an_opt_out_through_one_process_holds_in_the_other(two_processes: 
     await until(lambda: not second.opt_outs.opted_out(GUILD, ALICE))
 
 
+async def test_an_erasure_through_one_process_holds_in_the_other(two_processes: tuple[Process, Process]) -> None:
+    """A member's erasure kept through one process withholds what they wrote up to it in the other's memory too,
+    which catch-up, the gap, edits and pins read there."""
+    first, second = two_processes
+    await first.opt_outs.mark_erased(GUILD, ALICE, 500)
+    await until(lambda: second.opt_outs.withheld(GUILD, ALICE, 500))
+    assert not second.opt_outs.withheld(GUILD, ALICE, 501) and not second.opt_outs.withheld(GUILD + 1, ALICE, 5)
+
+
 async def test_access_entries_reach_the_other_process(two_processes: tuple[Process, Process]) -> None:
     """A member blocked and a channel allowed through one process are in the other's lists; a clear too."""
     first, second = two_processes
@@ -205,10 +214,11 @@ async def test_reading_everything_again_takes_up_missed_changes(
         f"INSERT INTO access_entries VALUES ({GUILD}, {CHANNEL}, 'channel', 'block', 1, 0)",
         f"INSERT INTO thread_settings VALUES ({CHANNEL}, {GUILD}, TRUE, 0)",
         f"INSERT INTO opt_outs VALUES ({GUILD}, {ALICE}, 0)",
+        f"INSERT INTO erasures VALUES ({GUILD + 1}, {ALICE}, 9, 0)",
     )
     await second.shared().reread_all()
     assert (second.forget_markers, second.thread_channels, second.own_threads) == ({}, {CHANNEL}, {})
-    assert second.opt_outs.opted_out(GUILD, ALICE)
+    assert second.opt_outs.opted_out(GUILD, ALICE) and second.opt_outs.withheld(GUILD + 1, ALICE, 9)
     assert second.profiles.resolve(GUILD, CHANNEL).mode == "normal"
     assert second.access.lists_for(GUILD) == Lists(blocked_channels=frozenset({CHANNEL}))
 

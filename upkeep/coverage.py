@@ -133,7 +133,7 @@ class Coverage:
             session_start=self.watching_since,
             forget=self.forget,
             on_channel=caught_up,
-            opted_out=self.optouts.opted_out,
+            withheld=self.optouts.withheld,
             missed=None if self.missed is None else self.missed.found,
         )
         if channels:

@@ -12,6 +12,7 @@ from typing import Protocol
 import discord
 from pydantic_ai.messages import ModelMessage
 
+from admission.optout import OptOuts
 from archive import ArchiveWriteFailed
 from archive.holder import ArchiveHolder
 from archive.text import safe_text
@@ -43,6 +44,7 @@ class Forgetting:
         decisions: DecisionJournal,
         profiles: Profiles,
         channels: ChannelSettings,
+        optouts: OptOuts,
     ) -> None:
         self.manager = manager
         self.holder = holder
@@ -52,6 +54,9 @@ class Forgetting:
         self.forget_markers = channels.forget_markers
         self.thread_channels = channels.thread_channels
         self.own_threads = channels.own_threads
+        # An edit of a message withheld (its author opted out, or erased it) reaches neither a conversation nor the
+        # archive.
+        self.optouts = optouts
         # Told of edits and deletions after the conversations and the archive; each returns at once.
         self.followers: list[MessageFollower] = []
 
@@ -108,7 +113,9 @@ class Forgetting:
         data: Mapping[str, object] = payload.data
         if "content" not in data:
             return
-        text = safe_text(payload.message.clean_content)
+        # A withheld message's new text is kept nowhere; the files an edit took off it still go.
+        withheld = self.optouts.withheld(payload.guild_id or 0, payload.message.author.id, payload.message_id)
+        text = None if withheld else safe_text(payload.message.clean_content)
         # An update that lists the message's files lists all it still has: those missing were taken off it.
         # https://discord.com/developers/docs/topics/gateway-events#message-update
         files = tuple(attachment_info(a) for a in payload.message.attachments) if "attachments" in data else None
@@ -116,11 +123,12 @@ class Forgetting:
             conversation = self.manager.get(holder)
             if conversation is None:
                 continue
-            edited = conversation.edit(payload.message_id, text)
+            edited = text is not None and conversation.edit(payload.message_id, text)
             if (files is not None and conversation.keep_files(payload.message_id, files)) or edited:
                 self.manager.changed(holder)
         if self.holder.archive is not None:
-            self.holder.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
+            if text is not None:
+                self.holder.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
             if files is not None:
                 self.holder.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
         for follower in self.followers:

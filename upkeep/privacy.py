@@ -1,14 +1,16 @@
 """Members' data rights in a server: what Parley holds by or about a member, exported as JSON, and erased.
 
 What is held: their archived messages with their files' names and the text read from them, the facts remembered
-about them or told by them, their token counts, their reminders and timed posts still to come, and whether they
-opted out. An export is built a page of messages
+about them or told by them, their token counts, their reminders and timed posts still to come, whether they
+opted out, and until when they erased. An export is built a page of messages
 at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
 it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
 saved again without them) and from this process's live conversations, decisions and ending conversations: a
 server's messages all reach the one process that runs its shard, which is the one its command reaches.
 Conversation summaries written from their messages are dropped; the channel's next conversations are summarised
-afresh when they end.
+afresh when they end. Their pinned messages leave the knowledge base. The erasure itself is kept (admission/optout.py):
+what they wrote until then is never stored again by any path that reads it back from Discord; what they write
+afterwards is kept as usual. It goes when Parley leaves the server.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from discord.utils import snowflake_time, time_snowflake
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
@@ -56,6 +59,7 @@ class Erased:
     conversations: int
     saved_conversations: int = 0
     reminders: int = 0
+    pins: int = 0
 
     def describe(self) -> str:
         return (
@@ -63,7 +67,8 @@ class Erased:
             f" fact(s), your id on {self.usage_rows} token-count row(s) (the server's totals stay, under no one),"
             f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
             f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
-            " one(s)."
+            f" one(s). {self.pins} of your pinned message(s) left the knowledge base. Nothing you wrote until now"
+            " is kept again."
         )
 
 
@@ -88,6 +93,18 @@ class TodaysUsage(Protocol):
     def anonymise(self, guild_id: int, member_id: int) -> None: ...
 
 
+class Erasures(Protocol):
+    """Where an erasure is kept, so that no path stores again what it erased (admission.optout.OptOuts)."""
+
+    async def mark_erased(self, guild_id: int, member_id: int, upto_id: int) -> None: ...
+
+
+class ErasedPins(Protocol):
+    """The pinned messages in the knowledge base (edge/pins.py)."""
+
+    async def forget_member(self, guild_id: int, member_id: int) -> int: ...
+
+
 class EndingConversations(Protocol):
     """Conversations being summarised as they end (upkeep.conversations.ConversationUpkeep)."""
 
@@ -100,6 +117,7 @@ async def export_member(
     """Everything the archive holds by or about the member in the server, as JSON of at most `limit` bytes: their
     messages oldest first, the newest left out past the limit (the file says how many)."""
     since = (await archive.opt_outs(member_id)).get((guild_id, member_id))
+    erased = (await archive.erasures(member_id)).get((guild_id, member_id))
     facts = await archive.member_memories(guild_id, member_id)
     usage = await archive.member_usage(guild_id, member_id)
     head = {
@@ -108,6 +126,8 @@ async def export_member(
         "exported_at": datetime.now(UTC).isoformat(),
         "opted_out": since is not None,
         "opted_out_since": None if since is None else since.isoformat(),
+        # What is kept of an erasure: that what they wrote until then is never archived again.
+        "erased_until": None if erased is None else snowflake_time(erased).isoformat(),
         "facts": [_fact(fact, member_id) for fact in facts],
         "usage": [_usage(row) for row in usage],
         "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
@@ -159,8 +179,12 @@ class MemberErasure:
         ending: EndingConversations,
         usage: TodaysUsage,
         guild_of: Callable[[int], int],
+        erasures: Erasures,
+        pins: ErasedPins,
     ) -> None:
         self.archive = archive
+        self.erasures = erasures
+        self.pins = pins
         self.usage = usage
         self.manager = manager
         self.decisions = decisions
@@ -171,9 +195,13 @@ class MemberErasure:
         """Delete everything held by or about the member in the server; what was removed, counted.
 
         Raises:
-            ArchiveWriteFailed: the archive still holds some of it (the log says why); the live conversations
-                were cleared regardless, and erasing again finishes the job.
+            ArchiveWriteFailed: the archive still holds some of it, or could not keep the erasure (the log says why);
+                erasing again finishes the job.
         """
+        # First: what the member wrote until now is withheld from every path that could store it again (catch-up,
+        # the recheck, an edit, a pin) while, and after, the rest goes.
+        await self.erasures.mark_erased(guild_id, member_id, time_snowflake(datetime.now(UTC), high=True))
+        pins = await self.pins.forget_member(guild_id, member_id)
         archived: dict[int, list[int]] = {}
         counts = None
         if self.archive is not None:
@@ -185,14 +213,14 @@ class MemberErasure:
             self.ending.delete_from_ending(channel_id, message_ids)
         self.usage.anonymise(guild_id, member_id)
         if self.archive is None or counts is None:
-            return Erased(0, 0, 0, 0, 0, conversations)
+            return Erased(0, 0, 0, 0, 0, conversations, pins=pins)
         every = [message_id for ids in archived.values() for message_id in ids]
         reminders = len(await self.archive.member_reminders(guild_id, member_id))
         await self.archive.erase_member(guild_id, member_id, every)
         await self.archive.delete_member_reminders(guild_id, member_id)
         saved = await _erase_from_saved(self.archive, guild_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations, saved, reminders)  # fmt: skip
+                      conversations, saved, reminders, pins)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model
