@@ -28,6 +28,9 @@ _MEMBER_MESSAGES = (
     "FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
     " AND guild_id = ?1 AND author_id = ?2"
 )
+# The message `m` is not by a member who opted out in its server: no search matches what they wrote, not even as
+# a placeholder (that would tell the searcher the words were said). The opt-out's key makes it one index seek.
+NOT_OPTED_OUT = "NOT EXISTS (SELECT 1 FROM opt_outs AS o WHERE o.guild_id = m.guild_id AND o.member_id = m.author_id)"
 _USAGE_COLUMNS = (
     "day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls,"
     " model"

@@ -54,7 +54,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
-from archive.members import MemberTables
+from archive.members import NOT_OPTED_OUT, MemberTables
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -732,8 +732,8 @@ _OWN_WRITES = frozenset(
 _SEARCH_SQL = f"""
 SELECT {_MESSAGE_COLUMNS} FROM (
     SELECT {_MESSAGE_COLUMNS}, ts_rank(words, query) AS score
-    FROM messages, CAST($2 AS tsquery) AS query
-    WHERE channel_id = $1 AND words @@ query AND created_at >= $3
+    FROM messages AS m, CAST($2 AS tsquery) AS query
+    WHERE channel_id = $1 AND words @@ query AND created_at >= $3 AND {NOT_OPTED_OUT}
     -- The channel's time index gives this order, so a very common word is read newest first off it.
     ORDER BY created_at DESC, message_id DESC
     LIMIT {_SEARCH_CANDIDATES}
@@ -756,7 +756,7 @@ FROM (
 ) AS a
     JOIN messages AS m ON m.message_id = a.message_id,
     to_tsquery('simple', $2) AS query
-WHERE m.created_at >= $3
+WHERE m.created_at >= $3 AND {NOT_OPTED_OUT}
 ORDER BY a.score DESC, m.created_at DESC
 LIMIT $4
 """

@@ -45,7 +45,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
-from archive.members import MemberTables
+from archive.members import NOT_OPTED_OUT, MemberTables
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -520,7 +520,7 @@ SELECT {_MESSAGE_COLUMNS} FROM (
     WHERE messages_fts MATCH :match
         AND messages_fts.rowid BETWEEN {{low}}
             AND (SELECT (slot << {_SEQ_BITS}) | {_SEQ_MASK} FROM channels WHERE channel_id = :channel)
-        AND m.created_at >= :since
+        AND m.created_at >= :since AND {NOT_OPTED_OUT}
     ORDER BY messages_fts.rowid DESC
     LIMIT :candidates
 )
@@ -543,6 +543,7 @@ FROM attachments_fts
     JOIN attachments AS a ON a.attachment_id = attachments_fts.rowid
     JOIN messages AS m ON m.message_id = a.message_id
 WHERE attachments_fts MATCH :match AND a.channel_id = :channel AND m.created_at >= :since
+    AND {NOT_OPTED_OUT}
 ORDER BY bm25(attachments_fts), m.created_at DESC
 LIMIT :limit
 """
