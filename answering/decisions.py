@@ -24,6 +24,7 @@ class DecisionLog:
             self.holder.archive.record_decision(
                 channel_id=message.channel_id,
                 message_id=message.message_id,
+                author_id=message.author_id,
                 author_name=entry.author,
                 excerpt=entry.excerpt,
                 responded=decision.respond,

@@ -41,6 +41,15 @@ _SUMMARIES_QUOTING = (
     " AND m.message_id BETWEEN s.first_id AND s.last_id)"
 )
 
+# The decisions quoting the member's messages, their questions asked by command (/ask) among them: no archived
+# message leads to those.
+_ERASE_DECISIONS = Write(
+    "erase_decisions",
+    (
+        "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
+        " AND author_id = ?2",
+    ),
+)
 _OPT_OUT = Write(
     "opt_out",
     (
@@ -175,14 +184,16 @@ class MemberTables(BackendTables):
     # -- Erasing it --
 
     async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None:
-        """Delete the member's messages `message_ids` (with their files, the decisions on them, the facts made from
-        them and the conversation summaries written from them), the server's facts about them or told by them, and
-        their id from its token counts (the counts stay, unattributed); returns once that is committed.
+        """Delete the member's messages `message_ids` (with their files, the facts made from them and the
+        conversation summaries written from them), the decisions on anything they wrote (their /ask questions too),
+        the server's facts about them or told by them, and their id from its token counts (the counts stay,
+        unattributed); returns once that is committed.
 
         Raises:
             ArchiveWriteFailed: something of it is still there (the writer logs why); what was deleted stays deleted.
         """
         self.delete(message_ids)
+        self._enqueue(_ERASE_DECISIONS, (guild_id, member_id))
         self._enqueue(_ANONYMISE_USAGE, (guild_id, member_id))
         # Committed with what was queued before it, the facts checked gone.
         await self.forget_memories([memory.id for memory in await self.member_memories(guild_id, member_id)])

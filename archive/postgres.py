@@ -507,6 +507,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
     """,
+    # v24 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
+    # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
+    "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -619,7 +622,8 @@ _DECISION = Write(
     "record_decision",
     (
         "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        " responded, reason, tier, confidence, decided_at, author_id)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     ),
 )
 _SET_THREADS = Write(

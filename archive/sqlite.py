@@ -508,6 +508,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX pin_channels_guild ON pin_channels (guild_id);
     """,
+    # v24 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
+    # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
+    "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -694,8 +697,8 @@ _DECISION = _Write(
     "record_decision",
     (
         "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " responded, reason, tier, confidence, decided_at, author_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     ),
 )
 _SET_THREADS = _Write(
