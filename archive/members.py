@@ -31,6 +31,12 @@ _MEMBER_MESSAGES = (
 # The message `m` is not by a member who opted out in its server: no search matches what they wrote, not even as
 # a placeholder (that would tell the searcher the words were said). The opt-out's key makes it one index seek.
 NOT_OPTED_OUT = "NOT EXISTS (SELECT 1 FROM opt_outs AS o WHERE o.guild_id = m.guild_id AND o.member_id = m.author_id)"
+# Nor written after its author opted out in its server: such a message is never archived (admission/optout.py), and
+# should a path archive one, no read of the channel's messages returns it.
+NOT_WRITTEN_OPTED_OUT = (
+    "NOT EXISTS (SELECT 1 FROM opt_outs AS o WHERE o.guild_id = m.guild_id AND o.member_id = m.author_id"
+    " AND o.opted_out_at <= m.created_at)"
+)
 _USAGE_COLUMNS = (
     "day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls,"
     " model"

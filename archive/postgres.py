@@ -54,7 +54,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
-from archive.members import NOT_OPTED_OUT, MemberTables
+from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -1057,9 +1057,9 @@ class PostgresArchive(
         if limit <= 0:
             return []
         rows = await self._fetch(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
             " WHERE channel_id = $1 AND created_at >= $2 AND message_id < $3 AND message_id > $4"
-            " ORDER BY created_at DESC, message_id DESC LIMIT $5",
+            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT $5",
             channel_id,
             _since_ms(hours, now),
             _MAX_ID if before_id is None else before_id,

@@ -45,7 +45,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
-from archive.members import NOT_OPTED_OUT, MemberTables
+from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -1038,9 +1038,9 @@ class SQLiteArchive(
         if limit <= 0:
             return []
         rows = await self._reader.execute_fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
             " WHERE channel_id = ? AND created_at >= ? AND message_id < ? AND message_id > ?"
-            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
+            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT ?",
             (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
         )
         return await self._with_attachments([_message_from_row(row) for row in reversed(list(rows))])

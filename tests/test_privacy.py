@@ -22,6 +22,7 @@ from upkeep.privacy import MemberErasure, export_member
 GUILD, OTHER_GUILD, CHANNEL, OTHER_CHANNEL = 10, 11, 1, 2
 ALICE, BOB = 100, 200
 NOW = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
+OPTED_OUT_AT = NOW + timedelta(minutes=1)  # after `fill`'s messages: what she wrote before opting out
 
 
 def record(message_id: int, author_id: int, content: str, channel: int = CHANNEL) -> MessageRecord:
@@ -56,7 +57,7 @@ async def fill(archive: Archive) -> None:
     await archive.flush()
     await archive.add_memory(Memory(1, GUILD, CHANNEL, ALICE, ALICE, 1, "alice likes tea", NOW))
     await archive.add_memory(Memory(2, GUILD, CHANNEL, BOB, BOB, 2, "bob likes coffee", NOW))
-    await archive.set_opted_out(GUILD, ALICE, True, now=NOW)
+    await archive.set_opted_out(GUILD, ALICE, True, now=OPTED_OUT_AT)
     due = NOW + timedelta(days=1)
     await archive.add_reminder(Reminder(1, GUILD, CHANNEL, ALICE, "alice's reminder", due, "daily", False, NOW))
     await archive.add_reminder(Reminder(2, GUILD, CHANNEL, BOB, "bob's reminder", due, "", False, NOW))
@@ -135,7 +136,7 @@ async def test_an_export_holds_the_members_data_and_nothing_of_anyone_else(archi
     assert [(r["text"], r["every"], r["due_at"]) for r in data["reminders"]] == [
         ("alice's reminder", "daily", (NOW + timedelta(days=1)).isoformat())
     ]
-    assert data["opted_out"] is True and data["opted_out_since"] == NOW.isoformat()
+    assert data["opted_out"] is True and data["opted_out_since"] == OPTED_OUT_AT.isoformat()
     assert data["messages_left_out"] == 0 and (export.messages, export.cut) == (2, 0)
     assert b"bob" not in export.data and b"coffee" not in export.data
 
