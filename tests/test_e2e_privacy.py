@@ -15,6 +15,7 @@ from e2e_support import (
     RunningBot,
     assert_ephemeral_one_liner,
     assert_silent,
+    call_text,
     calls_for,
     click,
     command_payload,
@@ -339,3 +340,17 @@ async def test_a_search_never_matches_what_an_opted_out_member_wrote(
     await privacy(fake, "optout")
     found = await client.archive.search(CHANNEL_ID, "wombat")
     assert [message.author_id for message in found] == [BOB_ID]
+
+
+async def test_an_opted_out_members_ask_is_logged_as_a_placeholder(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Refused for her opt-out, Alice's `/ask` question is logged for `/parley why` as a placeholder, as her
+    messages are: what she asked is not shown to anyone."""
+    await bot.start()
+    await privacy(fake, "optout")
+    calls = await use_top_command(fake, "ask", [option("question", ASKED)])
+    await fake.wait_for(
+        lambda: any(call.body and OPTED_OUT_REFUSAL in call_text(call) for call in calls_for(fake, calls)),
+        what="the refusal",
+    )
+    shown = await why_text(fake)
+    assert "opted_out" in shown and "zebra" not in shown and "Alice" not in shown
