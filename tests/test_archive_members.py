@@ -105,3 +105,22 @@ async def test_the_servers_channels_with_saved_conversations(archive: Archive) -
             )
     assert await archive.snapshot_channels(GUILD) == [CHANNEL, OTHER_CHANNEL]
     assert await archive.snapshot_channels(999) == []
+
+
+async def test_no_read_returns_what_a_member_wrote_after_opting_out(archive: Archive) -> None:
+    """Were a message Alice wrote after opting out archived anyway, no read of the channel returns it; what she wrote
+    before comes back from `recent` (shown as placeholders outside the archive) and from no search; elsewhere, and
+    once she opts back in, her messages read as before."""
+    archive.add(msg(1, "alice before", author_id=ALICE, minutes_ago=10))
+    archive.add(msg(2, "bob before", author="bob", author_id=BOB, minutes_ago=9))
+    archive.add(msg(3, "alice after", author_id=ALICE, minutes_ago=1))
+    archive.add(msg(4, "alice after elsewhere", author_id=ALICE, minutes_ago=1, channel=30, guild=OTHER_GUILD))
+    await archive.flush()
+    await archive.set_opted_out(GUILD, ALICE, True, now=NOW - timedelta(minutes=5))
+
+    assert [m.content for m in await archive.recent(CHANNEL)] == ["alice before", "bob before"]
+    assert [m.content for m in await archive.search(CHANNEL, "before")] == ["bob before"]
+    assert await archive.search(CHANNEL, "alice") == []
+    assert [m.content for m in await archive.search(30, "alice")] == ["alice after elsewhere"]
+    await archive.set_opted_out(GUILD, ALICE, False)
+    assert [m.content for m in await archive.recent(CHANNEL)] == ["alice before", "bob before", "alice after"]
