@@ -41,17 +41,26 @@ _USAGE_COLUMNS = (
     "day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls,"
     " model"
 )
+# The summaries written from a conversation with any of them: found through their archived messages, and through the
+# decisions on their questions asked by command (no archived message).
+_SUMMARIES_ASKING = (
+    "EXISTS (SELECT 1 FROM decisions AS d WHERE d.channel_id = s.channel_id AND d.author_id = ?2"
+    " AND d.message_id BETWEEN s.first_id AND s.last_id"
+    " AND d.channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1))"
+)
 _SUMMARIES_QUOTING = (
     "FROM conversation_summaries AS s WHERE EXISTS (SELECT 1 FROM messages AS m"
     " WHERE m.channel_id = s.channel_id AND m.guild_id = ?1 AND m.author_id = ?2"
-    " AND m.message_id BETWEEN s.first_id AND s.last_id)"
+    f" AND m.message_id BETWEEN s.first_id AND s.last_id) OR {_SUMMARIES_ASKING}"
 )
 
-# The decisions quoting the member's messages, their questions asked by command (/ask) among them: no archived
-# message leads to those.
+# The decisions quoting the member's messages, their questions asked by command (/ask) among them, and the summaries
+# written from a conversation with such a question: no archived message leads to those.
 _ERASE_DECISIONS = Write(
     "erase_decisions",
     (
+        f"DELETE FROM conversation_summaries WHERE id IN (SELECT s.id FROM conversation_summaries AS s WHERE"
+        f" {_SUMMARIES_ASKING})",
         "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
         " AND author_id = ?2",
     ),

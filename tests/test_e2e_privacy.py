@@ -265,9 +265,14 @@ async def test_an_erased_members_ask_questions_are_in_no_why_and_no_saved_contex
     assert "zebra" in await why_text(fake)
     bot.clock.advance(TIMEOUT * 1.5)
     await eventually(lambda: client.manager.get(CHANNEL_ID) is None)
+    assert client.archive is not None
+    async with asyncio.timeout(10):  # the summary of the conversation with her question, written once it ended
+        while not await client.archive.summaries(CHANNEL_ID):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
 
     await erase(fake)
     assert "zebra" not in await why_text(fake)
+    assert await client.archive.summaries(CHANNEL_ID) == []
     await bot.stop()
     client = await bot.start(database_url=archive_url)
     assert client.archive is not None
