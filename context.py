@@ -56,6 +56,7 @@ from quoting import (
     SUMMARY_SO_FAR_TAG,
     TRANSCRIPT_TAG,
     author_attributes,
+    authored_ids,
     cap_text,
     inline,
 )
@@ -176,6 +177,16 @@ def quoted_message_ids(messages: Sequence[ModelMessage]) -> tuple[int, int] | No
             elif isinstance(part, UserPromptPart | BaseToolReturnPart) and isinstance(part.content, str):
                 ids += map(int, _QUOTED_ID.findall(part.content))
     return (min(ids), max(ids)) if ids else None
+
+
+def quoted_by(messages: Sequence[ModelMessage], author_id: int) -> set[int]:
+    """The ids of the Discord messages quoted in `messages` as written by `author_id`."""
+    found: set[int] = set()
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart | BaseToolReturnPart) and isinstance(part.content, str):
+                found |= authored_ids(part.content, author_id)
+    return found
 
 
 def split_for_summary(history: list[ModelMessage], keep_tokens: int) -> int | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -37,6 +37,8 @@ class LoggedDecision:
     reason: str
     tier: str
     confidence: float | None = None
+    # Who wrote it, so an erasure finds the decisions on their questions asked by command (no archived message).
+    author_id: int = 0
 
     @classmethod
     def of(cls, message: MessageRecord, decision: Decision) -> LoggedDecision:
@@ -48,6 +50,7 @@ class LoggedDecision:
             decision.reason,
             decision.tier,
             decision.confidence,
+            message.author_id,
         )
 
     @classmethod
@@ -117,12 +120,24 @@ class DecisionJournal:
         journal.in_conversation = _without(journal.in_conversation, gone)
         journal.idle = _without(journal.idle, gone)
 
+    def forget_author(self, author_id: int, channel_ids: Callable[[int], bool]) -> None:
+        """Drop the decisions about what `author_id` wrote in the channels `channel_ids` says are theirs to erase
+        (a server's): their excerpts are copies of it."""
+        for channel_id, journal in self._channels.items():
+            if channel_ids(channel_id):
+                journal.in_conversation = _not_by(journal.in_conversation, author_id)
+                journal.idle = _not_by(journal.idle, author_id)
+
     def drop_channel(self, channel_id: int) -> None:
         self._channels.pop(channel_id, None)
 
 
 def newest_first(entries: Iterable[LoggedDecision]) -> list[LoggedDecision]:
     return sorted(entries, key=attrgetter("message_id"), reverse=True)
+
+
+def _not_by(entries: deque[LoggedDecision], author_id: int) -> deque[LoggedDecision]:
+    return deque((entry for entry in entries if entry.author_id != author_id), maxlen=entries.maxlen)
 
 
 def _without(entries: deque[LoggedDecision], message_ids: set[int]) -> deque[LoggedDecision]:

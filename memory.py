@@ -57,9 +57,11 @@ class MemoryStore:
         source_message_id: int,
         fact: str,
         about_speaker: bool,
+        about_member_id: int | None = None,
         now: datetime | None = None,
     ) -> Memory:
-        """Store a fact and return once it is committed to disk.
+        """Store a fact and return once it is committed to disk: about the speaker, another member
+        (`about_member_id`: theirs to export, forget and erase), or no one in particular.
 
         Raises:
             ArchiveWriteFailed: the write was dropped (the writer logs why); nothing was remembered.
@@ -68,7 +70,7 @@ class MemoryStore:
             await self.archive.new_memory_id(),
             guild_id,
             channel_id,
-            said_by_id if about_speaker else None,
+            said_by_id if about_speaker else about_member_id,
             said_by_id,
             source_message_id,
             " ".join(fact.split())[:FACT_MAX_CHARS],

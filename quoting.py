@@ -154,6 +154,7 @@ def requote(text: str, changes: Mapping[int, str | None]) -> str:
 
 # The attributes of a quoted message's frame that say who wrote it (`author_attributes`).
 _AUTHOR_ATTRIBUTES = re.compile(r'\s(?:author|author_id)="[^"]*"')
+_AUTHOR_ID = re.compile(r'\sauthor_id="(\d+)"')
 
 
 def unattributed(text: str, message_ids: Collection[int]) -> str:
@@ -168,6 +169,17 @@ def unattributed(text: str, message_ids: Collection[int]) -> str:
         return _AUTHOR_ATTRIBUTES.sub("", match["open"]) + match["body"] + match["close"]
 
     return _QUOTED_MESSAGE.sub(replace, text)
+
+
+def authored_ids(text: str, author_id: int) -> set[int]:
+    """The ids of the messages quoted in `text` as written by `author_id`."""
+    if "message_id=" not in text:
+        return set()
+    return {
+        int(match["id"])
+        for match in _QUOTED_MESSAGE.finditer(text)
+        if (author := _AUTHOR_ID.search(match["open"])) is not None and int(author[1]) == author_id
+    }
 
 
 def _neutralised(tag_name: str, body: str) -> str:

@@ -79,6 +79,9 @@ class ChatDeps:
     # which a remembered fact records as its source.
     memory: MemoryStore | None = None
     message_id: int = 0
+    # The members that message names (@mentions, the author it replies to or asks about): a fact remembered from it
+    # may be about one of them, never about a member the model names on its own.
+    named_member_ids: frozenset[int] = frozenset()
     # The tool sets this answer may use, by name ("archive", "memory", "knowledge", "web", "mcp:<server>"), as the
     # channel's profile says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
@@ -160,7 +163,9 @@ ARCHIVE_TOOLS = tuple(reads_only(read) for read in (search_history, get_recent_m
 RECALL_LIMIT = 10
 
 
-async def remember(ctx: RunContext[ChatDeps], fact: str, about_the_speaker: bool = True) -> str:
+async def remember(
+    ctx: RunContext[ChatDeps], fact: str, about_the_speaker: bool = True, about_member_id: str | None = None
+) -> str:
     """Save a fact for later conversations. Use it when someone asks you to remember something, and only then.
 
     The fact is on disk when this returns "Remembered"; say it was noted only after that.
@@ -170,12 +175,23 @@ async def remember(ctx: RunContext[ChatDeps], fact: str, about_the_speaker: bool
         about_the_speaker: True if the fact is about the person asking you to remember it (you will then
             also recall it when they talk to you in this server's other channels); false for a fact about
             the channel, a project or someone else.
+        about_member_id: For a fact about another member (about_the_speaker false), their id: the author_id of
+            their messages, or the number in the message's `<@id>` mention of them. They must be @mentioned in, or
+            replied to by, the message asking you to remember it.
     """
     deps = ctx.deps
     if deps.memory is None:
         return "Memory is off here, so nothing was saved."
     if not fact.strip():
         return "Nothing was saved: the fact was empty."
+    about = None
+    if not about_the_speaker and about_member_id:
+        about = _member_id(about_member_id)
+        if about is None or about not in deps.named_member_ids | {deps.requester_id}:
+            return (
+                "Nothing was saved: a fact about another member is kept as theirs (they may see and delete it), so"
+                " the message asking must @mention them or reply to them."
+            )
     try:
         memory = await deps.memory.remember(
             guild_id=deps.guild_id,
@@ -183,7 +199,8 @@ async def remember(ctx: RunContext[ChatDeps], fact: str, about_the_speaker: bool
             said_by_id=deps.requester_id,
             source_message_id=deps.message_id,
             fact=fact,
-            about_speaker=about_the_speaker,
+            about_speaker=about_the_speaker or about == deps.requester_id,
+            about_member_id=about,
         )
     except Exception:
         log.exception("remember failed in channel %s", deps.channel_id)
@@ -196,6 +213,12 @@ async def remember(ctx: RunContext[ChatDeps], fact: str, about_the_speaker: bool
         extra={"tool": "remember", "channel_id": deps.channel_id, "requester_id": deps.requester_id},
     )
     return f"Remembered (memory {memory.id})."
+
+
+def _member_id(said: str) -> int | None:
+    """A member's id as the model gave it (the number, or their `<@id>` mention); None if it is not one."""
+    digits = said.strip().removeprefix("<@").removesuffix(">").lstrip("!")
+    return int(digits) if digits.isdigit() else None
 
 
 async def recall(ctx: RunContext[ChatDeps], query: str) -> str:

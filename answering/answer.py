@@ -145,6 +145,7 @@ class Answering:
             requester_can_read_history=question.reads_history,
             memory=self.stores.memory if self.settings.memory_tools else None,
             message_id=question.id,
+            named_member_ids=question.named_member_ids - {self.client.user.id},
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
             approver=self.approvals.for_answer(question.asker, outlet),
             reminders=None if archive is None else self.stores.reminders.book,

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from admission.optout import HasOptOuts
 from archive.holder import ArchiveHolder
 from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from records import Decision, MessageRecord
 
 
-class DecisionLog:
-    """The decider's listener, and the bot's own decisions (limits, budgets) beside it."""
+class DecisionKeeper(ArchiveHolder, Protocol):
+    """The client, as the decisions' keeper: the archive, who opted out, and each channel's server."""
 
-    def __init__(self, journal: DecisionJournal, holder: ArchiveHolder) -> None:
+    @property
+    def admission(self) -> HasOptOuts: ...
+
+    def guild_of(self, channel_id: int) -> int: ...
+
+
+class DecisionLog:
+    """The decider's listener, and the bot's own decisions (limits, budgets, refusals of commands) beside it."""
+
+    def __init__(self, journal: DecisionJournal, holder: DecisionKeeper) -> None:
         self.journal = journal
         self.holder = holder
 
     def note(self, message: MessageRecord, decision: Decision) -> None:
-        """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on."""
+        """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on. A message
+        by a member who opted out is kept as its placeholder, whatever path decided on it (a question asked by
+        command is no message the pipeline veiled)."""
+        message = self.holder.admission.optouts.veiled(self.holder.guild_of(message.channel_id), message)
         entry = LoggedDecision.of(message, decision)
         self.journal.add(message.channel_id, entry)
         # Idle decisions stay in memory: archived, they would double the writes of a busy server
@@ -24,6 +39,7 @@ class DecisionLog:
             self.holder.archive.record_decision(
                 channel_id=message.channel_id,
                 message_id=message.message_id,
+                author_id=message.author_id,
                 author_name=entry.author,
                 excerpt=entry.excerpt,
                 responded=decision.respond,

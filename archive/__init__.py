@@ -359,6 +359,7 @@ class DecisionLog(Protocol):
         tier: str,
         confidence: float | None = None,
         decided_at: datetime | None = None,
+        author_id: int = 0,
     ) -> None: ...
     async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
 

@@ -28,16 +28,43 @@ _MEMBER_MESSAGES = (
     "FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
     " AND guild_id = ?1 AND author_id = ?2"
 )
+# The message `m` is not by a member who opted out in its server: no search matches what they wrote, not even as
+# a placeholder (that would tell the searcher the words were said). The opt-out's key makes it one index seek.
+NOT_OPTED_OUT = "NOT EXISTS (SELECT 1 FROM opt_outs AS o WHERE o.guild_id = m.guild_id AND o.member_id = m.author_id)"
+# Nor written after its author opted out in its server: such a message is never archived (admission/optout.py), and
+# should a path archive one, no read of the channel's messages returns it.
+NOT_WRITTEN_OPTED_OUT = (
+    "NOT EXISTS (SELECT 1 FROM opt_outs AS o WHERE o.guild_id = m.guild_id AND o.member_id = m.author_id"
+    " AND o.opted_out_at <= m.created_at)"
+)
 _USAGE_COLUMNS = (
     "day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls,"
     " model"
 )
+# The summaries written from a conversation with any of them: found through their archived messages, and through the
+# decisions on their questions asked by command (no archived message).
+_SUMMARIES_ASKING = (
+    "EXISTS (SELECT 1 FROM decisions AS d WHERE d.channel_id = s.channel_id AND d.author_id = ?2"
+    " AND d.message_id BETWEEN s.first_id AND s.last_id"
+    " AND d.channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1))"
+)
 _SUMMARIES_QUOTING = (
     "FROM conversation_summaries AS s WHERE EXISTS (SELECT 1 FROM messages AS m"
     " WHERE m.channel_id = s.channel_id AND m.guild_id = ?1 AND m.author_id = ?2"
-    " AND m.message_id BETWEEN s.first_id AND s.last_id)"
+    f" AND m.message_id BETWEEN s.first_id AND s.last_id) OR {_SUMMARIES_ASKING}"
 )
 
+# The decisions quoting the member's messages, their questions asked by command (/ask) among them, and the summaries
+# written from a conversation with such a question: no archived message leads to those.
+_ERASE_DECISIONS = Write(
+    "erase_decisions",
+    (
+        f"DELETE FROM conversation_summaries WHERE id IN (SELECT s.id FROM conversation_summaries AS s WHERE"
+        f" {_SUMMARIES_ASKING})",
+        "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
+        " AND author_id = ?2",
+    ),
+)
 _OPT_OUT = Write(
     "opt_out",
     (
@@ -218,14 +245,16 @@ class MemberTables(BackendTables):
     # -- Erasing it --
 
     async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None:
-        """Delete the member's messages `message_ids` (with their files, the decisions on them, the facts made from
-        them and the conversation summaries written from them), the server's facts about them or told by them, and
-        their id from its token counts (the counts stay, unattributed); returns once that is committed.
+        """Delete the member's messages `message_ids` (with their files, the facts made from them and the
+        conversation summaries written from them), the decisions on anything they wrote (their /ask questions too),
+        the server's facts about them or told by them, and their id from its token counts (the counts stay,
+        unattributed); returns once that is committed.
 
         Raises:
             ArchiveWriteFailed: something of it is still there (the writer logs why); what was deleted stays deleted.
         """
         self.delete(message_ids)
+        self._enqueue(_ERASE_DECISIONS, (guild_id, member_id))
         self._enqueue(_ANONYMISE_USAGE, (guild_id, member_id))
         # Committed with what was queued before it, the facts checked gone.
         await self.forget_memories([memory.id for memory in await self.member_memories(guild_id, member_id)])

@@ -54,7 +54,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
-from archive.members import MemberTables, withheld
+from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -525,6 +525,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER erasures_changed AFTER INSERT OR UPDATE OR DELETE ON erasures
         FOR EACH ROW EXECUTE FUNCTION parley_notify_change('member_id');
     """,
+    # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
+    # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
+    "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
 )
 
 # Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
@@ -640,7 +643,8 @@ _DECISION = Write(
     "record_decision",
     (
         "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        " responded, reason, tier, confidence, decided_at, author_id)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     ),
 )
 _SET_THREADS = Write(
@@ -758,8 +762,8 @@ _OWN_WRITES = frozenset(
 _SEARCH_SQL = f"""
 SELECT {_MESSAGE_COLUMNS} FROM (
     SELECT {_MESSAGE_COLUMNS}, ts_rank(words, query) AS score
-    FROM messages, CAST($2 AS tsquery) AS query
-    WHERE channel_id = $1 AND words @@ query AND created_at >= $3
+    FROM messages AS m, CAST($2 AS tsquery) AS query
+    WHERE channel_id = $1 AND words @@ query AND created_at >= $3 AND {NOT_OPTED_OUT}
     -- The channel's time index gives this order, so a very common word is read newest first off it.
     ORDER BY created_at DESC, message_id DESC
     LIMIT {_SEARCH_CANDIDATES}
@@ -782,7 +786,7 @@ FROM (
 ) AS a
     JOIN messages AS m ON m.message_id = a.message_id,
     to_tsquery('simple', $2) AS query
-WHERE m.created_at >= $3
+WHERE m.created_at >= $3 AND {NOT_OPTED_OUT}
 ORDER BY a.score DESC, m.created_at DESC
 LIMIT $4
 """
@@ -1079,9 +1083,9 @@ class PostgresArchive(
         if limit <= 0:
             return []
         rows = await self._fetch(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
             " WHERE channel_id = $1 AND created_at >= $2 AND message_id < $3 AND message_id > $4"
-            " ORDER BY created_at DESC, message_id DESC LIMIT $5",
+            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT $5",
             channel_id,
             _since_ms(hours, now),
             _MAX_ID if before_id is None else before_id,

@@ -191,12 +191,13 @@ class QueuedWrites(ABC):
         tier: str,
         confidence: float | None = None,
         decided_at: datetime | None = None,
+        author_id: int = 0,
     ) -> None:
-        """Log whether the bot replied to a message and why."""
+        """Log whether the bot replied to a message (by `author_id`; 0: no one's) and why."""
         when = to_ms(decided_at or datetime.now(UTC))
         self._enqueue(
             self.writes.decision,
-            (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when),
+            (channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, when, author_id),
         )
 
     def record_usage(self, usage: TokenUsage) -> None:

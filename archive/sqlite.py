@@ -45,7 +45,7 @@ from archive.digests import DigestTables
 from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
-from archive.members import MemberTables, withheld
+from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
 from archive.reminders import ReminderTables
@@ -521,6 +521,9 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX erasures_member ON erasures (member_id);
     """,
+    # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
+    # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
+    "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -533,7 +536,7 @@ SELECT {_MESSAGE_COLUMNS} FROM (
     WHERE messages_fts MATCH :match
         AND messages_fts.rowid BETWEEN {{low}}
             AND (SELECT (slot << {_SEQ_BITS}) | {_SEQ_MASK} FROM channels WHERE channel_id = :channel)
-        AND m.created_at >= :since
+        AND m.created_at >= :since AND {NOT_OPTED_OUT}
     ORDER BY messages_fts.rowid DESC
     LIMIT :candidates
 )
@@ -556,6 +559,7 @@ FROM attachments_fts
     JOIN attachments AS a ON a.attachment_id = attachments_fts.rowid
     JOIN messages AS m ON m.message_id = a.message_id
 WHERE attachments_fts MATCH :match AND a.channel_id = :channel AND m.created_at >= :since
+    AND {NOT_OPTED_OUT}
 ORDER BY bm25(attachments_fts), m.created_at DESC
 LIMIT :limit
 """
@@ -714,8 +718,8 @@ _DECISION = _Write(
     "record_decision",
     (
         "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " responded, reason, tier, confidence, decided_at, author_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     ),
 )
 _SET_THREADS = _Write(
@@ -1063,9 +1067,9 @@ class SQLiteArchive(
         if limit <= 0:
             return []
         rows = await self._reader.execute_fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
             " WHERE channel_id = ? AND created_at >= ? AND message_id < ? AND message_id > ?"
-            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
+            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT ?",
             (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
         )
         return await self._with_attachments([_message_from_row(row) for row in reversed(list(rows))])

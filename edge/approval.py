@@ -37,6 +37,7 @@ CLOSING_NOTES = {
 }
 # What the prompt ends with when its answer was stopped (or Parley shut down) while it waited.
 STOPPED_NOTE = "**Stopped**: not run."
+_ARGUMENTS_FOLLOW = " It may change things"
 _PROMPT = """\
 {mention}May I run `{tool}` to answer this? It may change things, so it waits for your approval. Its arguments:
 ```json
@@ -154,8 +155,11 @@ class AnswerApprover:
 
 
 def _closed(content: str, note: str) -> str:
-    """A prompt's text once decided: what it asked, and how it ended."""
-    return f"{content}\n{note}"
+    """A prompt's text once decided: which tool it asked to run, and how that ended. The arguments go: shown whole
+    while the asker decided, they would otherwise stay in the channel and the archive as Parley's post, quoting
+    members' words past an erasure of them (`/parley privacy erase`)."""
+    asked = content.split(_ARGUMENTS_FOLLOW, 1)[0]
+    return f"{asked}\n{note}"
 
 
 def approval_view(asker_id: int, request_id: str) -> discord.ui.View:

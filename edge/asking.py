@@ -80,6 +80,14 @@ class Question:
         channel_id: int = getattr(self.channel, "id", self.record.channel_id)
         return channel_id
 
+    @property
+    def named_member_ids(self) -> frozenset[int]:
+        """The members the question names: those it @mentions, the author of the message it replies to, and of the
+        message it asks about. A fact remembered from it may be about one of them (tools.remember)."""
+        record = self.record
+        named = {*record.mention_ids, record.reply_to_author_id, self.about and self.about.target.author_id}
+        return frozenset(member_id for member_id in named if member_id)
+
 
 @dataclass(frozen=True)
 class MessageReply:

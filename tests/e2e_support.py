@@ -139,6 +139,21 @@ async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> d
     return await fake.send_user_message(CHANNEL_ID, author, content, **options)
 
 
+async def say_and_approve(fake: FakeDiscord, author: int, content: str) -> str:
+    """`author` says `content` in #general and waits for Parley's answer, approving as `author` the call it asks to
+    make first, if it asks (tool_approval.asks_first: `remember`, `remind`); what the answer says."""
+    posts = len(fake.posts_in(CHANNEL_ID))
+    await say(fake, author, content)
+    await fake.wait_for_posts(posts + 1)
+    latest = fake.bot_messages(CHANNEL_ID)[-1]
+    found = [button for row in latest.get("components") or [] for button in row.get("components", [])]
+    approve = next((button["custom_id"] for button in found if button.get("label") == "Approve"), None)
+    if approve is not None:
+        await click(fake, latest, approve, user_id=author)
+        await fake.wait_for_posts(posts + 2)
+    return fake.posts_in(CHANNEL_ID)[-1].content
+
+
 async def assert_silent(fake: FakeDiscord, posts_before: int) -> None:
     await asyncio.sleep(QUIET)
     assert len(fake.posts_in(CHANNEL_ID)) == posts_before

@@ -128,7 +128,7 @@ async def test_no_write_stores_what_a_member_erased_or_wrote_after_opting_out(ar
     """The archive's one rule (archive.members.withheld) on every write of a message: adding it (again), its edit,
     its files and their text. Alice erased what she wrote up to message 3; Bob opted out after writing message 2."""
     report = ArchivedAttachment(501, "report.txt", "text/plain", 12)
-    archive.add(msg(2, "bob before opting out", author="bob", author_id=BOB, attachments=(report,)))
+    archive.add(msg(2, "bob before opting out", author="bob", author_id=BOB, attachments=(report,), minutes_ago=10))
     await archive.flush()
     await archive.mark_erased(GUILD, ALICE, 3, now=NOW)
     await archive.set_opted_out(GUILD, BOB, True, now=NOW)
@@ -158,3 +158,22 @@ async def test_no_write_stores_what_a_member_erased_or_wrote_after_opting_out(ar
     assert (new.content, new.attachments[0].text) == ("alice after erasing", "alice's new file")
     assert ids(await archive.recent(CHANNEL)) == [2, 6]
     assert ids(await archive.recent(30)) == [7]
+
+
+async def test_no_read_returns_what_a_member_wrote_after_opting_out(archive: Archive) -> None:
+    """Were a message Alice wrote after opting out archived anyway, no read of the channel returns it; what she wrote
+    before comes back from `recent` (shown as placeholders outside the archive) and from no search; elsewhere, and
+    once she opts back in, her messages read as before."""
+    archive.add(msg(1, "alice before", author_id=ALICE, minutes_ago=10))
+    archive.add(msg(2, "bob before", author="bob", author_id=BOB, minutes_ago=9))
+    archive.add(msg(3, "alice after", author_id=ALICE, minutes_ago=1))
+    archive.add(msg(4, "alice after elsewhere", author_id=ALICE, minutes_ago=1, channel=30, guild=OTHER_GUILD))
+    await archive.flush()
+    await archive.set_opted_out(GUILD, ALICE, True, now=NOW - timedelta(minutes=5))
+
+    assert [m.content for m in await archive.recent(CHANNEL)] == ["alice before", "bob before"]
+    assert [m.content for m in await archive.search(CHANNEL, "before")] == ["bob before"]
+    assert await archive.search(CHANNEL, "alice") == []
+    assert [m.content for m in await archive.search(30, "alice")] == ["alice after elsewhere"]
+    await archive.set_opted_out(GUILD, ALICE, False)
+    assert [m.content for m in await archive.recent(CHANNEL)] == ["alice before", "bob before", "alice after"]

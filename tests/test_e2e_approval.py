@@ -121,6 +121,8 @@ async def test_a_destructive_tool_waits_for_the_askers_approve(
     assert "Order A17: cancelled." in result
     [prompt] = prompts(fake)
     assert prompt["content"].endswith(CLOSING_NOTES[Verdict.APPROVED]) and not buttons(prompt)
+    # Decided, the prompt says which tool and how it ended, no longer what it ran with (its words may be a member's).
+    assert "`orders_cancel_order`" in prompt["content"] and "A17" not in prompt["content"]
 
 
 async def test_deny_reaches_the_model_as_a_refusal(

@@ -4,29 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from e2e_support import (
     MEMBER,
+    MODERATOR,
     RunningBot,
     assert_ephemeral_one_liner,
     assert_silent,
+    call_text,
     calls_for,
     click,
     command_payload,
     decided,
     eventually,
     is_callback,
+    option,
     reply_text,
     request_texts,
+    run_command,
     say,
+    say_and_approve,
     use_message_command,
+    use_top_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
-from fake_llm import FakeLLM
+from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
 from pydantic_ai.messages import ModelRequest
+from test_e2e_memory import run_group_command, string_option
 
 import commands.privacy
 from admission.optout import OPTED_OUT_REFUSAL
@@ -294,3 +302,136 @@ async def test_an_edit_after_opting_out_is_neither_archived_nor_heard(
     assert "secret" not in prompt
     texts = await archived_texts(client)
     assert "@Parley the plan is A" in texts and not any("secret" in text for text in texts)
+
+
+async def erase(fake: FakeDiscord, user_id: int = ALICE_ID) -> str:
+    """`/parley privacy erase`, confirmed with its Erase button; the line saying what was erased."""
+    [asked] = await privacy(fake, "erase", user_id=user_id)
+    assert asked.body is not None
+    buttons = {button["label"]: button["custom_id"] for button in asked.body["data"]["components"][0]["components"]}
+    await click(fake, fake.original_response(asked.path.split("/")[-2]), buttons["Erase"], user_id=user_id)
+
+    def erased() -> list[str]:
+        texts = [(call.body or {}).get("content") or "" for call in fake.interaction_calls]
+        return [text for text in texts if text.startswith("Erased")]
+
+    await fake.wait_for(lambda: bool(erased()), what="the erasure's answer")
+    return erased()[-1]
+
+
+async def why_text(fake: FakeDiscord, user_id: int = BOB_ID) -> str:
+    """What `/parley why` shows a member who may read the channel's history, its 25 latest decisions."""
+    return reply_text(await run_command(fake, "why", [option("count", 25)], user_id=user_id))
+
+
+ASKED = "is the zebra plan on for friday?"
+TIMEOUT = 0.3  # seconds of quiet that end a conversation in these tests
+
+
+async def test_an_erased_members_ask_questions_are_in_no_why_and_no_saved_context(
+    archive_url: str, bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice asks with `/ask` in public, a moderator saves the conversation, it ends; after her erase, and again after
+    a restart, `/parley why` shows no one her question and the saved conversation no longer quotes it."""
+    llm.handler = lambda request: "it is"
+    client = await bot.start(database_url=archive_url, conversation_timeout_seconds=TIMEOUT)
+    calls = await use_top_command(fake, "ask", [option("question", ASKED)])
+    await fake.wait_for(lambda: "it is" in reply_text(calls_for(fake, calls)), what="the /ask answer")
+    saved = await run_group_command(fake, "context", "save", [string_option("name", "plans")], permissions=MODERATOR)
+    assert "Saved this conversation" in saved
+    assert "zebra" in await why_text(fake)
+    bot.clock.advance(TIMEOUT * 1.5)
+    await eventually(lambda: client.manager.get(CHANNEL_ID) is None)
+    assert client.archive is not None
+    async with asyncio.timeout(10):  # the summary of the conversation with her question, written once it ended
+        while not await client.archive.summaries(CHANNEL_ID):  # noqa: ASYNC110 - the archive has no event
+            await asyncio.sleep(0.05)
+
+    await erase(fake)
+    assert "zebra" not in await why_text(fake)
+    assert await client.archive.summaries(CHANNEL_ID) == []
+    await bot.stop()
+    client = await bot.start(database_url=archive_url)
+    assert client.archive is not None
+    assert "zebra" not in await why_text(fake)
+    history = await client.archive.snapshot_history(CHANNEL_ID, "plans")
+    assert history is not None and "zebra" not in history and str(ALICE_ID) not in history
+
+
+def remembering_model(fact: str, about: int) -> Callable[[dict[str, Any]], Reply]:
+    """A model that, asked to remember, keeps `fact` about the member `about`, then says what the tool said."""
+
+    def answer(request: dict[str, Any]) -> Reply:
+        last = request["messages"][-1]
+        if last["role"] == "tool":
+            return f"tool said: {message_text(last)}"
+        if "please remember" in last_user_text(request).rsplit("<new_message", 1)[-1]:
+            return ToolCall("remember", {"fact": fact, "about_the_speaker": False, "about_member_id": str(about)})
+        return "ok"
+
+    return answer
+
+
+async def test_a_fact_bob_told_about_alice_is_hers_to_export_forget_and_erase(
+    archive_url: str, bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob has Parley remember a fact about Alice (he @mentions her): it is in her export, `/parley memory forget`
+    takes its id from her, and her erase removes it (from Bob's export too)."""
+    llm.handler = remembering_model("Alice is allergic to peanuts", ALICE_ID)
+    await bot.start(database_url=archive_url)
+    assert "Remembered" in await say_and_approve(
+        fake, BOB_ID, f"<@{BOT_ID}> please remember that <@{ALICE_ID}> is allergic to peanuts"
+    )
+    [fact] = (await export_of(fake))["facts"]
+    assert (fact["fact"], fact["about_you"], fact["told_by_you"]) == ("Alice is allergic to peanuts", True, False)
+    await erase(fake)
+    assert (await export_of(fake))["facts"] == [] and (await export_of(fake, BOB_ID))["facts"] == []
+
+    await say_and_approve(fake, BOB_ID, f"<@{BOT_ID}> please remember that <@{ALICE_ID}> likes tea")
+    [fact] = (await export_of(fake))["facts"]
+    forgot = await run_group_command(fake, "memory", "forget", [string_option("target", fact["id"])])
+    assert forgot == "Forgot 1 memory."
+
+
+async def test_a_fact_about_a_member_the_message_does_not_name_is_not_kept(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The model cannot tie a fact to a member the message asking for it does not name (an @mention or a reply):
+    Bob may not make a fact Carol's, so nothing is kept."""
+    llm.handler = remembering_model("Carol owes Bob money", CAROL_ID)
+    client = await bot.start()
+    assert "Nothing was saved" in await say_and_approve(
+        fake, BOB_ID, f"<@{BOT_ID}> please remember that Carol owes me money"
+    )
+    assert client.archive is not None and await client.archive.member_memories(GUILD_ID, CAROL_ID) == []
+
+
+async def test_a_search_never_matches_what_an_opted_out_member_wrote(
+    archive_url: str, bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Alice's archived words, once she opted out, match no search: not even as a placeholder, which would tell the
+    searcher they were said. The tool's search is the archive's."""
+    client = await bot.start(database_url=archive_url)
+    assert client.archive is not None
+    await say(fake, ALICE_ID, "the vault combination is wombat")
+    await say(fake, BOB_ID, "wombat is also my favourite animal")
+    async with asyncio.timeout(10):
+        while len(await client.archive.search(CHANNEL_ID, "wombat")) < 2:  # noqa: ASYNC110 - no archive event
+            await asyncio.sleep(0.05)
+    await privacy(fake, "optout")
+    found = await client.archive.search(CHANNEL_ID, "wombat")
+    assert [message.author_id for message in found] == [BOB_ID]
+
+
+async def test_an_opted_out_members_ask_is_logged_as_a_placeholder(bot: RunningBot, fake: FakeDiscord) -> None:
+    """Refused for her opt-out, Alice's `/ask` question is logged for `/parley why` as a placeholder, as her
+    messages are: what she asked is not shown to anyone."""
+    await bot.start()
+    await privacy(fake, "optout")
+    calls = await use_top_command(fake, "ask", [option("question", ASKED)])
+    await fake.wait_for(
+        lambda: any(call.body and OPTED_OUT_REFUSAL in call_text(call) for call in calls_for(fake, calls)),
+        what="the refusal",
+    )
+    shown = await why_text(fake)
+    assert "opted_out" in shown and "zebra" not in shown and "Alice" not in shown

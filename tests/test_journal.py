@@ -70,3 +70,16 @@ def test_excerpt_is_one_short_line() -> None:
     assert excerpt("  how\ndo   I\tlist files? ") == "how do I list files?"
     long = excerpt("word " * 50)
     assert len(long) == 60 and long.endswith("…")
+
+
+def test_forgetting_an_author_drops_their_decisions_in_the_channels_named() -> None:
+    """An erasure drops the decisions on what its member wrote (a question asked by command among them, which no
+    archived message leads to) in their server's channels; others', and other servers', stay."""
+    journal = DecisionJournal()
+    journal.add(CHANNEL, logged(1, author_id=7))
+    journal.add(CHANNEL, logged(2, "no_conversation", respond=False, author_id=7))
+    journal.add(CHANNEL, logged(3, author_id=8))
+    journal.add(CHANNEL + 1, logged(4, author_id=7))
+    journal.forget_author(7, lambda channel_id: channel_id == CHANNEL)
+    assert [entry.message_id for entry in journal.recent(CHANNEL)] == [3]
+    assert [entry.message_id for entry in journal.recent(CHANNEL + 1)] == [4]

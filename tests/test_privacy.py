@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from upkeep.privacy import MemberErasure, export_member
 GUILD, OTHER_GUILD, CHANNEL, OTHER_CHANNEL = 10, 11, 1, 2
 ALICE, BOB = 100, 200
 NOW = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
+OPTED_OUT_AT = NOW + timedelta(minutes=1)  # after `fill`'s messages: what she wrote before opting out
 
 
 def record(message_id: int, author_id: int, content: str, channel: int = CHANNEL) -> MessageRecord:
@@ -65,7 +66,7 @@ async def fill(archive: Archive) -> None:
     await archive.flush()
     await archive.add_memory(Memory(1, GUILD, CHANNEL, ALICE, ALICE, 1, "alice likes tea", NOW))
     await archive.add_memory(Memory(2, GUILD, CHANNEL, BOB, BOB, 2, "bob likes coffee", NOW))
-    await archive.set_opted_out(GUILD, ALICE, True, now=NOW)
+    await archive.set_opted_out(GUILD, ALICE, True, now=OPTED_OUT_AT)
     due = NOW + timedelta(days=1)
     room = ReminderLimits(per_member=10, per_server=10)
     await archive.add_reminder(Reminder(1, GUILD, CHANNEL, ALICE, "alice's reminder", due, "daily", False, NOW), room)
@@ -117,8 +118,8 @@ async def test_the_tools_read_an_opted_out_members_earlier_messages_as_placehold
     assert recent[0].attachments == () and recent[0].author_id == 0
     top = {(author.author_id, author.name): author.messages for author in (await tools_view.stats(CHANNEL)).top_authors}
     assert top == {(0, "a member who opted out"): 2, (BOB, "bob"): 1}
-    # Found by the words she wrote, and still not shown.
-    assert [m.content for m in await tools_view.search(CHANNEL, "hello")] == [OPTED_OUT_TEXT]
+    # Her words match no search: even a placeholder found by them would tell the searcher they were said.
+    assert await tools_view.search(CHANNEL, "hello") == []
     elsewhere = VeiledArchive(archive, optouts, OTHER_GUILD)  # she opted out in GUILD only
     assert [m.content for m in await elsewhere.recent(CHANNEL)][0] == "alice says hello"  # noqa: RUF015
 
@@ -145,7 +146,7 @@ async def test_an_export_holds_the_members_data_and_nothing_of_anyone_else(archi
     assert [(r["text"], r["every"], r["due_at"]) for r in data["reminders"]] == [
         ("alice's reminder", "daily", (NOW + timedelta(days=1)).isoformat())
     ]
-    assert data["opted_out"] is True and data["opted_out_since"] == NOW.isoformat()
+    assert data["opted_out"] is True and data["opted_out_since"] == OPTED_OUT_AT.isoformat()
     assert data["messages_left_out"] == 0 and (export.messages, export.cut) == (2, 0)
     assert b"bob" not in export.data and b"coffee" not in export.data
 
@@ -177,9 +178,13 @@ async def test_an_empty_export_is_valid_json(archive: Archive) -> None:
 class Journal:
     def __init__(self) -> None:
         self.forgotten: dict[int, set[int]] = {}
+        self.authors: dict[int, set[int]] = {}
 
     def forget_messages(self, channel_id: int, message_ids: Iterable[int]) -> None:
         self.forgotten.setdefault(channel_id, set()).update(message_ids)
+
+    def forget_author(self, author_id: int, channel_ids: Callable[[int], bool]) -> None:
+        self.authors[author_id] = {channel for channel in (CHANNEL, OTHER_CHANNEL) if channel_ids(channel)}
 
 
 class Ending:
@@ -240,6 +245,7 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     assert [m.message_id for m in elsewhere.messages] == [5]  # another server's conversation is not touched
     assert ending.deleted == {CHANNEL: {1, 3}}
     assert journal.forgotten == {CHANNEL: {1, 3, 4}}  # 4: in the conversation, not archived yet
+    assert journal.authors == {ALICE: {CHANNEL}}  # her questions asked by command, in this server's channels
     # Today's counts in memory: hers are the server's still, under no one.
     today = ledger.summary(GUILD, CHANNEL)
     assert (today.server_tokens, today.top_members) == (64, [(BOB, 14)])

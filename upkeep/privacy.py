@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
 from archive.members import MESSAGES_AT_ONCE
-from context import quoted_message_ids
+from context import quoted_by, quoted_message_ids
 from conversation import ChannelConversation, ConversationManager, erased_history
 
 # Discord's upload limit without boosts (an interaction says its own: `Interaction.filesize_limit`).
@@ -85,6 +85,8 @@ class DecisionsKept(Protocol):
     """The decisions kept in memory for `/parley why` (journal.DecisionJournal): their excerpts quote messages."""
 
     def forget_messages(self, channel_id: int, message_ids: Iterable[int]) -> None: ...
+
+    def forget_author(self, author_id: int, channel_ids: Callable[[int], bool]) -> None: ...
 
 
 class TodaysUsage(Protocol):
@@ -208,6 +210,8 @@ class MemberErasure:
             archived = await self.archive.member_message_ids(guild_id, member_id)
             counts = await self.archive.member_counts(guild_id, member_id)
         conversations = self._clear_live(guild_id, member_id, archived)
+        # Their questions asked by command are no archived message: their decisions are found by author.
+        self.decisions.forget_author(member_id, lambda channel_id: self.guild_of(channel_id) == guild_id)
         for channel_id, message_ids in archived.items():
             self.decisions.forget_messages(channel_id, message_ids)
             self.ending.delete_from_ending(channel_id, message_ids)
@@ -218,7 +222,7 @@ class MemberErasure:
         reminders = len(await self.archive.member_reminders(guild_id, member_id))
         await self.archive.erase_member(guild_id, member_id, every)
         await self.archive.delete_member_reminders(guild_id, member_id)
-        saved = await _erase_from_saved(self.archive, guild_id, every)
+        saved = await _erase_from_saved(self.archive, guild_id, member_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
                       conversations, saved, reminders, pins)  # fmt: skip
 
@@ -239,13 +243,14 @@ class MemberErasure:
         return changed
 
 
-async def _erase_from_saved(archive: ErasedArchive, guild_id: int, message_ids: list[int]) -> int:
-    """Take the messages out of the server's saved conversations that quote them; how many changed."""
+async def _erase_from_saved(archive: ErasedArchive, guild_id: int, member_id: int, message_ids: list[int]) -> int:
+    """Take the member's messages (`message_ids`, and any quoted as theirs: their questions asked by command) out of
+    the server's saved conversations that quote them; how many changed."""
     changed = 0
     for channel_id in await archive.snapshot_channels(guild_id):
         for saved in await archive.snapshots(channel_id):
             history = await archive.snapshot_history(channel_id, saved.name)
-            erased = None if history is None else await asyncio.to_thread(_erased_json, history, message_ids)
+            erased = None if history is None else await asyncio.to_thread(_erased_json, history, member_id, message_ids)
             if erased is not None:
                 await archive.save_snapshot(
                     channel_id=channel_id, name=saved.name, guild_id=guild_id, saved_by=saved.saved_by,
@@ -255,10 +260,10 @@ async def _erase_from_saved(archive: ErasedArchive, guild_id: int, message_ids: 
     return changed
 
 
-def _erased_json(history: str, message_ids: list[int]) -> str | None:
-    """A saved model history (JSON) without the messages, or None if it did not quote them."""
+def _erased_json(history: str, member_id: int, message_ids: list[int]) -> str | None:
+    """A saved model history (JSON) without the member's messages, or None if it did not quote them."""
     messages = ModelMessagesTypeAdapter.validate_json(history)
-    erased = erased_history(messages, message_ids)
+    erased = erased_history(messages, {*message_ids, *quoted_by(messages, member_id)})
     return None if erased == messages else ModelMessagesTypeAdapter.dump_json(erased).decode()
 
 
@@ -266,6 +271,7 @@ def _quotable(conversation: ChannelConversation, member_id: int, archived: Itera
     """The member's messages the conversation may hold or quote: those it holds, and archived ones no older than
     the oldest it quotes (older ones never reached it, and marking each as deleted would only grow it)."""
     own = {message.message_id for message in conversation.messages if message.author_id == member_id}
+    own |= quoted_by(conversation.llm_history, member_id)
     quoted = quoted_message_ids(conversation.llm_history)
     oldest = min([*own, *(message.message_id for message in conversation.messages), *(quoted or ())], default=None)
     if oldest is None:
