@@ -66,6 +66,7 @@ def deps(archive: Any = None, *, can_read_history: bool = True) -> ChatDeps:
         archive=archive,
         requester_id=ALICE,
         requester_can_read_history=can_read_history,
+        requester_may_post=True,  # Alice sees #general and posts there, so tools that post for her are offered
     )
 
 
