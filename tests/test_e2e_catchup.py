@@ -22,6 +22,7 @@ from fake_discord import ALICE_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE
 from fake_llm import FakeLLM, ToolCall, echo, last_user_text
 
 from admission.optout import OPTED_OUT_REFUSAL
+from bot import Parley
 from records import OPTED_OUT_TEXT
 
 
@@ -136,6 +137,18 @@ async def a_busy_channel(client: Any, fake: FakeDiscord) -> None:
     await client.archive.flush()
 
 
+def alices_tokens_at_each_call(client: Parley, llm: FakeLLM) -> list[int]:
+    """The catch-up's model, noting Alice's tokens of the day as each call reaches it."""
+    seen: list[int] = []
+
+    def counting(request: dict[str, Any]) -> Any:
+        seen.append(client.usage.member_tokens(GUILD_ID, ALICE_ID))
+        return catching_up(request)
+
+    llm.handler = counting
+    return seen
+
+
 async def test_a_catch_up_stops_at_the_members_tokens_a_day_call_by_call(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -144,13 +157,7 @@ async def test_a_catch_up_stops_at_the_members_tokens_a_day_call_by_call(
     and says once why it stopped and when her tokens reset."""
     fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
     client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:3000")
-    seen_before_each_call: list[int] = []
-
-    def counting(request: dict[str, Any]) -> Any:
-        seen_before_each_call.append(client.usage.member_tokens(GUILD_ID, ALICE_ID))
-        return catching_up(request)
-
-    llm.handler = counting
+    seen_before_each_call = alices_tokens_at_each_call(client, llm)
     await a_busy_channel(client, fake)
 
     calls = await run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID)
@@ -170,13 +177,7 @@ async def test_two_catch_ups_at_once_pass_the_members_tokens_by_one_part_each_at
     part under way when they ran out, no more (a budget counts what was spent, not what is being spent)."""
     fake.give_role(ALICE_ID, NEWCOMER_ROLE_ID)
     client = await bot.start(role_limits=f"{NEWCOMER_ROLE_ID}:0:3000")
-    seen_before_each_call: list[int] = []
-
-    def counting(request: dict[str, Any]) -> Any:
-        seen_before_each_call.append(client.usage.member_tokens(GUILD_ID, ALICE_ID))
-        return catching_up(request)
-
-    llm.handler = counting
+    seen_before_each_call = alices_tokens_at_each_call(client, llm)
     await a_busy_channel(client, fake)
     first, second = await asyncio.gather(
         *(run_command(fake, "catchup", permissions=MEMBER, user_id=ALICE_ID) for _ in range(2))

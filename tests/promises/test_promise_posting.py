@@ -10,7 +10,6 @@ fake model. Every row ends with no post of Parley's in the channel and no remind
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,8 +32,8 @@ from e2e_support import (
 )
 from fake_discord import BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, replies
+from test_e2e_reminders import moved_on
 
-from bot import Parley
 from commands.ask_menu import ASK_PARLEY, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
 
 # Bob is not the server's owner (who has every permission, whatever the channel says).
@@ -139,15 +138,6 @@ async def catchup_muted(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str
 
 
 # --- Later, when it comes due ---------------------------------------------------------------------------
-
-
-async def moved_on(bot: RunningBot, client: Parley, seconds: float) -> None:
-    """Move the bot's clock on and wait for the reminder scheduler's next pass over the due reminders."""
-    bot.clock.advance(seconds)
-    scheduler = client.reminders
-    scheduler.passed.clear()
-    scheduler.wake()
-    await asyncio.wait_for(scheduler.passed.wait(), 5)
 
 
 def later(change: Callable[[FakeDiscord], None]) -> Callable[[FakeDiscord, FakeLLM, RunningBot], Awaitable[str]]:
