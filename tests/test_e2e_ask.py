@@ -246,6 +246,12 @@ async def test_a_long_private_answer_goes_on_in_private_follow_ups(
     assert entry.reason == "asked_privately" and QUESTION not in entry.excerpt
 
 
+def recorded_ids(client: Parley) -> set[int]:
+    """The ids of the messages in #general's live conversation."""
+    conversation = client.manager.get(CHANNEL_ID)
+    return set() if conversation is None else {message.message_id for message in conversation.messages}
+
+
 async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_line(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -265,6 +271,9 @@ async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_li
     calls = await use_top_command(fake, "ask", [option("question", QUESTION)])
     await fake.wait_for(lambda: len(fake.bot_messages(CHANNEL_ID)) == 1, what="the public thinking… response")
     newer = await say(fake, ALICE_ID, f"<@{BOT_ID}> never mind, what time is it?")
+    # Her mention is recorded, and so in the waiting line, before Bob's answer ends (its claim takes an archive
+    # round trip first: answering/once.py), else the /ask would take its turn first and nothing would supersede it.
+    await eventually(lambda: int(newer["id"]) in recorded_ids(client))
     busy.set()
 
     def told() -> list[InteractionCall]:
