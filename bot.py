@@ -46,7 +46,6 @@ from ops.opening import follow, open_configured_archive
 from preflight import startup_summary
 from profiles import Profiles, load_profiles_file
 from providers.models import build_model
-from records import Decision, MessageRecord
 from shared import SharedSettings
 from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import Toolbox, build_toolbox
@@ -111,7 +110,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             self.usage, responder.model, self.get_channel, judge=judge, summarizer=summarizer
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
-        self.admission = Gatekeeper(settings, self.usage, self)
+        self.admission = Gatekeeper(settings, self.usage)
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
         self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
@@ -292,16 +291,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
 
     async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None:
         await self.pipeline.regenerate(turn, member)
-
-    # -- What admission asks of the client (admission.gatekeeper.AdmissionClient) --
-
-    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
-        self.pipeline.decided_here(record, decision)
-
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]:
-        return await self.answering.tail.deliver(message, text, where)
 
     def guild_of(self, channel_id: int) -> int:
         """The server of a channel this process knows; 0 (as for DMs) for one it does not."""

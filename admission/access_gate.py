@@ -18,7 +18,6 @@ keeps mentioning Parley hears it once, then silence; after a restart they may he
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
 from typing import Protocol
 
@@ -26,9 +25,7 @@ import discord
 
 from admission.access import Asker, Lists, Place, Verdict, member_verdict, verdict
 from admission.access_lists import AccessLists
-from discord_io import reply_mentions
-
-log = logging.getLogger("parley.access")
+from admission.declined import Notice
 
 # Members told, remembered at most: past it the longest-told is forgotten, and may be told once more.
 TOLD_KEPT = 10_000
@@ -73,7 +70,7 @@ class MemberRoles(Protocol):
 
 
 class AccessGate:
-    """Each message's access verdict, and the notice its author gets once when they may not use Parley."""
+    """Each message's access verdict, and the notice its author is told once when they may not use Parley."""
 
     def __init__(self, lists: AccessLists, members: MemberRoles, *, told_kept: int = TOLD_KEPT) -> None:
         self.lists = lists
@@ -158,23 +155,13 @@ class AccessGate:
             self._told.popitem(last=False)
         return True
 
-    async def tell_once(self, message: discord.Message, guild_id: int, found: Verdict) -> None:
-        """Tell the author, replying to them, why Parley does not answer them, the first time only; a channel's
-        verdict is never told (`Verdict.notice`).
-
-        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
-        """
-        notice = found.notice
-        if notice is None or not self.first_time(guild_id, message.author.id):
-            return
-        try:
-            await message.channel.send(
-                notice,
-                reference=message.to_reference(fail_if_not_exists=False),
-                allowed_mentions=reply_mentions(message.author),
-            )
-        except discord.HTTPException as error:
-            log.warning("could not tell a member in channel %s why Parley is quiet: %s", message.channel.id, error)
+    def notice(self, message: discord.Message, guild_id: int, found: Verdict) -> Notice | None:
+        """What the author is told, replying to them, of why Parley does not answer them: the first time only, and
+        never a channel's verdict (`Verdict.notice`)."""
+        line = found.notice
+        if line is None or not self.first_time(guild_id, message.author.id):
+            return None
+        return Notice(message, line)
 
 
 def _names_members(lists: Lists) -> bool:

@@ -9,12 +9,12 @@ import math
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Protocol
 
 import discord
 
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from admission.bots import BotGate
+from admission.declined import Declined, Notice
 from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL, OptOuts, OptOutTables
 from admission.spending import Refused, Spending
 from archive.allowances import PostgresAllowances
@@ -22,7 +22,7 @@ from budget import UsageLedger, next_utc_midnight
 from config import Settings
 from conversation import utc_now
 from decider import JudgeCall
-from discord_io import discord_time, guild_id_of, reply_mentions
+from discord_io import discord_time, guild_id_of
 from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
 from tool_approval import holding
@@ -78,16 +78,6 @@ def _rounded_up(moment: datetime) -> str:
     return f"<t:{math.ceil(moment.timestamp())}:R>"
 
 
-class AdmissionClient(Protocol):
-    """The client, as admission needs it: noting a decision it makes, and posting its one-line notices."""
-
-    def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
-
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]: ...
-
-
 class Gatekeeper:
     """Every model call Parley makes is admitted here: the bot gate, member and role limits, channel turns, server
     budgets.
@@ -107,13 +97,11 @@ class Gatekeeper:
         self,
         settings: Settings,
         usage: UsageLedger,
-        client: AdmissionClient,
         *,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
         self.usage = usage
-        self.client = client
         self.bot_gate = BotGate(settings.answer_bot_ids, settings.max_bot_exchanges)
         # The members who opted out are never admitted: the message path passes them over (answering.pipeline).
         self.optouts = OptOuts()
@@ -177,28 +165,26 @@ class Gatekeeper:
 
     async def admit_member(
         self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool, roles: Collection[int]
-    ) -> bool:
+    ) -> Declined | None:
         """Spend one of the author's answers before their message is decided, so a member over their limits costs no
-        judge call either. Refused (`member_rate_limited`, `role_rate_limited`, `role_token_budget`), the message is
-        noted and, if it `addressed` Parley, its author is told once why and when to come back. `roles`: those the
-        author holds, as the access gate learnt them (`AccessGate.asker`)."""
+        judge call either; None admits them. Refused (`member_rate_limited`, `role_rate_limited`,
+        `role_token_budget`), the message is declined and, if it `addressed` Parley, its author told once why and
+        when to come back. `roles`: those the author holds, as the access gate learnt them (`AccessGate.asker`)."""
         author = record.author_id
         limits = self.limits_of(roles)
         if await self.tokens_spent(guild_id, author, roles):
-            self.client.decided_here(record, ROLE_TOKEN_BUDGET)
-            if addressed and self._first_token_notice(guild_id, author):
-                await self.tell(
-                    message, ROLE_TOKENS_NOTICE.format(reset=discord_time(next_utc_midnight(self.usage.day)))
-                )
-            return False
+            if not (addressed and self._first_token_notice(guild_id, author)):
+                return Declined(ROLE_TOKEN_BUDGET)
+            reset = discord_time(next_utc_midnight(self.usage.day))
+            return Declined(ROLE_TOKEN_BUDGET, Notice(message, ROLE_TOKENS_NOTICE.format(reset=reset)))
         admission = await self.take(guild_id, author, roles)
         if admission.admitted:
-            return True
-        self.client.decided_here(record, ROLE_RATE_LIMITED if limits.by_role else MEMBER_RATE_LIMITED)
+            return None
+        decision = ROLE_RATE_LIMITED if limits.by_role else MEMBER_RATE_LIMITED
         retry_at = admission.retry_at
         if addressed and retry_at is not None and await self.allowances.first_warning(guild_id, author, limits.rate):
-            await self.tell(message, SLOW_DOWN.format(when=_rounded_up(retry_at)))
-        return False
+            return Declined(decision, Notice(message, SLOW_DOWN.format(when=_rounded_up(retry_at))))
+        return Declined(decision)
 
     def _first_token_notice(self, guild_id: int, member_id: int) -> bool:
         """True once per member and UTC day: their role's tokens are spent until midnight, which one notice says."""
@@ -209,20 +195,6 @@ class Gatekeeper:
         self._token_notices[guild_id, member_id] = day
         log.info("member %s has used their role's tokens for %s in server %s", member_id, day, guild_id)
         return True
-
-    async def tell(self, message: discord.Message, text: str) -> None:
-        """Tell a member once, replying to them, why Parley stays quiet with them and until when.
-
-        Not recorded in the conversation: it is no turn of Parley's for the model to see or follow up on.
-        """
-        try:
-            await message.channel.send(
-                text,
-                reference=message.to_reference(fail_if_not_exists=False),
-                allowed_mentions=reply_mentions(message.author),
-            )
-        except discord.HTTPException as error:
-            log.warning("could not tell a member in channel %s why they wait: %s", message.channel.id, error)
 
     # -- A channel's turn and its line of waiting mentions --
 
@@ -272,14 +244,14 @@ class Gatekeeper:
         budget = self.settings.server_tokens_per_day
         return budget > 0 and await self.allowances.server_tokens(guild_id) + uncounted >= budget
 
-    async def decline_over_budget(
-        self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
-    ) -> None:
-        """Leave a message unanswered because its server's budget is spent: say so the first time today only."""
-        self.client.decided_here(record, SERVER_BUDGET)
+    def decline_over_budget(
+        self, guild_id: int, message: discord.Message, where: discord.Thread | None = None
+    ) -> Declined:
+        """Leave a message unanswered because its server's budget is spent: its notice (in `where`, the thread opened
+        on it, if given) the first time today only."""
         day = self.usage.day
         if self._budget_notices.get(guild_id) == day:
-            return
+            return Declined(SERVER_BUDGET)
         self._budget_notices[guild_id] = day
         log.warning(
             "server %s has used its %d tokens for %s; answers pause until the next UTC midnight",
@@ -288,16 +260,17 @@ class Gatekeeper:
             day,
             extra={"guild_id": guild_id},
         )
-        await self.client.deliver(message, BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day))), where)
+        line = BUDGET_NOTICE.format(reset=discord_time(next_utc_midnight(day)))
+        return Declined(SERVER_BUDGET, Notice(message, line, where, kept=True))
 
     # -- The entry points that are no answer to a message --
 
-    async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision:
-        """The judge's decision on `record`, made in the turn its caller holds; on a spent budget it is not asked."""
+    async def judged(self, guild_id: int, call: JudgeCall) -> Decision | Declined:
+        """The judge's decision (which the decider notes), made in the turn its caller holds; on a spent budget it
+        is not asked, and the message is declined."""
         if await self.server_budget_spent(guild_id):
             call.close()  # never started: no model call, nothing to clean up
-            self.client.decided_here(record, SERVER_BUDGET)
-            return SERVER_BUDGET
+            return Declined(SERVER_BUDGET)
         return await call
 
     async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:

@@ -20,6 +20,7 @@ import discord
 from pydantic_ai import RunUsage
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
+from admission.declined import Notice
 from agent import Reply, ReplyFailed
 from answering.delivery import Delivery
 from answering.usage import UsageAccounting
@@ -114,7 +115,7 @@ class AnswerOutcome:
 
 
 class AnswerTail:
-    """The end of every answer (`finish`); `deliver` posts text outside an answer (a notice) the same way."""
+    """The end of every answer (`finish`); `tell` posts a notice, which is no answer, the same way."""
 
     def __init__(
         self,
@@ -209,14 +210,14 @@ class AnswerTail:
         if not posts:
             log.error("the answer to message %s was lost, and so was the line saying so", question.id)
 
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]:
-        """Post `text` as `post` does, replying to `message` (in `where`, the thread opened on it, if given), and
-        record the posts in the conversation: a notice, which is no answer."""
-        outlet = MessageReply.to(message, where)
-        posts = await self.post(outlet, text)
-        self._note_posts(message.author.id, outlet.channel_id, posts)
+    async def tell(self, notice: Notice) -> list[discord.Message]:
+        """Post a line admission decided a member is told (`admission.declined.Notice`) as `post` does, through the
+        delivery's retries, replying to their message (in the thread opened on it, if the notice says so); the
+        conversation records it only if the notice is `kept`, since it is no answer. The one way a notice is said."""
+        outlet = MessageReply.to(notice.message, notice.where)
+        posts = await self.post(outlet, notice.line)
+        if notice.kept:
+            self._note_posts(notice.message.author.id, outlet.channel_id, posts)
         return posts
 
     async def post(self, outlet: Outlet, text: str, *, seconds: float | None = None) -> list[discord.Message]:

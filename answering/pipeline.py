@@ -12,6 +12,7 @@ import discord
 
 from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
 from admission.access_gate import MemberRoles
+from admission.declined import Declined, Notice
 from admission.gatekeeper import SERVER_BUDGET
 from admission.optout import OPTED_OUT, OptOuts, veil
 from admission.spending import Refused
@@ -69,9 +70,9 @@ class Admission(Protocol):
 
     async def admit_member(
         self, guild_id: int, message: discord.Message, record: MessageRecord, addressed: bool, role_ids: Collection[int]
-    ) -> bool: ...
+    ) -> Declined | None: ...
 
-    async def judged(self, guild_id: int, record: MessageRecord, call: JudgeCall) -> Decision: ...
+    async def judged(self, guild_id: int, call: JudgeCall) -> Decision | Declined: ...
 
     async def regenerate_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int]) -> str | None: ...
 
@@ -81,14 +82,14 @@ class Admission(Protocol):
 
     async def server_budget_spent(self, guild_id: int) -> bool: ...
 
-    async def decline_over_budget(
-        self, guild_id: int, message: discord.Message, record: MessageRecord, where: discord.Thread | None = None
-    ) -> None: ...
+    def decline_over_budget(
+        self, guild_id: int, message: discord.Message, where: discord.Thread | None = None
+    ) -> Declined: ...
 
 
 class Access(Protocol):
     """Who may use Parley where (admission/access_gate.py): who asks with their roles, a message's verdict, and the
-    notice told once."""
+    notice its author is told once."""
 
     @property
     def members(self) -> MemberRoles: ...
@@ -99,7 +100,7 @@ class Access(Protocol):
 
     def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
 
-    async def tell_once(self, message: discord.Message, guild_id: int, found: Verdict) -> None: ...
+    def notice(self, message: discord.Message, guild_id: int, found: Verdict) -> Notice | None: ...
 
 
 class MessagePipeline:
@@ -225,7 +226,9 @@ class MessagePipeline:
         if for_parley or live is not None:
             self.decided_here(record, NOT_ALLOWED)
         if for_parley and not arrival.automated and arrival.message is not None:
-            await self.access.tell_once(arrival.message, arrival.guild_id, found)
+            notice = self.access.notice(arrival.message, arrival.guild_id, found)
+            if notice is not None:
+                await self.answering.tail.tell(notice)
         return True
 
     def _refuse_automated(self, arrival: Arrival) -> bool:
@@ -361,13 +364,18 @@ class MessagePipeline:
         says so. A command's question was admitted by the command already (commands/ask.py)."""
         message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
         roles = arrival.asker.role_ids
-        if message is not None and not await self.admission.admit_member(
-            guild_id, message, record, arrival.addressed, roles
-        ):
-            return
+        if message is not None:
+            declined = await self.admission.admit_member(guild_id, message, record, arrival.addressed, roles)
+            if declined is not None:
+                await self._declined(record, declined)
+                return
         decision = self.decider.decide_now(record, conversation, self.bot_user_id)
         if not isinstance(decision, Decision):
-            decision = await self.admission.judged(guild_id, record, decision)
+            judged = await self.admission.judged(guild_id, decision)
+            if isinstance(judged, Declined):
+                await self._declined(record, judged)
+                judged = judged.decision
+            decision = judged
         if not decision.respond:
             await self.admission.give_back(guild_id, record.author_id, roles)
             return
@@ -384,7 +392,7 @@ class MessagePipeline:
             if message is None:
                 self.decided_here(record, SERVER_BUDGET)
             else:
-                await self.admission.decline_over_budget(arrival.guild_id, message, record, where)
+                await self._declined(record, self.admission.decline_over_budget(arrival.guild_id, message, where))
             return
         outlet = arrival.outlet
         if outlet is None:
@@ -437,6 +445,12 @@ class MessagePipeline:
             assert conversation is not None
             asker = await self.access.asker(guild_id, question.author)
             await self.answering.regenerate(turn, conversation, asker.role_ids)
+
+    async def _declined(self, record: MessageRecord, declined: Declined) -> None:
+        """A message admission leaves unanswered: its decision noted, and its author told what admission says to."""
+        self.decided_here(record, declined.decision)
+        if declined.notice is not None:
+            await self.answering.tail.tell(declined.notice)
 
     def decided_here(self, record: MessageRecord, decision: Decision) -> None:
         """A decision the bot makes itself (a limit's, or a spent budget overruling the decider), logged and kept

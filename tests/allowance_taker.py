@@ -13,7 +13,6 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import discord
 from pydantic import SecretStr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # Parley's modules, as when run from its folder
@@ -22,21 +21,8 @@ from admission.gatekeeper import Gatekeeper
 from archive import open_archive
 from budget import UsageLedger
 from config import Settings
-from records import Decision, MessageRecord
 
 GUILD, ALICE = 11, 33
-
-
-class NoClient:
-    """Taking answers asks nothing of the client."""
-
-    def decided_here(self, record: MessageRecord, decision: Decision) -> None:
-        raise AssertionError("not asked")
-
-    async def deliver(
-        self, message: discord.Message, text: str, where: discord.Thread | None = None
-    ) -> list[discord.Message]:
-        raise AssertionError("not asked")
 
 
 async def take_answers(url: str, attempts: int, moment: datetime) -> int:
@@ -45,7 +31,7 @@ async def take_answers(url: str, attempts: int, moment: datetime) -> int:
     )
     archive = await open_archive(url)
     try:
-        keeper = Gatekeeper(settings, UsageLedger(lambda: moment), NoClient(), clock=lambda: moment)
+        keeper = Gatekeeper(settings, UsageLedger(lambda: moment), clock=lambda: moment)
         keeper.count_in(archive)
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)

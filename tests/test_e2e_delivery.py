@@ -1,15 +1,16 @@
 """End-to-end: an answer Discord will not take at first (a 503, five 500s in a row) is delivered once, or the
 member is told it was lost; either way the conversation is not left believing it answered, and the member's next
-plain follow-up is answered."""
+plain follow-up is answered. A notice (admission's line to a member) is tried again alike and told once."""
 
 from __future__ import annotations
 
 import pytest
-from e2e_support import RunningBot, assert_silent, eventually, request_texts, say
+from e2e_support import RunningBot, assert_silent, decided, eventually, request_texts, say
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, echo
 from pydantic_ai.messages import ModelResponse, TextPart
 
+from admission.access import Verdict
 from answering.outcome import CUT_NOTE, LOST
 
 # Short enough for a test: the first wait between tries is a thirtieth of it, one try at most a third.
@@ -44,6 +45,45 @@ async def test_a_503_on_the_answer_post_is_retried_and_answered_once(
     assert conversation is not None
     await eventually(lambda: len(conversation.llm_history) == 2)
     await follow_up_is_answered(fake, 1)
+
+
+async def test_a_503_on_an_access_notice_is_retried_and_the_notice_told_once(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The notice a blocked member is told goes the answers' way: a 503 is tried again, the member is told once,
+    replying to them, and their next mention gets silence."""
+    client = await bot.start(answer_delivery_seconds=DEADLINE, blocked_members=frozenset({ALICE_ID}))
+    fake.fail_next_posts(1, status=503)
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> what's the weather like?")
+    [notice] = await fake.wait_for_posts(1, CHANNEL_ID, timeout=10)
+    assert notice.content == Verdict.MEMBER_BLOCKED.notice and notice.reply_to == int(question["id"])
+    assert answer_post_statuses(fake) == [503, 200]
+    again = await say(fake, ALICE_ID, f"<@{BOT_ID}> hello?")
+    assert (await decided(client, again)).reason == "not_allowed"
+    await assert_silent(fake, 1)
+    assert answer_post_statuses(fake) == [503, 200] and llm.requests == []
+
+
+async def test_a_503_on_a_slow_down_notice_is_retried_and_the_notice_told_once(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Past her rate, Alice's "Slow down" notice goes the answers' way: a 503 is tried again, she is told once,
+    replying to her; the notice is no turn of the conversation, and her next mention gets silence."""
+    client = await bot.start(answer_delivery_seconds=DEADLINE, member_answer_burst=1)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> remember the word pelican")
+    await fake.wait_for_posts(1, CHANNEL_ID, timeout=10)
+    fake.fail_next_posts(1, status=503)
+    question = await say(fake, ALICE_ID, f"<@{BOT_ID}> and another word?")
+    [_, notice] = await fake.wait_for_posts(2, CHANNEL_ID, timeout=10)
+    assert notice.content.startswith("Slow down") and notice.reply_to == int(question["id"])
+    assert answer_post_statuses(fake) == [200, 503, 200]
+    again = await say(fake, ALICE_ID, f"<@{BOT_ID}> hello?")
+    assert (await decided(client, again)).reason == "member_rate_limited"
+    await assert_silent(fake, 2)
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    assert all(not message.content.startswith("Slow down") for message in conversation.messages)
+    assert len(llm.requests) == 1
 
 
 @pytest.mark.slow  # discord.py's own waits between its retries of a 500 (1, 3, 5... s) take seconds
