@@ -61,8 +61,8 @@ from profiles import ARCHIVE, MEMORY, offered
 from providers.models import build_model, retry_settings
 from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
-from tool_approval import settle
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
+from tools.approval import settle
 
 if TYPE_CHECKING:
     from pydantic_ai.models.anthropic import AnthropicModelSettings

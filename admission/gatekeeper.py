@@ -25,7 +25,7 @@ from decider import JudgeCall
 from discord_io import discord_time, guild_id_of, reply_mentions
 from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
-from tool_approval import holding
+from tools.approval import holding
 
 log = logging.getLogger("parley")
 

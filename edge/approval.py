@@ -20,7 +20,7 @@ from typing import Any, Literal
 import discord
 
 from streaming import Deliverer, Outlet
-from tool_approval import ApprovalRequest, Verdict
+from tools.approval import ApprovalRequest, Verdict
 
 log = logging.getLogger("parley.approval")
 

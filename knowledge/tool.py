@@ -13,8 +13,8 @@ from collections.abc import Collection
 from pydantic_ai import RunContext, ToolDefinition
 
 from quoting import format_knowledge
-from tool_approval import reads_only
 from tools import ChatDeps, log_tool_call
+from tools.approval import reads_only
 
 __all__ = ["KNOWLEDGE_HITS", "KNOWLEDGE_TOOLS", "readable_channel_ids", "search_knowledge"]
 

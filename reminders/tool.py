@@ -10,8 +10,8 @@ import logging
 from pydantic_ai import RunContext, ToolDefinition
 
 from reminders.book import ReminderRefused
-from tool_approval import asks_first
 from tools import ChatDeps, log_tool_call
+from tools.approval import asks_first
 
 log = logging.getLogger("parley.reminders")
 

@@ -32,7 +32,7 @@ from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
-from tool_approval import Verdict
+from tools.approval import Verdict
 from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
 PARIS = ZoneInfo("Europe/Paris")

@@ -40,7 +40,7 @@ from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused
-from tool_approval import Verdict
+from tools.approval import Verdict
 
 NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE = 42, 500, 7

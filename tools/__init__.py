@@ -31,7 +31,7 @@ from memory import MemoryStore, format_memories
 from ops.packages import missing_package_fix
 from quoting import TOOL_RESULT_TAG, WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, format_messages, format_stats, inline
 from reminders.book import ReminderBook
-from tool_approval import Approver, ServerApproval, asks_first, read_server_approvals, reads_only
+from tools.approval import Approver, ServerApproval, asks_first, read_server_approvals, reads_only
 
 log = logging.getLogger("parley.tools")
 
