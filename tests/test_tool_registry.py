@@ -1,12 +1,15 @@
-"""The tools' one registry (tools/registry.py): the tools the model is offered keep their names, descriptions,
-schemas and order, and the instructions about them their words (the prompt's cacheable prefix)."""
+"""The tools' one registry (tools/registry.py): each tool's name is written there only, every tool offered has its
+own status line, and the tools the model is offered keep their names, descriptions, schemas and order, and the
+instructions about them their words (the prompt's cacheable prefix)."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from collections import deque
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse, TextPart
@@ -15,7 +18,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agent import build_responder, generate_reply
 from conversation import ChannelConversation
 from records import MessageRecord
+from streaming import tool_status
 from tools import ChatDeps, build_toolbox
+from tools.registry import OTHER_STATUS, TOOLS
 
 T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE = 42, 500, 10
@@ -98,3 +103,61 @@ async def test_the_model_is_offered_the_same_tools_in_the_same_order(make_settin
     prefix = {"tools": definitions, "instructions": instructions}
     digest = hashlib.sha256(json.dumps(prefix, sort_keys=True).encode()).hexdigest()
     assert digest == OFFERED_DIGEST
+
+
+# Strings in Parley's source that are a tool's name by coincidence, by file: they name something else.
+HOMONYMS = {
+    ("archive/stores.py", "remember"): "the archive's write that stores a memory",
+    ("commands/remind.py", "remind"): "the /remind slash command",
+    ("replay.py", "recall"): "the decider's recall, a replay metric",
+}
+ROOT = Path(__file__).resolve().parent.parent
+# Parley's own code; the tests, benches and evaluations call tools by name as the model would.
+NOT_SOURCE = {"tests", "bench", "eval", ".venv"}
+
+
+def names_in_strings(path: Path) -> set[str]:
+    """The registered tool names that some string in `path` is, whole (`__all__`'s, which name functions, aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    exported = {
+        id(element)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "__all__" for target in node.targets)
+        for element in ast.walk(node.value)
+    }
+    registered = {entry.name for entry in TOOLS}
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in registered and id(node) not in exported
+    }
+
+
+def test_no_tool_is_named_by_string_outside_the_registry() -> None:
+    registry = ROOT / "tools" / "registry.py"
+    named = {
+        (path.relative_to(ROOT).as_posix(), name)
+        for path in ROOT.rglob("*.py")
+        if path != registry and not NOT_SOURCE & set(path.relative_to(ROOT).parts)
+        for name in names_in_strings(path)
+    }
+
+    assert named == set(HOMONYMS)
+
+
+def test_each_tool_is_registered_once() -> None:
+    names = [entry.name for entry in TOOLS]
+
+    assert len(names) == len(set(names))
+    assert sorted(names) == sorted(OFFERED_NAMES)
+
+
+async def test_every_tool_offered_has_its_own_status_line(make_settings) -> None:
+    definitions, _ = await offered_prefix(make_settings)
+
+    statuses = {definition["name"]: tool_status(definition["name"]) for definition in definitions}
+    assert all(status != f"*{OTHER_STATUS}*" and status.strip("*") for status in statuses.values()), statuses
+    assert len(set(statuses.values())) == len(statuses)
+    assert statuses["search_knowledge"] == "*searching the server's documents…*"
+    assert statuses["remind"] == "*setting a reminder…*"
+    assert statuses["search_web"] == "*searching the web…*"

@@ -9,18 +9,16 @@ relay, never a failed answer.
 from tools.archive import ARCHIVE_TOOLS, HISTORY_NOT_PERMITTED, HOURS_MAX
 from tools.deps import ChatDeps, MessageArchive, log_tool_call
 from tools.errors import ToolConfigError
-from tools.mcp import MCP_TOOLSET_PREFIX, load_mcp_servers
+from tools.mcp import load_mcp_servers
 from tools.memory import MEMORY_TOOLS
 from tools.toolbox import Toolbox, build_toolbox, offers, tool_config_problem
-from tools.web import WEB_TOOLSET, supports_native_web_search, web_search_function, web_search_toolset
+from tools.web import supports_native_web_search, web_search_function, web_search_toolset
 
 __all__ = [
     "ARCHIVE_TOOLS",
     "HISTORY_NOT_PERMITTED",
     "HOURS_MAX",
-    "MCP_TOOLSET_PREFIX",
     "MEMORY_TOOLS",
-    "WEB_TOOLSET",
     "ChatDeps",
     "MessageArchive",
     "ToolConfigError",

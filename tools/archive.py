@@ -8,8 +8,8 @@ from pydantic_ai import RunContext
 
 from archive import ArchivedMessage
 from quoting import format_messages, format_stats
-from tools.approval import reads_only
 from tools.deps import ChatDeps, MessageArchive, log_tool_call
+from tools.registry import GET_CHANNEL_STATS, GET_RECENT_MESSAGES, SEARCH_HISTORY
 
 log = logging.getLogger("parley.tools")
 
@@ -34,7 +34,7 @@ async def search_history(ctx: RunContext[ChatDeps], query: str, hours: float | N
         )
         return _messages_text(found, ctx.deps.bot_user_id)
 
-    return await _read_archive(ctx, "search_history", read)
+    return await _read_archive(ctx, SEARCH_HISTORY.name, read)
 
 
 async def get_recent_messages(ctx: RunContext[ChatDeps], limit: int = 50, hours: float | None = None) -> str:
@@ -49,7 +49,7 @@ async def get_recent_messages(ctx: RunContext[ChatDeps], limit: int = 50, hours:
         found = await archive.recent(ctx.deps.channel_id, limit=_clamp(limit, 1, RECENT_LIMIT_MAX), hours=_hours(hours))
         return _messages_text(found, ctx.deps.bot_user_id, keep_newest=True)
 
-    return await _read_archive(ctx, "get_recent_messages", read)
+    return await _read_archive(ctx, GET_RECENT_MESSAGES.name, read)
 
 
 async def get_channel_stats(ctx: RunContext[ChatDeps], hours: float | None = None) -> str:
@@ -63,10 +63,14 @@ async def get_channel_stats(ctx: RunContext[ChatDeps], hours: float | None = Non
         stats = await archive.stats(ctx.deps.channel_id, hours=_hours(hours))
         return format_stats(stats, bot_user_id=ctx.deps.bot_user_id)
 
-    return await _read_archive(ctx, "get_channel_stats", read)
+    return await _read_archive(ctx, GET_CHANNEL_STATS.name, read)
 
 
-ARCHIVE_TOOLS = tuple(reads_only(read) for read in (search_history, get_recent_messages, get_channel_stats))
+ARCHIVE_TOOLS = (
+    SEARCH_HISTORY.tool(search_history),
+    GET_RECENT_MESSAGES.tool(get_recent_messages),
+    GET_CHANNEL_STATS.tool(get_channel_stats),
+)
 
 
 HISTORY_NOT_PERMITTED = (

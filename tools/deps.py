@@ -61,7 +61,7 @@ class ChatDeps:
     # The tool sets this answer may use, by name ("archive", "memory", "knowledge", "web", "mcp:<server>"), as the
     # channel's profile says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
-    # Who approves this answer's tool calls that need it (tool_approval.py); None: such calls are not run.
+    # Who approves this answer's tool calls that need it (tools/approval.py); None: such calls are not run.
     approver: Approver | None = None
     # The remind tool's book (None: it says reminders are off), whether the asker has Manage Messages here, which a
     # timed post to the channel needs, and whether they may see the channel and post in it, which any reminder needs.

@@ -21,7 +21,6 @@ from tools.errors import ToolConfigError
 log = logging.getLogger("parley.tools")
 
 
-MCP_TOOLSET_PREFIX = "mcp:"
 TOOL_RESULT_MAX_CHARS = 4000
 # Starting a stdio server is starting a program (a Python one imports for a few seconds on a busy machine).
 MCP_START_TIMEOUT_SECONDS = 30.0
@@ -96,7 +95,7 @@ class McpServer(WrapperToolset[ChatDeps]):
         return None
 
     def guarded(self) -> AbstractToolset[ChatDeps]:
-        """The server's tools, those that need the asker's approval waiting for it (tool_approval.py)."""
+        """The server's tools, those that need the asker's approval waiting for it (tools/approval.py)."""
         # Outside this wrapper, whose call_tool would take pydantic-ai's ApprovalRequired for a failed call.
         return (self.approval or ServerApproval(self.name)).guard(self)
 

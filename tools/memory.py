@@ -6,8 +6,8 @@ import logging
 from pydantic_ai import RunContext
 
 from memory import format_memories
-from tools.approval import asks_first, reads_only
 from tools.deps import ChatDeps
+from tools.registry import RECALL, REMEMBER
 
 log = logging.getLogger("parley.tools")
 
@@ -55,14 +55,14 @@ async def remember(
             about_member_id=about,
         )
     except Exception:
-        log.exception("remember failed in channel %s", deps.channel_id)
+        log.exception("%s failed in channel %s", REMEMBER.name, deps.channel_id)
         return "The memory could not be saved just now; nothing was remembered."
     log.info(
         "remembered fact %s in channel %s for user %s",
         memory.id,
         deps.channel_id,
         deps.requester_id,
-        extra={"tool": "remember", "channel_id": deps.channel_id, "requester_id": deps.requester_id},
+        extra={"tool": REMEMBER.name, "channel_id": deps.channel_id, "requester_id": deps.requester_id},
     )
     return f"Remembered (memory {memory.id})."
 
@@ -93,10 +93,9 @@ async def recall(ctx: RunContext[ChatDeps], query: str) -> str:
             channel_facts=deps.requester_can_read_history,
         )
     except Exception:
-        log.exception("recall failed in channel %s", deps.channel_id)
+        log.exception("%s failed in channel %s", RECALL.name, deps.channel_id)
         return "Memories could not be read just now."
     return format_memories(found, speaker_id=deps.requester_id)
 
 
-# A remembered fact steers later answers and is kept in the asker's name: they approve each one.
-MEMORY_TOOLS = (asks_first(remember), reads_only(recall))
+MEMORY_TOOLS = (REMEMBER.tool(remember), RECALL.tool(recall))

@@ -16,17 +16,15 @@ from pydantic_ai.toolsets import FunctionToolset
 from config import Settings
 from ops.packages import missing_package_fix
 from quoting import WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, inline
-from tools.approval import reads_only
 from tools.deps import ChatDeps, log_tool_call
 from tools.errors import ToolConfigError
+from tools.registry import SEARCH_WEB
 
 log = logging.getLogger("parley.tools")
 
 
-WEB_TOOLSET = "web"
 WEB_RESULTS_MAX = 5
 WEB_SNIPPET_MAX_CHARS = 500
-SEARCH_WEB = "search_web"
 
 # A search backend: the query in, results as pydantic-ai's common search tools return them
 # (a title, `url` or `href`, and `content` or `body`).
@@ -62,12 +60,12 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
         """
         if _searches_so_far(ctx, up_to_this_call=True) > max_calls:
             return f"No more web searches in this answer (at most {max_calls}): answer with what you found."
-        log_tool_call(ctx, SEARCH_WEB)
+        log_tool_call(ctx, SEARCH_WEB.name)
         try:
             results = await search(query)
         except Exception as error:  # noqa: BLE001 - an outside service: any failure is a line for the model
             # The type alone: a search client's message can quote the query, which the model wrote from members' words.
-            log.warning("search_web failed in channel %s: %s", ctx.deps.channel_id, type(error).__name__)
+            log.warning("%s failed in channel %s: %s", SEARCH_WEB.name, ctx.deps.channel_id, type(error).__name__)
             return "The web search failed just now; answer without it, and say so if it matters."
         return format_web_results(query, results)
 
@@ -75,7 +73,7 @@ def web_search_toolset(search: WebSearchFunction, max_calls: int) -> FunctionToo
         return tool_def if _searches_so_far(ctx, up_to_this_call=False) < max_calls else None
 
     toolset: FunctionToolset[ChatDeps] = FunctionToolset()
-    toolset.add_tool(reads_only(search_web, name=SEARCH_WEB, prepare=within_the_cap))
+    toolset.add_tool(SEARCH_WEB.tool(search_web, prepare=within_the_cap))
     return toolset
 
 
@@ -92,7 +90,7 @@ def _searches_so_far(ctx: RunContext[ChatDeps], *, up_to_this_call: bool) -> int
         if not isinstance(message, ModelResponse):
             continue
         for part in message.parts:
-            if isinstance(part, ToolCallPart) and part.tool_name == SEARCH_WEB:
+            if isinstance(part, ToolCallPart) and part.tool_name == SEARCH_WEB.name:
                 count += 1
                 if up_to_this_call and part.tool_call_id == ctx.tool_call_id:
                     return count
@@ -151,6 +149,6 @@ def native_web_search_offered(ctx: RunContext[ChatDeps]) -> bool:
 def _searching_model(ctx: RunContext[ChatDeps]) -> Model | None:
     """The run's model, when its profile offers web search and its provider searches itself."""
     model = ctx.model
-    if ctx.deps.offers(WEB_TOOLSET) and isinstance(model, Model) and supports_native_web_search(model):
+    if ctx.deps.offers(SEARCH_WEB.toolset) and isinstance(model, Model) and supports_native_web_search(model):
         return model
     return None
