@@ -7,23 +7,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections import deque
-from datetime import UTC, datetime
+from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agent_test_support import ALICE, conversation_of, deps, msg
 from pydantic_ai import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
-from conversation import ChannelConversation
-from records import MessageRecord
+from archive.knowledge import KnowledgeHit
 from streaming import tool_status
-from tools import ChatDeps, build_toolbox
+from tools import build_toolbox
 from tools.registry import OTHER_STATUS, TOOLS
-
-T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
-GUILD, CHANNEL, ALICE = 42, 500, 10
 
 # Every tool Parley declares itself, in the order the model is offered them.
 OFFERED_NAMES = [
@@ -45,7 +42,9 @@ class KnowledgeWithDocuments:
     async def has_documents(self, guild_id: int) -> bool:
         return True
 
-    async def search(self, guild_id: int, query: str, *, limit: int, channel_ids: Any) -> list[Any]:
+    async def search(
+        self, guild_id: int, query: str, *, limit: int = 5, channel_ids: Collection[int]
+    ) -> list[KnowledgeHit]:
         return []
 
 
@@ -66,24 +65,10 @@ async def offered_prefix(make_settings) -> tuple[list[dict[str, Any]], str | Non
     responder = build_responder(
         settings, model=FunctionModel(model), archive_enabled=True, memory_enabled=True, toolbox=toolbox
     )
-    message = MessageRecord(
-        message_id=900, channel_id=CHANNEL, author_id=ALICE, author="Alice", content="?", timestamp=T0
-    )
-    conversation = ChannelConversation(CHANNEL, T0, T0, deque([message]))
-    deps = ChatDeps(
-        bot_name="Parley",
-        bot_user_id=1,
-        guild_id=GUILD,
-        guild_name="Guild",
-        channel_id=CHANNEL,
-        channel_name="general",
-        archive=None,
-        requester_id=ALICE,
-        requester_can_read_history=True,
-        requester_may_post=True,
-        knowledge=KnowledgeWithDocuments(),  # type: ignore[arg-type]
-    )
-    await generate_reply(responder, conversation, message, deps)
+    message = msg(ALICE, "Alice", "?")
+    # Alice may post here (so `remind` is offered) and the server has documents (so `search_knowledge` is).
+    chat = replace(deps(), knowledge=KnowledgeWithDocuments())
+    await generate_reply(responder, conversation_of(message), message, chat)
     definitions = [
         {
             "name": tool.name,
