@@ -97,8 +97,9 @@ HOMONYMS = {
     ("replay.py", "recall"): "the decider's recall, a replay metric",
 }
 ROOT = Path(__file__).resolve().parent.parent
-# Parley's own code; the tests, benches and evaluations call tools by name as the model would.
-NOT_SOURCE = {"tests", "bench", "eval", ".venv"}
+# Not Parley's own code: the tests, benches and evaluations call tools by name as the model would, and hidden
+# folders hold the virtual environment and CI's scripts.
+NOT_SOURCE = {"tests", "bench", "eval"}
 
 
 def names_in_strings(path: Path) -> set[str]:
@@ -118,12 +119,16 @@ def names_in_strings(path: Path) -> set[str]:
     }
 
 
+def _outside_the_source(parts: tuple[str, ...]) -> bool:
+    return bool(NOT_SOURCE & set(parts)) or any(part.startswith(".") for part in parts)
+
+
 def test_no_tool_is_named_by_string_outside_the_registry() -> None:
     registry = ROOT / "tools" / "registry.py"
     named = {
         (path.relative_to(ROOT).as_posix(), name)
         for path in ROOT.rglob("*.py")
-        if path != registry and not NOT_SOURCE & set(path.relative_to(ROOT).parts)
+        if path != registry and not _outside_the_source(path.relative_to(ROOT).parts)
         for name in names_in_strings(path)
     }
 
