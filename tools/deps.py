@@ -58,8 +58,8 @@ class ChatDeps:
     # The members that message names (@mentions, the author it replies to or asks about): a fact remembered from it
     # may be about one of them, never about a member the model names on its own.
     named_member_ids: frozenset[int] = frozenset()
-    # The tool sets this answer may use, by name ("archive", "memory", "knowledge", "web", "mcp:<server>"), as the
-    # channel's profile says (profiles.py); None: every one that is on.
+    # The tool sets this answer may use, by name (tools/registry.py's, and "mcp:<server>"), as the channel's profile
+    # says (profiles.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
     # Who approves this answer's tool calls that need it (tools/approval.py); None: such calls are not run.
     approver: Approver | None = None
