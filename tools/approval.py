@@ -1,10 +1,11 @@
 """Which tool calls wait for the asker's approval, and what the model reads when one was not approved.
 
 Each of Parley's own tools declares it in its entry of the tools' registry (tools/registry.py): one that posts
-later or changes anything (`remind`, `remember`) asks first (`asks_first`) and always waits; one that only reads (the
-archive's, `recall`, the knowledge base's, web search) is built with `reads_only`, and never does. An MCP server's tool waits unless the server marks it
-read-only or the deployer's MCP_SERVERS file allows it always (`ServerApproval`). MCP's tool annotations are hints
-from the server (https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
+later or changes anything (`remind`, `remember`) is built with `asks_first` and always waits; one that only reads
+(the archive's, `recall`, the knowledge base's, web search) with `reads_only`, and never does. An MCP server's tool
+waits unless the server marks it read-only or the deployer's MCP_SERVERS file allows it always (`ServerApproval`).
+MCP's tool annotations are hints from the server
+(https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
 `readOnlyHint: true` may change things, and `"approval": "always-ask"` ignores the hint for a server not trusted
 to give it honestly.
 
