@@ -28,10 +28,8 @@ from pydantic_ai import ToolDefinition
 
 from archive import ArchiveWriteFailed, ProfileTables, ProfileValue
 from config import Settings
-from knowledge.tool import KNOWLEDGE_TOOLS
 from records import CHANNEL_MODES, NORMAL
-from reminders.tool import REMINDER_TOOLS
-from tools import ARCHIVE_TOOLS, MEMORY_TOOLS
+from tools.registry import MCP_PREFIX, TOOL_SETS, filtered_toolset
 
 log = logging.getLogger("parley.profiles")
 
@@ -41,22 +39,9 @@ Scope = Literal["channel", "server"]
 
 PERSONA_MAX_CHARS = 2000
 
-# Tool sets by name, as `ChatDeps.offered_toolsets` carries them: the archive, memory, reminder and knowledge tools
-# are filtered here, tools.py's web search and MCP tool sets withhold themselves (`ChatDeps.offers`).
-ARCHIVE = "archive"
-MEMORY = "memory"
-REMINDERS = "reminders"
-KNOWLEDGE = "knowledge"
-WEB = "web"
-MCP_PREFIX = "mcp:"
+# Beside the tool sets by name (tools/registry.py): every one that is on, or none.
 ALL_TOOLS = "all"
 NO_TOOLS = "none"
-_SET_OF_TOOL = (
-    {tool.name: ARCHIVE for tool in ARCHIVE_TOOLS}
-    | {tool.name: MEMORY for tool in MEMORY_TOOLS}
-    | {tool.name: REMINDERS for tool in REMINDER_TOOLS}
-    | {tool.name: KNOWLEDGE for tool in KNOWLEDGE_TOOLS}
-)
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 OPERATOR_PERSONA = (
@@ -154,7 +139,7 @@ def _normalise_tools(raw: object) -> str:
     for name in names:
         if not is_tool_set_name(name):
             raise ValueError(
-                f"unknown tool set {name!r}: name {ARCHIVE}, {MEMORY}, {REMINDERS}, {KNOWLEDGE}, {WEB} or"
+                f"unknown tool set {name!r}: name {', '.join(TOOL_SETS)} or"
                 f" {MCP_PREFIX}<server>,"
                 f" or give {ALL_TOOLS} or {NO_TOOLS}"
             )
@@ -162,7 +147,7 @@ def _normalise_tools(raw: object) -> str:
 
 
 def is_tool_set_name(name: str) -> bool:
-    if name in (ARCHIVE, MEMORY, REMINDERS, KNOWLEDGE, WEB):
+    if name in TOOL_SETS:
         return True
     return name.startswith(MCP_PREFIX) and bool(_MCP_SERVER_NAME.match(name.removeprefix(MCP_PREFIX)))
 
@@ -176,11 +161,11 @@ def parse_tool_sets(value: str) -> frozenset[str] | None:
 
 
 def offered(tools: Iterable[ToolDefinition], tool_sets: frozenset[str] | None) -> list[ToolDefinition]:
-    """The tools of the offered sets among the archive, memory and knowledge tools; any other tool passes, since
-    tools.py's web search and MCP tool sets withhold themselves when the answer's `ChatDeps.offers` says no."""
+    """The tools of the offered sets among the agent's own (tools/registry.py); any other tool passes, since the web
+    search and MCP tool sets withhold themselves when the answer's `ChatDeps.offers` says no."""
     if tool_sets is None:
         return list(tools)
-    return [tool for tool in tools if _SET_OF_TOOL.get(tool.name, "") in (*tool_sets, "")]
+    return [tool for tool in tools if filtered_toolset(tool.name) in (*tool_sets, None)]
 
 
 def persona_instructions(persona: str) -> str | None:

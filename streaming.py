@@ -27,6 +27,7 @@ from pydantic_ai import CancellationToken
 
 from agent import AnswerListener, Reply, ReplyFailed
 from discord_io import DISCORD_MESSAGE_LIMIT, split_message
+from tools.registry import status_line
 
 log = logging.getLogger("parley.streaming")
 
@@ -37,15 +38,6 @@ FIRST_POST_CHARS = 200
 # the 1.5 s a member should wait for the first text.
 FIRST_POST_DELAY_SECONDS = 0.5
 _SENTENCE_WRITTEN = re.compile(r"[.!?…][)\"'\]*_~`]*\s|\n")
-# A short status in italics while the model runs a tool, by tool (tools.py's names).
-TOOL_STATUS = {
-    "search_history": "searching the channel's history…",
-    "get_recent_messages": "reading the channel's recent messages…",
-    "get_channel_stats": "counting the channel's messages…",
-    "remember": "making a note of that…",
-    "recall": "looking through what I was told…",
-}
-OTHER_TOOL_STATUS = "looking something up…"
 # A tool round quicker than this shows no status: a line that flashes past is noise.
 STATUS_DELAY_SECONDS = 0.5
 # The one line an answer that broke off partway leaves: its half is taken down, never left as if whole.
@@ -63,7 +55,8 @@ LATEST_ANSWERS_KEPT = 1_000
 
 
 def tool_status(tool_name: str) -> str:
-    return f"*{TOOL_STATUS.get(tool_name, OTHER_TOOL_STATUS)}*"
+    """A short status in italics while the model runs a tool: the tool's own, as the registry declares it."""
+    return f"*{status_line(tool_name)}*"
 
 
 class ChannelPacer:

@@ -25,7 +25,7 @@ from decider import JudgeCall
 from discord_io import discord_time, guild_id_of
 from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
-from tool_approval import holding
+from tools.approval import holding
 
 log = logging.getLogger("parley")
 
@@ -218,13 +218,13 @@ class Gatekeeper:
 
     def answer_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         """One of MAX_CONCURRENT_ANSWERS, held while answering; let go of while the answer waits for its asker's
-        approval (tool_approval.stepped_aside)."""
+        approval (tools.approval.stepped_aside)."""
         return holding(self._answer_slots)
 
     @contextlib.asynccontextmanager
     async def channel_turn(self, channel_id: int, *, let_go_for_approval: bool = True) -> AsyncIterator[None]:
         """One model call of a channel at a time, first come first served; idle channels hold no lock. The turn is
-        let go of while the answer waits for its asker's approval (tool_approval.stepped_aside), unless not
+        let go of while the answer waits for its asker's approval (tools.approval.stepped_aside), unless not
         `let_go_for_approval`."""
         turn = self._turn_of(channel_id)
         turn.waiting += 1

@@ -93,7 +93,7 @@ class Answering:
         self.accounting = accounting
         # Every post and edit of an answer reaches Discord through this, retried under one deadline.
         self.delivery = Delivery(settings.answer_delivery_seconds)
-        # Tool calls that wait for their asker's Approve or Deny (tool_approval.py), asked in the answer's channel.
+        # Tool calls that wait for their asker's Approve or Deny (tools/approval.py), asked in the answer's channel.
         self.approvals = ApprovalPrompts(settings.approval_timeout_seconds, self.delivery)
         # Their buttons answer after a restart too (a press is then told the request is over): their custom id
         # says what they are for.

@@ -1,6 +1,6 @@
 """Asking an answer's asker to approve a tool call: a prompt with Approve and Deny buttons in the answer's channel.
 
-Which calls wait is tool_approval.py's; this is the Discord side of its `Approver`. The buttons are persistent
+Which calls wait is tools/approval.py's; this is the Discord side of its `Approver`. The buttons are persistent
 (discord.py's `DynamicItem`, as the Stop button is, after discord.py's examples/views/persistent.py and
 dynamic_counter.py): their custom id carries the choice, the asker and the request, so a press after a restart is
 told the request is over instead of failing. Only the asker's press counts; anyone else's is refused privately and
@@ -20,7 +20,7 @@ from typing import Any, Literal
 import discord
 
 from streaming import Deliverer, Outlet
-from tool_approval import ApprovalRequest, Verdict
+from tools.approval import ApprovalRequest, Verdict
 
 log = logging.getLogger("parley.approval")
 
@@ -62,7 +62,7 @@ class ApprovalPrompts:
         self._waiting: dict[str, _Waiting] = {}
 
     def for_answer(self, asker: discord.abc.User, outlet: Outlet) -> AnswerApprover:
-        """The `tool_approval.Approver` of the answer to `asker`, going into `outlet`."""
+        """The `tools.approval.Approver` of the answer to `asker`, going into `outlet`."""
         return AnswerApprover(self, asker, outlet)
 
     async def ask(self, asker: discord.abc.User, outlet: Outlet, request: ApprovalRequest) -> Verdict:
@@ -127,7 +127,7 @@ class ApprovalPrompts:
         content = _PROMPT.format(
             mention="" if outlet.replies else f"{asker.mention} ",
             tool=request.tool_name,
-            # Whole, as tool_approval.shown_arguments wrote them (backticks escaped, which could close the block).
+            # Whole, as tools.approval.shown_arguments wrote them (backticks escaped, which could close the block).
             arguments=request.arguments,
             seconds=f"{self.timeout_seconds:g}",
         )
@@ -144,7 +144,7 @@ class ApprovalPrompts:
 
 @dataclass(frozen=True)
 class AnswerApprover:
-    """A `tool_approval.Approver`: asks the asker of one answer, in the channel the answer goes to."""
+    """A `tools.approval.Approver`: asks the asker of one answer, in the channel the answer goes to."""
 
     prompts: ApprovalPrompts
     asker: discord.abc.User

@@ -13,8 +13,8 @@ from collections.abc import Collection
 from pydantic_ai import RunContext, ToolDefinition
 
 from quoting import format_knowledge
-from tool_approval import reads_only
 from tools import ChatDeps, log_tool_call
+from tools.registry import SEARCH_KNOWLEDGE
 
 __all__ = ["KNOWLEDGE_HITS", "KNOWLEDGE_TOOLS", "readable_channel_ids", "search_knowledge"]
 
@@ -38,13 +38,13 @@ async def search_knowledge(ctx: RunContext[ChatDeps], query: str) -> str:
     deps = ctx.deps
     if deps.knowledge is None or deps.guild_id == 0:
         return "There is no knowledge base here."
-    log_tool_call(ctx, "search_knowledge")
+    log_tool_call(ctx, SEARCH_KNOWLEDGE.name)
     try:
         hits = await deps.knowledge.search(
             deps.guild_id, query, limit=KNOWLEDGE_HITS, channel_ids=readable_channel_ids(deps)
         )
     except Exception:
-        log.exception("search_knowledge failed in channel %s", deps.channel_id)
+        log.exception("%s failed in channel %s", SEARCH_KNOWLEDGE.name, deps.channel_id)
         return "The knowledge base could not be searched just now."
     return format_knowledge(hits)
 
@@ -61,7 +61,7 @@ async def _knowledge_offered(ctx: RunContext[ChatDeps], tool_def: ToolDefinition
         return None
 
 
-KNOWLEDGE_TOOLS = (reads_only(search_knowledge, prepare=_knowledge_offered),)
+KNOWLEDGE_TOOLS = (SEARCH_KNOWLEDGE.tool(search_knowledge, prepare=_knowledge_offered),)
 
 
 def readable_channel_ids(deps: ChatDeps) -> Collection[int]:

@@ -10,8 +10,8 @@ import logging
 from pydantic_ai import RunContext, ToolDefinition
 
 from reminders.book import ReminderRefused
-from tool_approval import asks_first
 from tools import ChatDeps, log_tool_call
+from tools.registry import REMIND
 
 log = logging.getLogger("parley.reminders")
 
@@ -47,7 +47,7 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
         return NOT_IN_DMS
     if post_here and not deps.requester_manages_messages:
         return POST_HERE_NEEDS
-    log_tool_call(ctx, "remind")
+    log_tool_call(ctx, REMIND.name)
     try:
         reminder = await deps.reminders.set(
             guild_id=deps.guild_id,
@@ -62,7 +62,7 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
     except ReminderRefused as refused:
         return f"Not set: {refused}"
     except Exception:
-        log.exception("remind failed in channel %s", deps.channel_id)
+        log.exception("%s failed in channel %s", REMIND.name, deps.channel_id)
         return "Not set: the reminder could not be saved just now."
     return f"Set. {deps.reminders.confirmation(reminder)}"
 
@@ -73,5 +73,4 @@ async def offered_to_who_may_post(ctx: RunContext[ChatDeps], tool_def: ToolDefin
     return tool_def if ctx.deps.requester_may_post else None
 
 
-# It posts later, in the asker's name: they approve each call, every argument shown (tool_approval.py).
-REMINDER_TOOLS = (asks_first(remind, prepare=offered_to_who_may_post),)
+REMINDER_TOOLS = (REMIND.tool(remind, prepare=offered_to_who_may_post),)

@@ -141,7 +141,7 @@ async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> d
 
 async def say_and_approve(fake: FakeDiscord, author: int, content: str) -> str:
     """`author` says `content` in #general and waits for Parley's answer, approving as `author` the call it asks to
-    make first, if it asks (tool_approval.asks_first: `remember`, `remind`); what the answer says."""
+    make first, if it asks (its entry in tools/registry.py: `remember`, `remind`); what the answer says."""
     posts = len(fake.posts_in(CHANNEL_ID))
     await say(fake, author, content)
     await fake.wait_for_posts(posts + 1)

@@ -16,7 +16,7 @@ from pydantic_ai import TextPart
 
 from agent import STOPPED_NOTE as STOPPED_NOTE_OF_ANSWERS
 from edge.approval import CLOSING_NOTES, NO_LONGER_WAITING, NOT_YOURS, STOPPED_NOTE
-from tool_approval import REFUSALS, Verdict
+from tools.approval import REFUSALS, Verdict
 
 # Every test starts MCP fixture servers, each a Python process of its own (see tests/conftest.py).
 pytestmark = pytest.mark.slow

@@ -85,8 +85,8 @@ async def run_group_command(
 
 
 async def ask_to_remember(fake: FakeDiscord, author: int = ALICE_ID, channel_id: int = CHANNEL_ID) -> dict[str, Any]:
-    """Ask Parley to remember FACT and approve its call (`remember` asks first: tool_approval.asks_first); wait for
-    the answer. Returns the question."""
+    """Ask Parley to remember FACT and approve its call (`remember` asks first: its entry in tools/registry.py); wait
+    for the answer. Returns the question."""
     question = await fake.send_user_message(channel_id, author, f"<@{BOT_ID}> please remember that I deploy on Fridays")
 
     def prompts() -> list[dict[str, Any]]:

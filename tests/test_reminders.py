@@ -32,7 +32,7 @@ from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused, post_text
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
-from tool_approval import Verdict
+from tools.approval import Verdict
 from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -582,7 +582,7 @@ async def ask(book: ReminderBook | None, settings: Settings, **fields: Any) -> l
     agent = build_responder(settings, model=model, archive_enabled=False, memory_enabled=False, reminders_enabled=True)
     in_a_dm = fields.pop("in_a_dm", False)
     # In GUILD, CHANNEL, for ALICE, who may post there and approves the call (the tool asks first:
-    # tool_approval.asks_first).
+    # its entry in tools/registry.py).
     deps = chat_deps(reminders=book, requester_may_post=True, approver=FakeApprover(Verdict.APPROVED), **fields)
     if in_a_dm:
         deps.guild_id = 0

@@ -1,4 +1,4 @@
-"""Tests for tool approval (tool_approval.py): which calls wait, and what the model reads, with FunctionModel."""
+"""Tests for tool approval (tools/approval.py): which calls wait, and what the model reads, with FunctionModel."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from conversation import ChannelConversation
 from discord_io import DISCORD_MESSAGE_LIMIT
 from edge.approval import _PROMPT
 from records import MessageRecord
-from tool_approval import (
+from tools import ChatDeps, Toolbox, tool_config_problem, web_search_toolset
+from tools.approval import (
     ARGUMENTS_SHOWN_MAX_CHARS,
     REFUSALS,
     ApprovalRequest,
@@ -30,7 +31,7 @@ from tool_approval import (
     read_server_approvals,
     settle,
 )
-from tools import WEB_TOOLSET, ChatDeps, Toolbox, tool_config_problem, web_search_toolset
+from tools.registry import WEB as WEB_TOOLSET
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 READ_ONLY = {"readOnlyHint": True}

@@ -40,7 +40,7 @@ from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused
-from tool_approval import Verdict
+from tools.approval import Verdict
 
 NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE = 42, 500, 7
@@ -260,7 +260,7 @@ async def remind_tool_in_parallel(paths: Paths) -> Archive:
     message = MessageRecord(900, CHANNEL, ALICE, "Alice", "remind me of 8 things every hour", NOW)
     conversation = ChannelConversation(CHANNEL, NOW, NOW, deque([message]))
     book = book_on(archive)
-    # Alice may post in the channel and approves each call (the tool asks first: tool_approval.asks_first).
+    # Alice may post in the channel and approves each call (the tool asks first: its entry in tools/registry.py).
     deps = chat_deps(reminders=book, requester_may_post=True, approver=FakeApprover(Verdict.APPROVED))
     await generate_reply(agent, conversation, message, deps)
     return archive

@@ -1,10 +1,11 @@
 """Which tool calls wait for the asker's approval, and what the model reads when one was not approved.
 
-Each of Parley's own tools declares it where it is declared: one that posts later or changes anything (`remind`,
-`remember`) is built with `asks_first` and always waits; one that only reads (the archive's, `recall`, the knowledge
-base's, web search) with `reads_only`, and never does. An MCP server's tool waits unless the server marks it
-read-only or the deployer's MCP_SERVERS file allows it always (`ServerApproval`). MCP's tool annotations are hints
-from the server (https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
+Each of Parley's own tools declares it in its entry of the tools' registry (tools/registry.py): one that posts
+later or changes anything (`remind`, `remember`) is built with `asks_first` and always waits; one that only reads
+(the archive's, `recall`, the knowledge base's, web search) with `reads_only`, and never does. An MCP server's tool
+waits unless the server marks it read-only or the deployer's MCP_SERVERS file allows it always (`ServerApproval`).
+MCP's tool annotations are hints from the server
+(https://modelcontextprotocol.io/specification/2025-11-25/schema#toolannotations): a tool without
 `readOnlyHint: true` may change things, and `"approval": "always-ask"` ignores the hint for a server not trusted
 to give it honestly.
 
@@ -47,9 +48,10 @@ ApprovalMode = Literal["ask", "always-ask", "always-allowed"]
 
 # --- What each tool declares ------------------------------------------------------------------------
 
-# A tool declares where it is declared whether it waits for the asker: one that posts later or changes anything is
-# built with `asks_first` (pydantic-ai's `requires_approval`: its call ends the run as a `DeferredToolRequests`
-# approval), one that only reads with `reads_only`; an MCP server's tool by its annotations (`ServerApproval`).
+# A tool's registry entry (tools/registry.py) declares whether it waits for the asker: one that posts later or
+# changes anything is built with `asks_first` (pydantic-ai's `requires_approval`: its call ends the run as a
+# `DeferredToolRequests` approval), one that only reads with `reads_only`; an MCP server's tool by its annotations
+# (`ServerApproval`).
 # tests/promises/test_promise_approval.py enumerates every tool offered and fails on one declared neither way.
 READS_ONLY_KEY = "parley_reads_only"
 

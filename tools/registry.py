@@ -1,0 +1,90 @@
+"""The one registry of Parley's own tools: each declared once, with what the rest of Parley needs to know about it.
+
+A tool's entry gives its name (as the model is offered it), the tool set a channel's profile offers or withholds it
+under (profiles.py), the status line a live answer shows while it runs (streaming.py), and whether each of its calls
+waits for the asker's approval or only reads (approval.py). Its function lives beside the helpers it shares (the
+archive's, memory's, ...) and becomes a pydantic-ai tool only through its entry (`ToolEntry.tool`), which gives it
+its name: nothing else names a tool. The registry imports no tool, so every layer that needs to know about them
+(the profiles, the live answer) reads it without loading them.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai import Tool
+
+from tools.approval import asks_first, reads_only
+
+# Tool sets by name, as the profiles and `ChatDeps.offered_toolsets` carry them: each of Parley's own tools is in one,
+# and each MCP server's tools are in one of their own, "mcp:<server>".
+ARCHIVE = "archive"
+MEMORY = "memory"
+REMINDERS = "reminders"
+KNOWLEDGE = "knowledge"
+WEB = "web"
+MCP_PREFIX = "mcp:"
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One of Parley's own tools: its name, its tool set, the status line shown while it runs, and whether each call
+    waits for the asker's approval (it posts later or changes something) rather than only reading.
+
+    `withholds_itself`: the tool comes in a tool set of its own, which is offered only where the answer's profile
+    offers its set (`ChatDeps.offers`), rather than among the agent's tools, which the profile filters (`offered`).
+    """
+
+    name: str
+    toolset: str
+    status: str
+    asks_first: bool = False
+    withholds_itself: bool = False
+
+    def tool(self, function: Callable[..., Any], **options: Any) -> Tool[Any]:
+        """The pydantic-ai tool of `function` under this entry's name, declared as asking first or only reading."""
+        declared = asks_first if self.asks_first else reads_only
+        return declared(function, name=self.name, **options)
+
+
+SEARCH_HISTORY = ToolEntry("search_history", ARCHIVE, "searching the channel's history…")
+GET_RECENT_MESSAGES = ToolEntry("get_recent_messages", ARCHIVE, "reading the channel's recent messages…")
+GET_CHANNEL_STATS = ToolEntry("get_channel_stats", ARCHIVE, "counting the channel's messages…")
+# A remembered fact steers later answers and is kept in the asker's name: they approve each one.
+REMEMBER = ToolEntry("remember", MEMORY, "making a note of that…", asks_first=True)
+RECALL = ToolEntry("recall", MEMORY, "looking through what I was told…")
+# It posts later, in the asker's name: they approve each call, every argument shown.
+REMIND = ToolEntry("remind", REMINDERS, "setting a reminder…", asks_first=True)
+SEARCH_KNOWLEDGE = ToolEntry("search_knowledge", KNOWLEDGE, "searching the server's documents…")
+# Built for the search backend and cap the settings name (tools/web.py), in the toolbox's tool set "web".
+SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
+
+TOOLS = (
+    SEARCH_HISTORY,
+    GET_RECENT_MESSAGES,
+    GET_CHANNEL_STATS,
+    REMEMBER,
+    RECALL,
+    REMIND,
+    SEARCH_KNOWLEDGE,
+    SEARCH_WEB,
+)
+# The tool sets a profile may name besides an MCP server's, in the order the profiles list them.
+TOOL_SETS = tuple(dict.fromkeys(entry.toolset for entry in TOOLS))
+# The status of a tool Parley does not declare: an MCP server's.
+OTHER_STATUS = "looking something up…"
+
+_BY_NAME = {entry.name: entry for entry in TOOLS}
+
+
+def status_line(tool_name: str) -> str:
+    """What a live answer shows while the tool `tool_name` runs."""
+    entry = _BY_NAME.get(tool_name)
+    return OTHER_STATUS if entry is None else entry.status
+
+
+def filtered_toolset(tool_name: str) -> str | None:
+    """The tool set whose absence from a profile withholds the tool `tool_name` from the agent's tools (profiles.py);
+    None for a tool whose tool set withholds itself, or that Parley does not declare (an MCP server's)."""
+    entry = _BY_NAME.get(tool_name)
+    return None if entry is None or entry.withholds_itself else entry.toolset
