@@ -16,9 +16,8 @@ from admission.gatekeeper import SERVER_BUDGET
 from admission.optout import OPTED_OUT, OptOuts, veil
 from admission.spending import Refused
 from answering.answer import Answering
-from answering.asked import ASKED_PRIVATELY, CommandQuestions
+from answering.asked import ASKED_PRIVATELY
 from answering.decisions import DecisionLog
-from answering.gap import GapQuestions
 from answering.once import Claimed, MessageClaims
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
@@ -132,13 +131,6 @@ class MessagePipeline:
         self.decision_log = decision_log
         # Which messages this process decides: each at most once, whichever way it came (answering/once.py).
         self.claims = MessageClaims(decision_log.holder)
-        # What catch-up finds Parley missed is decided on this path too, as if it had just arrived (answering/gap.py).
-        self.gap = GapQuestions(context.settings, manager, self, upkeep.background)
-        context.coverage.missed = self.gap
-        # Questions asked by command (/ask) are admitted there, then answered on this path too.
-        self.commanded = CommandQuestions(
-            self, admission, access, threads, decision_log.journal, direct_messages=context.settings.direct_messages
-        )
 
     @property
     def bot_user_id(self) -> int:

@@ -14,7 +14,7 @@ from typing import Protocol, cast
 import discord
 from discord import app_commands
 
-from answering.asked import ASK_FAILED
+from answering.asked import ASK_FAILED, CommandQuestions
 from answering.asked_about import MessageQuestions
 from answering.pipeline import MessagePipeline
 from commands.tree import send_ephemeral
@@ -56,6 +56,8 @@ class Asking(Protocol):
     """The client, as "Ask Parley" sees it (bot.py's Parley): the way a question goes, and where files are read."""
 
     @property
+    def commanded(self) -> CommandQuestions: ...
+    @property
     def pipeline(self) -> MessagePipeline: ...
     @property
     def files(self) -> AttachmentSources: ...
@@ -63,7 +65,7 @@ class Asking(Protocol):
 
 def _asker(interaction: discord.Interaction) -> MessageAsker:
     client = cast(Asking, interaction.client)
-    return MessageQuestions(client.pipeline, client.files)
+    return MessageQuestions(client.commanded, client.pipeline, client.files)
 
 
 async def _open_question(interaction: discord.Interaction, message: discord.Message) -> None:
