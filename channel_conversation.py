@@ -174,7 +174,7 @@ class ChannelConversation:
             if {a.attachment_id for a in found.attachments} <= {a.attachment_id for a in attachments}:
                 return False  # nothing was removed (Discord sends the files with every edit)
             self.messages.remove(found)
-            _insert_in_order(self.messages, replace(found, attachments=attachments))
+            insert_in_order(self.messages, replace(found, attachments=attachments))
         elif message_id > self.prompted_through:
             return False  # never shown to the model, nor part of this conversation
         kept = kept_files(attachments)
@@ -194,7 +194,7 @@ class ChannelConversation:
         if found is not None:
             self.messages.remove(found)
             if content is not None:
-                _insert_in_order(self.messages, replace(found, content=content))
+                insert_in_order(self.messages, replace(found, content=content))
         self.redactions[message_id] = content
         history = redacted(self.llm_history, {message_id: content})
         if content is None:
@@ -208,7 +208,7 @@ def _is_placeholder(message: MessageRecord) -> bool:
     return message.author == OPTED_OUT_AUTHOR and message.content == OPTED_OUT_TEXT
 
 
-def _insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> None:
+def insert_in_order(messages: deque[MessageRecord], message: MessageRecord) -> None:
     """Slot a late arrival in by id: Discord ids grow with time, and the bot's own post is often
     recorded after messages that reached the gateway while its send request was in flight.
     """

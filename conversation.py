@@ -1,5 +1,5 @@
-"""The conversation engine: which channels Parley is talking in, and what each conversation holds (whether to
-answer a message is decider.py's).
+"""The conversation engine: which channels Parley is talking in, and what each conversation holds
+(channel_conversation.py); with it, whether to answer a message (`ResponseDecider`, decider.py's).
 
 Nothing here knows about Discord. Time comes from an injected clock, so tests (freezegun) and
 `replay.py` (message timestamps) drive it; the bot adapts discord.py objects into `MessageRecord`s.
@@ -16,14 +16,15 @@ from pydantic_ai.messages import ModelMessage
 from channel_conversation import (
     ChannelConversation,
     Clock,
-    _insert_in_order,
     erased_history,
+    insert_in_order,
     redacted,
     utc_now,
 )
+from decider import ResponseDecider
 from records import CHANNEL, OWN_THREAD, MessageRecord
 
-# What the engine's users import from it, wherever it is defined.
+# The engine, as its users import it (the project's design: the conversations and the decider, over the messages).
 __all__ = [
     "ChannelConversation",
     "Clock",
@@ -31,6 +32,7 @@ __all__ = [
     "ConversationManager",
     "EndListener",
     "MessageRecord",
+    "ResponseDecider",
     "erased_history",
     "redacted",
     "utc_now",
@@ -149,7 +151,7 @@ class ConversationManager:
             return None
         messages = conversation.messages
         if messages and messages[-1].message_id > message.message_id:
-            _insert_in_order(messages, message)
+            insert_in_order(messages, message)
         else:
             messages.append(message)
         conversation.last_message_by_author[message.author_id] = message
