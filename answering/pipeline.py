@@ -45,7 +45,7 @@ class Gate(Protocol):
     def refusal(self, author_id: int, channel_id: int) -> Decision | None: ...
 
 
-class Admission(Protocol):
+class MessageAdmission(Protocol):
     """Who may make Parley call a model, and when: as the message path asks it."""
 
     @property
@@ -110,7 +110,7 @@ class MessagePipeline:
         client: discord.Client,
         manager: ConversationManager,
         decider: ResponseDecider,
-        admission: Admission,
+        admission: MessageAdmission,
         *,
         access: Access,
         threads: Threads,
