@@ -23,7 +23,7 @@ from typing import Protocol
 
 import discord
 
-from admission.access import NOT_ALLOWED, Asker, Place, Verdict
+from admission.access import NOT_ALLOWED, AccessVerdict, Asker, Place
 from admission.spending import Refused
 from archive.text import safe_text
 from discord_io import may_post
@@ -78,7 +78,7 @@ class CommandAdmission(Protocol):
 class CommandAccess(Protocol):
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
 
 class CommandQuestions:

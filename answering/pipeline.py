@@ -10,7 +10,7 @@ from typing import Protocol
 
 import discord
 
-from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
+from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, AccessVerdict, Asker, Place
 from admission.access_gate import MemberRoles
 from admission.gatekeeper import SERVER_BUDGET
 from admission.optout import OPTED_OUT, OptOuts, veil
@@ -94,11 +94,11 @@ class Access(Protocol):
 
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
-    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
-    async def tell_once(self, message: discord.Message, guild_id: int, found: Verdict) -> None: ...
+    async def tell_once(self, message: discord.Message, guild_id: int, found: AccessVerdict) -> None: ...
 
 
 class MessagePipeline:

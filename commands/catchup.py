@@ -11,7 +11,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.usage import RunUsage
 
-from admission.access import Asker, Place, Verdict
+from admission.access import AccessVerdict, Asker, Place
 from admission.optout import OptOuts
 from admission.spending import Spending
 from archive import ArchivedMessage, ChannelSettings, MessageLog
@@ -55,7 +55,7 @@ class CatchUpAccess(Protocol):
 
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
 
 class CatchingUp(Protocol):
