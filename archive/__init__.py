@@ -30,7 +30,6 @@ __all__ = [
     "ConversationStore",
     "ConversationSummary",
     "DatabaseUrlError",
-    "Decision",
     "DecisionLog",
     "Digest",
     "Digests",
@@ -49,6 +48,7 @@ __all__ = [
     "Snapshot",
     "StateStore",
     "StoredConversation",
+    "StoredDecision",
     "TokenUsage",
     "TopAuthor",
     "UsageStore",
@@ -179,7 +179,7 @@ class ChannelStats:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class StoredDecision:
     """One logged decision on whether to reply to a message."""
 
     id: int
@@ -361,7 +361,7 @@ class DecisionLog(Protocol):
         decided_at: datetime | None = None,
         author_id: int = 0,
     ) -> None: ...
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[StoredDecision]: ...
 
 
 class UsageStore(Protocol):
