@@ -30,7 +30,7 @@ __all__ = [
     "ConversationStore",
     "ConversationSummary",
     "DatabaseUrlError",
-    "DecisionLog",
+    "DecisionStore",
     "Digest",
     "Digests",
     "Lifecycle",
@@ -344,7 +344,7 @@ class ConversationStore(Protocol):
     async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
 
 
-class DecisionLog(Protocol):
+class DecisionStore(Protocol):
     """The decisions on whether to answer, for `/parley why`."""
 
     def record_decision(
@@ -615,7 +615,7 @@ class Archive(
     Lifecycle,
     MessageLog,
     ConversationStore,
-    DecisionLog,
+    DecisionStore,
     UsageStore,
     ChannelSettings,
     StateStore,
