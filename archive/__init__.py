@@ -24,7 +24,7 @@ __all__ = [
     "ArchiveWriteFailed",
     "ArchivedAttachment",
     "ArchivedMessage",
-    "ChannelSettings",
+    "ChannelSettingsStore",
     "ChannelStats",
     "Claims",
     "ConversationStore",
@@ -372,7 +372,7 @@ class UsageStore(Protocol):
     async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]: ...
 
 
-class ChannelSettings(Protocol):
+class ChannelSettingsStore(Protocol):
     """What channels are set to, shared by every process on the archive: forget markers, threads, own threads."""
 
     async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
@@ -617,7 +617,7 @@ class Archive(
     ConversationStore,
     DecisionStore,
     UsageStore,
-    ChannelSettings,
+    ChannelSettingsStore,
     StateStore,
     Claims,
     Digests,
