@@ -52,7 +52,7 @@ def ask_menu_command() -> app_commands.ContextMenu:
     return command
 
 
-class Asking(Protocol):
+class AskMenuClient(Protocol):
     """The client, as "Ask Parley" sees it (bot.py's Parley): the way a question goes, and where files are read."""
 
     @property
@@ -64,7 +64,7 @@ class Asking(Protocol):
 
 
 def _asker(interaction: discord.Interaction) -> MessageAsker:
-    client = cast(Asking, interaction.client)
+    client = cast(AskMenuClient, interaction.client)
     return MessageQuestions(client.commanded, client.pipeline, client.files)
 
 
