@@ -14,7 +14,9 @@ from admission.gatekeeper import Gatekeeper
 from agent import LLMJudge, Responder, build_judge, build_responder
 from answering.agents import Agents
 from answering.answer import Answering
+from answering.asked import CommandQuestions
 from answering.decisions import DecisionLog
+from answering.gap import GapQuestions
 from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
@@ -166,6 +168,25 @@ class Parley(PinEvents, discord.AutoShardedClient):
             answering=self.answering,
             decision_log=self.decision_log,
         )
+        # What catch-up finds Parley missed is decided on the message's way too, as if it had just arrived.
+        self.gap = GapQuestions(
+            settings,
+            manager,
+            self.background,
+            self.pipeline,
+            admission=self.admission,
+            threads=self.threads,
+            access=self.access,
+        )
+        # Questions asked by command (/ask) are admitted there, then answered on the message's way too.
+        self.commanded = CommandQuestions(
+            self.pipeline,
+            self.admission,
+            self.access,
+            self.threads,
+            self.decisions,
+            direct_messages=settings.direct_messages,
+        )
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
@@ -247,7 +268,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.coverage.restart()
         log.info("%s", self.startup_summary())
         self.threads.end_closed_threads()
-        await self.coverage.start_catch_up(self.archive, self.guilds)
+        await self.coverage.start_catch_up(self.archive, self.guilds, self.gap)
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""

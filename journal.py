@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
-from archive import Decision as ArchivedDecision
+from archive import StoredDecision
 from records import Decision, MessageRecord
 
 # The most `/parley why` shows, and so what each channel keeps of its conversations' decisions.
@@ -54,7 +54,7 @@ class LoggedDecision:
         )
 
     @classmethod
-    def from_archive(cls, row: ArchivedDecision) -> LoggedDecision:
+    def from_archive(cls, row: StoredDecision) -> LoggedDecision:
         return cls(row.message_id, row.author_name, row.excerpt, row.responded, row.reason, row.tier, row.confidence)
 
 

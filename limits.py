@@ -186,7 +186,7 @@ def _generosity(limit: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Place:
+class PlaceInLine:
     """The outcome of joining a channel's line of waiting triggers."""
 
     admitted: bool
@@ -210,16 +210,16 @@ class WaitingLine:
     def __len__(self) -> int:
         return len(self._by_author)
 
-    def join(self, message_id: int, author_id: int) -> Place:
+    def join(self, message_id: int, author_id: int) -> PlaceInLine:
         """Queue `message_id`; refused when the line is full and its author has nothing in it."""
         earlier = self._by_author.get(author_id)
         if earlier is None and len(self._by_author) >= self.limit:
-            return Place(False)
+            return PlaceInLine(False)
         if earlier is not None:
             del self._author_of[earlier]
         self._by_author[author_id] = message_id
         self._author_of[message_id] = author_id
-        return Place(True, earlier)
+        return PlaceInLine(True, earlier)
 
     def leave(self, message_id: int) -> bool:
         """Take `message_id` out of the line for its turn; False if it was superseded meanwhile."""

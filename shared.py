@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from archive import ChannelSettings, Lifecycle, MessageLog
+from archive import ChannelSettingsStore, Lifecycle, MessageLog
 from profiles import Profiles
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class SharedSettings:
 
     def __init__(
         self,
-        archive: ChannelSettings,
+        archive: ChannelSettingsStore,
         profiles: Profiles,
         forget_markers: dict[int, int],
         thread_channels: set[int],

@@ -26,17 +26,17 @@ from records import Decision
 # A message Parley may not answer because of the access lists: recorded, archived, never answered.
 NOT_ALLOWED = Decision(False, "not_allowed", "access")
 
-# What a member who asks Parley directly in a channel it does not serve is told, only them (`Verdict.refusal`).
+# What a member who asks Parley directly in a channel it does not serve is told, only them (`AccessVerdict.refusal`).
 CHANNEL_REFUSAL = "Parley isn't used in this channel: an admin has limited where it answers."
 # What the member who clicked Regenerate is told, only them, when the answer's asker may not use Parley there now.
 REGENERATE_NOT_ALLOWED = "The member this answer was for may not use Parley here now, so I won't write it again."
 # What a member who asked directly is told when Discord could not say which roles they hold.
 ROLES_UNKNOWN_REFUSAL = "Parley couldn't check your roles with Discord just now; please try again in a moment."
-# The one line a member who may not use Parley is told the first time they address it (`Verdict.notice`).
+# The one line a member who may not use Parley is told the first time they address it (`AccessVerdict.notice`).
 NOTICE = "You can't use Parley here: {why}. I'll stay quiet when you mention me."
 
 
-class Verdict(StrEnum):
+class AccessVerdict(StrEnum):
     """Whether a message may be answered and, if not, which list says no."""
 
     ALLOWED = "allowed"
@@ -49,13 +49,13 @@ class Verdict(StrEnum):
 
     @property
     def allowed(self) -> bool:
-        return self is Verdict.ALLOWED
+        return self is AccessVerdict.ALLOWED
 
     @property
     def refusal(self) -> str:
         """The line a member who asked Parley directly (a command such as /parley catchup) is told, only them: unlike
         a mention, such a question is answered even where the channel is the reason."""
-        if self is Verdict.ROLES_UNKNOWN:
+        if self is AccessVerdict.ROLES_UNKNOWN:
             return ROLES_UNKNOWN_REFUSAL
         return self.notice or CHANNEL_REFUSAL
 
@@ -69,9 +69,9 @@ class Verdict(StrEnum):
 
 
 _WHY = {
-    Verdict.MEMBER_BLOCKED: "an admin has blocked you from using it in this server",
-    Verdict.ROLE_BLOCKED: "an admin has blocked one of your roles from using it in this server",
-    Verdict.NOT_ALLOWED_ROLE: "in this server only some roles may use it",
+    AccessVerdict.MEMBER_BLOCKED: "an admin has blocked you from using it in this server",
+    AccessVerdict.ROLE_BLOCKED: "an admin has blocked one of your roles from using it in this server",
+    AccessVerdict.NOT_ALLOWED_ROLE: "in this server only some roles may use it",
 }
 
 
@@ -124,30 +124,30 @@ class Lists:
         return bool(self.allowed_roles or self.allowed_members)
 
 
-def verdict(place: Place, asker: Asker, lists: Lists) -> Verdict:
+def verdict(place: Place, asker: Asker, lists: Lists) -> AccessVerdict:
     """Whether `asker` may be answered at `place` under `lists`; the channel is judged first, so a member in a
     channel Parley does not serve gets the channel's silence rather than a notice about themselves."""
     channel = channel_verdict(place, lists)
     return channel if not channel.allowed else member_verdict(asker, lists)
 
 
-def channel_verdict(place: Place, lists: Lists) -> Verdict:
+def channel_verdict(place: Place, lists: Lists) -> AccessVerdict:
     """Whether Parley answers anyone at `place`."""
     if place.ids & lists.blocked_channels:
-        return Verdict.CHANNEL_BLOCKED
+        return AccessVerdict.CHANNEL_BLOCKED
     if lists.allowed_channels and not place.ids & lists.allowed_channels:
-        return Verdict.CHANNEL_NOT_ALLOWED
-    return Verdict.ALLOWED
+        return AccessVerdict.CHANNEL_NOT_ALLOWED
+    return AccessVerdict.ALLOWED
 
 
-def member_verdict(asker: Asker, lists: Lists) -> Verdict:
+def member_verdict(asker: Asker, lists: Lists) -> AccessVerdict:
     """Whether `asker` may use Parley wherever it answers under `lists`."""
     if asker.member_id in lists.blocked_members:
-        return Verdict.MEMBER_BLOCKED
+        return AccessVerdict.MEMBER_BLOCKED
     if not asker.roles_known:
-        return Verdict.ROLES_UNKNOWN
+        return AccessVerdict.ROLES_UNKNOWN
     if asker.role_ids & lists.blocked_roles:
-        return Verdict.ROLE_BLOCKED
+        return AccessVerdict.ROLE_BLOCKED
     if lists.limits_members and not (asker.member_id in lists.allowed_members or asker.role_ids & lists.allowed_roles):
-        return Verdict.NOT_ALLOWED_ROLE
-    return Verdict.ALLOWED
+        return AccessVerdict.NOT_ALLOWED_ROLE
+    return AccessVerdict.ALLOWED

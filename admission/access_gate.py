@@ -23,7 +23,7 @@ from typing import Protocol
 
 import discord
 
-from admission.access import Asker, Lists, Place, Verdict, member_verdict, verdict
+from admission.access import AccessVerdict, Asker, Lists, Place, member_verdict, verdict
 from admission.access_lists import AccessLists
 from admission.declined import Notice
 
@@ -94,26 +94,26 @@ class AccessGate:
             return Asker(user.id, roles_known=False)
         return Asker(user.id, roles or frozenset())
 
-    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict:
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict:
         """Whether `asker` may be answered at `place` in the server `guild_id` (0: a direct message)."""
         if guild_id == 0:
             return await self.direct_message_verdict(asker.member_id)
         return self.server_verdict(guild_id, place, asker)
 
-    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict:
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict:
         """`verdict` in a server (never 0), known at once: for entry points that are no message, such as Regenerate
         (guild-only) or an /ask-like command."""
         return verdict(place, asker, self.lists.lists_for(guild_id))
 
-    async def direct_message_verdict(self, member_id: int) -> Verdict:
+    async def direct_message_verdict(self, member_id: int) -> AccessVerdict:
         """The first refusal among the servers Parley shares with the member whose lists name roles or members (the
         strictest wins, so the first found is enough); allowed if none refuses them and Discord said for each."""
         if member_id in self.lists.deploy.blocked_members:
-            return Verdict.MEMBER_BLOCKED  # no need to ask Discord which servers they are in
+            return AccessVerdict.MEMBER_BLOCKED  # no need to ask Discord which servers they are in
         try:
             servers = await self._servers_naming_members()
         except RolesUnknown:
-            return Verdict.ROLES_UNKNOWN
+            return AccessVerdict.ROLES_UNKNOWN
         unknown = False
         for guild_id in servers:
             try:
@@ -126,7 +126,7 @@ class AccessGate:
             found = member_verdict(Asker(member_id, roles), self.lists.lists_for(guild_id))
             if not found.allowed:
                 return found
-        return Verdict.ROLES_UNKNOWN if unknown else Verdict.ALLOWED
+        return AccessVerdict.ROLES_UNKNOWN if unknown else AccessVerdict.ALLOWED
 
     def _roles_matter(self, guild_id: int) -> bool:
         """Whether a member's roles change anything in the server: a list names roles, or ROLE_LIMITS is set."""
@@ -155,9 +155,9 @@ class AccessGate:
             self._told.popitem(last=False)
         return True
 
-    def notice(self, message: discord.Message, guild_id: int, found: Verdict) -> Notice | None:
+    def notice(self, message: discord.Message, guild_id: int, found: AccessVerdict) -> Notice | None:
         """What the author is told, replying to them, of why Parley does not answer them: the first time only, and
-        never a channel's verdict (`Verdict.notice`)."""
+        never a channel's verdict (`AccessVerdict.notice`)."""
         line = found.notice
         if line is None or not self.first_time(guild_id, message.author.id):
             return None

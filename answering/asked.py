@@ -19,11 +19,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import discord
 
-from admission.access import NOT_ALLOWED, Asker, Place, Verdict
+from admission.access import NOT_ALLOWED, AccessVerdict, Asker, Place
 from admission.spending import Refused
 from archive.text import safe_text
 from discord_io import may_post
@@ -32,9 +32,6 @@ from edge.asking import InteractionReply, Question
 from edge.threads import Threads
 from journal import DecisionJournal
 from records import AskedAbout, Decision, MessageRecord
-
-if TYPE_CHECKING:
-    from answering.pipeline import MessagePipeline
 
 log = logging.getLogger("parley")
 
@@ -57,6 +54,19 @@ PRIVATE_EXCERPT_ABOUT = "(asked privately about a message with Ask Parley)"
 ASKED_PRIVATELY = Decision(True, "asked_privately", "command")
 
 
+class QuestionPath(Protocol):
+    """The way an admitted question is answered (answering/pipeline.py's `MessagePipeline`)."""
+
+    @property
+    def bot_user_id(self) -> int: ...
+
+    async def asked(self, arrival: Arrival) -> None: ...
+
+    async def answer_aside(self, arrival: Arrival, logged: MessageRecord) -> None: ...
+
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
+
+
 class CommandAdmission(Protocol):
     """The one admission path, as a command asks it (admission/gatekeeper.py)."""
 
@@ -68,7 +78,7 @@ class CommandAdmission(Protocol):
 class CommandAccess(Protocol):
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
 
 class CommandQuestions:
@@ -76,7 +86,7 @@ class CommandQuestions:
 
     def __init__(
         self,
-        pipeline: MessagePipeline,
+        pipeline: QuestionPath,
         admission: CommandAdmission,
         access: CommandAccess,
         threads: Threads,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import discord
 
+from answering.asked import CommandQuestions
 from answering.pipeline import MessagePipeline
 from edge.asked_about import AskedAboutReader
 from edge.asking import Question
@@ -16,8 +17,8 @@ from records import AskedAbout
 class MessageQuestions:
     """The client's answers to "Ask Parley" (commands/ask_menu.py's `MessageAsker`)."""
 
-    def __init__(self, pipeline: MessagePipeline, files: AttachmentSources) -> None:
-        self.commanded = pipeline.commanded
+    def __init__(self, commanded: CommandQuestions, pipeline: MessagePipeline, files: AttachmentSources) -> None:
+        self.commanded = commanded
         self.reader = AskedAboutReader(pipeline.context, pipeline.admission.optouts, files, pipeline.manager)
 
     def asking_refusal(self, guild_id: int, target: discord.Message) -> str | None:

@@ -15,29 +15,61 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import discord
 
 from admission.access_gate import MemberRoles, RolesUnknown
-from answering.once import Claimed
+from admission.optout import OptOuts
+from answering.once import Claimed, MessageClaims
 from config import Settings
 from conversation import ConversationManager, utc_now
 from decider import addresses_bot
 from discord_io import may_read_history, replied_author_id, to_record
-from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
-from records import CHANNEL, Decision
+from edge.arrival import CHAT_MESSAGE_TYPES, Arrival, Askers
+from edge.threads import Threads
+from records import CHANNEL, Decision, MessageRecord
 from upkeep.background import BackgroundTasks
-
-if TYPE_CHECKING:
-    from answering.pipeline import MessagePipeline  # which builds this module's GapQuestions
 
 log = logging.getLogger("parley.gap")
 
 # A missed message that Parley would have been asked to answer live, found too late to answer now.
 GAP_TOO_OLD = Decision(False, "gap_too_old", "gap")
+
+
+class MessagePath(Protocol):
+    """The way a live message goes (answering/pipeline.py's `MessagePipeline`), which a missed one takes too."""
+
+    @property
+    def bot_user_id(self) -> int: ...
+
+    @property
+    def claims(self) -> MessageClaims: ...
+
+    async def arrived(self, arrival: Arrival) -> None: ...
+
+    def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
+
+
+class GapAdmission(Protocol):
+    """What the gap's messages wait for and are kept out by (admission/gatekeeper.py)."""
+
+    @property
+    def optouts(self) -> OptOuts: ...
+
+    def channel_turn(
+        self, channel_id: int, *, let_go_for_approval: bool = True
+    ) -> AbstractAsyncContextManager[None]: ...
+
+
+class GapAccess(Askers, Protocol):
+    """Who asks, with their roles, and whose member data (admission/access_gate.py)."""
+
+    @property
+    def members(self) -> MemberRoles: ...
 
 
 class GapQuestions:
@@ -47,8 +79,12 @@ class GapQuestions:
         self,
         settings: Settings,
         manager: ConversationManager,
-        pipeline: MessagePipeline,
         background: BackgroundTasks,
+        pipeline: MessagePath,
+        *,
+        admission: GapAdmission,
+        threads: Threads,
+        access: GapAccess,
     ) -> None:
         self.window = timedelta(minutes=settings.gap_answer_minutes)
         # The names besides its own that Parley answers to, as a live message's record is made with them.
@@ -56,8 +92,11 @@ class GapQuestions:
         # A conversation keeps no more messages than this, so no more of a channel's gap are worth holding.
         self.kept_per_channel = settings.max_conversation_messages
         self.manager = manager
-        self.pipeline = pipeline
         self.background = background
+        self.pipeline = pipeline
+        self.admission = admission
+        self.threads = threads
+        self.access = access
         self._found: dict[int, list[discord.Message]] = {}
         # Per channel, the take-up under way: a later catch-up's messages wait for it, so they stay in order.
         self._taking_up: dict[int, asyncio.Task[None]] = {}
@@ -110,7 +149,7 @@ class GapQuestions:
             await asyncio.wait([earlier])
         bot_id = self.pipeline.bot_user_id
         answered = _answered_by(messages, bot_id)
-        optouts = self.pipeline.admission.optouts
+        optouts = self.admission.optouts
         for message in sorted(messages, key=lambda message: message.id):
             if message.author.id == bot_id:
                 continue  # Parley's own posts are its conversation's through the answers that made them
@@ -126,10 +165,10 @@ class GapQuestions:
         """Decide one missed message the way a live one is decided, or only let its conversation hear it."""
         channel_id = message.channel.id
         # A live message of this channel taking its turn now may be this one (delivered both ways): let it finish.
-        async with self.pipeline.admission.channel_turn(channel_id):
+        async with self.admission.channel_turn(channel_id):
             pass
         record = to_record(message, self.wake_words)
-        kind = self.pipeline.threads.kind_of(message)
+        kind = self.threads.kind_of(message)
         addressed = addresses_bot(record, self.pipeline.bot_user_id)
         conversation = self.manager.get(channel_id)
         if conversation is not None and any(held.message_id == message.id for held in conversation.messages):
@@ -146,11 +185,10 @@ class GapQuestions:
             return
         # History carries the author without their roles: the access gate asks Discord for them, as for the
         # member's Read Message History below (one lookup, kept).
-        access = self.pipeline.access
         arrival = await Arrival.resolve(
-            message, record, kind=kind, bot_user_id=self.pipeline.bot_user_id, askers=access
+            message, record, kind=kind, bot_user_id=self.pipeline.bot_user_id, askers=self.access
         )
-        question = replace(arrival.question, reads_history=await reads_history(message, access.members))
+        question = replace(arrival.question, reads_history=await reads_history(message, self.access.members))
         await self.pipeline.arrived(replace(arrival, question=question))
 
     def _hear(self, channel_id: int, live: bool, message: discord.Message) -> None:

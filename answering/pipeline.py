@@ -10,16 +10,15 @@ from typing import Protocol
 
 import discord
 
-from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, Asker, Place, Verdict
+from admission.access import NOT_ALLOWED, REGENERATE_NOT_ALLOWED, AccessVerdict, Asker, Place
 from admission.access_gate import MemberRoles
 from admission.declined import Declined, Notice
 from admission.gatekeeper import SERVER_BUDGET
 from admission.optout import OPTED_OUT, OptOuts, veil
 from admission.spending import Refused
 from answering.answer import Answering
-from answering.asked import ASKED_PRIVATELY, CommandQuestions
+from answering.asked import ASKED_PRIVATELY
 from answering.decisions import DecisionLog
-from answering.gap import GapQuestions
 from answering.once import Claimed, MessageClaims
 from conversation import ChannelConversation, ConversationManager
 from decider import JudgeCall, ResponseDecider, log_decision
@@ -47,7 +46,7 @@ class Gate(Protocol):
     def refusal(self, author_id: int, channel_id: int) -> Decision | None: ...
 
 
-class Admission(Protocol):
+class MessageAdmission(Protocol):
     """Who may make Parley call a model, and when: as the message path asks it."""
 
     @property
@@ -96,11 +95,11 @@ class Access(Protocol):
 
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    async def verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
-    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
-    def notice(self, message: discord.Message, guild_id: int, found: Verdict) -> Notice | None: ...
+    def notice(self, message: discord.Message, guild_id: int, found: AccessVerdict) -> Notice | None: ...
 
 
 class MessagePipeline:
@@ -112,7 +111,7 @@ class MessagePipeline:
         client: discord.Client,
         manager: ConversationManager,
         decider: ResponseDecider,
-        admission: Admission,
+        admission: MessageAdmission,
         *,
         access: Access,
         threads: Threads,
@@ -133,13 +132,6 @@ class MessagePipeline:
         self.decision_log = decision_log
         # Which messages this process decides: each at most once, whichever way it came (answering/once.py).
         self.claims = MessageClaims(decision_log.holder)
-        # What catch-up finds Parley missed is decided on this path too, as if it had just arrived (answering/gap.py).
-        self.gap = GapQuestions(context.settings, manager, self, upkeep.background)
-        context.coverage.missed = self.gap
-        # Questions asked by command (/ask) are admitted there, then answered on this path too.
-        self.commanded = CommandQuestions(
-            self, admission, access, threads, decision_log.journal, direct_messages=context.settings.direct_messages
-        )
 
     @property
     def bot_user_id(self) -> int:

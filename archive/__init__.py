@@ -24,14 +24,13 @@ __all__ = [
     "ArchiveWriteFailed",
     "ArchivedAttachment",
     "ArchivedMessage",
-    "ChannelSettings",
+    "ChannelSettingsStore",
     "ChannelStats",
     "Claims",
     "ConversationStore",
     "ConversationSummary",
     "DatabaseUrlError",
-    "Decision",
-    "DecisionLog",
+    "DecisionStore",
     "Digest",
     "Digests",
     "Lifecycle",
@@ -49,6 +48,7 @@ __all__ = [
     "Snapshot",
     "StateStore",
     "StoredConversation",
+    "StoredDecision",
     "TokenUsage",
     "TopAuthor",
     "UsageStore",
@@ -179,7 +179,7 @@ class ChannelStats:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class StoredDecision:
     """One logged decision on whether to reply to a message."""
 
     id: int
@@ -344,7 +344,7 @@ class ConversationStore(Protocol):
     async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]: ...
 
 
-class DecisionLog(Protocol):
+class DecisionStore(Protocol):
     """The decisions on whether to answer, for `/parley why`."""
 
     def record_decision(
@@ -361,7 +361,7 @@ class DecisionLog(Protocol):
         decided_at: datetime | None = None,
         author_id: int = 0,
     ) -> None: ...
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]: ...
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[StoredDecision]: ...
 
 
 class UsageStore(Protocol):
@@ -372,7 +372,7 @@ class UsageStore(Protocol):
     async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]: ...
 
 
-class ChannelSettings(Protocol):
+class ChannelSettingsStore(Protocol):
     """What channels are set to, shared by every process on the archive: forget markers, threads, own threads."""
 
     async def set_forget_marker(self, channel_id: int, guild_id: int, after_id: int) -> None: ...
@@ -615,9 +615,9 @@ class Archive(
     Lifecycle,
     MessageLog,
     ConversationStore,
-    DecisionLog,
+    DecisionStore,
     UsageStore,
-    ChannelSettings,
+    ChannelSettingsStore,
     StateStore,
     Claims,
     Digests,

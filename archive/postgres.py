@@ -40,8 +40,8 @@ from archive import (
     ChannelStats,
     ConversationSummary,
     DatabaseUrlError,
-    Decision,
     StoredConversation,
+    StoredDecision,
     TokenUsage,
     TopAuthor,
     Write,
@@ -1168,7 +1168,7 @@ class PostgresArchive(
         )
         return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[StoredDecision]:
         """The latest ``limit`` decisions in a channel, newest first."""
         if limit <= 0:
             return []

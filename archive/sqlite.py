@@ -34,8 +34,8 @@ from archive import (
     ArchiveWriteFailed,
     ChannelStats,
     ConversationSummary,
-    Decision,
     StoredConversation,
+    StoredDecision,
     TokenUsage,
     TopAuthor,
     search_words,
@@ -62,9 +62,9 @@ __all__ = [
     "ArchivedMessage",
     "ChannelStats",
     "ConversationSummary",
-    "Decision",
     "SQLiteArchive",
     "StoredConversation",
+    "StoredDecision",
     "TokenUsage",
     "TopAuthor",
     "Write",
@@ -1142,7 +1142,7 @@ class SQLiteArchive(
         )
         return [TokenUsage(_from_day(day), *row) for day, *row in rows]
 
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
+    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[StoredDecision]:
         """The latest ``limit`` decisions in a channel, newest first."""
         if limit <= 0:
             return []
@@ -1430,9 +1430,9 @@ def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:
     return replace(message, attachments=(found,))
 
 
-def _decision_from_row(row: Sequence[Any]) -> Decision:
+def _decision_from_row(row: Sequence[Any]) -> StoredDecision:
     id_, channel_id, message_id, name, excerpt, responded, reason, tier, confidence, decided = row
-    return Decision(
+    return StoredDecision(
         id=id_,
         channel_id=channel_id,
         message_id=message_id,

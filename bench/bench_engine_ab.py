@@ -45,8 +45,18 @@ import records  # noqa: E402
 
 # The engine's modules and what they import from this repository: loaded afresh from the earlier commit for the
 # old engine. A commit has either attachments.py or, since issue 30 split it, the files/ package; records.py (the
-# value types) and decider.py (the decider) left conversation.py later.
-ENGINE_MODULES = ("conversation", "decider", "followup", "attachments", "files", "limits", "quoting", "records")
+# value types), decider.py (the decider) and channel_conversation.py (a conversation) left conversation.py later.
+ENGINE_MODULES = (
+    "conversation",
+    "channel_conversation",
+    "decider",
+    "followup",
+    "attachments",
+    "files",
+    "limits",
+    "quoting",
+    "records",
+)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,11 @@ from answering.asked import CommandQuestions
 QUESTION_MAX_CHARS = 2000
 
 
-class AskingPipeline(Protocol):
-    @property
-    def commanded(self) -> CommandQuestions: ...
-
-
 class Asking(Protocol):
     """The client, as `/ask` sees it (bot.py's Parley)."""
 
     @property
-    def pipeline(self) -> AskingPipeline: ...
+    def commanded(self) -> CommandQuestions: ...
 
 
 def ask_command() -> app_commands.Command[Any, ..., None]:
@@ -38,7 +33,7 @@ def ask_command() -> app_commands.Command[Any, ..., None]:
         question: app_commands.Range[str, 1, QUESTION_MAX_CHARS],
         private: bool = False,
     ) -> None:
-        commanded = cast(Asking, interaction.client).pipeline.commanded
+        commanded = cast(Asking, interaction.client).commanded
         await commanded.ask(interaction, commanded.record(interaction, question), private=private)
 
     return ask

@@ -14,7 +14,7 @@ from typing import Protocol, cast
 import discord
 from discord import app_commands
 
-from answering.asked import ASK_FAILED
+from answering.asked import ASK_FAILED, CommandQuestions
 from answering.asked_about import MessageQuestions
 from answering.pipeline import MessagePipeline
 from commands.tree import send_ephemeral
@@ -52,9 +52,11 @@ def ask_menu_command() -> app_commands.ContextMenu:
     return command
 
 
-class Asking(Protocol):
+class AskMenuClient(Protocol):
     """The client, as "Ask Parley" sees it (bot.py's Parley): the way a question goes, and where files are read."""
 
+    @property
+    def commanded(self) -> CommandQuestions: ...
     @property
     def pipeline(self) -> MessagePipeline: ...
     @property
@@ -62,8 +64,8 @@ class Asking(Protocol):
 
 
 def _asker(interaction: discord.Interaction) -> MessageAsker:
-    client = cast(Asking, interaction.client)
-    return MessageQuestions(client.pipeline, client.files)
+    client = cast(AskMenuClient, interaction.client)
+    return MessageQuestions(client.commanded, client.pipeline, client.files)
 
 
 async def _open_question(interaction: discord.Interaction, message: discord.Message) -> None:

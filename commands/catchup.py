@@ -11,10 +11,10 @@ import discord
 from discord import app_commands
 from pydantic_ai.usage import RunUsage
 
-from admission.access import Asker, Place, Verdict
+from admission.access import AccessVerdict, Asker, Place
 from admission.optout import OptOuts
 from admission.spending import Spending
-from archive import ArchivedMessage, ChannelSettings, MessageLog
+from archive import ArchivedMessage, ChannelSettingsStore, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
 from catchup.writing import CatchUpWriter, Summary
@@ -30,7 +30,7 @@ NO_ARCHIVE = "Catching up reads the archive, which is off here (DATABASE_URL is 
 NO_MODEL = "Catching up needs a model Parley can run itself; this deploy's LLM_MODEL names none."
 
 
-class CatchUpArchive(MessageLog, ChannelSettings, Protocol):
+class CatchUpArchive(MessageLog, ChannelSettingsStore, Protocol):
     """What a catch-up reads: the channel's messages and its forget marker."""
 
 
@@ -55,7 +55,7 @@ class CatchUpAccess(Protocol):
 
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
 
 class CatchingUp(Protocol):

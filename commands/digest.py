@@ -13,11 +13,10 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed, Digest, Digests
-from catchup.writing import CatchUpWriter
 from commands.tree import Refusal, place_of, send_ephemeral
 from config import Settings
 from discord_io import discord_time, may_post
-from upkeep.digests import DAILY, EVERY, WEEKDAYS, WEEKLY, latest_due, next_due, period_of, schedule_text
+from upkeep.digests import DAILY, EVERY, WEEKDAYS, WEEKLY, DigestAgents, latest_due, next_due, period_of, schedule_text
 
 Every = Literal["daily", "weekly"]
 Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -26,11 +25,6 @@ NO_MODEL = "Digests need a model Parley can run itself; this deploy's LLM_MODEL 
 NOT_SAVED = "The digest could not be saved, so it is unchanged; the details are in Parley's log."
 NO_DIGEST = "<#{channel}> has no digest: `/parley-admin digest on` sets one."
 MAY_NOT_POST = "You can't post in this channel, so Parley won't post a digest here for you."
-
-
-class DigestAgents(Protocol):
-    @property
-    def catchup(self) -> CatchUpWriter | None: ...
 
 
 class DigestTimer(Protocol):

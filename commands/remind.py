@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 import discord
 from discord import app_commands
 
-from admission.access import Asker, Place, Verdict
+from admission.access import AccessVerdict, Asker, Place
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from discord_io import may_post
 from edge.arrival import access_place
@@ -28,7 +28,7 @@ class RemindAccess(Protocol):
 
     async def asker(self, guild_id: int, user: discord.abc.Snowflake) -> Asker: ...
 
-    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> Verdict: ...
+    def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict: ...
 
 
 class Reminding(Protocol):

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import discord
 
-from admission.access import Place, Verdict
+from admission.access import AccessVerdict, Place
 from admission.access_gate import AccessGate
 from admission.optout import OptOuts
 from archive import Reminder, ReminderLimits
@@ -94,7 +94,7 @@ class DiscordReminderPosts:
                 ) from None
         return channel.permissions_for(member), in_thread
 
-    async def _verdict(self, reminder: Reminder) -> Verdict:
+    async def _verdict(self, reminder: Reminder) -> AccessVerdict:
         access = self.client.access
         if reminder.guild_id == 0:
             return await access.direct_message_verdict(reminder.owner_id)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 import discord
 import pytest
 
-from admission.access import CHANNEL_REFUSAL, Asker, Lists, Place, Verdict, verdict
+from admission.access import CHANNEL_REFUSAL, AccessVerdict, Asker, Lists, Place, verdict
 from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists, Shown
 from archive import AccessEntry, Archive, open_archive
@@ -28,23 +28,29 @@ ONLY_ALICE = frozenset({ALICE})
 
 
 def test_empty_lists_allow_everyone_everywhere() -> None:
-    assert verdict(HERE, ALICE_PLAIN, Lists()) is Verdict.ALLOWED
+    assert verdict(HERE, ALICE_PLAIN, Lists()) is AccessVerdict.ALLOWED
 
 
 @pytest.mark.parametrize(
     ("lists", "expected"),
     [
-        (Lists(allowed_channels=frozenset({CHANNEL})), Verdict.ALLOWED),
-        (Lists(allowed_channels=frozenset({CATEGORY})), Verdict.ALLOWED),
-        (Lists(allowed_channels=frozenset({OTHER_CHANNEL})), Verdict.CHANNEL_NOT_ALLOWED),
-        (Lists(blocked_channels=frozenset({CHANNEL})), Verdict.CHANNEL_BLOCKED),
-        (Lists(blocked_channels=frozenset({CATEGORY})), Verdict.CHANNEL_BLOCKED),
+        (Lists(allowed_channels=frozenset({CHANNEL})), AccessVerdict.ALLOWED),
+        (Lists(allowed_channels=frozenset({CATEGORY})), AccessVerdict.ALLOWED),
+        (Lists(allowed_channels=frozenset({OTHER_CHANNEL})), AccessVerdict.CHANNEL_NOT_ALLOWED),
+        (Lists(blocked_channels=frozenset({CHANNEL})), AccessVerdict.CHANNEL_BLOCKED),
+        (Lists(blocked_channels=frozenset({CATEGORY})), AccessVerdict.CHANNEL_BLOCKED),
         # Block wins: a channel allowed by name in a blocked category, or allowed and blocked at once.
-        (Lists(allowed_channels=frozenset({CHANNEL}), blocked_channels=frozenset({CATEGORY})), Verdict.CHANNEL_BLOCKED),
-        (Lists(allowed_channels=frozenset({CATEGORY}), blocked_channels=frozenset({CHANNEL})), Verdict.CHANNEL_BLOCKED),
+        (
+            Lists(allowed_channels=frozenset({CHANNEL}), blocked_channels=frozenset({CATEGORY})),
+            AccessVerdict.CHANNEL_BLOCKED,
+        ),
+        (
+            Lists(allowed_channels=frozenset({CATEGORY}), blocked_channels=frozenset({CHANNEL})),
+            AccessVerdict.CHANNEL_BLOCKED,
+        ),
     ],
 )
-def test_channel_and_category_lists(lists: Lists, expected: Verdict) -> None:
+def test_channel_and_category_lists(lists: Lists, expected: AccessVerdict) -> None:
     """A list naming a category names its channels; a channel outside a set allow list, or blocked, is refused."""
     assert verdict(HERE, ALICE_MOD, lists) is expected
 
@@ -52,18 +58,26 @@ def test_channel_and_category_lists(lists: Lists, expected: Verdict) -> None:
 @pytest.mark.parametrize(
     ("asker", "lists", "expected"),
     [
-        (ALICE_PLAIN, Lists(allowed_roles=frozenset({MODS})), Verdict.NOT_ALLOWED_ROLE),
-        (ALICE_MOD, Lists(allowed_roles=frozenset({MODS})), Verdict.ALLOWED),
-        (ALICE_PLAIN, Lists(allowed_roles=frozenset({MODS}), allowed_members=frozenset({ALICE})), Verdict.ALLOWED),
-        (ALICE_MOD, Lists(blocked_roles=frozenset({MODS})), Verdict.ROLE_BLOCKED),
-        (ALICE_MOD, Lists(allowed_roles=frozenset({MODS}), blocked_roles=frozenset({MODS})), Verdict.ROLE_BLOCKED),
-        (ALICE_MOD, Lists(allowed_members=ONLY_ALICE, blocked_members=ONLY_ALICE), Verdict.MEMBER_BLOCKED),
-        (ALICE_MOD, Lists(blocked_members=frozenset({BOB})), Verdict.ALLOWED),
+        (ALICE_PLAIN, Lists(allowed_roles=frozenset({MODS})), AccessVerdict.NOT_ALLOWED_ROLE),
+        (ALICE_MOD, Lists(allowed_roles=frozenset({MODS})), AccessVerdict.ALLOWED),
+        (
+            ALICE_PLAIN,
+            Lists(allowed_roles=frozenset({MODS}), allowed_members=frozenset({ALICE})),
+            AccessVerdict.ALLOWED,
+        ),
+        (ALICE_MOD, Lists(blocked_roles=frozenset({MODS})), AccessVerdict.ROLE_BLOCKED),
+        (
+            ALICE_MOD,
+            Lists(allowed_roles=frozenset({MODS}), blocked_roles=frozenset({MODS})),
+            AccessVerdict.ROLE_BLOCKED,
+        ),
+        (ALICE_MOD, Lists(allowed_members=ONLY_ALICE, blocked_members=ONLY_ALICE), AccessVerdict.MEMBER_BLOCKED),
+        (ALICE_MOD, Lists(blocked_members=frozenset({BOB})), AccessVerdict.ALLOWED),
         # Blocking the @everyone role (the server's id) blocks every member.
-        (ALICE_MOD, Lists(blocked_roles=frozenset({GUILD})), Verdict.ROLE_BLOCKED),
+        (ALICE_MOD, Lists(blocked_roles=frozenset({GUILD})), AccessVerdict.ROLE_BLOCKED),
     ],
 )
-def test_role_and_member_lists(asker: Asker, lists: Lists, expected: Verdict) -> None:
+def test_role_and_member_lists(asker: Asker, lists: Lists, expected: AccessVerdict) -> None:
     """An allow list of roles or members admits only those it names; any block wins over any allow."""
     assert verdict(HERE, asker, lists) is expected
 
@@ -71,19 +85,19 @@ def test_role_and_member_lists(asker: Asker, lists: Lists, expected: Verdict) ->
 def test_the_channel_is_judged_before_the_member() -> None:
     """A blocked member in a channel Parley does not serve gets the channel's silence, not a notice."""
     lists = Lists(allowed_channels=frozenset({OTHER_CHANNEL}), blocked_members=frozenset({ALICE}))
-    assert verdict(HERE, ALICE_PLAIN, lists) is Verdict.CHANNEL_NOT_ALLOWED
+    assert verdict(HERE, ALICE_PLAIN, lists) is AccessVerdict.CHANNEL_NOT_ALLOWED
 
 
 def test_only_a_members_refusal_is_told() -> None:
     """Refusals about the member say why in one line; a channel's refusals say nothing."""
-    for told in (Verdict.MEMBER_BLOCKED, Verdict.ROLE_BLOCKED, Verdict.NOT_ALLOWED_ROLE):
+    for told in (AccessVerdict.MEMBER_BLOCKED, AccessVerdict.ROLE_BLOCKED, AccessVerdict.NOT_ALLOWED_ROLE):
         notice = told.notice
         assert notice is not None and notice.startswith("You can't use Parley here: ") and "\n" not in notice
-    assert Verdict.CHANNEL_BLOCKED.notice is None and Verdict.CHANNEL_NOT_ALLOWED.notice is None
-    assert Verdict.ALLOWED.notice is None
+    assert AccessVerdict.CHANNEL_BLOCKED.notice is None and AccessVerdict.CHANNEL_NOT_ALLOWED.notice is None
+    assert AccessVerdict.ALLOWED.notice is None
     # Asked directly (a command), the channel's reason is said too, and a member's is the notice.
-    assert Verdict.CHANNEL_NOT_ALLOWED.refusal == CHANNEL_REFUSAL == Verdict.CHANNEL_BLOCKED.refusal
-    assert Verdict.ROLE_BLOCKED.refusal == Verdict.ROLE_BLOCKED.notice
+    assert AccessVerdict.CHANNEL_NOT_ALLOWED.refusal == CHANNEL_REFUSAL == AccessVerdict.CHANNEL_BLOCKED.refusal
+    assert AccessVerdict.ROLE_BLOCKED.refusal == AccessVerdict.ROLE_BLOCKED.notice
 
 
 # --- The lists: settings and the archive's entries -------------------------------------------------
@@ -224,20 +238,20 @@ async def test_a_direct_message_follows_the_strictest_shared_server(make_setting
         (GUILD, OTHER_GUILD, 3),
     )
     gate = AccessGate(lists, members)
-    assert await gate.verdict(0, Place(CHANNEL), Asker(ALICE)) is Verdict.ALLOWED
-    assert await gate.verdict(0, Place(CHANNEL), Asker(BOB)) is Verdict.ROLE_BLOCKED
+    assert await gate.verdict(0, Place(CHANNEL), Asker(ALICE)) is AccessVerdict.ALLOWED
+    assert await gate.verdict(0, Place(CHANNEL), Asker(BOB)) is AccessVerdict.ROLE_BLOCKED
     assert {guild_id for guild_id, _ in members.asked} == {GUILD, OTHER_GUILD}
 
     members.roles[(OTHER_GUILD, ALICE)] = frozenset()  # no longer a mod in the server that limits Parley to mods
-    assert await gate.verdict(0, Place(CHANNEL), Asker(ALICE)) is Verdict.NOT_ALLOWED_ROLE
+    assert await gate.verdict(0, Place(CHANNEL), Asker(ALICE)) is AccessVerdict.NOT_ALLOWED_ROLE
 
 
 async def test_the_settings_block_in_direct_messages_without_asking_discord(
     make_settings: Callable[..., Settings],
 ) -> None:
     gate = AccessGate(AccessLists(make_settings(blocked_members=frozenset({BOB}))), Servers({}, (GUILD,)))
-    assert await gate.verdict(0, Place(CHANNEL), Asker(BOB)) is Verdict.MEMBER_BLOCKED
-    assert await gate.verdict(0, Place(CHANNEL), Asker(ALICE)) is Verdict.ALLOWED
+    assert await gate.verdict(0, Place(CHANNEL), Asker(BOB)) is AccessVerdict.MEMBER_BLOCKED
+    assert await gate.verdict(0, Place(CHANNEL), Asker(ALICE)) is AccessVerdict.ALLOWED
     assert isinstance(gate.members, Servers) and gate.members.asked == []
 
 

@@ -13,12 +13,12 @@ from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from conversation import ChannelConversation, ConversationManager
+# The engine as the project's design names it: the conversations and the decider, over the messages.
+from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
 from conversation_snapshots import restore, snapshot
-from decider import ResponseDecider
 from followup import SHIPPED_MODEL, load_model
 from quoting import MESSAGE_TAG
-from records import DIRECT, MENTION_ONLY, NORMAL, OWN_THREAD, Decision, MessageRecord
+from records import DIRECT, MENTION_ONLY, NORMAL, OWN_THREAD, Decision
 
 BOT = 1
 ALICE = 10

@@ -66,7 +66,7 @@ async def ask_parley(
 
 def reader(client: Parley) -> AskedAboutReader:
     """What reads a message asked about, as the client's "Ask Parley" has it."""
-    return MessageQuestions(client.pipeline, client.files).reader
+    return MessageQuestions(client.commanded, client.pipeline, client.files).reader
 
 
 def flags_of(call: InteractionCall) -> int:

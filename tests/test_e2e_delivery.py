@@ -10,7 +10,7 @@ from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import FakeLLM, echo
 from pydantic_ai.messages import ModelResponse, TextPart
 
-from admission.access import Verdict
+from admission.access import AccessVerdict
 from answering.outcome import CUT_NOTE, LOST
 
 # Short enough for a test: the first wait between tries is a thirtieth of it, one try at most a third.
@@ -56,7 +56,7 @@ async def test_a_503_on_an_access_notice_is_retried_and_the_notice_told_once(
     fake.fail_next_posts(1, status=503)
     question = await say(fake, ALICE_ID, f"<@{BOT_ID}> what's the weather like?")
     [notice] = await fake.wait_for_posts(1, CHANNEL_ID, timeout=10)
-    assert notice.content == Verdict.MEMBER_BLOCKED.notice and notice.reply_to == int(question["id"])
+    assert notice.content == AccessVerdict.MEMBER_BLOCKED.notice and notice.reply_to == int(question["id"])
     assert answer_post_statuses(fake) == [503, 200]
     again = await say(fake, ALICE_ID, f"<@{BOT_ID}> hello?")
     assert (await decided(client, again)).reason == "not_allowed"

@@ -125,7 +125,7 @@ async def test_messages_the_gateway_delivered_too_are_neither_heard_nor_answered
     conversation = client.manager.get(CHANNEL_ID)
     assert conversation is not None
     await eventually(lambda: int(bystander["id"]) in [message.message_id for message in conversation.messages])
-    gap, channel, archive = client.coverage.missed, client.get_channel(CHANNEL_ID), client.archive
+    gap, channel, archive = client.gap, client.get_channel(CHANNEL_ID), client.archive
     assert isinstance(gap, GapQuestions) and isinstance(channel, discord.TextChannel) and archive is not None
     for sent in (question, bystander):  # as catch-up reads them from the channel's history
         gap.found(await channel.fetch_message(int(sent["id"])))

@@ -269,7 +269,7 @@ async def test_an_erase_outlasts_the_restart_that_reads_her_messages_back(
     client = await bot.start(reconcile_page_pause_seconds=0)
     await eventually(lambda: CHANNEL_ID in client.coverage.covered_since and not client.coverage.catching_up, 30)
     await eventually(lambda: client.coverage.reconciliation.finished, 30)
-    await client.pipeline.gap.settled()
+    await client.gap.settled()
     assert client.archive is not None
     await client.archive.flush()
     assert await client.archive.member_message_ids(GUILD_ID, ALICE_ID) == {}

@@ -62,8 +62,6 @@ class Coverage:
         self.reconciliation = Reconciliation(settings, background, forget)
         # set_state reads its value back to confirm it; two notes at once would each read the other's.
         self._coverage_lock = asyncio.Lock()
-        # Told of what catch-up finds missed, so that questions from the gap are answered (set by the client).
-        self.missed: MissedMessages | None = None
 
     def restart(self) -> None:
         """A new gateway session (not a resume) may have missed messages: the archive's unbroken record of the
@@ -71,8 +69,11 @@ class Coverage:
         self.watching_since = utc_now()
         self.covered_since.clear()
 
-    async def start_catch_up(self, archive: Archive | None, guilds: Sequence[discord.Guild]) -> None:
-        """Stop an earlier session's catch-up, and catch the archive up over the time Parley was away."""
+    async def start_catch_up(
+        self, archive: Archive | None, guilds: Sequence[discord.Guild], missed: MissedMessages
+    ) -> None:
+        """Stop an earlier session's catch-up, and catch the archive up over the time Parley was away, telling
+        `missed` what it finds Parley missed (so that questions from the gap are answered)."""
         await self._stop_catch_up()
         await self.reconciliation.stop()
         if archive is None:
@@ -81,24 +82,29 @@ class Coverage:
         earlier = await self._noted_coverage(archive)
         await self._note_coverage(archive)
         if self.settings.backfill_max_messages:
-            self._catch_up = self.background.start(self.catch_up(archive, earlier, guilds), "catch-up")
+            self._catch_up = self.background.start(self.catch_up(archive, earlier, guilds, missed), "catch-up")
 
     async def catch_up(
-        self, archive: Archive, earlier: Mapping[int, datetime], guilds: Sequence[discord.Guild]
+        self,
+        archive: Archive,
+        earlier: Mapping[int, datetime],
+        guilds: Sequence[discord.Guild],
+        missed: MissedMessages,
     ) -> None:
         """Archive what the readable channels got while Parley was away, and drop what was deleted meanwhile; then
         recheck their whole archived range (upkeep/reconciliation.py).
 
-        `earlier`: per channel, since when the archive held all of it up to the previous session's end.
+        `earlier`: per channel, since when the archive held all of it up to the previous session's end; `missed` is
+        told of the messages Parley missed.
         """
         try:
             channels = list(readable_channels(guilds))
-            await self._catch_up_channels(archive, earlier, channels)
+            await self._catch_up_channels(archive, earlier, channels, missed)
             if earlier:
                 # Threads archived since the previous session started watching may have holes too. Listing them
                 # takes a request or two per channel, so the channels are caught up first.
                 threads = await threads_archived_since(guilds, max(earlier.values()))
-                await self._catch_up_channels(archive, earlier, threads)
+                await self._catch_up_channels(archive, earlier, threads, missed)
                 channels += threads
         except Exception:
             # A background task's failure would otherwise go unseen; the live archive carries on without it.
@@ -107,7 +113,11 @@ class Coverage:
         self.reconciliation.start(archive, channels, self.watching_since)
 
     async def _catch_up_channels(
-        self, archive: Archive, earlier: Mapping[int, datetime], channels: Sequence[HistoryChannel]
+        self,
+        archive: Archive,
+        earlier: Mapping[int, datetime],
+        channels: Sequence[HistoryChannel],
+        missed: MissedMessages,
     ) -> None:
         """Catch `channels` up, noting in the archive each one's coverage as it is done."""
         settings = self.settings
@@ -119,9 +129,8 @@ class Coverage:
                 covered = min(covered, earlier[result.channel_id])
             self.covered_since[result.channel_id] = min(covered, self.watching_since)
             await self._note_coverage(archive)
-            if self.missed is not None:
-                # After its coverage is noted: an answer's context then comes from the archive, gap included.
-                self.missed.caught_up(result.channel_id)
+            # After its coverage is noted: an answer's context then comes from the archive, gap included.
+            missed.caught_up(result.channel_id)
 
         summary = await catch_up(
             channels,
@@ -134,7 +143,7 @@ class Coverage:
             forget=self.forget,
             on_channel=caught_up,
             withheld=self.optouts.withheld,
-            missed=None if self.missed is None else self.missed.found,
+            missed=missed.found,
         )
         if channels:
             log.info("%s", summary.describe())

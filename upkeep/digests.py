@@ -32,7 +32,7 @@ from pydantic_ai.usage import RunUsage
 
 from admission.optout import OptOuts
 from admission.spending import Spending
-from archive import ArchiveWriteFailed, ChannelSettings, Digest, Digests, MessageLog
+from archive import ArchiveWriteFailed, ChannelSettingsStore, Digest, Digests, MessageLog
 from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, id_at, read_range
 from catchup.writing import CatchUpWriter, Summary
@@ -99,7 +99,7 @@ def schedule_text(digest: Digest, zone: ZoneInfo) -> str:
 # --- What the scheduler sees of the client ----------------------------------------------------
 
 
-class DigestArchive(MessageLog, ChannelSettings, Digests, Protocol):
+class DigestArchive(MessageLog, ChannelSettingsStore, Digests, Protocol):
     """What a digest reads and keeps: the channel's messages, its forget marker, the digests."""
 
 

@@ -45,7 +45,7 @@ class Scene:
         client = await self.start()
         await caught_up(client)
         await eventually(lambda: client.coverage.reconciliation.finished, BOUND)
-        await client.pipeline.gap.settled()
+        await client.gap.settled()
         await pins_settled()
         return client
 

@@ -107,7 +107,7 @@ async def replay_then_catch_up(scene: Scene) -> dict[str, Any]:
 
 async def handed_to_catch_up(client: Parley, message: dict[str, Any]) -> None:
     """What catch-up does with a message it read from the channel's history that the archive lacked."""
-    gap, channel, archive = client.coverage.missed, client.get_channel(CHANNEL_ID), client.archive
+    gap, channel, archive = client.gap, client.get_channel(CHANNEL_ID), client.archive
     assert isinstance(gap, GapQuestions) and channel is not None and archive is not None
     gap.found(await channel.fetch_message(int(message["id"])))  # type: ignore[union-attr]
     gap.caught_up(CHANNEL_ID)
