@@ -50,13 +50,13 @@ from archive import (
     search_words,
 )
 from archive.allowances import PostgresAllowances
+from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
-from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
 from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
 from archive.pin_channels import PinChannelRows
-from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
@@ -66,6 +66,7 @@ from archive.sqlite import (
     _since_ms,
 )
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.times import from_ms, to_day, to_ms
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
 

@@ -15,17 +15,14 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
-from archive.exclusive import ArchiveClaim
+from archive.claim import ArchiveClaim
 from archive.file_text import FileTextBudget, FileTextGate
 from archive.text import safe_text
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
-_EPOCH_DAY = date(1970, 1, 1)
+from archive.times import to_day, to_ms
 
 Op = tuple[Write, tuple[Any, ...]]
 
@@ -285,19 +282,3 @@ class QueuedWrites(ABC):
                 stored = state()
                 rows.append((channel_id, to_ms(stored.last_activity), stored.state))
         return rows
-
-
-def to_ms(moment: datetime) -> int:
-    """Unix milliseconds; a naive datetime is taken as UTC (integer division avoids float rounding)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _ONE_MS
-
-
-def from_ms(ms: int) -> datetime:
-    """The UTC moment of Unix milliseconds `ms` (`to_ms`'s inverse)."""
-    return _EPOCH + ms * _ONE_MS
-
-
-def to_day(day: date) -> int:
-    return (day - _EPOCH_DAY).days

@@ -41,18 +41,20 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
-from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
 from archive.pin_channels import PinChannelRows
-from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.rows import message_from_row as _message_from_row
 from archive.snowflakes import snowflake_ms
+from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.times import from_ms, to_day, to_ms
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 
 __all__ = [
@@ -74,7 +76,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_URL_PREFIX = "sqlite:///"
 _MS_PER_HOUR = 3_600_000
 _MS_PER_DAY = 24 * _MS_PER_HOUR
 _EPOCH_DAY = date(1970, 1, 1)
@@ -606,22 +607,6 @@ _PRAGMAS = (
     # Deleted messages must be gone, not left readable in free pages of the file (Discord's terms).
     "PRAGMA secure_delete = ON",
 )
-
-
-def sqlite_path_from_url(url: str) -> Path:
-    """Return the file path of a ``sqlite:///relative`` or ``sqlite:////absolute`` URL.
-
-    Raises ``ValueError`` for any other scheme or an empty path.
-    """
-    if not url.startswith(_URL_PREFIX):
-        raise ValueError(
-            f"DATABASE_URL must be sqlite:///relative/path.db or "
-            f"sqlite:////absolute/path.db (only SQLite is supported), got {url!r}"
-        )
-    path = url.removeprefix(_URL_PREFIX)
-    if not path or path == ":memory:":
-        raise ValueError(f"DATABASE_URL must name a database file, got {url!r}")
-    return Path(path)
 
 
 # A message keeps its channel, guild and search key; the rest is replaced.
