@@ -22,7 +22,8 @@ from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
 from archive.claim import ArchiveClaim
 from archive.file_text import FileTextBudget, FileTextGate
 from archive.text import safe_text
-from archive.times import to_day, to_ms
+from archive.times import to_day
+from archive.times import to_ms as to_ms  # re-exported: edge/pins.py imports it from here
 
 Op = tuple[Write, tuple[Any, ...]]
 
