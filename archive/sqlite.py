@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
+import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
@@ -45,13 +44,12 @@ from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
-from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
+from archive.members import NOT_OPTED_OUT, MemberTables, withheld
+from archive.message_reads import MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
-from archive.rows import message_from_row as _message_from_row
-from archive.snowflakes import snowflake_ms
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 from archive.times import from_ms, to_day, to_ms
@@ -79,14 +77,8 @@ logger = logging.getLogger(__name__)
 _MS_PER_HOUR = 3_600_000
 _MS_PER_DAY = 24 * _MS_PER_HOUR
 _EPOCH_DAY = date(1970, 1, 1)
-# Open-ended time bounds, so a query without a window keeps the same SQL.
-_MIN_MS = -(2**63)
-_MAX_ID = 2**63 - 1  # SQLite's largest integer
 # https://discord.com/developers/docs/reference#snowflakes
 
-# Ranking every match of a common word in a busy channel costs tens of
-# milliseconds; bm25 over the newest matches keeps search latency flat.
-_SEARCH_CANDIDATES = 400
 # Host parameters per statement: 999 is the lowest limit any SQLite build has had.
 _MAX_VARIABLES = 999
 
@@ -565,24 +557,18 @@ ORDER BY bm25(attachments_fts), m.created_at DESC
 LIMIT :limit
 """
 
-# The stats queries read only the (channel_id, created_at, search_key,
-# author_id) index, apart from one row per top author for their name.
-_WINDOW = "channel_id = :channel AND created_at >= :since"
-_STATS_HOURS_SQL = f"SELECT (created_at / {_MS_PER_HOUR}) % 24, count(*) FROM messages WHERE {_WINDOW} GROUP BY 1"
-# Two subqueries, so each of min() and max() is one index seek.
-_STATS_SPAN_SQL = (
-    f"SELECT (SELECT min(created_at) FROM messages WHERE {_WINDOW}),"
-    f" (SELECT max(created_at) FROM messages WHERE {_WINDOW})"
+
+SQLITE_MESSAGES = MessageDialect(
+    match=lambda query, op: match_expression(query, op),
+    # A channel's messages are a rowid range of the one index, so the whole query applies to it.
+    channel_match=lambda channel_id, match: match,
+    search_all_sql=_SEARCH_ALL_SQL,
+    search_window_sql=_SEARCH_WINDOW_SQL,
+    search_attachments_sql=_SEARCH_ATTACHMENTS_SQL,
+    attachments_sql="SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
+    " WHERE message_id IN (SELECT value FROM json_each(:ids)) ORDER BY attachment_id",
+    ids=lambda values: json.dumps(list(values)),
 )
-# Counted by id so a renamed author counts once, under their latest name.
-_STATS_AUTHORS_SQL = f"""
-SELECT top.author_id, (SELECT author_name FROM messages
-        WHERE channel_id = :channel AND author_id = top.author_id
-        ORDER BY created_at DESC LIMIT 1) AS name, n
-FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
-      GROUP BY author_id ORDER BY n DESC, author_id LIMIT 5) AS top
-ORDER BY n DESC, name
-"""
 
 # bm25 ranks the newest in-scope matches only (`RECALL_CANDIDATES`).
 _RECALL_MEMORIES_SQL = f"""
@@ -802,6 +788,7 @@ Write = _Write
 
 class SQLiteArchive(
     QueuedWrites,
+    MessageReads,
     StoreTables,
     MemberTables,
     PinChannelRows,
@@ -991,127 +978,6 @@ class SQLiteArchive(
 
     # Reads: committed data only, on the read connection.
 
-    async def search(
-        self,
-        channel_id: int,
-        query: str,
-        *,
-        hours: float | None = None,
-        limit: int = 20,
-        now: datetime | None = None,
-    ) -> list[ArchivedMessage]:
-        """Full-text search in one channel, best bm25 match first, ties newest first.
-
-        ``query`` is plain text, never FTS syntax: its words (common English
-        stopwords aside) must all appear (AND); if that finds nothing, any of
-        them may (OR). Only the newest 400 matches in the channel are ranked.
-        """
-        phrases = _query_phrases(query)
-        if not phrases or limit <= 0:
-            return []
-        since = _since_ms(hours, now)
-        found = await self._search_both(channel_id, phrases, "AND", since, limit)
-        if not found and len(phrases) > 1:
-            found = await self._search_both(channel_id, phrases, "OR", since, limit)
-        return found
-
-    async def _search_both(
-        self, channel_id: int, phrases: list[str], op: str, since: int, limit: int
-    ) -> list[ArchivedMessage]:
-        """Messages whose text matches, and messages whose attachments' names or text match, taking turns."""
-        in_text = await self._search(channel_id, phrases, op, since, limit)
-        rows = await self._reader.execute_fetchall(
-            _SEARCH_ATTACHMENTS_SQL,
-            {"match": f" {op} ".join(phrases), "channel": channel_id, "since": since, "limit": limit},
-        )
-        in_files = [_with_attachment(row) for row in rows]
-        merged: dict[int, ArchivedMessage] = {}
-        for pair in itertools.zip_longest(in_text, in_files):
-            for message in pair:
-                if message is not None:
-                    known = merged.get(message.message_id)
-                    merged[message.message_id] = message if known is None or message.attachments else known
-        return list(merged.values())[:limit]
-
-    async def recent(
-        self,
-        channel_id: int,
-        *,
-        limit: int = 50,
-        hours: float | None = None,
-        now: datetime | None = None,
-        before_id: int | None = None,
-        after_id: int = 0,
-    ) -> list[ArchivedMessage]:
-        """The latest ``limit`` messages of a channel, oldest first.
-
-        ``hours`` keeps messages from the last hours before ``now``; ``before_id``
-        keeps messages older than that message and ``after_id`` newer ones (Discord
-        ids grow with time, and two messages can share a millisecond, so paging goes by id).
-        """
-        if limit <= 0:
-            return []
-        rows = await self._reader.execute_fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
-            " WHERE channel_id = ? AND created_at >= ? AND message_id < ? AND message_id > ?"
-            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
-        )
-        return await self._with_attachments([_message_from_row(row) for row in reversed(list(rows))])
-
-    async def _with_attachments(self, messages: list[ArchivedMessage]) -> list[ArchivedMessage]:
-        """`messages` carrying what they shared (names, types, sizes, the text read from it)."""
-        if not messages:
-            return messages
-        found: dict[int, list[ArchivedAttachment]] = {}
-        for start in range(0, len(messages), _MAX_VARIABLES):
-            ids = [message.message_id for message in messages[start : start + _MAX_VARIABLES]]
-            rows = await self._reader.execute_fetchall(
-                "SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
-                f" WHERE message_id IN ({', '.join('?' * len(ids))}) ORDER BY attachment_id",
-                ids,
-            )
-            for message_id, *fields in rows:
-                found.setdefault(message_id, []).append(ArchivedAttachment(*fields))
-        if not found:
-            return messages
-        return [replace(m, attachments=tuple(found[m.message_id])) if m.message_id in found else m for m in messages]
-
-    async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
-        """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
-        rows = await self._reader.execute_fetchall(
-            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at <= ? AND message_id < ?"
-            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, snowflake_ms(before_id), before_id, count),
-        )
-        return [int(message_id) for (message_id,) in rows]
-
-    async def message_ids_between(self, channel_id: int, after_id: int, upto_id: int) -> set[int]:
-        """The ids of the channel's archived messages with ``after_id < id <= upto_id`` (Discord snowflakes)."""
-        # The time bounds, read off the ids, let the (channel_id, created_at) index do the work.
-        rows = await self._reader.execute_fetchall(
-            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at BETWEEN ? AND ?"
-            " AND message_id > ? AND message_id <= ?",
-            (channel_id, snowflake_ms(after_id), snowflake_ms(upto_id), after_id, upto_id),
-        )
-        return {int(message_id) for (message_id,) in rows}
-
-    async def stats(self, channel_id: int, *, hours: float | None = None, now: datetime | None = None) -> ChannelStats:
-        """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
-        window = {"channel": channel_id, "since": _since_ms(hours, now)}
-        by_hour = list(await self._reader.execute_fetchall(_STATS_HOURS_SQL, window))
-        if not by_hour:
-            return ChannelStats(0, [], [], None, None)
-        ((first, last),) = await self._reader.execute_fetchall(_STATS_SPAN_SQL, window)
-        authors = await self._reader.execute_fetchall(_STATS_AUTHORS_SQL, window)
-        return ChannelStats(
-            message_count=sum(n for _, n in by_hour),
-            top_authors=[TopAuthor(author_id, name, n) for author_id, name, n in authors],
-            busiest_hours=sorted(((hour, n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
-            first_at=from_ms(first),
-            last_at=from_ms(last),
-        )
-
     async def usage_on(self, day: date) -> list[TokenUsage]:
         """Every server's, channel's and member's tokens on one UTC day."""
         rows = await self._reader.execute_fetchall(
@@ -1146,9 +1012,7 @@ class SQLiteArchive(
 
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = SQLITE_KNOWLEDGE
-
-    def _memory_match(self, query: str, op: str) -> str | None:
-        return match_expression(query, op)
+    message_dialect = SQLITE_MESSAGES
 
     async def new_id(self, table: str) -> int:
         """A fresh ``id`` for a new row of ``table``: counted here, as this process is the file's only writer."""
@@ -1283,21 +1147,6 @@ class SQLiteArchive(
         with contextlib.suppress(Exception):  # nothing left to undo
             await self._db.execute("ROLLBACK")
 
-    async def _search(
-        self, channel_id: int, phrases: list[str], op: str, since: int, limit: int
-    ) -> list[ArchivedMessage]:
-        rows = await self._reader.execute_fetchall(
-            _SEARCH_ALL_SQL if since == _MIN_MS else _SEARCH_WINDOW_SQL,
-            {
-                "match": f" {op} ".join(phrases),
-                "channel": channel_id,
-                "since": since,
-                "candidates": _SEARCH_CANDIDATES,
-                "limit": limit,
-            },
-        )
-        return [_message_from_row(row) for row in rows]
-
 
 class _SearchKeys:
     """Hands out search keys, ``(channel slot << 40) | sequence``, on the event loop.
@@ -1395,24 +1244,6 @@ def _query_phrases(query: str) -> list[str]:
 
 def _from_day(days: int) -> date:
     return _EPOCH_DAY + timedelta(days=days)
-
-
-def _since_ms(hours: float | None, now: datetime | None) -> int:
-    if hours is None:
-        return _MIN_MS
-    try:
-        return to_ms((now or datetime.now(UTC)) - timedelta(hours=hours))
-    except OverflowError:
-        # A window reaching past year 1 (a model asking for "everything").
-        return _MIN_MS
-
-
-def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:
-    """A message found by one of its attachments, carrying that attachment and the matching excerpt."""
-    message = _message_from_row(row[:13])
-    attachment_id, filename, content_type, size, excerpt = row[13:]
-    found = ArchivedAttachment(attachment_id, filename, content_type, size, excerpt)
-    return replace(message, attachments=(found,))
 
 
 def _decision_from_row(row: Sequence[Any]) -> Decision:
