@@ -26,7 +26,7 @@ import itertools
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -35,17 +35,14 @@ import asyncpg
 
 from archive import (
     ArchivedMessage,
-    ConversationSummary,
     DatabaseUrlError,
-    Decision,
-    StoredConversation,
-    TokenUsage,
     Write,
     describe_database_url,
     folded_words,
     search_words,
 )
 from archive.allowances import PostgresAllowances
+from archive.bot_reads import BotReads
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
@@ -55,12 +52,8 @@ from archive.message_reads import SEARCH_CANDIDATES, MessageDialect, MessageRead
 from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
-from archive.sqlite import (
-    _decision_from_row,
-    _from_day,
-)
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
-from archive.times import from_ms, to_day, to_ms
+from archive.times import to_ms
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
 
@@ -101,7 +94,6 @@ _MESSAGE_COLUMNS = (
     " created_at, edited_at, is_bot, reply_to_message_id,"
     " mention_ids, reply_to_author_id, mentions_everyone"
 )
-_DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 
 # Words indexed without their channel: archive's stopwords as of v12. A search leaves them out unless they are all
 # it has, and a few huge posting lists cost the index much less to extend than a key per channel for each (they
@@ -657,9 +649,6 @@ _SET_STATE = Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
-_USAGE_COLUMNS = (
-    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
-)
 # Adds to the day's row, so a batch of answers by one member in one channel with one model is one row.
 _USAGE = Write(
     "record_usage",
@@ -846,8 +835,9 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
 
 
 class PostgresArchive(
-    QueuedWrites,
     MessageReads,
+    BotReads,
+    QueuedWrites,
     StoreTables,
     MemberTables,
     PinChannelRows,
@@ -982,69 +972,7 @@ class PostgresArchive(
         first_id, last_id = message_ids
         self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
 
-    async def thread_channels(self) -> set[int]:
-        """The channels where an @mention opens a thread."""
-        rows = await self._fetch("SELECT channel_id FROM thread_settings WHERE threads")
-        return {int(channel_id) for (channel_id,) in rows}
-
-    async def own_threads(self) -> dict[int, int]:
-        """The threads Parley opened, with their server's id."""
-        rows = await self._fetch("SELECT thread_id, guild_id FROM own_threads")
-        return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
-
     # Reads: committed data only, on the pool.
-
-    async def stored_conversations(self) -> dict[int, StoredConversation]:
-        """Every kept live conversation, by channel id (the caller decides which are still live)."""
-        rows = await self._fetch("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
-
-    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
-        """The channel's latest `limit` conversation summaries, newest first."""
-        rows = await self._fetch(
-            "SELECT ended_at, summary FROM conversation_summaries WHERE channel_id = $1"
-            " ORDER BY ended_at DESC, id DESC LIMIT $2",
-            channel_id,
-            limit,
-        )
-        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
-
-    async def all_forget_markers(self) -> dict[int, int]:
-        """Every channel's /parley-admin forget marker: the message id its context starts after."""
-        rows = await self._fetch("SELECT channel_id, after_id FROM forget_markers")
-        return {int(channel_id): int(after_id) for channel_id, after_id in rows}
-
-    async def usage_on(self, day: date) -> list[TokenUsage]:
-        """Every server's, channel's and member's tokens on one UTC day."""
-        rows = await self._fetch(f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = $1", to_day(day))
-        return [TokenUsage(day, *row) for row in rows]
-
-    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
-        """One server's rows from UTC day `first` to `last`, both included."""
-        rows = await self._fetch(
-            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE guild_id = $1 AND day BETWEEN $2 AND $3",
-            guild_id,
-            to_day(first),
-            to_day(last),
-        )
-        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
-
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
-        """The latest ``limit`` decisions in a channel, newest first."""
-        if limit <= 0:
-            return []
-        rows = await self._fetch(
-            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = $1"
-            " ORDER BY decided_at DESC, id DESC LIMIT $2",
-            channel_id,
-            limit,
-        )
-        return [_decision_from_row(row) for row in rows]
-
-    async def get_state(self, name: str) -> str | None:
-        """The value stored under `name` by `set_state`, or None."""
-        rows = await self._fetch("SELECT value FROM bot_state WHERE name = $1", name)
-        return next((str(value) for (value,) in rows), None)
 
     # The small stores' tables (archive/stores.py).
 

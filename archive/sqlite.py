@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -40,6 +40,7 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.bot_reads import BotReads
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
@@ -52,7 +53,7 @@ from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
-from archive.times import from_ms, to_day, to_ms
+from archive.times import to_ms
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 
 __all__ = [
@@ -76,7 +77,6 @@ logger = logging.getLogger(__name__)
 
 _MS_PER_HOUR = 3_600_000
 _MS_PER_DAY = 24 * _MS_PER_HOUR
-_EPOCH_DAY = date(1970, 1, 1)
 # https://discord.com/developers/docs/reference#snowflakes
 
 # Host parameters per statement: 999 is the lowest limit any SQLite build has had.
@@ -86,7 +86,6 @@ _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 # Where add() puts the search key in an add op's params.
 _SEARCH_KEY_FIELD = 13
-_DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 
 # Ordered schema migrations; entry N-1 takes a file from user_version N-1 to N.
 # Append new scripts, never edit shipped ones.
@@ -712,9 +711,6 @@ _SET_STATE = _Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
-_USAGE_COLUMNS = (
-    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
-)
 # Adds to the day's row, so a batch of answers by one member in one channel is one row.
 _USAGE = _Write(
     "record_usage",
@@ -787,8 +783,9 @@ Write = _Write
 
 
 class SQLiteArchive(
-    QueuedWrites,
     MessageReads,
+    BotReads,
+    QueuedWrites,
     StoreTables,
     MemberTables,
     PinChannelRows,
@@ -947,66 +944,7 @@ class SQLiteArchive(
         first_id, last_id = message_ids
         self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
 
-    async def stored_conversations(self) -> dict[int, StoredConversation]:
-        """Every kept live conversation, by channel id (the caller decides which are still live)."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
-
-    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
-        """The channel's latest `limit` conversation summaries, newest first."""
-        rows = await self._reader.execute_fetchall(
-            "SELECT ended_at, summary FROM conversation_summaries WHERE channel_id = ?"
-            " ORDER BY ended_at DESC, id DESC LIMIT ?",
-            (channel_id, limit),
-        )
-        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
-
-    async def thread_channels(self) -> set[int]:
-        """The channels where an @mention opens a thread."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id FROM thread_settings WHERE threads")
-        return {int(channel_id) for (channel_id,) in rows}
-
-    async def own_threads(self) -> dict[int, int]:
-        """The threads Parley opened, with their server's id."""
-        rows = await self._reader.execute_fetchall("SELECT thread_id, guild_id FROM own_threads")
-        return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
-
-    async def all_forget_markers(self) -> dict[int, int]:
-        """Every channel's /parley-admin forget marker: the message id its context starts after."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id, after_id FROM forget_markers")
-        return {int(channel_id): int(after_id) for channel_id, after_id in rows}
-
     # Reads: committed data only, on the read connection.
-
-    async def usage_on(self, day: date) -> list[TokenUsage]:
-        """Every server's, channel's and member's tokens on one UTC day."""
-        rows = await self._reader.execute_fetchall(
-            f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = ?", (to_day(day),)
-        )
-        return [TokenUsage(day, *row) for row in rows]
-
-    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
-        """One server's rows from UTC day `first` to `last`, both included."""
-        rows = await self._reader.execute_fetchall(
-            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE day BETWEEN ? AND ? AND guild_id = ?",
-            (to_day(first), to_day(last), guild_id),
-        )
-        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
-
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[Decision]:
-        """The latest ``limit`` decisions in a channel, newest first."""
-        if limit <= 0:
-            return []
-        rows = await self._reader.execute_fetchall(
-            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?",
-            (channel_id, limit),
-        )
-        return [_decision_from_row(row) for row in rows]
-
-    async def get_state(self, name: str) -> str | None:
-        """The value stored under `name` by `set_state`, or None."""
-        rows = await self._reader.execute_fetchall("SELECT value FROM bot_state WHERE name = ?", (name,))
-        return next((value for (value,) in rows), None)
 
     # The small stores' tables (archive/stores.py): the same single writer and read connection.
 
@@ -1240,23 +1178,3 @@ def _query_phrases(query: str) -> list[str]:
     Stopwords are dropped unless nothing else is left.
     """
     return ['"' + word.replace('"', '""') + '"' for word in search_words(query)]
-
-
-def _from_day(days: int) -> date:
-    return _EPOCH_DAY + timedelta(days=days)
-
-
-def _decision_from_row(row: Sequence[Any]) -> Decision:
-    id_, channel_id, message_id, name, excerpt, responded, reason, tier, confidence, decided = row
-    return Decision(
-        id=id_,
-        channel_id=channel_id,
-        message_id=message_id,
-        author_name=name,
-        excerpt=excerpt,
-        responded=bool(responded),
-        reason=reason,
-        tier=tier,
-        confidence=confidence,
-        decided_at=from_ms(decided),
-    )

@@ -23,3 +23,8 @@ def from_ms(ms: int) -> datetime:
 
 def to_day(day: date) -> int:
     return (day - _EPOCH_DAY).days
+
+
+def from_day(days: int) -> date:
+    """The UTC day `days` after 1970-01-01 (`to_day`'s inverse)."""
+    return _EPOCH_DAY + timedelta(days=days)
