@@ -34,7 +34,6 @@ from typing import Any
 import asyncpg
 
 from archive import (
-    ArchivedMessage,
     DatabaseUrlError,
     Write,
     describe_database_url,
@@ -53,7 +52,6 @@ from archive.pin_channels import PinChannelRows
 from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
-from archive.times import to_ms
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
 
@@ -855,6 +853,10 @@ class PostgresArchive(
     """
 
     writes = WriteKinds(
+        add=_ADD,
+        add_attachment=_ADD_ATTACHMENT,
+        add_summary=_ADD_SUMMARY,
+        delete_channel=_DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
         delete_guild=_DELETE_GUILD,
@@ -944,37 +946,7 @@ class PostgresArchive(
             finally:
                 await self._release_claim()
 
-    # Writes: synchronous, they only enqueue.
-
-    def add(self, message: ArchivedMessage) -> None:
-        """Archive a message, replacing any stored version with the same id."""
-        m = message
-        edited = None if m.edited_at is None else to_ms(m.edited_at)
-        self._enqueue(
-            _ADD,
-            (
-                m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
-                m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
-                " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
-            ),
-        )  # fmt: skip
-        for a in m.attachments:
-            self._enqueue(
-                _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
-            )
-
-    def delete_channel(self, channel_id: int) -> None:
-        """Remove a channel's messages, decisions and settings (its token counts stay, as in SQLite)."""
-        self._enqueue(_DELETE_CHANNEL, (channel_id,))
-
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
-        """Keep the summary of a conversation of the channel that ended at `ended_at` (see archive.sqlite)."""
-        first_id, last_id = message_ids
-        self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
-
-    # Reads: committed data only, on the pool.
-
-    # The small stores' tables (archive/stores.py).
+    # The table mixins' reads and writes (archive/message_reads.py, bot_reads.py, stores.py, ...).
 
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = POSTGRES_KNOWLEDGE

@@ -53,7 +53,6 @@ from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
-from archive.times import to_ms
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 
 __all__ = [
@@ -805,6 +804,10 @@ class SQLiteArchive(
     """
 
     writes = WriteKinds(
+        add=_ADD,
+        add_attachment=_ADD_ATTACHMENT,
+        add_summary=_ADD_SUMMARY,
+        delete_channel=_DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
         delete_guild=_DELETE_GUILD,
@@ -838,7 +841,7 @@ class SQLiteArchive(
     ) -> None:
         self._db = writer
         self._reader = reader
-        self._keys = keys
+        self._search_key = keys.next
         self._start_queue(
             retention_days=retention_days,
             batch_size=batch_size,
@@ -906,47 +909,8 @@ class SQLiteArchive(
             finally:
                 await self._release_claim()
 
-    # Writes: synchronous, never touch the disk on the caller's stack.
-
-    def add(self, message: ArchivedMessage) -> None:
-        """Archive a message, replacing any stored version with the same id."""
-        m = message
-        edited = None if m.edited_at is None else to_ms(m.edited_at)
-        self._enqueue(
-            _ADD,
-            (
-                m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
-                m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
-                " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
-                self._keys.next(m.channel_id),
-            ),
-        )  # fmt: skip
-        for attachment in m.attachments:
-            a = attachment
-            self._enqueue(
-                _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
-            )
-
-    def delete_channel(self, channel_id: int) -> None:
-        """Remove a channel's messages, decisions and settings.
-
-        Its token counts stay: they are what the server spent, not anything said, and dropping them
-        would let deleting a channel refund the server's daily budget. Retention prunes them.
-        """
-        self._enqueue(_DELETE_CHANNEL, (channel_id,))
-
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
-        """Keep the summary of a conversation of the channel that ended at `ended_at`.
-
-        `message_ids` are the oldest and newest message ids it was written from: deleting any message
-        of the channel between them deletes the summary too.
-        """
-        first_id, last_id = message_ids
-        self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
-
-    # Reads: committed data only, on the read connection.
-
-    # The small stores' tables (archive/stores.py): the same single writer and read connection.
+    # The table mixins' reads and writes (archive/message_reads.py, bot_reads.py, stores.py, ...): the same single
+    # writer and read connection.
 
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = SQLITE_KNOWLEDGE
