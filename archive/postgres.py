@@ -887,6 +887,7 @@ class PostgresArchive(
         file_text_budget: FileTextBudget | None,
     ) -> None:
         self._pool = pool
+        self._connections = (pool.close,)
         self._start_queue(
             retention_days=retention_days,
             batch_size=batch_size,
@@ -935,16 +936,6 @@ class PostgresArchive(
         archive._claim = claim
         archive._start_writer()
         return archive
-
-    async def close(self) -> None:
-        """Commit everything still queued, stop the writer and close the connections."""
-        try:
-            await self._stop_writer()
-        finally:
-            try:
-                await self._pool.close()
-            finally:
-                await self._release_claim()
 
     # The table mixins' reads and writes (archive/message_reads.py, bot_reads.py, stores.py, ...).
 

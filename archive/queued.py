@@ -13,7 +13,7 @@ import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -62,6 +62,8 @@ class QueuedWrites(ABC):
     # The key of a channel's next message in the full-text index, where the backend's index wants one from the
     # writer's side (SQLite's: a channel's messages are one rowid range); the last field of an add's row.
     _search_key: Callable[[int], int] | None = None
+    # The backend's connections, closed in this order by `close` once the writer has stopped.
+    _connections: tuple[Callable[[], Awaitable[None]], ...] = ()
 
     def _start_queue(
         self,
@@ -92,6 +94,17 @@ class QueuedWrites(ABC):
     @abstractmethod
     async def _run_writer(self) -> None:
         """Commit the queue in batches until the archive closes and the queue is empty."""
+
+    async def close(self) -> None:
+        """Commit everything still queued, stop the writer, close the backend's connections and release the claim."""
+        try:
+            await self._stop_writer()
+        finally:
+            try:
+                for close_connection in self._connections:
+                    await close_connection()
+            finally:
+                await self._release_claim()
 
     async def _release_claim(self) -> None:
         claim, self._claim = self._claim, None

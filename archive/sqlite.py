@@ -841,6 +841,8 @@ class SQLiteArchive(
     ) -> None:
         self._db = writer
         self._reader = reader
+        # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
+        self._connections = (reader.close, writer.close)
         self._search_key = keys.next
         self._start_queue(
             retention_days=retention_days,
@@ -896,18 +898,6 @@ class SQLiteArchive(
         archive._claim = claim
         archive._start_writer()
         return archive
-
-    async def close(self) -> None:
-        """Commit everything still queued, stop the writer and close the file."""
-        try:
-            await self._stop_writer()
-        finally:
-            try:
-                # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
-                await self._reader.close()
-                await self._db.close()
-            finally:
-                await self._release_claim()
 
     # The table mixins' reads and writes (archive/message_reads.py, bot_reads.py, stores.py, ...): the same single
     # writer and read connection.
