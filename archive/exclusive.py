@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from archive import DatabaseUrlError, check_database_url, describe_database_url, is_postgres_url
-from archive.claim import ArchiveClaim
+from archive.claim import ArchiveClaim as ArchiveClaim  # re-exported: ops/opening.py imports it from here
 from archive.sqlite_url import sqlite_path_from_url
 
 # The first half of Parley's two-key advisory locks ("prly"); the second is the shard, or ALL_SHARDS. Two-key locks
