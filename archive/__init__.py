@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from archive.knowledge_types import KnowledgeStore
+from archive.sqlite_url import sqlite_path_from_url
 
 __all__ = [
     "AccessEntry",
@@ -56,7 +57,6 @@ __all__ = [
     "check_database_url",
     "describe_database_url",
     "is_postgres_url",
-    "open_archive",
     "search_words",
 ]
 
@@ -649,8 +649,6 @@ def describe_database_url(url: str) -> str:
     """Where ``url`` points, for messages and logs: the SQLite file, or the Postgres host and database, never
     the user or password."""
     if not is_postgres_url(url):
-        from archive.sqlite import sqlite_path_from_url  # the backends import this module
-
         return str(sqlite_path_from_url(url))
     parts = urlsplit(url)
     try:
@@ -664,8 +662,6 @@ def describe_database_url(url: str) -> str:
 def check_database_url(url: str) -> None:
     """Raise `DatabaseUrlError`, with a one-line reason, if ``url`` is neither a SQLite nor a Postgres URL."""
     if not is_postgres_url(url):
-        from archive.sqlite import sqlite_path_from_url  # the backends import this module
-
         try:
             sqlite_path_from_url(url)
         except ValueError as exc:
@@ -678,25 +674,6 @@ def check_database_url(url: str) -> None:
         raise DatabaseUrlError(f"DATABASE_URL is not a valid Postgres URL ({exc})") from None
     if not (parts.hostname or "host=" in parts.query) or not parts.path.strip("/"):
         raise DatabaseUrlError("DATABASE_URL must be postgresql://user:password@host:port/database")
-
-
-async def open_archive(url: str, **options: Any) -> Archive:
-    """Open (and migrate) the archive ``url`` names: ``sqlite:///path`` or ``postgresql://…``.
-
-    ``options`` are the backend's `open` keywords (retention_days, flush_interval, batch_size, prune_interval,
-    file_text_budget).
-
-    Raises:
-        DatabaseUrlError: the URL is malformed, or (Postgres) the server cannot be reached or refuses it.
-    """
-    check_database_url(url)
-    if is_postgres_url(url):
-        from archive.postgres import PostgresArchive  # asyncpg is loaded only when asked for
-
-        return await PostgresArchive.open(url, **options)
-    from archive.sqlite import SQLiteArchive, sqlite_path_from_url
-
-    return await SQLiteArchive.open(sqlite_path_from_url(url), **options)
 
 
 def search_words(query: str) -> list[str]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any, Protocol
 
-from archive.queued import to_day, to_ms
+from archive.times import to_day, to_ms
 
 _MS_PER_HOUR = 3_600_000
 

@@ -21,9 +21,11 @@ import asyncio
 import fcntl
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from archive import DatabaseUrlError, check_database_url, describe_database_url, is_postgres_url
+from archive.claim import ArchiveClaim as ArchiveClaim  # re-exported: ops/opening.py imports it from here
+from archive.sqlite_url import sqlite_path_from_url
 
 # The first half of Parley's two-key advisory locks ("prly"); the second is the shard, or ALL_SHARDS. Two-key locks
 # never collide with the single-key one the Postgres backend migrates under.
@@ -34,12 +36,6 @@ _CONNECT_TIMEOUT = 10.0
 
 class ArchiveInUse(Exception):
     """Another process holds the archive, or one of the shards this one would run; the message says which."""
-
-
-class ArchiveClaim(Protocol):
-    """What a process holds while it serves from an archive; released by the archive's `close`, or by any exit."""
-
-    async def release(self) -> None: ...
 
 
 def sqlite_lock_path(database: Path) -> Path:
@@ -158,6 +154,5 @@ async def claim_archive(url: str, shard_ids: frozenset[int]) -> ArchiveClaim:
     check_database_url(url)
     if is_postgres_url(url):
         return await claim_postgres_shards(url, shard_ids, describe_database_url(url))
-    from archive.sqlite import sqlite_path_from_url
 
     return await claim_sqlite(sqlite_path_from_url(url))

@@ -45,8 +45,8 @@ __all__ = [
     "KnowledgeTables",
     "NoRoomForDocument",
 ]
-from archive.queued import from_ms, to_ms
 from archive.text import safe_text
+from archive.times import from_ms, to_ms
 
 
 @dataclass(frozen=True, slots=True)

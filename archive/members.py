@@ -14,10 +14,10 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
 from archive import ArchivedAttachment, ArchivedMessage, ArchiveWriteFailed, MemberCounts, Memory, TokenUsage, Write
-from archive.queued import from_ms, to_ms
 from archive.rows import MESSAGE_COLUMNS, message_from_row
 from archive.stores import MEMORY_COLUMNS, memories_from_rows
 from archive.tables import BackendTables
+from archive.times import from_ms, to_ms
 
 # Messages read (or deleted) per statement: below either backend's limit on a statement's parameters.
 MESSAGES_AT_ONCE = 500

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from archive import ArchiveWriteFailed, Write
-from archive.queued import to_ms
 from archive.tables import BackendTables
+from archive.times import to_ms
 
 _TAKE_PINS = Write(
     "take_pins",

@@ -26,8 +26,7 @@ import itertools
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -35,36 +34,23 @@ from typing import Any
 import asyncpg
 
 from archive import (
-    ArchivedAttachment,
-    ArchivedMessage,
-    ChannelStats,
-    ConversationSummary,
     DatabaseUrlError,
-    StoredConversation,
-    StoredDecision,
-    TokenUsage,
-    TopAuthor,
     Write,
     describe_database_url,
     folded_words,
     search_words,
 )
 from archive.allowances import PostgresAllowances
+from archive.bot_reads import BotReads
+from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
-from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
-from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
+from archive.members import NOT_OPTED_OUT, MemberTables, withheld
+from archive.message_reads import SEARCH_CANDIDATES, MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
-from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
-from archive.rows import message_from_row as _message_from_row
-from archive.snowflakes import snowflake_ms
-from archive.sqlite import (
-    _decision_from_row,
-    _from_day,
-    _since_ms,
-)
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
@@ -75,10 +61,6 @@ logger = logging.getLogger(__name__)
 
 _MS_PER_HOUR = 3_600_000
 _MS_PER_DAY = 24 * _MS_PER_HOUR
-_MIN_MS = -(2**63)
-_MAX_ID = 2**63 - 1
-# The same candidate count as SQLite's: ranking every match of a common word costs more than it helps.
-_SEARCH_CANDIDATES = 400
 # The longest word indexed, in bytes: a tsvector's lexemes hold at most 2046 (to_tsvector leaves longer words out),
 # less the longest channel prefix ("ffffffffffffffffx").
 _MAX_WORD_BYTES = 2046 - 17
@@ -110,7 +92,6 @@ _MESSAGE_COLUMNS = (
     " created_at, edited_at, is_bot, reply_to_message_id,"
     " mention_ids, reply_to_author_id, mentions_everyone"
 )
-_DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 
 # Words indexed without their channel: archive's stopwords as of v12. A search leaves them out unless they are all
 # it has, and a few huge posting lists cost the index much less to extend than a key per channel for each (they
@@ -666,9 +647,6 @@ _SET_STATE = Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
-_USAGE_COLUMNS = (
-    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
-)
 # Adds to the day's row, so a batch of answers by one member in one channel with one model is one row.
 _USAGE = Write(
     "record_usage",
@@ -762,14 +740,14 @@ _OWN_WRITES = frozenset(
 _SEARCH_SQL = f"""
 SELECT {_MESSAGE_COLUMNS} FROM (
     SELECT {_MESSAGE_COLUMNS}, ts_rank(words, query) AS score
-    FROM messages AS m, CAST($2 AS tsquery) AS query
-    WHERE channel_id = $1 AND words @@ query AND created_at >= $3 AND {NOT_OPTED_OUT}
+    FROM messages AS m, CAST(:match AS tsquery) AS query
+    WHERE channel_id = :channel AND words @@ query AND created_at >= :since AND {NOT_OPTED_OUT}
     -- The channel's time index gives this order, so a very common word is read newest first off it.
     ORDER BY created_at DESC, message_id DESC
-    LIMIT {_SEARCH_CANDIDATES}
+    LIMIT {SEARCH_CANDIDATES}
 ) AS candidates
 ORDER BY score DESC, created_at DESC, message_id DESC
-LIMIT $4
+LIMIT :limit
 """
 # The channel's newest matching attachments ranked, as for messages; the excerpt of the matching text travels as
 # the attachment's text, so the model sees why it matched.
@@ -779,32 +757,29 @@ SELECT {", ".join("m." + name for name in _MESSAGE_COLUMNS.split(", "))},
     ts_headline('simple', a.text, query, 'StartSel="", StopSel="", MaxWords=40, MinWords=20')
 FROM (
     SELECT attachment_id, message_id, filename, content_type, size, text, ts_rank(words, query) AS score
-    FROM attachments, to_tsquery('simple', $2) AS query
-    WHERE channel_id = $1 AND words @@ query
+    FROM attachments, to_tsquery('simple', :match) AS query
+    WHERE channel_id = :channel AND words @@ query
     ORDER BY attachment_id DESC
-    LIMIT {_SEARCH_CANDIDATES}
+    LIMIT {SEARCH_CANDIDATES}
 ) AS a
     JOIN messages AS m ON m.message_id = a.message_id,
-    to_tsquery('simple', $2) AS query
-WHERE m.created_at >= $3 AND {NOT_OPTED_OUT}
+    to_tsquery('simple', :match) AS query
+WHERE m.created_at >= :since AND {NOT_OPTED_OUT}
 ORDER BY a.score DESC, m.created_at DESC
-LIMIT $4
-"""
-_WINDOW = "channel_id = $1 AND created_at >= $2"
-_STATS_HOURS_SQL = f"SELECT (created_at / {_MS_PER_HOUR}) % 24, count(*) FROM messages WHERE {_WINDOW} GROUP BY 1"
-_STATS_SPAN_SQL = (
-    f"SELECT (SELECT min(created_at) FROM messages WHERE {_WINDOW}),"
-    f" (SELECT max(created_at) FROM messages WHERE {_WINDOW})"
-)
-_STATS_AUTHORS_SQL = f"""
-SELECT top.author_id, (SELECT author_name FROM messages
-        WHERE channel_id = $1 AND author_id = top.author_id
-        ORDER BY created_at DESC LIMIT 1) AS name, n
-FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
-      GROUP BY author_id ORDER BY n DESC, author_id LIMIT 5) AS top
-ORDER BY n DESC, name
+LIMIT :limit
 """
 # SQLite-style placeholders in other stores' statements: ?, ?N and :name (but not a :: cast).
+POSTGRES_MESSAGES = MessageDialect(
+    match=lambda query, op: tsquery_expression(query, op),
+    # A message's lexemes carry its channel's prefix (`_lexemes`), so its words are looked up as the channel's.
+    channel_match=lambda channel_id, match: _channel_tsquery(channel_id, match),
+    search_all_sql=_SEARCH_SQL,
+    search_window_sql=_SEARCH_SQL,
+    search_attachments_sql=_SEARCH_ATTACHMENTS_SQL,
+    attachments_sql="SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
+    " WHERE message_id = ANY(CAST(:ids AS BIGINT[])) ORDER BY attachment_id",
+    ids=list,
+)
 _PLACEHOLDER = re.compile(r"\?(\d*)|(?<![:\w]):([A-Za-z_]\w*)")
 
 # A run of ops of one kind as its statements take it: a row of parameters per op (an add run: `added_messages` rows).
@@ -858,6 +833,8 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
 
 
 class PostgresArchive(
+    MessageReads,
+    BotReads,
     QueuedWrites,
     StoreTables,
     MemberTables,
@@ -876,6 +853,10 @@ class PostgresArchive(
     """
 
     writes = WriteKinds(
+        add=_ADD,
+        add_attachment=_ADD_ATTACHMENT,
+        add_summary=_ADD_SUMMARY,
+        delete_channel=_DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
         delete_guild=_DELETE_GUILD,
@@ -906,6 +887,7 @@ class PostgresArchive(
         file_text_budget: FileTextBudget | None,
     ) -> None:
         self._pool = pool
+        self._connections = (pool.close,)
         self._start_queue(
             retention_days=retention_days,
             batch_size=batch_size,
@@ -955,243 +937,11 @@ class PostgresArchive(
         archive._start_writer()
         return archive
 
-    async def close(self) -> None:
-        """Commit everything still queued, stop the writer and close the connections."""
-        try:
-            await self._stop_writer()
-        finally:
-            try:
-                await self._pool.close()
-            finally:
-                await self._release_claim()
-
-    # Writes: synchronous, they only enqueue.
-
-    def add(self, message: ArchivedMessage) -> None:
-        """Archive a message, replacing any stored version with the same id."""
-        m = message
-        edited = None if m.edited_at is None else to_ms(m.edited_at)
-        self._enqueue(
-            _ADD,
-            (
-                m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
-                m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
-                " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
-            ),
-        )  # fmt: skip
-        for a in m.attachments:
-            self._enqueue(
-                _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
-            )
-
-    def delete_channel(self, channel_id: int) -> None:
-        """Remove a channel's messages, decisions and settings (its token counts stay, as in SQLite)."""
-        self._enqueue(_DELETE_CHANNEL, (channel_id,))
-
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
-        """Keep the summary of a conversation of the channel that ended at `ended_at` (see archive.sqlite)."""
-        first_id, last_id = message_ids
-        self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
-
-    async def thread_channels(self) -> set[int]:
-        """The channels where an @mention opens a thread."""
-        rows = await self._fetch("SELECT channel_id FROM thread_settings WHERE threads")
-        return {int(channel_id) for (channel_id,) in rows}
-
-    async def own_threads(self) -> dict[int, int]:
-        """The threads Parley opened, with their server's id."""
-        rows = await self._fetch("SELECT thread_id, guild_id FROM own_threads")
-        return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
-
-    # Reads: committed data only, on the pool.
-
-    async def stored_conversations(self) -> dict[int, StoredConversation]:
-        """Every kept live conversation, by channel id (the caller decides which are still live)."""
-        rows = await self._fetch("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
-
-    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
-        """The channel's latest `limit` conversation summaries, newest first."""
-        rows = await self._fetch(
-            "SELECT ended_at, summary FROM conversation_summaries WHERE channel_id = $1"
-            " ORDER BY ended_at DESC, id DESC LIMIT $2",
-            channel_id,
-            limit,
-        )
-        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
-
-    async def all_forget_markers(self) -> dict[int, int]:
-        """Every channel's /parley-admin forget marker: the message id its context starts after."""
-        rows = await self._fetch("SELECT channel_id, after_id FROM forget_markers")
-        return {int(channel_id): int(after_id) for channel_id, after_id in rows}
-
-    async def search(
-        self,
-        channel_id: int,
-        query: str,
-        *,
-        hours: float | None = None,
-        limit: int = 20,
-        now: datetime | None = None,
-    ) -> list[ArchivedMessage]:
-        """Full-text search in one channel's messages and their attachments' names and text, best ts_rank match
-        first, ties newest first.
-
-        As in SQLite: plain text, all words (stopwords aside) first, then any of them; only the newest
-        400 matches are ranked; messages found by their text and by their attachments take turns.
-        """
-        if limit <= 0:
-            return []
-        since = _since_ms(hours, now)
-        found: list[ArchivedMessage] = []
-        for op in ("AND", "OR"):
-            expression = tsquery_expression(query, op)
-            if expression is None:
-                return []
-            found = await self._search_both(channel_id, expression, since, limit)
-            if found or " " not in expression:
-                break
-        return found
-
-    async def _search_both(self, channel_id: int, expression: str, since: int, limit: int) -> list[ArchivedMessage]:
-        in_text = []
-        channel_query = _channel_tsquery(channel_id, expression)
-        if channel_query is not None:
-            rows = await self._fetch(_SEARCH_SQL, channel_id, channel_query, since, limit)
-            in_text = [_message_from_row(row) for row in rows]
-        rows = await self._fetch(_SEARCH_ATTACHMENTS_SQL, channel_id, expression, since, limit)
-        in_files = [_with_attachment(row) for row in rows]
-        merged: dict[int, ArchivedMessage] = {}
-        for pair in itertools.zip_longest(in_text, in_files):
-            for message in pair:
-                if message is not None:
-                    known = merged.get(message.message_id)
-                    merged[message.message_id] = message if known is None or message.attachments else known
-        return list(merged.values())[:limit]
-
-    async def recent(
-        self,
-        channel_id: int,
-        *,
-        limit: int = 50,
-        hours: float | None = None,
-        now: datetime | None = None,
-        before_id: int | None = None,
-        after_id: int = 0,
-    ) -> list[ArchivedMessage]:
-        """The latest ``limit`` messages of a channel, oldest first (see archive.sqlite for the bounds)."""
-        if limit <= 0:
-            return []
-        rows = await self._fetch(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
-            " WHERE channel_id = $1 AND created_at >= $2 AND message_id < $3 AND message_id > $4"
-            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT $5",
-            channel_id,
-            _since_ms(hours, now),
-            _MAX_ID if before_id is None else before_id,
-            after_id,
-            limit,
-        )
-        return await self._with_attachments([_message_from_row(row) for row in reversed(rows)])
-
-    async def _with_attachments(self, messages: list[ArchivedMessage]) -> list[ArchivedMessage]:
-        """`messages` carrying what they shared (names, types, sizes, the text read from it)."""
-        if not messages:
-            return messages
-        rows = await self._fetch(
-            "SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
-            " WHERE message_id = ANY($1::bigint[]) ORDER BY attachment_id",
-            [message.message_id for message in messages],
-        )
-        found: dict[int, list[ArchivedAttachment]] = {}
-        for message_id, *fields in rows:
-            found.setdefault(message_id, []).append(ArchivedAttachment(*fields))
-        if not found:
-            return messages
-        return [replace(m, attachments=tuple(found[m.message_id])) if m.message_id in found else m for m in messages]
-
-    async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
-        """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
-        rows = await self._fetch(
-            "SELECT message_id FROM messages WHERE channel_id = $1 AND created_at <= $2 AND message_id < $3"
-            " ORDER BY created_at DESC, message_id DESC LIMIT $4",
-            channel_id,
-            snowflake_ms(before_id),
-            before_id,
-            count,
-        )
-        return [int(message_id) for (message_id,) in rows]
-
-    async def message_ids_between(self, channel_id: int, after_id: int, upto_id: int) -> set[int]:
-        """The ids of the channel's archived messages with ``after_id < id <= upto_id`` (Discord snowflakes)."""
-        rows = await self._fetch(
-            "SELECT message_id FROM messages WHERE channel_id = $1 AND created_at BETWEEN $2 AND $3"
-            " AND message_id > $4 AND message_id <= $5",
-            channel_id,
-            snowflake_ms(after_id),
-            snowflake_ms(upto_id),
-            after_id,
-            upto_id,
-        )
-        return {int(message_id) for (message_id,) in rows}
-
-    async def stats(self, channel_id: int, *, hours: float | None = None, now: datetime | None = None) -> ChannelStats:
-        """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
-        window = (channel_id, _since_ms(hours, now))
-        by_hour = await self._fetch(_STATS_HOURS_SQL, *window)
-        if not by_hour:
-            return ChannelStats(0, [], [], None, None)
-        ((first, last),) = await self._fetch(_STATS_SPAN_SQL, *window)
-        authors = await self._fetch(_STATS_AUTHORS_SQL, *window)
-        return ChannelStats(
-            message_count=sum(n for _, n in by_hour),
-            top_authors=[TopAuthor(author_id, name, n) for author_id, name, n in authors],
-            busiest_hours=sorted(((int(hour), n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[
-                :3
-            ],
-            first_at=from_ms(first),
-            last_at=from_ms(last),
-        )
-
-    async def usage_on(self, day: date) -> list[TokenUsage]:
-        """Every server's, channel's and member's tokens on one UTC day."""
-        rows = await self._fetch(f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = $1", to_day(day))
-        return [TokenUsage(day, *row) for row in rows]
-
-    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
-        """One server's rows from UTC day `first` to `last`, both included."""
-        rows = await self._fetch(
-            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE guild_id = $1 AND day BETWEEN $2 AND $3",
-            guild_id,
-            to_day(first),
-            to_day(last),
-        )
-        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
-
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[StoredDecision]:
-        """The latest ``limit`` decisions in a channel, newest first."""
-        if limit <= 0:
-            return []
-        rows = await self._fetch(
-            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = $1"
-            " ORDER BY decided_at DESC, id DESC LIMIT $2",
-            channel_id,
-            limit,
-        )
-        return [_decision_from_row(row) for row in rows]
-
-    async def get_state(self, name: str) -> str | None:
-        """The value stored under `name` by `set_state`, or None."""
-        rows = await self._fetch("SELECT value FROM bot_state WHERE name = $1", name)
-        return next((str(value) for (value,) in rows), None)
-
-    # The small stores' tables (archive/stores.py).
+    # The table mixins' reads and writes (archive/message_reads.py, bot_reads.py, stores.py, ...).
 
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = POSTGRES_KNOWLEDGE
-
-    def _memory_match(self, query: str, op: str) -> str | None:
-        return tsquery_expression(query, op)
+    message_dialect = POSTGRES_MESSAGES
 
     async def new_id(self, table: str) -> int:
         """A fresh ``id`` for a new row of ``table``, from its identity sequence: unique across processes."""
@@ -1433,13 +1183,6 @@ async def _added_rows(run: int, params: list[tuple[Any, ...]]) -> list[tuple[Any
             await asyncio.sleep(0)
         rows += [(run, *p, _lexemes(p[_ADD_TEXT_FIELD])) for p in latest[start : start + _PREPARED_AT_ONCE]]
     return rows
-
-
-def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:
-    """A message found by one of its attachments, carrying that attachment and the matching excerpt."""
-    attachment_id, filename, content_type, size, excerpt = row[13:]
-    found = ArchivedAttachment(attachment_id, filename, content_type, size, excerpt)
-    return replace(_message_from_row(row[:13]), attachments=(found,))
 
 
 def _statement(kind: Write, statement: str) -> str:

@@ -13,19 +13,17 @@ import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from archive import ArchiveWriteFailed, StoredConversation, TokenUsage, Write
-from archive.exclusive import ArchiveClaim
+from archive import ArchivedMessage, ArchiveWriteFailed, StoredConversation, TokenUsage, Write
+from archive.claim import ArchiveClaim
 from archive.file_text import FileTextBudget, FileTextGate
 from archive.text import safe_text
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
-_EPOCH_DAY = date(1970, 1, 1)
+from archive.times import to_day
+from archive.times import to_ms as to_ms  # re-exported: edge/pins.py imports it from here
 
 Op = tuple[Write, tuple[Any, ...]]
 
@@ -34,6 +32,10 @@ Op = tuple[Write, tuple[Any, ...]]
 class WriteKinds:
     """A backend's statements for each kind of write the shared methods queue."""
 
+    add: Write
+    add_attachment: Write
+    add_summary: Write
+    delete_channel: Write
     edit: Write
     delete: Write
     delete_guild: Write
@@ -57,6 +59,11 @@ class QueuedWrites(ABC):
     writes: ClassVar[WriteKinds]
     # What the process holds while the archive is open (archive/exclusive.py): released last by `close`.
     _claim: ArchiveClaim | None = None
+    # The key of a channel's next message in the full-text index, where the backend's index wants one from the
+    # writer's side (SQLite's: a channel's messages are one rowid range); the last field of an add's row.
+    _search_key: Callable[[int], int] | None = None
+    # The backend's connections, closed in this order by `close` once the writer has stopped.
+    _connections: tuple[Callable[[], Awaitable[None]], ...] = ()
 
     def _start_queue(
         self,
@@ -87,6 +94,17 @@ class QueuedWrites(ABC):
     @abstractmethod
     async def _run_writer(self) -> None:
         """Commit the queue in batches until the archive closes and the queue is empty."""
+
+    async def close(self) -> None:
+        """Commit everything still queued, stop the writer, close the backend's connections and release the claim."""
+        try:
+            await self._stop_writer()
+        finally:
+            try:
+                for close_connection in self._connections:
+                    await close_connection()
+            finally:
+                await self._release_claim()
 
     async def _release_claim(self) -> None:
         claim, self._claim = self._claim, None
@@ -150,6 +168,41 @@ class QueuedWrites(ABC):
         """Drop the files an edit took off a stored message, with their text: only `attachment_ids` remain."""
         # A JSON array: one parameter either backend's SQL takes apart (SQLite binds no lists).
         self._enqueue(self.writes.keep_attachments, (message_id, json.dumps(sorted(attachment_ids))))
+
+    def add(self, message: ArchivedMessage) -> None:
+        """Archive a message, replacing any stored version with the same id."""
+        m = message
+        edited = None if m.edited_at is None else to_ms(m.edited_at)
+        row: tuple[Any, ...] = (
+            m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
+            m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
+            " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
+        )  # fmt: skip
+        if self._search_key is not None:
+            row += (self._search_key(m.channel_id),)
+        self._enqueue(self.writes.add, row)
+        for a in m.attachments:
+            self._enqueue(
+                self.writes.add_attachment,
+                (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size),
+            )
+
+    def delete_channel(self, channel_id: int) -> None:
+        """Remove a channel's messages, decisions and settings.
+
+        Its token counts stay: they are what the server spent, not anything said, and dropping them
+        would let deleting a channel refund the server's daily budget. Retention prunes them.
+        """
+        self._enqueue(self.writes.delete_channel, (channel_id,))
+
+    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
+        """Keep the summary of a conversation of the channel that ended at `ended_at`.
+
+        `message_ids` are the oldest and newest message ids it was written from: deleting any message
+        of the channel between them deletes the summary too.
+        """
+        first_id, last_id = message_ids
+        self._enqueue(self.writes.add_summary, (channel_id, to_ms(ended_at), summary, first_id, last_id))
 
     def edit(self, message_id: int, content: str, edited_at: datetime) -> None:
         """Replace a stored message's text (no-op if the message isn't archived)."""
@@ -285,19 +338,3 @@ class QueuedWrites(ABC):
                 stored = state()
                 rows.append((channel_id, to_ms(stored.last_activity), stored.state))
         return rows
-
-
-def to_ms(moment: datetime) -> int:
-    """Unix milliseconds; a naive datetime is taken as UTC (integer division avoids float rounding)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _ONE_MS
-
-
-def from_ms(ms: int) -> datetime:
-    """The UTC moment of Unix milliseconds `ms` (`to_ms`'s inverse)."""
-    return _EPOCH + ms * _ONE_MS
-
-
-def to_day(day: date) -> int:
-    return (day - _EPOCH_DAY).days

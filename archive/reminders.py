@@ -15,8 +15,8 @@ from operator import itemgetter
 from typing import Any
 
 from archive import ArchiveWriteFailed, Reminder, ReminderLimits, Shards, Write
-from archive.queued import from_ms, to_ms
 from archive.tables import BackendTables
+from archive.times import from_ms, to_ms
 
 _COLUMNS = "id, guild_id, channel_id, owner_id, text, due_at, every, post_here, created_at"
 _PENDING = "FROM reminders WHERE delivered_at IS NULL"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from archive import ArchivedMessage
-from archive.queued import from_ms
+from archive.times import from_ms
 
 MESSAGE_COLUMNS = (
     "message_id, guild_id, channel_id, author_id, author_name, content,"

@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
+import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -41,17 +40,18 @@ from archive import (
     search_words,
 )
 from archive import Write as _Write
+from archive.bot_reads import BotReads
+from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
-from archive.exclusive import ArchiveClaim
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
-from archive.members import NOT_OPTED_OUT, NOT_WRITTEN_OPTED_OUT, MemberTables, withheld
+from archive.members import NOT_OPTED_OUT, MemberTables, withheld
+from archive.message_reads import MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
-from archive.queued import Op, QueuedWrites, WriteKinds, from_ms, to_day, to_ms
+from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
-from archive.rows import message_from_row as _message_from_row
-from archive.snowflakes import snowflake_ms
+from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 
@@ -74,18 +74,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_URL_PREFIX = "sqlite:///"
 _MS_PER_HOUR = 3_600_000
 _MS_PER_DAY = 24 * _MS_PER_HOUR
-_EPOCH_DAY = date(1970, 1, 1)
-# Open-ended time bounds, so a query without a window keeps the same SQL.
-_MIN_MS = -(2**63)
-_MAX_ID = 2**63 - 1  # SQLite's largest integer
 # https://discord.com/developers/docs/reference#snowflakes
 
-# Ranking every match of a common word in a busy channel costs tens of
-# milliseconds; bm25 over the newest matches keeps search latency flat.
-_SEARCH_CANDIDATES = 400
 # Host parameters per statement: 999 is the lowest limit any SQLite build has had.
 _MAX_VARIABLES = 999
 
@@ -93,7 +85,6 @@ _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 # Where add() puts the search key in an add op's params.
 _SEARCH_KEY_FIELD = 13
-_DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 
 # Ordered schema migrations; entry N-1 takes a file from user_version N-1 to N.
 # Append new scripts, never edit shipped ones.
@@ -564,24 +555,18 @@ ORDER BY bm25(attachments_fts), m.created_at DESC
 LIMIT :limit
 """
 
-# The stats queries read only the (channel_id, created_at, search_key,
-# author_id) index, apart from one row per top author for their name.
-_WINDOW = "channel_id = :channel AND created_at >= :since"
-_STATS_HOURS_SQL = f"SELECT (created_at / {_MS_PER_HOUR}) % 24, count(*) FROM messages WHERE {_WINDOW} GROUP BY 1"
-# Two subqueries, so each of min() and max() is one index seek.
-_STATS_SPAN_SQL = (
-    f"SELECT (SELECT min(created_at) FROM messages WHERE {_WINDOW}),"
-    f" (SELECT max(created_at) FROM messages WHERE {_WINDOW})"
+
+SQLITE_MESSAGES = MessageDialect(
+    match=lambda query, op: match_expression(query, op),
+    # A channel's messages are a rowid range of the one index, so the whole query applies to it.
+    channel_match=lambda channel_id, match: match,
+    search_all_sql=_SEARCH_ALL_SQL,
+    search_window_sql=_SEARCH_WINDOW_SQL,
+    search_attachments_sql=_SEARCH_ATTACHMENTS_SQL,
+    attachments_sql="SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
+    " WHERE message_id IN (SELECT value FROM json_each(:ids)) ORDER BY attachment_id",
+    ids=lambda values: json.dumps(list(values)),
 )
-# Counted by id so a renamed author counts once, under their latest name.
-_STATS_AUTHORS_SQL = f"""
-SELECT top.author_id, (SELECT author_name FROM messages
-        WHERE channel_id = :channel AND author_id = top.author_id
-        ORDER BY created_at DESC LIMIT 1) AS name, n
-FROM (SELECT author_id, count(*) AS n FROM messages WHERE {_WINDOW}
-      GROUP BY author_id ORDER BY n DESC, author_id LIMIT 5) AS top
-ORDER BY n DESC, name
-"""
 
 # bm25 ranks the newest in-scope matches only (`RECALL_CANDIDATES`).
 _RECALL_MEMORIES_SQL = f"""
@@ -606,22 +591,6 @@ _PRAGMAS = (
     # Deleted messages must be gone, not left readable in free pages of the file (Discord's terms).
     "PRAGMA secure_delete = ON",
 )
-
-
-def sqlite_path_from_url(url: str) -> Path:
-    """Return the file path of a ``sqlite:///relative`` or ``sqlite:////absolute`` URL.
-
-    Raises ``ValueError`` for any other scheme or an empty path.
-    """
-    if not url.startswith(_URL_PREFIX):
-        raise ValueError(
-            f"DATABASE_URL must be sqlite:///relative/path.db or "
-            f"sqlite:////absolute/path.db (only SQLite is supported), got {url!r}"
-        )
-    path = url.removeprefix(_URL_PREFIX)
-    if not path or path == ":memory:":
-        raise ValueError(f"DATABASE_URL must name a database file, got {url!r}")
-    return Path(path)
 
 
 # A message keeps its channel, guild and search key; the rest is replaced.
@@ -741,9 +710,6 @@ _SET_STATE = _Write(
     "set_state",
     ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
 )
-_USAGE_COLUMNS = (
-    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
-)
 # Adds to the day's row, so a batch of answers by one member in one channel is one row.
 _USAGE = _Write(
     "record_usage",
@@ -816,6 +782,8 @@ Write = _Write
 
 
 class SQLiteArchive(
+    MessageReads,
+    BotReads,
     QueuedWrites,
     StoreTables,
     MemberTables,
@@ -836,6 +804,10 @@ class SQLiteArchive(
     """
 
     writes = WriteKinds(
+        add=_ADD,
+        add_attachment=_ADD_ATTACHMENT,
+        add_summary=_ADD_SUMMARY,
+        delete_channel=_DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
         delete_guild=_DELETE_GUILD,
@@ -869,7 +841,9 @@ class SQLiteArchive(
     ) -> None:
         self._db = writer
         self._reader = reader
-        self._keys = keys
+        # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
+        self._connections = (reader.close, writer.close)
+        self._search_key = keys.next
         self._start_queue(
             retention_days=retention_days,
             batch_size=batch_size,
@@ -925,245 +899,12 @@ class SQLiteArchive(
         archive._start_writer()
         return archive
 
-    async def close(self) -> None:
-        """Commit everything still queued, stop the writer and close the file."""
-        try:
-            await self._stop_writer()
-        finally:
-            try:
-                # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
-                await self._reader.close()
-                await self._db.close()
-            finally:
-                await self._release_claim()
-
-    # Writes: synchronous, never touch the disk on the caller's stack.
-
-    def add(self, message: ArchivedMessage) -> None:
-        """Archive a message, replacing any stored version with the same id."""
-        m = message
-        edited = None if m.edited_at is None else to_ms(m.edited_at)
-        self._enqueue(
-            _ADD,
-            (
-                m.message_id, m.guild_id, m.channel_id, m.author_id, m.author_name,
-                m.content, to_ms(m.created_at), edited, m.is_bot, m.reply_to_message_id,
-                " ".join(map(str, sorted(m.mention_ids))), m.reply_to_author_id, m.mentions_everyone,
-                self._keys.next(m.channel_id),
-            ),
-        )  # fmt: skip
-        for attachment in m.attachments:
-            a = attachment
-            self._enqueue(
-                _ADD_ATTACHMENT, (a.attachment_id, m.message_id, m.channel_id, a.filename, a.content_type, a.size)
-            )
-
-    def delete_channel(self, channel_id: int) -> None:
-        """Remove a channel's messages, decisions and settings.
-
-        Its token counts stay: they are what the server spent, not anything said, and dropping them
-        would let deleting a channel refund the server's daily budget. Retention prunes them.
-        """
-        self._enqueue(_DELETE_CHANNEL, (channel_id,))
-
-    def add_summary(self, channel_id: int, summary: str, ended_at: datetime, message_ids: tuple[int, int]) -> None:
-        """Keep the summary of a conversation of the channel that ended at `ended_at`.
-
-        `message_ids` are the oldest and newest message ids it was written from: deleting any message
-        of the channel between them deletes the summary too.
-        """
-        first_id, last_id = message_ids
-        self._enqueue(_ADD_SUMMARY, (channel_id, to_ms(ended_at), summary, first_id, last_id))
-
-    async def stored_conversations(self) -> dict[int, StoredConversation]:
-        """Every kept live conversation, by channel id (the caller decides which are still live)."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id, last_activity, state FROM conversations")
-        return {int(channel_id): StoredConversation(from_ms(last), state) for channel_id, last, state in rows}
-
-    async def summaries(self, channel_id: int, limit: int = 3) -> list[ConversationSummary]:
-        """The channel's latest `limit` conversation summaries, newest first."""
-        rows = await self._reader.execute_fetchall(
-            "SELECT ended_at, summary FROM conversation_summaries WHERE channel_id = ?"
-            " ORDER BY ended_at DESC, id DESC LIMIT ?",
-            (channel_id, limit),
-        )
-        return [ConversationSummary(from_ms(ended), summary) for ended, summary in rows]
-
-    async def thread_channels(self) -> set[int]:
-        """The channels where an @mention opens a thread."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id FROM thread_settings WHERE threads")
-        return {int(channel_id) for (channel_id,) in rows}
-
-    async def own_threads(self) -> dict[int, int]:
-        """The threads Parley opened, with their server's id."""
-        rows = await self._reader.execute_fetchall("SELECT thread_id, guild_id FROM own_threads")
-        return {int(thread_id): int(guild_id) for thread_id, guild_id in rows}
-
-    async def all_forget_markers(self) -> dict[int, int]:
-        """Every channel's /parley-admin forget marker: the message id its context starts after."""
-        rows = await self._reader.execute_fetchall("SELECT channel_id, after_id FROM forget_markers")
-        return {int(channel_id): int(after_id) for channel_id, after_id in rows}
-
-    # Reads: committed data only, on the read connection.
-
-    async def search(
-        self,
-        channel_id: int,
-        query: str,
-        *,
-        hours: float | None = None,
-        limit: int = 20,
-        now: datetime | None = None,
-    ) -> list[ArchivedMessage]:
-        """Full-text search in one channel, best bm25 match first, ties newest first.
-
-        ``query`` is plain text, never FTS syntax: its words (common English
-        stopwords aside) must all appear (AND); if that finds nothing, any of
-        them may (OR). Only the newest 400 matches in the channel are ranked.
-        """
-        phrases = _query_phrases(query)
-        if not phrases or limit <= 0:
-            return []
-        since = _since_ms(hours, now)
-        found = await self._search_both(channel_id, phrases, "AND", since, limit)
-        if not found and len(phrases) > 1:
-            found = await self._search_both(channel_id, phrases, "OR", since, limit)
-        return found
-
-    async def _search_both(
-        self, channel_id: int, phrases: list[str], op: str, since: int, limit: int
-    ) -> list[ArchivedMessage]:
-        """Messages whose text matches, and messages whose attachments' names or text match, taking turns."""
-        in_text = await self._search(channel_id, phrases, op, since, limit)
-        rows = await self._reader.execute_fetchall(
-            _SEARCH_ATTACHMENTS_SQL,
-            {"match": f" {op} ".join(phrases), "channel": channel_id, "since": since, "limit": limit},
-        )
-        in_files = [_with_attachment(row) for row in rows]
-        merged: dict[int, ArchivedMessage] = {}
-        for pair in itertools.zip_longest(in_text, in_files):
-            for message in pair:
-                if message is not None:
-                    known = merged.get(message.message_id)
-                    merged[message.message_id] = message if known is None or message.attachments else known
-        return list(merged.values())[:limit]
-
-    async def recent(
-        self,
-        channel_id: int,
-        *,
-        limit: int = 50,
-        hours: float | None = None,
-        now: datetime | None = None,
-        before_id: int | None = None,
-        after_id: int = 0,
-    ) -> list[ArchivedMessage]:
-        """The latest ``limit`` messages of a channel, oldest first.
-
-        ``hours`` keeps messages from the last hours before ``now``; ``before_id``
-        keeps messages older than that message and ``after_id`` newer ones (Discord
-        ids grow with time, and two messages can share a millisecond, so paging goes by id).
-        """
-        if limit <= 0:
-            return []
-        rows = await self._reader.execute_fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages AS m"
-            " WHERE channel_id = ? AND created_at >= ? AND message_id < ? AND message_id > ?"
-            f" AND {NOT_WRITTEN_OPTED_OUT} ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, _since_ms(hours, now), _MAX_ID if before_id is None else before_id, after_id, limit),
-        )
-        return await self._with_attachments([_message_from_row(row) for row in reversed(list(rows))])
-
-    async def _with_attachments(self, messages: list[ArchivedMessage]) -> list[ArchivedMessage]:
-        """`messages` carrying what they shared (names, types, sizes, the text read from it)."""
-        if not messages:
-            return messages
-        found: dict[int, list[ArchivedAttachment]] = {}
-        for start in range(0, len(messages), _MAX_VARIABLES):
-            ids = [message.message_id for message in messages[start : start + _MAX_VARIABLES]]
-            rows = await self._reader.execute_fetchall(
-                "SELECT message_id, attachment_id, filename, content_type, size, text FROM attachments"
-                f" WHERE message_id IN ({', '.join('?' * len(ids))}) ORDER BY attachment_id",
-                ids,
-            )
-            for message_id, *fields in rows:
-                found.setdefault(message_id, []).append(ArchivedAttachment(*fields))
-        if not found:
-            return messages
-        return [replace(m, attachments=tuple(found[m.message_id])) if m.message_id in found else m for m in messages]
-
-    async def newest_message_ids(self, channel_id: int, count: int, *, before_id: int = _MAX_ID) -> list[int]:
-        """The ids of the channel's newest ``count`` archived messages older than ``before_id``, newest first."""
-        rows = await self._reader.execute_fetchall(
-            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at <= ? AND message_id < ?"
-            " ORDER BY created_at DESC, message_id DESC LIMIT ?",
-            (channel_id, snowflake_ms(before_id), before_id, count),
-        )
-        return [int(message_id) for (message_id,) in rows]
-
-    async def message_ids_between(self, channel_id: int, after_id: int, upto_id: int) -> set[int]:
-        """The ids of the channel's archived messages with ``after_id < id <= upto_id`` (Discord snowflakes)."""
-        # The time bounds, read off the ids, let the (channel_id, created_at) index do the work.
-        rows = await self._reader.execute_fetchall(
-            "SELECT message_id FROM messages WHERE channel_id = ? AND created_at BETWEEN ? AND ?"
-            " AND message_id > ? AND message_id <= ?",
-            (channel_id, snowflake_ms(after_id), snowflake_ms(upto_id), after_id, upto_id),
-        )
-        return {int(message_id) for (message_id,) in rows}
-
-    async def stats(self, channel_id: int, *, hours: float | None = None, now: datetime | None = None) -> ChannelStats:
-        """Message count, top 5 authors, 3 busiest UTC hours and time span of a channel."""
-        window = {"channel": channel_id, "since": _since_ms(hours, now)}
-        by_hour = list(await self._reader.execute_fetchall(_STATS_HOURS_SQL, window))
-        if not by_hour:
-            return ChannelStats(0, [], [], None, None)
-        ((first, last),) = await self._reader.execute_fetchall(_STATS_SPAN_SQL, window)
-        authors = await self._reader.execute_fetchall(_STATS_AUTHORS_SQL, window)
-        return ChannelStats(
-            message_count=sum(n for _, n in by_hour),
-            top_authors=[TopAuthor(author_id, name, n) for author_id, name, n in authors],
-            busiest_hours=sorted(((hour, n) for hour, n in by_hour), key=lambda hour_n: (-hour_n[1], hour_n[0]))[:3],
-            first_at=from_ms(first),
-            last_at=from_ms(last),
-        )
-
-    async def usage_on(self, day: date) -> list[TokenUsage]:
-        """Every server's, channel's and member's tokens on one UTC day."""
-        rows = await self._reader.execute_fetchall(
-            f"SELECT {_USAGE_COLUMNS} FROM token_usage WHERE day = ?", (to_day(day),)
-        )
-        return [TokenUsage(day, *row) for row in rows]
-
-    async def guild_usage(self, guild_id: int, first: date, last: date) -> list[TokenUsage]:
-        """One server's rows from UTC day `first` to `last`, both included."""
-        rows = await self._reader.execute_fetchall(
-            f"SELECT day, {_USAGE_COLUMNS} FROM token_usage WHERE day BETWEEN ? AND ? AND guild_id = ?",
-            (to_day(first), to_day(last), guild_id),
-        )
-        return [TokenUsage(_from_day(day), *row) for day, *row in rows]
-
-    async def recent_decisions(self, channel_id: int, limit: int = 20) -> list[StoredDecision]:
-        """The latest ``limit`` decisions in a channel, newest first."""
-        if limit <= 0:
-            return []
-        rows = await self._reader.execute_fetchall(
-            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE channel_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?",
-            (channel_id, limit),
-        )
-        return [_decision_from_row(row) for row in rows]
-
-    async def get_state(self, name: str) -> str | None:
-        """The value stored under `name` by `set_state`, or None."""
-        rows = await self._reader.execute_fetchall("SELECT value FROM bot_state WHERE name = ?", (name,))
-        return next((value for (value,) in rows), None)
-
-    # The small stores' tables (archive/stores.py): the same single writer and read connection.
+    # The table mixins' reads and writes (archive/message_reads.py, bot_reads.py, stores.py, ...): the same single
+    # writer and read connection.
 
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = SQLITE_KNOWLEDGE
-
-    def _memory_match(self, query: str, op: str) -> str | None:
-        return match_expression(query, op)
+    message_dialect = SQLITE_MESSAGES
 
     async def new_id(self, table: str) -> int:
         """A fresh ``id`` for a new row of ``table``: counted here, as this process is the file's only writer."""
@@ -1298,21 +1039,6 @@ class SQLiteArchive(
         with contextlib.suppress(Exception):  # nothing left to undo
             await self._db.execute("ROLLBACK")
 
-    async def _search(
-        self, channel_id: int, phrases: list[str], op: str, since: int, limit: int
-    ) -> list[ArchivedMessage]:
-        rows = await self._reader.execute_fetchall(
-            _SEARCH_ALL_SQL if since == _MIN_MS else _SEARCH_WINDOW_SQL,
-            {
-                "match": f" {op} ".join(phrases),
-                "channel": channel_id,
-                "since": since,
-                "candidates": _SEARCH_CANDIDATES,
-                "limit": limit,
-            },
-        )
-        return [_message_from_row(row) for row in rows]
-
 
 class _SearchKeys:
     """Hands out search keys, ``(channel slot << 40) | sequence``, on the event loop.
@@ -1406,41 +1132,3 @@ def _query_phrases(query: str) -> list[str]:
     Stopwords are dropped unless nothing else is left.
     """
     return ['"' + word.replace('"', '""') + '"' for word in search_words(query)]
-
-
-def _from_day(days: int) -> date:
-    return _EPOCH_DAY + timedelta(days=days)
-
-
-def _since_ms(hours: float | None, now: datetime | None) -> int:
-    if hours is None:
-        return _MIN_MS
-    try:
-        return to_ms((now or datetime.now(UTC)) - timedelta(hours=hours))
-    except OverflowError:
-        # A window reaching past year 1 (a model asking for "everything").
-        return _MIN_MS
-
-
-def _with_attachment(row: Sequence[Any]) -> ArchivedMessage:
-    """A message found by one of its attachments, carrying that attachment and the matching excerpt."""
-    message = _message_from_row(row[:13])
-    attachment_id, filename, content_type, size, excerpt = row[13:]
-    found = ArchivedAttachment(attachment_id, filename, content_type, size, excerpt)
-    return replace(message, attachments=(found,))
-
-
-def _decision_from_row(row: Sequence[Any]) -> StoredDecision:
-    id_, channel_id, message_id, name, excerpt, responded, reason, tier, confidence, decided = row
-    return StoredDecision(
-        id=id_,
-        channel_id=channel_id,
-        message_id=message_id,
-        author_name=name,
-        excerpt=excerpt,
-        responded=bool(responded),
-        reason=reason,
-        tier=tier,
-        confidence=confidence,
-        decided_at=from_ms(decided),
-    )

@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from archive import AccessEntry, ArchiveWriteFailed, Memory, ProfileValue, ReconciliationProgress, Snapshot, Write
-from archive.queued import from_ms, to_ms
 from archive.tables import BackendTables
+from archive.times import from_ms, to_ms
 
 MEMORY_COLUMNS = "id, guild_id, channel_id, about_id, said_by_id, source_message_id, fact, created_at"
 # Ranking every match of a common word among a busy server's memories costs milliseconds per thousand;

@@ -28,7 +28,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RunUsage
 
-from archive import ArchivedMessage, open_archive
+from archive import ArchivedMessage
+from archive.backends import open_archive
 from catchup.reading import Since, read_range
 from catchup.writing import CatchUpWriter, Summary, build_catchup_agent
 from config import Settings

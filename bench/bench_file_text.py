@@ -29,7 +29,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from postgres_support import database_url, throwaway_postgres
 
-from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage
+from archive.backends import open_archive
 from archive.file_text import FileTextBudget
 from config import Settings
 

@@ -34,7 +34,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from postgres_support import database_url, throwaway_postgres
 
-from archive import Archive, ArchivedMessage, open_archive
+from archive import Archive, ArchivedMessage
+from archive.backends import open_archive
 from archive.sqlite import sqlite_path_from_url
 
 DISCORD_EPOCH_MS = 1_420_070_400_000

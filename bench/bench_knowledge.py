@@ -39,7 +39,8 @@ from embedding_support import HashingEmbeddingModel
 from postgres_support import database_url, throwaway_postgres
 from pydantic_ai import Embedder
 
-from archive import Archive, ArchivedMessage, open_archive
+from archive import Archive, ArchivedMessage
+from archive.backends import open_archive
 from archive.knowledge_types import KnowledgeDocument, KnowledgeHit, KnowledgeSection
 from knowledge.base import KnowledgeBase
 from knowledge.sections import HEADING_SEPARATOR, split_document

@@ -28,7 +28,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 from postgres_support import database_url, throwaway_postgres
 
 from admission.optout import OptOuts
-from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage
+from archive.backends import open_archive
 from budget import UsageLedger
 from conversation import ConversationManager
 from upkeep.privacy import DEFAULT_UPLOAD_LIMIT, MemberErasure, export_member

@@ -9,7 +9,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from archive import Archive, DatabaseUrlError, describe_database_url, open_archive
+from archive import Archive, DatabaseUrlError, describe_database_url
+from archive.backends import open_archive
 from archive.exclusive import ArchiveClaim, ArchiveInUse, claim_archive
 from archive.file_text import FileTextBudget
 from config import Settings

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # Parley's modules, as when run from its folder
 
 from admission.gatekeeper import Gatekeeper
-from archive import open_archive
+from archive.backends import open_archive
 from budget import UsageLedger
 from config import Settings
 

@@ -21,7 +21,7 @@ from fake_discord import FakeDiscord
 from fake_llm import FakeLLM, allow_model_requests
 from postgres_support import database_url, throwaway_postgres
 
-from archive import open_archive
+from archive.backends import open_archive
 from config import Settings
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False

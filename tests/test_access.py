@@ -10,7 +10,8 @@ import pytest
 from admission.access import CHANNEL_REFUSAL, AccessVerdict, Asker, Lists, Place, verdict
 from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists, Shown
-from archive import AccessEntry, Archive, open_archive
+from archive import AccessEntry, Archive
+from archive.backends import open_archive
 from config import Settings
 
 GUILD, OTHER_GUILD = 1000, 1001

@@ -12,7 +12,7 @@ import pytest
 from conftest import fresh_postgres_database
 
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
-from archive import open_archive
+from archive.backends import open_archive
 from archive.postgres import PostgresArchive
 from budget import UsageLedger
 from limits import Rate

@@ -20,7 +20,8 @@ from archive_contract_support import (
 from conftest import fresh_postgres_database
 from freezegun import freeze_time
 
-from archive import ReconciliationProgress, open_archive
+from archive import ReconciliationProgress
+from archive.backends import open_archive
 from archive.sqlite import SQLiteArchive
 
 

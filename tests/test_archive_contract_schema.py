@@ -21,7 +21,7 @@ from archive_contract_support import (
 )
 from conftest import fresh_postgres_database
 
-from archive import open_archive
+from archive.backends import open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from archive.sqlite import MIGRATIONS, ArchivedMessage, ChannelStats, SQLiteArchive, TopAuthor, sqlite_path_from_url
 from quoting import format_messages, format_stats

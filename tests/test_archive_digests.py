@@ -8,7 +8,8 @@ import asyncio
 from archive_contract_support import CHANNEL, GUILD, OTHER_CHANNEL
 from conftest import fresh_postgres_database
 
-from archive import Archive, Digest, open_archive
+from archive import Archive, Digest
+from archive.backends import open_archive
 
 DAILY_AT_9 = Digest(CHANNEL, GUILD, "daily", 9, 0, 1_000, "", 100, 500)
 NEXT = 2_000  # the next period: the moment its digest is due, in ms

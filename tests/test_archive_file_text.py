@@ -10,7 +10,8 @@ from pathlib import Path
 import discord
 import pytest
 
-from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage
+from archive.backends import open_archive
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
 from archive.stores import StoreTables
 from bot import build_client

@@ -9,7 +9,8 @@ from datetime import timedelta
 from archive_contract_support import NOW
 from conftest import fresh_postgres_database
 
-from archive import Archive, Reminder, ReminderLimits, open_archive
+from archive import Archive, Reminder, ReminderLimits
+from archive.backends import open_archive
 
 GUILD, OTHER_GUILD = 10, 11 << 22  # OTHER_GUILD is on shard 1 of 2, GUILD on shard 0
 ALICE, BOB = 100, 200

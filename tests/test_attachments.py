@@ -26,7 +26,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.profiles import ModelProfile
 from pypdf import PdfWriter
 
-from archive import Archive, ArchivedAttachment, ArchivedMessage, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage
+from archive.backends import open_archive
 from archive.stores import StoreTables
 from config import Settings, describe_settings_error
 from conversation import ConversationManager

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from freezegun import freeze_time
 
-from archive import open_archive
+from archive.backends import open_archive
 from archive.sqlite import TokenUsage
 from budget import NO_MEMBER, UsageLedger, UsageSummary, next_utc_midnight
 

@@ -12,7 +12,7 @@ from pydantic_ai import models
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from archive import open_archive
+from archive.backends import open_archive
 from catchup import reading
 from catchup.reading import Since, SinceError, id_at, parse_since, questions_for, read_range
 from catchup.writing import (

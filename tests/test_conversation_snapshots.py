@@ -11,7 +11,8 @@ from freezegun import freeze_time
 from pydantic_ai.framing import wrap
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from archive import Archive, open_archive
+from archive import Archive
+from archive.backends import open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
 from context import summary_turn
 from conversation import ChannelConversation, ConversationManager

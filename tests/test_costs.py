@@ -9,7 +9,8 @@ from typing import Any
 import genai_prices
 from logfire.testing import CaptureLogfire
 
-from archive import TokenUsage, open_archive
+from archive import TokenUsage
+from archive.backends import open_archive
 from budget import UsageLedger
 from costs import UsageMetrics, cost_of
 

@@ -25,7 +25,7 @@ from e2e_support import (
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM, ToolCall, allow_model_requests, message_text
 
-from archive import open_archive
+from archive.backends import open_archive
 
 
 async def test_a_process_runs_the_shard_it_is_given_and_status_names_it(bot: RunningBot, fake: FakeDiscord) -> None:

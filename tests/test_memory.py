@@ -9,7 +9,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from agent import build_responder
-from archive import Archive, open_archive
+from archive import Archive
+from archive.backends import open_archive
 from memory import FACT_MAX_CHARS, MemoryStore, format_memories
 
 GUILD, OTHER_GUILD = 1, 2

@@ -12,16 +12,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
-from archive import (
-    Archive,
-    ArchivedAttachment,
-    ArchivedMessage,
-    Memory,
-    Reminder,
-    ReminderLimits,
-    TokenUsage,
-    open_archive,
-)
+from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, Reminder, ReminderLimits, TokenUsage
+from archive.backends import open_archive
 from budget import UsageLedger
 from context import summary_turn
 from conversation import ConversationManager

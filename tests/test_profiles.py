@@ -17,7 +17,8 @@ from pydantic_ai import Agent, ModelMessage, ModelResponse, ToolCallPart, ToolDe
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import JudgeOutput, LLMJudge
-from archive import Archive, ArchiveWriteFailed, open_archive
+from archive import Archive, ArchiveWriteFailed
+from archive.backends import open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from archive.sqlite import MIGRATIONS, SQLiteArchive
 from archive.stores import StoreTables

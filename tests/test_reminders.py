@@ -24,7 +24,8 @@ from admission.access_gate import AccessGate, RolesUnknown
 from admission.access_lists import AccessLists
 from admission.optout import OptOuts as MemberOptOuts
 from agent import build_responder, generate_reply
-from archive import Archive, Reminder, ReminderLimits, open_archive
+from archive import Archive, Reminder, ReminderLimits
+from archive.backends import open_archive
 from archive.sqlite import SQLiteArchive
 from config import Settings
 from conversation import ChannelConversation, utc_now

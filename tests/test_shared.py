@@ -14,7 +14,8 @@ from conftest import fresh_postgres_database
 from admission.access import Lists
 from admission.access_lists import AccessLists
 from admission.optout import OptOuts
-from archive import Archive, open_archive
+from archive import Archive
+from archive.backends import open_archive
 from archive.changes import ChangeListener
 from config import Settings
 from profiles import Profiles

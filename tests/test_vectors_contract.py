@@ -13,7 +13,8 @@ from uuid import uuid4
 import pytest
 from conftest import _execute, fresh_postgres_database
 
-from archive import Archive, VectorModel, WaitingSection, open_archive
+from archive import Archive, VectorModel, WaitingSection
+from archive.backends import open_archive
 from archive.knowledge import KnowledgeDocument, KnowledgeSection
 
 GUILD = 10

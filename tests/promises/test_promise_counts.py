@@ -32,7 +32,8 @@ from test_tool_approval import FakeApprover
 from test_tools import deps as chat_deps
 
 from agent import build_responder, generate_reply
-from archive import Archive, ArchivedAttachment, ArchivedMessage, ReminderLimits, open_archive
+from archive import Archive, ArchivedAttachment, ArchivedMessage, ReminderLimits
+from archive.backends import open_archive
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
 from archive.knowledge_types import KnowledgeDocument, KnowledgeSection
 from archive.stores import StoreTables
