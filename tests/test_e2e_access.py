@@ -9,7 +9,7 @@ from typing import Any
 
 import discord
 import pytest
-from conftest import fresh_postgres_database
+from conftest import migrated_postgres_database
 from e2e_support import (
     MEMBER,
     MODERATOR,
@@ -114,7 +114,7 @@ async def test_access_set_by_command_applies_from_the_next_message_and_survives_
     who blocked it; only Manage Server may change it; clearing it lets them in again."""
     database_url = f"sqlite:///{tmp_path / 'parley.db'}"
     if backend == "postgres":
-        database_url = await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+        database_url = await migrated_postgres_database(request)
     muted = fake.add_role("muted", members=[BOB_ID])
     await bot.start(database_url=database_url)
     refused = await access(fake, "block", role=muted, permissions=MODERATOR)
