@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import discord
+from discord.state import ConnectionState
 from fake_discord import (
     ALICE_ID,
     APPLICATION_ID,
@@ -105,6 +106,25 @@ class EngineClock:
         self.ahead += timedelta(seconds=seconds)
 
 
+# How long discord.py waits for a further GUILD_CREATE after READY and after each one, before on_ready.
+GUILD_READY_TIMEOUT = 0.05
+# Once every server READY named has come: long enough for a GUILD_CREATE already queued to be taken, no longer.
+EVERY_GUILD_CAME = 0.001
+
+
+def ready_once_every_guild_came(client: discord.Client) -> None:
+    """Have the client's session ready as soon as every server READY named as unavailable has come, not
+    GUILD_READY_TIMEOUT after the last one: discord.py cannot know none follows, the test's fake sends no more."""
+    state = client._connection
+    state.__class__ = type(
+        f"EveryGuildCame{type(state).__name__}", (type(state),), {"guild_ready_timeout": property(_guild_ready_timeout)}
+    )
+
+
+def _guild_ready_timeout(state: ConnectionState[Any]) -> float:
+    return GUILD_READY_TIMEOUT if any(guild.unavailable for guild in state.guilds) else EVERY_GUILD_CAME
+
+
 class RunningBot:
     """bot.py's client, running through `bot.run` until the test ends; its engine and its digests on `clock`, across
     restarts."""
@@ -118,7 +138,8 @@ class RunningBot:
     async def start(self, **overrides: Any) -> Parley:
         settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
         point_at_discord(settings)
-        self.client = build_client(settings, guild_ready_timeout=0.05)
+        self.client = build_client(settings, guild_ready_timeout=GUILD_READY_TIMEOUT)
+        ready_once_every_guild_came(self.client)
         # Before the client runs, so the conversations it resumes are judged by this clock too.
         self.client.manager.clock = self.clock
         self.client.digests.clock = self.clock
