@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import sys
@@ -14,6 +15,7 @@ from uuid import uuid4
 
 import asyncpg
 import discord
+import httpcore2
 import pydantic_ai.models
 import pytest
 from e2e_support import RunningBot
@@ -25,6 +27,10 @@ from archive import open_archive
 from config import Settings
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
+# Each model client (the openai SDK's, through httpx2) loads the system's CA certificates into an SSL context of its
+# own: 20 ms each, twice a bot, and the suite builds hundreds. No test speaks TLS (the fakes serve plain HTTP on
+# loopback), so they share one.
+httpcore2.default_ssl_context = functools.cache(httpcore2.default_ssl_context)
 
 # The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest.
 # A test is slow when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over
