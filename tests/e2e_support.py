@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,7 +36,7 @@ from edge.gateway import point_at_discord
 from journal import LoggedDecision
 from ops.cli import run
 
-QUIET = 0.6  # how long "the bot said nothing" is watched for
+QUIET = 0.6  # the longest "the bot said nothing" is watched for: until it has handled what it was sent (`settled`)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,6 +146,8 @@ class RunningBot:
         self.client.manager.clock = self.clock
         self.client.digests.clock = self.clock
         self.client.reminders.book.clock = self.clock
+        asyncio.get_running_loop().set_task_factory(_note_starter)
+        _running.add(self.client)
         self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
         await self.fake.wait_for_ready()
         await asyncio.wait_for(self.client.wait_until_ready(), 5)
@@ -176,8 +180,58 @@ async def say_and_approve(fake: FakeDiscord, author: int, content: str) -> str:
 
 
 async def assert_silent(fake: FakeDiscord, posts_before: int) -> None:
-    await asyncio.sleep(QUIET)
+    """The bot has said nothing more in #general once it has handled everything the fake sent it (at most QUIET)."""
+    await settled(fake)
     assert len(fake.posts_in(CHANNEL_ID)) == posts_before
+
+
+async def settled(fake: FakeDiscord, within: float = QUIET) -> None:
+    """Until every running bot has read every gateway event the fake sent it and finished handling them (the
+    handlers discord.py started and every task they started in turn), or `within` seconds have passed: a handler that
+    leaves something running (a view's timeout) is given the whole of it."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            while not _events_read(fake) or any(_handling(task) for task in asyncio.all_tasks()):  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+
+
+# The names discord.py gives the tasks it starts to handle a gateway event: client.py `_schedule_event`, the command
+# tree's dispatch, the views' and modals'.
+_HANDLER_NAMES = ("discord.py: ", "CommandTree-invoker", "discord-ui-")
+# The task that started each task, while the bots run.
+_started_by: weakref.WeakKeyDictionary[asyncio.Task[Any], asyncio.Task[Any]] = weakref.WeakKeyDictionary()
+_running: weakref.WeakSet[Parley] = weakref.WeakSet()
+
+
+def _note_starter(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Future[Any]:
+    """The event loop's task factory while bots run: the task, noted with the task that started it."""
+    task = asyncio.Task(coro, loop=loop, **options)
+    starter = asyncio.current_task(loop)
+    if starter is not None:
+        _started_by[task] = starter
+    return task
+
+
+def _handling(task: asyncio.Task[Any]) -> bool:
+    """Whether the unfinished `task` handles a gateway event: discord.py started it for one, or a task that does."""
+    if task.done():
+        return False
+    starter: asyncio.Task[Any] | None = task
+    while starter is not None:
+        if starter.get_name().startswith(_HANDLER_NAMES):
+            return True
+        starter = _started_by.get(starter)
+    return False
+
+
+def _events_read(fake: FakeDiscord) -> bool:
+    """Whether each running bot's gateway sessions have read every event the fake sent in them."""
+    read = {ws.session_id: ws.sequence or 0 for client in _running for ws in _gateway_sockets(client)}
+    return all(read.get(session.id, session.seq) >= session.seq for session in fake._sessions.values())
+
+
+def _gateway_sockets(client: Parley) -> list[Any]:
+    return [shard._parent.ws for shard in client.shards.values() if shard._parent.ws is not None]
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
