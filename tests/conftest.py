@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import sys
@@ -14,6 +15,7 @@ from uuid import uuid4
 
 import asyncpg
 import discord
+import httpcore2
 import pydantic_ai.models
 import pytest
 from e2e_support import RunningBot
@@ -25,6 +27,10 @@ from archive.backends import open_archive
 from config import Settings
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
+# Each model client (the openai SDK's, through httpx2) loads the system's CA certificates into an SSL context of its
+# own: 20 ms each, twice a bot, and the suite builds hundreds. No test speaks TLS (the fakes serve plain HTTP on
+# loopback), so they share one.
+httpcore2.default_ssl_context = functools.cache(httpcore2.default_ssl_context)
 
 # The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest.
 # A test is slow when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over
@@ -175,21 +181,64 @@ async def fresh_postgres_database(server_url: str) -> str:
     return database_url(server_url, name)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """DATABASE_URL of a fresh, empty archive on each backend: a new SQLite file, or a new Postgres database.
-
-    Tests taking it (or the archives opened from it) run once per backend: a new table's tests belong here.
+async def migrated_postgres_database(request: pytest.FixtureRequest) -> str:
+    """A new database on the test server holding the newest schema and no rows (a copy of `migrated_template`);
+    its URL. Copying a migrated database's files takes a third of the time that creating one and migrating it does.
     """
+    server_url = request.getfixturevalue("postgres_server")
+    template = request.getfixturevalue("migrated_template")
+    name = f"parley_{uuid4().hex}"
+    await _execute(server_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
+    return database_url(server_url, name)
+
+
+@pytest.fixture(scope="session")
+def migrated_template(postgres_server: str) -> Iterator[str]:
+    """The name of a database `open_archive` has migrated, which `migrated_postgres_database` copies.
+
+    One for each pytest-xdist worker: Postgres copies a database only while no one is connected to it.
+    """
+    name = f"parley_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}_{uuid4().hex[:8]}"
+    _run_in_a_thread(_migrate_into(postgres_server, name))
+    yield name
+    _run_in_a_thread(_execute(postgres_server, f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+async def _migrate_into(server_url: str, name: str) -> None:
+    await _execute(server_url, f'CREATE DATABASE "{name}"')
+    archive = await open_archive(database_url(server_url, name), retention_days=0)
+    await archive.close()
+
+
+async def _archive_url(request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) -> AsyncIterator[str]:
+    """A new SQLite file, or a new database on the test server (migrated, or empty) dropped after the test."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'data' / 'parley.db'}"
         return
     server_url = request.getfixturevalue("postgres_server")
-    url = await fresh_postgres_database(server_url)
+    url = await (migrated_postgres_database(request) if migrated else fresh_postgres_database(server_url))
     yield url
     # Dropped after the test (FORCE ends connections it left open), so a run's databases do not pile up.
     name = url.partition("?")[0].rsplit("/", 1)[1]
     await _execute(server_url, f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """DATABASE_URL of a fresh archive on each backend: a new SQLite file, or a new Postgres database that holds
+    the newest schema (a copy of `migrated_template`) and no rows.
+
+    Tests taking it (or the archives opened from it) run once per backend: a new table's tests belong here.
+    """
+    async for url in _archive_url(request, tmp_path, migrated=True):
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def unmigrated_archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """As `archive_url`, but its Postgres database is empty: the first `open_archive` migrates it."""
+    async for url in _archive_url(request, tmp_path, migrated=False):
+        yield url
 
 
 @pytest.fixture

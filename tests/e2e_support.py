@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 import discord
+from discord.state import ConnectionState
 from fake_discord import (
     ALICE_ID,
     APPLICATION_ID,
@@ -33,7 +36,7 @@ from edge.gateway import point_at_discord
 from journal import LoggedDecision
 from ops.cli import run
 
-QUIET = 0.6  # how long "the bot said nothing" is watched for
+QUIET = 0.6  # the longest "the bot said nothing" is watched for: until it has handled what it was sent (`settled`)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,6 +108,25 @@ class EngineClock:
         self.ahead += timedelta(seconds=seconds)
 
 
+# How long discord.py waits for a further GUILD_CREATE after READY and after each one, before on_ready.
+GUILD_READY_TIMEOUT = 0.05
+# Once every server READY named has come: long enough for a GUILD_CREATE already queued to be taken, no longer.
+EVERY_GUILD_CAME = 0.001
+
+
+def ready_once_every_guild_came(client: discord.Client) -> None:
+    """Have the client's session ready as soon as every server READY named as unavailable has come, not
+    GUILD_READY_TIMEOUT after the last one: discord.py cannot know none follows, the test's fake sends no more."""
+    state = client._connection
+    state.__class__ = type(
+        f"EveryGuildCame{type(state).__name__}", (type(state),), {"guild_ready_timeout": property(_guild_ready_timeout)}
+    )
+
+
+def _guild_ready_timeout(state: ConnectionState[Any]) -> float:
+    return GUILD_READY_TIMEOUT if any(guild.unavailable for guild in state.guilds) else EVERY_GUILD_CAME
+
+
 class RunningBot:
     """bot.py's client, running through `bot.run` until the test ends; its engine and its digests on `clock`, across
     restarts."""
@@ -118,11 +140,14 @@ class RunningBot:
     async def start(self, **overrides: Any) -> Parley:
         settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
         point_at_discord(settings)
-        self.client = build_client(settings, guild_ready_timeout=0.05)
+        self.client = build_client(settings, guild_ready_timeout=GUILD_READY_TIMEOUT)
+        ready_once_every_guild_came(self.client)
         # Before the client runs, so the conversations it resumes are judged by this clock too.
         self.client.manager.clock = self.clock
         self.client.digests.clock = self.clock
         self.client.reminders.book.clock = self.clock
+        asyncio.get_running_loop().set_task_factory(_note_starter)
+        _running.add(self.client)
         self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
         await self.fake.wait_for_ready()
         await asyncio.wait_for(self.client.wait_until_ready(), 5)
@@ -155,8 +180,58 @@ async def say_and_approve(fake: FakeDiscord, author: int, content: str) -> str:
 
 
 async def assert_silent(fake: FakeDiscord, posts_before: int) -> None:
-    await asyncio.sleep(QUIET)
+    """The bot has said nothing more in #general once it has handled everything the fake sent it (at most QUIET)."""
+    await settled(fake)
     assert len(fake.posts_in(CHANNEL_ID)) == posts_before
+
+
+async def settled(fake: FakeDiscord, within: float = QUIET) -> None:
+    """Until every running bot has read every gateway event the fake sent it and finished handling them (the
+    handlers discord.py started and every task they started in turn), or `within` seconds have passed: a handler that
+    leaves something running (a view's timeout) is given the whole of it."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            while not _events_read(fake) or any(_handling(task) for task in asyncio.all_tasks()):  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+
+
+# The names discord.py gives the tasks it starts to handle a gateway event: client.py `_schedule_event`, the command
+# tree's dispatch, the views' and modals'.
+_HANDLER_NAMES = ("discord.py: ", "CommandTree-invoker", "discord-ui-")
+# The task that started each task, while the bots run.
+_started_by: weakref.WeakKeyDictionary[asyncio.Task[Any], asyncio.Task[Any]] = weakref.WeakKeyDictionary()
+_running: weakref.WeakSet[Parley] = weakref.WeakSet()
+
+
+def _note_starter(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Future[Any]:
+    """The event loop's task factory while bots run: the task, noted with the task that started it."""
+    task = asyncio.Task(coro, loop=loop, **options)
+    starter = asyncio.current_task(loop)
+    if starter is not None:
+        _started_by[task] = starter
+    return task
+
+
+def _handling(task: asyncio.Task[Any]) -> bool:
+    """Whether the unfinished `task` handles a gateway event: discord.py started it for one, or a task that does."""
+    if task.done():
+        return False
+    starter: asyncio.Task[Any] | None = task
+    while starter is not None:
+        if starter.get_name().startswith(_HANDLER_NAMES):
+            return True
+        starter = _started_by.get(starter)
+    return False
+
+
+def _events_read(fake: FakeDiscord) -> bool:
+    """Whether each running bot's gateway sessions have read every event the fake sent in them."""
+    read = {ws.session_id: ws.sequence or 0 for client in _running for ws in _gateway_sockets(client)}
+    return all(read.get(session.id, session.seq) >= session.seq for session in fake._sessions.values())
+
+
+def _gateway_sockets(client: Parley) -> list[Any]:
+    return [shard._parent.ws for shard in client.shards.values() if shard._parent.ws is not None]
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:

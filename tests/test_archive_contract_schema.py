@@ -122,19 +122,19 @@ async def test_opening_up_to_date_file_changes_nothing(db_path: Path) -> None:
 
 
 async def test_a_fresh_archive_logs_its_migrations_in_one_line(
-    archive_url: str, caplog: pytest.LogCaptureFixture
+    unmigrated_archive_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A first start migrates from version 0 to the newest and says so once; a reopen says nothing."""
     caplog.set_level(logging.INFO, logger="archive")
-    archive = await open_archive(archive_url, retention_days=0)
+    archive = await open_archive(unmigrated_archive_url, retention_days=0)
     await archive.close()
     migrated = [record.getMessage() for record in caplog.records if "migrated" in record.getMessage()]
     assert len(migrated) == 1
-    newest = len(POSTGRES_MIGRATIONS if archive_url.startswith("postgres") else MIGRATIONS)
+    newest = len(POSTGRES_MIGRATIONS if unmigrated_archive_url.startswith("postgres") else MIGRATIONS)
     assert migrated[0].endswith(f"from schema version 0 to {newest}")
 
     caplog.clear()
-    archive = await open_archive(archive_url, retention_days=0)
+    archive = await open_archive(unmigrated_archive_url, retention_days=0)
     await archive.close()
     assert not [record for record in caplog.records if "migrated" in record.getMessage()]
 

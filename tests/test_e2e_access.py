@@ -3,17 +3,15 @@ notice, `not_allowed` in `/parley why`, across a restart on both backends."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import discord
 import pytest
-from conftest import fresh_postgres_database
+from conftest import migrated_postgres_database
 from e2e_support import (
     MEMBER,
     MODERATOR,
-    QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
     command_payload,
@@ -21,6 +19,7 @@ from e2e_support import (
     eventually,
     reply_text,
     run_command,
+    settled,
     use_message_command,
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord, InteractionCall
@@ -74,7 +73,7 @@ async def test_a_blocked_roles_mention_gets_one_notice_then_silence(
     assert notice.content == ROLE_NOTICE and notice.reply_to == int(first["id"])
     second = await mention(fake, BOB_ID)
     assert (await decided(client, second)).reason == "not_allowed"
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert len(fake.posts_in(CHANNEL_ID)) == 1 and llm.requests == []
     # The embed as text: its title, its description, then the newest decision's field.
     assert "silent · not_allowed (" in (await why(fake)).splitlines()[2]
@@ -95,7 +94,7 @@ async def test_a_channel_outside_the_allow_list_is_never_answered(
     client = await bot.start(allowed_channels=frozenset({CHANNEL_ID}))
     elsewhere = await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
     await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert fake.posts_in(OTHER_CHANNEL_ID) == [] and llm.requests == []
     assert any(
         entry.message_id == int(elsewhere["id"]) and entry.reason == "not_allowed"
@@ -114,7 +113,7 @@ async def test_access_set_by_command_applies_from_the_next_message_and_survives_
     who blocked it; only Manage Server may change it; clearing it lets them in again."""
     database_url = f"sqlite:///{tmp_path / 'parley.db'}"
     if backend == "postgres":
-        database_url = await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+        database_url = await migrated_postgres_database(request)
     muted = fake.add_role("muted", members=[BOB_ID])
     await bot.start(database_url=database_url)
     refused = await access(fake, "block", role=muted, permissions=MODERATOR)
@@ -149,7 +148,7 @@ async def test_an_allowed_category_lets_its_channels_in_and_no_other(
     await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
     await mention(fake, ALICE_ID)
     await fake.wait_for_posts(1)
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert fake.posts_in(OTHER_CHANNEL_ID) == [] and len(llm.requests) == 1
 
 
@@ -158,7 +157,7 @@ async def test_a_thread_follows_its_blocked_channel(bot: RunningBot, fake: FakeD
     await bot.start(blocked_channels=frozenset({CHANNEL_ID}))
     thread = await fake.create_thread(CHANNEL_ID, "a side topic")
     await mention(fake, ALICE_ID, thread)
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert fake.posts_in(thread) == [] and llm.requests == []
     await mention(fake, ALICE_ID, OTHER_CHANNEL_ID)
     await fake.wait_for_posts(1, channel_id=OTHER_CHANNEL_ID)
@@ -176,7 +175,7 @@ async def test_a_member_blocked_in_a_shared_server_is_not_answered_in_direct_mes
     [notice] = await fake.wait_for_posts(1, channel_id=bobs)
     assert notice.content == ROLE_NOTICE
     await fake.send_dm(BOB_ID, "hello??")
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert len(fake.posts_in(bobs)) == 1 and llm.requests == []
     # His roles were asked of Discord once, then kept: not once per message.
     lookups = [r for r in fake.requests if r.method == "GET" and r.path.endswith(f"/members/{BOB_ID}")]
@@ -199,7 +198,7 @@ async def test_regenerate_is_refused_once_the_asker_is_blocked(
     [answer] = fake.bot_messages(CHANNEL_ID)
     refused = await use_message_command(fake, "Regenerate", answer, user_id=ALICE_ID)
     assert assert_ephemeral_one_liner(refused) == REGENERATE_NOT_ALLOWED
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert len(llm.requests) == 1
 
 

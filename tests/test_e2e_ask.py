@@ -12,7 +12,6 @@ import pytest
 from e2e_support import (
     EPHEMERAL,
     MEMBER,
-    QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
     assert_told_after_deferral,
@@ -25,6 +24,7 @@ from e2e_support import (
     option,
     request_texts,
     say,
+    settled,
     use_message_command,
     use_top_command,
 )
@@ -137,7 +137,7 @@ async def refused(fake: FakeDiscord, question: str, **who: Any) -> str:
     """`/ask` acknowledged, then turned down: the one ephemeral line the asker is told, and nothing else."""
     options = [option("question", question)]
     calls = await use_top_command(fake, "ask", options, **who)
-    await asyncio.sleep(QUIET)  # nothing follows the refusal
+    await settled(fake)  # nothing follows the refusal
     return assert_told_after_deferral(calls_for(fake, calls))
 
 
@@ -150,7 +150,7 @@ async def test_a_member_who_may_not_post_is_not_answered_in_public(
     muted = discord.Permissions(MEMBER.value)
     muted.send_messages = False
     calls = await use_top_command(fake, "ask", [option("question", QUESTION)], user_id=BOB_ID, permissions=muted)
-    await asyncio.sleep(QUIET)  # nothing follows the refusal
+    await settled(fake)  # nothing follows the refusal
     # Refused before the acknowledgement: a public "thinking…" would itself be a post in the channel.
     assert assert_ephemeral_one_liner(calls_for(fake, calls)) == MAY_NOT_POST
     assert llm.requests == [] and fake.messages(CHANNEL_ID) == []
@@ -306,7 +306,7 @@ async def test_a_public_answer_discord_would_not_take_is_told_once_and_privately
         ]
 
     await fake.wait_for(lambda: bool(notices()), what="the line saying the answer was lost")
-    await asyncio.sleep(QUIET)  # no second notice follows
+    await settled(fake)  # no second notice follows
     [notice] = notices()
     assert notice.method == "POST" and flags_of(notice) & EPHEMERAL
     assert fake.bot_messages(CHANNEL_ID) == []
@@ -322,7 +322,7 @@ async def test_in_direct_messages_ask_follows_the_direct_messages_setting(
     llm.handler = lambda request: ANSWER
     await bot.start()
     calls = await use_top_command(fake, "ask", [option("question", QUESTION)], in_guild=False)
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert assert_told_after_deferral(calls_for(fake, calls)) == DIRECT_MESSAGES_OFF
     assert llm.requests == []
     await bot.stop()

@@ -3,14 +3,12 @@ command, the modal it opens (only Discord shows it), what the modal's submission
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import discord
 from e2e_support import (
     EPHEMERAL,
     MEMBER,
-    QUIET,
     RunningBot,
     assert_ephemeral_one_liner,
     assert_told_after_deferral,
@@ -23,6 +21,7 @@ from e2e_support import (
     open_modal,
     request_texts,
     say,
+    settled,
     submit_modal,
     use_message_command,
 )
@@ -138,7 +137,7 @@ async def test_the_asker_is_admitted_as_for_a_mention_a_refusal_is_one_line_and_
     await client.admission.optouts.set(GUILD_ID, ALICE_ID, True)
     modal = await open_modal(fake, ASK_PARLEY, target)
     calls = await submit_modal(fake, modal, {QUESTION_ID: QUESTION})
-    await asyncio.sleep(QUIET)  # nothing follows the refusal
+    await settled(fake)  # nothing follows the refusal
     assert assert_told_after_deferral(calls_for(fake, calls)) == OPTED_OUT_REFUSAL
     assert llm.requests == [] and fake.posts_in(CHANNEL_ID) == []
 

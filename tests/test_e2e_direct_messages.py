@@ -3,10 +3,9 @@ there reach that DM alone."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from e2e_support import QUIET, RunningBot, eventually, request_texts, say
+from e2e_support import RunningBot, eventually, request_texts, say, settled
 from fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, DIRECT_MESSAGES_INTENT, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM, ToolCall, echo
 
@@ -17,7 +16,7 @@ async def test_direct_messages_are_ignored_by_default(bot: RunningBot, fake: Fak
     assert not fake.identifies[-1]["intents"] & DIRECT_MESSAGES_INTENT
     dm = fake.dm_channel(ALICE_ID)
     await fake.send_dm(ALICE_ID, "hello, are you there?")
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert fake.posts_in(dm) == []
 
 

@@ -3,11 +3,10 @@ open."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import discord
-from e2e_support import MEMBER, QUIET, RunningBot, eventually, option, reply_text, request_texts, run_command, say
+from e2e_support import MEMBER, RunningBot, eventually, option, reply_text, request_texts, run_command, say, settled
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, Post
 from fake_llm import FakeLLM, ToolCall, echo
 
@@ -64,7 +63,7 @@ async def test_every_message_in_the_thread_is_for_parley_unless_addressed_to_som
     aside = await in_thread(fake, thread_id, ALICE_ID, f"<@{BOB_ID}> did that work for you?")
     entry = await wait_for_decision(client, thread_id, aside)
     assert (entry.respond, entry.reason) == (False, "addressed_to_other")
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert len(fake.posts_in(thread_id)) == 2
     # The aside is still part of the conversation: the next answer's prompt quotes it.
     await in_thread(fake, thread_id, ALICE_ID, "thanks, anything else?")
@@ -107,7 +106,7 @@ async def test_an_archived_or_locked_thread_ends_the_conversation(bot: RunningBo
     await fake.wait_for_posts(2, channel_id=thread_id)
     await fake.update_thread(thread_id, locked=True)
     await eventually(lambda: client.manager.get(thread_id) is None)
-    await asyncio.sleep(QUIET)
+    await settled(fake)
     assert not any(request.method == "PATCH" and f"/channels/{thread_id}" in request.path for request in fake.requests)
 
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import fresh_postgres_database
+from conftest import migrated_postgres_database
 from e2e_support import RunningBot
 from fake_discord import BOB_ID, FakeDiscord
 from fake_llm import FakeLLM
@@ -78,7 +78,7 @@ async def test_every_path_decides_with_the_members_real_roles(
     fake.give_role(BOB_ID, ROLE)
     database_url = f"sqlite:///{tmp_path / 'parley.db'}"
     if backend == "postgres":
-        database_url = await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+        database_url = await migrated_postgres_database(request)
     world = World(fake, llm, bot, tmp_path, rule, database_url)
     try:
         served = await path(world)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fresh_postgres_database
+from conftest import migrated_postgres_database
 from e2e_support import RunningBot, assert_silent, eventually, say
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import Error, FakeLLM, allow_model_requests, echo
@@ -270,7 +270,7 @@ ROWS = [
 async def archive_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'parley.db'}"
-    return await fresh_postgres_database(request.getfixturevalue("postgres_server"))
+    return await migrated_postgres_database(request)
 
 
 async def decisions_about(scene: Scene, message: dict[str, Any]) -> int:
