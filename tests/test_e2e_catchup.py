@@ -184,6 +184,7 @@ async def test_two_catch_ups_at_once_pass_the_members_tokens_by_one_part_each_at
     )
     texts = [await final_text(fake, calls) for calls in (first, second)]
     assert all(text.count("your role gives you") == 1 for text in texts), texts
-    assert all(spent < 3000 for spent in seen_before_each_call), seen_before_each_call
-    # Alone, a catch-up makes 2 calls before her tokens are spent; racing, each may add the part it had under way.
+    # Not "every call saw her under 3,000": each part asks before its call, but the other catch-up's part may be
+    # counted between that question and the call reaching the model. What holds is the number of calls: alone, a
+    # catch-up makes 2 before her tokens are spent; racing, each may add the part it had under way.
     assert len(seen_before_each_call) <= 2 + 2
