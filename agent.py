@@ -1,6 +1,6 @@
 """Parley's voice: the pydantic-ai agent that writes answers (its tools are in tools/), and the LLM judge.
 
-What they are shown (prompts, history cuts) is context.py's; the models they run on are built in providers/.
+What they are shown (prompts, history cuts) is prompting/context.py's; the models they run on are built in providers/.
 
 Nothing here knows about Discord: the bot turns discord.py objects into `MessageRecord`s and
 `ChatDeps`, calls `generate_reply`, and posts `Reply.text`. Logfire instrumentation is set up in
@@ -52,12 +52,12 @@ from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import merge_model_settings
 
 from config import JudgeOutputMode, Settings
-from context import approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history, turn_prompt
 from conversation import ChannelConversation
 from files.history import expire_images
 from files.prepared import PreparedFiles
 from knowledge.tool import KNOWLEDGE_TOOLS
-from profiles import offered
+from profiles.channels import offered
+from prompting.context import approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history, turn_prompt
 from providers.models import build_model, retry_settings
 from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
@@ -73,7 +73,7 @@ log = logging.getLogger("parley.agent")
 TOOL_CALLS_PER_REPLY = 10
 
 # A tool round adds its calls and results to every later request; each result is capped at about
-# 4,000 characters (quoting.format_messages), so this allows for a round of a couple of calls.
+# 4,000 characters (prompting.quoting.format_messages), so this allows for a round of a couple of calls.
 TOOL_ROUND_TOKENS = 2000
 # Before a run's first response, the size of what the messages don't show: instructions, tool schemas.
 INSTRUCTIONS_AND_TOOLS_TOKENS = 1000
@@ -109,7 +109,7 @@ class Reply:
 
 
 class AnswerListener(Protocol):
-    """What watches an answer as it is written (streaming.LiveAnswer): told the text so far and each tool call.
+    """What watches an answer as it is written (edge.streaming.LiveAnswer): told the text so far and each tool call.
 
     Both calls are made from inside the model's stream, so they must return at once, never wait on the network.
     Cancelling `cancellation` stops the run; the answer then keeps what was written, marked as stopped,
@@ -423,7 +423,8 @@ async def generate_reply(
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
     `files`: the attachments of the messages the prompt shows (`files.preparer.AttachmentPreparer`).
-    `about`: the message `message` asks about, if it came from "Ask Parley" on a message (`context.build_prompt`).
+    `about`: the message `message` asks about, if it came from "Ask Parley" on a message
+    (`prompting.context.build_prompt`).
     `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last

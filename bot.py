@@ -21,14 +21,13 @@ from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
-from budget import UsageLedger
 from commands.groups import add_slash_commands
 from commands.tree import ParleyTree
 from config import Settings
-from context import Summarizer, build_summarizer
 from conversation import ConversationManager
-from costs import UsageMetrics
-from decider import ResponseDecider
+from deciding.decider import ResponseDecider
+from deciding.followup import load_model, model_path
+from deciding.journal import DecisionJournal, LoggedDecision
 from discord_io import guild_id_of, to_archived, to_record
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
@@ -38,18 +37,17 @@ from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
 from edge.pins import PinEvents, PinnedKnowledge
 from edge.reminder_posts import reminder_scheduler
+from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
-from followup import load_model, model_path
-from journal import DecisionJournal, LoggedDecision
 from knowledge.opening import KnowledgeBase, open_knowledge
-from memory import MemoryStore
+from memory.store import MemoryStore
 from ops import cli
 from ops.opening import follow, open_configured_archive
-from preflight import startup_summary
-from profiles import Profiles, load_profiles_file
+from ops.preflight import startup_summary
+from ops.shared import SharedSettings
+from profiles.channels import Profiles, load_profiles_file
+from prompting.context import Summarizer, build_summarizer
 from providers.models import build_model
-from shared import SharedSettings
-from streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from tools import Toolbox, build_toolbox
 from upkeep.background import BackgroundTasks
 from upkeep.channel_settings import ChannelSettings
@@ -57,6 +55,8 @@ from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
 from upkeep.digests import DigestScheduler
 from upkeep.forgetting import Forgetting
+from usage.budget import UsageLedger
+from usage.costs import UsageMetrics
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 
 from files.history import Removals, images_without_removed, kept_files, without_removed
-from quoting import requote, unattributed
+from prompting.quoting import requote, unattributed
 from records import (
     CHANNEL,
     OPTED_OUT_AUTHOR,
@@ -72,7 +72,7 @@ class ChannelConversation:
     # The files still on each message an edit took files off (`files.history.kept_files`), applied
     # the same way: the model no longer sees a file its member removed.
     files_kept: dict[int, frozenset[str]] = field(default_factory=dict)
-    # Summaries of the channel's earlier conversations, quoted (`context.render_earlier_conversations`),
+    # Summaries of the channel's earlier conversations, quoted (`prompting.context.render_earlier_conversations`),
     # which the first prompt of this one carries.
     earlier_conversations: str = ""
     # CHANNEL, OWN_THREAD or DIRECT (see CONVERSATION_KINDS).
@@ -225,8 +225,8 @@ def redacted(
     changes: Mapping[int, str | None],
     files_kept: Mapping[int, frozenset[str]] | None = None,
 ) -> list[ModelMessage]:
-    """`history` with the quotes of edited messages updated and of deleted ones emptied (`quoting.requote`), and the
-    files of deleted messages, or no longer on their message (`files_kept`), taken out.
+    """`history` with the quotes of edited messages updated and of deleted ones emptied (`prompting.quoting.requote`),
+    and the files of deleted messages, or no longer on their message (`files_kept`), taken out.
 
     Prompts and tool results are rewritten; the model's own words are left as they were.
     """
@@ -239,7 +239,8 @@ def redacted(
 
 
 def _summarises(message: ModelMessage, message_id: int) -> bool:
-    """Whether `message` is a summary (`context.summary_turn`) that may have been written from message `message_id`."""
+    """Whether `message` is a summary (`prompting.context.summary_turn`) that may have been written from message
+    `message_id`."""
     return any(
         isinstance(part, CompactionPart)
         and part.metadata is not None

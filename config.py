@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     decider_model: str = Field(
         "decider_model.json",
         min_length=1,
-        description="The learned follow-up tier's model (train_decider.py writes it); a relative path is read from"
+        description="The learned follow-up tier's model (eval/train_decider.py writes it); a relative path is read from"
         " Parley's folder. A missing or unreadable file stops the start.",
     )
 

@@ -1,8 +1,8 @@
 """The conversation engine: which channels Parley is talking in, and what each conversation holds
-(channel_conversation.py); with it, whether to answer a message (`ResponseDecider`, decider.py's).
+(channel_conversation.py); with it, whether to answer a message (`ResponseDecider`, deciding/decider.py's).
 
 Nothing here knows about Discord. Time comes from an injected clock, so tests (freezegun) and
-`replay.py` (message timestamps) drive it; the bot adapts discord.py objects into `MessageRecord`s.
+`eval/replay.py` (message timestamps) drive it; the bot adapts discord.py objects into `MessageRecord`s.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from channel_conversation import (
     redacted,
     utc_now,
 )
-from decider import ResponseDecider
+from deciding.decider import ResponseDecider
 from records import CHANNEL, OWN_THREAD, MessageRecord
 
 # The engine, as its users import it (the project's design: the conversations and the decider, over the messages).
@@ -67,7 +67,7 @@ class ConversationManager:
         self.max_messages = max_messages
         self.clock = clock
         # Told whenever a conversation's state changes, so it can be kept beyond this process
-        # (conversation_snapshots.py).
+        # (upkeep/conversation_snapshots.py).
         self.on_change = on_change
         self.on_end = on_end
         self._conversations: OrderedDict[int, ChannelConversation] = OrderedDict()

@@ -1,7 +1,7 @@
 """The value types every layer speaks in: a message and its files, where a conversation happens, a channel's
 mode, a decision, and where an answer was posted.
 
-They import nothing of Parley, so the engine (conversation.py, followup.py), the files (attachments.py),
+They import nothing of Parley, so the engine (conversation.py, deciding/followup.py), the files (attachments.py),
 the Discord edge and the archive's callers all build on them without importing one another.
 """
 

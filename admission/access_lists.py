@@ -4,7 +4,7 @@ The settings (ALLOWED_CHANNELS, BLOCKED_CHANNELS, ALLOWED_ROLES, BLOCKED_ROLES, 
 server; a server's commands add to them, one entry per channel, category, role or member (allowing a target that
 was blocked replaces its entry). Commands cannot lift what a setting says: a deploy's block stays a block. The
 entries live in the archive (schema: `access_entries`) with who set them and when, so they survive a restart and
-reach every process sharing a Postgres archive (shared.py); without an archive, in memory until one.
+reach every process sharing a Postgres archive (ops/shared.py); without an archive, in memory until one.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from archive.allowances import AllowanceTable
-from budget import UsageLedger
 from limits import Admission, Rate, TokenBucket
+from usage.budget import UsageLedger
 
 _ADMITTED = Admission(True)
 

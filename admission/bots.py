@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from journal import JOURNAL_MAX_CHANNELS
+from deciding.journal import JOURNAL_MAX_CHANNELS
 from records import Decision
 
 BOT_NOT_LISTED = Decision(False, "other_bot", "gate")

@@ -18,14 +18,14 @@ from admission.declined import Declined, Notice
 from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL, OptOuts, OptOutTables
 from admission.spending import Refused, Spending
 from archive.allowances import PostgresAllowances
-from budget import UsageLedger, next_utc_midnight
 from config import Settings
 from conversation import utc_now
-from decider import JudgeCall
+from deciding.decider import JudgeCall
 from discord_io import discord_time, guild_id_of
 from limits import Admission, MemberLimits, Rate, WaitingLine, limits_for
 from records import Decision, MessageRecord
 from tools.approval import holding
+from usage.budget import UsageLedger, next_utc_midnight
 
 log = logging.getLogger("parley")
 

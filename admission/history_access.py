@@ -16,8 +16,8 @@ from dataclasses import replace
 
 from pydantic_ai.messages import ModelMessage
 
-from context import split_turns
 from conversation import ChannelConversation
+from prompting.context import split_turns
 from records import MessageRecord
 
 

@@ -3,7 +3,7 @@
 A member who opted out in a server is not answered there, and nothing they write is archived, summarised,
 remembered or shown to the model: their messages reach a conversation only as a placeholder, so what others say
 around them still reads. The choice is kept in the archive (every process reads it at start and follows other
-processes' changes, shared.py) and lasts until they opt back in. It is per server (the commands are used in one).
+processes' changes, ops/shared.py) and lasts until they opt back in. It is per server (the commands are used in one).
 
 A member who erased their data in a server (`/parley privacy erase`, upkeep/privacy.py) leaves an erasure there: what
 they wrote up to that moment is never kept or heard again, whichever path reads it back from Discord (catch-up and

@@ -11,7 +11,7 @@ from agent import LLMJudge, Responder
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
 from catchup.writing import CatchUpWriter, build_catchup_agent
-from context import Summarizer
+from prompting.context import Summarizer
 from providers.models import close_model
 
 

@@ -22,20 +22,20 @@ from archive.holder import ArchiveHolder
 from archive.knowledge_types import KnowledgeSearch
 from archive.text import safe_text
 from config import Settings
-from context import TRANSCRIPT_MAX_MESSAGES
 from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, to_record
 from edge.approval import ApprovalButton, ApprovalPrompts
 from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
 from edge.readable import shown_channel_ids
+from edge.streaming import AnsweredTurn, AnswerStreams, Outlet
 from files.providers import is_image_refusal, model_key
-from memory import MemoryStore
-from profiles import Profiles, persona_instructions
-from streaming import AnsweredTurn, AnswerStreams, Outlet
+from memory.store import MemoryStore
+from profiles.channels import Profiles, persona_instructions
+from prompting.context import TRANSCRIPT_MAX_MESSAGES
+from reminders.scheduler import ReminderScheduler
 from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
-from upkeep.reminders import ReminderScheduler
 
 log = logging.getLogger("parley")
 
@@ -207,7 +207,7 @@ class Answering:
     async def _answer_streamed(
         self, question: Question, outlet: Outlet, conversation: ChannelConversation, deps: ChatDeps
     ) -> None:
-        """Answer as `answer` does, the answer streaming into the outlet as the model writes it (streaming.py)."""
+        """Answer as `answer` does, the answer streaming into the outlet as the model writes it (edge/streaming.py)."""
         if is_closed_thread(outlet.channel):
             log.info("not answering in thread %s: it was archived or locked meanwhile", outlet.channel_id)
             return

@@ -26,11 +26,11 @@ import discord
 from admission.access import NOT_ALLOWED, AccessVerdict, Asker, Place
 from admission.spending import Refused
 from archive.text import safe_text
+from deciding.journal import DecisionJournal
 from discord_io import may_post
 from edge.arrival import Arrival, access_place
 from edge.asking import InteractionReply, Question
 from edge.threads import Threads
-from journal import DecisionJournal
 from records import AskedAbout, Decision, MessageRecord
 
 log = logging.getLogger("parley")

@@ -6,7 +6,7 @@ from typing import Protocol
 
 from admission.optout import HasOptOuts
 from archive.holder import ArchiveHolder
-from journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
+from deciding.journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from records import Decision, MessageRecord
 
 

@@ -27,7 +27,7 @@ from admission.optout import OptOuts
 from answering.once import Claimed, MessageClaims
 from config import Settings
 from conversation import ConversationManager, utc_now
-from decider import addresses_bot
+from deciding.decider import addresses_bot
 from discord_io import may_read_history, replied_author_id, to_record
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival, Askers
 from edge.threads import Threads

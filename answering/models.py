@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai.models import Model
 
 from config import Settings
-from profiles import Profiles
+from profiles.channels import Profiles
 from providers.models import build_model, close_model
 
 

@@ -27,8 +27,8 @@ from answering.usage import UsageAccounting
 from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, split_message, to_record
 from edge.asking import InteractionReply, MessageReply, Question
+from edge.streaming import AnswerStreams, Outlet, Streamed
 from records import AnswerPosts
-from streaming import AnswerStreams, Outlet, Streamed
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")

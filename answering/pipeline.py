@@ -21,14 +21,14 @@ from answering.asked import ASKED_PRIVATELY
 from answering.decisions import DecisionLog
 from answering.once import Claimed, MessageClaims
 from conversation import ChannelConversation, ConversationManager
-from decider import JudgeCall, ResponseDecider, log_decision
+from deciding.decider import JudgeCall, ResponseDecider, log_decision
 from discord_io import guild_id_of, is_closed_thread
 from edge.arrival import Arrival, access_place
 from edge.asking import InteractionReply, MessageReply
 from edge.context_loading import ContextLoader
+from edge.streaming import AnsweredTurn, Outlet
 from edge.threads import Threads
 from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
-from streaming import AnsweredTurn, Outlet
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -416,7 +416,7 @@ class MessagePipeline:
         return await self.admission.regenerate_refusal(guild_id, member.id, clicker.role_ids)
 
     async def regenerate(self, turn: AnsweredTurn, member: discord.Member | discord.User) -> None:
-        """ "Regenerate", admitted for `member` (streaming.py); nothing changes if the conversation has ended."""
+        """ "Regenerate", admitted for `member` (edge/streaming.py); nothing changes if the conversation has ended."""
         question, channel = turn.question, turn.channel
         channel_id: int = getattr(channel, "id", question.channel.id)
         guild_id = guild_id_of(question)

@@ -9,11 +9,11 @@ from pydantic_ai import RunUsage
 from pydantic_ai.models import KnownModelName, Model
 
 from agent import LLMJudge
-from budget import NO_MEMBER, UsageLedger
-from context import Summarizer
-from costs import model_label
 from edge.asking import Question
+from prompting.context import Summarizer
 from records import MessageRecord
+from usage.budget import NO_MEMBER, UsageLedger
+from usage.costs import model_label
 
 log = logging.getLogger("parley")
 

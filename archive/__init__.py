@@ -2,7 +2,7 @@
 
 `open_archive(url)` picks the backend from ``DATABASE_URL``; the bot sees `Archive`, every other user only the
 concern it needs (`MessageLog`, `MemoryTables`, ...). The record types are shared by both backends. The archive
-imports nothing else of Parley: what the model is shown of its rows is rendered outside it (quoting.py).
+imports nothing else of Parley: what the model is shown of its rows is rendered outside it (prompting/quoting.py).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class Write:
 
 class StoredConversation(NamedTuple):
     """A live conversation as the archive keeps it: when it was last active, and its snapshot
-    (`conversation_snapshots.snapshot`)."""
+    (`upkeep.conversation_snapshots.snapshot`)."""
 
     last_activity: datetime
     state: str
@@ -419,7 +419,7 @@ class ReconciliationLog(Protocol):
 
 
 class MemoryTables(Protocol):
-    """Facts members asked Parley to keep, and named copies of a channel's model history (memory.py's rules)."""
+    """Facts members asked Parley to keep, and named copies of a channel's model history (memory/store.py's rules)."""
 
     async def new_memory_id(self) -> int: ...
     async def add_memory(self, memory: Memory) -> None: ...
@@ -471,7 +471,7 @@ class MemberCounts(NamedTuple):
 
 
 class ProfileTables(Protocol):
-    """Profile values set by command (profiles.py's rules)."""
+    """Profile values set by command (profiles/channels.py's rules)."""
 
     async def profile_values(self, scope_id: int | None = None) -> list[ProfileValue]: ...
     async def profile_value(self, scope_id: int, name: str) -> str | None: ...

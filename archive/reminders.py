@@ -1,4 +1,4 @@
-"""Reminders and timed posts waiting for their time (reminders/ has the rules, upkeep/reminders.py posts them).
+"""Reminders and timed posts waiting for their time (reminders/ has the rules, reminders/scheduler.py posts them).
 
 The SQL is written once here, in the SQLite dialect both backends take (as in stores.py). Several processes may
 share a Postgres archive, and each may find a reminder due: a process posts one only after its claim, a single

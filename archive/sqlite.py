@@ -204,7 +204,7 @@ MIGRATIONS: tuple[str, ...] = (
         value TEXT NOT NULL
     );
     """,
-    # v6: facts Parley was asked to remember (memory.py), with their own full-text index; and named
+    # v6: facts Parley was asked to remember (memory/store.py), with their own full-text index; and named
     # copies of a channel's conversation model history (/parley-admin context save).
     """
     CREATE TABLE memories (
@@ -344,7 +344,7 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE token_usage;
     ALTER TABLE token_usage_by_model RENAME TO token_usage;
     """,
-    # v11: profiles (profiles.py): each value a /parley-admin profile command set for a channel or, under the
+    # v11: profiles (profiles/channels.py): each value a /parley-admin profile command set for a channel or, under the
     # server's id, for a server, with who set it and when. The channel modes move there.
     """
     CREATE TABLE profile_settings (

@@ -35,8 +35,8 @@ from typing import Any, cast
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conversation import ConversationManager
-from decider import ResponseDecider
-from followup import SHIPPED_MODEL, load_model
+from deciding.decider import ResponseDecider
+from deciding.followup import SHIPPED_MODEL, load_model
 from records import Decision, MessageRecord
 
 BOT_ID = 1

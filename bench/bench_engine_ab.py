@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import io
 import logging
 import statistics
@@ -39,8 +40,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import bench_engine  # noqa: E402
 
 import conversation  # noqa: E402
-import decider  # noqa: E402
-import followup  # noqa: E402
+import deciding.decider as decider  # noqa: E402
+import deciding.followup as followup  # noqa: E402
 import records  # noqa: E402
 
 # The engine's modules and what they import from this repository: loaded afresh from the earlier commit for the
@@ -88,14 +89,22 @@ def load_earlier(revision: str, into: Path) -> tuple[ModuleType, ModuleType, Mod
     sys.path.insert(0, str(into))
     try:
         old_conversation = __import__("conversation")
-        old_decider = __import__("decider") if (into / "decider.py").exists() else old_conversation
-        old_followup = __import__("followup")
+        old_decider = engine_module(into, "decider", "deciding.decider") or old_conversation
+        old_followup = importlib.import_module("deciding.followup" if (into / "deciding").is_dir() else "followup")
     finally:
         sys.path.remove(str(into))
         for name in [name for name in sys.modules if is_engine_module(name)]:
             sys.modules.pop(name)
         sys.modules.update(saved)
     return old_conversation, old_decider, old_followup, into / "decider_model.json"
+
+
+def engine_module(into: Path, *names: str) -> ModuleType | None:
+    """The first of `names` (a module at the root, then in a package) that `into` holds, imported."""
+    for name in names:
+        if (into / f"{name.replace('.', '/')}.py").exists():
+            return importlib.import_module(name)
+    return None
 
 
 def extract_engine(revision: str, into: Path) -> None:

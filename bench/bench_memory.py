@@ -49,8 +49,8 @@ from archive.sqlite import SQLiteArchive
 from archive.stores import StoreTables
 from bot import build_client
 from config import Settings
-from context import Summarizer
-from memory import MemoryStore
+from memory.store import MemoryStore
+from prompting.context import Summarizer
 from records import MessageRecord
 
 GUILD_ID = 900_000_000_000_000_000

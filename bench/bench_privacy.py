@@ -30,9 +30,9 @@ from postgres_support import database_url, throwaway_postgres
 from admission.optout import OptOuts
 from archive import Archive, ArchivedAttachment, ArchivedMessage
 from archive.backends import open_archive
-from budget import UsageLedger
 from conversation import ConversationManager
 from upkeep.privacy import DEFAULT_UPLOAD_LIMIT, MemberErasure, export_member
+from usage.budget import UsageLedger
 
 GUILD = 900_000_000_000_000_000
 FIRST_CHANNEL = 1_100_000_000_000_000_000

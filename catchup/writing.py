@@ -1,8 +1,8 @@
 """Summarising a catch-up's range: in chunks, within a token budget, each point tied to the message it comes from.
 
-The model reads each chunk as quoted data, one numbered line a message (`quoting.format_log`), and returns its points
-as structured output: a topic, one sentence naming who said what, and the number of the line the point comes from,
-which becomes that message's jump link. Points citing no line of the chunk are dropped, so every link leads into
+The model reads each chunk as quoted data, one numbered line a message (`prompting.quoting.format_log`), and returns its
+points as structured output: a topic, one sentence naming who said what, and the number of the line the point comes
+from, which becomes that message's jump link. Points citing no line of the chunk are dropped, so every link leads into
 the range. A range too long for the budget is read with shorter lines first, then from its newest messages. A
 chunk's points are kept (by its messages, their text and the line length) for the next catch-up of the same
 messages, which then costs no model call for it.
@@ -22,8 +22,8 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from archive import ArchivedMessage
-from context import CHARS_PER_TOKEN
-from quoting import format_log, log_line_text
+from prompting.context import CHARS_PER_TOKEN
+from prompting.quoting import format_log, log_line_text
 
 # A chunk's lines, at most: about 4,000 tokens, which any model reads well in one go.
 CHUNK_CHARS = 16_000

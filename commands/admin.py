@@ -18,8 +18,8 @@ from commands.profile import ProfileCommands, profile_place_of
 from commands.tree import Refusal, in_a_server, operated, place_of, send_ephemeral
 from commands.usage_report import answer_usage
 from config import ChannelMode
-from costs import PERIOD_DAYS
 from records import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL
+from usage.costs import PERIOD_DAYS
 
 UsagePeriod = Literal["day", "week", "month"]
 FORGOTTEN = (

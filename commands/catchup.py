@@ -15,13 +15,13 @@ from admission.access import AccessVerdict, Asker, Place
 from admission.optout import OptOuts
 from admission.spending import Spending
 from archive import ArchivedMessage, ChannelSettingsStore, MessageLog
-from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
 from catchup.writing import CatchUpWriter, Summary
 from commands.tree import Refusal, place_of
 from config import Settings
 from discord_io import message_link, split_message, topic_lines
 from edge.arrival import access_place
+from usage.budget import UsageLedger
 
 # A catch-up's posts: the summary of a long range fills a few.
 CATCHUP_MAX_POSTS = 6

@@ -11,7 +11,7 @@ from archive import ArchiveWriteFailed
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import Refusal, operated, place_of, send_ephemeral
 from discord_io import discord_time, message_link
-from memory import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
+from memory.store import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
 
 MEMORY_LIST_MAX = 25
 MEMORY_FACT_SHOWN_CHARS = 200

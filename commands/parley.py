@@ -7,17 +7,17 @@ from collections.abc import Sequence
 import discord
 from discord import app_commands
 
-from budget import UsageSummary, next_utc_midnight
 from commands.catchup import catchup_command
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
 from commands.privacy import PrivacyCommands
 from commands.tree import in_a_server, operated, place_of
-from context import approx_tokens
 from conversation import ChannelConversation
+from deciding.journal import KEPT_PER_CHANNEL, LoggedDecision
 from discord_io import discord_time, message_link
-from journal import KEPT_PER_CHANNEL, LoggedDecision
 from ops.redaction import mask_credentials
+from prompting.context import approx_tokens
+from usage.budget import UsageSummary, next_utc_midnight
 
 WHY_DEFAULT_COUNT = 10
 WHY_MAX_COUNT = KEPT_PER_CHANNEL

@@ -11,7 +11,7 @@ from archive import ArchiveWriteFailed
 from commands.embeds import FIELD_VALUE_MAX, Field, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import Refusal, operated, place_of, send_ephemeral
 from discord_io import discord_time
-from profiles import ALL_TOOLS, FIELDS, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
+from profiles.channels import ALL_TOOLS, FIELDS, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 from records import CHANNEL_MODES
 from tools.registry import ARCHIVE, MEMORY
 

@@ -17,8 +17,8 @@ from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from discord_io import may_post
 from edge.arrival import access_place
 from reminders.book import TEXT_MAX_CHARS, ReminderBook, ReminderRefused
+from reminders.scheduler import ReminderScheduler
 from reminders.when import EVERY_MAX_CHARS
-from upkeep.reminders import ReminderScheduler
 
 NONE_WAITING = "You have no reminders waiting in this server; `/remind set` sets one."
 

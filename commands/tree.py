@@ -11,17 +11,17 @@ from pydantic_ai.messages import ModelMessage
 
 from admission.access_gate import AccessGate
 from archive import Archive
-from budget import UsageLedger
 from config import Settings
 from conversation import ConversationManager
+from deciding.journal import LoggedDecision
 from discord_io import split_message
 from edge.pins import PinnedKnowledge
-from journal import LoggedDecision
 from knowledge.base import KnowledgeBase
-from memory import MemoryStore
-from profiles import Profiles
+from memory.store import MemoryStore
+from profiles.channels import Profiles
 from tools import Toolbox
 from upkeep.coverage import Coverage
+from usage.budget import UsageLedger
 
 log = logging.getLogger("parley")
 

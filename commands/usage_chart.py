@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from PIL import Image, ImageDraw, ImageFont
 
 from archive import TokenUsage
-from costs import cost_of
+from usage.costs import cost_of
 
 WIDTH, HEIGHT = 960, 640
 BACKGROUND = (255, 255, 255)

@@ -12,11 +12,11 @@ from datetime import date, datetime, timedelta
 import discord
 
 from archive import TokenUsage
-from budget import NO_MEMBER
 from commands.embeds import Field, lines_fields, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import operated, place_of
 from commands.usage_chart import daily_usage, usage_chart_png
-from costs import PERIOD_DAYS, PRICE_TABLE, Totals, UsageReport, describe_totals
+from usage.budget import NO_MEMBER
+from usage.costs import PERIOD_DAYS, PRICE_TABLE, Totals, UsageReport, describe_totals
 
 PERIOD_WORDS = {"day": "today (UTC)", "week": "the last 7 days (UTC, today included)", "month": "the last 30 days"}
 # Lines per section: the biggest spenders first.

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import discord
 
-from streaming import Deliverer, Outlet
+from edge.streaming import Deliverer, Outlet
 from tools.approval import ApprovalRequest, Verdict
 
 log = logging.getLogger("parley.approval")

@@ -11,11 +11,11 @@ from typing import Protocol
 import discord
 
 from admission.access import Asker, Place
-from decider import addresses_bot
+from deciding.decider import addresses_bot
 from discord_io import guild_id_of, is_automated
 from edge.asking import Question
+from edge.streaming import Outlet
 from records import MessageRecord
-from streaming import Outlet
 
 # Ordinary chat messages; joins, pins, boosts and the like are system messages nobody addresses.
 CHAT_MESSAGE_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})

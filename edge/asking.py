@@ -2,7 +2,7 @@
 
 A member asks by a message (an @mention, a reply, a follow-up) or by a command (/ask). The answering path reads
 both from here: the `Question` says who asked, where, and what the conversation records; an outlet
-(`streaming.Outlet`) says where the answer's posts go. `MessageReply` replies to a message in its channel (or in
+(`edge.streaming.Outlet`) says where the answer's posts go. `MessageReply` replies to a message in its channel (or in
 the thread opened on it); `InteractionReply` fills a command's deferred response and its follow-ups, in the
 channel or for the asker alone (ephemeral). Their posts are `discord.Message`s either way (discord.py's
 `InteractionMessage` and `WebhookMessage` edit and delete themselves through the interaction's webhook), so a
@@ -91,7 +91,7 @@ class Question:
 
 @dataclass(frozen=True)
 class MessageReply:
-    """A `streaming.Outlet`: posts in `channel`, the first replying to `message` when it is there (in the thread
+    """A `edge.streaming.Outlet`: posts in `channel`, the first replying to `message` when it is there (in the thread
     opened on it, the message is the thread's start: no reference is needed)."""
 
     message: discord.Message
@@ -132,7 +132,7 @@ class MessageReply:
 
 
 class InteractionReply:
-    """A `streaming.Outlet`: a command's response, deferred when it was used (`defer`), filled by the first post;
+    """A `edge.streaming.Outlet`: a command's response, deferred when it was used (`defer`), filled by the first post;
     follow-ups after it. `ephemeral`: only the asker sees them, and nothing is posted in the channel.
 
     The response is the interaction's own message, so it answers the asker without a reference or a ping; in public

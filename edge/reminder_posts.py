@@ -1,9 +1,10 @@
 """Reminders' way to Discord: whether a reminder's owner may still have it posted (may still use Parley there, see
 the channel and post in it, and manage its messages for a timed post), and the post itself.
 
-The post goes through a partial messageable (https://discordpy.readthedocs.io/en/stable/api.html#discord.Client.get_partial_messageable),
-so a channel need not be in this process's cache, and a reminder set in a DM after a restart still reaches it.
-Its allowed mentions ping the owner alone for a reminder and no one for a timed post, whatever the text says
+The post goes through a partial messageable
+(https://discordpy.readthedocs.io/en/stable/api.html#discord.Client.get_partial_messageable), so a channel need not be
+in this process's cache, and a reminder set in a DM after a restart still reaches it. Its allowed mentions ping the
+owner alone for a reminder and no one for a timed post, whatever the text says
 (https://discord.com/developers/docs/resources/message#allowed-mentions-object).
 """
 
@@ -22,7 +23,7 @@ from conversation import utc_now
 from discord_io import may_post
 from edge.arrival import access_place
 from reminders.book import ReminderBook
-from upkeep.reminders import OwnerUnknown, PostRefused, ReminderScheduler
+from reminders.scheduler import OwnerUnknown, PostRefused, ReminderScheduler
 
 
 class ReminderClient(Protocol):
@@ -43,7 +44,7 @@ class ReminderClient(Protocol):
 
 
 class DiscordReminderPosts:
-    """`upkeep.reminders.ReminderPoster` over the discord.py client."""
+    """`reminders.scheduler.ReminderPoster` over the discord.py client."""
 
     def __init__(self, client: ReminderClient, optouts: OptOuts) -> None:
         self.client = client

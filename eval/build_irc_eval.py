@@ -12,7 +12,7 @@ annotated part, at least 3 replies to them), with X playing the bot: a message b
 true when an annotated link makes it a reply to one of X's messages, false otherwise, and the 200 lines
 before the annotated part are unlabelled context. Nick mentions become ids, and the messages of one
 minute are spread evenly over its seconds (the logs have minute resolution). The format is described in
-eval/sample/README.md; `python replay.py OUT_DIR` scores the decider on the result.
+eval/sample/README.md; `python -m eval.replay OUT_DIR` scores the decider on the result.
 
 Without --source the files are downloaded from the corpus's GitHub repository at a pinned commit, so
 the dev split gives the 91 transcripts (19,681 labelled messages) the README's tables were measured on.
@@ -173,7 +173,7 @@ def fetch(url: str) -> bytes:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Build labelled replay transcripts from the IRC disentanglement corpus (CC BY 4.0).",
-        epilog="Score the result with: python replay.py OUT_DIR",
+        epilog="Score the result with: python -m eval.replay OUT_DIR",
     )
     parser.add_argument("out", type=Path, metavar="OUT_DIR", help="folder to write the *.jsonl transcripts to")
     parser.add_argument("--split", choices=["dev", "train", "test"], default="dev", help="the corpus split (dev)")

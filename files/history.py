@@ -12,7 +12,7 @@ from pydantic_ai.framing import open_tag, wrap
 from pydantic_ai.messages import BinaryContent, ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
 from files.prepared import ATTACHMENT_TAG
-from quoting import inline
+from prompting.quoting import inline
 from records import AttachmentInfo
 
 

@@ -8,7 +8,7 @@ from pydantic_ai.framing import close_tag, open_tag, register_tag, wrap
 from pydantic_ai.messages import BinaryContent, UserContent
 
 from files.images import PreparedImage
-from quoting import inline
+from prompting.quoting import inline
 from records import AttachmentInfo, Kind
 
 ATTACHMENT_TAG = register_tag("attachment")

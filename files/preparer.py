@@ -25,7 +25,7 @@ from files.kinds import MAX_DOWNLOAD_BYTES, MAX_UNKNOWN_DOWNLOAD_BYTES, Attachme
 from files.pdf import PdfText
 from files.prepared import Prepared, PreparedFiles, human_size
 from files.providers import model_key
-from quoting import cap_text
+from prompting.quoting import cap_text
 from records import AttachmentInfo, Kind
 
 if TYPE_CHECKING:

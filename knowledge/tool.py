@@ -3,7 +3,7 @@
 Like every tool it takes the server, the channel and the asker from the run's `ChatDeps`, never from the model's
 arguments; the channels whose documents (pinned messages) it may show are those the asker may read and, for an
 answer posted in a channel, everyone there may read too (edge/readable.py). Its results
-are quoted data (quoting.format_knowledge), and a failure is a short line the model can relay.
+are quoted data (prompting.quoting.format_knowledge), and a failure is a short line the model can relay.
 """
 
 # No `from __future__ import annotations`: pydantic-ai reads the tool functions' annotations on every request.
@@ -12,7 +12,7 @@ from collections.abc import Collection
 
 from pydantic_ai import RunContext, ToolDefinition
 
-from quoting import format_knowledge
+from prompting.quoting import format_knowledge
 from tools import ChatDeps, log_tool_call
 from tools.registry import SEARCH_KNOWLEDGE
 

@@ -20,11 +20,11 @@ from pydantic import ValidationError
 
 from archive.exclusive import ArchiveInUse
 from config import Settings, describe_settings_error
+from deciding.followup import ModelFileError, load_model, model_path
 from edge.gateway import point_at_discord
-from followup import ModelFileError, load_model, model_path
 from ops.observability import configure_logging, warn_about_retired_settings
 from ops.opening import ArchiveUnavailable
-from preflight import (
+from ops.preflight import (
     configuration_problems,
     describe_configuration,
     dotenv_names,

@@ -14,7 +14,7 @@ from archive.backends import open_archive
 from archive.exclusive import ArchiveClaim, ArchiveInUse, claim_archive
 from archive.file_text import FileTextBudget
 from config import Settings
-from shared import SharedSettings, follow_other_processes
+from ops.shared import SharedSettings, follow_other_processes
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener

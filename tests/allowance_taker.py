@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # Parley's modu
 
 from admission.gatekeeper import Gatekeeper
 from archive.backends import open_archive
-from budget import UsageLedger
 from config import Settings
+from usage.budget import UsageLedger
 
 GUILD, ALICE = 11, 33
 

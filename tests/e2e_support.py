@@ -32,8 +32,8 @@ from bot import Parley, build_client
 from commands.admin import AdminCommands
 from config import Settings
 from conversation import utc_now
+from deciding.journal import LoggedDecision
 from edge.gateway import point_at_discord
-from journal import LoggedDecision
 from ops.cli import run
 
 QUIET = 0.6  # the longest "the bot said nothing" is watched for: until it has handled what it was sent (`settled`)

@@ -22,8 +22,8 @@ from admission.gatekeeper import (
     Gatekeeper,
 )
 from admission.optout import OPTED_OUT, OPTED_OUT_REFUSAL
-from budget import UsageLedger
 from records import Decision, MessageRecord
+from usage.budget import UsageLedger
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE, BOB, CAROL = 11, 22, 33, 44, 55

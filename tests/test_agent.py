@@ -35,7 +35,7 @@ from pydantic_ai import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import ReplyFailed, build_responder, generate_reply
-from context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
+from prompting.context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
 from records import MessageRecord
 from tools import ChatDeps
 

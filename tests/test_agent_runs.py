@@ -53,8 +53,8 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import LIMIT_NOTE, ReplyFailed, build_judge, build_responder
-from context import build_judge_prompt
-from decider import ResponseDecider
+from deciding.decider import ResponseDecider
+from prompting.context import build_judge_prompt
 from providers.models import OPENAI_COMPATIBLE_SERVER, build_model, close_model, retry_settings
 from providers.openai_transport import UntransformedOpenAI
 from records import AttachmentInfo

@@ -31,7 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
 from archive.sqlite import SQLiteArchive
-from quoting import format_messages, format_stats
+from prompting.quoting import format_messages, format_stats
 from tools import HISTORY_NOT_PERMITTED, HOURS_MAX
 
 

@@ -14,8 +14,8 @@ from conftest import fresh_postgres_database
 from admission.allowances import Allowances, LocalAllowances, SharedAllowances
 from archive.backends import open_archive
 from archive.postgres import PostgresArchive
-from budget import UsageLedger
 from limits import Rate
+from usage.budget import UsageLedger
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE, BOB = 11, 22, 33, 44

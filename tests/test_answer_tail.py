@@ -15,8 +15,8 @@ from fake_llm import FakeLLM
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from bot import Parley
-from conversation_snapshots import restore
-from streaming import REGENERATING
+from edge.streaming import REGENERATING
+from upkeep.conversation_snapshots import restore
 
 QUESTION = f"<@{BOT_ID}> which port does staging listen on?"
 # As Discord's clean content shows it, which is what is kept.

@@ -24,7 +24,7 @@ from conftest import fresh_postgres_database
 from archive.backends import open_archive
 from archive.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from archive.sqlite import MIGRATIONS, ArchivedMessage, ChannelStats, SQLiteArchive, TopAuthor, sqlite_path_from_url
-from quoting import format_messages, format_stats
+from prompting.quoting import format_messages, format_stats
 
 
 async def test_decisions_round_trip(archive: SQLiteArchive) -> None:

@@ -15,7 +15,7 @@ from archive.backends import open_archive
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
 from archive.stores import StoreTables
 from bot import build_client
-from quoting import format_messages
+from prompting.quoting import format_messages
 
 WHEN = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
 GUILD = 5

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from agent_test_support import ALICE, BOB, CAROL, HOSTILE, conversation_of, deps, msg
 
-from context import build_prompt
 from files.kinds import MAX_DOWNLOAD_BYTES
 from files.preparer import AttachmentPreparer
-from quoting import requote
+from prompting.context import build_prompt
+from prompting.quoting import requote
 from records import AskedAbout, AttachmentInfo, MessageRecord
 
 NOTES = b"Release checklist\nThe staging database password rotates every Tuesday at 09:00.\n"

@@ -37,7 +37,7 @@ from files.kinds import detect
 from files.prepared import PreparedFiles
 from files.preparer import AttachmentPreparer
 from files.providers import is_image_refusal
-from quoting import format_messages
+from prompting.quoting import format_messages
 from records import AttachmentInfo, Kind, MessageRecord
 
 CHANNEL = 10

@@ -1,4 +1,4 @@
-"""Tests for token accounting (budget.py) and its table in the archive (archive/sqlite.py)."""
+"""Tests for token accounting (usage/budget.py) and its table in the archive (archive/sqlite.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from freezegun import freeze_time
 
 from archive.backends import open_archive
 from archive.sqlite import TokenUsage
-from budget import NO_MEMBER, UsageLedger, UsageSummary, next_utc_midnight
+from usage.budget import NO_MEMBER, UsageLedger, UsageSummary, next_utc_midnight
 
 NOW = datetime(2026, 3, 10, 15, 30, tzinfo=UTC)
 TODAY = NOW.date()

@@ -46,8 +46,8 @@ from commands.usage_chart import (
     usage_chart_png,
 )
 from commands.usage_report import ARCHIVE_OFF, USAGE_MAX_ROWS, usage_embeds
-from costs import UsageReport, cost_of
-from profiles import FIELDS, Source, Value
+from profiles.channels import FIELDS, Source, Value
+from usage.costs import UsageReport, cost_of
 
 DAY = date(2026, 11, 20)
 NOW = datetime(2026, 11, 20, 15, 0, tzinfo=UTC)

@@ -32,7 +32,6 @@ from test_journal import logged
 
 from agent import build_judge
 from bot import build_client
-from budget import UsageSummary
 from commands.admin import MODE_EFFECTS, AdminCommands
 from commands.embeds import MESSAGE_EMBED_CHARS_MAX, PARLEY_COLOUR, messages_of
 from commands.parley import (
@@ -47,11 +46,12 @@ from commands.parley import (
 from commands.tree import Operated, refusal
 from config import ChannelMode
 from conversation import ChannelConversation, ConversationManager
-from decider import Judge, ResponseDecider
+from deciding.decider import Judge, ResponseDecider
+from deciding.journal import LoggedDecision
 from edge.gateway import point_at_discord
-from journal import LoggedDecision
 from ops.cli import parse_args
 from records import CHANNEL_MODES, MessageRecord
+from usage.budget import UsageSummary
 
 BOT, ALICE, BOB, CHANNEL, OTHER_CHANNEL = 1, 10, 11, 500, 501
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

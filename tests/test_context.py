@@ -1,4 +1,4 @@
-"""Summaries instead of cuts (context.py): a long history's oldest turns summarised in the background."""
+"""Summaries instead of cuts (prompting/context.py): a long history's oldest turns summarised in the background."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from agent import Responder as AnswerAgent
 from agent import build_responder, generate_reply
 from archive.sqlite import ConversationSummary
 from config import Settings
-from context import (
+from conversation import ChannelConversation
+from prompting.context import (
     HistoryCompactor,
     Summarizer,
     approx_tokens,
@@ -28,7 +29,6 @@ from context import (
     pick_summaries,
     render_earlier_conversations,
 )
-from conversation import ChannelConversation
 from records import MessageRecord
 from tools import ChatDeps
 

@@ -15,10 +15,10 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 # The engine as the project's design names it: the conversations and the decider, over the messages.
 from conversation import ChannelConversation, ConversationManager, MessageRecord, ResponseDecider
-from conversation_snapshots import restore, snapshot
-from followup import SHIPPED_MODEL, load_model
-from quoting import MESSAGE_TAG
+from deciding.followup import SHIPPED_MODEL, load_model
+from prompting.quoting import MESSAGE_TAG
 from records import DIRECT, MENTION_ONLY, NORMAL, OWN_THREAD, Decision
+from upkeep.conversation_snapshots import restore, snapshot
 
 BOT = 1
 ALICE = 10

@@ -1,4 +1,4 @@
-"""Conversations kept beyond the process: snapshots (conversation_snapshots.py), their archive rows, and the
+"""Conversations kept beyond the process: snapshots (upkeep/conversation_snapshots.py), their archive rows, and the
 manager's adoption."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 from archive import Archive
 from archive.backends import open_archive
 from archive.sqlite import ArchivedMessage, StoredConversation
-from context import summary_turn
 from conversation import ChannelConversation, ConversationManager
-from conversation_snapshots import restore, snapshot
-from decider import ResponseDecider
-from followup import FEATURES, features
-from quoting import MESSAGE_TAG
+from deciding.decider import ResponseDecider
+from deciding.followup import FEATURES, features
+from prompting.context import summary_turn
+from prompting.quoting import MESSAGE_TAG
 from records import AttachmentInfo, MessageRecord
+from upkeep.conversation_snapshots import restore, snapshot
 
 BOT, ALICE, CHANNEL, GUILD = 1, 10, 500, 7
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Tests for costs.py and the usage ledger behind /parley-admin usage: prices, the archive's rows, metrics."""
+"""Tests for usage/costs.py and the usage ledger behind /parley-admin usage: prices, the archive's rows, metrics."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from logfire.testing import CaptureLogfire
 
 from archive import TokenUsage
 from archive.backends import open_archive
-from budget import UsageLedger
-from costs import UsageMetrics, cost_of
+from usage.budget import UsageLedger
+from usage.costs import UsageMetrics, cost_of
 
 DAY = date(2026, 11, 20)
 

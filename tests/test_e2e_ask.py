@@ -35,7 +35,7 @@ from admission.access import NOTICE
 from answering.asked import ASK_FAILED, DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED, NOT_ANSWERED_OTHERWISE
 from answering.outcome import LOST
 from bot import Parley
-from streaming import CANNOT_REGENERATE
+from edge.streaming import CANNOT_REGENERATE
 
 QUESTION = "how do I list the files in a folder?"
 ANSWER = "Use `ls -la`."

@@ -27,7 +27,7 @@ from test_e2e_memory import run_group_command
 
 from bot import Parley
 from commands.memory import CHANNEL_MEMORIES_HIDDEN
-from streaming import REGENERATING
+from edge.streaming import REGENERATING
 
 LONE_SURROGATE = "\ud800"
 

@@ -35,7 +35,7 @@ from fake_llm import FakeLLM, ToolCall, echo
 
 from admission.gatekeeper import REGENERATE_SLOW_DOWN
 from bot import Parley
-from journal import LoggedDecision
+from deciding.journal import LoggedDecision
 
 T0 = datetime(2026, 11, 22, 23, 0, tzinfo=UTC)
 

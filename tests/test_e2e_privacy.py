@@ -40,7 +40,7 @@ import commands.privacy
 from admission.optout import OPTED_OUT_REFUSAL
 from bot import Parley
 from commands.privacy import ERASE_CANCELLED
-from context import summary_turn
+from prompting.context import summary_turn
 from records import OPTED_OUT_TEXT
 
 

@@ -24,7 +24,7 @@ from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from fake_llm import BreakOff, FakeLLM, ToolCall, echo
 
 from discord_io import split_message
-from streaming import ANSWER_FINISHED, BROKE_OFF, CANNOT_REGENERATE, NOT_YOUR_ANSWER, REGENERATING
+from edge.streaming import ANSWER_FINISHED, BROKE_OFF, CANNOT_REGENERATE, NOT_YOUR_ANSWER, REGENERATING
 
 PROSE = " ".join(f"Sentence number {i} says a little more about it." for i in range(40))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from config import Settings
-from profiles import load_profiles_file
+from profiles.channels import load_profiles_file
 from tools import load_mcp_servers
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conversation import ChannelConversation, ConversationManager
-from decider import ResponseDecider as Decider
-from followup import (
+from deciding.decider import ResponseDecider as Decider
+from deciding.followup import (
     CANDIDATE_REASONS,
     FEATURES,
     SHIPPED_MODEL,
@@ -260,8 +260,8 @@ def test_the_trees_add_up_and_name_what_moved_the_score() -> None:
 
 
 def test_training_twice_writes_the_same_file(tmp_path: Path) -> None:
-    """`train_decider.py` on the same transcripts writes the same bytes twice, and the bot loads what it wrote."""
-    import train_decider
+    """`eval/train_decider.py` on the same transcripts writes the same bytes twice, and the bot loads what it wrote."""
+    import eval.train_decider as train_decider
 
     outputs = []
     for run in ("first", "second"):
@@ -277,7 +277,7 @@ def test_the_lexicon_learns_what_the_offset_leaves_unexplained() -> None:
     """Words of replies weigh up, of new questions down; a word the offset already explains, or a rare one, not."""
     import numpy as np
 
-    import train_decider
+    import eval.train_decider as train_decider
 
     terms = [["yes", "done"]] * 20 + [["hello", "done"]] * 20 + [["sudo"]] * 20 + [["rare"]] * 2
     y = np.array([1.0] * 20 + [0.0] * 20 + [1.0] * 15 + [0.0] * 5 + [1.0] * 2)

@@ -1,10 +1,10 @@
-"""Tests for the decisions kept for /parley why (journal.py)."""
+"""Tests for the decisions kept for /parley why (deciding/journal.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from journal import DecisionJournal, LoggedDecision, excerpt
+from deciding.journal import DecisionJournal, LoggedDecision, excerpt
 
 CHANNEL = 500
 

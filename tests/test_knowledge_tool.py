@@ -22,7 +22,7 @@ from commands.admin import AdminCommands
 from commands.knowledge import KnowledgeCommands, documents_embeds
 from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase
-from quoting import format_knowledge
+from prompting.quoting import format_knowledge
 from records import MessageRecord
 from tools import ChatDeps
 

@@ -53,7 +53,7 @@ def test_a_circle_breaks_the_contracts(tmp_path: Path) -> None:
     shutil.copytree(
         ROOT,
         copy,
-        ignore=shutil.ignore_patterns(".git", ".venv", "tests", "bench", "eval", "__pycache__", "*.db", "data"),
+        ignore=shutil.ignore_patterns(".git", ".venv", "tests", "bench", "__pycache__", "*.db", "data"),
     )
     records = copy / "records.py"
     records.write_text(records.read_text() + "\nfrom conversation import ChannelConversation  # noqa: E402, F401\n")

@@ -20,7 +20,7 @@ from agent import build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, SQLiteArchive
 from config import Settings
 from conversation import ConversationManager
-from decider import ResponseDecider, log_decision
+from deciding.decider import ResponseDecider, log_decision
 from ops.observability import configure_logging
 from records import Decision, MessageRecord
 from tools import ChatDeps

@@ -8,7 +8,7 @@ import pytest
 
 from bot import main
 from config import Settings
-from preflight import misspelt_settings
+from ops.preflight import misspelt_settings
 
 
 def test_a_typo_names_the_setting_it_likely_means() -> None:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ops.packages import RAILWAY_VARIABLE, missing_package_fix
-from preflight import model_problem
+from ops.preflight import model_problem
 from tools import ToolConfigError, load_mcp_servers, web_search_function
 
 ON_RAILWAY = {RAILWAY_VARIABLE: "a1b2c3"}

@@ -14,11 +14,11 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from admission.optout import OptOuts, VeiledArchive, veil
 from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, Reminder, ReminderLimits, TokenUsage
 from archive.backends import open_archive
-from budget import UsageLedger
-from context import summary_turn
 from conversation import ConversationManager
+from prompting.context import summary_turn
 from records import OPTED_OUT_TEXT, MessageRecord
 from upkeep.privacy import MemberErasure, export_member
+from usage.budget import UsageLedger
 
 GUILD, OTHER_GUILD, CHANNEL, OTHER_CHANNEL = 10, 11, 1, 2
 ALICE, BOB = 100, 200

@@ -24,7 +24,7 @@ from archive.sqlite import MIGRATIONS, SQLiteArchive
 from archive.stores import StoreTables
 from config import Settings
 from conversation import ChannelConversation, utc_now
-from profiles import (
+from profiles.channels import (
     Profiles,
     ProfilesFile,
     ProfilesFileError,

@@ -150,12 +150,12 @@ def test_development_lists_every_module() -> None:
 
 # Commands the README and the docs pages give that a test here runs (the test names the command it runs).
 RUN_HERE = {
-    "python replay.py eval/sample",
-    "python replay.py --json eval/sample",
-    "python replay.py --ablation eval/sample",
-    "python replay.py --disable cut_in eval/sample",
+    "python -m eval.replay eval/sample",
+    "python -m eval.replay --json eval/sample",
+    "python -m eval.replay --ablation eval/sample",
+    "python -m eval.replay --disable cut_in eval/sample",
     "python eval/build_irc_eval.py data/irc-dev",
-    "python replay.py data/irc-dev",
+    "python -m eval.replay data/irc-dev",
     'sqlite3 data/parley.db "SELECT author_name, count(*) FROM messages GROUP BY 1 ORDER BY 2 DESC"',
     "python bench/bench_engine.py",
     "python bench/bench_engine_ab.py",
@@ -199,7 +199,9 @@ RUN_ELSEWHERE = {
     "python ../shared/eval/make_transcripts.py ../shared/eval/irc-train train data/irc-train-transcripts": (
         "needs the training corpus, which is not in the repository"
     ),
-    "python train_decider.py --dev ../shared/eval/irc-dev --folds": "needs the train transcripts; minutes of replays",
+    "python -m eval.train_decider --dev ../shared/eval/irc-dev --folds": (
+        "needs the train transcripts; minutes of replays"
+    ),
     "ollama pull qwen3:8b": "downloads a model",
     "vllm serve Qwen/Qwen3-8B --enable-auto-tool-choice --tool-call-parser hermes": "downloads a model",
     "ruff check .": ".ci/run (test_readme_and_pre_commit_name_the_checks_ci_runs keeps them the same)",
@@ -243,8 +245,8 @@ def run(command: str, cwd: Path = ROOT, extra: str = "", env: dict[str, str] | N
 
 
 def test_replay_on_the_sample_gives_the_readme_figures() -> None:
-    """`python replay.py eval/sample` scores what the README says the sample scores."""
-    report = run("python replay.py eval/sample")
+    """`python -m eval.replay eval/sample` scores what the README says the sample scores."""
+    report = run("python -m eval.replay eval/sample")
     assert "files: 3   labelled messages: 526   positives: 113" in report
     scores = re.search(r"precision (\S+)   recall (\S+)   F1 (\S+)", report)
     unmentioned = re.search(r"recall on positives not mentioning the bot: (\S+)", report)
@@ -254,16 +256,16 @@ def test_replay_on_the_sample_gives_the_readme_figures() -> None:
         f"precision {precision}, recall {recall}, F1 {f1} ({unmentioned.group(1)} recall on replies without a mention)"
     )
     assert figures in " ".join(section("How well it decides", PAGES["evaluation.md"]).split())
-    as_json = json.loads(run("python replay.py --json eval/sample").splitlines()[-1])
+    as_json = json.loads(run("python -m eval.replay --json eval/sample").splitlines()[-1])
     # The JSON rounds to 4 places, the text to 3: 0.74549 is 0.7455 in one and 0.745 in the other.
     assert (as_json["files"], as_json["messages"]) == (3, 526) and as_json["f1"] == pytest.approx(float(f1), abs=6e-4)
 
 
 def test_the_other_replay_commands_run_on_the_sample() -> None:
     """The readable report, the ablation and a disabled rule all run on the shipped sample."""
-    assert "files: 3   labelled messages: 526" in run("python replay.py eval/sample")
-    assert "| without `cut_in` |" in run("python replay.py --ablation eval/sample")
-    assert "cut_in" not in run("python replay.py --disable cut_in eval/sample")
+    assert "files: 3   labelled messages: 526" in run("python -m eval.replay eval/sample")
+    assert "| without `cut_in` |" in run("python -m eval.replay --ablation eval/sample")
+    assert "cut_in" not in run("python -m eval.replay --disable cut_in eval/sample")
 
 
 def write_raw_log(folder: Path) -> None:
@@ -277,10 +279,9 @@ def write_raw_log(folder: Path) -> None:
 
 
 def test_build_irc_eval_then_replay_on_what_it_built(tmp_path: Path) -> None:
-    """The build script, given local corpus files instead of the download, writes transcripts replay.py scores."""
+    """The build script, given local corpus files instead of the download, writes transcripts eval/replay.py scores."""
     write_raw_log(tmp_path / "raw")
-    for name in ("eval", "replay.py"):
-        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / "eval").symlink_to(ROOT / "eval")
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -288,7 +289,7 @@ def test_build_irc_eval_then_replay_on_what_it_built(tmp_path: Path) -> None:
     }
     built = run("python eval/build_irc_eval.py data/irc-dev", tmp_path, "--source raw", env)
     assert "2 transcripts from 1 logs" in built
-    report = run("python replay.py data/irc-dev", tmp_path, env=env)
+    report = run("python -m eval.replay data/irc-dev", tmp_path, env=env)
     assert "files: 2   labelled messages: 40   positives: 39" in report
 
 

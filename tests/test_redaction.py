@@ -12,7 +12,7 @@ import logfire
 import pytest
 
 from bot import main
-from decider import log_decision
+from deciding.decider import log_decision
 from ops.observability import configure_logging
 from ops.redaction import MASK, mask_credentials, one_line
 from records import Decision, MessageRecord

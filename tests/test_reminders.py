@@ -1,5 +1,5 @@
 """Tests for reminders as units: reading times (reminders/when.py), the rules (reminders/book.py), the scheduler
-(upkeep/reminders.py) with a fake poster and an injected clock, and the remind tool through the answer agent; on a
+(reminders/scheduler.py) with a fake poster and an injected clock, and the remind tool through the answer agent; on a
 real SQLite archive under tmp_path."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from conversation import ChannelConversation, utc_now
 from edge.reminder_posts import DiscordReminderPosts, reminder_scheduler
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused, post_text
+from reminders.scheduler import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 from reminders.when import TimeError, describe, next_time, parse_every, parse_when
 from tools.approval import Verdict
-from upkeep.reminders import UNKNOWN_RETRY, OwnerUnknown, PostRefused, ReminderScheduler
 
 PARIS = ZoneInfo("Europe/Paris")
 # A Wednesday, 16:00 in Paris.

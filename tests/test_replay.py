@@ -1,4 +1,4 @@
-"""Tests for replay.py: hand-labelled transcripts through the bot's own engine, scored exactly."""
+"""Tests for eval/replay.py: hand-labelled transcripts through the bot's own engine, scored exactly."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import replay
+import eval.replay as replay
 from conversation import ChannelConversation
-from decider import ResponseDecider
-from followup import SHIPPED_MODEL, load_model
+from deciding.decider import ResponseDecider
+from deciding.followup import SHIPPED_MODEL, load_model
 from records import MessageRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "replay"
@@ -218,7 +218,7 @@ def test_ablation_with_the_learned_tier_adds_its_veto() -> None:
 
 
 def test_replaying_twice_gives_the_same_json(capsys: pytest.CaptureFixture[str]) -> None:
-    """`replay.py --json` with the shipped model prints the same report on two runs."""
+    """`eval/replay.py --json` with the shipped model prints the same report on two runs."""
     sample = str(Path(__file__).resolve().parents[1] / "eval" / "sample")
     reports = []
     for _ in range(2):

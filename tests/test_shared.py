@@ -18,8 +18,8 @@ from archive import Archive
 from archive.backends import open_archive
 from archive.changes import ChangeListener
 from config import Settings
-from profiles import Profiles
-from shared import SharedSettings, follow_other_processes
+from ops.shared import SharedSettings, follow_other_processes
+from profiles.channels import Profiles
 
 GUILD, CHANNEL, THREAD, ALICE = 1000, 2000, 2500, 3000
 

@@ -21,8 +21,8 @@ from fake_llm import MODEL_NAME
 from bot import build_client, main
 from config import Settings
 from ops.cli import parse_args
-from preflight import export_dotenv_variables, invite_link, parley_version
-from profiles import ProfilesFile
+from ops.preflight import export_dotenv_variables, invite_link, parley_version
+from profiles.channels import ProfilesFile
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_EXAMPLE = ROOT / ".env.example"

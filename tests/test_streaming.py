@@ -13,7 +13,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from agent import STOPPED_NOTE, ReplyFailed, build_responder, generate_reply, regenerate_reply
 from conversation import ConversationManager
-from streaming import ChannelPacer, tool_status
+from edge.streaming import ChannelPacer, tool_status
 
 
 @dataclass

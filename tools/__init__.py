@@ -6,8 +6,8 @@ the model's arguments; what a tool returns is quoted data for the model, and a f
 relay, never a failed answer.
 
 Each of Parley's own tools is declared once, in registry.py, which everything else that needs to know about a tool
-reads; the modules here hold the tools' functions by concern (archive.py, memory.py, web.py, mcp.py), what they read
-(deps.py), the tool sets offered by name (toolbox.py), and which calls wait for the asker's approval (approval.py).
+reads; the modules here hold the tools' functions by concern (archive.py, memory/store.py, web.py, mcp.py), what they
+read (deps.py), the tool sets offered by name (toolbox.py), and which calls wait for the asker's approval (approval.py).
 """
 
 from tools.archive import ARCHIVE_TOOLS, HISTORY_NOT_PERMITTED, HOURS_MAX

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic_ai import RunContext
 
 from archive import ArchivedMessage
-from quoting import format_messages, format_stats
+from prompting.quoting import format_messages, format_stats
 from tools.deps import ChatDeps, MessageArchive, log_tool_call
 from tools.registry import GET_CHANNEL_STATS, GET_RECENT_MESSAGES, SEARCH_HISTORY
 

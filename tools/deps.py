@@ -9,7 +9,7 @@ from pydantic_ai import RunContext
 
 from archive import ArchivedMessage, ChannelStats
 from archive.knowledge_types import KnowledgeSearch
-from memory import MemoryStore
+from memory.store import MemoryStore
 from reminders.book import ReminderBook
 from tools.approval import Approver
 
@@ -59,7 +59,7 @@ class ChatDeps:
     # may be about one of them, never about a member the model names on its own.
     named_member_ids: frozenset[int] = frozenset()
     # The tool sets this answer may use, by name (tools/registry.py's, and "mcp:<server>"), as the channel's profile
-    # says (profiles.py); None: every one that is on.
+    # says (profiles/channels.py); None: every one that is on.
     offered_toolsets: frozenset[str] | None = None
     # Who approves this answer's tool calls that need it (tools/approval.py); None: such calls are not run.
     approver: Approver | None = None

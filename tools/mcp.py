@@ -13,7 +13,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_json
 
 from ops.packages import missing_package_fix
-from quoting import TOOL_RESULT_TAG, cap_text, inline
+from prompting.quoting import TOOL_RESULT_TAG, cap_text, inline
 from tools.approval import ServerApproval, read_server_approvals
 from tools.deps import ChatDeps, log_tool_call
 from tools.errors import ToolConfigError

@@ -5,7 +5,7 @@ import logging
 
 from pydantic_ai import RunContext
 
-from memory import format_memories
+from memory.store import format_memories
 from tools.deps import ChatDeps
 from tools.registry import RECALL, REMEMBER
 

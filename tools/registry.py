@@ -1,9 +1,9 @@
 """The one registry of Parley's own tools: each declared once, with what the rest of Parley needs to know about it.
 
 A tool's entry gives its name (as the model is offered it), the tool set a channel's profile offers or withholds it
-under (profiles.py), the status line a live answer shows while it runs (streaming.py), and whether each of its calls
-waits for the asker's approval or only reads (approval.py). Its function lives beside the helpers it shares (the
-archive's, memory's, ...) and becomes a pydantic-ai tool only through its entry (`ToolEntry.tool`), which gives it
+under (profiles/channels.py), the status line a live answer shows while it runs (edge/streaming.py), and whether each of
+its calls waits for the asker's approval or only reads (approval.py). Its function lives beside the helpers it shares
+(the archive's, memory's, ...) and becomes a pydantic-ai tool only through its entry (`ToolEntry.tool`), which gives it
 its name: nothing else names a tool. The registry imports no tool, so every layer that needs to know about them
 (the profiles, the live answer) reads it without loading them.
 """
@@ -84,7 +84,8 @@ def status_line(tool_name: str) -> str:
 
 
 def filtered_toolset(tool_name: str) -> str | None:
-    """The tool set whose absence from a profile withholds the tool `tool_name` from the agent's tools (profiles.py);
-    None for a tool whose tool set withholds itself, or that Parley does not declare (an MCP server's)."""
+    """The tool set whose absence from a profile withholds the tool `tool_name` from the agent's tools
+    (profiles/channels.py); None for a tool whose tool set withholds itself, or that Parley does not declare (an MCP
+    server's)."""
     entry = _BY_NAME.get(tool_name)
     return None if entry is None or entry.withholds_itself else entry.toolset

@@ -15,7 +15,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from config import Settings
 from ops.packages import missing_package_fix
-from quoting import WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, inline
+from prompting.quoting import WEB_RESULT_TAG, WEB_RESULTS_TAG, cap_text, inline
 from tools.deps import ChatDeps, log_tool_call
 from tools.errors import ToolConfigError
 from tools.registry import SEARCH_WEB

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import discord
 
-from backfill import may_read
+from upkeep.backfill import may_read
 
 log = logging.getLogger("parley.backfill")
 

@@ -10,7 +10,7 @@ from archive import Archive
 @dataclass
 class ChannelSettings:
     """Shared by reference: the client, forgetting, threads and context loading read and change the same maps, and
-    shared.SharedSettings follows other processes' changes into them."""
+    ops.shared.SharedSettings follows other processes' changes into them."""
 
     # Per channel, the message id its context starts after: set by /parley-admin forget.
     forget_markers: dict[int, int] = field(default_factory=dict)

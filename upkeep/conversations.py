@@ -14,7 +14,9 @@ from pydantic import ValidationError
 from archive import Archive, StoredConversation
 from archive.holder import ArchiveHolder
 from config import Settings
-from context import (
+from conversation import ChannelConversation, ConversationManager
+from ops.shared import channels_served_elsewhere
+from prompting.context import (
     EARLIER_SUMMARIES,
     HistoryCompactor,
     Summarizer,
@@ -22,10 +24,8 @@ from context import (
     quoted_message_ids,
     render_earlier_conversations,
 )
-from conversation import ChannelConversation, ConversationManager
-from conversation_snapshots import restore, snapshot
-from shared import channels_served_elsewhere
 from upkeep.background import BackgroundTasks
+from upkeep.conversation_snapshots import restore, snapshot
 
 log = logging.getLogger("parley")
 

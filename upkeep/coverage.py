@@ -14,10 +14,10 @@ import discord
 
 from admission.optout import OptOuts
 from archive import Archive, ArchiveWriteFailed
-from backfill import ChannelCatchUp, HistoryChannel, catch_up, readable_channels
 from config import Settings
 from conversation import utc_now
 from upkeep.away_threads import threads_archived_since
+from upkeep.backfill import ChannelCatchUp, HistoryChannel, catch_up, readable_channels
 from upkeep.background import BackgroundTasks
 from upkeep.reconciliation import Reconciliation
 

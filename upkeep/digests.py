@@ -33,12 +33,12 @@ from pydantic_ai.usage import RunUsage
 from admission.optout import OptOuts
 from admission.spending import Spending
 from archive import ArchiveWriteFailed, ChannelSettingsStore, Digest, Digests, MessageLog
-from budget import UsageLedger
 from catchup.reading import MAX_MESSAGES, Range, Since, id_at, read_range
 from catchup.writing import CatchUpWriter, Summary
 from config import Settings
 from conversation import utc_now
 from discord_io import discord_time, split_message, topic_lines
+from usage.budget import UsageLedger
 
 log = logging.getLogger("parley.digests")
 

@@ -17,9 +17,9 @@ from archive import ArchiveWriteFailed
 from archive.holder import ArchiveHolder
 from archive.text import safe_text
 from conversation import ConversationManager, utc_now
+from deciding.journal import DecisionJournal
 from discord_io import attachment_info
-from journal import DecisionJournal
-from profiles import Profiles
+from profiles.channels import Profiles
 from upkeep.channel_settings import ChannelSettings
 from upkeep.conversations import ConversationUpkeep
 

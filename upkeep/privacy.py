@@ -27,8 +27,8 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
 from archive.members import MESSAGES_AT_ONCE
-from context import quoted_by, quoted_message_ids
 from conversation import ChannelConversation, ConversationManager, erased_history
+from prompting.context import quoted_by, quoted_message_ids
 
 # Discord's upload limit without boosts (an interaction says its own: `Interaction.filesize_limit`).
 DEFAULT_UPLOAD_LIMIT = 10 * 2**20
@@ -82,7 +82,8 @@ class ErasedArchive(MemberData, MemoryTables, ReminderTable, Protocol):
 
 
 class DecisionsKept(Protocol):
-    """The decisions kept in memory for `/parley why` (journal.DecisionJournal): their excerpts quote messages."""
+    """The decisions kept in memory for `/parley why` (deciding.journal.DecisionJournal): their excerpts quote
+    messages."""
 
     def forget_messages(self, channel_id: int, message_ids: Iterable[int]) -> None: ...
 
@@ -90,7 +91,7 @@ class DecisionsKept(Protocol):
 
 
 class TodaysUsage(Protocol):
-    """Today's token counts in memory (budget.UsageLedger)."""
+    """Today's token counts in memory (usage.budget.UsageLedger)."""
 
     def anonymise(self, guild_id: int, member_id: int) -> None: ...
 

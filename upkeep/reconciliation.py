@@ -1,6 +1,6 @@
 """Reconciliation: after Parley was away, every archived message is checked against Discord again.
 
-Catch-up (backfill.py) rereads only each channel's newest archived messages, so a message deleted or edited
+Catch-up (upkeep/backfill.py) rereads only each channel's newest archived messages, so a message deleted or edited
 while Parley was away further back stays in the archive as it was, searchable until the retention drops it.
 After each new gateway session's catch-up, this walks each channel's archived range from the session's start
 back to the retention horizon, one channel and one history page of 100 at a time with a pause between pages:
@@ -22,9 +22,9 @@ import discord
 
 from archive import Archive, ReconciliationProgress
 from archive.text import safe_text
-from backfill import MESSAGES_PER_STEP, Forget, HistoryChannel
 from config import Settings
 from conversation import utc_now
+from upkeep.backfill import MESSAGES_PER_STEP, Forget, HistoryChannel
 from upkeep.background import BackgroundTasks
 
 log = logging.getLogger("parley.reconciliation")

@@ -27,8 +27,8 @@ from fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
 from test_e2e_memory import run_group_command, string_option
 from test_e2e_privacy import erase, privacy
 
-from backfill import RECHECKED_MESSAGES
 from bot import Parley
+from upkeep.backfill import RECHECKED_MESSAGES
 from upkeep.digests import next_due
 
 # Seconds of quiet that end a conversation: the world's clock moves past it once Alice and Bob have talked.

@@ -1,8 +1,8 @@
 """The learned follow-up tier: features of a message the follow-up rules turned down, and the model scoring them.
 
 Nothing here knows about Discord: the features read only the engine's conversation (`ConversationIndexes`) and the
-clock, so the bot, `replay.py` and `train_decider.py` compute exactly the same numbers. The model is
-a few dozen shallow gradient-boosted trees (`train_decider.py` fits them on the irc-train transcripts
+clock, so the bot, `eval/replay.py` and `eval/train_decider.py` compute exactly the same numbers. The model is
+a few dozen shallow gradient-boosted trees (`eval/train_decider.py` fits them on the irc-train transcripts
 and picks the thresholds on irc-dev), stored as a small JSON file and scored in plain Python by
 walking each tree. A lexicon of weighted words (a logistic regression fitted on what the trees leave
 unexplained) adds the message's words to the trees' log-odds: a dict lookup per word.
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from records import MessageRecord
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 #: The model the bot ships with; the `DECIDER_MODEL` setting names another.
 SHIPPED_MODEL = HERE / "decider_model.json"
 MODEL_FORMAT = "parley-followup-trees/2"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from archive import ChannelSettingsStore, Lifecycle, MessageLog
-from profiles import Profiles
+from profiles.channels import Profiles
 
 if TYPE_CHECKING:
     from archive.changes import ChangeListener

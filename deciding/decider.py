@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from channel_conversation import ChannelConversation, Clock, utc_now
-from followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
+from deciding.followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from records import CHANNEL, CHATTY, DIRECT, MENTION_ONLY, NORMAL, OWN_THREAD, Decision, MessageRecord
 
@@ -29,7 +29,7 @@ Judge = Callable[[MessageRecord, ChannelConversation], Awaitable[JudgeVerdict]]
 # The judge's decision on a message the tiers before it left open, logged once it is made: await it.
 JudgeCall = Coroutine[Any, Any, Decision]
 DecisionListener = Callable[[MessageRecord, Decision], None]
-# Sees the features of every message the learned tier scores (train_decider.py collects them so).
+# Sees the features of every message the learned tier scores (eval/train_decider.py collects them so).
 FeatureListener = Callable[[MessageRecord, list[float]], None]
 
 
@@ -95,7 +95,7 @@ class ResponseDecider:
        already), and nobody else has addressed the author since (else `cut_in`: someone else
        took up the thread). Without such a turn the message is `not_for_bot`; if the bot has not
        spoken (`bot_silent`) or not inside the window (`outside_window`), nothing is a follow-up;
-    4. learned: with a model (`learned`, followup.py), every follow-up "no" after the bot spoke and every
+    4. learned: with a model (`learned`, deciding/followup.py), every follow-up "no" after the bot spoke and every
        `followup_implicit` (with `learned_veto`, every "yes"), except a bystander no recent bot turn can have been
        answering, is scored;
        at or above the mode's threshold it is answered (`learned_yes`, else `learned_no`), and a
@@ -113,7 +113,7 @@ class ResponseDecider:
     window (`CHATTY_WINDOW_FACTOR`) and, with a judge, also asks it before the bot has spoken.
 
     Every rule except the judge can be switched off by its reason (`disabled_rules`, see `RULES`)
-    to measure what it contributes (`replay.py --ablation`).
+    to measure what it contributes (`eval/replay.py --ablation`).
     """
 
     #: The rules `disabled_rules` can switch off, named by the reason they give.
@@ -190,7 +190,7 @@ class ResponseDecider:
         # engine's throughput (an answered member's next message is a follow-up, so busy channels score most).
         self._learned_veto = self.learned is not None and learned_veto
         self.on_features: FeatureListener | None = None
-        # Scores in the judge's uncertain band, judge or not: what a judge would cost (replay.py reports it).
+        # Scores in the judge's uncertain band, judge or not: what a judge would cost (eval/replay.py reports it).
         self.uncertain = 0
         # The follow-up rule's decision left to the tiers after the rules; read right after `_rules`.
         self._turned_down: Decision = _NOT_FOR_BOT

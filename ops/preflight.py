@@ -26,7 +26,7 @@ from archive.sqlite import MIGRATIONS, sqlite_path_from_url
 from config import Settings
 from ops.packages import missing_package_fix
 from ops.redaction import MASK, mask_credentials
-from profiles import profiles_file_problem
+from profiles.channels import profiles_file_problem
 from providers.models import build_model
 from records import NORMAL
 from tools import supports_native_web_search, tool_config_problem
@@ -51,7 +51,7 @@ _SUGGESTION = re.compile(r"Did you mean '[^']+'\?")
 def parley_version() -> str:
     """The version pyproject.toml gives; a deploy runs from the repository without installing the project."""
     try:
-        with Path(__file__).with_name("pyproject.toml").open("rb") as file:
+        with (Path(__file__).resolve().parents[1] / "pyproject.toml").open("rb") as file:
             return str(tomllib.load(file)["project"]["version"])
     except OSError:
         try:

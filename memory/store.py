@@ -19,7 +19,7 @@ from pydantic_ai.framing import close_tag, open_tag, wrap
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from archive import Memory, MemoryTables, Snapshot
-from quoting import MEMORIES_TAG, MEMORY_TAG
+from prompting.quoting import MEMORIES_TAG, MEMORY_TAG
 
 __all__ = [
     "FACT_MAX_CHARS",

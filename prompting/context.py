@@ -41,8 +41,7 @@ from config import Settings
 from conversation import ChannelConversation
 from files.history import content_chars
 from files.prepared import PreparedFiles
-from providers.models import build_model, retry_settings
-from quoting import (
+from prompting.quoting import (
     AI_PARTICIPANT_TAG,
     AI_TURN_TAG,
     ASKED_ABOUT_TAG,
@@ -60,6 +59,7 @@ from quoting import (
     cap_text,
     inline,
 )
+from providers.models import build_model, retry_settings
 from records import AskedAbout, MessageRecord
 from tools import ChatDeps
 
@@ -430,9 +430,10 @@ def quote_message(
 ) -> str:
     """One message as quoted data: author, author id, bot marker, time and id in escaped attributes, the text capped.
 
-    The message id lets a later edit or deletion find the quote again in the model history (`quoting.requote`).
-    With `name_files`, an `attached` attribute names its files and their kinds (for the judge, which gets no
-    file itself: a screenshot shared right after the bot spoke is often the answer to its question).
+    The message id lets a later edit or deletion find the quote again in the model history
+    (`prompting.quoting.requote`). With `name_files`, an `attached` attribute names its files and their kinds (for the
+    judge, which gets no file itself: a screenshot shared right after the bot spoke is often the answer to its
+    question).
     """
     return wrap(
         tag,
@@ -527,7 +528,7 @@ def trim_history(messages: list[ModelMessage], budget_tokens: int) -> list[Model
     A turn is a request carrying a user prompt and everything up to the next one, so a tool call
     always stays with its return and the kept history starts with a user prompt. The newest turn,
     holding the request about to be sent, is always kept, even if it alone is over budget, and so is a
-    leading summary of earlier turns (`context.summary_turn`), which is short.
+    leading summary of earlier turns (`prompting.context.summary_turn`), which is short.
     """
     if approx_tokens(messages) > budget_tokens:
         budget_tokens = int(CUT_TO_SHARE * budget_tokens)

@@ -1,7 +1,7 @@
 """Replay labelled decision transcripts through Parley's conversation engine and score its decisions.
 
-    python replay.py [--json] [--judge] [--disable RULE]... [--followup-window SECONDS] [--model FILE] PATH...
-    python replay.py --ablation PATH...
+    python -m eval.replay [--json] [--judge] [--disable RULE]... [--followup-window SECONDS] [--model FILE] PATH...
+    python -m eval.replay --ablation PATH...
 
 Each PATH is a transcript (JSON Lines, see eval/sample/README.md) or a folder whose `*.jsonl`
 files (recursively) are replayed in name order. Every file gets a fresh `ConversationManager` and
@@ -24,7 +24,7 @@ negatives per decision reason. `--json` prints the same as one JSON object on th
 `--judge` adds the configured LLM judge (real model calls: needs the bot's environment variables).
 `--disable RULE` switches one of `ResponseDecider.RULES` off (repeatable), for ablations;
 `--ablation` prints a markdown table of the scores with each rule disabled in turn, the learned
-follow-up tier (`--model`, the shipped `decider_model.json` by default; followup.py) among them, and
+follow-up tier (`--model`, the shipped `decider_model.json` by default; deciding/followup.py) among them, and
 with the tier's veto of the follow-up rules' "yes" (`--learned-veto`, off in the bot) added.
 Lines whose learned score falls in the judge's uncertain band are counted: what a judge would cost.
 
@@ -48,8 +48,8 @@ from pydantic import SecretStr, ValidationError
 from addressing import calls_by_name
 from config import Settings, describe_settings_error
 from conversation import Clock, ConversationManager
-from decider import DecisionPolicy, Judge, ResponseDecider
-from followup import SHIPPED_MODEL, LearnedModel, ModelFileError, load_model
+from deciding.decider import DecisionPolicy, Judge, ResponseDecider
+from deciding.followup import SHIPPED_MODEL, LearnedModel, ModelFileError, load_model
 from records import MessageRecord
 
 DeciderFactory = Callable[[Clock], DecisionPolicy]
@@ -579,7 +579,7 @@ def ablation(paths: Sequence[str | Path], **options: Any) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="replay.py",
+        prog="python -m eval.replay",
         description="Replay labelled decision transcripts through Parley's decider and score it.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="a transcript, or a folder of *.jsonl")

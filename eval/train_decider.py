@@ -1,6 +1,6 @@
-"""Train the learned follow-up tier's model (followup.py) and choose its thresholds.
+"""Train the learned follow-up tier's model (deciding/followup.py) and choose its thresholds.
 
-    python train_decider.py [--train DIR] [--dev DIR] [--out decider_model.json] [--folds [N]]
+    python -m eval.train_decider [--train DIR] [--dev DIR] [--out decider_model.json] [--folds [N]]
 
 1. Replays every transcript of `--train` (built by `../shared/eval/make_transcripts.py`, git-ignored
    under data/) and of `--dev` through the bot's own decider, collecting the features of each
@@ -8,7 +8,7 @@
    rules' "yes" among them, which the trees learn from although the bot scores only `followup_implicit`'s).
 2. Fits gradient-boosted trees (log loss, histogram splits, no sampling: deterministic) on the train
    candidates only, then the lexicon: a logistic regression over the candidates' terms
-   (`followup.lexical_terms`) whose offset is each candidate's trees' log-odds from trees fitted
+   (`deciding.followup.lexical_terms`) whose offset is each candidate's trees' log-odds from trees fitted
    without its log (5 groups of logs), so the words learn what the trees leave unexplained.
 3. On `--dev`: the `normal` threshold is the one with the best F1 of the whole decider among those
    with precision at least 0.83 (precision is what a member notices), `chatty`'s the best F2 (recall
@@ -43,8 +43,8 @@ import numpy.typing as npt
 import scipy.optimize
 
 from conversation import Clock
-from decider import ResponseDecider
-from followup import (
+from deciding.decider import ResponseDecider
+from deciding.followup import (
     CANDIDATE_REASONS,
     FEATURES,
     LEXICAL,
@@ -57,8 +57,8 @@ from followup import (
     logit,
     message_terms,
 )
+from eval.replay import ReplayError, build_decider, load_transcript, replay_transcript, transcript_paths
 from records import MessageRecord
-from replay import ReplayError, build_decider, load_transcript, replay_transcript, transcript_paths
 
 Matrix = npt.NDArray[np.float64]
 
@@ -477,7 +477,7 @@ def _splits(model: LearnedModel) -> dict[str, int]:
 
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="train_decider.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m eval.train_decider", description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=Path, default=Path("data/irc-train-transcripts"))
     parser.add_argument("--dev", type=Path, default=Path("../shared/eval/irc-dev"))
     parser.add_argument("--out", type=Path, default=SHIPPED_MODEL)

@@ -1,0 +1,1 @@
+"""The decider's evaluation: the IRC set's builder, replaying transcripts, and training the learned tier."""

@@ -1,0 +1,1 @@
+"""What Parley remembers: members' facts and named copies of a channel's history (`store`)."""

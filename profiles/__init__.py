@@ -1,0 +1,1 @@
+"""Per-channel settings: a server default and per-channel overrides of persona, model, tools and mode."""
