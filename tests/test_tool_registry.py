@@ -18,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
 from archive.knowledge import KnowledgeHit
-from streaming import tool_status
+from edge.streaming import tool_status
 from tools import build_toolbox
 from tools.registry import OTHER_STATUS, TOOLS
 
@@ -94,7 +94,6 @@ async def test_the_model_is_offered_the_same_tools_in_the_same_order(make_settin
 HOMONYMS = {
     ("archive/stores.py", "remember"): "the archive's write that stores a memory",
     ("commands/remind.py", "remind"): "the /remind slash command",
-    ("replay.py", "recall"): "the decider's recall, a replay metric",
 }
 ROOT = Path(__file__).resolve().parent.parent
 # Not Parley's own code: the tests, benches and evaluations call tools by name as the model would, and hidden
