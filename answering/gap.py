@@ -180,7 +180,7 @@ class GapQuestions:
         if message.created_at < utc_now() - self.window:
             self._hear(channel_id, conversation is not None, message)
             claims = self.pipeline.claims
-            if addressed and await claims.claim(message.id, answerable=True) is Claimed.FIRST:
+            if addressed and await claims.claim(message.id, channel_id=channel_id, answerable=True) is Claimed.FIRST:
                 self.pipeline.decided_here(record, GAP_TOO_OLD)
             return
         # History carries the author without their roles: the access gate asks Discord for them, as for the

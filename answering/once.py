@@ -22,10 +22,12 @@ risk two answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import uuid
 from collections import deque
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 from archive import ArchiveWriteFailed
@@ -57,23 +59,39 @@ class MessageClaims:
         self.claimant = uuid.uuid4().hex
         self._held: set[int] = set()
         self._order: deque[tuple[datetime, int]] = deque()  # `_held` with when each was claimed, oldest first
-        # Deliveries leave `claim` in the order they came (asyncio's locks are fair), so an archive's round trip
-        # never lets a later message of a channel reach its turn first; none waits while no claim is under way.
-        self._in_order = asyncio.Lock()
+        # Per channel, deliveries leave `claim` in the order they came (asyncio's locks are fair), so an archive's
+        # round trip never lets a later message of a channel reach its turn first; channels never wait for each
+        # other. A channel's lock is kept while a claim in it is under way or waiting (`_users`), then dropped.
+        self._in_order: dict[int, asyncio.Lock] = {}
+        self._users: dict[int, int] = {}
 
-    async def claim(self, message_id: int, *, answerable: bool) -> Claimed:
-        """Claim the message for this process if it could be answered (`answerable`), here and in the archive.
+    async def claim(self, message_id: int, *, channel_id: int, answerable: bool) -> Claimed:
+        """Claim the message of `channel_id` for this process if it could be answered (`answerable`), here and in
+        the archive.
 
         One that could not be (chatter in a channel without a conversation) is neither decided nor answered, on
         any delivery: it is not claimed, so that this process remembers only the few that matter.
         """
-        async with self._in_order:
+        async with self._channel_order(channel_id):
             if not answerable:
                 return Claimed.FIRST
             if not self._claim_here(message_id):
                 log.debug("message %s delivered again: taken up already", message_id)
                 return Claimed.AGAIN
             return await self._claim_shared(message_id)
+
+    @contextlib.asynccontextmanager
+    async def _channel_order(self, channel_id: int) -> AsyncIterator[None]:
+        """The channel's turn to leave `claim`, in the order its deliveries came."""
+        lock = self._in_order.setdefault(channel_id, asyncio.Lock())
+        self._users[channel_id] = self._users.get(channel_id, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[channel_id] -= 1
+            if not self._users[channel_id]:
+                del self._users[channel_id], self._in_order[channel_id]
 
     async def _claim_shared(self, message_id: int) -> Claimed:
         archive = self.holder.archive

@@ -144,7 +144,9 @@ class MessagePipeline:
         process takes up is only heard; one taken up here already, or whose claim could not be stored, is left. A
         failure gives its claim back."""
         record = arrival.record
-        claimed = await self.claims.claim(record.message_id, answerable=self._answerable(arrival))
+        claimed = await self.claims.claim(
+            record.message_id, channel_id=record.channel_id, answerable=self._answerable(arrival)
+        )
         if claimed is Claimed.ELSEWHERE:
             self._hear(arrival)
         if claimed is not Claimed.FIRST:

@@ -13,6 +13,8 @@ from answering.once import REMEMBERED, Claimed, MessageClaims
 from archive import ArchiveWriteFailed
 from conversation import utc_now
 
+CHANNEL, OTHER_CHANNEL = 10, 11
+
 
 class SharedClaims:
     """The archive's claims as several processes see them: the first claimant of a message holds it."""
@@ -39,25 +41,29 @@ class Holder:
 async def test_a_second_delivery_here_is_recognised_and_another_process_s_claim_stands() -> None:
     shared = SharedClaims()
     here, there = MessageClaims(Holder(shared)), MessageClaims(Holder(shared))
-    assert await here.claim(1, answerable=True) is Claimed.FIRST
-    assert await here.claim(1, answerable=True) is Claimed.AGAIN
-    assert await there.claim(1, answerable=True) is Claimed.ELSEWHERE
-    assert await there.claim(1, answerable=True) is Claimed.AGAIN  # there, it is decided (not) already
+    assert await here.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
+    assert await here.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.AGAIN
+    assert await there.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.ELSEWHERE
+    assert (
+        await there.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.AGAIN
+    )  # there, it is decided (not) already
 
 
 async def test_a_claim_given_back_is_the_next_delivery_s() -> None:
     shared = SharedClaims()
     here, there = MessageClaims(Holder(shared)), MessageClaims(Holder(shared))
-    assert await here.claim(1, answerable=True) is Claimed.FIRST
+    assert await here.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
     await here.give_back(1)
-    assert await there.claim(1, answerable=True) is Claimed.FIRST
+    assert await there.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
 
 
 async def test_a_message_that_could_not_be_answered_is_not_claimed() -> None:
     shared = SharedClaims()
     claims = MessageClaims(Holder(shared))
-    assert await claims.claim(1, answerable=False) is Claimed.FIRST
-    assert await claims.claim(1, answerable=True) is Claimed.FIRST  # a conversation began since: decided once
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=False) is Claimed.FIRST
+    assert (
+        await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
+    )  # a conversation began since: decided once
     assert shared.held == {1: claims.claimant}
 
 
@@ -71,15 +77,15 @@ async def test_a_claim_the_archive_cannot_store_leaves_the_message_for_its_next_
         raise ArchiveWriteFailed("the database is down")
 
     monkeypatch.setattr(shared, "claim_message", unstored)
-    assert await claims.claim(1, answerable=True) is Claimed.UNSTORED
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.UNSTORED
     monkeypatch.undo()
-    assert await claims.claim(1, answerable=True) is Claimed.FIRST
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
 
 
 async def test_without_an_archive_this_process_alone_remembers() -> None:
     claims = MessageClaims(Holder(None))
-    assert await claims.claim(1, answerable=True) is Claimed.FIRST
-    assert await claims.claim(1, answerable=True) is Claimed.AGAIN
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.AGAIN
 
 
 async def test_deliveries_leave_in_the_order_they_came_however_long_a_claim_takes() -> None:
@@ -90,7 +96,7 @@ async def test_deliveries_leave_in_the_order_they_came_however_long_a_claim_take
     left: list[int] = []
 
     async def deliver(message_id: int, answerable: bool) -> None:
-        await claims.claim(message_id, answerable=answerable)
+        await claims.claim(message_id, channel_id=CHANNEL, answerable=answerable)
         left.append(message_id)
 
     first = asyncio.create_task(deliver(1, True))
@@ -108,9 +114,25 @@ async def test_a_claim_is_remembered_here_for_a_day_from_when_it_was_taken(monke
     claims = MessageClaims(Holder(None))
     start = utc_now()
     monkeypatch.setattr(once, "utc_now", lambda: start)
-    assert await claims.claim(1, answerable=True) is Claimed.FIRST
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
     monkeypatch.setattr(once, "utc_now", lambda: start + REMEMBERED)
-    assert await claims.claim(1, answerable=True) is Claimed.AGAIN
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.AGAIN
     monkeypatch.setattr(once, "utc_now", lambda: start + REMEMBERED + timedelta(seconds=1))
-    assert await claims.claim(2, answerable=True) is Claimed.FIRST
-    assert await claims.claim(1, answerable=True) is Claimed.FIRST
+    assert await claims.claim(2, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
+    assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
+
+
+async def test_another_channels_claim_does_not_wait_for_a_slow_one() -> None:
+    """Order is kept within a channel (its messages take their turns in order); a channel never waits for another's
+    archive round trip, and a channel's ordering is dropped once no claim in it is under way."""
+    shared = SharedClaims()
+    shared.slow[1] = asyncio.Event()
+    claims = MessageClaims(Holder(shared))
+    slow = asyncio.create_task(claims.claim(1, channel_id=CHANNEL, answerable=True))
+    await asyncio.sleep(0)  # message 1 waits for the archive
+    async with asyncio.timeout(1):  # with one order for every channel, it would wait for message 1's archive
+        assert await claims.claim(2, channel_id=OTHER_CHANNEL, answerable=True) is Claimed.FIRST
+    assert not slow.done()
+    shared.slow[1].set()
+    assert await slow is Claimed.FIRST
+    assert claims._in_order == {}
