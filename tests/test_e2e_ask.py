@@ -30,6 +30,7 @@ from e2e_support import (
 )
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
 from fake_llm import FakeLLM
+from test_e2e_limits import recorded
 
 from admission.access import NOTICE
 from answering.asked import ASK_FAILED, DIRECT_MESSAGES_OFF, MAY_NOT_POST, NOT_ANSWERED, NOT_ANSWERED_OTHERWISE
@@ -246,12 +247,6 @@ async def test_a_long_private_answer_goes_on_in_private_follow_ups(
     assert entry.reason == "asked_privately" and QUESTION not in entry.excerpt
 
 
-def recorded_ids(client: Parley) -> set[int]:
-    """The ids of the messages in #general's live conversation."""
-    conversation = client.manager.get(CHANNEL_ID)
-    return set() if conversation is None else {message.message_id for message in conversation.messages}
-
-
 async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_line(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -273,7 +268,7 @@ async def test_a_public_ask_superseded_while_it_waited_gives_way_to_a_private_li
     newer = await say(fake, ALICE_ID, f"<@{BOT_ID}> never mind, what time is it?")
     # Her mention is recorded, and so in the waiting line, before Bob's answer ends (its claim takes an archive
     # round trip first: answering/once.py), else the /ask would take its turn first and nothing would supersede it.
-    await eventually(lambda: int(newer["id"]) in recorded_ids(client))
+    await eventually(lambda: int(newer["id"]) in recorded(client))
     busy.set()
 
     def told() -> list[InteractionCall]:
