@@ -1,5 +1,5 @@
 """The conversation engine: which channels Parley is talking in, and what each conversation holds
-(channel_conversation.py); with it, whether to answer a message (`ResponseDecider`, deciding/decider.py's).
+(deciding/channel_conversation.py); with it, whether to answer a message (`ResponseDecider`, deciding/decider.py's).
 
 Nothing here knows about Discord. Time comes from an injected clock, so tests (freezegun) and
 `eval/replay.py` (message timestamps) drive it; the bot adapts discord.py objects into `MessageRecord`s.
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic_ai.messages import ModelMessage
 
-from channel_conversation import (
+from deciding.channel_conversation import (
     ChannelConversation,
     Clock,
     erased_history,

@@ -47,7 +47,8 @@ import records  # noqa: E402
 # The engine's modules and what they import from this repository: loaded afresh from the earlier commit for the
 # old engine. A commit has either attachments.py or, since issue 30 split it, the files/ package; records.py (the
 # value types), decider.py (the decider) and channel_conversation.py (a conversation) left conversation.py later;
-# since issue 42 the decider, followup.py and quoting.py are in the deciding/ and prompting/ packages.
+# since issue 42 the decider, followup.py, channel_conversation.py and quoting.py are in the deciding/ and prompting/
+# packages.
 ENGINE_MODULES = (
     "conversation",
     "channel_conversation",

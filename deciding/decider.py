@@ -1,7 +1,7 @@
 """Whether Parley answers a message: the decider's tiers (gates, explicit asks, follow-ups, the learned tier and
 the LLM judge), each decision logged with its reason.
 
-Nothing here knows about Discord; the conversation it reads is the engine's (channel_conversation.py), and time
+Nothing here knows about Discord; the conversation it reads is the engine's (deciding/channel_conversation.py), and time
 comes from the same injected clock. conversation.py, the engine, offers `ResponseDecider` with its conversations.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from channel_conversation import ChannelConversation, Clock, utc_now
+from deciding.channel_conversation import ChannelConversation, Clock, utc_now
 from deciding.followup import CANDIDATE_REASONS, LearnedModel, describe_features, features, sigmoid
 from limits import TokenBucket
 from records import CHANNEL, CHATTY, DIRECT, MENTION_ONLY, NORMAL, OWN_THREAD, Decision, MessageRecord
