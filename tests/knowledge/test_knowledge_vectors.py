@@ -117,7 +117,7 @@ async def test_a_question_that_cannot_be_embedded_is_searched_by_full_text(
 
 async def test_a_provider_slower_than_the_timeout_leaves_the_sections_waiting(archive: Archive) -> None:
     class Stuck(HashingEmbeddingModel):
-        async def embed(self, inputs, *, input_type, settings=None):  # type: ignore[no-untyped-def]
+        async def embed(self, inputs, *, input_type, settings=None):
             await asyncio.Event().wait()  # never answers
             raise AssertionError("unreachable")
 
@@ -164,7 +164,7 @@ async def test_a_document_removed_while_it_is_embedded_goes_at_once_and_keeps_no
             super().__init__()
             self.asked, self.go = asyncio.Event(), asyncio.Event()
 
-        async def embed(self, inputs, *, input_type, settings=None):  # type: ignore[no-untyped-def]
+        async def embed(self, inputs, *, input_type, settings=None):
             self.asked.set()
             await self.go.wait()
             return await super().embed(inputs, input_type=input_type, settings=settings)
@@ -223,7 +223,7 @@ async def test_keep_embedding_tries_the_waiting_sections_again(archive: Archive)
             super().__init__()
             self.answered = asyncio.Event()
 
-        async def embed(self, inputs, *, input_type, settings=None):  # type: ignore[no-untyped-def]
+        async def embed(self, inputs, *, input_type, settings=None):
             result = await super().embed(inputs, input_type=input_type, settings=settings)
             self.answered.set()
             return result

@@ -69,7 +69,7 @@ async def test_the_archive_keeps_usage_per_model_with_cached_tokens_and_judge_ca
 def test_usage_goes_to_logfire_as_metrics(capfire: CaptureLogfire) -> None:
     """Answers, judge calls, tokens by kind and the cost reach Logfire as counters."""
     UsageMetrics()(row(3, cached_input_tokens=200))
-    metrics = {metric["name"]: metric for metric in capfire.get_collected_metrics()}  # type: ignore[no-untyped-call]
+    metrics = {metric["name"]: metric for metric in capfire.get_collected_metrics()}
     points = metrics["parley.tokens"]["data"]["data_points"]
     by_kind = {point["attributes"]["kind"]: point["value"] for point in points}
     assert by_kind == {"input": 1000, "cached_input": 200, "output": 100}
