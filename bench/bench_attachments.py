@@ -33,9 +33,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from fake_llm import MODEL_NAME, FakeLLM, allow_model_requests, echo  # noqa: E402
 from PIL import Image  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
@@ -45,6 +44,7 @@ from conversation import ConversationManager  # noqa: E402
 from files.preparer import AttachmentPreparer  # noqa: E402
 from providers.models import close_model  # noqa: E402
 from records import AttachmentInfo, MessageRecord  # noqa: E402
+from tests.fakes.fake_llm import MODEL_NAME, FakeLLM, allow_model_requests, echo  # noqa: E402
 from tools import ChatDeps  # noqa: E402
 
 CHANNEL_ID, BOT_ID, MEMBER_ID = 10, 1, 2

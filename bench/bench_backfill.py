@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from fake_discord import ALICE_ID, BOB_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E402
-from fake_llm import MODEL_NAME  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
 from bot import Parley, build_client  # noqa: E402
 from config import Settings  # noqa: E402
 from edge.gateway import point_at_discord  # noqa: E402
 from ops.cli import run  # noqa: E402
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E402
+from tests.fakes.fake_llm import MODEL_NAME  # noqa: E402
 
 LAG_INTERVAL = 0.005
 

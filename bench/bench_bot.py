@@ -41,14 +41,15 @@ from pathlib import Path
 from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from e2e_support import bot_environment  # noqa: E402
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
-from fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # noqa: E402
+
+from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
+from tests.fakes.fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
+from tests.support.e2e_support import bot_environment  # noqa: E402
 
 CONVERSATION_TIMEOUT = 0.5
 # Issue 14: inbound and outbound each at most this many times the bare agent of the same run, best of 5.

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from e2e_support import bot_environment  # noqa: E402
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
-from fake_llm import FakeLLM, Reply, ToolCall, message_text  # noqa: E402
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCall, message_text  # noqa: E402
+from tests.support.e2e_support import bot_environment  # noqa: E402
 
 REPORTED_TURNS = (1, 10, 50, 100, 200)
 STEADY_FROM_TURN = 20

@@ -25,14 +25,12 @@ from pathlib import Path
 import discord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from postgres_support import database_url, throwaway_postgres
 
 from archive import Archive, ArchivedAttachment, ArchivedMessage
 from archive.backends import open_archive
 from archive.file_text import FileTextBudget
 from config import Settings
+from tests.support.postgres_support import database_url, throwaway_postgres
 
 DAY = datetime(2025, 1, 15, tzinfo=UTC)
 CHANNEL = 1

@@ -30,13 +30,11 @@ from pathlib import Path
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from postgres_support import database_url, throwaway_postgres
 
 from archive import Archive, ArchivedMessage
 from archive.backends import open_archive
 from archive.sqlite import sqlite_path_from_url
+from tests.support.postgres_support import database_url, throwaway_postgres
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 VOCABULARY_SIZE = 5000

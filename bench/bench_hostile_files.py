@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from e2e_support import bot_environment  # noqa: E402
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord  # noqa: E402
-from fake_llm import FakeLLM  # noqa: E402
-from hostile_files import bomb_png, flat_png, shared_stream_pdf  # noqa: E402
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord  # noqa: E402
+from tests.fakes.fake_llm import FakeLLM  # noqa: E402
+from tests.support.e2e_support import bot_environment  # noqa: E402
+from tests.support.hostile_files import bomb_png, flat_png, shared_stream_pdf  # noqa: E402
 
 MEMORY_TARGET_MB = 700
 PDFS = 10

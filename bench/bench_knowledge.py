@@ -9,7 +9,7 @@ Postgres with pgvector. Then asks the hand-written questions of bench/data/knowl
 labelled with the page and the example that answers it ("lexical" ones share the example's words,
 "paraphrase" ones say it otherwise): a question is recalled when one of the first 5 hits is that example's
 section. Each question is searched by full text alone (no EMBEDDING_MODEL), fused with vector search by
-reciprocal rank fusion (tests/embedding_support.py's deterministic hashing embedder) and by the vectors
+reciprocal rank fusion (tests/support/embedding_support.py's deterministic hashing embedder) and by the vectors
 alone, P timed passes each. The machine is shared, so latency is also given against the message archive's
 own full-text search, timed in the same passes over the same texts stored as messages of one channel.
 """
@@ -33,10 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from embedding_support import HashingEmbeddingModel
-from postgres_support import database_url, throwaway_postgres
 from pydantic_ai import Embedder
 
 from archive import Archive, ArchivedMessage
@@ -45,6 +42,8 @@ from archive.knowledge_types import KnowledgeDocument, KnowledgeHit, KnowledgeSe
 from knowledge.base import KnowledgeBase
 from knowledge.sections import HEADING_SEPARATOR, split_document
 from knowledge.vectors import EmbeddedSections
+from tests.support.embedding_support import HashingEmbeddingModel
+from tests.support.postgres_support import database_url, throwaway_postgres
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA / "tldr-pages.jsonl.gz"

@@ -23,14 +23,12 @@ from pathlib import Path
 from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from postgres_support import database_url, throwaway_postgres
 
 from admission.optout import OptOuts
 from archive import Archive, ArchivedAttachment, ArchivedMessage
 from archive.backends import open_archive
 from conversation import ConversationManager
+from tests.support.postgres_support import database_url, throwaway_postgres
 from upkeep.privacy import DEFAULT_UPLOAD_LIMIT, MemberErasure, export_member
 from usage.budget import UsageLedger
 

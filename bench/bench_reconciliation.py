@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 from bench_backfill import LAG_INTERVAL, Endpoints, Run, archived_count, best_of_runs
-from fake_discord import DEFAULT_TOKEN
-from fake_llm import MODEL_NAME
 from pydantic import SecretStr
 
 from bot import Parley, build_client
 from config import Settings
 from edge.gateway import point_at_discord
 from ops.cli import run
+from tests.fakes.fake_discord import DEFAULT_TOKEN
+from tests.fakes.fake_llm import MODEL_NAME
 
 
 def rechecking(client: Parley) -> bool:

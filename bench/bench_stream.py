@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 import discord  # noqa: E402
-from e2e_support import RunningBot, say  # noqa: E402
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
-from fake_llm import FakeLLM, allow_model_requests  # noqa: E402
 
 from discord_io import split_message  # noqa: E402
+from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord  # noqa: E402
+from tests.fakes.fake_llm import FakeLLM, allow_model_requests  # noqa: E402
+from tests.support.e2e_support import RunningBot, say  # noqa: E402
 
 WORDS = "the answer keeps going with a few more words about what was asked".split()
 

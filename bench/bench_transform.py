@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
 from openai import AsyncOpenAI, DefaultAioHttpClient  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 from pydantic_ai import Agent, ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart  # noqa: E402
@@ -33,6 +32,7 @@ from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # 
 from agent import build_responder  # noqa: E402
 from config import Settings  # noqa: E402
 from providers.openai_transport import UntransformedOpenAI  # noqa: E402
+from tests.fakes.fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
 from tools import ChatDeps  # noqa: E402
 
 WORDS = "deploy build cache server branch commit release docker image volume the a of to and in is it".split()

@@ -18,13 +18,13 @@ import discord
 import httpcore2
 import pydantic_ai.models
 import pytest
-from e2e_support import RunningBot
-from fake_discord import FakeDiscord
-from fake_llm import FakeLLM, allow_model_requests
-from postgres_support import database_url, throwaway_postgres
 
 from archive.backends import open_archive
 from config import Settings
+from tests.fakes.fake_discord import FakeDiscord
+from tests.fakes.fake_llm import FakeLLM, allow_model_requests
+from tests.support.e2e_support import RunningBot
+from tests.support.postgres_support import database_url, throwaway_postgres
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 # Each model client (the openai SDK's, through httpx2) loads the system's CA certificates into an SSL context of its

@@ -5,7 +5,22 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from agent_test_support import (
+from pydantic_ai import (
+    ModelHTTPError,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from agent import ReplyFailed, build_responder, generate_reply
+from prompting.context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
+from records import MessageRecord
+from tests.support.agent_test_support import (
     ALICE,
     BOB,
     BOT,
@@ -22,21 +37,6 @@ from agent_test_support import (
     tool_returns,
     user_texts,
 )
-from pydantic_ai import (
-    ModelHTTPError,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-from agent import ReplyFailed, build_responder, generate_reply
-from prompting.context import CUT_TO_SHARE, approx_tokens, build_judge_prompt, build_prompt, trim_history
-from records import MessageRecord
 from tools import ChatDeps
 
 # --- Prompt -----------------------------------------------------------------------------------

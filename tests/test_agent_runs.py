@@ -14,24 +14,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from agent_test_support import (
-    ALICE,
-    ARCHIVED,
-    BOB,
-    BOT,
-    T0,
-    FakeArchive,
-    answer,
-    calls,
-    conversation_of,
-    msg,
-    reply_to,
-    text_model,
-    tool_returns,
-    user_texts,
-)
 from anthropic import AsyncAnthropic
-from fake_llm import Error, FakeLLM, replies
 from openai import AsyncOpenAI
 from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic_ai import (
@@ -58,6 +41,23 @@ from prompting.context import build_judge_prompt
 from providers.models import OPENAI_COMPATIBLE_SERVER, build_model, close_model, retry_settings
 from providers.openai_transport import UntransformedOpenAI
 from records import AttachmentInfo
+from tests.fakes.fake_llm import Error, FakeLLM, replies
+from tests.support.agent_test_support import (
+    ALICE,
+    ARCHIVED,
+    BOB,
+    BOT,
+    T0,
+    FakeArchive,
+    answer,
+    calls,
+    conversation_of,
+    msg,
+    reply_to,
+    text_model,
+    tool_returns,
+    user_texts,
+)
 
 # --- Retries, usage and time limits -----------------------------------------------------------
 

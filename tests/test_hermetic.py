@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import foreign_variables
 from pydantic import SecretStr
 
 from config import Settings
+from tests.conftest import foreign_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = {
@@ -27,8 +27,8 @@ SENSITIVE_TESTS = (
     "tests/test_hermetic.py::test_a_test_sees_no_parley_setting_or_provider_key",
     "tests/test_hermetic.py::test_settings_read_in_a_test_have_their_defaults",
     "tests/test_bot.py::test_missing_token_is_one_line_and_exit_2",
-    "tests/test_e2e.py::test_second_person_joins_with_full_context",
-    "tests/test_startup.py::test_env_example_with_the_token_filled_in_gives_the_defaults",
+    "tests/e2e/test_e2e.py::test_second_person_joins_with_full_context",
+    "tests/ops/test_startup.py::test_env_example_with_the_token_filled_in_gives_the_defaults",
 )
 
 

@@ -21,9 +21,9 @@ def lint_config() -> dict[str, Any]:
 
 
 def parley_modules(root: Path) -> set[str]:
-    """The project's root modules and packages (the scripts' folders bench/, eval/ and tests/ are no packages)."""
+    """The project's root modules and packages (bench/ is no package; tests/ is one, but not Parley's)."""
     modules = {path.stem for path in root.glob("*.py")}
-    return modules | {path.parent.name for path in root.glob("*/__init__.py")}
+    return modules | {path.parent.name for path in root.glob("*/__init__.py")} - {"tests"}
 
 
 def test_every_module_is_a_root_of_the_contracts() -> None:

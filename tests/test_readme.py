@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from e2e_support import bot_environment, run_bot_py
-from fake_discord import FakeDiscord
-from fake_llm import FakeLLM
 
 from archive.sqlite import ArchivedMessage, SQLiteArchive
 from config import Settings
+from tests.fakes.fake_discord import FakeDiscord
+from tests.fakes.fake_llm import FakeLLM
+from tests.support.e2e_support import bot_environment, run_bot_py
 
 # Reads the README and the docs and runs their commands and benches in processes of their own (see tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -59,7 +59,7 @@ def table_default(text: str, variable: str) -> str | None:
 def test_every_setting_is_documented_with_its_default() -> None:
     """Configuration's settings table names every variable and no other, with the default the code actually uses.
 
-    tests/test_startup.py holds .env.example to the same Settings, so the page and the file agree.
+    tests/ops/test_startup.py holds .env.example to the same Settings, so the page and the file agree.
     """
     settings = section("Settings", PAGES["configuration.md"])
     for name, field in Settings.model_fields.items():
@@ -453,7 +453,8 @@ def test_railway_steps_are_the_same_in_the_readme_and_deploying() -> None:
 
 
 def test_the_readme_profiles_example_is_in_configuration() -> None:
-    """The PROFILES_FILE example, which tests/test_profiles.py loads from the README, is Configuration's too."""
+    """The PROFILES_FILE example, which tests/profiles/test_profiles.py loads from the README, is Configuration's
+    too."""
     [example] = re.findall(r"^```toml\n.*?^```", README, re.MULTILINE | re.DOTALL)
     assert example in section("Profiles", PAGES["configuration.md"])
 

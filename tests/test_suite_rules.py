@@ -12,7 +12,7 @@ STARTS_A_PROCESS = """
 import subprocess
 
 import pytest
-from conftest import processes_only_when_slow
+from tests.conftest import processes_only_when_slow
 
 
 def test_unmarked_start():

@@ -14,7 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import discord
-from e2e_support import (
+
+from bot import Parley
+from tests.e2e.test_e2e_ask_menu import ask_parley
+from tests.e2e.test_e2e_catchup import catching_up
+from tests.e2e.test_e2e_reminders import moved_on, remind
+from tests.fakes.fake_discord import (
+    ALICE_ID,
+    BOB_ID,
+    BOT_ID,
+    CHANNEL_ID,
+    GUILD_ID,
+    NEWCOMER_ROLE_ID,
+    FakeDiscord,
+    InteractionCall,
+)
+from tests.fakes.fake_llm import FakeLLM
+from tests.support.e2e_support import (
     EPHEMERAL,
     MEMBER,
     RunningBot,
@@ -29,13 +45,6 @@ from e2e_support import (
     use_message_command,
     use_top_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord, InteractionCall
-from fake_llm import FakeLLM
-from test_e2e_ask_menu import ask_parley
-from test_e2e_catchup import catching_up
-from test_e2e_reminders import moved_on, remind
-
-from bot import Parley
 
 ROLE = NEWCOMER_ROLE_ID
 ADMIN = MEMBER | discord.Permissions(manage_guild=True)

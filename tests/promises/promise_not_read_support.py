@@ -11,7 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from e2e_support import (
+from bot import Parley
+from tests.e2e.test_e2e_memory import run_group_command, string_option
+from tests.e2e.test_e2e_privacy import erase, privacy
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
+from tests.support.e2e_support import (
     MODERATOR,
     RunningBot,
     call_text,
@@ -22,12 +27,6 @@ from e2e_support import (
     say_and_approve,
     use_top_command,
 )
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
-from test_e2e_memory import run_group_command, string_option
-from test_e2e_privacy import erase, privacy
-
-from bot import Parley
 from upkeep.backfill import RECHECKED_MESSAGES
 from upkeep.digests import next_due
 

@@ -9,12 +9,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from e2e_support import RunningBot, eventually, request_texts, say
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM
-from test_e2e_privacy import erase_by_command, privacy
-
 from bot import Parley
+from tests.e2e.test_e2e_privacy import erase_by_command, privacy
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM
+from tests.support.e2e_support import RunningBot, eventually, request_texts, say
 
 # The word only Alice's withheld writing holds: wherever it is found after the state was taken, it was stored again.
 WITHHELD = "zanzibar"

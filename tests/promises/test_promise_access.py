@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import migrated_postgres_database
-from e2e_support import RunningBot
-from fake_discord import BOB_ID, FakeDiscord
-from fake_llm import FakeLLM
-from promise_access_support import (
+
+from tests.conftest import migrated_postgres_database
+from tests.fakes.fake_discord import BOB_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM
+from tests.promises.promise_access_support import (
     ALLOWED,
     BLOCKED,
     LIMITED,
@@ -40,6 +40,7 @@ from promise_access_support import (
     reminder_posted,
     reminder_set,
 )
+from tests.support.e2e_support import RunningBot
 
 # (path, the rules it is checked under, the backends: those where the path reads or writes the archive)
 BOTH = ("sqlite", "postgres")

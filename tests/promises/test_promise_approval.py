@@ -20,20 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_ephemeral_one_liner, click, eventually, use_message_command
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
-from fake_llm import FakeLLM, Reply, ToolCall, message_text
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
-from test_e2e_approval import cancelled, servers_file
-from test_tools import deps
 
 from agent import build_responder, generate_reply
 from bot import Parley
 from conversation import ChannelConversation
 from edge.approval import CLOSING_NOTES, NOT_YOURS
 from records import MessageRecord
+from tests.e2e.test_e2e_approval import cancelled, servers_file
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCall, message_text
+from tests.support.e2e_support import RunningBot, assert_ephemeral_one_liner, click, eventually, use_message_command
+from tests.tools.test_tools import deps
 from tools import ChatDeps, Toolbox, web_search_toolset
 from tools.approval import ARGUMENTS_SHOWN_MAX_CHARS, ApprovalRequest, ServerApproval, Verdict, declared_reads_only
 from tools.registry import MCP_PREFIX as MCP_TOOLSET_PREFIX
@@ -66,7 +66,7 @@ def no_settings(tmp_path: Path) -> dict[str, Any]:
 
 
 def orders_server(tmp_path: Path) -> dict[str, Any]:
-    """An MCP server whose `cancel_order` is annotated destructive (tests/mcp_server_fixture.py)."""
+    """An MCP server whose `cancel_order` is annotated destructive (tests/fakes/mcp_server_fixture.py)."""
     return {"mcp_servers": servers_file(tmp_path, orders={})}
 
 

@@ -21,15 +21,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import fresh_postgres_database
-from e2e_support import MEMBER, RunningBot, command_payload, option
-from fake_discord import ALICE_ID, GUILD_ID, FakeDiscord
-from fake_discord_state import snowflake_at
-from fake_llm import FakeLLM
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_tool_approval import FakeApprover
-from test_tools import deps as chat_deps
 
 from agent import build_responder, generate_reply
 from archive import Archive, ArchivedAttachment, ArchivedMessage, ReminderLimits
@@ -41,6 +34,13 @@ from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from records import MessageRecord
 from reminders.book import ReminderBook, ReminderRefused
+from tests.conftest import fresh_postgres_database
+from tests.fakes.fake_discord import ALICE_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_discord_state import snowflake_at
+from tests.fakes.fake_llm import FakeLLM
+from tests.support.e2e_support import MEMBER, RunningBot, command_payload, option
+from tests.tools.test_tool_approval import FakeApprover
+from tests.tools.test_tools import deps as chat_deps
 from tools.approval import Verdict
 
 NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)

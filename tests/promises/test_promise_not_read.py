@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from e2e_support import RunningBot, option, request_texts, run_command, say
-from fake_discord import BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM
-from promise_not_read_support import BOBS, BOBS_FACT, World, make_world, shows
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest
-from test_e2e_memory import run_group_command
-from test_e2e_privacy import export_of, why_text
 
 from archive import ArchivedMessage
+from tests.e2e.test_e2e_memory import run_group_command
+from tests.e2e.test_e2e_privacy import export_of, why_text
+from tests.fakes.fake_discord import BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM
+from tests.promises.promise_not_read_support import BOBS, BOBS_FACT, World, make_world, shows
+from tests.support.e2e_support import RunningBot, option, request_texts, run_command, say
 
 
 def _texts(messages: list[ArchivedMessage]) -> str:

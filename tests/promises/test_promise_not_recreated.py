@@ -15,10 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from e2e_support import RunningBot, assert_ephemeral_one_liner, eventually, say, use_message_command
-from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM
-from promise_not_recreated_support import (
+
+from commands.ask_menu import ASK_PARLEY
+from edge.asked_about import AUTHOR_ERASED, AUTHOR_OPTED_OUT
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM
+from tests.promises.promise_not_recreated_support import (
     ERASED,
     OPTED_OUT,
     WITHHELD,
@@ -29,9 +31,7 @@ from promise_not_recreated_support import (
     caught_up,
     pins_settled,
 )
-
-from commands.ask_menu import ASK_PARLEY
-from edge.asked_about import AUTHOR_ERASED, AUTHOR_OPTED_OUT
+from tests.support.e2e_support import RunningBot, assert_ephemeral_one_liner, eventually, say, use_message_command
 
 Path = Callable[[Scene, State], Awaitable[None]]
 # A history older than a catch-up rereads (its newest 100 archived messages): only the recheck reaches it.

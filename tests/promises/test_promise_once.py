@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import migrated_postgres_database
-from e2e_support import RunningBot, assert_silent, eventually, say
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import Error, FakeLLM, allow_model_requests, echo
-from test_e2e_backfill import CATCH_UP_BOUND
 
 from answering.gap import GapQuestions
 from answering.outcome import APOLOGY
 from archive import ArchiveWriteFailed
 from bot import Parley
+from tests.conftest import migrated_postgres_database
+from tests.e2e.test_e2e_backfill import CATCH_UP_BOUND
+from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_llm import Error, FakeLLM, allow_model_requests, echo
+from tests.support.e2e_support import RunningBot, assert_silent, eventually, say
 
 QUESTION = f"<@{BOT_ID}> what is the capital of Peru?"
 FOLLOW_UP = "and of Chile?"

@@ -16,7 +16,12 @@ from typing import Any
 
 import discord
 import pytest
-from e2e_support import (
+
+from commands.ask_menu import ASK_PARLEY, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
+from tests.e2e.test_e2e_reminders import moved_on
+from tests.fakes.fake_discord import BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM, ToolCall, replies
+from tests.support.e2e_support import (
     MEMBER,
     RunningBot,
     assert_ephemeral_one_liner,
@@ -30,11 +35,6 @@ from e2e_support import (
     submit_modal,
     use_top_command,
 )
-from fake_discord import BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
-from fake_llm import FakeLLM, ToolCall, replies
-from test_e2e_reminders import moved_on
-
-from commands.ask_menu import ASK_PARLEY, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
 
 # Bob is not the server's owner (who has every permission, whatever the channel says).
 OWNER = BOB_ID

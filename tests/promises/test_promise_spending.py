@@ -12,15 +12,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from e2e_support import MEMBER as MEMBER_PERMISSIONS
-from e2e_support import RunningBot, call_text, eventually, run_command, say, use_message_command
-from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord
-from fake_llm import FakeLLM, ToolCall, last_user_text
-from test_e2e_ask import ask as ask_command
-from test_e2e_budgets import fill_the_archive
-from test_e2e_catchup import a_busy_channel, final_text
-from test_e2e_digests import at, set_daily
-from test_e2e_streaming import answer_posts
+
+from tests.e2e.test_e2e_ask import ask as ask_command
+from tests.e2e.test_e2e_budgets import fill_the_archive
+from tests.e2e.test_e2e_catchup import a_busy_channel, final_text
+from tests.e2e.test_e2e_digests import at, set_daily
+from tests.e2e.test_e2e_streaming import answer_posts
+from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord
+from tests.fakes.fake_llm import FakeLLM, ToolCall, last_user_text
+from tests.support.e2e_support import MEMBER as MEMBER_PERMISSIONS
+from tests.support.e2e_support import RunningBot, call_text, eventually, run_command, say, use_message_command
 
 # The budget each row runs into: a few of the operation's model calls fit in it, not all of them.
 BUDGET = 3000
