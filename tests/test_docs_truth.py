@@ -29,8 +29,9 @@ DOCUMENTS = {"README.md": README, **PAGES}
 ENV_EXAMPLE = (ROOT / ".env.example").read_text()
 SETTINGS = {name.upper() for name in Settings.model_fields}
 # Pages of measurements and of the code's own names: their figures are dated in their tables, and they name
-# constants and tests that are not settings.
-LAB_PAGES = {"benchmarks.md", "development.md"}
+# constants, tests and the corpora outside the repository. Evaluation is the decider's lab notebook: its
+# figures are the replays' on the corpora it names.
+LAB_PAGES = {"benchmarks.md", "development.md", "evaluation.md"}
 
 
 # --- Commands ------------------------------------------------------------------------------------
@@ -247,10 +248,9 @@ LIMITS = {
     "2 MB": "the size images are downscaled under",
     "10 MB": "an export's size when Discord's upload limit is not known",
     "15 s": "the time limit for reading one file",
-    "20 kB": "the text read from one page of a PDF at most",
     "4,000 tokens": "the size of a catch-up's chunks",
     "300,000 tokens": "CATCHUP_TOKEN_BUDGET's default",
-    "120 s": "FOLLOWUP_WINDOW_SECONDS's default, a window the evaluation replays",
+    "80%": "the share of HISTORY_TOKEN_BUDGET past which the oldest turns are summarised",
 }
 
 
