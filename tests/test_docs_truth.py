@@ -297,7 +297,7 @@ def test_every_limit_named_as_no_figure_is_on_a_page() -> None:
 
 
 def test_the_site_opens_on_getting_started() -> None:
-    """mkdocs makes the nav's first page the home: getting started, linked first from the README too."""
+    """Getting started is the nav's first page (docs/hooks/home.py builds it as the home), the README's first link."""
     nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
     first = nav[0]
     assert (first if isinstance(first, str) else next(iter(first.values()))) == "getting-started.md"
