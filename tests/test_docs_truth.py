@@ -287,6 +287,28 @@ def test_an_undated_figure_is_found() -> None:
     assert undated_figures(text) == ["2.7 ms", "40%"]
 
 
+def undated_commits(text: str) -> list[str]:
+    """The commits `text` names in a paragraph that quotes no figure: a change's date says when, not its hash."""
+    return [
+        commit
+        for paragraph in paragraphs(text)
+        if not any(figure not in LIMITS for figure in FIGURE.findall(paragraph))
+        for commit in COMMIT.findall(paragraph)
+    ]
+
+
+def test_user_pages_name_commits_only_beside_figures() -> None:
+    found = {
+        page: commits for page, text in DOCUMENTS.items() if page not in LAB_PAGES if (commits := undated_commits(text))
+    }
+    assert found == {}, "say when a change came by its date; a commit belongs beside a figure it measured"
+
+
+def test_a_commit_without_a_figure_is_found() -> None:
+    text = "Rows written before 2026-11-23 (2084b4e) have no model.\n\nOn 2026-11-25 at e59a6c6 it took 8.2 ms."
+    assert undated_commits(text) == ["2084b4e"]
+
+
 def test_every_limit_named_as_no_figure_is_on_a_page() -> None:
     """An entry of LIMITS whose figure left the pages goes too, so the list cannot hide a new figure."""
     text = "\n".join(text for page, text in DOCUMENTS.items() if page not in LAB_PAGES)
