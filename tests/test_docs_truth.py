@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import discord
 import pytest
@@ -15,6 +17,7 @@ import yaml
 from discord import app_commands
 
 from commands.groups import add_slash_commands
+from commands.tree import permission_name
 from config import Settings
 from edge.streaming import regenerate_command
 
@@ -143,6 +146,52 @@ def test_each_command_on_the_page_gives_its_permission_and_an_example() -> None:
         heading = entry.split("\n", 1)[0]
         assert "**Needs:**" in entry, f"{heading}: no **Needs:** line"
         assert "**Example:**" in entry, f"{heading}: no **Example:**"
+
+
+# Permissions the commands check in their bodies rather than with a decorator (the member's own data is free).
+CHECKED_IN_THE_BODY = {
+    "parley why": "Read Message History",
+    "parley catchup": "Read Message History",
+    "parley memory forget": "Manage Messages",
+    "remind set": "Manage Messages",
+    "parley-admin profile set": "Manage Channels",
+    "parley-admin profile reset": "Manage Channels",
+}
+
+
+def decorated_permissions(command: app_commands.Command) -> list[str]:
+    """The permissions a command's checks ask of a member who has none, as Discord's clients name them."""
+    nobody = cast(discord.Interaction, SimpleNamespace(permissions=discord.Permissions.none()))
+    missing: list[str] = []
+    for check in command.checks:
+        try:
+            check(nobody)
+        except app_commands.MissingPermissions as refused:
+            missing += [permission_name(flag) for flag in refused.missing_permissions]
+    return missing
+
+
+def needs_line(name: str) -> str:
+    """The **Needs:** line of the commands page's entry whose heading names `/name`."""
+    page = PAGES["commands.md"]
+    [entry] = [entry for entry in page.split("\n### ")[1:] if f"`/{name}" in entry.split("\n", 1)[0]]
+    return " ".join(entry.split("**Needs:**", 1)[1].split("**Example:**", 1)[0].split())
+
+
+def test_the_commands_page_gives_the_permission_each_command_checks() -> None:
+    for name, command in slash_commands().items():
+        if not isinstance(command, app_commands.Command):
+            continue
+        needed = [*decorated_permissions(command), *filter(None, [CHECKED_IN_THE_BODY.get(name)])]
+        for permission in needed:
+            assert permission in needs_line(name), f"/{name} checks {permission}: say so on the commands page"
+
+
+def test_a_decorated_permission_is_read_from_the_command() -> None:
+    assert decorated_permissions(cast(app_commands.Command, slash_commands()["parley-admin knowledge list"])) == [
+        "Manage Messages"
+    ]
+    assert decorated_permissions(cast(app_commands.Command, slash_commands()["parley why"])) == []
 
 
 def test_no_page_shows_an_escaped_bar() -> None:
