@@ -390,7 +390,7 @@ def test_user_pages_hold_no_lab_notes() -> None:
         for page, text in DOCUMENTS.items()
         if page not in LAB_PAGES
         for note in re.findall(
-            r"\b(?:SELECT|UPDATE|INSERT|DELETE FROM)\b [^`\n]*|tests/\w+\.py|\.\./\w+|issue \d+", text
+            r"\b(?:SELECT|UPDATE|INSERT|DELETE FROM)\b [^`\n]*|\btests/[\w/]*(?:\.py)?|\.\./\w+|issue \d+", text
         )
     }
     assert found == set()
