@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from textwrap import dedent
 from types import SimpleNamespace
 from typing import cast
 
@@ -381,6 +382,20 @@ def test_the_readme_is_a_front_page() -> None:
     assert len(README.split()) < 1200
     for lab_note in ("bench/", "SELECT ", "tests/", "test_"):
         assert lab_note not in README, lab_note
+
+
+# Characters of a code line a laptop shows whole in the site's content column and on GitHub.
+CODE_WIDTH = 100
+
+
+def test_the_front_pages_code_fits_a_laptop() -> None:
+    """The README's and Getting started's code blocks (the transcript, the commands) are not cut off."""
+    for page in ("README.md", "getting-started.md"):
+        blocks = re.findall(r"^[ \t]*```\w*\n(.*?)^[ \t]*```", DOCUMENTS[page], re.MULTILINE | re.DOTALL)
+        assert blocks, page
+        # A block inside a list item is indented in the file, not on the page.
+        wide = [line for block in blocks for line in dedent(block).splitlines() if len(line) > CODE_WIDTH]
+        assert wide == [], f"{page}: wrap these at {CODE_WIDTH} characters"
 
 
 def test_user_pages_hold_no_lab_notes() -> None:
