@@ -1,4 +1,4 @@
-"""The README's quick start, run literally in a fresh folder, reaches `python bot.py --check` passing."""
+"""Getting started's local run, run literally in a fresh folder, reaches `python bot.py --check` passing."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-# Runs the README's quick start in shells of its own (see tests/conftest.py).
+# Runs Getting started's local run in shells of its own (see tests/conftest.py).
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+GETTING_STARTED = (ROOT / "docs" / "getting-started.md").read_text()
 # Steps that need the network, replaced here by this suite's checkout and interpreter; .ci/railpack-replay
 # runs the same install (a fresh venv, `pip install -r requirements.txt`) for real in CI.
 NEEDS_NETWORK = ("git clone ", "python3 -m venv ", "pip install ")
@@ -24,8 +24,8 @@ FILLED_IN = {"DISCORD_TOKEN": "quick-start-token", "OPENAI_API_KEY": "sk-quick-s
 
 
 def quick_start_commands() -> list[str]:
-    """The shell commands of the README's quick start (its sh blocks before the first subsection), in order."""
-    section = README.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    """The shell commands of Getting started's local run (its sh blocks before the first subsection), in order."""
+    section = GETTING_STARTED.split("\n## Run it on your computer\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     blocks = re.findall(r"^[ \t]*```sh\n(.*?)^[ \t]*```", section, re.MULTILINE | re.DOTALL)
     assert blocks, "the quick start has no sh block"
     lines = (line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines())

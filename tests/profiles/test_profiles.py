@@ -333,10 +333,10 @@ async def test_the_judge_runs_on_the_channels_model() -> None:
     assert asked == ["strong", "default"]
 
 
-def test_the_readme_example_file_is_valid(tmp_path: Path, make_settings: Callable[..., Settings]) -> None:
-    """The PROFILES_FILE example in the README loads with the MODELS it names."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    [example] = re.findall(r"^```toml\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+def test_the_configuration_pages_example_file_is_valid(tmp_path: Path, make_settings: Callable[..., Settings]) -> None:
+    """The PROFILES_FILE example on the Configuration page loads with the MODELS it names."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    [example] = re.findall(r"^```toml\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
     settings = make_settings(models="anthropic:claude-sonnet-4-5")
     loaded = load_profiles_file(write_file(tmp_path, example, settings))
     [server] = loaded.servers.values()
