@@ -40,6 +40,21 @@ from archive import (
 )
 from archive.allowances import PostgresAllowances
 from archive.bot_reads import BotReads
+from archive.bot_writes import (
+    ADD_OWN_THREAD,
+    ADD_SUMMARY,
+    DECISION,
+    DELETE_CHANNEL,
+    DELETE_GUILD,
+    DELETE_SUMMARIES,
+    DROP_CONVERSATION,
+    FORGET,
+    PRUNE,
+    SAVE_CONVERSATION,
+    SET_STATE,
+    SET_THREADS,
+    USAGE,
+)
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import FileTextBudget, day_of
@@ -510,7 +525,9 @@ MIGRATIONS: tuple[str, ...] = (
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
 )
 
-# Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
+# The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'
+# statements (archive/bot_writes.py, the table mixins') are numbered by `_statement`. Each is run with executemany
+# over a run of ops.
 # A run of adds is copied (binary COPY) into the writer's session table `added_messages`, then moved by one
 # statement: a statement per row is about 5x slower, and a statement of column arrays costs asyncpg an element check
 # per value (a quarter of the writer's time). The words come as tsvector text (`_lexemes`): parsing that costs the
@@ -564,121 +581,6 @@ _DELETE = Write(
         "DELETE FROM memories WHERE source_message_id = $1",
     ),
 )
-_DELETE_CHANNEL = Write(
-    "delete_channel",
-    (
-        *(
-            f"DELETE FROM {table} WHERE channel_id = $1"
-            for table in (
-                "messages",
-                "decisions",
-                "forget_markers",
-                "memories",
-                "context_snapshots",
-                "conversations",
-                "conversation_summaries",
-                "thread_settings",
-                "reconciliation",
-                "digests",
-            )
-        ),
-        "DELETE FROM profile_settings WHERE scope_id = $1",
-        "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
-        "DELETE FROM pin_channels WHERE channel_id = $1",
-    ),
-)
-_DELETE_GUILD = Write(
-    "delete_guild",
-    (
-        "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1"
-        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = $1)",
-        "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM profile_settings WHERE guild_id = $1",
-        "DELETE FROM access_entries WHERE guild_id = $1",
-        "DELETE FROM token_usage WHERE guild_id = $1",
-        "DELETE FROM forget_markers WHERE guild_id = $1",
-        "DELETE FROM memories WHERE guild_id = $1",
-        "DELETE FROM context_snapshots WHERE guild_id = $1",
-        "DELETE FROM thread_settings WHERE guild_id = $1",
-        "DELETE FROM digests WHERE guild_id = $1",
-        "DELETE FROM reconciliation WHERE guild_id = $1",
-        "DELETE FROM own_threads WHERE guild_id = $1",
-        # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
-        "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = $1)",
-        "DELETE FROM knowledge_documents WHERE guild_id = $1",
-        "DELETE FROM pin_channels WHERE guild_id = $1",
-        "DELETE FROM erasures WHERE guild_id = $1",
-    ),
-)
-_FORGET = Write(
-    "set_forget_marker",
-    (
-        "INSERT INTO forget_markers (channel_id, guild_id, after_id) VALUES ($1, $2, $3)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, after_id = excluded.after_id",
-    ),
-)
-_DECISION = Write(
-    "record_decision",
-    (
-        "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at, author_id)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    ),
-)
-_SET_THREADS = Write(
-    "set_thread_setting",
-    (
-        "INSERT INTO thread_settings (channel_id, guild_id, threads, updated_at) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, threads = excluded.threads,"
-        " updated_at = excluded.updated_at",
-    ),
-)
-_ADD_OWN_THREAD = Write(
-    "add_own_thread",
-    (
-        "INSERT INTO own_threads (thread_id, parent_id, guild_id, opened_at) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT (thread_id) DO NOTHING",
-    ),
-)
-_SET_STATE = Write(
-    "set_state",
-    ("INSERT INTO bot_state (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
-)
-# Adds to the day's row, so a batch of answers by one member in one channel with one model is one row.
-_USAGE = Write(
-    "record_usage",
-    (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
-        " output_tokens, answers, judge_calls) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
-        " input_tokens = token_usage.input_tokens + excluded.input_tokens,"
-        " cached_input_tokens = token_usage.cached_input_tokens + excluded.cached_input_tokens,"
-        " output_tokens = token_usage.output_tokens + excluded.output_tokens,"
-        " answers = token_usage.answers + excluded.answers,"
-        " judge_calls = token_usage.judge_calls + excluded.judge_calls",
-    ),
-)
-# Params are (cutoff_ms, future or None); handled apart because it reports a count.
-_PRUNE = Write("prune", ())
-# Params are (channel_id,); the state is read when the batch is written (`save_conversation`).
-_SAVE_CONVERSATION = Write(
-    "save_conversation",
-    (
-        "INSERT INTO conversations (channel_id, last_activity, state) VALUES ($1, $2, $3)"
-        " ON CONFLICT (channel_id) DO UPDATE SET last_activity = excluded.last_activity, state = excluded.state",
-    ),
-)
-_DROP_CONVERSATION = Write("drop_conversation", ("DELETE FROM conversations WHERE channel_id = $1",))
-_ADD_SUMMARY = Write(
-    "add_summary",
-    (
-        "INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id)"
-        " VALUES ($1, $2, $3, $4, $5)",
-    ),
-)
-_DELETE_SUMMARIES = Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = $1",))
 # A re-added message (catch-up) keeps the text already read from its attachments (Discord never renames a file, so
 # the words stay). Only for an archived message: one deleted while the write was queued has nothing to attach to.
 _ADD_ATTACHMENT = Write(
@@ -727,13 +629,7 @@ _KEEP_ATTACHMENTS = Write(
 _INDEXED = {_ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
 # Where add() and edit() put the message's text in their params.
 _ADD_TEXT_FIELD, _EDIT_TEXT_FIELD = 5, 1
-_OWN_WRITES = frozenset(
-    {
-        _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_STATE, _USAGE,
-        _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
-        _ADD_ATTACHMENT, _ATTACHMENT_TEXT, _KEEP_ATTACHMENTS,
-    }
-)  # fmt: skip
+_OWN_WRITES = frozenset({_ADD, _EDIT, _DELETE, _ADD_ATTACHMENT, _ATTACHMENT_TEXT, _KEEP_ATTACHMENTS})
 
 # ts_rank over the channel's newest candidates, best first, ties newest first.
 _SEARCH_SQL = f"""
@@ -851,21 +747,21 @@ class PostgresArchive(
     writes = WriteKinds(
         add=_ADD,
         add_attachment=_ADD_ATTACHMENT,
-        add_summary=_ADD_SUMMARY,
-        delete_channel=_DELETE_CHANNEL,
+        add_summary=ADD_SUMMARY,
+        delete_channel=DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
-        delete_guild=_DELETE_GUILD,
-        forget=_FORGET,
-        decision=_DECISION,
-        set_threads=_SET_THREADS,
-        add_own_thread=_ADD_OWN_THREAD,
-        set_state=_SET_STATE,
-        usage=_USAGE,
-        prune=_PRUNE,
-        save_conversation=_SAVE_CONVERSATION,
-        drop_conversation=_DROP_CONVERSATION,
-        delete_summaries=_DELETE_SUMMARIES,
+        delete_guild=DELETE_GUILD,
+        forget=FORGET,
+        decision=DECISION,
+        set_threads=SET_THREADS,
+        add_own_thread=ADD_OWN_THREAD,
+        set_state=SET_STATE,
+        usage=USAGE,
+        prune=PRUNE,
+        save_conversation=SAVE_CONVERSATION,
+        drop_conversation=DROP_CONVERSATION,
+        delete_summaries=DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
         keep_attachments=_KEEP_ATTACHMENTS,
     )
@@ -1070,7 +966,7 @@ async def _added_rows(run: int, params: list[tuple[Any, ...]]) -> list[tuple[Any
 
 
 def _statement(kind: Write, statement: str) -> str:
-    """The Postgres text of one of `kind`'s statements (other stores' are written with SQLite placeholders)."""
+    """The Postgres text of one of `kind`'s statements (the shared ones are written with SQLite placeholders)."""
     if kind in _OWN_WRITES:
         return statement
     if kind.row is not None:

@@ -38,6 +38,21 @@ from archive import (
 )
 from archive import Write as _Write
 from archive.bot_reads import BotReads
+from archive.bot_writes import (
+    ADD_OWN_THREAD,
+    ADD_SUMMARY,
+    DECISION,
+    DELETE_CHANNEL,
+    DELETE_GUILD,
+    DELETE_SUMMARIES,
+    DROP_CONVERSATION,
+    FORGET,
+    PRUNE,
+    SAVE_CONVERSATION,
+    SET_STATE,
+    SET_THREADS,
+    USAGE,
+)
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import FileTextBudget
@@ -628,114 +643,6 @@ _DELETE = _Write(
     ),
     row="?",
 )
-_DELETE_CHANNEL = _Write(
-    "delete_channel",
-    (
-        "DELETE FROM messages WHERE channel_id = ?",
-        "DELETE FROM decisions WHERE channel_id = ?",
-        "DELETE FROM profile_settings WHERE scope_id = ?",
-        "DELETE FROM forget_markers WHERE channel_id = ?",
-        "DELETE FROM memories WHERE channel_id = ?",
-        "DELETE FROM context_snapshots WHERE channel_id = ?",
-        "DELETE FROM conversations WHERE channel_id = ?",
-        "DELETE FROM conversation_summaries WHERE channel_id = ?",
-        "DELETE FROM thread_settings WHERE channel_id = ?",
-        "DELETE FROM reconciliation WHERE channel_id = ?",
-        "DELETE FROM digests WHERE channel_id = ?",
-        "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
-        "DELETE FROM pin_channels WHERE channel_id = ?",
-    ),
-)
-_DELETE_GUILD = _Write(
-    "delete_guild",
-    (
-        "DELETE FROM decisions WHERE channel_id IN ("
-        " SELECT channel_id FROM channels WHERE guild_id = ?1"
-        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = ?1)",
-        # Through the channel list so the (channel_id, ...) index does the work.
-        "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM profile_settings WHERE guild_id = ?",
-        "DELETE FROM access_entries WHERE guild_id = ?",
-        "DELETE FROM token_usage WHERE guild_id = ?",
-        "DELETE FROM forget_markers WHERE guild_id = ?",
-        "DELETE FROM memories WHERE guild_id = ?",
-        "DELETE FROM context_snapshots WHERE guild_id = ?",
-        # A conversation's channel has archived messages, so the channel list knows its server.
-        "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM thread_settings WHERE guild_id = ?",
-        "DELETE FROM digests WHERE guild_id = ?",
-        "DELETE FROM reconciliation WHERE guild_id = ?",
-        "DELETE FROM own_threads WHERE guild_id = ?",
-        # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
-        "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
-        "DELETE FROM knowledge_documents WHERE guild_id = ?",
-        "DELETE FROM pin_channels WHERE guild_id = ?",
-        "DELETE FROM erasures WHERE guild_id = ?",
-    ),
-)
-_FORGET = _Write(
-    "set_forget_marker",
-    (
-        "INSERT INTO forget_markers (channel_id, guild_id, after_id) VALUES (?, ?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, after_id = excluded.after_id",
-    ),
-)
-_DECISION = _Write(
-    "record_decision",
-    (
-        "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at, author_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    ),
-)
-_SET_THREADS = _Write(
-    "set_thread_setting",
-    (
-        "INSERT INTO thread_settings (channel_id, guild_id, threads, updated_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, threads = excluded.threads,"
-        " updated_at = excluded.updated_at",
-    ),
-)
-_ADD_OWN_THREAD = _Write(
-    "add_own_thread",
-    (
-        "INSERT INTO own_threads (thread_id, parent_id, guild_id, opened_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (thread_id) DO NOTHING",
-    ),
-)
-_SET_STATE = _Write(
-    "set_state",
-    ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
-)
-# Adds to the day's row, so a batch of answers by one member in one channel is one row.
-_USAGE = _Write(
-    "record_usage",
-    (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
-        " output_tokens, answers, judge_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
-        " input_tokens = input_tokens + excluded.input_tokens,"
-        " cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,"
-        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + excluded.answers,"
-        " judge_calls = judge_calls + excluded.judge_calls",
-    ),
-)
-# Params are (cutoff_ms, future or None); handled apart because it reports a count.
-_PRUNE = _Write("prune", ())
-# Params are (channel_id,); the state is read when the batch is written (`save_conversation`).
-_SAVE_CONVERSATION = _Write(
-    "save_conversation",
-    (
-        "INSERT INTO conversations (channel_id, last_activity, state) VALUES (?, ?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET last_activity = excluded.last_activity, state = excluded.state",
-    ),
-)
-_DROP_CONVERSATION = _Write("drop_conversation", ("DELETE FROM conversations WHERE channel_id = ?",))
-_ADD_SUMMARY = _Write(
-    "add_summary",
-    ("INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id) VALUES (?, ?, ?, ?, ?)",),
-)
 # A re-added message (catch-up) keeps the text already read from its attachments.
 _ADD_ATTACHMENT = _Write(
     "add_attachment",
@@ -773,7 +680,6 @@ _KEEP_ATTACHMENTS = _Write(
     "keep_attachments",
     ("DELETE FROM attachments WHERE message_id = ?1 AND attachment_id NOT IN (SELECT value FROM json_each(?2))",),
 )
-_DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 # A kind of write other modules queue through `SQLiteArchive.enqueue`.
 Write = _Write
@@ -804,21 +710,21 @@ class SQLiteArchive(
     writes = WriteKinds(
         add=_ADD,
         add_attachment=_ADD_ATTACHMENT,
-        add_summary=_ADD_SUMMARY,
-        delete_channel=_DELETE_CHANNEL,
+        add_summary=ADD_SUMMARY,
+        delete_channel=DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
-        delete_guild=_DELETE_GUILD,
-        forget=_FORGET,
-        decision=_DECISION,
-        set_threads=_SET_THREADS,
-        add_own_thread=_ADD_OWN_THREAD,
-        set_state=_SET_STATE,
-        usage=_USAGE,
-        prune=_PRUNE,
-        save_conversation=_SAVE_CONVERSATION,
-        drop_conversation=_DROP_CONVERSATION,
-        delete_summaries=_DELETE_SUMMARIES,
+        delete_guild=DELETE_GUILD,
+        forget=FORGET,
+        decision=DECISION,
+        set_threads=SET_THREADS,
+        add_own_thread=ADD_OWN_THREAD,
+        set_state=SET_STATE,
+        usage=USAGE,
+        prune=PRUNE,
+        save_conversation=SAVE_CONVERSATION,
+        drop_conversation=DROP_CONVERSATION,
+        delete_summaries=DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
         keep_attachments=_KEEP_ATTACHMENTS,
     )
