@@ -9,6 +9,7 @@ the writes whose statements differ by database (messages, their attachments and 
 from __future__ import annotations
 
 from archive import Write
+from archive.queued import WriteKinds
 
 DELETE_CHANNEL = Write(
     "delete_channel",
@@ -120,3 +121,30 @@ ADD_SUMMARY = Write(
     ("INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id) VALUES (?, ?, ?, ?, ?)",),
 )
 DELETE_SUMMARIES = Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
+
+
+def write_kinds(
+    *, add: Write, add_attachment: Write, edit: Write, delete: Write, attachment_text: Write, keep_attachments: Write
+) -> WriteKinds:
+    """A backend's writes: its own of messages and their attachments, and the ones here."""
+    return WriteKinds(
+        add=add,
+        add_attachment=add_attachment,
+        add_summary=ADD_SUMMARY,
+        delete_channel=DELETE_CHANNEL,
+        edit=edit,
+        delete=delete,
+        delete_guild=DELETE_GUILD,
+        forget=FORGET,
+        decision=DECISION,
+        set_threads=SET_THREADS,
+        add_own_thread=ADD_OWN_THREAD,
+        set_state=SET_STATE,
+        usage=USAGE,
+        prune=PRUNE,
+        save_conversation=SAVE_CONVERSATION,
+        drop_conversation=DROP_CONVERSATION,
+        delete_summaries=DELETE_SUMMARIES,
+        attachment_text=attachment_text,
+        keep_attachments=keep_attachments,
+    )

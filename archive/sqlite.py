@@ -38,21 +38,7 @@ from archive import (
 )
 from archive import Write as _Write
 from archive.bot_reads import BotReads
-from archive.bot_writes import (
-    ADD_OWN_THREAD,
-    ADD_SUMMARY,
-    DECISION,
-    DELETE_CHANNEL,
-    DELETE_GUILD,
-    DELETE_SUMMARIES,
-    DROP_CONVERSATION,
-    FORGET,
-    PRUNE,
-    SAVE_CONVERSATION,
-    SET_STATE,
-    SET_THREADS,
-    USAGE,
-)
+from archive.bot_writes import write_kinds
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import FileTextBudget
@@ -60,7 +46,6 @@ from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import NOT_OPTED_OUT, MemberTables, withheld
 from archive.message_reads import MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
-from archive.queued import WriteKinds
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
@@ -707,24 +692,11 @@ class SQLiteArchive(
     wait behind a backlog of writes. Call ``flush()`` first to read your writes.
     """
 
-    writes = WriteKinds(
+    writes = write_kinds(
         add=_ADD,
         add_attachment=_ADD_ATTACHMENT,
-        add_summary=ADD_SUMMARY,
-        delete_channel=DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
-        delete_guild=DELETE_GUILD,
-        forget=FORGET,
-        decision=DECISION,
-        set_threads=SET_THREADS,
-        add_own_thread=ADD_OWN_THREAD,
-        set_state=SET_STATE,
-        usage=USAGE,
-        prune=PRUNE,
-        save_conversation=SAVE_CONVERSATION,
-        drop_conversation=DROP_CONVERSATION,
-        delete_summaries=DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
         keep_attachments=_KEEP_ATTACHMENTS,
     )
