@@ -17,6 +17,7 @@ import contextlib
 import functools
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from operator import itemgetter
 from pathlib import Path
@@ -830,11 +831,16 @@ class _Writer:
 
     def __init__(self, db: aiosqlite.Connection) -> None:
         self.db = db
+        self._open = False
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         """A transaction, or inside one a savepoint (as asyncpg nests them): rolled back if the block raises."""
-        if self.db.in_transaction:
+        if self._open:
+            if not self.db.in_transaction:
+                # SQLite rolled the whole transaction back (a full disk, an I/O error): what follows must not be
+                # committed on its own, as a savepoint outside a transaction would be.
+                raise sqlite3.OperationalError("the transaction was rolled back")
             await self.db.execute("SAVEPOINT op")
             try:
                 yield
@@ -845,6 +851,7 @@ class _Writer:
             await self.db.execute("RELEASE op")
             return
         await self.db.execute("BEGIN IMMEDIATE")
+        self._open = True
         try:
             yield
             await self.db.execute("COMMIT")
@@ -852,6 +859,8 @@ class _Writer:
             with contextlib.suppress(Exception):  # nothing left to undo
                 await self.db.execute("ROLLBACK")
             raise
+        finally:
+            self._open = False
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         return list(await self.db.execute_fetchall(sql, args))
