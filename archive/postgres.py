@@ -21,14 +21,12 @@ Times are integer unix milliseconds (UTC), as in SQLite, so both backends share 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
 import re
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
-from itertools import groupby
-from operator import itemgetter
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import asyncpg
@@ -42,18 +40,19 @@ from archive import (
 )
 from archive.allowances import PostgresAllowances
 from archive.bot_reads import BotReads
+from archive.bot_writes import write_kinds
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
-from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.file_text import FileTextBudget, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
 from archive.members import NOT_OPTED_OUT, MemberTables, withheld
 from archive.message_reads import SEARCH_CANDIDATES, MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
-from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
+from archive.writer import BatchWriter, Run
 
 __all__ = ["MIGRATIONS", "PostgresArchive", "tsquery_expression"]
 
@@ -511,7 +510,9 @@ MIGRATIONS: tuple[str, ...] = (
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
 )
 
-# Ops are `Write`s with Postgres statements ($N placeholders), each run with executemany over a run of ops.
+# The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'
+# statements (archive/bot_writes.py, the table mixins') are numbered by `_statement`. Each is run with executemany
+# over a run of ops.
 # A run of adds is copied (binary COPY) into the writer's session table `added_messages`, then moved by one
 # statement: a statement per row is about 5x slower, and a statement of column arrays costs asyncpg an element check
 # per value (a quarter of the writer's time). The words come as tsvector text (`_lexemes`): parsing that costs the
@@ -565,121 +566,6 @@ _DELETE = Write(
         "DELETE FROM memories WHERE source_message_id = $1",
     ),
 )
-_DELETE_CHANNEL = Write(
-    "delete_channel",
-    (
-        *(
-            f"DELETE FROM {table} WHERE channel_id = $1"
-            for table in (
-                "messages",
-                "decisions",
-                "forget_markers",
-                "memories",
-                "context_snapshots",
-                "conversations",
-                "conversation_summaries",
-                "thread_settings",
-                "reconciliation",
-                "digests",
-            )
-        ),
-        "DELETE FROM profile_settings WHERE scope_id = $1",
-        "DELETE FROM own_threads WHERE thread_id = $1 OR parent_id = $1",
-        "DELETE FROM pin_channels WHERE channel_id = $1",
-    ),
-)
-_DELETE_GUILD = Write(
-    "delete_guild",
-    (
-        "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1"
-        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = $1)",
-        "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = $1)",
-        "DELETE FROM profile_settings WHERE guild_id = $1",
-        "DELETE FROM access_entries WHERE guild_id = $1",
-        "DELETE FROM token_usage WHERE guild_id = $1",
-        "DELETE FROM forget_markers WHERE guild_id = $1",
-        "DELETE FROM memories WHERE guild_id = $1",
-        "DELETE FROM context_snapshots WHERE guild_id = $1",
-        "DELETE FROM thread_settings WHERE guild_id = $1",
-        "DELETE FROM digests WHERE guild_id = $1",
-        "DELETE FROM reconciliation WHERE guild_id = $1",
-        "DELETE FROM own_threads WHERE guild_id = $1",
-        # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
-        "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = $1)",
-        "DELETE FROM knowledge_documents WHERE guild_id = $1",
-        "DELETE FROM pin_channels WHERE guild_id = $1",
-        "DELETE FROM erasures WHERE guild_id = $1",
-    ),
-)
-_FORGET = Write(
-    "set_forget_marker",
-    (
-        "INSERT INTO forget_markers (channel_id, guild_id, after_id) VALUES ($1, $2, $3)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, after_id = excluded.after_id",
-    ),
-)
-_DECISION = Write(
-    "record_decision",
-    (
-        "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at, author_id)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    ),
-)
-_SET_THREADS = Write(
-    "set_thread_setting",
-    (
-        "INSERT INTO thread_settings (channel_id, guild_id, threads, updated_at) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, threads = excluded.threads,"
-        " updated_at = excluded.updated_at",
-    ),
-)
-_ADD_OWN_THREAD = Write(
-    "add_own_thread",
-    (
-        "INSERT INTO own_threads (thread_id, parent_id, guild_id, opened_at) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT (thread_id) DO NOTHING",
-    ),
-)
-_SET_STATE = Write(
-    "set_state",
-    ("INSERT INTO bot_state (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
-)
-# Adds to the day's row, so a batch of answers by one member in one channel with one model is one row.
-_USAGE = Write(
-    "record_usage",
-    (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
-        " output_tokens, answers, judge_calls) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
-        " input_tokens = token_usage.input_tokens + excluded.input_tokens,"
-        " cached_input_tokens = token_usage.cached_input_tokens + excluded.cached_input_tokens,"
-        " output_tokens = token_usage.output_tokens + excluded.output_tokens,"
-        " answers = token_usage.answers + excluded.answers,"
-        " judge_calls = token_usage.judge_calls + excluded.judge_calls",
-    ),
-)
-# Params are (cutoff_ms, future or None); handled apart because it reports a count.
-_PRUNE = Write("prune", ())
-# Params are (channel_id,); the state is read when the batch is written (`save_conversation`).
-_SAVE_CONVERSATION = Write(
-    "save_conversation",
-    (
-        "INSERT INTO conversations (channel_id, last_activity, state) VALUES ($1, $2, $3)"
-        " ON CONFLICT (channel_id) DO UPDATE SET last_activity = excluded.last_activity, state = excluded.state",
-    ),
-)
-_DROP_CONVERSATION = Write("drop_conversation", ("DELETE FROM conversations WHERE channel_id = $1",))
-_ADD_SUMMARY = Write(
-    "add_summary",
-    (
-        "INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id)"
-        " VALUES ($1, $2, $3, $4, $5)",
-    ),
-)
-_DELETE_SUMMARIES = Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = $1",))
 # A re-added message (catch-up) keeps the text already read from its attachments (Discord never renames a file, so
 # the words stay). Only for an archived message: one deleted while the write was queued has nothing to attach to.
 _ADD_ATTACHMENT = Write(
@@ -708,11 +594,11 @@ _FILE_TEXT_USAGE_SQL = """
 SELECT a.channel_id, m.author_id,
     (SELECT coalesce(sum(octet_length(c.text)), 0) FROM attachments AS c
         WHERE c.attachment_id BETWEEN $2 AND $3 AND c.channel_id = a.channel_id
-            AND c.attachment_id != a.attachment_id AND c.text <> ALL ($4::text[])),
+            AND c.attachment_id != a.attachment_id AND c.text NOT IN ($4, $5)),
     (SELECT coalesce(sum(octet_length(o.text)), 0) FROM attachments AS o
         JOIN messages AS n ON n.message_id = o.message_id
         WHERE o.attachment_id BETWEEN $2 AND $3 AND n.author_id = m.author_id
-            AND o.attachment_id != a.attachment_id AND o.text <> ALL ($4::text[]))
+            AND o.attachment_id != a.attachment_id AND o.text NOT IN ($4, $5))
 FROM attachments AS a JOIN messages AS m ON m.message_id = a.message_id
 WHERE a.attachment_id = $1
 """
@@ -728,13 +614,7 @@ _KEEP_ATTACHMENTS = Write(
 _INDEXED = {_ADD_ATTACHMENT: 3, _ATTACHMENT_TEXT: 1}
 # Where add() and edit() put the message's text in their params.
 _ADD_TEXT_FIELD, _EDIT_TEXT_FIELD = 5, 1
-_OWN_WRITES = frozenset(
-    {
-        _ADD, _EDIT, _DELETE, _DELETE_CHANNEL, _DELETE_GUILD, _FORGET, _DECISION, _SET_STATE, _USAGE,
-        _SAVE_CONVERSATION, _DROP_CONVERSATION, _ADD_SUMMARY, _DELETE_SUMMARIES, _SET_THREADS, _ADD_OWN_THREAD,
-        _ADD_ATTACHMENT, _ATTACHMENT_TEXT, _KEEP_ATTACHMENTS,
-    }
-)  # fmt: skip
+_OWN_WRITES = frozenset({_ADD, _EDIT, _DELETE, _ADD_ATTACHMENT, _ATTACHMENT_TEXT, _KEEP_ATTACHMENTS})
 
 # ts_rank over the channel's newest candidates, best first, ties newest first.
 _SEARCH_SQL = f"""
@@ -781,9 +661,6 @@ POSTGRES_MESSAGES = MessageDialect(
     ids=list,
 )
 _PLACEHOLDER = re.compile(r"\?(\d*)|(?<![:\w]):([A-Za-z_]\w*)")
-
-# A run of ops of one kind as its statements take it: a row of parameters per op (an add run: `added_messages` rows).
-_Run = tuple[Write, list[tuple[Any, ...]]]
 
 
 def tsquery_expression(query: str, op: str) -> str | None:
@@ -835,7 +712,7 @@ def _channel_tsquery(channel_id: int, expression: str) -> str | None:
 class PostgresArchive(
     MessageReads,
     BotReads,
-    QueuedWrites,
+    BatchWriter[asyncpg.Connection],
     StoreTables,
     MemberTables,
     PinChannelRows,
@@ -852,24 +729,11 @@ class PostgresArchive(
     own writes.
     """
 
-    writes = WriteKinds(
+    writes = write_kinds(
         add=_ADD,
         add_attachment=_ADD_ATTACHMENT,
-        add_summary=_ADD_SUMMARY,
-        delete_channel=_DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
-        delete_guild=_DELETE_GUILD,
-        forget=_FORGET,
-        decision=_DECISION,
-        set_threads=_SET_THREADS,
-        add_own_thread=_ADD_OWN_THREAD,
-        set_state=_SET_STATE,
-        usage=_USAGE,
-        prune=_PRUNE,
-        save_conversation=_SAVE_CONVERSATION,
-        drop_conversation=_DROP_CONVERSATION,
-        delete_summaries=_DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
         keep_attachments=_KEEP_ATTACHMENTS,
     )
@@ -888,6 +752,7 @@ class PostgresArchive(
     ) -> None:
         self._pool = pool
         self._connections = (pool.close,)
+        self._writer_connection = functools.partial(_writer_connection, pool)
         self._start_queue(
             retention_days=retention_days,
             batch_size=batch_size,
@@ -942,11 +807,9 @@ class PostgresArchive(
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = POSTGRES_KNOWLEDGE
     message_dialect = POSTGRES_MESSAGES
-
-    async def new_id(self, table: str) -> int:
-        """A fresh ``id`` for a new row of ``table``, from its identity sequence: unique across processes."""
-        rows = await self._fetch("SELECT nextval(pg_get_serial_sequence($1, 'id'))", table)
-        return int(rows[0][0])
+    file_text_usage_sql = _FILE_TEXT_USAGE_SQL
+    # From the table's identity sequence: unique across processes.
+    next_id_sql = "SELECT nextval(pg_get_serial_sequence(?, 'id'))"
 
     async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query (SQLite-style placeholders: ``?``, ``?N`` or ``:name``): committed data only."""
@@ -958,133 +821,53 @@ class PostgresArchive(
         async with self._pool.acquire() as connection:
             return [tuple(record) for record in await connection.fetch(sql, *args)]
 
-    # Writer side.
+    # Writer side (archive/writer.py): what Postgres runs on its writer connection.
 
-    async def _run_writer(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_prune = loop.time() + self._prune_interval
-        committing: asyncio.Task[None] | None = None
-        async with self._pool.acquire() as connection:
-            await connection.execute(_ADDED_MESSAGES)
-            while not (self._closing and not self._queue):
-                await self._wait_for_work()
-                batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
-                self._taken += len(batch)
-                # Made ready while the previous batch is on the server, so this process and the database work at
-                # once (about a third of a write's time is spent here).
-                runs = await self._prepare_batch(batch)
-                if committing is not None:
-                    await committing
-                    committing = None
-                if batch:
-                    sending = asyncio.Event()
-                    committing = asyncio.create_task(self._commit(connection, batch, runs, sending))
-                    # Only once the batch's statements are on their way is the loop free to prepare the next.
-                    await sending.wait()
-                self._release_waiters()
-                if loop.time() >= next_prune and not self._closing:
-                    next_prune = loop.time() + self._prune_interval
-                    self._enqueue_prune(datetime.now(UTC), None)
-            if committing is not None:
-                await committing
+    async def _prepared_rows(self, kind: Write, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """With their words folded: here rather than on the caller's stack, as it is the costliest part of a write."""
+        if kind is _ADD:
+            return await _added_rows(next(self._add_runs), params)
+        if kind is _EDIT:
+            return [(*p, _lexemes(p[_EDIT_TEXT_FIELD])) for p in params]
+        if kind in _INDEXED:
+            return [(*p, folded_words(p[_INDEXED[kind]])) for p in params]
+        return params
 
-    async def _commit(
-        self, connection: asyncpg.Connection, batch: list[Op], runs: list[_Run] | None, sending: asyncio.Event
-    ) -> None:
-        try:
-            await self._write_batch(connection, batch, runs, sending)
-        finally:
-            sending.set()
-        self._done += len(batch)
-        self._release_waiters()
+    async def _lock_claims(self, connection: asyncpg.Connection, runs: list[Run]) -> None:
+        """Hold each scope's count-claim lock until the transaction ends (`Write.claim_scope`): another process's
+        claim in the scope waits for this one's commit, then counts what it stored. All of a batch's, first and in
+        one order, so two writers' batches never wait on each other in a circle."""
+        for scope in sorted(self._claim_scopes(runs)):
+            await connection.execute("SELECT pg_advisory_xact_lock($1, $2)", _CLAIM_LOCK_SPACE, scope % 2**31)
 
-    async def _prepare_batch(self, batch: list[Op]) -> list[_Run] | None:
-        try:
-            return await self._prepare(batch)
-        except Exception:
-            logger.exception("history: batch of %d writes could not be prepared; trying one by one", len(batch))
-            return None
+    async def _execute_run(self, connection: asyncpg.Connection, kind: Write, params: list[tuple[Any, ...]]) -> None:
+        if kind is _ADD:
+            await connection.copy_records_to_table("added_messages", records=params)
+            await connection.execute(_ADD.statements[0], params[0][0])
+            return
+        for statement in kind.statements:
+            await connection.executemany(_statement(kind, statement), params)
 
-    async def _write_batch(
-        self, connection: asyncpg.Connection, batch: list[Op], runs: list[_Run] | None, sending: asyncio.Event
-    ) -> None:
-        """Commit a batch (as `runs`) in one transaction, setting `sending` as its statements go out; on failure,
-        retry op by op so one bad write costs only itself."""
-        pruned = None
-        if runs is not None:
-            try:
-                async with connection.transaction():
-                    sending.set()
-                    pruned = await self._execute(connection, runs)
-            except Exception:
-                logger.exception("history: batch of %d writes failed; retrying one by one", len(batch))
-        if pruned is None:
-            pruned = await self._write_one_by_one(connection, batch)
-        for done, count in pruned:
-            if done is not None and not done.done():
-                done.set_result(count)
+    async def _delete_older_than(self, connection: asyncpg.Connection, cutoff_ms: int) -> int:
+        for table, column in (
+            ("decisions", "decided_at"),
+            ("message_claims", "claimed_at"),
+            # A one-off claimed but never deleted: its process stopped between the claim and the post.
+            ("reminders", "delivered_at"),
+            ("memories", "created_at"),
+            ("context_snapshots", "saved_at"),
+            ("conversation_summaries", "ended_at"),
+            ("conversations", "last_activity"),
+        ):
+            await connection.execute(f"DELETE FROM {table} WHERE {column} < $1", cutoff_ms)
+        # A day is kept while any of it is inside the retention.
+        await connection.execute("DELETE FROM token_usage WHERE day < $1", cutoff_ms // _MS_PER_DAY)
+        # A member's bucket untouched that long is long full again, the same as no row.
+        await connection.execute("DELETE FROM answer_allowances WHERE updated_at < $1", cutoff_ms)
+        status: str = await connection.execute("DELETE FROM messages WHERE created_at < $1", cutoff_ms)
+        return int(status.split()[-1])
 
-    async def _write_one_by_one(
-        self, connection: asyncpg.Connection, batch: list[Op]
-    ) -> list[tuple[asyncio.Future[int] | None, int]]:
-        pruned: list[tuple[asyncio.Future[int] | None, int]] = []
-        try:
-            async with connection.transaction():
-                for op in batch:
-                    try:
-                        async with connection.transaction():  # a savepoint
-                            pruned += await self._execute(connection, await self._prepare([op]))
-                    except Exception as exc:
-                        logger.exception("history: dropped %s write", op[0].name)
-                        _fail_prunes([op], exc)
-        except Exception as exc:
-            logger.exception("history: could not commit; %d writes lost", len(batch))
-            _fail_prunes(batch, exc)
-            return []
-        return pruned
-
-    async def _prepare(self, ops: list[Op]) -> list[_Run]:
-        """The ops' runs of one kind, in order, with what their statements take (no I/O).
-
-        Folding the words happens here rather than on the caller's stack: it is the costliest part of a write.
-        """
-        runs = []
-        for kind, group in groupby(ops, key=itemgetter(0)):
-            params = [p for _, p in group]
-            if kind is _SAVE_CONVERSATION:
-                params = self._conversation_rows(params)
-            elif kind is _ADD:
-                params = await _added_rows(next(self._add_runs), params)
-            elif kind is _EDIT:
-                params = [(*p, _lexemes(p[_EDIT_TEXT_FIELD])) for p in params]
-            elif kind in _INDEXED:
-                params = [(*p, folded_words(p[_INDEXED[kind]])) for p in params]
-            if params:
-                runs.append((kind, params))
-        return runs
-
-    async def _execute(
-        self, connection: asyncpg.Connection, runs: list[_Run]
-    ) -> list[tuple[asyncio.Future[int] | None, int]]:
-        """Run prepared runs in order, once the batch holds its claims' locks; return (future, count) per prune."""
-        await _lock_claim_scopes(connection, self._claim_scopes(runs))
-        pruned = []
-        for kind, params in runs:
-            if kind is _PRUNE:
-                for cutoff, done in params:
-                    pruned.append((done, await _delete_older_than(connection, cutoff)))
-            elif kind is _ATTACHMENT_TEXT and self._file_texts.budget is not None:
-                for attachment_id, text, words in params:
-                    await self._set_file_text(connection, attachment_id, text, words)
-            elif kind is _ADD:
-                await connection.copy_records_to_table("added_messages", records=params)
-                await connection.execute(_ADD.statements[0], params[0][0])
-            else:
-                for statement in kind.statements:
-                    await connection.executemany(_statement(kind, statement), params)
-        return pruned
-
-    def _claim_scopes(self, runs: list[_Run]) -> set[int]:
+    def _claim_scopes(self, runs: list[Run]) -> set[int]:
         """The scopes the batch's count claims claim in (`Write.claim_scope`): the servers of its reminders and
         knowledge documents, and, under file text budgets, the days of its files (a member's budget spans channels,
         so one lock per day serialises every process's files of that day)."""
@@ -1096,24 +879,13 @@ class PostgresArchive(
                 scopes.update(day_of(p[0])[0] for p in params)
         return scopes
 
-    async def _set_file_text(self, connection: asyncpg.Connection, attachment_id: int, text: str, words: str) -> None:
-        """Store `text` (whose folded words are `words`) for the attachment, or the note of the file text budget it
-        would go over."""
-        low, high = day_of(attachment_id)
-        notes = [CHANNEL_OVER, MEMBER_OVER]
-        for usage in await connection.fetch(_FILE_TEXT_USAGE_SQL, attachment_id, low, high, notes):  # none once gone
-            stored = self._file_texts.admitted(attachment_id, text, FileTextUsage(*usage))
-            if stored is not text:
-                words = folded_words(stored)
-            await connection.execute(_ATTACHMENT_TEXT.statements[0], attachment_id, stored, words)
 
-
-async def _lock_claim_scopes(connection: asyncpg.Connection, scopes: set[int]) -> None:
-    """Hold each scope's count-claim lock until the transaction ends (`Write.claim_scope`): another process's claim
-    in the scope waits for this one's commit, then counts what it stored. All of a batch's, first and in one order,
-    so two writers' batches never wait on each other in a circle."""
-    for scope in sorted(scopes):
-        await connection.execute("SELECT pg_advisory_xact_lock($1, $2)", _CLAIM_LOCK_SPACE, scope % 2**31)
+@contextlib.asynccontextmanager
+async def _writer_connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """The writer's connection, with the session table its runs of adds are copied into."""
+    async with pool.acquire() as connection:
+        await connection.execute(_ADDED_MESSAGES)
+        yield connection
 
 
 async def _connect(url: str) -> asyncpg.Pool:
@@ -1153,26 +925,6 @@ async def _migrate(pool: asyncpg.Pool) -> None:
         logger.info("history: migrated the Postgres archive from schema version %d to %d", version, len(MIGRATIONS))
 
 
-async def _delete_older_than(connection: asyncpg.Connection, cutoff_ms: int) -> int:
-    for table, column in (
-        ("decisions", "decided_at"),
-        ("message_claims", "claimed_at"),
-        # A one-off claimed but never deleted: its process stopped between the claim and the post.
-        ("reminders", "delivered_at"),
-        ("memories", "created_at"),
-        ("context_snapshots", "saved_at"),
-        ("conversation_summaries", "ended_at"),
-        ("conversations", "last_activity"),
-    ):
-        await connection.execute(f"DELETE FROM {table} WHERE {column} < $1", cutoff_ms)
-    # A day is kept while any of it is inside the retention.
-    await connection.execute("DELETE FROM token_usage WHERE day < $1", cutoff_ms // _MS_PER_DAY)
-    # A member's bucket untouched that long is long full again, the same as no row.
-    await connection.execute("DELETE FROM answer_allowances WHERE updated_at < $1", cutoff_ms)
-    status: str = await connection.execute("DELETE FROM messages WHERE created_at < $1", cutoff_ms)
-    return int(status.split()[-1])
-
-
 async def _added_rows(run: int, params: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """The `added_messages` rows of a run of adds: the run's number, the message, its lexemes."""
     # One statement may not change a row twice: of a message added again in the run, its last version.
@@ -1186,7 +938,7 @@ async def _added_rows(run: int, params: list[tuple[Any, ...]]) -> list[tuple[Any
 
 
 def _statement(kind: Write, statement: str) -> str:
-    """The Postgres text of one of `kind`'s statements (other stores' are written with SQLite placeholders)."""
+    """The Postgres text of one of `kind`'s statements (the shared ones are written with SQLite placeholders)."""
     if kind in _OWN_WRITES:
         return statement
     if kind.row is not None:
@@ -1216,9 +968,3 @@ def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
         return f"${position}"
 
     return _PLACEHOLDER.sub(number, sql), tuple(names)
-
-
-def _fail_prunes(ops: Iterable[Op], exc: Exception) -> None:
-    for kind, params in ops:
-        if kind is _PRUNE and params[1] is not None and not params[1].done():
-            params[1].set_exception(exc)

@@ -1,8 +1,8 @@
 """The write queue both archive backends share.
 
 A write is queued, not awaited: the bot records every message, edit and decision without waiting on the
-database, and each backend's writer task commits the queue in batches with its own statements (`Write`s,
-named per kind in a `WriteKinds`). What is here is the same for SQLite and Postgres: the queue, `flush`,
+database, and the writer task (`archive.writer`) commits the queue in batches with the backend's statements
+(`Write`s, named per kind in a `WriteKinds`). What is here is the same for SQLite and Postgres: the queue, `flush`,
 and the writes that only enqueue, or enqueue and check what was committed.
 """
 

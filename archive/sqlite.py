@@ -13,14 +13,12 @@ arithmetic instead of date parsing.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import logging
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
-from itertools import groupby
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -41,19 +39,20 @@ from archive import (
 )
 from archive import Write as _Write
 from archive.bot_reads import BotReads
+from archive.bot_writes import write_kinds
 from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
-from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget, FileTextUsage, day_of
+from archive.file_text import FileTextBudget
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import NOT_OPTED_OUT, MemberTables, withheld
 from archive.message_reads import MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
-from archive.queued import Op, QueuedWrites, WriteKinds
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
+from archive.writer import BatchWriter
 
 __all__ = [
     "MIGRATIONS",
@@ -630,114 +629,6 @@ _DELETE = _Write(
     ),
     row="?",
 )
-_DELETE_CHANNEL = _Write(
-    "delete_channel",
-    (
-        "DELETE FROM messages WHERE channel_id = ?",
-        "DELETE FROM decisions WHERE channel_id = ?",
-        "DELETE FROM profile_settings WHERE scope_id = ?",
-        "DELETE FROM forget_markers WHERE channel_id = ?",
-        "DELETE FROM memories WHERE channel_id = ?",
-        "DELETE FROM context_snapshots WHERE channel_id = ?",
-        "DELETE FROM conversations WHERE channel_id = ?",
-        "DELETE FROM conversation_summaries WHERE channel_id = ?",
-        "DELETE FROM thread_settings WHERE channel_id = ?",
-        "DELETE FROM reconciliation WHERE channel_id = ?",
-        "DELETE FROM digests WHERE channel_id = ?",
-        "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
-        "DELETE FROM pin_channels WHERE channel_id = ?",
-    ),
-)
-_DELETE_GUILD = _Write(
-    "delete_guild",
-    (
-        "DELETE FROM decisions WHERE channel_id IN ("
-        " SELECT channel_id FROM channels WHERE guild_id = ?1"
-        " UNION SELECT scope_id FROM profile_settings WHERE guild_id = ?1)",
-        # Through the channel list so the (channel_id, ...) index does the work.
-        "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM profile_settings WHERE guild_id = ?",
-        "DELETE FROM access_entries WHERE guild_id = ?",
-        "DELETE FROM token_usage WHERE guild_id = ?",
-        "DELETE FROM forget_markers WHERE guild_id = ?",
-        "DELETE FROM memories WHERE guild_id = ?",
-        "DELETE FROM context_snapshots WHERE guild_id = ?",
-        # A conversation's channel has archived messages, so the channel list knows its server.
-        "DELETE FROM conversations WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM conversation_summaries WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?)",
-        "DELETE FROM thread_settings WHERE guild_id = ?",
-        "DELETE FROM digests WHERE guild_id = ?",
-        "DELETE FROM reconciliation WHERE guild_id = ?",
-        "DELETE FROM own_threads WHERE guild_id = ?",
-        # The knowledge base's documents (archive/knowledge.py): the sections first, found through their documents.
-        "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
-        "DELETE FROM knowledge_documents WHERE guild_id = ?",
-        "DELETE FROM pin_channels WHERE guild_id = ?",
-        "DELETE FROM erasures WHERE guild_id = ?",
-    ),
-)
-_FORGET = _Write(
-    "set_forget_marker",
-    (
-        "INSERT INTO forget_markers (channel_id, guild_id, after_id) VALUES (?, ?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, after_id = excluded.after_id",
-    ),
-)
-_DECISION = _Write(
-    "record_decision",
-    (
-        "INSERT INTO decisions (channel_id, message_id, author_name, excerpt,"
-        " responded, reason, tier, confidence, decided_at, author_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    ),
-)
-_SET_THREADS = _Write(
-    "set_thread_setting",
-    (
-        "INSERT INTO thread_settings (channel_id, guild_id, threads, updated_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, threads = excluded.threads,"
-        " updated_at = excluded.updated_at",
-    ),
-)
-_ADD_OWN_THREAD = _Write(
-    "add_own_thread",
-    (
-        "INSERT INTO own_threads (thread_id, parent_id, guild_id, opened_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (thread_id) DO NOTHING",
-    ),
-)
-_SET_STATE = _Write(
-    "set_state",
-    ("INSERT INTO bot_state (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",),
-)
-# Adds to the day's row, so a batch of answers by one member in one channel is one row.
-_USAGE = _Write(
-    "record_usage",
-    (
-        "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
-        " output_tokens, answers, judge_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
-        " input_tokens = input_tokens + excluded.input_tokens,"
-        " cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,"
-        " output_tokens = output_tokens + excluded.output_tokens, answers = answers + excluded.answers,"
-        " judge_calls = judge_calls + excluded.judge_calls",
-    ),
-)
-# Params are (cutoff_ms, future or None); handled apart because it reports a count.
-_PRUNE = _Write("prune", ())
-# Params are (channel_id,); the state is read when the batch is written (`save_conversation`).
-_SAVE_CONVERSATION = _Write(
-    "save_conversation",
-    (
-        "INSERT INTO conversations (channel_id, last_activity, state) VALUES (?, ?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET last_activity = excluded.last_activity, state = excluded.state",
-    ),
-)
-_DROP_CONVERSATION = _Write("drop_conversation", ("DELETE FROM conversations WHERE channel_id = ?",))
-_ADD_SUMMARY = _Write(
-    "add_summary",
-    ("INSERT INTO conversation_summaries (channel_id, ended_at, summary, first_id, last_id) VALUES (?, ?, ?, ?, ?)",),
-)
 # A re-added message (catch-up) keeps the text already read from its attachments.
 _ADD_ATTACHMENT = _Write(
     "add_attachment",
@@ -762,20 +653,19 @@ _ATTACHMENT_TEXT = _Write(
 _FILE_TEXT_USAGE_SQL = """
 SELECT a.channel_id, m.author_id,
     (SELECT coalesce(sum(length(CAST(c.text AS BLOB))), 0) FROM attachments AS c
-        WHERE c.attachment_id BETWEEN :low AND :high AND c.channel_id = a.channel_id
-            AND c.attachment_id != a.attachment_id AND c.text NOT IN (:channel_over, :member_over)),
+        WHERE c.attachment_id BETWEEN ?2 AND ?3 AND c.channel_id = a.channel_id
+            AND c.attachment_id != a.attachment_id AND c.text NOT IN (?4, ?5)),
     (SELECT coalesce(sum(length(CAST(o.text AS BLOB))), 0) FROM attachments AS o
         JOIN messages AS n ON n.message_id = o.message_id
-        WHERE o.attachment_id BETWEEN :low AND :high AND n.author_id = m.author_id
-            AND o.attachment_id != a.attachment_id AND o.text NOT IN (:channel_over, :member_over))
+        WHERE o.attachment_id BETWEEN ?2 AND ?3 AND n.author_id = m.author_id
+            AND o.attachment_id != a.attachment_id AND o.text NOT IN (?4, ?5))
 FROM attachments AS a JOIN messages AS m ON m.message_id = a.message_id
-WHERE a.attachment_id = :id
+WHERE a.attachment_id = ?1
 """
 _KEEP_ATTACHMENTS = _Write(
     "keep_attachments",
     ("DELETE FROM attachments WHERE message_id = ?1 AND attachment_id NOT IN (SELECT value FROM json_each(?2))",),
 )
-_DELETE_SUMMARIES = _Write("delete_summaries", ("DELETE FROM conversation_summaries WHERE channel_id = ?",))
 
 # A kind of write other modules queue through `SQLiteArchive.enqueue`.
 Write = _Write
@@ -784,7 +674,7 @@ Write = _Write
 class SQLiteArchive(
     MessageReads,
     BotReads,
-    QueuedWrites,
+    BatchWriter["_Writer"],
     StoreTables,
     MemberTables,
     PinChannelRows,
@@ -803,24 +693,11 @@ class SQLiteArchive(
     wait behind a backlog of writes. Call ``flush()`` first to read your writes.
     """
 
-    writes = WriteKinds(
+    writes = write_kinds(
         add=_ADD,
         add_attachment=_ADD_ATTACHMENT,
-        add_summary=_ADD_SUMMARY,
-        delete_channel=_DELETE_CHANNEL,
         edit=_EDIT,
         delete=_DELETE,
-        delete_guild=_DELETE_GUILD,
-        forget=_FORGET,
-        decision=_DECISION,
-        set_threads=_SET_THREADS,
-        add_own_thread=_ADD_OWN_THREAD,
-        set_state=_SET_STATE,
-        usage=_USAGE,
-        prune=_PRUNE,
-        save_conversation=_SAVE_CONVERSATION,
-        drop_conversation=_DROP_CONVERSATION,
-        delete_summaries=_DELETE_SUMMARIES,
         attachment_text=_ATTACHMENT_TEXT,
         keep_attachments=_KEEP_ATTACHMENTS,
     )
@@ -844,6 +721,8 @@ class SQLiteArchive(
         # aiosqlite's threads are not daemons: an unclosed connection keeps the process alive.
         self._connections = (reader.close, writer.close)
         self._search_key = keys.next
+        writing = _Writer(writer)
+        self._writer_connection = lambda: contextlib.nullcontext(writing)
         self._start_queue(
             retention_days=retention_days,
             batch_size=batch_size,
@@ -851,8 +730,6 @@ class SQLiteArchive(
             prune_interval=prune_interval,
             file_text_budget=file_text_budget,
         )
-        # The last id handed out per table by `new_id`.
-        self._last_ids: dict[str, int] = {}
 
     @classmethod
     async def open(
@@ -905,139 +782,91 @@ class SQLiteArchive(
     recall_sql = _RECALL_MEMORIES_SQL
     knowledge_dialect = SQLITE_KNOWLEDGE
     message_dialect = SQLITE_MESSAGES
-
-    async def new_id(self, table: str) -> int:
-        """A fresh ``id`` for a new row of ``table``: counted here, as this process is the file's only writer."""
-        if table not in self._last_ids:
-            if not table.isidentifier():
-                raise ValueError(f"not a table name: {table!r}")
-            ((stored,),) = await self._reader.execute_fetchall(f"SELECT coalesce(max(id), 0) FROM {table}")
-            # Another call may have started counting while this one read.
-            self._last_ids.setdefault(table, int(stored))
-        self._last_ids[table] += 1
-        return self._last_ids[table]
+    file_text_usage_sql = _FILE_TEXT_USAGE_SQL
 
     async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query on the read connection: committed data only."""
         return [tuple(row) for row in await self._reader.execute_fetchall(sql, params)]
 
-    # Writer side.
+    # Writer side (archive/writer.py): what SQLite runs on its writer connection.
 
-    async def _run_writer(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_prune = loop.time() + self._prune_interval
-        while not (self._closing and not self._queue):
-            await self._wait_for_work()
-            if self._queue:
-                batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
-                self._taken += len(batch)
-                await self._write_batch(batch)
-            self._done = self._taken
-            self._release_waiters()
-            if loop.time() >= next_prune and not self._closing:
-                next_prune = loop.time() + self._prune_interval
-                self._enqueue_prune(datetime.now(UTC), None)
+    async def _execute_run(self, connection: _Writer, kind: _Write, params: list[tuple[Any, ...]]) -> None:
+        if kind is _ADD:
+            # FTS5 writes its pending index data out whenever a rowid is
+            # lower than the previous one; in key order a batch is one run.
+            params.sort(key=itemgetter(_SEARCH_KEY_FIELD))
+        if kind.row is None:
+            for statement in kind.statements:
+                await connection.db.executemany(statement, params)
+            return
+        per_statement = _MAX_VARIABLES // len(params[0])
+        for start in range(0, len(params), per_statement):
+            chunk = params[start : start + per_statement]
+            values = [value for op_params in chunk for value in op_params]
+            for statement in kind.statements:
+                await connection.db.execute(_expand(statement, kind.row, len(chunk)), values)
 
-    async def _write_batch(self, batch: list[Op]) -> None:
-        """Commit a batch in one transaction; on failure, retry op by op so one bad write costs only itself."""
-        try:
-            await self._db.execute("BEGIN IMMEDIATE")
-            pruned = await self._apply(batch)
-            await self._db.execute("COMMIT")
-        except Exception:
-            logger.exception("history: batch of %d writes failed; retrying one by one", len(batch))
-            await self._rollback()
-            pruned = await self._write_one_by_one(batch)
-        for done, count in pruned:
-            if done is not None and not done.done():
-                done.set_result(count)
-
-    async def _write_one_by_one(self, batch: list[Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
-        pruned: list[tuple[asyncio.Future[int] | None, int]] = []
-        try:
-            await self._db.execute("BEGIN IMMEDIATE")
-            for op in batch:
-                await self._db.execute("SAVEPOINT op")
-                try:
-                    pruned += await self._apply([op])
-                except Exception as exc:
-                    await self._db.execute("ROLLBACK TO op")
-                    logger.exception("history: dropped %s write (key %r)", op[0].name, op[1][0])
-                    _fail_prunes([op], exc)
-                await self._db.execute("RELEASE op")
-            await self._db.execute("COMMIT")
-        except Exception as exc:
-            logger.exception("history: could not commit; %d writes lost", len(batch))
-            await self._rollback()
-            _fail_prunes(batch, exc)
-            return []
-        return pruned
-
-    async def _apply(self, ops: list[Op]) -> list[tuple[asyncio.Future[int] | None, int]]:
-        """Run ops in order, each run of one kind together; return (future, count) per prune."""
-        pruned = []
-        for kind, group in groupby(ops, key=itemgetter(0)):
-            params = [p for _, p in group]
-            if kind is _PRUNE:
-                for cutoff, done in params:
-                    pruned.append((done, await self._delete_older_than(cutoff)))
-                continue
-            if kind is _SAVE_CONVERSATION:
-                params = self._conversation_rows(params)
-                if not params:
-                    continue
-            if kind is _ATTACHMENT_TEXT and self._file_texts.budget is not None:
-                for attachment_id, text in params:
-                    await self._set_file_text(attachment_id, text)
-                continue
-            if kind is _ADD:
-                # FTS5 writes its pending index data out whenever a rowid is
-                # lower than the previous one; in key order a batch is one run.
-                params.sort(key=itemgetter(_SEARCH_KEY_FIELD))
-            if kind.row is None:
-                for statement in kind.statements:
-                    await self._db.executemany(statement, params)
-                continue
-            per_statement = _MAX_VARIABLES // len(params[0])
-            for start in range(0, len(params), per_statement):
-                chunk = params[start : start + per_statement]
-                values = [value for op_params in chunk for value in op_params]
-                for statement in kind.statements:
-                    await self._db.execute(_expand(statement, kind.row, len(chunk)), values)
-        return pruned
-
-    async def _set_file_text(self, attachment_id: int, text: str) -> None:
-        """Store `text` for the attachment, or the note of the file text budget it would go over."""
-        low, high = day_of(attachment_id)
-        rows = await self._db.execute_fetchall(
-            _FILE_TEXT_USAGE_SQL,
-            {"id": attachment_id, "low": low, "high": high, "channel_over": CHANNEL_OVER, "member_over": MEMBER_OVER},
-        )
-        for usage in rows:  # none once the attachment's message is gone
-            stored = self._file_texts.admitted(attachment_id, text, FileTextUsage(*usage))
-            await self._db.execute(_ATTACHMENT_TEXT.statements[0], (attachment_id, stored))
-
-    async def _delete_older_than(self, cutoff_ms: int) -> int:
-        await self._db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
-        await self._db.execute("DELETE FROM message_claims WHERE claimed_at < ?", (cutoff_ms,))
+    async def _delete_older_than(self, connection: _Writer, cutoff_ms: int) -> int:
+        db = connection.db
+        await db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM message_claims WHERE claimed_at < ?", (cutoff_ms,))
         # A one-off claimed but never deleted: its process stopped between the claim and the post.
-        await self._db.execute("DELETE FROM reminders WHERE delivered_at < ?", (cutoff_ms,))
-        await self._db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
-        await self._db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
-        await self._db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))
-        await self._db.execute("DELETE FROM conversations WHERE last_activity < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM reminders WHERE delivered_at < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM memories WHERE created_at < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM context_snapshots WHERE saved_at < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM conversation_summaries WHERE ended_at < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM conversations WHERE last_activity < ?", (cutoff_ms,))
         # A day is kept while any of it is inside the retention.
-        await self._db.execute("DELETE FROM token_usage WHERE day < ?", (cutoff_ms // _MS_PER_DAY,))
+        await db.execute("DELETE FROM token_usage WHERE day < ?", (cutoff_ms // _MS_PER_DAY,))
         # Per channel, so each channel's oldest rows come off its time index.
-        async with self._db.execute(
+        async with db.execute(
             "DELETE FROM messages WHERE channel_id IN (SELECT channel_id FROM channels) AND created_at < ?",
             (cutoff_ms,),
         ) as cursor:
             return cursor.rowcount
 
-    async def _rollback(self) -> None:
-        with contextlib.suppress(Exception):  # nothing left to undo
-            await self._db.execute("ROLLBACK")
+
+class _Writer:
+    """SQLite's writer connection as the shared writer (archive/writer.py) uses it: asyncpg's calls."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self.db = db
+        self._open = False
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """A transaction, or inside one a savepoint (as asyncpg nests them): rolled back if the block raises."""
+        if self._open:
+            if not self.db.in_transaction:
+                # SQLite rolled the whole transaction back (a full disk, an I/O error): what follows must not be
+                # committed on its own, as a savepoint outside a transaction would be.
+                raise sqlite3.OperationalError("the transaction was rolled back")
+            await self.db.execute("SAVEPOINT op")
+            try:
+                yield
+            except BaseException:
+                await self.db.execute("ROLLBACK TO op")
+                await self.db.execute("RELEASE op")
+                raise
+            await self.db.execute("RELEASE op")
+            return
+        await self.db.execute("BEGIN IMMEDIATE")
+        self._open = True
+        try:
+            yield
+            await self.db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):  # nothing left to undo
+                await self.db.execute("ROLLBACK")
+            raise
+        finally:
+            self._open = False
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        return list(await self.db.execute_fetchall(sql, args))
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self.db.execute(sql, args)
 
 
 class _SearchKeys:
@@ -1112,12 +941,6 @@ async def _migrate(db: aiosqlite.Connection, path: Path) -> None:
 @functools.cache
 def _expand(statement: str, row: str, count: int) -> str:
     return statement.replace("{rows}", ", ".join([row] * count))
-
-
-def _fail_prunes(ops: Iterable[Op], exc: Exception) -> None:
-    for kind, params in ops:
-        if kind is _PRUNE and params[1] is not None and not params[1].done():
-            params[1].set_exception(exc)
 
 
 def match_expression(query: str, op: str) -> str | None:
