@@ -148,10 +148,14 @@ class Settings(BaseSettings):
     answer_output_tokens_limit: int = Field(
         4000, ge=16, description="Output tokens one answer may use across all its model requests, tool rounds included."
     )
+    # On by default: a bot anyone can invite would otherwise spend without bound. 3,000,000 is a busy server's day,
+    # 300 answers of ~10,000 tokens each (bench/bench_cost.py: 8,224 to 12,409 input tokens an answer from the 50th
+    # of a long conversation on, at the default HISTORY_TOKEN_BUDGET).
     server_tokens_per_day: int = Field(
-        0,
+        3_000_000,
         ge=0,
-        description="Tokens (input and output) Parley may use per server per UTC day; 0 means no limit.",
+        description="Tokens (input and output) Parley may use per server per UTC day (the default covers about 300"
+        " answers); 0 means no limit.",
     )
 
     database_url: str = Field(

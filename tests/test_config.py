@@ -219,6 +219,14 @@ def test_admission_limits_default_and_reject_nonsense(monkeypatch: pytest.Monkey
     assert "CHANNEL_QUEUE_LIMIT is invalid" in line and "MEMBER_ANSWERS_PER_HOUR is invalid" in line
 
 
+def test_a_fresh_configuration_has_a_daily_server_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44: with only a token set, a server's tokens a day are capped; 0, set on purpose, still means no limit."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().server_tokens_per_day == 3_000_000
+    monkeypatch.setenv("SERVER_TOKENS_PER_DAY", "0")
+    assert Settings().server_tokens_per_day == 0
+
+
 def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """MAX_ANSWER_POSTS is 4 unless set; 0 is one line naming it (an answer needs at least one post)."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
