@@ -276,6 +276,11 @@ class Settings(BaseSettings):
         description="Ids of other bots and webhooks whose @mentions and replies Parley answers, comma-separated;"
         " any other bot, webhook or system message never makes it answer.",
     )
+    allowed_servers: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of the servers Parley may serve, comma-separated: it leaves any other it is added to and"
+        " answers nothing there; none: every server it is added to.",
+    )
     allowed_channels: Annotated[frozenset[int], NoDecode] = Field(
         frozenset(),
         description="Ids of the channels or categories where Parley answers, comma-separated (a thread follows its"
@@ -418,6 +423,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "answer_bot_ids",
+        "allowed_servers",
         "allowed_channels",
         "blocked_channels",
         "allowed_roles",

@@ -319,6 +319,7 @@ ID_SETTINGS = [
     *(pytest.param(variable, "{id}", id=variable) for variable in ACCESS_SETTINGS),
     pytest.param("ROLE_LIMITS", "{id}:10:20000", id="ROLE_LIMITS"),
     pytest.param("GUILD_ID", "{id}", id="GUILD_ID"),
+    pytest.param("ALLOWED_SERVERS", "{id}", id="ALLOWED_SERVERS"),
 ]
 NOT_SNOWFLAKES = [
     pytest.param("99999999999999999999999", id="past-2**64"),
