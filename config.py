@@ -584,9 +584,29 @@ def describe_settings_error(error: ValidationError) -> str:
     """One readable line naming each bad variable and what is wrong with it."""
     problems = []
     for item in error.errors():
-        variable = "_".join(str(part) for part in item["loc"]).upper() or "settings"
+        variable = _variable(item["loc"])
         if item["type"] == "missing":
             problems.append(f"{variable} is not set")
+        elif isinstance(item.get("input"), str) and not item["input"].strip():
+            problems.append(_empty(variable))
         else:
             problems.append(f"{variable} is invalid: {item['msg']}")
     return "Configuration error: " + "; ".join(problems)
+
+
+def settings_error_variables(error: ValidationError) -> list[str]:
+    """The variables `describe_settings_error` names, one per problem."""
+    return [_variable(item["loc"]) for item in error.errors()]
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    return "_".join(str(part) for part in loc).upper() or "settings"
+
+
+def _empty(variable: str) -> str:
+    """An empty value, in place of what its validator says of it: what to set, or that deleting the line gives the
+    default."""
+    field = Settings.model_fields.get(variable.lower())
+    if field is None or field.is_required():
+        return f"{variable} is empty: set it (it has no default)"
+    return f"{variable} is empty: set it, or delete the line to use the default ({field.default})"

@@ -100,7 +100,7 @@ def test_out_of_range_and_bad_url_are_reported_together(monkeypatch: pytest.Monk
     monkeypatch.setenv("FOLLOWUP_WINDOW_SECONDS", "-5")
     monkeypatch.setenv("DATABASE_URL", "mysql://db/parley")
     line = error_line()
-    assert "DISCORD_TOKEN is invalid" in line
+    assert "DISCORD_TOKEN is empty: set it (it has no default)" in line
     assert "FOLLOWUP_WINDOW_SECONDS is invalid" in line
     assert "DATABASE_URL is invalid" in line and "sqlite:///" in line
     assert "\n" not in line
@@ -365,7 +365,7 @@ def test_check_with_an_id_that_is_no_snowflake_exits_2_in_one_line(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(["--check"]) == 2
     output = capsys.readouterr()
-    assert output.out == "" and output.err.count("\n") == 1
+    assert output.out.startswith(f"1 error: {variable}; fix them") and output.err.count("\n") == 1
     assert output.err.startswith(f"Configuration error: {variable} is invalid:") and "Discord id" in output.err
 
 
