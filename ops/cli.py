@@ -135,8 +135,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="check the configuration offline (settings, model, provider package and key, archive), print it"
-        " with secrets masked, and exit: 0 if it is fine, 2 if not",
+        help="check the configuration offline (settings, model, provider package and key, archive, token), print"
+        " the settings that differ from their defaults with secrets masked and a summary line, and exit: 0 if it"
+        " found no error (warnings allowed), 2 if it did",
     )
     parser.add_argument(
         "--sync",
