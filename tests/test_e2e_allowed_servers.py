@@ -7,7 +7,18 @@ from __future__ import annotations
 import logging
 
 import pytest
-from e2e_support import MEMBER, RunningBot, decided, option, reply_text, settled, use_top_command
+from e2e_support import (
+    MEMBER,
+    MODERATOR,
+    RunningBot,
+    decided,
+    option,
+    reply_text,
+    run_command,
+    settled,
+    use_message_command,
+    use_top_command,
+)
 from fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from fake_llm import FakeLLM
 
@@ -52,16 +63,19 @@ async def test_without_allowed_servers_no_server_is_left(bot: RunningBot, fake: 
 async def test_a_server_being_left_gets_no_answer_and_costs_no_model_call(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
-    """Attack: while Discord has not yet taken the leave, a member there mentions Parley and uses /ask: no answer
-    (the command is refused in one line only they see), no model call; the leave lands once Discord answers."""
+    """Attack: while Discord has not yet taken the leave, a member there mentions Parley, uses /ask and Ask Parley,
+    and an admin asks for a catch-up: no answer (each command is refused in one line only its user sees), no model
+    call; the leave lands once Discord answers."""
     fake.held_routes.add(LEAVE)
     client = await bot.start(allowed_servers=frozenset({ELSEWHERE}))
     await fake.wait_for(lambda: LEAVE in fake.reached_held_routes, what="the leave under way")
     mention = await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> what's the weather like?")
     assert (await decided(client, mention)).reason == "not_allowed"
     asked = await use_top_command(fake, "ask", [option("question", "what's the weather like?")], permissions=MEMBER)
+    about = await use_message_command(fake, "Ask Parley", mention)
+    caught_up = await run_command(fake, "catchup", permissions=MODERATOR)
     await settled(fake)
-    assert reply_text(asked) == SERVER_REFUSAL
+    assert [reply_text(calls) for calls in (asked, about, caught_up)] == [SERVER_REFUSAL] * 3
     assert fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
     fake.release(LEAVE)
     await fake.wait_for(lambda: fake.left_guilds == [GUILD_ID], what="the leave landed")
