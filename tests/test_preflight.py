@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -26,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LLM_SERVER = "If it is newer than their lists or fine-tuned, ignore this"
 
 
-def settings(**values: str) -> Settings:
-    return Settings(_env_file=None, discord_token="t", **values)
+def settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **{"discord_token": "t", **values})
 
 
 # --- The archive -------------------------------------------------------------------------------
