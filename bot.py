@@ -37,6 +37,7 @@ from edge.gateway import discord_options, reach_gateway
 from edge.member_roles import access_gate
 from edge.pins import PinEvents, PinnedKnowledge
 from edge.reminder_posts import reminder_scheduler
+from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
 from knowledge.opening import KnowledgeBase, open_knowledge
@@ -190,6 +191,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
+        warning = public_bot_warning(self.application, self.settings.allowed_servers)
+        if warning is not None:
+            log.warning("%s", warning)
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
@@ -268,7 +272,11 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.coverage.restart()
         log.info("%s", self.startup_summary())
         self.threads.end_closed_threads()
-        await self.coverage.start_catch_up(self.archive, self.guilds, self.gap)
+        served = await leave_unserved(self.guilds, self.access.serves)
+        await self.coverage.start_catch_up(self.archive, served, self.gap)
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await leave_unserved([guild], self.access.serves)
 
     def startup_summary(self) -> str:
         """One line: who, where, which model, judge and archive, the modes, and an invite link when in no server."""

@@ -148,10 +148,14 @@ class Settings(BaseSettings):
     answer_output_tokens_limit: int = Field(
         4000, ge=16, description="Output tokens one answer may use across all its model requests, tool rounds included."
     )
+    # On by default: a bot anyone can invite would otherwise spend without bound. 3,000,000 is a busy server's day,
+    # 300 answers of ~10,000 tokens each (bench/bench_cost.py: 8,224 to 12,409 input tokens an answer from the 50th
+    # of a long conversation on, at the default HISTORY_TOKEN_BUDGET).
     server_tokens_per_day: int = Field(
-        0,
+        3_000_000,
         ge=0,
-        description="Tokens (input and output) Parley may use per server per UTC day; 0 means no limit.",
+        description="Tokens (input and output) Parley may use per server per UTC day (the default covers about 300"
+        " answers); 0 means no limit.",
     )
 
     database_url: str = Field(
@@ -271,6 +275,11 @@ class Settings(BaseSettings):
         frozenset(),
         description="Ids of other bots and webhooks whose @mentions and replies Parley answers, comma-separated;"
         " any other bot, webhook or system message never makes it answer.",
+    )
+    allowed_servers: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(),
+        description="Ids of the servers Parley may serve, comma-separated: it leaves any other it is added to and"
+        " answers nothing there; none: every server it is added to.",
     )
     allowed_channels: Annotated[frozenset[int], NoDecode] = Field(
         frozenset(),
@@ -414,6 +423,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "answer_bot_ids",
+        "allowed_servers",
         "allowed_channels",
         "blocked_channels",
         "allowed_roles",
@@ -574,9 +584,29 @@ def describe_settings_error(error: ValidationError) -> str:
     """One readable line naming each bad variable and what is wrong with it."""
     problems = []
     for item in error.errors():
-        variable = "_".join(str(part) for part in item["loc"]).upper() or "settings"
+        variable = _variable(item["loc"])
         if item["type"] == "missing":
             problems.append(f"{variable} is not set")
+        elif isinstance(item.get("input"), str) and not item["input"].strip():
+            problems.append(_empty(variable))
         else:
             problems.append(f"{variable} is invalid: {item['msg']}")
     return "Configuration error: " + "; ".join(problems)
+
+
+def settings_error_variables(error: ValidationError) -> list[str]:
+    """The variables `describe_settings_error` names, one per problem."""
+    return [_variable(item["loc"]) for item in error.errors()]
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    return "_".join(str(part) for part in loc).upper() or "settings"
+
+
+def _empty(variable: str) -> str:
+    """An empty value, in place of what its validator says of it: what to set, or that deleting the line gives the
+    default."""
+    field = Settings.model_fields.get(variable.lower())
+    if field is None or field.is_required():
+        return f"{variable} is empty: set it (it has no default)"
+    return f"{variable} is empty: set it, or delete the line to use the default ({field.default})"

@@ -26,6 +26,8 @@ from records import Decision
 # A message Parley may not answer because of the access lists: recorded, archived, never answered.
 NOT_ALLOWED = Decision(False, "not_allowed", "access")
 
+# What a member who asks Parley directly in a server it does not serve (ALLOWED_SERVERS leaves it out) is told.
+SERVER_REFUSAL = "Parley isn't used in this server."
 # What a member who asks Parley directly in a channel it does not serve is told, only them (`AccessVerdict.refusal`).
 CHANNEL_REFUSAL = "Parley isn't used in this channel: an admin has limited where it answers."
 # What the member who clicked Regenerate is told, only them, when the answer's asker may not use Parley there now.
@@ -40,6 +42,7 @@ class AccessVerdict(StrEnum):
     """Whether a message may be answered and, if not, which list says no."""
 
     ALLOWED = "allowed"
+    SERVER_NOT_ALLOWED = "server_not_allowed"
     CHANNEL_BLOCKED = "channel_blocked"
     CHANNEL_NOT_ALLOWED = "channel_not_allowed"
     MEMBER_BLOCKED = "member_blocked"
@@ -57,12 +60,14 @@ class AccessVerdict(StrEnum):
         a mention, such a question is answered even where the channel is the reason."""
         if self is AccessVerdict.ROLES_UNKNOWN:
             return ROLES_UNKNOWN_REFUSAL
+        if self is AccessVerdict.SERVER_NOT_ALLOWED:
+            return SERVER_REFUSAL
         return self.notice or CHANNEL_REFUSAL
 
     @property
     def notice(self) -> str | None:
-        """The line a member is told once when they address Parley; None for a channel's verdict, since an admin
-        who restricted Parley to some channels wants silence in every other, not a notice in each, and None when
+        """The line a member is told once when they address Parley; None for a server's or a channel's verdict, since
+        an admin who restricted Parley to some servers or channels wants silence in every other, and None when
         their roles are unknown (Discord may answer next time: a notice told once would be wrong then)."""
         why = _WHY.get(self)
         return None if why is None else NOTICE.format(why=why)

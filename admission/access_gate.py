@@ -103,7 +103,16 @@ class AccessGate:
     def server_verdict(self, guild_id: int, place: Place, asker: Asker) -> AccessVerdict:
         """`verdict` in a server (never 0), known at once: for entry points that are no message, such as Regenerate
         (guild-only) or an /ask-like command."""
+        if not self.serves(guild_id):
+            return AccessVerdict.SERVER_NOT_ALLOWED
         return verdict(place, asker, self.lists.lists_for(guild_id))
+
+    def serves(self, guild_id: int) -> bool:
+        """Whether Parley serves the server: ALLOWED_SERVERS names it, or is not set. The one check every path makes
+        (a message's verdict, a command's, the servers left at start and on joining: edge/servers.py), so a server
+        being left is answered nothing meanwhile. A direct message (0) is no server's: DIRECT_MESSAGES rules it."""
+        allowed = self.lists.settings.allowed_servers
+        return guild_id == 0 or not allowed or guild_id in allowed
 
     async def direct_message_verdict(self, member_id: int) -> AccessVerdict:
         """The first refusal among the servers Parley shares with the member whose lists name roles or members (the

@@ -9,6 +9,7 @@ import discord
 from discord import app_commands
 from pydantic_ai.messages import ModelMessage
 
+from admission.access import SERVER_REFUSAL
 from admission.access_gate import AccessGate
 from archive import Archive
 from config import Settings
@@ -78,6 +79,13 @@ class Refusal(app_commands.AppCommandError):
 
 class ParleyTree(app_commands.CommandTree):
     """The client's slash commands: one that cannot run says why in one line only its user sees."""
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        """Every command, in a server Parley does not serve (ALLOWED_SERVERS, while it leaves it), is refused before
+        it runs: an admin's there could otherwise spend tokens too (knowledge, digests)."""
+        if interaction.guild_id is not None and not operated(interaction).access.serves(interaction.guild_id):
+            raise Refusal(SERVER_REFUSAL)
+        return True
 
     async def on_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         if isinstance(error, app_commands.CommandInvokeError):

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
@@ -19,13 +20,15 @@ import discord
 from pydantic import ValidationError
 
 from archive.exclusive import ArchiveInUse
-from config import Settings, describe_settings_error
+from config import Settings, describe_settings_error, settings_error_variables
 from deciding.followup import ModelFileError, load_model, model_path
 from edge.gateway import point_at_discord
 from ops.observability import configure_logging, warn_about_retired_settings
 from ops.opening import ArchiveUnavailable
 from ops.preflight import (
+    check_summary,
     configuration_problems,
+    configuration_warnings,
     describe_configuration,
     dotenv_names,
     export_dotenv_variables,
@@ -33,6 +36,7 @@ from ops.preflight import (
     parley_version,
     required_settings_help,
     settings_env_file,
+    variable_of,
 )
 
 log = logging.getLogger("parley")
@@ -131,8 +135,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="check the configuration offline (settings, model, provider package and key, archive), print it"
-        " with secrets masked, and exit: 0 if it is fine, 2 if not",
+        help="check the configuration offline (settings, model, provider package and key, archive, token), print"
+        " the settings that differ from their defaults with secrets masked and a summary line, and exit: 0 if it"
+        " found no error (warnings allowed), 2 if it did",
     )
     parser.add_argument(
         "--sync",
@@ -147,6 +152,58 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--version", action="version", version=f"Parley {parley_version()}")
     return parser.parse_args(argv)
+
+
+@dataclass
+class Checked:
+    """What the offline checks found: the settings (None if they could not be read), and the variables named by each
+    error and each warning, which were printed one line each."""
+
+    settings: Settings | None = None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def error(self, line: str, variable: str | None = None) -> None:
+        print(f"Configuration error: {line}", file=sys.stderr)
+        self.errors.append(variable or variable_of(line))
+
+    def warning(self, line: str) -> None:
+        print(f"Warning: {line}", file=sys.stderr)
+        self.warnings.append(variable_of(line))
+
+
+def check_offline(*, strict: bool) -> Checked:
+    """Read the settings and check them offline, each problem one line on stderr; stops at the first stage that fails
+    (a misspelt setting with `strict`, settings that cannot be read), as the later ones would only repeat it."""
+    checked = Checked()
+    # Before .env's variables join the environment (each is named once, where it was set), and before the
+    # settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
+    typos = misspelt_settings(dotenv_names(settings_env_file()), os.environ)
+    export_dotenv_variables(settings_env_file())
+    for typo in typos:
+        if strict:
+            checked.error(typo)
+        else:
+            checked.warning(typo)
+    if typos and strict:
+        return checked
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        print(describe_settings_error(error), file=sys.stderr)
+        checked.errors += settings_error_variables(error)
+        return checked
+    checked.settings = settings
+    for problem in configuration_problems(settings):
+        checked.error(problem)
+    if not checked.errors:
+        try:
+            load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
+        except ModelFileError as error:
+            checked.error(str(error), "DECIDER_MODEL")
+    for warning in configuration_warnings(settings, os.environ):
+        checked.warning(warning)
+    return checked
 
 
 def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
@@ -165,34 +222,16 @@ def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> i
 def start(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
     """`main`'s work, to its exit code."""
     args = parse_args(argv)
-    # Before .env's variables join the environment (each is named once, where it was set), and before the
-    # settings are read: a misspelt DISCORD_TOKEN is then named beside "DISCORD_TOKEN is not set".
-    strict = args.check and args.strict
-    typos = misspelt_settings(dotenv_names(settings_env_file()), os.environ)
-    export_dotenv_variables(settings_env_file())
-    for typo in typos:
-        print(f"{'Configuration error' if strict else 'Warning'}: {typo}", file=sys.stderr)
-    if typos and strict:
-        return 2
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        print(describe_settings_error(error), file=sys.stderr)
-        return 2
-    problems = configuration_problems(settings)
-    for problem in problems:
-        print(f"Configuration error: {problem}", file=sys.stderr)
-    if problems:
-        return 2
-    try:
-        load_model(model_path(settings.decider_model))  # build_client loads it again: a bad file stops us here
-    except ModelFileError as error:
-        print(f"Configuration error: {error}", file=sys.stderr)
+    checked = check_offline(strict=args.check and args.strict)
+    if args.check:
+        if checked.settings is not None and not checked.errors:
+            print(describe_configuration(checked.settings))
+        print(check_summary(checked.errors, checked.warnings, settings_env_file()))
+    if checked.errors or checked.settings is None:
         return 2
     if args.check:
-        print(describe_configuration(settings))
-        print(f"Parley {parley_version()}: the configuration is complete (checked offline; nothing was sent).")
         return 0
+    settings = checked.settings
     configure_logging(settings)
     warn_about_retired_settings(os.environ)
     point_at_discord(settings)

@@ -12,8 +12,9 @@ import importlib.metadata
 import os
 import re
 import sqlite3
+import tempfile
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import discord
@@ -27,6 +28,7 @@ from config import Settings
 from ops.packages import missing_package_fix
 from ops.redaction import MASK, mask_credentials
 from profiles.channels import profiles_file_problem
+from providers.known_models import closest, has_model_list, is_known, suggestion
 from providers.models import build_model
 from records import NORMAL
 from tools import supports_native_web_search, tool_config_problem
@@ -46,6 +48,10 @@ _SECRET_VARIABLE = re.compile(r"^[A-Z0-9_]+_API_KEY$|^LOGFIRE_TOKEN$")
 _KEY_NEEDED = re.compile(r"Set the `(\w+)` environment variable")
 # pydantic-ai's "Did you mean '...'?" for a model string it does not know.
 _SUGGESTION = re.compile(r"Did you mean '[^']+'\?")
+# Where a problem's line names its variable: first (`LLM_MODEL=...`, `DATABASE_URL names ...`).
+_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
+# Where Discord shows the bot token: a token has three parts separated by dots.
+_TOKEN_FIX = "copy it from the Developer Portal (your application > Bot > Reset Token): three parts joined by dots"
 
 
 def parley_version() -> str:
@@ -125,13 +131,40 @@ def settings_env_file() -> str | os.PathLike[str] | None:
 
 def configuration_problems(settings: Settings) -> list[str]:
     """Everything that would stop the bot once connected, found offline: one line per problem, naming the variable."""
-    problems = [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
+    problems = [token_problem(settings.discord_token.get_secret_value())]
+    problems += [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
     problems += [model_problem(settings, "MODELS", name) for name in sorted(settings.models - {settings.llm_model})]
     problems.append(archive_problem(settings.database_url))
     if not any(problems):
         problems += [native_web_search_problem(settings), tool_config_problem(settings)]
     problems.append(profiles_file_problem(settings))
     return [problem for problem in problems if problem]
+
+
+def configuration_warnings(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """What may go wrong though the start would not stop for it: a model its provider's list lacks, an archive a
+    Railway redeploy loses. One line each, naming the variable."""
+    models = [*models_in_use(settings), *(("MODELS", name) for name in sorted(settings.models - {settings.llm_model}))]
+    warnings = [unknown_model_warning(settings, variable, name) for variable, name in models]
+    warnings.append(railway_archive_warning(settings.database_url, environ))
+    return [warning for warning in warnings if warning]
+
+
+def token_problem(token: str) -> str | None:
+    """Why DISCORD_TOKEN cannot be a bot token, or None: the application id pasted in its place, or a "Bot " prefix
+    (which discord.py adds itself, so Discord would read "Bot Bot ...")."""
+    token = token.strip()
+    if token.startswith("Bot "):
+        return 'DISCORD_TOKEN starts with "Bot ", which Parley adds itself: remove it, keeping the token after it'
+    if token.isdigit():
+        return f"DISCORD_TOKEN is digits only, as the application id is, not the bot token: {_TOKEN_FIX}"
+    return None
+
+
+def variable_of(line: str) -> str:
+    """The variable a problem's or warning's line names first."""
+    found = _VARIABLE.match(line)
+    return found.group() if found else "settings"
 
 
 def models_in_use(settings: Settings) -> list[tuple[str, str]]:
@@ -156,13 +189,58 @@ def model_problem(settings: Settings, variable: str, name: str) -> str | None:
         if key:
             return f"{variable}={name} needs {key.group(1)}: set it in .env or the environment"
         if message.startswith("Unknown model"):
-            suggestion = _SUGGESTION.search(message)
             return (
                 f"{variable} is invalid: {name!r} is not a pydantic-ai model string such as openai:gpt-4.1-mini"
-                + (f"; pydantic-ai asks: d{suggestion.group()[1:]}" if suggestion else "")
+                + _meant(name, message)
                 + " (for an OpenAI-compatible server, set LLM_BASE_URL and give the model's name there)"
             )
         return f"{variable}={name} cannot be used: {message.splitlines()[0]}"
+    return None
+
+
+def _meant(name: str, message: str) -> str:
+    """ "; did you mean …?": the provider's prefix a bare or slashed name lacks, else pydantic-ai's own guess."""
+    meant = suggestion(name)
+    if meant is not None:
+        return f"; did you mean {meant}?"
+    guessed = _SUGGESTION.search(message)
+    return f"; pydantic-ai asks: d{guessed.group()[1:]}" if guessed else ""
+
+
+def unknown_model_warning(settings: Settings, variable: str, name: str) -> str | None:
+    """A line when `name`'s provider has a model list offline (pydantic-ai's, genai-prices') and `name` is not in it.
+
+    A warning, not an error: both lists trail the providers' releases and leave out fine-tuned models, so a name
+    missing from them may be real, and a new model must not stop a deploy; a typo shows here before its first answer.
+    """
+    prefix, _, model = name.partition(":")
+    if settings.llm_base_url or not model or not has_model_list(prefix) or is_known(prefix, model):
+        return None
+    likely = closest(prefix, model)
+    return (
+        f"{variable}={name} is not a model pydantic-ai or genai-prices knows for {prefix}"
+        + (f": did you mean {likely}?" if likely else "")
+        + " If it is newer than their lists or fine-tuned, ignore this"
+    )
+
+
+def railway_archive_warning(database_url: str, environ: Mapping[str, str]) -> str | None:
+    """On Railway (RAILWAY_ENVIRONMENT set), a SQLite archive outside the service's volume, or no volume at all: a
+    redeploy starts from a fresh filesystem, and the archive would be lost with it."""
+    if "RAILWAY_ENVIRONMENT" not in environ or not database_url or is_postgres_url(database_url):
+        return None
+    path = sqlite_path_from_url(database_url).absolute()
+    volume = environ.get("RAILWAY_VOLUME_MOUNT_PATH")
+    if not volume:
+        return (
+            f"DATABASE_URL names {path}, and this Railway service has no volume, so every redeploy loses the archive:"
+            " attach a volume (mount path /data) and set DATABASE_URL=sqlite:////data/parley.db"
+        )
+    if not path.is_relative_to(volume):
+        return (
+            f"DATABASE_URL names {path}, outside the Railway volume at {volume}, so every redeploy loses the archive:"
+            f" set DATABASE_URL=sqlite:///{Path(volume) / 'parley.db'}"
+        )
     return None
 
 
@@ -190,8 +268,20 @@ def archive_problem(database_url: str) -> str | None:
     folder = _nearest_existing(path.parent)
     if not folder.is_dir():
         return f"{cannot}: {folder} is a file, not a folder; point DATABASE_URL elsewhere"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{cannot}: this user may not create files in {folder}; point DATABASE_URL at a writable place"
+    return _creation_problem(folder, cannot)
+
+
+def _creation_problem(folder: Path, cannot: str) -> str | None:
+    """Why the start could not create the archive's folders and file under `folder`, or None: tried, as permissions
+    alone do not say (root passes them, /proc and read-only mounts refuse anyway); the folder tried is removed."""
+    try:
+        tried = tempfile.mkdtemp(prefix=".parley-check-", dir=folder)
+    except OSError as error:
+        return (
+            f"{cannot}: this user may not create files in {folder} ({error.strerror});"
+            " point DATABASE_URL at a writable place"
+        )
+    os.rmdir(tried)
     return None
 
 
@@ -214,12 +304,42 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def describe_configuration(settings: Settings) -> str:
-    """The effective configuration, one `VARIABLE=value` a line, secrets masked: what --check prints."""
+    """The settings that differ from their defaults, one `VARIABLE=value` a line, and the providers' keys, secrets
+    masked: what --check prints (.env.example and docs/configuration.md hold the rest)."""
     own = [name.upper() for name in Settings.model_fields]
-    lines = [f"{variable}={_shown(getattr(settings, variable.lower()))}" for variable in own]
+    changed = [name for name in Settings.model_fields if getattr(settings, name) != _default(settings, name)]
+    lines = [f"{name.upper()}={_shown(getattr(settings, name))}" for name in changed]
     secrets = sorted(name for name in os.environ if _SECRET_VARIABLE.match(name) and name.upper() not in own)
     lines += [f"{name}={MASK if os.environ[name] else ''}" for name in secrets]
     return "\n".join(lines)
+
+
+def _default(settings: Settings, name: str) -> object:
+    """A setting's default; the judge's and the summaries' models default to the model above them."""
+    if name == "judge_model":
+        return settings.llm_model
+    if name == "summary_model":
+        return settings.judge_model
+    return Settings.model_fields[name].default
+
+
+def check_summary(errors: list[str], warnings: list[str], env_file: str | os.PathLike[str] | None) -> str:
+    """--check's last line: what it found (the variables with errors, then with warnings), what to do next, and the
+    `.env` it read."""
+    found = "; ".join(_counted(kind, names) for kind, names in (("error", errors), ("warning", warnings)) if names)
+    read = (
+        f"read {Path(env_file).resolve()}"
+        if env_file is not None and os.path.isfile(env_file)
+        else f"no .env found in {Path.cwd()}"
+    )
+    if errors:
+        return f"{found}; fix them and run `python bot.py --check` again ({read})"
+    return f"OK, {found or 'no warnings'}; next: `python bot.py` ({read})"
+
+
+def _counted(kind: str, variables: list[str]) -> str:
+    """ "2 errors: DATABASE_URL, LLM_MODEL": how many, and the variables they name, each once."""
+    return f"{len(variables)} {kind}{'' if len(variables) == 1 else 's'}: {', '.join(dict.fromkeys(variables))}"
 
 
 def _shown(value: object) -> str:

@@ -100,7 +100,7 @@ def test_out_of_range_and_bad_url_are_reported_together(monkeypatch: pytest.Monk
     monkeypatch.setenv("FOLLOWUP_WINDOW_SECONDS", "-5")
     monkeypatch.setenv("DATABASE_URL", "mysql://db/parley")
     line = error_line()
-    assert "DISCORD_TOKEN is invalid" in line
+    assert "DISCORD_TOKEN is empty: set it (it has no default)" in line
     assert "FOLLOWUP_WINDOW_SECONDS is invalid" in line
     assert "DATABASE_URL is invalid" in line and "sqlite:///" in line
     assert "\n" not in line
@@ -219,6 +219,14 @@ def test_admission_limits_default_and_reject_nonsense(monkeypatch: pytest.Monkey
     assert "CHANNEL_QUEUE_LIMIT is invalid" in line and "MEMBER_ANSWERS_PER_HOUR is invalid" in line
 
 
+def test_a_fresh_configuration_has_a_daily_server_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44: with only a token set, a server's tokens a day are capped; 0, set on purpose, still means no limit."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    assert Settings().server_tokens_per_day == 3_000_000
+    monkeypatch.setenv("SERVER_TOKENS_PER_DAY", "0")
+    assert Settings().server_tokens_per_day == 0
+
+
 def test_max_answer_posts_defaults_to_four_and_rejects_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """MAX_ANSWER_POSTS is 4 unless set; 0 is one line naming it (an answer needs at least one post)."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
@@ -311,6 +319,7 @@ ID_SETTINGS = [
     *(pytest.param(variable, "{id}", id=variable) for variable in ACCESS_SETTINGS),
     pytest.param("ROLE_LIMITS", "{id}:10:20000", id="ROLE_LIMITS"),
     pytest.param("GUILD_ID", "{id}", id="GUILD_ID"),
+    pytest.param("ALLOWED_SERVERS", "{id}", id="ALLOWED_SERVERS"),
 ]
 NOT_SNOWFLAKES = [
     pytest.param("99999999999999999999999", id="past-2**64"),
@@ -356,7 +365,7 @@ def test_check_with_an_id_that_is_no_snowflake_exits_2_in_one_line(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(["--check"]) == 2
     output = capsys.readouterr()
-    assert output.out == "" and output.err.count("\n") == 1
+    assert output.out.startswith(f"1 error: {variable}; fix them") and output.err.count("\n") == 1
     assert output.err.startswith(f"Configuration error: {variable} is invalid:") and "Discord id" in output.err
 
 
@@ -372,6 +381,6 @@ def test_bot_py_check_with_an_id_past_2_64_exits_2_in_one_line(tmp_path) -> None
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout.startswith("1 error: ALLOWED_CHANNELS; fix them")
     [line] = done.stderr.splitlines()
     assert line.startswith("Configuration error: ALLOWED_CHANNELS is invalid:") and "Discord id" in line

@@ -499,7 +499,7 @@ async def test_status_is_an_embed_that_pings_no_one(bot: RunningBot, fake: FakeD
     """Status is an ephemeral embed in the server's colour (Parley's role's) under allowed_mentions none: participants
     as mentions, turns, tokens, mode and shard, timed by the conversation's start."""
     fake.bot_role_colour = 0xE91E63
-    client = await bot.start()
+    client = await bot.start(server_tokens_per_day=0)  # a server without a daily budget, as its tokens field says
     [embed] = reply_embeds(await run_command(fake, "status"))
     assert embed["description"].startswith(f"No conversation in <#{CHANNEL_ID}> right now") and "timestamp" not in embed
     await say(fake, ALICE_ID, f"<@{BOT_ID}> hi")

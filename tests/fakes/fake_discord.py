@@ -343,7 +343,8 @@ class FakeDiscord(RestRoutes):
         """Add a server with one text channel, #general; its id and the channel's.
 
         With `shard` (id, count), the server's id puts it on that shard. A session already serving that shard
-        gets its GUILD_CREATE, as when the bot is added to a server.
+        gets its GUILD_CREATE, as when the bot is added to a server: without `unavailable`, since READY did not name
+        it (discord.py's `guild_join`).
         """
         when = _WORLD_CREATED + timedelta(seconds=len(self.guilds))
         guild_id = self._next_id(when)
@@ -355,7 +356,8 @@ class FakeDiscord(RestRoutes):
         self.channels[channel.id] = channel
         session = self._session_for(guild_id)
         if session is not None and session.ready:
-            await self._dispatch(session, "GUILD_CREATE", self._guild_create(guild_id))
+            joined = {key: value for key, value in self._guild_create(guild_id).items() if key != "unavailable"}
+            await self._dispatch(session, "GUILD_CREATE", joined)
         return guild_id, channel.id
 
     async def hand_over(self, guild_id: int, shard_id: int) -> None:

@@ -51,6 +51,7 @@ class RestRoutes(GatewaySessions):
         api: list[tuple[str, str, _Handler]] = [
             ("GET", "/users/@me", self._get_me),
             ("GET", "/users/@me/guilds", self._get_my_guilds),
+            ("DELETE", "/users/@me/guilds/{guild_id}", self._leave_guild),
             ("GET", "/oauth2/applications/@me", self._get_application),
             ("GET", "/channels/{channel_id}", self._get_channel),
             ("GET", "/channels/{channel_id}/messages", self._get_messages),
@@ -168,6 +169,19 @@ class RestRoutes(GatewaySessions):
         after, limit = int(request.query.get("after") or 0), int(request.query.get("limit") or 200)
         found = sorted(guild_id for guild_id in self.guilds if guild_id > after)[:limit]
         return _json_response([self._partial_guild(guild_id) for guild_id in found])
+
+    async def _leave_guild(self, request: web.Request) -> web.Response:
+        """The bot leaves a server: no longer one of its servers, and the server's session gets GUILD_DELETE.
+        https://discord.com/developers/docs/resources/user#leave-guild"""
+        guild_id = int(request.match_info["guild_id"])
+        if guild_id not in self.guilds:
+            return _error(404, "Unknown Guild", 10004)
+        session = self._session_for(guild_id)
+        del self.guilds[guild_id]
+        self.left_guilds.append(guild_id)
+        if session is not None:
+            await self._dispatch(session, "GUILD_DELETE", {"id": str(guild_id)})
+        return web.Response(status=204)
 
     def _partial_guild(self, guild_id: int) -> dict[str, Any]:
         permissions = str(BOT_PERMISSIONS.value)

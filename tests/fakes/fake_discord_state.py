@@ -367,6 +367,9 @@ class FakeDiscordState:
         self.token = token
         self.shard_count = shard_count
         self.guilds: dict[int, str] = {GUILD_ID: "Fake Guild"}  # id -> name
+        self.left_guilds: list[int] = []  # servers the bot left (DELETE /users/@me/guilds/{id}), in order
+        # The application's Public Bot flag (GET /oauth2/applications/@me), off as Parley's docs ask.
+        self.bot_public = False
         # The colour of Parley's managed role, as a server may set it (0: none); sent with the guild on connect.
         self.bot_role_colour = 0
         # Servers handed to another shard than their id gives (`hand_over`), as after a reshard.

@@ -168,7 +168,7 @@ class WorldPayloads(FakeDiscordState):
             "name": "Parley",
             "description": "",
             "icon": None,
-            "bot_public": False,
+            "bot_public": self.bot_public,
             "bot_require_code_grant": False,
             "owner": self.users[ALICE_ID].payload(),
             "verify_key": "0" * 64,

@@ -1,0 +1,232 @@
+"""`--check` finishes helpfully (issue 44): each problem the start would hit is one line naming the variable and the
+fix, an error exits 2, and the run ends with one summary line naming the `.env` it read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from bot import main
+from config import Settings, describe_settings_error
+from ops.preflight import (
+    archive_problem,
+    check_summary,
+    model_problem,
+    railway_archive_warning,
+    token_problem,
+    unknown_model_warning,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LLM_SERVER = "If it is newer than their lists or fine-tuned, ignore this"
+
+
+def settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **{"discord_token": "t", **values})
+
+
+# --- The archive -------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_archive_folder_the_start_cannot_create_is_one_line() -> None:
+    """Under /proc no folder can be made, whatever the permissions say (root passes them): named, with the fix."""
+    assert archive_problem("sqlite:////proc/parley/x.db") == (
+        "DATABASE_URL names /proc/parley/x.db, which cannot be opened: this user may not create files in /proc"
+        " (No such file or directory); point DATABASE_URL at a writable place"
+    )
+
+
+def test_an_archive_folder_that_can_be_created_passes_and_nothing_is_created(tmp_path: Path) -> None:
+    assert archive_problem(f"sqlite:///{tmp_path / 'data' / 'deep' / 'parley.db'}") is None
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- The model ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("gpt-4o", "openai:gpt-4o"),
+        ("openai/gpt-4o-mini", "openai:gpt-4o-mini"),
+        ("claude-3-5-sonnet", "anthropic:claude-3-5-sonnet"),
+        ("claude-sonet-4-5", "anthropic:claude-sonnet-4-5"),
+    ],
+)
+def test_a_model_without_its_providers_prefix_gets_that_prefix_as_the_suggestion(name: str, meant: str) -> None:
+    """A bare name of a known provider's model, or a slash for the colon: the provider's prefix is suggested, not
+    another provider's model that merely looks alike."""
+    line = model_problem(settings(), "LLM_MODEL", name)
+    assert line == (
+        f"LLM_MODEL is invalid: {name!r} is not a pydantic-ai model string such as openai:gpt-4.1-mini;"
+        f" did you mean {meant}? (for an OpenAI-compatible server, set LLM_BASE_URL and give the model's name there)"
+    )
+
+
+def test_a_model_its_provider_does_not_list_is_a_warning_with_the_closest_name() -> None:
+    """`openai:gpt-9`: OpenAI's lists (pydantic-ai's, genai-prices') lack it; a warning, since they trail releases."""
+    line = unknown_model_warning(settings(), "LLM_MODEL", "openai:gpt-9")
+    assert line is not None and line.startswith("LLM_MODEL=openai:gpt-9 is not a model pydantic-ai or genai-prices")
+    assert "did you mean openai:" in line and line.endswith(LLM_SERVER)
+
+
+@pytest.mark.parametrize(
+    ("name", "base_url"),
+    [
+        ("openai:gpt-4.1-mini", None),
+        ("anthropic:claude-sonnet-4-5", None),
+        ("openai:gpt-4o-2024-08-06", None),  # a dated form of a listed model
+        ("ollama:my-local-model", None),  # no list offline
+        ("my-model", "http://127.0.0.1:8000/v1"),  # LLM_BASE_URL's server alone knows its names
+    ],
+)
+def test_a_listed_model_or_one_with_no_list_offline_is_not_warned_about(name: str, base_url: str | None) -> None:
+    values = {"llm_base_url": base_url} if base_url else {}
+    assert unknown_model_warning(settings(**values), "LLM_MODEL", name) is None
+
+
+def test_an_empty_llm_model_is_one_line_naming_it() -> None:
+    with pytest.raises(ValidationError) as caught:
+        settings(llm_model=" ")
+    line = describe_settings_error(caught.value)
+    assert line == (
+        "Configuration error: LLM_MODEL is empty: set it, or delete the line to use the default (openai:gpt-4.1-mini)"
+    )
+
+
+# --- The token ---------------------------------------------------------------------------------
+
+
+def test_the_application_id_in_place_of_the_token_is_named_with_the_fix() -> None:
+    line = token_problem("1187034472391798790")
+    assert line is not None and line.startswith("DISCORD_TOKEN is digits only, as the application id is")
+    assert "Reset Token" in line and "three parts joined by dots" in line
+
+
+def test_a_bot_prefix_on_the_token_is_named_with_the_fix() -> None:
+    assert token_problem("Bot MTE4.GhIjKl.mnop") == (
+        'DISCORD_TOKEN starts with "Bot ", which Parley adds itself: remove it, keeping the token after it'
+    )
+
+
+def test_a_token_of_three_parts_passes() -> None:
+    assert token_problem("MTE4NzAzNDQ3MjM5MTc5ODc5MA.GhIjKl.mnopqrstuvwxyz0123456789") is None
+
+
+# --- Railway -----------------------------------------------------------------------------------
+
+
+def test_on_railway_an_archive_without_a_volume_is_a_warning(tmp_path: Path) -> None:
+    line = railway_archive_warning("sqlite:////app/data/parley.db", {"RAILWAY_ENVIRONMENT": "production"})
+    assert line == (
+        "DATABASE_URL names /app/data/parley.db, and this Railway service has no volume, so every redeploy loses the"
+        " archive: attach a volume (mount path /data) and set DATABASE_URL=sqlite:////data/parley.db"
+    )
+
+
+def test_on_railway_an_archive_outside_the_volume_is_a_warning() -> None:
+    railway = {"RAILWAY_ENVIRONMENT": "production", "RAILWAY_VOLUME_MOUNT_PATH": "/data"}
+    line = railway_archive_warning("sqlite:////app/data/parley.db", railway)
+    assert line == (
+        "DATABASE_URL names /app/data/parley.db, outside the Railway volume at /data, so every redeploy loses the"
+        " archive: set DATABASE_URL=sqlite:////data/parley.db"
+    )
+    assert railway_archive_warning("sqlite:////data/parley.db", railway) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "environ"),
+    [
+        ("sqlite:///data/parley.db", {}),  # not on Railway
+        ("postgresql://parley@db:5432/parley", {"RAILWAY_ENVIRONMENT": "production"}),
+        ("", {"RAILWAY_ENVIRONMENT": "production"}),  # no archive
+    ],
+)
+def test_off_railway_or_without_a_sqlite_archive_nothing_is_said(url: str, environ: dict[str, str]) -> None:
+    assert railway_archive_warning(url, environ) is None
+
+
+# --- The summary -------------------------------------------------------------------------------
+
+
+def test_the_summary_names_the_errors_and_warnings_and_the_next_step(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("DISCORD_TOKEN=t\n")
+    assert check_summary([], ["LLM_MODEL"], env_file) == (
+        f"OK, 1 warning: LLM_MODEL; next: `python bot.py` (read {env_file.resolve()})"
+    )
+    assert check_summary(["DATABASE_URL", "LLM_MODEL"], ["LLM_MODLE"], env_file) == (
+        "2 errors: DATABASE_URL, LLM_MODEL; 1 warning: LLM_MODLE; fix them and run `python bot.py --check` again"
+        f" (read {env_file.resolve()})"
+    )
+
+
+def test_the_summary_says_when_no_env_was_found(in_a_clean_folder: Path) -> None:
+    assert check_summary([], [], ".env") == f"OK, no warnings; next: `python bot.py` (no .env found in {Path.cwd()})"
+
+
+def test_check_with_an_unlisted_model_passes_with_one_warning(
+    in_a_clean_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`openai:gpt-9` is a warning: exit 0, the line on stderr, the summary counting it."""
+    (in_a_clean_folder / ".env").write_text("DISCORD_TOKEN=a.b.c\nOPENAI_API_KEY=k\nLLM_MODEL=openai:gpt-9\n")
+    assert main(["--check"]) == 0
+    output = capsys.readouterr()
+    [warning] = output.err.splitlines()
+    assert warning.startswith("Warning: LLM_MODEL=openai:gpt-9 is not a model") and warning.endswith(LLM_SERVER)
+    assert output.out.splitlines() == [
+        "DISCORD_TOKEN=********",
+        "LLM_MODEL=openai:gpt-9",
+        "OPENAI_API_KEY=********",
+        f"OK, 1 warning: LLM_MODEL; next: `python bot.py` (read {in_a_clean_folder.resolve() / '.env'})",
+    ]
+
+
+# --- As a deployer runs it ---------------------------------------------------------------------
+
+
+def check_in(folder: Path, dotenv: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    """`python bot.py --check` in `folder` with `dotenv` as its .env and only `variables` (and PATH) exported."""
+    (folder / ".env").write_text(dotenv)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bot.py"), "--check"],
+        cwd=folder,
+        env={"PATH": os.environ["PATH"], **variables},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_bot_py_check_ends_with_the_summary_and_exits_2_on_errors(tmp_path: Path) -> None:
+    """Three errors: one line each on stderr, then the summary naming them and the .env, exit 2; fixed, with a
+    Railway warning left, exit 0 and the summary saying what is next."""
+    broken = "DISCORD_TOKEN=Bot a.b.c\nOPENAI_API_KEY=k\nLLM_MODEL=gpt-4o\nDATABASE_URL=sqlite:////proc/parley/x.db\n"
+    done = check_in(tmp_path, broken)
+    assert done.returncode == 2
+    assert [line.split(":", 2)[1].split()[0] for line in done.stderr.splitlines()] == [
+        "DISCORD_TOKEN",
+        "LLM_MODEL",
+        "DATABASE_URL",
+    ]
+    assert all(line.startswith("Configuration error: ") for line in done.stderr.splitlines())
+    assert done.stdout.splitlines() == [
+        "3 errors: DISCORD_TOKEN, LLM_MODEL, DATABASE_URL; fix them and run `python bot.py --check` again"
+        f" (read {tmp_path.resolve() / '.env'})"
+    ]
+    fixed = "DISCORD_TOKEN=a.b.c\nOPENAI_API_KEY=k\nLLM_MODEL=openai:gpt-4o\n"
+    done = check_in(tmp_path, fixed, RAILWAY_ENVIRONMENT="production")
+    assert done.returncode == 0
+    assert done.stderr.startswith("Warning: DATABASE_URL names ") and "no volume" in done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"OK, 1 warning: DATABASE_URL; next: `python bot.py` (read {tmp_path.resolve() / '.env'})"
+    )
