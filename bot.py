@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -64,6 +65,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley")
 
 
+@dataclass
+class OpenStores:
+    """The archive and the stores kept in it, as the parts read them (never through the client): None before
+    `Parley.open_archive` opens them, without DATABASE_URL, and after close."""
+
+    archive: Archive | None = None
+    memory: MemoryStore | None = None  # facts and context snapshots
+    knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/)
+
+
 class Parley(PinEvents, discord.AutoShardedClient):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
@@ -90,9 +101,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.judge = judge
         self.summarizer = summarizer
         self.toolbox = toolbox or Toolbox()  # web search and the MCP servers, by name, running from setup_hook to close
-        self.archive: Archive | None = None
-        self.memory: MemoryStore | None = None  # facts and context snapshots, in the archive: None without one
-        self.knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/), in the archive too
+        self.stores = OpenStores()
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
@@ -103,7 +112,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
-        self.decision_log = DecisionLog(self.decisions, self)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
         if settings.logfire_token is not None:
@@ -113,6 +121,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage)
+        self.decision_log = DecisionLog(self.decisions, self.stores, self.admission.optouts, self.guild_of)
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
         self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
@@ -188,6 +197,20 @@ class Parley(PinEvents, discord.AutoShardedClient):
             direct_messages=settings.direct_messages,
         )
 
+    # The stores as the commands and the command line read them off the client; the parts are handed `stores`.
+
+    @property
+    def archive(self) -> Archive | None:
+        return self.stores.archive
+
+    @property
+    def memory(self) -> MemoryStore | None:
+        return self.stores.memory
+
+    @property
+    def knowledge(self) -> KnowledgeBase | None:
+        return self.stores.knowledge
+
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
         await self.agents.start(self.user, self.accounting)
@@ -226,8 +249,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
         """
         if not self.settings.archive_enabled or self.archive is not None:
             return
-        self.archive = archive = await open_configured_archive(self.settings)
-        self.memory, self.knowledge = await MemoryStore.open(archive), await open_knowledge(archive, self)
+        stores = self.stores
+        stores.archive = archive = await open_configured_archive(self.settings)
+        stores.memory = await MemoryStore.open(archive)
+        stores.knowledge = await open_knowledge(archive, self.settings, self.background)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -253,8 +278,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         else:
             await super().close()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
-        archive, self.archive = self.archive, None
-        self.memory = self.knowledge = None
+        archive = self.stores.archive
+        self.stores.archive = self.stores.memory = self.stores.knowledge = None
         if self._other_processes is not None:
             await self._other_processes.close()
             self._other_processes = None

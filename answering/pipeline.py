@@ -131,7 +131,7 @@ class MessagePipeline:
         self.answering = answering
         self.decision_log = decision_log
         # Which messages this process decides: each at most once, whichever way it came (answering/once.py).
-        self.claims = MessageClaims(decision_log.holder)
+        self.claims = MessageClaims(decision_log.stores)
 
     @property
     def bot_user_id(self) -> int:
