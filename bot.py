@@ -137,7 +137,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
-            self,
+            self.stores,
             self.background,
             summarizer=summarizer,
             forget_markers=self.channels.forget_markers,
@@ -145,12 +145,20 @@ class Parley(PinEvents, discord.AutoShardedClient):
             guild_of=self.guild_of,
         )
         self.forgetting = Forgetting(
-            manager, self, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
+            manager, self.stores, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
         )
-        self.threads = Threads(self, self, manager, self.upkeep, self.admission.within_rate, self.channels)
+        self.threads = Threads(
+            lambda: self.user,
+            self.get_guild,
+            self.stores,
+            manager,
+            self.upkeep,
+            self.admission.within_rate,
+            self.channels,
+        )
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
-        self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
-        self.files = AttachmentSources(self, self, settings)
+        self.context = ContextLoader(settings, self.stores, self.coverage, self.channels.forget_markers)
+        self.files = AttachmentSources(self.get_channel, self.fetch_channel, self.stores, settings)
         self.pins = PinnedKnowledge(self, settings, self.background, self.admission, self.files, self.forgetting)
         self.answering = Answering(
             self,
