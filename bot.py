@@ -159,7 +159,16 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
         self.context = ContextLoader(settings, self.stores, self.coverage, self.channels.forget_markers)
         self.files = AttachmentSources(self.get_channel, self.fetch_channel, self.stores, settings)
-        self.pins = PinnedKnowledge(self, settings, self.background, self.admission, self.files, self.forgetting)
+        self.pins = PinnedKnowledge(
+            self.stores,
+            self.get_channel,
+            lambda: self.guilds,
+            settings,
+            self.background,
+            self.admission,
+            self.files,
+            self.forgetting,
+        )
         self.answering = Answering(
             self,
             self,
