@@ -133,7 +133,15 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
-        self.digests = DigestScheduler(self)
+        self.digests = DigestScheduler(
+            settings,
+            self.stores,
+            self.agents,
+            self.admission,
+            self.usage,
+            own_user=lambda: self.user,
+            get_guild=self.get_guild,
+        )
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
