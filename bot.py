@@ -124,7 +124,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.decision_log = DecisionLog(self.decisions, self.stores, self.admission.optouts, self.guild_of)
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
-        self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
+        self.reminders = reminder_scheduler(self, self.access, settings, self.admission.optouts)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self)
