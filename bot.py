@@ -30,6 +30,7 @@ from deciding.decider import ResponseDecider
 from deciding.followup import load_model, model_path
 from deciding.journal import DecisionJournal, LoggedDecision
 from discord_io import guild_id_of, to_archived, to_record
+from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -178,10 +179,13 @@ class Parley(PinEvents, discord.AutoShardedClient):
             self.forgetting,
         )
         self.answering = Answering(
-            self,
-            self,
+            lambda: self.user,
+            self.fetch_channel,
+            self.stores,
             settings,
             manager,
+            admission=self.admission,
+            reminders=self.reminders.book,
             responder=responder,
             streams=self.streams,
             profiles=self.profiles,
@@ -240,8 +244,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
         assert self.user is not None  # setup_hook runs after login
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons answer after a restart too: their custom id says whose answer it was.
-        self.add_dynamic_items(StopButton)
+        # Stop buttons, and the Approve and Deny buttons of a tool call, answer after a restart too: their custom id
+        # says what they are for (a press of an approval's is then told the request is over).
+        self.add_dynamic_items(StopButton, ApprovalButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
         self.background.start(self.reminders.run(self.archive), "reminders")
