@@ -96,6 +96,11 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # Over 60 lines on purpose: the client's parts are built here once, each after what it takes, so the order
         # of the lines is the order of their dependencies (composition, no logic).
         super().__init__(**discord_options(settings, options))
+
+        def own_user() -> discord.ClientUser | None:
+            """Parley's own user, as discord.py knows it once logged in: what the parts are handed for it."""
+            return self.user
+
         self.settings = settings
         self.manager = manager
         self.decider = decider
@@ -140,7 +145,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             self.agents,
             self.admission,
             self.usage,
-            own_user=lambda: self.user,
+            own_user=own_user,
             get_guild=self.get_guild,
         )
         self.upkeep = ConversationUpkeep(
@@ -157,7 +162,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             manager, self.stores, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
         )
         self.threads = Threads(
-            lambda: self.user,
+            own_user,
             self.get_guild,
             self.stores,
             manager,
@@ -179,7 +184,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             self.forgetting,
         )
         self.answering = Answering(
-            lambda: self.user,
+            own_user,
             self.fetch_channel,
             self.stores,
             settings,
@@ -195,7 +200,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             upkeep=self.upkeep,
         )
         self.pipeline = MessagePipeline(
-            self,
+            own_user,
             manager,
             decider,
             self.admission,
