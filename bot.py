@@ -29,7 +29,7 @@ from conversation import ConversationManager
 from deciding.decider import ResponseDecider
 from deciding.followup import load_model, model_path
 from deciding.journal import DecisionJournal, LoggedDecision
-from discord_io import guild_id_of, to_archived, to_record
+from discord_io import KnownChannels, guild_id_of, to_archived, to_record
 from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
@@ -108,9 +108,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.summarizer = summarizer
         self.toolbox = toolbox or Toolbox()  # web search and the MCP servers, by name, running from setup_hook to close
         self.stores = OpenStores()
+        self.known_channels = KnownChannels(self.get_channel)
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
-        self.profiles.place = self.profile_place
+        self.profiles.place = self.known_channels.profile_place
         # The models profiles name, built once each; the defaults are the agents' own.
         self.models = ProfileModels(settings, self.profiles)
         self.agents = Agents(responder, judge, summarizer, self.models)
@@ -127,7 +128,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage)
-        self.decision_log = DecisionLog(self.decisions, self.stores, self.admission.optouts, self.guild_of)
+        self.decision_log = DecisionLog(
+            self.decisions, self.stores, self.admission.optouts, self.known_channels.server_of
+        )
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
         self.reminders = reminder_scheduler(self, self.access, settings, self.admission.optouts)
@@ -156,7 +159,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             summarizer=summarizer,
             forget_markers=self.channels.forget_markers,
             admission=self.admission,
-            guild_of=self.guild_of,
+            guild_of=self.known_channels.server_of,
         )
         self.forgetting = Forgetting(
             manager, self.stores, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
@@ -374,9 +377,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.pipeline.regenerate(turn, member)
 
     def guild_of(self, channel_id: int) -> int:
-        """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
-        guild = getattr(self.get_channel(channel_id), "guild", None)
-        return guild.id if guild is not None else 0
+        return self.known_channels.server_of(channel_id)
 
     # -- Operator commands' state: decisions, modes, forgetting --
 
@@ -393,11 +394,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         return self.profiles.for_channel(channel_id).mode
 
     def profile_place(self, channel_id: int) -> tuple[int | None, int]:
-        """The server of a channel (None: not known) and the channel whose profile it follows: a thread's parent."""
-        channel = self.get_channel(channel_id)
-        guild = getattr(channel, "guild", None)
-        followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
-        return (guild.id if guild is not None else None), followed
+        return self.known_channels.profile_place(channel_id)
 
     async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
         await self.threads.set_threads(channel_id, guild_id, on)
