@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -28,7 +29,8 @@ from conversation import ConversationManager
 from deciding.decider import ResponseDecider
 from deciding.followup import load_model, model_path
 from deciding.journal import DecisionJournal, LoggedDecision
-from discord_io import guild_id_of, to_archived, to_record
+from discord_io import KnownChannels, guild_id_of, to_archived, to_record
+from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
@@ -65,6 +67,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley")
 
 
+@dataclass
+class OpenStores:
+    """The archive and the stores kept in it, as the parts read them (never through the client): None before
+    `Parley.open_archive` opens them, without DATABASE_URL, and after close."""
+
+    archive: Archive | None = None
+    memory: MemoryStore | None = None  # facts and context snapshots
+    knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/)
+
+
 class Parley(PinEvents, discord.AutoShardedClient):
     """Listens to guild channels, keeps their conversations, and answers what is meant for it."""
 
@@ -85,18 +97,22 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # Over 60 lines on purpose: the client's parts are built here once, each after what it takes, so the order
         # of the lines is the order of their dependencies (composition, no logic).
         super().__init__(**discord_options(settings, options))
+
+        def own_user() -> discord.ClientUser | None:
+            """Parley's own user, as discord.py knows it once logged in: what the parts are handed for it."""
+            return self.user
+
         self.settings = settings
         self.manager = manager
         self.decider = decider
         self.judge = judge
         self.summarizer = summarizer
         self.toolbox = toolbox or Toolbox()  # web search and the MCP servers, by name, running from setup_hook to close
-        self.archive: Archive | None = None
-        self.memory: MemoryStore | None = None  # facts and context snapshots, in the archive: None without one
-        self.knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/), in the archive too
+        self.stores = OpenStores()
+        self.known_channels = KnownChannels(self.get_channel)
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
-        self.profiles.place = self.profile_place
+        self.profiles.place = self.known_channels.profile_place
         # The models profiles name, built once each; the defaults are the agents' own.
         self.models = ProfileModels(settings, self.profiles)
         self.agents = Agents(responder, judge, summarizer, self.models)
@@ -104,7 +120,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
-        self.decision_log = DecisionLog(self.decisions, self)
         # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
         self.usage = UsageLedger()
         if settings.logfire_token is not None:
@@ -114,41 +129,72 @@ class Parley(PinEvents, discord.AutoShardedClient):
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage)
+        self.decision_log = DecisionLog(
+            self.decisions, self.stores, self.admission.optouts, self.known_channels.server_of
+        )
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
-        self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
+        self.reminders = reminder_scheduler(self, self.access, settings, self.admission.optouts)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
-        self.tree = ParleyTree(self)
+        self.tree = ParleyTree(self, serves=self.access.serves)
         add_slash_commands(self.tree)
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
-        self.digests = DigestScheduler(self)
+        self.digests = DigestScheduler(
+            settings,
+            self.stores,
+            self.agents,
+            self.admission,
+            self.usage,
+            own_user=own_user,
+            get_guild=self.get_guild,
+        )
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
-            self,
+            self.stores,
             self.background,
             summarizer=summarizer,
             forget_markers=self.channels.forget_markers,
             admission=self.admission,
-            guild_of=self.guild_of,
+            guild_of=self.known_channels.server_of,
         )
         self.forgetting = Forgetting(
-            manager, self, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
+            manager, self.stores, self.upkeep, self.decisions, self.profiles, self.channels, self.admission.optouts
         )
-        self.threads = Threads(self, self, manager, self.upkeep, self.admission.within_rate, self.channels)
+        self.threads = Threads(
+            own_user,
+            self.get_guild,
+            self.stores,
+            manager,
+            self.upkeep,
+            self.admission.within_rate,
+            self.channels,
+        )
         self.coverage = Coverage(settings, self.background, self.forgetting.forget_messages, self.admission.optouts)
-        self.context = ContextLoader(settings, self, self.coverage, self.channels.forget_markers)
-        self.files = AttachmentSources(self, self, settings)
-        self.pins = PinnedKnowledge(self, settings, self.background, self.admission, self.files, self.forgetting)
+        self.context = ContextLoader(settings, self.stores, self.coverage, self.channels.forget_markers)
+        self.files = AttachmentSources(self.get_channel, self.fetch_channel, self.stores, settings)
+        self.pins = PinnedKnowledge(
+            self.stores,
+            self.get_channel,
+            lambda: self.guilds,
+            settings,
+            self.background,
+            self.admission,
+            self.files,
+            self.forgetting,
+        )
         self.answering = Answering(
-            self,
-            self,
+            own_user,
+            self.fetch_channel,
+            self.stores,
             settings,
             manager,
+            admission=self.admission,
+            reminders=self.reminders.book,
             responder=responder,
             streams=self.streams,
             profiles=self.profiles,
@@ -158,7 +204,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             upkeep=self.upkeep,
         )
         self.pipeline = MessagePipeline(
-            self,
+            own_user,
             manager,
             decider,
             self.admission,
@@ -189,6 +235,20 @@ class Parley(PinEvents, discord.AutoShardedClient):
             direct_messages=settings.direct_messages,
         )
 
+    # The stores as the commands and the command line read them off the client; the parts are handed `stores`.
+
+    @property
+    def archive(self) -> Archive | None:
+        return self.stores.archive
+
+    @property
+    def memory(self) -> MemoryStore | None:
+        return self.stores.memory
+
+    @property
+    def knowledge(self) -> KnowledgeBase | None:
+        return self.stores.knowledge
+
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
         warning = public_bot_warning(self.application, self.settings.allowed_servers)
@@ -196,8 +256,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             log.warning("%s", warning)
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons answer after a restart too: their custom id says whose answer it was.
-        self.add_dynamic_items(StopButton)
+        # Stop buttons, and the Approve and Deny buttons of a tool call, answer after a restart too: their custom id
+        # says what they are for (a press of an approval's is then told the request is over).
+        self.add_dynamic_items(StopButton, ApprovalButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
         self.background.start(self.reminders.run(self.archive), "reminders")
@@ -230,8 +291,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
         """
         if not self.settings.archive_enabled or self.archive is not None:
             return
-        self.archive = archive = await open_configured_archive(self.settings)
-        self.memory, self.knowledge = await MemoryStore.open(archive), await open_knowledge(archive, self)
+        stores = self.stores
+        stores.archive = archive = await open_configured_archive(self.settings)
+        stores.memory = await MemoryStore.open(archive)
+        stores.knowledge = await open_knowledge(archive, self.settings, self.background)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -257,8 +320,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         else:
             await super().close()
         # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
-        archive, self.archive = self.archive, None
-        self.memory = self.knowledge = None
+        archive = self.stores.archive
+        self.stores.archive = self.stores.memory = self.stores.knowledge = None
         if self._other_processes is not None:
             await self._other_processes.close()
             self._other_processes = None
@@ -322,9 +385,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.pipeline.regenerate(turn, member)
 
     def guild_of(self, channel_id: int) -> int:
-        """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
-        guild = getattr(self.get_channel(channel_id), "guild", None)
-        return guild.id if guild is not None else 0
+        return self.known_channels.server_of(channel_id)
 
     # -- Operator commands' state: decisions, modes, forgetting --
 
@@ -341,11 +402,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         return self.profiles.for_channel(channel_id).mode
 
     def profile_place(self, channel_id: int) -> tuple[int | None, int]:
-        """The server of a channel (None: not known) and the channel whose profile it follows: a thread's parent."""
-        channel = self.get_channel(channel_id)
-        guild = getattr(channel, "guild", None)
-        followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
-        return (guild.id if guild is not None else None), followed
+        return self.known_channels.profile_place(channel_id)
 
     async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
         await self.threads.set_threads(channel_id, guild_id, on)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -438,3 +438,23 @@ def is_closed_thread(channel: object) -> bool:
 def guild_id_of(message: discord.Message) -> int:
     """The message's server id; 0 for a direct message, so DMs share one budget and memory scope apart from servers."""
     return 0 if message.guild is None else message.guild.id
+
+
+class KnownChannels:
+    """Where a channel this process knows sits, read from discord.py's cache (`get_channel`): what the parts are
+    handed instead of the client."""
+
+    def __init__(self, get_channel: Callable[[int], object | None]) -> None:
+        self.get_channel = get_channel
+
+    def server_of(self, channel_id: int) -> int:
+        """The server of a channel this process knows; 0 (as for DMs) for one it does not."""
+        guild = getattr(self.get_channel(channel_id), "guild", None)
+        return guild.id if guild is not None else 0
+
+    def profile_place(self, channel_id: int) -> tuple[int | None, int]:
+        """The server of a channel (None: not known) and the channel whose profile it follows: a thread's parent."""
+        channel = self.get_channel(channel_id)
+        guild = getattr(channel, "guild", None)
+        followed = channel.parent_id if isinstance(channel, discord.Thread) else channel_id
+        return (guild.id if guild is not None else None), followed

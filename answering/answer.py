@@ -24,7 +24,7 @@ from archive.text import safe_text
 from config import Settings
 from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, to_record
-from edge.approval import ApprovalButton, ApprovalPrompts
+from edge.approval import ApprovalPrompts
 from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
 from edge.readable import shown_channel_ids
@@ -33,7 +33,7 @@ from files.providers import is_image_refusal, model_key
 from memory.store import MemoryStore
 from profiles.channels import Profiles, persona_instructions
 from prompting.context import TRANSCRIPT_MAX_MESSAGES
-from reminders.scheduler import ReminderScheduler
+from reminders.book import ReminderBook
 from tools import ChatDeps
 from upkeep.conversations import ConversationUpkeep
 
@@ -49,18 +49,14 @@ class AnswerAdmission(HasOptOuts, Protocol):
     def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
 
 
-class Stores(ArchiveHolder, Protocol):
-    """The client, as holder of the archive and of the memory and knowledge base kept in it (all None without an
-    archive), of the opt-outs that veil what the tools read of it, and of the reminders the remind tool sets."""
+class AnswerStores(ArchiveHolder, Protocol):
+    """The archive and the memory and knowledge base kept in it, all None without an archive (bot.py's
+    OpenStores): what an answer's tools read."""
 
     @property
     def memory(self) -> MemoryStore | None: ...
     @property
     def knowledge(self) -> KnowledgeSearch | None: ...
-    @property
-    def admission(self) -> AnswerAdmission: ...
-    @property
-    def reminders(self) -> ReminderScheduler: ...
 
 
 class Answering:
@@ -68,11 +64,14 @@ class Answering:
 
     def __init__(
         self,
-        client: discord.Client,
-        stores: Stores,
+        own_user: Callable[[], discord.ClientUser | None],
+        fetch_channel: Callable[[int], Awaitable[object]],
+        stores: AnswerStores,
         settings: Settings,
         manager: ConversationManager,
         *,
+        admission: AnswerAdmission,
+        reminders: ReminderBook,
         responder: Responder,
         streams: AnswerStreams,
         profiles: Profiles,
@@ -81,8 +80,14 @@ class Answering:
         accounting: UsageAccounting,
         upkeep: ConversationUpkeep,
     ) -> None:
-        self.client = client
+        # Parley's own user (known once logged in), and a channel asked of Discord: discord.py's.
+        self.own_user = own_user
+        self.fetch_channel = fetch_channel
         self.stores = stores
+        # Asked before each model request of an answer; its opt-outs veil what the tools read of the archive.
+        self.admission = admission
+        # Where the remind tool sets reminders.
+        self.reminders = reminders
         self.settings = settings
         self.manager = manager
         self.responder = responder
@@ -95,9 +100,6 @@ class Answering:
         self.delivery = Delivery(settings.answer_delivery_seconds)
         # Tool calls that wait for their asker's Approve or Deny (tools/approval.py), asked in the answer's channel.
         self.approvals = ApprovalPrompts(settings.approval_timeout_seconds, self.delivery)
-        # Their buttons answer after a restart too (a press is then told the request is over): their custom id
-        # says what they are for.
-        client.add_dynamic_items(ApprovalButton)
         self.tail = AnswerTail(
             manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
         )
@@ -108,7 +110,6 @@ class Answering:
         """Run the responder and post its answer through `outlet` (a reply to the question's message, in its
         channel or the thread opened on it; a command's response); on failure apologise and leave the history as it
         was. `role_ids`: the asker's roles, as the admission resolved them (AccessGate.asker)."""
-        assert self.client.user is not None
         deps = self.chat_deps(question, outlet, role_ids)
         if self.settings.stream_answers:
             await self._answer_streamed(question, outlet, conversation, deps)
@@ -129,32 +130,33 @@ class Answering:
         A direct message is guild 0: its archive tools read that DM only, and its memory is the DM's and what
         the person told Parley about themselves in DMs, never a server's.
         """
-        assert self.client.user is not None
+        user = self.own_user()
+        assert user is not None
         guild, guild_id = question.guild, question.guild_id
         channel_id = outlet.channel_id
         archive = self.stores.archive
         return ChatDeps(
-            bot_name=safe_text(self.client.user.display_name),
-            bot_user_id=self.client.user.id,
+            bot_name=safe_text(user.display_name),
+            bot_user_id=user.id,
             guild_id=guild_id,
             guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
             channel_id=channel_id,
             channel_name=safe_text(getattr(outlet.channel, "name", None) or DIRECT_MESSAGES_PLACE),
-            archive=None if archive is None else VeiledArchive(archive, self.stores.admission.optouts, guild_id),
+            archive=None if archive is None else VeiledArchive(archive, self.admission.optouts, guild_id),
             requester_id=question.asker_id,
             requester_can_read_history=question.reads_history,
             memory=self.stores.memory if self.settings.memory_tools else None,
             message_id=question.id,
-            named_member_ids=question.named_member_ids - {self.client.user.id},
+            named_member_ids=question.named_member_ids - {user.id},
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
             approver=self.approvals.for_answer(question.asker, outlet),
-            reminders=None if archive is None else self.stores.reminders.book,
+            reminders=None if archive is None else self.reminders,
             requester_manages_messages=question.manages_messages,
             requester_may_post=question.may_post,
             knowledge=self.stores.knowledge,
             readable_channels=_readable_channels(guild, question.asker, outlet),
             # Its tool rounds and resumed runs each ask the asker's and the server's daily budgets first.
-            before_each_call=self.stores.admission.spending(guild_id, question.asker_id, role_ids).stop_line,
+            before_each_call=self.admission.spending(guild_id, question.asker_id, role_ids).stop_line,
         )
 
     async def _reply(
@@ -230,9 +232,7 @@ class Answering:
         question_channel_id, question_id, post_ids = conversation.latest_answer
         try:
             # A thread Parley opened on a message answers it inside the thread: the question is in the parent.
-            asked_in = (
-                channel if question_channel_id == channel_id else await self.client.fetch_channel(question_channel_id)
-            )
+            asked_in = channel if question_channel_id == channel_id else await self.fetch_channel(question_channel_id)
             if not isinstance(asked_in, discord.abc.Messageable) or not isinstance(channel, discord.abc.Messageable):
                 return None
             question = await asked_in.fetch_message(question_id)

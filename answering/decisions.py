@@ -2,41 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
-from admission.optout import HasOptOuts
+from admission.optout import OptOuts
 from archive.holder import ArchiveHolder
 from deciding.journal import IDLE_REASON, DecisionJournal, LoggedDecision, newest_first
 from records import Decision, MessageRecord
 
 
-class DecisionKeeper(ArchiveHolder, Protocol):
-    """The client, as the decisions' keeper: the archive, who opted out, and each channel's server."""
-
-    @property
-    def admission(self) -> HasOptOuts: ...
-
-    def guild_of(self, channel_id: int) -> int: ...
-
-
 class DecisionLog:
     """The decider's listener, and the bot's own decisions (limits, budgets, refusals of commands) beside it."""
 
-    def __init__(self, journal: DecisionJournal, holder: DecisionKeeper) -> None:
+    def __init__(
+        self, journal: DecisionJournal, stores: ArchiveHolder, optouts: OptOuts, guild_of: Callable[[int], int]
+    ) -> None:
         self.journal = journal
-        self.holder = holder
+        self.stores = stores
+        self.optouts = optouts
+        self.guild_of = guild_of
 
     def note(self, message: MessageRecord, decision: Decision) -> None:
         """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on. A message
         by a member who opted out is kept as its placeholder, whatever path decided on it (a question asked by
         command is no message the pipeline veiled)."""
-        message = self.holder.admission.optouts.veiled(self.holder.guild_of(message.channel_id), message)
+        message = self.optouts.veiled(self.guild_of(message.channel_id), message)
         entry = LoggedDecision.of(message, decision)
         self.journal.add(message.channel_id, entry)
         # Idle decisions stay in memory: archived, they would double the writes of a busy server
         # and crowd the conversation decisions out of the archive's recent_decisions.
-        if self.holder.archive is not None and decision.reason != IDLE_REASON:
-            self.holder.archive.record_decision(
+        if self.stores.archive is not None and decision.reason != IDLE_REASON:
+            self.stores.archive.record_decision(
                 channel_id=message.channel_id,
                 message_id=message.message_id,
                 author_id=message.author_id,
@@ -51,7 +46,7 @@ class DecisionLog:
     async def recent(self, channel_id: int, count: int) -> list[LoggedDecision]:
         """The channel's latest `count` decisions, newest first: this process's, and the archive's from before."""
         kept = {entry.message_id: entry for entry in self.journal.recent(channel_id)}
-        if self.holder.archive is not None:
-            for row in await self.holder.archive.recent_decisions(channel_id, count):
+        if self.stores.archive is not None:
+            for row in await self.stores.archive.recent_decisions(channel_id, count):
                 kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
         return newest_first(kept.values())[:count]

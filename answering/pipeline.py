@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -108,7 +108,7 @@ class MessagePipeline:
 
     def __init__(
         self,
-        client: discord.Client,
+        own_user: Callable[[], discord.ClientUser | None],
         manager: ConversationManager,
         decider: ResponseDecider,
         admission: MessageAdmission,
@@ -120,7 +120,8 @@ class MessagePipeline:
         answering: Answering,
         decision_log: DecisionLog,
     ) -> None:
-        self.client = client
+        # Parley's own user, known once logged in (discord.py's).
+        self.own_user = own_user
         self.manager = manager
         self.decider = decider
         self.admission = admission
@@ -131,12 +132,13 @@ class MessagePipeline:
         self.answering = answering
         self.decision_log = decision_log
         # Which messages this process decides: each at most once, whichever way it came (answering/once.py).
-        self.claims = MessageClaims(decision_log.holder)
+        self.claims = MessageClaims(decision_log.stores)
 
     @property
     def bot_user_id(self) -> int:
-        assert self.client.user is not None  # messages arrive only once logged in
-        return self.client.user.id
+        user = self.own_user()
+        assert user is not None  # messages arrive only once logged in
+        return user.id
 
     async def arrived(self, arrival: Arrival) -> None:
         """A chat message from someone else than Parley, however it came (the gateway, a resumed session's replay,

@@ -1,4 +1,5 @@
-"""Who holds the open archive, for the modules that write to it without opening or closing it."""
+"""Who holds the open archive, for the modules that write to it without opening or closing it (bot.py's
+OpenStores)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from archive import Archive
 
 
 class ArchiveHolder(Protocol):
-    """The client, as the archive's holder: None before it opens, without DATABASE_URL, and after close."""
+    """The archive's holder: None before it opens, without DATABASE_URL, and after close."""
 
     @property
     def archive(self) -> Archive | None: ...

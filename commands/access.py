@@ -8,14 +8,31 @@ when), like `/parley-admin profile show`. The rule itself is admission/access.py
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 import discord
 from discord import app_commands
 
+from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists, Kind, Listed, Shown
-from archive import ArchiveWriteFailed
-from commands.tree import Refusal, operated, place_of, send_ephemeral
+from archive import Archive, ArchiveWriteFailed
+from commands.tree import Refusal, place_of, send_ephemeral
 from discord_io import discord_time
+
+
+class AccessOperated(Protocol):
+    """The client, as the /parley-admin access commands see it (bot.py's Parley)."""
+
+    @property
+    def archive(self) -> Archive | None: ...
+    @property
+    def access(self) -> AccessGate: ...
+
+
+def operated(interaction: discord.Interaction) -> AccessOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(AccessOperated, interaction.client)
+
 
 RULE = "An empty allow list allows everything; a block wins over an allow; a thread follows its channel."
 LIST_NAMES: dict[tuple[Kind, Listed], str] = {

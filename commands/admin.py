@@ -4,22 +4,41 @@ members with Manage Messages."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol, cast
 
 import discord
 from discord import app_commands
 
-from archive import ArchiveWriteFailed
+from archive import Archive, ArchiveWriteFailed
 from commands.access import AccessCommands
 from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
 from commands.profile import ProfileCommands, profile_place_of
-from commands.tree import Refusal, in_a_server, operated, place_of, send_ephemeral
+from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from commands.usage_report import answer_usage
 from config import ChannelMode
+from profiles.channels import Profiles
 from records import CHANNEL_MODES, CHATTY, MENTION_ONLY, NORMAL
 from usage.costs import PERIOD_DAYS
+
+
+class AdminOperated(Protocol):
+    """The client, as the /parley-admin mode, threads and forget commands see it (bot.py's Parley)."""
+
+    @property
+    def archive(self) -> Archive | None: ...
+    @property
+    def profiles(self) -> Profiles: ...
+
+    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None: ...
+    async def forget(self, channel_id: int, guild_id: int) -> bool: ...
+
+
+def operated(interaction: discord.Interaction) -> AdminOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(AdminOperated, interaction.client)
+
 
 UsagePeriod = Literal["day", "week", "month"]
 FORGOTTEN = (

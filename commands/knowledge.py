@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Protocol, cast
 
 import discord
 from discord import app_commands
@@ -22,11 +23,24 @@ from archive import ArchiveWriteFailed
 from archive.knowledge_types import KnowledgeDocument, KnowledgeDocumentInfo
 from commands.embeds import Field, clip, paginate, reply_embed, send_embeds, server_colour
 from commands.knowledge_pins import PinSetting, answer_pins
-from commands.tree import Refusal, operated, place_of, send_ephemeral
+from commands.tree import Refusal, place_of, send_ephemeral
 from discord_io import discord_time
 from edge.readable import readable_channel_ids
 from knowledge.base import KnowledgeBase, KnowledgeFull
 from knowledge.reading import DocumentReader, DocumentRefused
+
+
+class KnowledgeOperated(Protocol):
+    """The client, as the /parley-admin knowledge commands see it (bot.py's Parley)."""
+
+    @property
+    def knowledge(self) -> KnowledgeBase | None: ...
+
+
+def operated(interaction: discord.Interaction) -> KnowledgeOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(KnowledgeOperated, interaction.client)
+
 
 log = logging.getLogger("parley.knowledge")
 

@@ -3,12 +3,26 @@ knowledge base (edge/pins.py keeps them in step)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol, cast
 
 import discord
 
 from archive import ArchiveWriteFailed
-from commands.tree import Refusal, operated, place_of, send_ephemeral
+from commands.tree import Refusal, place_of, send_ephemeral
+from edge.pins import PinnedKnowledge
+
+
+class PinsOperated(Protocol):
+    """The client, as /parley-admin knowledge pins see it (bot.py's Parley)."""
+
+    @property
+    def pins(self) -> PinnedKnowledge: ...
+
+
+def operated(interaction: discord.Interaction) -> PinsOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(PinsOperated, interaction.client)
+
 
 PinSetting = Literal["on", "off", "status"]
 PIN_SETTINGS: tuple[str, ...] = ("on", "off", "status")

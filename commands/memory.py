@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 import discord
 from discord import app_commands
+from pydantic_ai.messages import ModelMessage
 
 from archive import ArchiveWriteFailed
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
-from commands.tree import Refusal, operated, place_of, send_ephemeral
+from commands.tree import Refusal, place_of, send_ephemeral
+from config import Settings
+from conversation import ConversationManager
 from discord_io import discord_time, message_link
 from memory.store import SNAPSHOT_NAME_MAX_CHARS, Memory, MemoryStore, Snapshot
+
+
+class MemoryOperated(Protocol):
+    """The client, as the memory and context commands see it (bot.py's Parley)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def manager(self) -> ConversationManager: ...
+    @property
+    def memory(self) -> MemoryStore | None: ...
+
+    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None: ...
+
+
+def operated(interaction: discord.Interaction) -> MemoryOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(MemoryOperated, interaction.client)
+
 
 MEMORY_LIST_MAX = 25
 MEMORY_FACT_SHOWN_CHARS = 200

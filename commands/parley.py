@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 import discord
 from discord import app_commands
@@ -11,13 +12,42 @@ from commands.catchup import catchup_command
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
 from commands.privacy import PrivacyCommands
-from commands.tree import in_a_server, operated, place_of
-from conversation import ChannelConversation
+from commands.tree import in_a_server, place_of
+from config import Settings
+from conversation import ChannelConversation, ConversationManager
 from deciding.journal import KEPT_PER_CHANNEL, LoggedDecision
 from discord_io import discord_time, message_link
 from ops.redaction import mask_credentials
 from prompting.context import approx_tokens
-from usage.budget import UsageSummary, next_utc_midnight
+from tools import Toolbox
+from upkeep.coverage import Coverage
+from usage.budget import UsageLedger, UsageSummary, next_utc_midnight
+
+
+class ParleyOperated(Protocol):
+    """The client, as /parley why and /parley status see it (bot.py's Parley)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def manager(self) -> ConversationManager: ...
+    @property
+    def usage(self) -> UsageLedger: ...
+    @property
+    def toolbox(self) -> Toolbox: ...
+    @property
+    def shard_count(self) -> int | None: ...
+    @property
+    def coverage(self) -> Coverage: ...
+
+    def mode_of(self, channel_id: int) -> str: ...
+    async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]: ...
+
+
+def operated(interaction: discord.Interaction) -> ParleyOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(ParleyOperated, interaction.client)
+
 
 WHY_DEFAULT_COUNT = 10
 WHY_MAX_COUNT = KEPT_PER_CHANNEL

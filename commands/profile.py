@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol, cast
 
 import discord
 from discord import app_commands
 
-from archive import ArchiveWriteFailed
+from archive import Archive, ArchiveWriteFailed
 from commands.embeds import FIELD_VALUE_MAX, Field, paginate, reply_embed, send_embeds, server_colour
-from commands.tree import Refusal, operated, place_of, send_ephemeral
+from commands.tree import Refusal, place_of, send_ephemeral
 from discord_io import discord_time
 from profiles.channels import ALL_TOOLS, FIELDS, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 from records import CHANNEL_MODES
 from tools.registry import ARCHIVE, MEMORY
+
+
+class ProfileOperated(Protocol):
+    """The client, as the /parley-admin profile commands see it (bot.py's Parley)."""
+
+    @property
+    def archive(self) -> Archive | None: ...
+    @property
+    def profiles(self) -> Profiles: ...
+
+    def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...
+
+
+def operated(interaction: discord.Interaction) -> ProfileOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(ProfileOperated, interaction.client)
+
 
 PROFILE_FIELD_NAMES = {
     "persona": "persona",

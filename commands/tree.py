@@ -1,72 +1,19 @@
-"""The command tree, what the commands see of the client, and how they reply: one line only its user sees."""
+"""The command tree, and how the commands reply: one line only its user sees. Each command module declares what it
+sees of the client (a Protocol of its own)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, cast
+from collections.abc import Callable
+from typing import Any
 
 import discord
 from discord import app_commands
-from pydantic_ai.messages import ModelMessage
 
 from admission.access import SERVER_REFUSAL
-from admission.access_gate import AccessGate
-from archive import Archive
-from config import Settings
-from conversation import ConversationManager
-from deciding.journal import LoggedDecision
 from discord_io import split_message
-from edge.pins import PinnedKnowledge
-from knowledge.base import KnowledgeBase
-from memory.store import MemoryStore
-from profiles.channels import Profiles
-from tools import Toolbox
-from upkeep.coverage import Coverage
-from usage.budget import UsageLedger
 
 log = logging.getLogger("parley")
-
-
-class Operated(Protocol):
-    """The client, as the /parley commands see it (bot.py's Parley): what they read, and the changes they make."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def manager(self) -> ConversationManager: ...
-    @property
-    def profiles(self) -> Profiles: ...
-    @property
-    def usage(self) -> UsageLedger: ...
-    @property
-    def toolbox(self) -> Toolbox: ...
-    @property
-    def archive(self) -> Archive | None: ...
-    @property
-    def memory(self) -> MemoryStore | None: ...
-    @property
-    def knowledge(self) -> KnowledgeBase | None: ...
-    @property
-    def shard_count(self) -> int | None: ...
-    @property
-    def coverage(self) -> Coverage: ...
-    @property
-    def access(self) -> AccessGate: ...
-    @property
-    def pins(self) -> PinnedKnowledge: ...
-
-    def mode_of(self, channel_id: int) -> str: ...
-    def profile_place(self, channel_id: int) -> tuple[int | None, int]: ...
-    async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]: ...
-    async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None: ...
-    async def forget(self, channel_id: int, guild_id: int) -> bool: ...
-    def restore_conversation(self, channel_id: int, messages: list[ModelMessage]) -> None: ...
-
-
-def operated(interaction: discord.Interaction) -> Operated:
-    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
-    client: Any = interaction.client
-    return cast(Operated, client)
 
 
 # A text reply's posts: a bound however long its text (a channel with many saved conversations, say).
@@ -80,10 +27,14 @@ class Refusal(app_commands.AppCommandError):
 class ParleyTree(app_commands.CommandTree):
     """The client's slash commands: one that cannot run says why in one line only its user sees."""
 
+    def __init__(self, client: discord.Client, *, serves: Callable[[int], bool]) -> None:
+        super().__init__(client)
+        self._serves = serves
+
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         """Every command, in a server Parley does not serve (ALLOWED_SERVERS, while it leaves it), is refused before
         it runs: an admin's there could otherwise spend tokens too (knowledge, digests)."""
-        if interaction.guild_id is not None and not operated(interaction).access.serves(interaction.guild_id):
+        if interaction.guild_id is not None and not self._serves(interaction.guild_id):
             raise Refusal(SERVER_REFUSAL)
         return True
 

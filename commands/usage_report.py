@@ -8,15 +8,31 @@ import io
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
+from typing import Protocol, cast
 
 import discord
 
-from archive import TokenUsage
+from archive import Archive, TokenUsage
 from commands.embeds import Field, lines_fields, paginate, reply_embed, send_embeds, server_colour
-from commands.tree import operated, place_of
+from commands.tree import place_of
 from commands.usage_chart import daily_usage, usage_chart_png
-from usage.budget import NO_MEMBER
+from usage.budget import NO_MEMBER, UsageLedger
 from usage.costs import PERIOD_DAYS, PRICE_TABLE, Totals, UsageReport, describe_totals
+
+
+class UsageOperated(Protocol):
+    """The client, as /parley-admin usage see it (bot.py's Parley)."""
+
+    @property
+    def archive(self) -> Archive | None: ...
+    @property
+    def usage(self) -> UsageLedger: ...
+
+
+def operated(interaction: discord.Interaction) -> UsageOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(UsageOperated, interaction.client)
+
 
 PERIOD_WORDS = {"day": "today (UTC)", "week": "the last 7 days (UTC, today included)", "month": "the last 30 days"}
 # Lines per section: the biggest spenders first.

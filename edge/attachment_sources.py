@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import discord
 
@@ -22,9 +22,17 @@ ATTACHMENT_SOURCES_KEPT = 2048
 class AttachmentSources:
     """Where an attachment's bytes come from, and where the text read from it goes (the archive)."""
 
-    def __init__(self, client: discord.Client, holder: ArchiveHolder, settings: Settings) -> None:
-        self.client = client
-        self.holder = holder
+    def __init__(
+        self,
+        get_channel: Callable[[int], object | None],
+        fetch_channel: Callable[[int], Awaitable[object]],
+        stores: ArchiveHolder,
+        settings: Settings,
+    ) -> None:
+        # A channel by id, from discord.py's cache or else asked of Discord: where an older message is fetched again.
+        self.get_channel = get_channel
+        self.fetch_channel = fetch_channel
+        self.stores = stores
         self.attachments = AttachmentPreparer(
             self.read,
             vision=settings.vision,
@@ -46,7 +54,7 @@ class AttachmentSources:
         """An attachment's bytes through discord.py; raises on any failure (the preparer turns it into a note)."""
         source = self._sources.get(info.attachment_id)
         if source is None:
-            channel = self.client.get_channel(record.channel_id) or await self.client.fetch_channel(record.channel_id)
+            channel = self.get_channel(record.channel_id) or await self.fetch_channel(record.channel_id)
             if not isinstance(channel, discord.abc.Messageable):
                 raise LookupError(f"channel {record.channel_id} has no messages")
             fetched = await channel.fetch_message(record.message_id)
@@ -64,11 +72,11 @@ class AttachmentSources:
     async def archive_text(self, record: MessageRecord) -> None:
         """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
         for prepared in await self.attachments.archivable_text(record):
-            if self.holder.archive is not None and prepared.text:
-                self.holder.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+            if self.stores.archive is not None and prepared.text:
+                self.stores.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
 
     def archive_extracted(self, files: PreparedFiles) -> None:
         # Transcripts exist only once a voice note was answered; text files were read on arrival already.
         for prepared in files.extracted:
-            if self.holder.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
-                self.holder.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
+            if self.stores.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
+                self.stores.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)

@@ -22,10 +22,10 @@ class ContextLoader:
     """Loads what a conversation starts from, since the channel's last forget and within CONTEXT_MAX_AGE_MINUTES."""
 
     def __init__(
-        self, settings: Settings, holder: ArchiveHolder, coverage: Coverage, forget_markers: dict[int, int]
+        self, settings: Settings, stores: ArchiveHolder, coverage: Coverage, forget_markers: dict[int, int]
     ) -> None:
         self.settings = settings
-        self.holder = holder
+        self.stores = stores
         self.coverage = coverage
         self.forget_markers = forget_markers
 
@@ -43,8 +43,8 @@ class ContextLoader:
         before = discord.Object(id=before_id)
         since = before.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
         after_id = self.forget_markers.get(channel_id, 0)
-        if self.holder.archive is not None and since >= self.coverage.watched_from(channel_id):
-            return await self._context_from_archive(self.holder.archive, channel_id, before, count, since, after_id)
+        if self.stores.archive is not None and since >= self.coverage.watched_from(channel_id):
+            return await self._context_from_archive(self.stores.archive, channel_id, before, count, since, after_id)
         after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
         return await self._context_from_discord(channel, before, count, discord.Object(id=after_id))
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 import aiohttp
 import discord
@@ -61,11 +61,25 @@ class _Kept(Generic[K, V]):
             self._found.popitem(last=False)
 
 
+class DiscordServers(Protocol):
+    """discord.py's client, as the members' lookups call it: its servers, cached or asked of Discord, and its shards
+    (an AutoShardedClient's `shard_ids` too, read where there is one)."""
+
+    @property
+    def guilds(self) -> Sequence[discord.Guild]: ...
+    @property
+    def shard_count(self) -> int | None: ...
+
+    def get_guild(self, id: int, /) -> discord.Guild | None: ...
+    async def fetch_guild(self, guild_id: int, /, *, with_counts: bool = True) -> discord.Guild: ...
+    def fetch_guilds(self, *, limit: int | None = 200, with_counts: bool = True) -> AsyncIterator[discord.Guild]: ...
+
+
 class DiscordMembers:
     """`admission.access_gate.MemberRoles` over a discord.py client: its servers, and a member in any server."""
 
     def __init__(
-        self, client: discord.Client, *, clock: Callable[[], float] = time.monotonic, kept_seconds: float = KEPT_SECONDS
+        self, client: DiscordServers, *, clock: Callable[[], float] = time.monotonic, kept_seconds: float = KEPT_SECONDS
     ) -> None:
         self.client = client
         self._members: _Kept[tuple[int, int], discord.Member | None] = _Kept(clock, kept_seconds)
@@ -139,6 +153,6 @@ class DiscordMembers:
         return guild
 
 
-def access_gate(client: discord.Client, settings: Settings) -> AccessGate:
+def access_gate(client: DiscordServers, settings: Settings) -> AccessGate:
     """The client's access gate: the settings' lists and the archive's entries, members looked up on Discord."""
     return AccessGate(AccessLists(settings), DiscordMembers(client))

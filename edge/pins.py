@@ -16,7 +16,7 @@ leaves at the next comparison of its channel.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -108,13 +108,8 @@ class FileTexts(Protocol):
     async def file_texts(self, message: discord.Message) -> list[tuple[str, str]]: ...
 
 
-class PinHolder(Protocol):
-    """The client, as the pins need it: its channels, the archive (the opt-ins) and the knowledge base."""
-
-    def get_channel(self, id: int, /) -> object | None: ...
-
-    @property
-    def guilds(self) -> Sequence[discord.Guild]: ...
+class PinStores(Protocol):
+    """The stores the pins keep to: the archive (the opt-ins) and the knowledge base (bot.py's OpenStores)."""
 
     @property
     def archive(self) -> PinChannelTables | None: ...
@@ -143,14 +138,19 @@ class PinnedKnowledge:
 
     def __init__(
         self,
-        holder: PinHolder,
+        stores: PinStores,
+        get_channel: Callable[[int], object | None],
+        guilds: Callable[[], Sequence[discord.Guild]],
         settings: Settings,
         background: BackgroundTasks,
         admission: HasOptOuts,
         files: FileTexts,
         forgetting: Forgetting,
     ) -> None:
-        self.holder = holder
+        self.stores = stores
+        # discord.py's channels and servers of this process: a pinned message's channel, a shard's servers.
+        self.get_channel = get_channel
+        self.guilds = guilds
         self.zone = settings.zone
         self.background = background
         self.admission = admission
@@ -203,7 +203,7 @@ class PinnedKnowledge:
     async def forget_member(self, guild_id: int, member_id: int) -> int:
         """Remove the member's pins in the server from the knowledge base (an opt-out, an erasure); how many were
         found. Those not removed now leave at their channels' next comparisons, which no longer take them."""
-        knowledge = self.holder.knowledge
+        knowledge = self.stores.knowledge
         if knowledge is None:
             return 0
         try:
@@ -243,14 +243,14 @@ class PinnedKnowledge:
     async def status(self, channel_id: int, guild_id: int) -> tuple[bool, int]:
         """Whether the channel's pins are taken in, and how many of its pins the knowledge base holds."""
         taken = await self._archive().pins_taken(channel_id)
-        knowledge = self.holder.knowledge
+        knowledge = self.stores.knowledge
         held = 0 if knowledge is None else len(_pins_of(await knowledge.documents(guild_id), channel_id))
         return taken, held
 
     def _archive(self) -> PinChannelTables:
-        if self.holder.archive is None:
+        if self.stores.archive is None:
             raise LookupError("pinned messages are kept in the archive, and DATABASE_URL is not set")
-        return self.holder.archive
+        return self.stores.archive
 
     # -- Comparing --
 
@@ -283,8 +283,8 @@ class PinnedKnowledge:
             log.warning("pins of channel %s not brought up to date: %r", channel_id, error)
 
     async def _sync(self, channel_id: int) -> None:
-        archive, knowledge = self.holder.archive, self.holder.knowledge
-        channel = self.holder.get_channel(channel_id)
+        archive, knowledge = self.stores.archive, self.stores.knowledge
+        channel = self.get_channel(channel_id)
         if archive is None or knowledge is None or not isinstance(channel, discord.TextChannel | discord.Thread):
             return
         guild_id = channel.guild.id
@@ -340,13 +340,13 @@ class PinnedKnowledge:
             log.warning("pins of shard %s not compared at the start of its session: %r", shard_id, error)
 
     async def _sync_shard(self, shard_id: int) -> None:
-        archive, knowledge = self.holder.archive, self.holder.knowledge
+        archive, knowledge = self.stores.archive, self.stores.knowledge
         if archive is None or knowledge is None:
             return
-        guilds = [guild.id for guild in self.holder.guilds if guild.shard_id == shard_id]
+        guilds = [guild.id for guild in self.guilds() if guild.shard_id == shard_id]
         opted = await archive.pin_channels()
         for channel_id, guild_id in opted.items():
-            if guild_id in guilds and self.holder.get_channel(channel_id) is not None:
+            if guild_id in guilds and self.get_channel(channel_id) is not None:
                 self.sync(channel_id)
         # Pins of channels no longer opted in (turned off by another process, say) leave too.
         for guild_id in guilds:
@@ -356,7 +356,7 @@ class PinnedKnowledge:
                     await self._drop_channel(channel_id, guild_id)
 
     async def _drop_channel(self, channel_id: int, guild_id: int) -> int:
-        knowledge = self.holder.knowledge
+        knowledge = self.stores.knowledge
         if knowledge is None:
             return 0
         documents = _pins_of(await knowledge.documents(guild_id), channel_id)
@@ -366,7 +366,7 @@ class PinnedKnowledge:
         return len(documents)
 
     async def _remove(self, sources: Sequence[tuple[int, str]]) -> None:
-        knowledge = self.holder.knowledge
+        knowledge = self.stores.knowledge
         if knowledge is None:
             return
         for guild_id, source in sources:

@@ -26,11 +26,8 @@ from reminders.book import ReminderBook
 from reminders.scheduler import OwnerUnknown, PostRefused, ReminderScheduler
 
 
-class ReminderClient(Protocol):
-    """The client, as reminders' delivery sees it (bot.py's Parley)."""
-
-    @property
-    def access(self) -> AccessGate: ...
+class ReminderChannels(Protocol):
+    """discord.py's client, as a reminder's delivery calls it: its readiness, its cache, and a channel to post to."""
 
     async def wait_until_ready(self) -> None: ...
 
@@ -46,8 +43,9 @@ class ReminderClient(Protocol):
 class DiscordReminderPosts:
     """`reminders.scheduler.ReminderPoster` over the discord.py client."""
 
-    def __init__(self, client: ReminderClient, optouts: OptOuts) -> None:
+    def __init__(self, client: ReminderChannels, access: AccessGate, optouts: OptOuts) -> None:
         self.client = client
+        self.access = access
         self.optouts = optouts
 
     async def wait_until_ready(self) -> None:
@@ -96,7 +94,7 @@ class DiscordReminderPosts:
         return channel.permissions_for(member), in_thread
 
     async def _verdict(self, reminder: Reminder) -> AccessVerdict:
-        access = self.client.access
+        access = self.access
         if reminder.guild_id == 0:
             return await access.direct_message_verdict(reminder.owner_id)
         channel = self.client.get_channel(reminder.channel_id)
@@ -121,9 +119,11 @@ class DiscordReminderPosts:
             raise PostRefused(f"{type(error).__name__}: {error.text or error.status}", gone=gone) from None
 
 
-def reminder_scheduler(client: ReminderClient, settings: Settings, optouts: OptOuts) -> ReminderScheduler:
+def reminder_scheduler(
+    client: ReminderChannels, access: AccessGate, settings: Settings, optouts: OptOuts
+) -> ReminderScheduler:
     """The client's reminders: their book (the rules) and the task that posts this process's shards' ones."""
     limits = ReminderLimits(settings.reminders_per_member, settings.reminders_per_server)
     book = ReminderBook(limits, settings.zone, optouts, utc_now)
     shards = None if not settings.shard_ids else (settings.shard_count or 1, settings.shard_ids)
-    return ReminderScheduler(book, DiscordReminderPosts(client, optouts), shards)
+    return ReminderScheduler(book, DiscordReminderPosts(client, access, optouts), shards)

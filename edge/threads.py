@@ -24,15 +24,18 @@ class Threads:
 
     def __init__(
         self,
-        client: discord.Client,
-        holder: ArchiveHolder,
+        own_user: Callable[[], discord.ClientUser | None],
+        get_guild: Callable[[int], discord.Guild | None],
+        stores: ArchiveHolder,
         manager: ConversationManager,
         upkeep: ConversationUpkeep,
         within_rate: Callable[[discord.Message, Collection[int]], Awaitable[bool]],
         channels: ChannelSettings,
     ) -> None:
-        self.client = client
-        self.holder = holder
+        # Parley's own user (known once logged in), and a server of this process's by id: discord.py's.
+        self.own_user = own_user
+        self.get_guild = get_guild
+        self.stores = stores
         self.manager = manager
         self.upkeep = upkeep
         # Whether the member may be answered now: a member past their rate (or their role's tokens) gets no thread.
@@ -55,11 +58,12 @@ class Threads:
     async def opens_thread(self, message: discord.Message, record: MessageRecord, role_ids: Collection[int]) -> bool:
         """Whether the message @mentions Parley in a text channel where `/parley-admin threads on` was set (its
         author, holding `role_ids`, within their rate)."""
-        assert self.client.user is not None
+        user = self.own_user()
+        assert user is not None
         return (
             message.channel.id in self.thread_channels
             and isinstance(message.channel, discord.TextChannel)
-            and self.client.user.id in record.mention_ids
+            and user.id in record.mention_ids
             and await self.within_rate(message, role_ids)
         )
 
@@ -69,8 +73,9 @@ class Threads:
         None if Discord refuses (no Create Public Threads permission, a thread already there): then the
         question is answered in the channel, as without `/parley-admin threads`.
         """
-        assert self.client.user is not None and message.guild is not None
-        name = thread_name(record.content, record.author, self.client.user.display_name)
+        user = self.own_user()
+        assert user is not None and message.guild is not None
+        name = thread_name(record.content, record.author, user.display_name)
         try:
             thread = await message.create_thread(name=name)
         except discord.HTTPException as error:
@@ -79,15 +84,15 @@ class Threads:
             )
             return None
         self.own_threads[thread.id] = message.guild.id
-        if self.holder.archive is not None:
-            self.holder.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
+        if self.stores.archive is not None:
+            self.stores.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
         log.info("opened thread %s on message %s in channel %s", thread.id, message.id, message.channel.id)
         return thread
 
     async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
         """Make an @mention in the channel open a thread, or not, from its next message; the archive keeps it."""
-        if self.holder.archive is not None:
-            await self.holder.archive.set_thread_setting(channel_id, guild_id, on)
+        if self.stores.archive is not None:
+            await self.stores.archive.set_thread_setting(channel_id, guild_id, on)
         if on:
             self.thread_channels.add(channel_id)
         else:
@@ -113,7 +118,7 @@ class Threads:
         Discord sends only active threads with a server, so a thread missing from an available server is closed.
         """
         for conversation in self.manager.lasting():
-            guild = self.client.get_guild(self.own_threads.get(conversation.channel_id, 0))
+            guild = self.get_guild(self.own_threads.get(conversation.channel_id, 0))
             if guild is None or guild.unavailable:
                 continue
             thread = guild.get_thread(conversation.channel_id)

@@ -1,4 +1,4 @@
-"""The knowledge base the client holds, built from the settings over the archive it keeps its documents in."""
+"""The knowledge base, built from the settings over the archive it keeps its documents in."""
 
 from __future__ import annotations
 
@@ -14,26 +14,16 @@ __all__ = ["KnowledgeBase", "open_knowledge"]
 
 
 class Background(Protocol):
-    """How the client runs work beside the bot (upkeep's BackgroundTasks, a layer above this one)."""
+    """How work runs beside the bot (upkeep's BackgroundTasks, a layer above this one)."""
 
     def start(self, work: Coroutine[Any, Any, None], name: str) -> object: ...
 
 
-class Host(Protocol):
-    """What the knowledge base needs of the client that holds it."""
-
-    settings: Settings
-
-    @property
-    def background(self) -> Background: ...
-
-
-async def open_knowledge(archive: Archive, host: Host) -> KnowledgeBase:
+async def open_knowledge(archive: Archive, settings: Settings, background: Background) -> KnowledgeBase:
     """The knowledge base over `archive`, with KNOWLEDGE_MAX_DOCUMENTS: ranking by full text, fused with vector
     search when EMBEDDING_MODEL is set and the database can keep vectors; the sections waiting for an embedding
     are then embedded in the background (`EmbeddedSections.keep_embedding`)."""
-    settings = host.settings
     vectors = await open_section_vectors(archive, settings.embedding_model, timeout=settings.embedding_timeout_seconds)
     if vectors is not None:
-        host.background.start(vectors.keep_embedding(), "knowledge-embeddings")
+        background.start(vectors.keep_embedding(), "knowledge-embeddings")
     return KnowledgeBase(archive, vectors, max_documents=settings.knowledge_max_documents)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import re
@@ -17,6 +18,39 @@ from admission.bots import BOT_LOOP, BOT_NOT_LISTED, BotGate
 from ops.observability import ContentFreeLogfireHandler, configure_logging, warn_about_retired_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_no_part_is_handed_the_client_or_calls_back_into_it() -> None:
+    """Issue 42: each part the client builds is handed what it uses (the stores, discord.py's calls, other parts),
+    never the client to read them from, nor a method of the client's own to call back. The client itself goes only
+    where discord.py's API is what is asked of it: its command tree, and the members' lookups and reminders' posts,
+    each typed as the few discord.py calls it makes."""
+    parley = next(
+        node
+        for node in ast.parse((ROOT / "bot.py").read_text(encoding="utf-8")).body
+        if isinstance(node, ast.ClassDef) and node.name == "Parley"
+    )
+    own_methods = {
+        node.name
+        for node in parley.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and not any(ast.unparse(decorator) == "property" for decorator in node.decorator_list)
+    }
+    handed_self, handed_methods = [], []
+    for node in ast.walk(parley):
+        if isinstance(node, ast.Call):
+            handed = [*node.args, *(keyword.value for keyword in node.keywords)]
+        elif isinstance(node, ast.Assign):
+            handed = [node.value]
+        else:
+            continue
+        for value in handed:
+            if isinstance(value, ast.Name) and value.id == "self":
+                handed_self.append(ast.unparse(node.func) if isinstance(node, ast.Call) else ast.unparse(node))
+            elif isinstance(value, ast.Attribute) and ast.unparse(value.value) == "self" and value.attr in own_methods:
+                handed_methods.append(ast.unparse(node))
+    assert sorted(handed_self) == ["ParleyTree", "access_gate", "discord.Client.close", "reminder_scheduler"]
+    assert handed_methods == []
 
 
 def test_client_default_allows_no_mentions(make_settings) -> None:

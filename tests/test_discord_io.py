@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import discord
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from archive.text import safe_text
 from discord_io import (
     MAX_REOPENED_FENCE,
+    KnownChannels,
     SplitStep,
     _open_fence,
     reply_mentions,
@@ -279,3 +281,12 @@ def test_thread_name_comes_from_the_question(question: str, name: str) -> None:
     """A thread is named from the question, on one line, without the mention of Parley, within 100 characters."""
     made = thread_name(question, "alice", "Parley")
     assert made == name and len(made) <= 100
+
+
+def test_known_channels_say_a_channel_s_server_from_discord_py_s_cache_alone() -> None:
+    """A channel in the cache is in its server and follows its own profile; one the process does not know is in
+    server 0 (as DMs are), its server unknown to the profiles."""
+    cached = {10: SimpleNamespace(id=10, guild=SimpleNamespace(id=5))}
+    known = KnownChannels(cached.get)
+    assert (known.server_of(10), known.profile_place(10)) == (5, (5, 10))
+    assert (known.server_of(11), known.profile_place(11)) == (0, (None, 11))

@@ -96,7 +96,7 @@ def schedule_text(digest: Digest, zone: ZoneInfo) -> str:
     return f"{digest.every}{on} at {digest.hour:02d}:00 ({zone.key})"
 
 
-# --- What the scheduler sees of the client ----------------------------------------------------
+# --- What the scheduler is handed -------------------------------------------------------------
 
 
 class DigestArchive(MessageLog, ChannelSettingsStore, Digests, Protocol):
@@ -118,23 +118,11 @@ class DigestAdmission(Protocol):
     def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
 
 
-class DigestClient(Protocol):
-    """The client, as the digests see it (bot.py's Parley)."""
+class DigestStores(Protocol):
+    """Where the digests are kept (bot.py's OpenStores): None without an archive."""
 
-    @property
-    def settings(self) -> Settings: ...
     @property
     def archive(self) -> DigestArchive | None: ...
-    @property
-    def agents(self) -> DigestAgents: ...
-    @property
-    def admission(self) -> DigestAdmission: ...
-    @property
-    def usage(self) -> UsageLedger: ...
-    @property
-    def user(self) -> discord.ClientUser | None: ...
-
-    def get_guild(self, guild_id: int, /) -> discord.Guild | None: ...
 
 
 # The failures a digest logs in one line before the loop goes on: the model's, Discord's, the network's, the archive's.
@@ -144,8 +132,26 @@ DIGEST_FAILURES = (AgentRunError, discord.HTTPException, aiohttp.ClientError, OS
 class DigestScheduler:
     """The one task that posts the channels' digests when they are due; `clock` is the time it reads."""
 
-    def __init__(self, client: DigestClient, clock: Callable[[], datetime] = utc_now) -> None:
-        self.client = client
+    def __init__(
+        self,
+        settings: Settings,
+        stores: DigestStores,
+        agents: DigestAgents,
+        admission: DigestAdmission,
+        usage: UsageLedger,
+        *,
+        own_user: Callable[[], discord.ClientUser | None],
+        get_guild: Callable[[int], discord.Guild | None],
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.stores = stores
+        self.agents = agents
+        self.admission = admission
+        self.usage = usage
+        # Parley's own user (its posts are left out of a digest), and a server of this process's: discord.py's.
+        self.own_user = own_user
+        self.get_guild = get_guild
         self.clock = clock
         # This process, in the archive's claims: unique per run, like answering/gap.py's.
         self.claimant = uuid.uuid4().hex
@@ -186,15 +192,15 @@ class DigestScheduler:
 
     async def _tick(self) -> None:
         self._wait = MAX_WAIT_SECONDS
-        archive = self.client.archive
-        if archive is None or self.client.agents.catchup is None:
+        archive = self.stores.archive
+        if archive is None or self.agents.catchup is None:
             return
-        now, zone = self.clock(), self.client.settings.zone
+        now, zone = self.clock(), self.settings.zone
         for digest in await archive.digests():
             self._wait = min(self._wait, (next_due(digest, now, zone) - now).total_seconds())
             due = latest_due(digest, now, zone)
             # Another process's server (its shards are not this process's) is left to that process.
-            guild = self.client.get_guild(digest.guild_id)
+            guild = self.get_guild(digest.guild_id)
             if digest.last_period >= period_of(due) or guild is None:
                 continue
             try:
@@ -219,22 +225,22 @@ class DigestScheduler:
         if not (allowed.view_channel and allowed.send_messages):
             await self._switch_off(archive, digest, "Parley may not post there")
             return
-        start = period_start(digest, due, self.client.settings.zone)
+        start = period_start(digest, due, self.settings.zone)
         found = await self._period_messages(archive, digest, start, due)
         if not any(not message.is_bot for message in found.messages):
             log.info("digest of channel %s for %s skipped: nothing was said", digest.channel_id, due.isoformat())
             return
-        writer = self.client.agents.catchup
-        if writer is None or not await self.client.admission.digest_admitted(guild.id, channel.id):
+        writer = self.agents.catchup
+        if writer is None or not await self.admission.digest_admitted(guild.id, channel.id):
             return
         try:
             summary = await writer.summarise(
                 found.messages,
-                budget_tokens=self.client.settings.catchup_token_budget,
+                budget_tokens=self.settings.catchup_token_budget,
                 on_usage=self._usage_recorder(guild.id, channel.id),
                 progress=_no_progress,
                 # Asked for by no member: each part's model call asks the server's budget alone.
-                admitted=self.client.admission.spending(guild.id, None, ()).admits,
+                admitted=self.admission.spending(guild.id, None, ()).admits,
             )
         except DIGEST_FAILURES:
             # A model or network failure, before anything was posted: give the period back so that the next tick
@@ -258,18 +264,18 @@ class DigestScheduler:
             forgotten_after=await archive.forget_marker(digest.channel_id),
             before_id=id_at(due),
         )
-        own_id = self.client.user.id if self.client.user is not None else None
+        user = self.own_user()
+        own_id = user.id if user is not None else None
         said = [message for message in found.messages if message.author_id != own_id]
-        return replace(found, messages=self.client.admission.optouts.veil_archived(digest.guild_id, said))
+        return replace(found, messages=self.admission.optouts.veil_archived(digest.guild_id, said))
 
     def _usage_recorder(self, guild_id: int, channel_id: int) -> Callable[[RunUsage], None]:
         """A digest's tokens count for its server, under Parley's own id: no member asked for them."""
-        own_id = self.client.user.id if self.client.user is not None else 0
+        user = self.own_user()
+        own_id = user.id if user is not None else 0
 
         def record(usage: RunUsage) -> None:
-            self.client.usage.record(
-                guild_id, channel_id, own_id, usage.input_tokens, usage.output_tokens, kind="summary"
-            )
+            self.usage.record(guild_id, channel_id, own_id, usage.input_tokens, usage.output_tokens, kind="summary")
 
         return record
 

@@ -15,18 +15,25 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_judge
 from bot import build_client
-from commands.admin import MODE_EFFECTS, AdminCommands
+from commands.access import AccessOperated
+from commands.admin import MODE_EFFECTS, AdminCommands, AdminOperated
 from commands.embeds import MESSAGE_EMBED_CHARS_MAX, PARLEY_COLOUR, messages_of
+from commands.knowledge import KnowledgeOperated
+from commands.knowledge_pins import PinsOperated
+from commands.memory import MemoryOperated
 from commands.parley import (
     WHY_MAX_COUNT,
     ParleyCommands,
+    ParleyOperated,
     decision_field,
     shard_of,
     status_embed,
     usage_fields,
     why_embeds,
 )
-from commands.tree import Operated, refusal
+from commands.profile import ProfileOperated
+from commands.tree import refusal
+from commands.usage_report import UsageOperated
 from config import ChannelMode
 from conversation import ChannelConversation, ConversationManager
 from deciding.decider import Judge, ResponseDecider
@@ -541,9 +548,13 @@ async def test_unknown_subcommand_is_refused(bot: RunningBot, fake: FakeDiscord)
 
 async def test_commands_in_direct_messages_are_refused(bot: RunningBot, fake: FakeDiscord) -> None:
     """Outside a server channel every command answers one line and does nothing."""
-    # Typed as the commands see it: mypy checks that the client is what `commands.Operated` declares.
-    client: Operated = await bot.start()
-    assert client.usage.summary(GUILD_ID, CHANNEL_ID).server_tokens == 0
+    client = await bot.start()
+    # Typed as the commands see it: mypy checks that the client is what each command module declares of it.
+    views: tuple[
+        AccessOperated, AdminOperated, KnowledgeOperated, PinsOperated, MemoryOperated, ParleyOperated,
+        ProfileOperated, UsageOperated,
+    ] = (client, client, client, client, client, client, client, client)  # fmt: skip
+    assert views[-1].usage.summary(GUILD_ID, CHANNEL_ID).server_tokens == 0
     text = assert_ephemeral_one_liner(await run_command(fake, "status", in_guild=False))
     assert text == "Parley's commands work only in a server channel, not in direct messages."
 

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pytest
@@ -256,27 +255,19 @@ async def test_open_section_vectors_is_none_without_a_usable_model(archive: Arch
     assert await open_section_vectors(archive, "openai:text-embedding-3-small", timeout=5) is None
 
 
-@dataclass
-class Client:
-    """What open_knowledge reads of the client: its settings and its background tasks."""
-
-    settings: Settings
-    background: BackgroundTasks = field(default_factory=BackgroundTasks)
-
-
 async def test_the_client_s_knowledge_base_searches_by_vector_too_with_embedding_model(
     archive: Archive, make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """open_knowledge (the client's) adds the vectors and starts embedding what waits; nothing of it without
+    """open_knowledge adds the vectors and starts embedding what waits; nothing of it without
     EMBEDDING_MODEL. No request is made: nothing waits, and the key is never used."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
-    plain, embedding = Client(make_settings()), Client(make_settings(embedding_model="openai:text-embedding-3-small"))
+    plain, embedding = BackgroundTasks(), BackgroundTasks()
     try:
-        await open_knowledge(archive, plain)
-        await open_knowledge(archive, embedding)
-        assert (len(plain.background), len(embedding.background)) == (0, 1)
+        await open_knowledge(archive, make_settings(), plain)
+        await open_knowledge(archive, make_settings(embedding_model="openai:text-embedding-3-small"), embedding)
+        assert (len(plain), len(embedding)) == (0, 1)
     finally:
-        await embedding.background.close()
+        await embedding.close()
 
 
 async def test_leaving_a_server_drops_its_sections_vectors_and_queued_texts(archive: Archive) -> None:

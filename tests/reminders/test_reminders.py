@@ -171,8 +171,8 @@ async def remind(book: ReminderBook, owner: int = ALICE, when: str = "2h", **opt
 
 def test_the_book_reads_the_one_clock_of_the_engine(make_settings: Any) -> None:
     settings = make_settings()
-    client = Client(AccessGate(AccessLists(settings), Members({}, set())))
-    assert reminder_scheduler(client, settings, MemberOptOuts()).book.clock is utc_now
+    access = AccessGate(AccessLists(settings), Members({}, set()))
+    assert reminder_scheduler(Client(), access, settings, MemberOptOuts()).book.clock is utc_now
 
 
 async def test_a_reminder_set_is_stored_and_wakes_the_scheduler(book: ReminderBook, archive: Archive) -> None:
@@ -453,13 +453,6 @@ class Members:
 class Client:
     """Just what DiscordReminderPosts reads of the client."""
 
-    def __init__(self, access: AccessGate) -> None:
-        self._access = access
-
-    @property
-    def access(self) -> AccessGate:
-        return self._access
-
     async def wait_until_ready(self) -> None:
         return None
 
@@ -481,7 +474,7 @@ async def test_an_owner_whose_roles_are_unknown_is_not_judged_without_them(make_
     lists = AccessLists(make_settings())
     await lists.put(GUILD, 77, "role", "allow", BOB)
     members = Members({ALICE: frozenset({GUILD, 77}), BOB: frozenset({GUILD})}, gone={9})
-    posts = DiscordReminderPosts(Client(AccessGate(lists, members)), OptOuts())  # type: ignore[arg-type]
+    posts = DiscordReminderPosts(Client(), AccessGate(lists, members), OptOuts())  # type: ignore[arg-type]
 
     def owned_by(owner: int) -> Reminder:
         return Reminder(1, GUILD, CHANNEL, owner, "x", NOW, "", False, NOW)
