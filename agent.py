@@ -63,7 +63,7 @@ from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 from tools.approval import settle
-from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER
+from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER, offered_here
 
 if TYPE_CHECKING:
     from pydantic_ai.models.anthropic import AnthropicModelSettings
@@ -229,7 +229,7 @@ def build_responder(
         *(MEMORY_TOOLS if memory_enabled else ()),
         *(REMINDER_TOOLS if reminders_enabled else ()),
     ]
-    # The knowledge base is in the archive too; its tool offers itself only in a server with documents.
+    # The knowledge base is in the archive too; its tool is offered only in a server with documents (tools/registry.py).
     tools += KNOWLEDGE_TOOLS if archive_enabled else ()
     toolbox = toolbox or Toolbox()
     model = model or build_model(settings)
@@ -243,7 +243,7 @@ def build_responder(
     if tools or toolbox.toolsets or toolbox.capabilities:
         instructions += [_notes_on_offered_tools(archive_enabled, memory_enabled, toolbox), _answer_now_note]
         capabilities += [
-            PrepareTools(_offer_profile_tools),
+            PrepareTools(_offer_tools_that_can_run),
             PrepareTools(_tools_withdrawn_near_the_limits(settings.max_answer_tokens)),
         ]
     agent = Agent(
@@ -320,8 +320,9 @@ def _notes_on_offered_tools(
     return notes_on_offered_tools
 
 
-async def _offer_profile_tools(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
-    return offered(tool_defs, ctx.deps.offered_toolsets)
+async def _offer_tools_that_can_run(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+    """The tools the channel's profile offers that can run in this answer (tools/registry.py says where each can)."""
+    return await offered_here(ctx.deps, offered(tool_defs, ctx.deps.offered_toolsets))
 
 
 class BudgetSpent(UsageLimitExceeded):

@@ -10,7 +10,7 @@ are quoted data (prompting.quoting.format_knowledge), and a failure is a short l
 import logging
 from collections.abc import Collection
 
-from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai import RunContext
 
 from prompting.quoting import format_knowledge
 from tools import ChatDeps, log_tool_call
@@ -49,19 +49,7 @@ async def search_knowledge(ctx: RunContext[ChatDeps], query: str) -> str:
     return format_knowledge(hits)
 
 
-async def _knowledge_offered(ctx: RunContext[ChatDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
-    """Offered only in a server that has documents: elsewhere the model would search nothing."""
-    knowledge = ctx.deps.knowledge
-    if knowledge is None or ctx.deps.guild_id == 0:
-        return None
-    try:
-        return tool_def if await knowledge.has_documents(ctx.deps.guild_id) else None
-    except Exception:
-        log.exception("the knowledge base could not be read in channel %s", ctx.deps.channel_id)
-        return None
-
-
-KNOWLEDGE_TOOLS = (SEARCH_KNOWLEDGE.tool(search_knowledge, prepare=_knowledge_offered),)
+KNOWLEDGE_TOOLS = (SEARCH_KNOWLEDGE.tool(search_knowledge),)
 
 
 def readable_channel_ids(deps: ChatDeps) -> Collection[int]:

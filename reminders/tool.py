@@ -7,7 +7,7 @@ the recurrence and the words (reminders/book.py's rules). A refusal is the one l
 # No `from __future__ import annotations`: pydantic-ai reads the tool function's annotations on every request.
 import logging
 
-from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai import RunContext
 
 from reminders.book import ReminderRefused
 from tools import ChatDeps, log_tool_call
@@ -67,10 +67,4 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
     return f"Set. {deps.reminders.confirmation(reminder)}"
 
 
-async def offered_to_who_may_post(ctx: RunContext[ChatDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
-    """Offered only to an asker who may see the channel and post in it (discord_io.may_post): what it sets posts
-    there in their name, so for anyone else it could only be refused, after asking them to approve it."""
-    return tool_def if ctx.deps.requester_may_post else None
-
-
-REMINDER_TOOLS = (REMIND.tool(remind, prepare=offered_to_who_may_post),)
+REMINDER_TOOLS = (REMIND.tool(remind),)
