@@ -57,7 +57,15 @@ from files.history import expire_images
 from files.prepared import PreparedFiles
 from knowledge.tool import KNOWLEDGE_TOOLS
 from profiles.channels import offered
-from prompting.context import approx_tokens, build_judge_prompt, build_prompt, split_turns, trim_history, turn_prompt
+from prompting.context import (
+    approx_tokens,
+    build_judge_prompt,
+    build_prompt,
+    split_turns,
+    trim_history,
+    turn_prompt,
+    with_channel_info,
+)
 from providers.models import build_model, retry_settings
 from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
@@ -262,13 +270,15 @@ def build_responder(
 
 
 def _history_within_budget(settings: Settings) -> Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]:
-    """The history processor: expire old images, then trim to HISTORY_TOKEN_BUDGET before each request."""
+    """The history processor: expire old images, then trim to HISTORY_TOKEN_BUDGET before each request, keeping a
+    <channel_info> in what is kept."""
     budget = settings.history_token_budget
     image_retain_turns = settings.image_retain_turns
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
         # Old images first: a placeholder costs the budget a line, the image a thousand tokens.
-        return trim_history(expire_images(messages, image_retain_turns), budget)
+        messages = expire_images(messages, image_retain_turns)
+        return with_channel_info(trim_history(messages, budget), messages)
 
     return keep_within_budget
 
