@@ -10,8 +10,9 @@ them once, then answers) and a file answer (a 6,000-character log attached). Eac
 conversation in a channel with an earlier conversation summarised (its memory) and six messages it has not seen. Then
 `python bot.py` runs the 80-turn conversation of bench/bench_cost.py (HISTORY_TOKEN_BUDGET=4000, the archive and
 memory on) and the request of its last answer is split the same way, with its cacheable share (the byte-identical
-prefix it shares with the answer request before it). With `--against REVISION` that conversation runs first on
-`python bot.py` as it was at REVISION (git archive to a temporary folder), in the same run.
+prefix it shares with the answer request before it); as the history's summaries come round every few turns there,
+the mean and largest request and the median cacheable share from turn 20 on follow. With `--against REVISION` that
+conversation runs first on `python bot.py` as it was at REVISION (git archive to a temporary folder), in the same run.
 
 A request is rendered as bench/bench_cost.py renders it (each tool definition, then each message, as compact JSON);
 a part's characters are those of its JSON, tokens are characters / 4. The last line is one JSON object.
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import json
 import re
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -37,7 +39,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
-from bench_cost import CHARS_PER_TOKEN, converse, kind_of, measure_requests, rendered  # noqa: E402
+from bench_cost import (  # noqa: E402
+    CHARS_PER_TOKEN,
+    STEADY_FROM_TURN,
+    converse,
+    kind_of,
+    measure_requests,
+    rendered,
+)
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID  # noqa: E402
 from fake_llm import MODEL_NAME, FakeLLM, ToolCall  # noqa: E402
 
@@ -185,13 +194,24 @@ def checkout(revision: str, into: Path) -> Path:
     return into
 
 
-def last_answer(turns: int, budget: int, source: Path) -> tuple[dict[str, Any], float]:
-    """The last answer request of bench_cost's conversation on `python bot.py` from `source`, and its cacheable
-    share."""
+def conversation(turns: int, budget: int, source: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The last answer request of bench_cost's conversation on `python bot.py` from `source`, and its figures: that
+    request's characters and cacheable share, and over the answers from STEADY_FROM_TURN on (where the history's
+    summaries come round every few turns, so one turn's request lands anywhere in that cycle) the mean and largest
+    characters and the median cacheable share."""
     with tempfile.TemporaryDirectory() as folder:
         requests = asyncio.run(converse(turns, Path(folder), judge=False, summaries=True, budget=budget, source=source))
     answers = [r for r in requests if kind_of(r) == "answer"]
-    return answers[turns - 1], measure_requests(answers)[turns - 1].cacheable
+    measured = measure_requests(answers)
+    steady = range(STEADY_FROM_TURN - 1, turns)
+    sizes = [len(rendered(answers[i])) for i in steady]
+    return answers[turns - 1], {
+        "total": sizes[-1],
+        "cacheable": round(measured[turns - 1].cacheable, 3),
+        "mean_total": round(statistics.mean(sizes)),
+        "max_total": max(sizes),
+        "median_cacheable": round(statistics.median(measured[i].cacheable for i in steady), 3),
+    }
 
 
 def line(name: str, chars: dict[str, int], extra: str = "") -> str:
@@ -220,11 +240,16 @@ def main() -> None:
         sources.insert(0, (args.against, lambda folder: checkout(args.against, folder)))
     for name, source in sources:
         with tempfile.TemporaryDirectory() as folder:
-            request, cacheable = last_answer(args.turns, args.budget, source(Path(folder)))
+            request, cycle = conversation(args.turns, args.budget, source(Path(folder)))
         chars = split_request(request)
         key = "turn" if name == "this commit" else f"turn_at_{args.against}"
-        figures[key] = {**chars, "total": len(rendered(request)), "cacheable": round(cacheable, 3)}
-        print(line(f"turn {args.turns}, {name}", chars, f"  cacheable share {cacheable:.3f}"), flush=True)
+        figures[key] = {**chars, **cycle}
+        print(line(f"turn {args.turns}, {name}", chars, f"  cacheable share {cycle['cacheable']:.3f}"), flush=True)
+        print(
+            f"{'':22}turns {STEADY_FROM_TURN}-{args.turns}: {cycle['mean_total']:,} characters on average,"
+            f" {cycle['max_total']:,} at most; median cacheable share {cycle['median_cacheable']:.3f}",
+            flush=True,
+        )
     print(json.dumps({"turns": args.turns, "budget": args.budget, **figures}))
 
 
