@@ -25,14 +25,11 @@ import asyncio
 import json
 import re
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 from collections import deque
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +44,7 @@ from bench_cost import (  # noqa: E402
     measure_requests,
     rendered,
 )
+from bench_hostile_files import checkout  # noqa: E402
 from fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID  # noqa: E402
 from fake_llm import MODEL_NAME, FakeLLM, ToolCall  # noqa: E402
 
@@ -183,15 +181,6 @@ async def one_answer(kind: str) -> dict[str, Any]:
         finally:
             await close_model(responder.model)
         return llm.requests[-1]
-
-
-def checkout(revision: str, into: Path) -> Path:
-    """The repository at `revision`, written under `into`."""
-    command = ["git", "-C", str(ROOT), "archive", "--format=tar", revision]
-    archive = subprocess.run(command, check=True, capture_output=True)
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
-    return into
 
 
 def conversation(turns: int, budget: int, source: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -10,22 +10,12 @@ from typing import Any
 from agent_test_support import ALICE, conversation_of, deps, msg
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolDefinition, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_tool_registry import OFFERED_NAMES as EVERY_TOOL
+from test_tool_registry import no_results
 
 from agent import Reply, build_responder, generate_reply
 from archive.knowledge import KnowledgeHit
 from tools import ChatDeps, build_toolbox
-
-# Every tool of Parley's own, in the order a request lists them when all of them can run.
-EVERY_TOOL = [
-    "search_history",
-    "get_recent_messages",
-    "get_channel_stats",
-    "remember",
-    "recall",
-    "remind",
-    "search_knowledge",
-    "search_web",
-]
 
 
 class Knowledge:
@@ -41,10 +31,6 @@ class Knowledge:
         self, guild_id: int, query: str, *, limit: int = 5, channel_ids: Collection[int]
     ) -> list[KnowledgeHit]:
         return []
-
-
-async def no_results(query: str) -> list[dict[str, Any]]:
-    return []
 
 
 async def offered_tools(
