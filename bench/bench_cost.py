@@ -234,7 +234,10 @@ def main() -> None:
         scenarios.append(("USE_LLM_JUDGE=true", {"judge": True, "summaries": True}))
     for title, options in scenarios:
         with tempfile.TemporaryDirectory() as folder:
-            requests = asyncio.run(converse(args.turns, Path(folder), budget=args.budget, **options))
+            conversation = converse(
+                args.turns, Path(folder), budget=args.budget, judge=options["judge"], summaries=options["summaries"]
+            )
+            requests = asyncio.run(conversation)
         report(title, requests, args.budget)
 
 

@@ -148,7 +148,8 @@ async def one_answer(kind: str) -> dict[str, Any]:
         return words(60)
 
     async with FakeLLM(reply) as llm:
-        settings = Settings(_env_file=None, discord_token="bench", llm_model=MODEL_NAME, llm_base_url=llm.base_url)
+        values: dict[str, Any] = {"discord_token": "bench", "llm_model": MODEL_NAME, "llm_base_url": llm.base_url}
+        settings = Settings(_env_file=None, **values)
         responder = build_responder(settings, archive_enabled=True, memory_enabled=True, reminders_enabled=True)
         people = [(BOB_ID, "Bob"), (CAROL_ID, "Carol")]
         unseen = [record(100 + i, *people[i % 2], words(20, i), i) for i in range(6)]

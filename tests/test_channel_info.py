@@ -53,7 +53,8 @@ class Requests:
 async def converse(turns: int, budget: int = 4000, chat: ChatDeps | None = None, **later: Any) -> Requests:
     """`turns` answers in one conversation; the answers after the first with `later`'s changes to the deps."""
     requests = Requests()
-    settings = Settings(_env_file=None, discord_token="x", llm_model="test", history_token_budget=budget)
+    values: dict[str, Any] = {"discord_token": "x", "llm_model": "test", "history_token_budget": budget}
+    settings = Settings(_env_file=None, **values)
     responder = build_responder(settings, model=requests.model, archive_enabled=False)
     conversation = ChannelConversation(CHANNEL, T0, T0, deque())
     for number in range(1, turns + 1):
