@@ -134,15 +134,20 @@ def _common_prefix(a: str, b: str) -> int:
     return low
 
 
-async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str], **extra: str) -> Any:
+async def start_bot(
+    fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str], source: Path = ROOT, **extra: str
+) -> Any:
     env = bot_environment(fake, llm, database, LOG_LEVEL="WARNING", MEMBER_ANSWERS_PER_HOUR="0", **extra)
     return await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent, stderr=log
+        sys.executable, str(source / "bot.py"), env=env, cwd=database.parent, stderr=log
     )
 
 
-async def converse(turns: int, folder: Path, *, judge: bool, summaries: bool, budget: int) -> list[dict[str, Any]]:
-    """Run the conversation through `python bot.py`; every request the fake model server received, in order."""
+async def converse(
+    turns: int, folder: Path, *, judge: bool, summaries: bool, budget: int, source: Path = ROOT
+) -> list[dict[str, Any]]:
+    """Run the conversation through `python bot.py` (from `source`: this checkout, or an earlier one for a
+    comparison); every request the fake model server received, in order."""
     rng = random.Random(14)
     extra = {
         "USE_LLM_JUDGE": str(judge).lower(),
@@ -154,7 +159,7 @@ async def converse(turns: int, folder: Path, *, judge: bool, summaries: bool, bu
     log_path = folder / "bot.log"
     async with FakeDiscord() as fake, FakeLLM(model_reply(rng)) as llm:
         with log_path.open("w") as log:
-            bot = await start_bot(fake, llm, folder / "parley.db", log, **extra)
+            bot = await start_bot(fake, llm, folder / "parley.db", log, source, **extra)
         try:
             await fake.wait_for_ready(timeout=120)  # python bot.py starts slowly on a loaded machine
             await asyncio.sleep(2.5)  # past discord.py's guild_ready_timeout (2 s): on_ready has run
@@ -229,7 +234,10 @@ def main() -> None:
         scenarios.append(("USE_LLM_JUDGE=true", {"judge": True, "summaries": True}))
     for title, options in scenarios:
         with tempfile.TemporaryDirectory() as folder:
-            requests = asyncio.run(converse(args.turns, Path(folder), budget=args.budget, **options))
+            conversation = converse(
+                args.turns, Path(folder), budget=args.budget, judge=options["judge"], summaries=options["summaries"]
+            )
+            requests = asyncio.run(conversation)
         report(title, requests, args.budget)
 
 

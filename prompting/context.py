@@ -14,8 +14,8 @@ the next conversation there starts with the latest few, quoted as data.
 
 import logging
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from pydantic_ai import (
@@ -24,6 +24,7 @@ from pydantic_ai import (
     CompactionPart,
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
     ModelSettings,
     RetryFeedbackPart,
     RunUsage,
@@ -354,7 +355,11 @@ def build_prompt(
     earlier = conversation.unseen_before(message.message_id, bot_user_id)
     if about is not None:
         earlier = about.others(earlier)
-    parts = [render_channel_info(deps)]
+    info = render_channel_info(deps)
+    # Said once: every copy in the history would be paid for again on each later request. The history's trim puts it
+    # back when it cuts every copy (`with_channel_info`), and a new one is said when the channel or the bot's name
+    # changes.
+    parts = [] if any(info in text for text in prompt_texts(conversation.llm_history)) else [info]
     if conversation.earlier_conversations and not conversation.llm_history:
         parts.append(
             "Summaries of this channel's earlier conversations with you, oldest first:\n"
@@ -406,6 +411,45 @@ def render_channel_info(deps: ChatDeps) -> str:
         your_name=inline(deps.bot_name),
         your_user_id=str(deps.bot_user_id),
     )
+
+
+def prompt_texts(messages: Sequence[ModelMessage]) -> Iterator[str]:
+    """The text of every user prompt in `messages` (an image's frame included), oldest first."""
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                content = part.content
+                yield from (content,) if isinstance(content, str) else (c for c in content if isinstance(c, str))
+
+
+# The element `render_channel_info` writes: its attributes are escaped, so none holds a ">".
+_CHANNEL_INFO = re.compile(f"<{CHANNEL_INFO_TAG} [^>]*>{re.escape(close_tag(CHANNEL_INFO_TAG))}")
+
+
+def with_channel_info(kept: list[ModelMessage], history: list[ModelMessage]) -> list[ModelMessage]:
+    """`kept`, what a cut left of `history`, telling the model where it is: when the cut took every `<channel_info>`,
+    the newest goes back at the start of the first prompt kept (the start of the next cached prefix anyway)."""
+    if any(_CHANNEL_INFO.search(text) for text in prompt_texts(kept)):
+        return kept
+    infos = [found for text in prompt_texts(history) for found in _CHANNEL_INFO.findall(text)]
+    if not infos:
+        return kept
+    for index, message in enumerate(kept):
+        if _starts_turn(message) and not is_summary(message):
+            assert isinstance(message, ModelRequest)
+            parts = [_told_where(part, infos[-1]) for part in message.parts]
+            return [*kept[:index], replace(message, parts=parts), *kept[index + 1 :]]
+    return kept
+
+
+def _told_where(part: ModelRequestPart, info: str) -> ModelRequestPart:
+    if not isinstance(part, UserPromptPart):
+        return part
+    content = part.content
+    told = f"{info}\n\n{content}" if isinstance(content, str) else [f"{info}\n\n", *content]
+    return replace(part, content=told)
 
 
 def render_transcript(

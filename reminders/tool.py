@@ -7,7 +7,7 @@ the recurrence and the words (reminders/book.py's rules). A refusal is the one l
 # No `from __future__ import annotations`: pydantic-ai reads the tool function's annotations on every request.
 import logging
 
-from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai import RunContext
 
 from reminders.book import ReminderRefused
 from tools import ChatDeps, log_tool_call
@@ -25,20 +25,17 @@ POST_HERE_NEEDS = (
 
 
 async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "", post_here: bool = False) -> str:
-    """Set a reminder for the person asking, or a timed post to this channel. Use it only when they ask for one.
+    """Set a reminder for the person asking, or a timed post to this channel, only when they ask for one.
 
-    The reminder is stored when this returns "Set"; say so only then, with the time it gives. It answers
-    "Not set: …" with the reason otherwise: tell them that reason.
+    It is stored only once this returns "Set" (say so then, with its time); "Not set: …" gives the reason to tell them.
 
     Args:
-        when: When to post it, as the person said it or as an ISO date and time: a delay such as `2h`, `90m`,
-            `in 3 days`; a day and time such as `tomorrow 9:00`, `monday 9am`, `17:30`; or `2026-12-01 14:00`.
-            Times without a zone are read in the server's time zone.
-        text: What to post, in the person's words, e.g. `check the deploy` or `Standup: what did you do yesterday?`.
-        every: How often to repeat it; empty for once. One of `hourly`, `6h` (every 6 hours; at least 1),
-            `daily`, `weekdays` or `weekly` (on the weekday of `when`).
-        post_here: False for "remind me" (it pings the person asking); true for a post to the whole channel
-            ("every Monday post the standup prompt here"), which pings no one.
+        when: As they said it or ISO: `2h`, `in 3 days`, `tomorrow 9:00`, `monday 9am`, `2026-12-01 14:00` (no
+            zone: the server's).
+        text: What to post, in their words.
+        every: Empty for once, or `hourly`, `6h` (every N hours), `daily`, `weekdays`, `weekly` (on the
+            weekday of `when`).
+        post_here: False for "remind me" (pings the asker); true for a post to the whole channel (pings no one).
     """
     deps = ctx.deps
     if deps.reminders is None:
@@ -67,10 +64,4 @@ async def remind(ctx: RunContext[ChatDeps], when: str, text: str, every: str = "
     return f"Set. {deps.reminders.confirmation(reminder)}"
 
 
-async def offered_to_who_may_post(ctx: RunContext[ChatDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
-    """Offered only to an asker who may see the channel and post in it (discord_io.may_post): what it sets posts
-    there in their name, so for anyone else it could only be refused, after asking them to approve it."""
-    return tool_def if ctx.deps.requester_may_post else None
-
-
-REMINDER_TOOLS = (REMIND.tool(remind, prepare=offered_to_who_may_post),)
+REMINDER_TOOLS = (REMIND.tool(remind),)

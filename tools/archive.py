@@ -23,9 +23,9 @@ async def search_history(ctx: RunContext[ChatDeps], query: str, hours: float | N
     """Search this channel's archived messages for words or a phrase.
 
     Args:
-        query: The words to look for, e.g. `release date` or `deploy failed`.
-        hours: Only search messages from the last this many hours; leave empty to search all of them.
-        limit: How many matching messages to return, 1 to 50.
+        query: The words to look for, e.g. `deploy failed`.
+        hours: Only the last this many hours; empty for all.
+        limit: How many to return, 1 to 50.
     """
 
     async def read(archive: MessageArchive) -> str:
@@ -38,11 +38,11 @@ async def search_history(ctx: RunContext[ChatDeps], query: str, hours: float | N
 
 
 async def get_recent_messages(ctx: RunContext[ChatDeps], limit: int = 50, hours: float | None = None) -> str:
-    """Read this channel's latest archived messages, oldest first, including ones from before this conversation.
+    """Read this channel's latest archived messages, oldest first, from before this conversation too.
 
     Args:
-        limit: How many messages to return, 1 to 100.
-        hours: Only messages from the last this many hours; leave empty for no time limit.
+        limit: How many to return, 1 to 100.
+        hours: Only the last this many hours; empty for all.
     """
 
     async def read(archive: MessageArchive) -> str:
@@ -53,10 +53,10 @@ async def get_recent_messages(ctx: RunContext[ChatDeps], limit: int = 50, hours:
 
 
 async def get_channel_stats(ctx: RunContext[ChatDeps], hours: float | None = None) -> str:
-    """Count this channel's archived messages: how many, from whom, and over what period.
+    """Count this channel's archived messages: how many, from whom, over what period.
 
     Args:
-        hours: Only count messages from the last this many hours; leave empty to count all of them.
+        hours: Only the last this many hours; empty for all.
     """
 
     async def read(archive: MessageArchive) -> str:

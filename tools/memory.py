@@ -18,18 +18,15 @@ RECALL_LIMIT = 10
 async def remember(
     ctx: RunContext[ChatDeps], fact: str, about_the_speaker: bool = True, about_member_id: str | None = None
 ) -> str:
-    """Save a fact for later conversations. Use it when someone asks you to remember something, and only then.
-
-    The fact is on disk when this returns "Remembered"; say it was noted only after that.
+    """Save a fact for later conversations, only when someone asks you to remember it; say it was noted only once
+    this returns "Remembered".
 
     Args:
-        fact: The fact as one short sentence naming who it is about, e.g. `Alice deploys on Fridays`.
-        about_the_speaker: True if the fact is about the person asking you to remember it (you will then
-            also recall it when they talk to you in this server's other channels); false for a fact about
-            the channel, a project or someone else.
-        about_member_id: For a fact about another member (about_the_speaker false), their id: the author_id of
-            their messages, or the number in the message's `<@id>` mention of them. They must be @mentioned in, or
-            replied to by, the message asking you to remember it.
+        fact: One short sentence naming who it is about, e.g. `Alice deploys on Fridays`.
+        about_the_speaker: True if it is about the person asking (recalled in this server's other channels too);
+            false for the channel, a project or someone else.
+        about_member_id: For a fact about another member, their author_id (or the number in their `<@id>`); the
+            message asking must @mention or reply to them.
     """
     deps = ctx.deps
     if deps.memory is None:
@@ -74,10 +71,10 @@ def _member_id(said: str) -> int | None:
 
 
 async def recall(ctx: RunContext[ChatDeps], query: str) -> str:
-    """Look up facts people asked you to remember: this channel's, and those the person asking told about themselves.
+    """Look up facts people asked you to remember: this channel's, and the asker's own.
 
     Args:
-        query: Words the fact would contain, e.g. `deploy Friday` or `favourite editor`.
+        query: Words the fact would contain, e.g. `deploy Friday`.
     """
     deps = ctx.deps
     if deps.memory is None:

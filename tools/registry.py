@@ -1,20 +1,25 @@
 """The one registry of Parley's own tools: each declared once, with what the rest of Parley needs to know about it.
 
 A tool's entry gives its name (as the model is offered it), the tool set a channel's profile offers or withholds it
-under (profiles/channels.py), the status line a live answer shows while it runs (edge/streaming.py), and whether each of
-its calls waits for the asker's approval or only reads (approval.py). Its function lives beside the helpers it shares
-(the archive's, memory's, ...) and becomes a pydantic-ai tool only through its entry (`ToolEntry.tool`), which gives it
-its name: nothing else names a tool. The registry imports no tool, so every layer that needs to know about them
-(the profiles, the live answer) reads it without loading them.
+under (profiles/channels.py), the status line a live answer shows while it runs (edge/streaming.py), whether each of
+its calls waits for the asker's approval or only reads (approval.py), and where it can run (`offered_here`): a tool
+that could only answer "not here" is left out of the request, where every definition costs tokens on every answer.
+Its function lives beside the helpers it shares (the archive's, memory's, ...) and becomes a pydantic-ai tool only
+through its entry (`ToolEntry.tool`), which gives it its name: nothing else names a tool. The registry imports no
+tool, so every layer that needs to know about them (the profiles, the live answer) reads it without loading them.
 """
 
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from pydantic_ai import Tool
+from pydantic_ai import Tool, ToolDefinition
 
+from archive.knowledge_types import KnowledgeSearch
 from tools.approval import asks_first, reads_only
+
+log = logging.getLogger("parley.tools")
 
 # Tool sets by name, as the profiles and `ChatDeps.offered_toolsets` carry them: each of Parley's own tools is in one,
 # and each MCP server's tools are in one of their own, "mcp:<server>".
@@ -26,6 +31,46 @@ WEB = "web"
 MCP_PREFIX = "mcp:"
 
 
+class RunPlace(Protocol):
+    """What decides where a tool can run: the run's deps (tools/deps.py's `ChatDeps`), never the model's words."""
+
+    @property
+    def guild_id(self) -> int: ...
+    @property
+    def channel_id(self) -> int: ...
+    @property
+    def requester_may_post(self) -> bool: ...
+    @property
+    def knowledge(self) -> KnowledgeSearch | None: ...
+
+
+# Whether a tool can run in an answer, asked before each of its model requests.
+RunsHere = Callable[[RunPlace], Awaitable[bool]]
+
+
+async def anywhere(place: RunPlace) -> bool:
+    """A tool the settings turned on runs in every answer (it says so itself when, say, the asker may not read)."""
+    return True
+
+
+async def for_who_may_post(place: RunPlace) -> bool:
+    """What the tool sets posts in the asker's name: for one who may not see the channel or post in it
+    (discord_io.may_post), it could only be refused, after asking them to approve it."""
+    return place.requester_may_post
+
+
+async def where_documents_are(place: RunPlace) -> bool:
+    """Only in a server whose knowledge base has documents (or pins): elsewhere the model would search nothing."""
+    knowledge = place.knowledge
+    if knowledge is None or place.guild_id == 0:
+        return False
+    try:
+        return await knowledge.has_documents(place.guild_id)
+    except Exception:
+        log.exception("the knowledge base could not be read in channel %s", place.channel_id)
+        return False
+
+
 @dataclass(frozen=True)
 class ToolEntry:
     """One of Parley's own tools: its name, its tool set, the status line shown while it runs, and whether each call
@@ -33,6 +78,7 @@ class ToolEntry:
 
     `withholds_itself`: the tool comes in a tool set of its own, which is offered only where the answer's profile
     offers its set (`ChatDeps.offers`), rather than among the agent's tools, which the profile filters (`offered`).
+    `runs_here`: whether the tool can run in an answer, from its deps (`offered_here`).
     """
 
     name: str
@@ -40,6 +86,7 @@ class ToolEntry:
     status: str
     asks_first: bool = False
     withholds_itself: bool = False
+    runs_here: RunsHere = anywhere
 
     def tool(self, function: Callable[..., Any], **options: Any) -> Tool[Any]:
         """The pydantic-ai tool of `function` under this entry's name, declared as asking first or only reading."""
@@ -54,8 +101,10 @@ GET_CHANNEL_STATS = ToolEntry("get_channel_stats", ARCHIVE, "counting the channe
 REMEMBER = ToolEntry("remember", MEMORY, "making a note of that…", asks_first=True)
 RECALL = ToolEntry("recall", MEMORY, "looking through what I was told…")
 # It posts later, in the asker's name: they approve each call, every argument shown.
-REMIND = ToolEntry("remind", REMINDERS, "setting a reminder…", asks_first=True)
-SEARCH_KNOWLEDGE = ToolEntry("search_knowledge", KNOWLEDGE, "searching the server's documents…")
+REMIND = ToolEntry("remind", REMINDERS, "setting a reminder…", asks_first=True, runs_here=for_who_may_post)
+SEARCH_KNOWLEDGE = ToolEntry(
+    "search_knowledge", KNOWLEDGE, "searching the server's documents…", runs_here=where_documents_are
+)
 # Built for the search backend and cap the settings name (tools/web.py), in the toolbox's tool set "web".
 SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
 
@@ -89,3 +138,15 @@ def filtered_toolset(tool_name: str) -> str | None:
     server's)."""
     entry = _BY_NAME.get(tool_name)
     return None if entry is None or entry.withholds_itself else entry.toolset
+
+
+async def offered_here(place: RunPlace, tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+    """The tools of `tool_defs` that can run in the answer at `place`, in the order given: one left out moves none of
+    the others, so the request's cacheable prefix holds wherever the same tools are offered. A tool Parley does not
+    declare (an MCP server's) is its tool set's to offer."""
+    entries = [_BY_NAME.get(tool_def.name) for tool_def in tool_defs]
+    return [
+        tool_def
+        for tool_def, entry in zip(tool_defs, entries, strict=True)
+        if entry is None or await entry.runs_here(place)
+    ]

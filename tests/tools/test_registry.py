@@ -35,7 +35,7 @@ OFFERED_NAMES = [
 ]
 # The sha256 of those tools' definitions as the model reads them (name, description, parameters, strictness) and of
 # the instructions: a change here changes the cached prefix of every prompt.
-OFFERED_DIGEST = "cae1a9023910f830df7ea22c6bbda42245fb0fe7416d211ed11e0f99f49dea20"
+OFFERED_DIGEST = "9e291c5b5fe194d17a5aef0a1c5794a69ff5cd3be7e5a1a0a2249cdea00376db"
 
 
 class KnowledgeWithDocuments:
