@@ -33,7 +33,7 @@ async def test_messages_written_to_it_are_never_found() -> None:
     archive: Archive = NullArchive()
     archive.add(MESSAGE)
     archive.edit(1, "edited", NOW)
-    archive.save_conversation(100, lambda: StoredConversation("{}", NOW, "active"))
+    archive.save_conversation(100, lambda: StoredConversation(NOW, "{}"))
     archive.add_summary(100, "they talked", NOW, (1, 1))
     archive.record_usage(TokenUsage(date(2026, 1, 1), 10, 100, 7, 5, 5))
     archive.record_decision(
