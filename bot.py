@@ -21,6 +21,7 @@ from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
+from archive.null import NULL_ARCHIVE, archive_off
 from commands.groups import add_slash_commands
 from commands.tree import ParleyTree
 from config import Settings
@@ -39,11 +40,12 @@ from edge.pins import PinEvents, PinnedKnowledge
 from edge.reminder_posts import reminder_scheduler
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
-from knowledge.opening import KnowledgeBase, open_knowledge
+from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from ops import cli
-from ops.opening import follow, open_configured_archive
+from ops.opening import follow
 from ops.preflight import startup_summary
+from ops.resources import NO_RESOURCES, Resources
 from ops.shared import SharedSettings
 from profiles.channels import Profiles, load_profiles_file
 from prompting.context import Summarizer, build_summarizer
@@ -74,6 +76,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         manager: ConversationManager,
         decider: ResponseDecider,
         responder: Responder,
+        resources: Resources = NO_RESOURCES,
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
         profiles: Profiles | None = None,
@@ -90,9 +93,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.judge = judge
         self.summarizer = summarizer
         self.toolbox = toolbox or Toolbox()  # web search and the MCP servers, by name, running from setup_hook to close
-        self.archive: Archive | None = None
-        self.memory: MemoryStore | None = None  # facts and context snapshots, in the archive: None without one
-        self.knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/), in the archive too
+        # Opened before the client (ops.resources), closed after it; the null archive when DATABASE_URL is empty.
+        self.archive: Archive = resources.archive
+        self.memory: MemoryStore | None = resources.memory  # facts and context snapshots, in the archive: None without
+        self.knowledge: KnowledgeBase | None = resources.knowledge  # the server's documents (knowledge/), in it too
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.profile_place
@@ -190,6 +194,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
+        await self.take_up_archive()
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
         # Stop buttons answer after a restart too: their custom id says whose answer it was.
@@ -218,16 +223,12 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await reach_gateway(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
         await super().launch_shards()
 
-    async def open_archive(self) -> None:
-        """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
-
-        `run` calls it before logging in, so an archive that cannot be opened stops the bot before
-        any network traffic.
-        """
-        if not self.settings.archive_enabled or self.archive is not None:
+    async def take_up_archive(self) -> None:
+        """Read what the archive keeps into the client's parts (modes, lists, settings, opt-outs, the day's tokens, live
+        conversations), and follow other processes' changes to them; setup_hook's first step."""
+        archive = self.archive
+        if archive_off(archive):
             return
-        self.archive = archive = await open_configured_archive(self.settings)
-        self.memory, self.knowledge = await MemoryStore.open(archive), await open_knowledge(archive, self)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -252,15 +253,14 @@ class Parley(PinEvents, discord.AutoShardedClient):
             await discord.Client.close(self)
         else:
             await super().close()
-        # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
-        archive, self.archive = self.archive, None
+        # Whoever opened the archive closes it once the client is closed; what still runs from here on keeps nothing.
+        archive, self.archive = self.archive, NULL_ARCHIVE
         self.memory = self.knowledge = None
         if self._other_processes is not None:
             await self._other_processes.close()
             self._other_processes = None
-        if archive is not None:
+        if not archive_off(archive):
             self.usage.detach()
-            await archive.close()
         await self.toolbox.stop()
         await self.agents.close()
 
@@ -288,7 +288,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
-        if self.archive is not None and not self.admission.optouts.withheld(
+        if not archive_off(self.archive) and not self.admission.optouts.withheld(
             guild_id_of(message), record.author_id, message.id
         ):
             self.archive.add(to_archived(message, record))
@@ -371,8 +371,12 @@ class Parley(PinEvents, discord.AutoShardedClient):
 # --- Composition root --------------------------------------------------------------------------
 
 
-def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
-    """Everything Parley needs, wired together: the engine, the agents and the client."""
+def build_client(
+    settings: Settings, resources: Resources = NO_RESOURCES, *, sync_commands: bool = False, **options: Any
+) -> Parley:
+    """Everything Parley needs, wired together over the opened `resources`: the engine, the agents and the client."""
+    if settings.archive_enabled and archive_off(resources.archive):
+        raise ValueError("DATABASE_URL is set: open the archive first (ops.resources.open_resources)")
     manager = ConversationManager(
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
@@ -395,6 +399,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         manager=manager,
         decider=decider,
         responder=build_responder(settings, model=model, toolbox=toolbox),
+        resources=resources,
         judge=judge,
         summarizer=build_summarizer(settings) if settings.summarize_history else None,
         profiles=profiles,
@@ -407,7 +412,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python bot.py`: the command line (ops.cli) with this composition root."""
+    """`python bot.py`: the command line (ops.cli), which opens the resources and builds the client over them here."""
     return cli.main(argv, build_client)
 
 

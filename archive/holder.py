@@ -8,7 +8,7 @@ from archive import Archive
 
 
 class ArchiveHolder(Protocol):
-    """The client, as the archive's holder: None before it opens, without DATABASE_URL, and after close."""
+    """The client, as the archive's holder: the null archive (archive/null.py) without DATABASE_URL and after close."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...

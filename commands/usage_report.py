@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 import discord
 
 from archive import TokenUsage
+from archive.null import archive_off
 from commands.embeds import Field, lines_fields, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import operated, place_of
 from commands.usage_chart import daily_usage, usage_chart_png
@@ -35,12 +36,13 @@ async def answer_usage(interaction: discord.Interaction, period: str) -> None:
     guild_id, _ = place_of(interaction)
     client = operated(interaction)
     days = PERIOD_DAYS[period]
-    charted = days > 1 and client.archive is not None
+    kept = not archive_off(client.archive)  # earlier days are read from the archive
+    charted = days > 1 and kept
     if charted:
         await interaction.response.defer(ephemeral=True, thinking=True)
     rows = await client.usage.guild_usage(guild_id, days)
     report = UsageReport.of(rows)
-    notes = [ARCHIVE_OFF] if days > 1 and client.archive is None else []
+    notes = [ARCHIVE_OFF] if days > 1 and not kept else []
     chart = None
     if charted and report.channels:
         last = client.usage.day

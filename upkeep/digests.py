@@ -124,7 +124,7 @@ class DigestClient(Protocol):
     @property
     def settings(self) -> Settings: ...
     @property
-    def archive(self) -> DigestArchive | None: ...
+    def archive(self) -> DigestArchive: ...
     @property
     def agents(self) -> DigestAgents: ...
     @property
@@ -187,7 +187,7 @@ class DigestScheduler:
     async def _tick(self) -> None:
         self._wait = MAX_WAIT_SECONDS
         archive = self.client.archive
-        if archive is None or self.client.agents.catchup is None:
+        if self.client.agents.catchup is None:
             return
         now, zone = self.clock(), self.client.settings.zone
         for digest in await archive.digests():
