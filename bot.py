@@ -45,7 +45,7 @@ from memory.store import MemoryStore
 from ops import cli
 from ops.opening import follow
 from ops.preflight import startup_summary
-from ops.resources import NO_RESOURCES, Resources
+from ops.resources import Resources
 from ops.shared import SharedSettings
 from profiles.channels import Profiles, load_profiles_file
 from prompting.context import Summarizer, build_summarizer
@@ -57,7 +57,6 @@ from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
 from upkeep.digests import DigestScheduler
 from upkeep.forgetting import Forgetting
-from usage.budget import UsageLedger
 from usage.costs import UsageMetrics
 
 if TYPE_CHECKING:
@@ -76,7 +75,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         manager: ConversationManager,
         decider: ResponseDecider,
         responder: Responder,
-        resources: Resources = NO_RESOURCES,
+        resources: Resources | None = None,
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
         profiles: Profiles | None = None,
@@ -87,6 +86,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # Over 60 lines on purpose: the client's parts are built here once, each after what it takes, so the order
         # of the lines is the order of their dependencies (composition, no logic).
         super().__init__(**discord_options(settings, options))
+        resources = resources or Resources()  # DATABASE_URL empty
         self.settings = settings
         self.manager = manager
         self.decider = decider
@@ -108,8 +108,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
         self.decision_log = DecisionLog(self.decisions, self)
-        # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
-        self.usage = UsageLedger()
+        # Today's tokens per server, channel and member; taken up from the archive when it is on.
+        self.usage = resources.usage
         if settings.logfire_token is not None:
             self.usage.on_record = UsageMetrics()
         self.accounting = UsageAccounting(
@@ -117,6 +117,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage)
+        self.admission.count_in(resources.archive)  # members' answers and tokens: in a Postgres archive, shared
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
         self.reminders = reminder_scheduler(self, settings, self.admission.optouts)
@@ -238,7 +239,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.profiles.attach(archive)
         await self.access.lists.attach(archive)
         await channels.load(archive)
-        await self.usage.attach(archive)
         await self.admission.attach(archive)
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
@@ -254,13 +254,11 @@ class Parley(PinEvents, discord.AutoShardedClient):
         else:
             await super().close()
         # Whoever opened the archive closes it once the client is closed; what still runs from here on keeps nothing.
-        archive, self.archive = self.archive, NULL_ARCHIVE
+        self.archive = NULL_ARCHIVE
         self.memory = self.knowledge = None
         if self._other_processes is not None:
             await self._other_processes.close()
             self._other_processes = None
-        if not archive_off(archive):
-            self.usage.detach()
         await self.toolbox.stop()
         await self.agents.close()
 
@@ -372,9 +370,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
 
 
 def build_client(
-    settings: Settings, resources: Resources = NO_RESOURCES, *, sync_commands: bool = False, **options: Any
+    settings: Settings, resources: Resources | None = None, *, sync_commands: bool = False, **options: Any
 ) -> Parley:
     """Everything Parley needs, wired together over the opened `resources`: the engine, the agents and the client."""
+    resources = resources or Resources()  # DATABASE_URL empty
     if settings.archive_enabled and archive_off(resources.archive):
         raise ValueError("DATABASE_URL is set: open the archive first (ops.resources.open_resources)")
     manager = ConversationManager(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from archive import Archive
 from archive.null import NULL_ARCHIVE
@@ -17,21 +17,20 @@ from knowledge.opening import KnowledgeBase, open_knowledge
 from memory.store import MemoryStore
 from ops.opening import open_configured_archive
 from upkeep.background import BackgroundTasks
+from usage.budget import UsageLedger
 
-__all__ = ["NO_RESOURCES", "Resources", "open_resources"]
+__all__ = ["Resources", "open_resources"]
 
 
 @dataclass(frozen=True, slots=True)
 class Resources:
-    """The opened archive (the null archive when it is off), and the stores in it (None when it is off)."""
+    """The opened archive (the null archive when it is off), today's tokens taken up from it, and the stores in it
+    (None when it is off). `Resources()`: DATABASE_URL empty, nothing to open or close."""
 
-    archive: Archive
+    archive: Archive = NULL_ARCHIVE
+    usage: UsageLedger = field(default_factory=UsageLedger)
     memory: MemoryStore | None = None
     knowledge: KnowledgeBase | None = None
-
-
-# DATABASE_URL empty: nothing to open, nothing to close.
-NO_RESOURCES = Resources(NULL_ARCHIVE)
 
 
 @dataclass(slots=True)
@@ -44,20 +43,24 @@ class _KnowledgeHost:
 
 @contextlib.asynccontextmanager
 async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
-    """The archive DATABASE_URL names, opened (or the null one), with the memory store and the knowledge base in it;
-    on leaving, the knowledge base's embedding stops, then the archive closes.
+    """The archive DATABASE_URL names, opened (or the null one), with today's tokens read from it and the memory store
+    and the knowledge base in it; on leaving, the knowledge base's embedding stops, the tokens are no longer written
+    there, and the archive closes.
 
     Raises:
         ArchiveInUse, ArchiveUnavailable: as `open_configured_archive`, before anything else is opened.
     """
     if not settings.archive_enabled:
-        yield NO_RESOURCES
+        yield Resources()
         return
     archive = await open_configured_archive(settings)
     embedding = BackgroundTasks()
+    usage = UsageLedger()
     try:
+        await usage.attach(archive)
         knowledge = await open_knowledge(archive, _KnowledgeHost(settings, embedding))
-        yield Resources(archive, await MemoryStore.open(archive), knowledge)
+        yield Resources(archive, usage, await MemoryStore.open(archive), knowledge)
     finally:
         await embedding.close()
+        usage.detach()
         await archive.close()
