@@ -95,8 +95,8 @@ async def until_stopped(work: Coroutine[Any, Any, None]) -> None:
     """Run `work` (`serve`); StopRequested once it is undone, if SIGTERM or SIGINT came first.
 
     The one place a stop request becomes a clean close in every phase: `work` is cancelled, wherever it is
-    (opening the archive, logging in, syncing commands, serving), and its `async with client` closes the client.
-    Closing the client under a login instead would fail that login's request ("Session is closed").
+    (opening the archive, logging in, syncing commands, serving), and its `async with`s close the client, then the
+    archive. Closing the client under a login instead would fail that login's request ("Session is closed").
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
