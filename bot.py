@@ -225,8 +225,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await super().launch_shards()
 
     async def take_up_archive(self) -> None:
-        """Read what the archive keeps into the client's parts (modes, lists, settings, opt-outs, the day's tokens, live
-        conversations), and follow other processes' changes to them; setup_hook's first step."""
+        """Read what the archive keeps into the client's parts (modes, lists, settings, opt-outs, live conversations),
+        and follow other processes' changes to them; setup_hook's first step. Read only once the changes are followed
+        (ops.shared.follow_other_processes), so these are not among the resources opened before the client."""
         archive = self.archive
         if archive_off(archive):
             return
