@@ -22,6 +22,7 @@ from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
 from answering.usage import UsageAccounting
 from archive import Archive
+from archive.null import NULL_ARCHIVE, archive_off
 from commands.groups import add_slash_commands
 from commands.tree import ParleyTree
 from config import Settings
@@ -42,11 +43,12 @@ from edge.reminder_posts import reminder_scheduler
 from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
-from knowledge.opening import KnowledgeBase, open_knowledge
+from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from ops import cli
-from ops.opening import follow, open_configured_archive
+from ops.opening import follow
 from ops.preflight import startup_summary
+from ops.resources import Resources
 from ops.shared import SharedSettings
 from profiles.channels import Profiles, load_profiles_file
 from prompting.context import Summarizer, build_summarizer
@@ -58,7 +60,6 @@ from upkeep.conversations import ConversationUpkeep
 from upkeep.coverage import Coverage
 from upkeep.digests import DigestScheduler
 from upkeep.forgetting import Forgetting
-from usage.budget import UsageLedger
 from usage.costs import UsageMetrics
 
 if TYPE_CHECKING:
@@ -69,10 +70,11 @@ log = logging.getLogger("parley")
 
 @dataclass
 class OpenStores:
-    """The archive and the stores kept in it, as the parts read them (never through the client): None before
-    `Parley.open_archive` opens them, without DATABASE_URL, and after close."""
+    """The archive and the stores kept in it, as the parts read them (never through the client): the resources
+    opened before the client (ops.resources) until it closes, then the null archive and no stores, so what still runs
+    keeps nothing. Without DATABASE_URL, the null archive and no stores throughout."""
 
-    archive: Archive | None = None
+    archive: Archive = NULL_ARCHIVE
     memory: MemoryStore | None = None  # facts and context snapshots
     knowledge: KnowledgeBase | None = None  # the server's documents (knowledge/)
 
@@ -87,6 +89,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         manager: ConversationManager,
         decider: ResponseDecider,
         responder: Responder,
+        resources: Resources | None = None,
         judge: LLMJudge | None = None,
         summarizer: Summarizer | None = None,
         profiles: Profiles | None = None,
@@ -97,6 +100,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # Over 60 lines on purpose: the client's parts are built here once, each after what it takes, so the order
         # of the lines is the order of their dependencies (composition, no logic).
         super().__init__(**discord_options(settings, options))
+        resources = resources or Resources()  # DATABASE_URL empty
 
         def own_user() -> discord.ClientUser | None:
             """Parley's own user, as discord.py knows it once logged in: what the parts are handed for it."""
@@ -108,7 +112,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.judge = judge
         self.summarizer = summarizer
         self.toolbox = toolbox or Toolbox()  # web search and the MCP servers, by name, running from setup_hook to close
-        self.stores = OpenStores()
+        # Opened before the client (ops.resources), closed after it; the null archive when DATABASE_URL is empty.
+        self.stores = OpenStores(resources.archive, resources.memory, resources.knowledge)
         self.known_channels = KnownChannels(self.get_channel)
         # Each channel's persona, models, tools and mode; the decider reads the modes from it (build_client shares it).
         self.profiles = profiles or Profiles(settings)
@@ -120,8 +125,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.
         self._other_processes: ChangeListener | None = None
         self.decisions = DecisionJournal()
-        # Today's tokens per server, channel and member; attached to the archive in setup_hook when it is on.
-        self.usage = UsageLedger()
+        # Today's tokens per server, channel and member; taken up from the archive when it is on.
+        self.usage = resources.usage
         if settings.logfire_token is not None:
             self.usage.on_record = UsageMetrics()
         self.accounting = UsageAccounting(
@@ -129,6 +134,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         )
         # Every model call is admitted by it: the bot gate, member rates, channel turns, server budgets.
         self.admission = Gatekeeper(settings, self.usage)
+        self.admission.count_in(resources.archive)  # members' answers and tokens: in a Postgres archive, shared
         self.decision_log = DecisionLog(
             self.decisions, self.stores, self.admission.optouts, self.known_channels.server_of
         )
@@ -238,7 +244,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
     # The stores as the commands and the command line read them off the client; the parts are handed `stores`.
 
     @property
-    def archive(self) -> Archive | None:
+    def archive(self) -> Archive:
         return self.stores.archive
 
     @property
@@ -251,6 +257,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
 
     async def setup_hook(self) -> None:
         assert self.user is not None  # setup_hook runs after login
+        await self.take_up_archive()
         warning = public_bot_warning(self.application, self.settings.allowed_servers)
         if warning is not None:
             log.warning("%s", warning)
@@ -283,18 +290,13 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await reach_gateway(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
         await super().launch_shards()
 
-    async def open_archive(self) -> None:
-        """Open the archive DATABASE_URL names, if any, and read the channel modes kept in it.
-
-        `run` calls it before logging in, so an archive that cannot be opened stops the bot before
-        any network traffic.
-        """
-        if not self.settings.archive_enabled or self.archive is not None:
+    async def take_up_archive(self) -> None:
+        """Read what the archive keeps into the client's parts (modes, lists, settings, opt-outs, live conversations),
+        and follow other processes' changes to them; setup_hook's first step. Read only once the changes are followed
+        (ops.shared.follow_other_processes), so these are not among the resources opened before the client."""
+        archive = self.archive
+        if archive_off(archive):
             return
-        stores = self.stores
-        stores.archive = archive = await open_configured_archive(self.settings)
-        stores.memory = await MemoryStore.open(archive)
-        stores.knowledge = await open_knowledge(archive, self.settings, self.background)
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
@@ -304,7 +306,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.profiles.attach(archive)
         await self.access.lists.attach(archive)
         await channels.load(archive)
-        await self.usage.attach(archive)
         await self.admission.attach(archive)
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
@@ -319,15 +320,12 @@ class Parley(PinEvents, discord.AutoShardedClient):
             await discord.Client.close(self)
         else:
             await super().close()
-        # close() runs more than once on shutdown (the signal path and `async with`); close the archive once.
-        archive = self.stores.archive
-        self.stores.archive = self.stores.memory = self.stores.knowledge = None
+        # Whoever opened the archive closes it once the client is closed; what still runs from here on keeps nothing.
+        stores = self.stores
+        stores.archive, stores.memory, stores.knowledge = NULL_ARCHIVE, None, None
         if self._other_processes is not None:
             await self._other_processes.close()
             self._other_processes = None
-        if archive is not None:
-            self.usage.detach()
-            await archive.close()
         await self.toolbox.stop()
         await self.agents.close()
 
@@ -359,7 +357,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             return  # direct messages are answered only with DIRECT_MESSAGES on
         record = to_record(message, self.settings.wake_words)
         self.files.note(message.attachments)
-        if self.archive is not None and not self.admission.optouts.withheld(
+        if not archive_off(self.archive) and not self.admission.optouts.withheld(
             guild_id_of(message), record.author_id, message.id
         ):
             self.archive.add(to_archived(message, record))
@@ -436,8 +434,13 @@ class Parley(PinEvents, discord.AutoShardedClient):
 # --- Composition root --------------------------------------------------------------------------
 
 
-def build_client(settings: Settings, *, sync_commands: bool = False, **options: Any) -> Parley:
-    """Everything Parley needs, wired together: the engine, the agents and the client."""
+def build_client(
+    settings: Settings, resources: Resources | None = None, *, sync_commands: bool = False, **options: Any
+) -> Parley:
+    """Everything Parley needs, wired together over the opened `resources`: the engine, the agents and the client."""
+    resources = resources or Resources()  # DATABASE_URL empty
+    if settings.archive_enabled and archive_off(resources.archive):
+        raise ValueError("DATABASE_URL is set: open the archive first (ops.resources.open_resources)")
     manager = ConversationManager(
         settings.conversation_timeout_seconds, max_messages=settings.max_conversation_messages
     )
@@ -460,6 +463,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
         manager=manager,
         decider=decider,
         responder=build_responder(settings, model=model, toolbox=toolbox),
+        resources=resources,
         judge=judge,
         summarizer=build_summarizer(settings) if settings.summarize_history else None,
         profiles=profiles,
@@ -472,7 +476,7 @@ def build_client(settings: Settings, *, sync_commands: bool = False, **options: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python bot.py`: the command line (ops.cli) with this composition root."""
+    """`python bot.py`: the command line (ops.cli), which opens the resources and builds the client over them here."""
     return cli.main(argv, build_client)
 
 

@@ -116,10 +116,9 @@ class Gatekeeper:
         self._token_notices: dict[tuple[int, int], date] = {}
 
     async def attach(self, archive: OptOutTables) -> None:
-        """What admission keeps in the archive, once it is open: the opt-outs (read now, and stored there from
-        now on) and, on Postgres, the members' allowances (`count_in`)."""
+        """What admission keeps in the archive, once the other processes' changes are followed: the opt-outs (read
+        now, and stored there from now on)."""
         await self.optouts.attach(archive)
-        self.count_in(archive)
 
     def count_in(self, archive: object) -> None:
         """Count members' answers and the day's tokens in `archive` from now on if other processes may share it

@@ -20,6 +20,7 @@ from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
 from archive.holder import ArchiveHolder
 from archive.knowledge_types import KnowledgeSearch
+from archive.null import archive_off
 from archive.text import safe_text
 from config import Settings
 from conversation import ChannelConversation, ConversationManager
@@ -50,8 +51,8 @@ class AnswerAdmission(HasOptOuts, Protocol):
 
 
 class AnswerStores(ArchiveHolder, Protocol):
-    """The archive and the memory and knowledge base kept in it, all None without an archive (bot.py's
-    OpenStores): what an answer's tools read."""
+    """The archive (the null archive without one) and the memory and knowledge base kept in it (None without an
+    archive; bot.py's OpenStores): what an answer's tools read."""
 
     @property
     def memory(self) -> MemoryStore | None: ...
@@ -135,6 +136,7 @@ class Answering:
         guild, guild_id = question.guild, question.guild_id
         channel_id = outlet.channel_id
         archive = self.stores.archive
+        off = archive_off(archive)  # the archive's tools and the remind tool then say so, in one line the model relays
         return ChatDeps(
             bot_name=safe_text(user.display_name),
             bot_user_id=user.id,
@@ -142,7 +144,7 @@ class Answering:
             guild_name=DIRECT_MESSAGES_PLACE if guild is None else safe_text(guild.name),
             channel_id=channel_id,
             channel_name=safe_text(getattr(outlet.channel, "name", None) or DIRECT_MESSAGES_PLACE),
-            archive=None if archive is None else VeiledArchive(archive, self.admission.optouts, guild_id),
+            archive=None if off else VeiledArchive(archive, self.admission.optouts, guild_id),
             requester_id=question.asker_id,
             requester_can_read_history=question.reads_history,
             memory=self.stores.memory if self.settings.memory_tools else None,
@@ -150,7 +152,7 @@ class Answering:
             named_member_ids=question.named_member_ids - {user.id},
             offered_toolsets=self.profiles.for_channel(channel_id).tool_sets,
             approver=self.approvals.for_answer(question.asker, outlet),
-            reminders=None if archive is None else self.reminders,
+            reminders=None if off else self.reminders,
             requester_manages_messages=question.manages_messages,
             requester_may_post=question.may_post,
             knowledge=self.stores.knowledge,

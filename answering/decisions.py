@@ -30,7 +30,7 @@ class DecisionLog:
         self.journal.add(message.channel_id, entry)
         # Idle decisions stay in memory: archived, they would double the writes of a busy server
         # and crowd the conversation decisions out of the archive's recent_decisions.
-        if self.stores.archive is not None and decision.reason != IDLE_REASON:
+        if decision.reason != IDLE_REASON:
             self.stores.archive.record_decision(
                 channel_id=message.channel_id,
                 message_id=message.message_id,
@@ -46,7 +46,6 @@ class DecisionLog:
     async def recent(self, channel_id: int, count: int) -> list[LoggedDecision]:
         """The channel's latest `count` decisions, newest first: this process's, and the archive's from before."""
         kept = {entry.message_id: entry for entry in self.journal.recent(channel_id)}
-        if self.stores.archive is not None:
-            for row in await self.stores.archive.recent_decisions(channel_id, count):
-                kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
+        for row in await self.stores.archive.recent_decisions(channel_id, count):
+            kept.setdefault(row.message_id, LoggedDecision.from_archive(row))
         return newest_first(kept.values())[:count]

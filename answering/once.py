@@ -94,11 +94,8 @@ class MessageClaims:
                 del self._users[channel_id], self._in_order[channel_id]
 
     async def _claim_shared(self, message_id: int) -> Claimed:
-        archive = self.holder.archive
-        if archive is None:
-            return Claimed.FIRST
         try:
-            claimed = await archive.claim_message(message_id, self.claimant, utc_now())
+            claimed = await self.holder.archive.claim_message(message_id, self.claimant, utc_now())
         except ArchiveWriteFailed as error:
             # Unclaimed, another process sharing the archive could answer it too: never answer twice.
             log.warning("message %s left undecided: it could not be claimed (%s)", message_id, error)
@@ -114,8 +111,7 @@ class MessageClaims:
         if message_id not in self._held:
             return  # never claimed: it could not be answered
         self._forget(message_id)
-        if self.holder.archive is not None:
-            await self.holder.archive.release_message(message_id, self.claimant)
+        await self.holder.archive.release_message(message_id, self.claimant)
 
     def _claim_here(self, message_id: int) -> bool:
         if message_id in self._held:

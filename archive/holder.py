@@ -9,7 +9,7 @@ from archive import Archive
 
 
 class ArchiveHolder(Protocol):
-    """The archive's holder: None before it opens, without DATABASE_URL, and after close."""
+    """The archive's holder: the null archive (archive/null.py) without DATABASE_URL and after close."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...

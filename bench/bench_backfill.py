@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import multiprocessing
 import sqlite3
@@ -44,6 +45,7 @@ from bot import Parley, build_client  # noqa: E402
 from config import Settings  # noqa: E402
 from edge.gateway import point_at_discord  # noqa: E402
 from ops.cli import run  # noqa: E402
+from ops.resources import open_resources  # noqa: E402
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, DEFAULT_TOKEN, FakeDiscord  # noqa: E402
 from tests.fakes.fake_llm import MODEL_NAME  # noqa: E402
 
@@ -144,7 +146,9 @@ async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
         log_level="WARNING",
     )
     point_at_discord(settings)
-    client = build_client(settings, guild_ready_timeout=0.05)
+    opened = contextlib.AsyncExitStack()  # the archive, opened before the client and closed after it, as serve does
+    resources = await opened.enter_async_context(open_resources(settings))
+    client = build_client(settings, resources, guild_ready_timeout=0.05)
     gc.freeze()  # as bot.main does
     serving = asyncio.create_task(run(client, DEFAULT_TOKEN))
     lags: list[float] = []
@@ -157,12 +161,12 @@ async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
                 before = time.perf_counter()
                 await asyncio.sleep(LAG_INTERVAL)
                 lags.append(time.perf_counter() - before - LAG_INTERVAL)
-            assert client.archive is not None
             await client.archive.flush()
             seconds = time.perf_counter() - started
     finally:
         await client.close()
         await serving
+        await opened.aclose()
     return Run(archived_count(database), seconds, lags)
 
 

@@ -47,9 +47,10 @@ from pydantic_ai.models.function import FunctionModel
 
 from archive.sqlite import SQLiteArchive
 from archive.stores import StoreTables
-from bot import build_client
+from bot import Parley, build_client
 from config import Settings
 from memory.store import MemoryStore
+from ops.resources import open_resources
 from prompting.context import Summarizer
 from records import MessageRecord
 
@@ -167,10 +168,13 @@ async def ended_conversations(count: int, folder: Path) -> tuple[int, int, int, 
         llm_base_url="http://127.0.0.1:9/v1",
         conversation_timeout_seconds=120,
     )
-    client = build_client(settings)
+    async with open_resources(settings) as resources:
+        return await _ended_conversations(count, build_client(settings, resources))
+
+
+async def _ended_conversations(count: int, client: Parley) -> tuple[int, int, int, int]:
     client.summarizer = Summarizer(Agent(FunctionModel(lambda messages, info: ModelResponse([TextPart("summary")]))))
-    await client.open_archive()
-    assert client.archive is not None
+    await client.take_up_archive()  # setup_hook's first step: the conversations' listeners among it
     start = datetime(2026, 1, 1, tzinfo=UTC)
     client.manager.clock = lambda: start
     try:

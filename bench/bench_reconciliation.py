@@ -17,6 +17,7 @@ The run with the best pace is the figure; every run's figures are printed too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from bot import Parley, build_client
 from config import Settings
 from edge.gateway import point_at_discord
 from ops.cli import run
+from ops.resources import open_resources
 from tests.fakes.fake_discord import DEFAULT_TOKEN
 from tests.fakes.fake_llm import MODEL_NAME
 
@@ -50,7 +52,9 @@ async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
         log_level="WARNING",
     )
     point_at_discord(settings)
-    client = build_client(settings, guild_ready_timeout=0.05)
+    opened = contextlib.AsyncExitStack()  # the archive, opened before the client and closed after it, as serve does
+    resources = await opened.enter_async_context(open_resources(settings))
+    client = build_client(settings, resources, guild_ready_timeout=0.05)
     gc.freeze()  # as bot.main does
     serving = asyncio.create_task(run(client, DEFAULT_TOKEN))
     lags: list[float] = []
@@ -67,6 +71,7 @@ async def measure(fake: Endpoints, messages: int, database: Path) -> Run:
     finally:
         await client.close()
         await serving
+        await opened.aclose()
     return Run(archived_count(database), seconds, lags, done="rechecked")
 
 

@@ -16,6 +16,7 @@ from discord import app_commands
 from admission.access_gate import AccessGate
 from admission.access_lists import AccessLists, Kind, Listed, Shown
 from archive import Archive, ArchiveWriteFailed
+from archive.null import archive_off
 from commands.tree import Refusal, place_of, send_ephemeral
 from discord_io import discord_time
 
@@ -24,7 +25,7 @@ class AccessOperated(Protocol):
     """The client, as the /parley-admin access commands see it (bot.py's Parley)."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...
     @property
     def access(self) -> AccessGate: ...
 
@@ -148,7 +149,7 @@ async def _put(interaction: discord.Interaction, listed: Listed, target: tuple[i
         await lists.put(guild_id, target_id, kind, listed, interaction.user.id)
     except ArchiveWriteFailed:
         raise Refusal("The entry could not be saved, so nothing changed; the details are in Parley's log.") from None
-    text = describe_put(target_id, kind, listed, kept=client.archive is not None)
+    text = describe_put(target_id, kind, listed, kept=not archive_off(client.archive))
     setting = _setting_naming(lists, guild_id, target_id)
     if setting is not None:
         text += f" {setting} names it too, and a block there stays a block."

@@ -10,6 +10,7 @@ import discord
 from discord import app_commands
 
 from archive import Archive, ArchiveWriteFailed
+from archive.null import archive_off
 from commands.access import AccessCommands
 from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
@@ -27,7 +28,7 @@ class AdminOperated(Protocol):
     """The client, as the /parley-admin mode, threads and forget commands see it (bot.py's Parley)."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...
     @property
     def profiles(self) -> Profiles: ...
 
@@ -100,7 +101,7 @@ class AdminCommands(
             await client.profiles.set_value("channel", guild_id, channel_id, "mode", mode, interaction.user.id)
         except ArchiveWriteFailed:
             raise Refusal("The mode could not be saved, so it is unchanged; the details are in Parley's log.") from None
-        await send_ephemeral(interaction, describe_mode_change(channel_id, mode, kept=client.archive is not None))
+        await send_ephemeral(interaction, describe_mode_change(channel_id, mode, kept=not archive_off(client.archive)))
 
     @app_commands.command(description="Whether an @mention of Parley here opens a thread for the conversation.")
     @app_commands.describe(setting="on: each @mention opens a thread on the message and Parley answers there; off: not")
@@ -119,7 +120,8 @@ class AdminCommands(
             raise Refusal(
                 "The setting could not be saved, so it is unchanged; the details are in Parley's log."
             ) from None
-        await send_ephemeral(interaction, describe_threads_change(channel_id, setting, kept=client.archive is not None))
+        kept = not archive_off(client.archive)
+        await send_ephemeral(interaction, describe_threads_change(channel_id, setting, kept=kept))
 
     @app_commands.command(description="End this channel's conversation with Parley and drop its model history.")
     @app_commands.checks.has_permissions(manage_messages=True)

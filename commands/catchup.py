@@ -15,6 +15,7 @@ from admission.access import AccessVerdict, Asker, Place
 from admission.optout import OptOuts
 from admission.spending import Spending
 from archive import ArchivedMessage, ChannelSettingsStore, MessageLog
+from archive.null import archive_off
 from catchup.reading import MAX_MESSAGES, Range, Since, SinceError, parse_since, questions_for, read_range
 from catchup.writing import CatchUpWriter, Summary
 from commands.tree import Refusal, place_of
@@ -64,7 +65,7 @@ class CatchingUp(Protocol):
     @property
     def settings(self) -> Settings: ...
     @property
-    def archive(self) -> CatchUpArchive | None: ...
+    def archive(self) -> CatchUpArchive: ...
     @property
     def usage(self) -> UsageLedger: ...
     @property
@@ -91,7 +92,7 @@ async def catch_up(interaction: discord.Interaction, since_text: str | None) -> 
     guild_id, channel_id = place_of(interaction)
     client = cast(CatchingUp, interaction.client)
     archive, writer = client.archive, client.agents.catchup
-    if archive is None:
+    if archive_off(archive):
         raise Refusal(NO_ARCHIVE)
     if writer is None:
         raise Refusal(NO_MODEL)

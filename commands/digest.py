@@ -13,6 +13,7 @@ import discord
 from discord import app_commands
 
 from archive import ArchiveWriteFailed, Digest, Digests
+from archive.null import archive_off
 from commands.tree import Refusal, place_of, send_ephemeral
 from config import Settings
 from discord_io import discord_time, may_post
@@ -40,7 +41,7 @@ class DigestsOperated(Protocol):
     @property
     def settings(self) -> Settings: ...
     @property
-    def archive(self) -> Digests | None: ...
+    def archive(self) -> Digests: ...
     @property
     def agents(self) -> DigestAgents: ...
     @property
@@ -50,7 +51,7 @@ class DigestsOperated(Protocol):
 def _client(interaction: discord.Interaction) -> tuple[DigestsOperated, Digests]:
     client: Any = interaction.client
     operated = cast(DigestsOperated, client)
-    if operated.archive is None:
+    if archive_off(operated.archive):
         raise Refusal(NO_ARCHIVE)
     return operated, operated.archive
 

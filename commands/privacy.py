@@ -15,6 +15,7 @@ from discord import app_commands
 
 from admission.optout import HasOptOuts
 from archive import Archive, ArchiveWriteFailed
+from archive.null import archive_off
 from commands.tree import Refusal, place_of, send_ephemeral
 from conversation import ConversationManager
 from upkeep.privacy import (
@@ -64,7 +65,7 @@ class PrivacyClient(Protocol):
     """The client, as these commands see it (bot.py's Parley)."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...
     @property
     def manager(self) -> ConversationManager: ...
     @property
@@ -109,19 +110,19 @@ class PrivacyCommands(
             raise Refusal("Your choice could not be saved (the archive refused it; see Parley's log).") from None
         if opted_out:  # their pinned messages leave the knowledge base
             client.pins.member_opted_out(guild_id, interaction.user.id)
-        if opted_out and client.archive is not None:  # Parley keeps nothing for them: their reminders go too
+        if opted_out:  # Parley keeps nothing for them: their reminders go too
             try:
                 await client.archive.delete_member_reminders(guild_id, interaction.user.id)
             except ArchiveWriteFailed:
                 # Each is dropped when it comes due instead: its owner has opted out by then.
                 log.warning("member %s's reminders in server %s could not be deleted", interaction.user.id, guild_id)
-        await send_ephemeral(interaction, reply + (NO_ARCHIVE_NOTE if client.archive is None else ""))
+        await send_ephemeral(interaction, reply + (NO_ARCHIVE_NOTE if archive_off(client.archive) else ""))
 
     @app_commands.command(description="A JSON file of everything Parley holds by or about you in this server.")
     async def export(self, interaction: discord.Interaction) -> None:
         guild_id, _ = place_of(interaction)
         archive = privacy_client(interaction).archive
-        if archive is None:
+        if archive_off(archive):
             raise Refusal(NO_ARCHIVE)
         # Reading a busy member's archive can outlast Discord's 3 seconds for a first response.
         await interaction.response.defer(ephemeral=True, thinking=True)

@@ -9,6 +9,7 @@ import discord
 from discord import app_commands
 
 from archive import Archive, ArchiveWriteFailed
+from archive.null import archive_off
 from commands.embeds import FIELD_VALUE_MAX, Field, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import Refusal, place_of, send_ephemeral
 from discord_io import discord_time
@@ -21,7 +22,7 @@ class ProfileOperated(Protocol):
     """The client, as the /parley-admin profile commands see it (bot.py's Parley)."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...
     @property
     def profiles(self) -> Profiles: ...
 
@@ -106,7 +107,7 @@ class ProfileCommands(
         await send_ephemeral(
             interaction,
             describe_profile_change(
-                setting, stored, channel_id if scope == "channel" else None, client.archive is not None
+                setting, stored, channel_id if scope == "channel" else None, not archive_off(client.archive)
             ),
             allowed_mentions=discord.AllowedMentions.none(),
         )

@@ -13,6 +13,7 @@ from typing import Protocol, cast
 import discord
 
 from archive import Archive, TokenUsage
+from archive.null import archive_off
 from commands.embeds import Field, lines_fields, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import place_of
 from commands.usage_chart import daily_usage, usage_chart_png
@@ -24,7 +25,7 @@ class UsageOperated(Protocol):
     """The client, as /parley-admin usage see it (bot.py's Parley)."""
 
     @property
-    def archive(self) -> Archive | None: ...
+    def archive(self) -> Archive: ...
     @property
     def usage(self) -> UsageLedger: ...
 
@@ -51,12 +52,13 @@ async def answer_usage(interaction: discord.Interaction, period: str) -> None:
     guild_id, _ = place_of(interaction)
     client = operated(interaction)
     days = PERIOD_DAYS[period]
-    charted = days > 1 and client.archive is not None
+    kept = not archive_off(client.archive)  # earlier days are read from the archive
+    charted = days > 1 and kept
     if charted:
         await interaction.response.defer(ephemeral=True, thinking=True)
     rows = await client.usage.guild_usage(guild_id, days)
     report = UsageReport.of(rows)
-    notes = [ARCHIVE_OFF] if days > 1 and client.archive is None else []
+    notes = [ARCHIVE_OFF] if days > 1 and not kept else []
     chart = None
     if charted and report.channels:
         last = client.usage.day

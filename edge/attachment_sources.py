@@ -72,11 +72,11 @@ class AttachmentSources:
     async def archive_text(self, record: MessageRecord) -> None:
         """Read the text of a message's text files and PDFs into the archive, so search finds what they say."""
         for prepared in await self.attachments.archivable_text(record):
-            if self.stores.archive is not None and prepared.text:
+            if prepared.text:
                 self.stores.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)
 
     def archive_extracted(self, files: PreparedFiles) -> None:
         # Transcripts exist only once a voice note was answered; text files were read on arrival already.
         for prepared in files.extracted:
-            if self.stores.archive is not None and prepared.kind is Kind.AUDIO and prepared.text:
+            if prepared.kind is Kind.AUDIO and prepared.text:
                 self.stores.archive.set_attachment_text(prepared.info.attachment_id, prepared.text)

@@ -12,6 +12,7 @@ import discord
 from discord import app_commands
 
 from archive import Archive, ArchiveWriteFailed
+from archive.null import archive_off
 
 log = logging.getLogger("parley")
 
@@ -45,7 +46,7 @@ async def sync_commands(
     *,
     guild_id: int | None,
     application_id: int | None,
-    archive: Archive | None,
+    archive: Archive,
     force: bool = False,
 ) -> None:
     """Register the slash commands with Discord if they changed since the last time (or if `force`).
@@ -73,16 +74,16 @@ async def sync_commands(
     await _remember(archive, key, digest)
 
 
-async def _remembered(archive: Archive | None, key: str) -> str | None:
-    if archive is not None:
+async def _remembered(archive: Archive, key: str) -> str | None:
+    if not archive_off(archive):
         return await archive.get_state(key)
     noted = await asyncio.to_thread(_read_sync_file)
     return noted.get(key)
 
 
-async def _remember(archive: Archive | None, key: str, value: str) -> None:
+async def _remember(archive: Archive, key: str, value: str) -> None:
     try:
-        if archive is not None:
+        if not archive_off(archive):
             await archive.set_state(key, value)
         else:
             await asyncio.to_thread(_write_sync_file, key, value)

@@ -10,6 +10,7 @@ import discord
 
 from archive import Archive
 from archive.holder import ArchiveHolder
+from archive.null import archive_off
 from config import Settings
 from discord_io import record_from_archive, to_record
 from records import MessageRecord
@@ -43,7 +44,7 @@ class ContextLoader:
         before = discord.Object(id=before_id)
         since = before.created_at - timedelta(minutes=self.settings.context_max_age_minutes)
         after_id = self.forget_markers.get(channel_id, 0)
-        if self.stores.archive is not None and since >= self.coverage.watched_from(channel_id):
+        if not archive_off(self.stores.archive) and since >= self.coverage.watched_from(channel_id):
             return await self._context_from_archive(self.stores.archive, channel_id, before, count, since, after_id)
         after_id = max(after_id, discord.utils.time_snowflake(since, high=False))
         return await self._context_from_discord(channel, before, count, discord.Object(id=after_id))

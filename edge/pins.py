@@ -27,6 +27,7 @@ import discord
 from admission.optout import HasOptOuts
 from archive import PinChannelTables
 from archive.knowledge_types import KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeSection
+from archive.null import archive_off
 from archive.queued import to_ms
 from archive.text import safe_text
 from config import Settings
@@ -112,7 +113,7 @@ class PinStores(Protocol):
     """The stores the pins keep to: the archive (the opt-ins) and the knowledge base (bot.py's OpenStores)."""
 
     @property
-    def archive(self) -> PinChannelTables | None: ...
+    def archive(self) -> PinChannelTables: ...
 
     @property
     def knowledge(self) -> KnowledgeBase | None: ...
@@ -248,7 +249,7 @@ class PinnedKnowledge:
         return taken, held
 
     def _archive(self) -> PinChannelTables:
-        if self.stores.archive is None:
+        if archive_off(self.stores.archive):
             raise LookupError("pinned messages are kept in the archive, and DATABASE_URL is not set")
         return self.stores.archive
 
@@ -285,7 +286,7 @@ class PinnedKnowledge:
     async def _sync(self, channel_id: int) -> None:
         archive, knowledge = self.stores.archive, self.stores.knowledge
         channel = self.get_channel(channel_id)
-        if archive is None or knowledge is None or not isinstance(channel, discord.TextChannel | discord.Thread):
+        if knowledge is None or not isinstance(channel, discord.TextChannel | discord.Thread):
             return
         guild_id = channel.guild.id
         if not await archive.pins_taken(channel_id):
@@ -341,7 +342,7 @@ class PinnedKnowledge:
 
     async def _sync_shard(self, shard_id: int) -> None:
         archive, knowledge = self.stores.archive, self.stores.knowledge
-        if archive is None or knowledge is None:
+        if knowledge is None:  # none without an archive
             return
         guilds = [guild.id for guild in self.guilds() if guild.shard_id == shard_id]
         opted = await archive.pin_channels()

@@ -84,15 +84,13 @@ class Threads:
             )
             return None
         self.own_threads[thread.id] = message.guild.id
-        if self.stores.archive is not None:
-            self.stores.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
+        self.stores.archive.add_own_thread(thread.id, message.channel.id, message.guild.id)
         log.info("opened thread %s on message %s in channel %s", thread.id, message.id, message.channel.id)
         return thread
 
     async def set_threads(self, channel_id: int, guild_id: int, on: bool) -> None:
         """Make an @mention in the channel open a thread, or not, from its next message; the archive keeps it."""
-        if self.stores.archive is not None:
-            await self.stores.archive.set_thread_setting(channel_id, guild_id, on)
+        await self.stores.archive.set_thread_setting(channel_id, guild_id, on)
         if on:
             self.thread_channels.add(channel_id)
         else:

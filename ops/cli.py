@@ -38,18 +38,17 @@ from ops.preflight import (
     settings_env_file,
     variable_of,
 )
+from ops.resources import open_resources
 
 log = logging.getLogger("parley")
 
 
 class Runnable(Protocol):
-    """The client, as running it needs: a discord.py client that opens its archive before it logs in."""
+    """The client, as running it needs: a discord.py client, built over resources opened before it."""
 
     async def __aenter__(self) -> Any: ...
 
     async def __aexit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None: ...
-
-    async def open_archive(self) -> None: ...
 
     async def start(self, token: str, *, reconnect: bool = True) -> None: ...
 
@@ -61,17 +60,34 @@ class Runnable(Protocol):
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+# The composition root's: the client, built from the settings over the resources opened for it.
+BuildClient = Callable[..., Runnable]
+
+
+async def serve(settings: Settings, build_client: BuildClient, token: str, *, sync: bool) -> None:
+    """Open the archive and its stores, build the client over them, and run it (`--sync`: register the commands);
+    the stores close after the client (discord.py's examples/advanced_startup.py).
+
+    The archive is opened before any network traffic: one that cannot be opened stops the bot there.
+    """
+    async with open_resources(settings) as resources:
+        client = build_client(settings, resources, sync_commands=sync)
+        # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's
+        # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
+        # https://docs.python.org/3/library/gc.html#gc.freeze
+        gc.freeze()
+        await (register_commands(client, token) if sync else run(client, token))
+
+
 async def run(client: Runnable, token: str) -> None:
-    """Open the archive, log in and serve until Discord disconnects for good or the client is closed."""
+    """Log in and serve until Discord disconnects for good or the client is closed."""
     async with client:
-        await client.open_archive()
         await client.start(token)
 
 
 async def register_commands(client: Runnable, token: str) -> None:
     """`--sync`: log in (which registers the commands, forced) and leave, without opening a gateway session."""
     async with client:
-        await client.open_archive()
         await client.login(token)
 
 
@@ -80,11 +96,11 @@ class StopRequested(Exception):
 
 
 async def until_stopped(work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` (`run` or `register_commands`); StopRequested once it is undone, if SIGTERM or SIGINT came first.
+    """Run `work` (`serve`); StopRequested once it is undone, if SIGTERM or SIGINT came first.
 
     The one place a stop request becomes a clean close in every phase: `work` is cancelled, wherever it is
-    (opening the archive, logging in, syncing commands, serving), and its `async with client` closes the client.
-    Closing the client under a login instead would fail that login's request ("Session is closed").
+    (opening the archive, logging in, syncing commands, serving), and its `async with`s close the client, then the
+    archive. Closing the client under a login instead would fail that login's request ("Session is closed").
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -206,7 +222,7 @@ def check_offline(*, strict: bool) -> Checked:
     return checked
 
 
-def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
+def main(argv: Sequence[str] | None, build_client: BuildClient) -> int:
     """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import.
 
     A stop (SIGTERM, SIGINT) at any point ends it with exit 0 and one line: a redeploy or Ctrl-C is no failure.
@@ -219,7 +235,7 @@ def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> i
         return 0
 
 
-def start(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
+def start(argv: Sequence[str] | None, build_client: BuildClient) -> int:
     """`main`'s work, to its exit code."""
     args = parse_args(argv)
     checked = check_offline(strict=args.check and args.strict)
@@ -235,14 +251,9 @@ def start(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> 
     configure_logging(settings)
     warn_about_retired_settings(os.environ)
     point_at_discord(settings)
-    client = build_client(settings, sync_commands=args.sync)
-    # What is built by now lives as long as the process. Frozen, it is left out of the cyclic GC's
-    # full collections, which would otherwise walk all of it and stall the bot for 100+ ms at times.
-    # https://docs.python.org/3/library/gc.html#gc.freeze
-    gc.freeze()
     token = settings.discord_token.get_secret_value()
     try:
-        asyncio.run(until_stopped(register_commands(client, token) if args.sync else run(client, token)))
+        asyncio.run(until_stopped(serve(settings, build_client, token, sync=args.sync)))
     except discord.LoginFailure:
         print("Configuration error: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from archive import ArchiveWriteFailed, Reminder, ReminderTable, Shards
+from archive.null import archive_off
 from reminders.book import ReminderBook, post_text
 from reminders.when import next_time
 
@@ -104,9 +105,9 @@ class ReminderScheduler:
         """Look for due reminders now (a test that moved the clock on)."""
         self.book.added.set()
 
-    async def run(self, archive: ReminderTable | None) -> None:
+    async def run(self, archive: ReminderTable) -> None:
         """Post reminders as they come due, until cancelled; without an archive there are none."""
-        if archive is None:
+        if archive_off(archive):
             return
         self.book.archive = archive
         await self.poster.wait_until_ready()

@@ -107,13 +107,10 @@ class ConversationUpkeep:
 
     def keep(self, conversation: ChannelConversation) -> None:
         """The manager's listener: the archive writes the conversation's state with its next batch."""
-        if self.stores.archive is not None:
-            self.stores.archive.save_conversation(conversation.channel_id, lambda: _stored(conversation))
+        self.stores.archive.save_conversation(conversation.channel_id, lambda: _stored(conversation))
 
     def ended(self, conversation: ChannelConversation, expired: bool) -> None:
         """The manager's listener: a conversation that ended is no longer kept; one that timed out is summarised."""
-        if self.stores.archive is None:
-            return
         self.stores.archive.drop_conversation(conversation.channel_id)
         if expired:
             self.summarise_ended(conversation)
@@ -143,10 +140,9 @@ class ConversationUpkeep:
         if not still_kept or len(conversation.redactions) != deletions:
             log.info("summary of the conversation that ended in channel %s dropped: its messages changed", channel_id)
             return
-        if self.stores.archive is not None:
-            written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
-            self.stores.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
-            log.info("kept the summary of the conversation that ended in channel %s", channel_id)
+        written_from = quoted_message_ids(conversation.llm_history) or (0, 0)
+        self.stores.archive.add_summary(channel_id, summary, conversation.last_activity, written_from)
+        log.info("kept the summary of the conversation that ended in channel %s", channel_id)
 
     async def end_timed_out(self) -> None:
         """End conversations as they time out, not only when their server next speaks: their kept state goes from
@@ -176,7 +172,7 @@ class ConversationUpkeep:
     async def earlier_conversations(self, channel_id: int) -> str:
         """The channel's latest conversation summaries since its last forget, quoted; empty without any."""
         budget = self.settings.summary_context_tokens
-        if self.stores.archive is None or self.summarizer is None or budget == 0:
+        if self.summarizer is None or budget == 0:
             return ""
         summaries = await self.stores.archive.summaries(channel_id, EARLIER_SUMMARIES)
         marker = self.forget_markers.get(channel_id)

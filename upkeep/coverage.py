@@ -14,6 +14,7 @@ import discord
 
 from admission.optout import OptOuts
 from archive import Archive, ArchiveWriteFailed
+from archive.null import archive_off
 from config import Settings
 from conversation import utc_now
 from upkeep.away_threads import threads_archived_since
@@ -69,14 +70,12 @@ class Coverage:
         self.watching_since = utc_now()
         self.covered_since.clear()
 
-    async def start_catch_up(
-        self, archive: Archive | None, guilds: Sequence[discord.Guild], missed: MissedMessages
-    ) -> None:
+    async def start_catch_up(self, archive: Archive, guilds: Sequence[discord.Guild], missed: MissedMessages) -> None:
         """Stop an earlier session's catch-up, and catch the archive up over the time Parley was away, telling
         `missed` what it finds Parley missed (so that questions from the gap are answered)."""
         await self._stop_catch_up()
         await self.reconciliation.stop()
-        if archive is None:
+        if archive_off(archive):  # nothing to catch up into
             return
         # What earlier sessions covered joins this one's only through a complete catch-up of the gap.
         earlier = await self._noted_coverage(archive)

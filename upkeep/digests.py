@@ -119,10 +119,10 @@ class DigestAdmission(Protocol):
 
 
 class DigestStores(Protocol):
-    """Where the digests are kept (bot.py's OpenStores): None without an archive."""
+    """Where the digests are kept (bot.py's OpenStores): the null archive without one."""
 
     @property
-    def archive(self) -> DigestArchive | None: ...
+    def archive(self) -> DigestArchive: ...
 
 
 # The failures a digest logs in one line before the loop goes on: the model's, Discord's, the network's, the archive's.
@@ -193,7 +193,7 @@ class DigestScheduler:
     async def _tick(self) -> None:
         self._wait = MAX_WAIT_SECONDS
         archive = self.stores.archive
-        if archive is None or self.agents.catchup is None:
+        if self.agents.catchup is None:
             return
         now, zone = self.clock(), self.settings.zone
         for digest in await archive.digests():

@@ -73,17 +73,16 @@ class Forgetting:
         previous = self.forget_markers.get(channel_id)
         # Set before it is stored: the announcement of this very change (Postgres) then finds nothing new.
         self.forget_markers[channel_id] = marker
-        if self.stores.archive is not None:
-            try:
-                await self.stores.archive.set_forget_marker(channel_id, guild_id, marker)
-            except ArchiveWriteFailed:
-                if previous is None:
-                    del self.forget_markers[channel_id]
-                else:
-                    self.forget_markers[channel_id] = previous
-                raise
-            # The summaries of earlier conversations are what the next one would start from.
-            self.stores.archive.delete_summaries(channel_id)
+        try:
+            await self.stores.archive.set_forget_marker(channel_id, guild_id, marker)
+        except ArchiveWriteFailed:
+            if previous is None:
+                del self.forget_markers[channel_id]
+            else:
+                self.forget_markers[channel_id] = previous
+            raise
+        # The summaries of earlier conversations are what the next one would start from.
+        self.stores.archive.delete_summaries(channel_id)
         self.upkeep.drop_ending(channel_id)
         live = self.manager.get(channel_id) is not None
         self.manager.end(channel_id)
@@ -126,11 +125,10 @@ class Forgetting:
             edited = text is not None and conversation.edit(payload.message_id, text)
             if (files is not None and conversation.keep_files(payload.message_id, files)) or edited:
                 self.manager.changed(holder)
-        if self.stores.archive is not None:
-            if text is not None:
-                self.stores.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
-            if files is not None:
-                self.stores.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
+        if text is not None:
+            self.stores.archive.edit(payload.message_id, text, payload.message.edited_at or utc_now())
+        if files is not None:
+            self.stores.archive.keep_attachments(payload.message_id, [file.attachment_id for file in files])
         for follower in self.followers:
             follower.message_edited(payload.channel_id, payload.message_id)
 
@@ -157,24 +155,21 @@ class Forgetting:
             if opened is not None and opened.delete(message_id):
                 self.manager.changed(message_id)
         self.upkeep.delete_from_ending(channel_id, message_ids)
-        if self.stores.archive is not None:
-            self.stores.archive.delete(message_ids)
+        self.stores.archive.delete(message_ids)
         for follower in self.followers:
             follower.messages_gone(channel_id, message_ids)
 
     def channel_deleted(self, channel: discord.abc.GuildChannel) -> None:
         self.manager.end(channel.id)
         self._forget_channel(channel.id)
-        if self.stores.archive is not None:
-            self.stores.archive.delete_channel(channel.id)
+        self.stores.archive.delete_channel(channel.id)
         for follower in self.followers:
             follower.channel_gone(channel.id, channel.guild.id)
 
     def thread_deleted(self, payload: discord.RawThreadDeleteEvent) -> None:
         self.manager.end(payload.thread_id)
         self._forget_channel(payload.thread_id)
-        if self.stores.archive is not None:
-            self.stores.archive.delete_channel(payload.thread_id)
+        self.stores.archive.delete_channel(payload.thread_id)
         for follower in self.followers:
             follower.channel_gone(payload.thread_id, payload.guild_id)
 
@@ -187,5 +182,4 @@ class Forgetting:
             self.manager.end(thread_id)
             self._forget_channel(thread_id)
         self.profiles.forget(guild.id)
-        if self.stores.archive is not None:
-            self.stores.archive.delete_guild(guild.id)
+        self.stores.archive.delete_guild(guild.id)

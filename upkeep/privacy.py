@@ -176,7 +176,7 @@ class MemberErasure:
 
     def __init__(
         self,
-        archive: ErasedArchive | None,
+        archive: ErasedArchive,
         manager: ConversationManager,
         decisions: DecisionsKept,
         ending: EndingConversations,
@@ -205,11 +205,8 @@ class MemberErasure:
         # the recheck, an edit, a pin) while, and after, the rest goes.
         await self.erasures.mark_erased(guild_id, member_id, time_snowflake(datetime.now(UTC), high=True))
         pins = await self.pins.forget_member(guild_id, member_id)
-        archived: dict[int, list[int]] = {}
-        counts = None
-        if self.archive is not None:
-            archived = await self.archive.member_message_ids(guild_id, member_id)
-            counts = await self.archive.member_counts(guild_id, member_id)
+        archived = await self.archive.member_message_ids(guild_id, member_id)
+        counts = await self.archive.member_counts(guild_id, member_id)
         conversations = self._clear_live(guild_id, member_id, archived)
         # Their questions asked by command are no archived message: their decisions are found by author.
         self.decisions.forget_author(member_id, lambda channel_id: self.guild_of(channel_id) == guild_id)
@@ -217,8 +214,6 @@ class MemberErasure:
             self.decisions.forget_messages(channel_id, message_ids)
             self.ending.delete_from_ending(channel_id, message_ids)
         self.usage.anonymise(guild_id, member_id)
-        if self.archive is None or counts is None:
-            return Erased(0, 0, 0, 0, 0, conversations, pins=pins)
         every = [message_id for ids in archived.values() for message_id in ids]
         reminders = len(await self.archive.member_reminders(guild_id, member_id))
         await self.archive.erase_member(guild_id, member_id, every)

@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal, Protocol
 
 from archive import TokenUsage
+from archive.null import NULL_ARCHIVE
 
 TOP_MEMBERS = 5
 # The member a summary's tokens are counted for: it is written for a channel, not for anyone's message.
@@ -52,7 +53,7 @@ class UsageLedger:
 
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.clock = clock
-        self.archive: UsageArchive | None = None
+        self.archive: UsageArchive = NULL_ARCHIVE  # until `attach`: the null archive keeps nothing, reads nothing
         self.day = self.today()
         self._by_place: Counter[tuple[int, int, int]] = Counter()
         self._by_server: Counter[int] = Counter()
@@ -75,7 +76,7 @@ class UsageLedger:
 
     def detach(self) -> None:
         """Stop writing to the archive (it is closing); counting goes on in memory."""
-        self.archive = None
+        self.archive = NULL_ARCHIVE
 
     def record(
         self,
@@ -108,8 +109,7 @@ class UsageLedger:
             model=model,
         )
         self._add_row(usage)
-        if self.archive is not None:
-            self.archive.record_usage(usage)
+        self.archive.record_usage(usage)
         if self.on_record is not None:
             self.on_record(usage)
 
@@ -118,7 +118,7 @@ class UsageLedger:
         the archive (none without it)."""
         self._roll_over()
         today = [row for key, row in self._rows.items() if key[0] == guild_id]
-        if days <= 1 or self.archive is None:
+        if days <= 1:
             return today
         earlier = await self.archive.guild_usage(guild_id, self.day - timedelta(days=days - 1), self.day)
         return [row for row in earlier if row.day != self.day] + today

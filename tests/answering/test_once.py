@@ -11,6 +11,7 @@ import pytest
 from answering import once
 from answering.once import REMEMBERED, Claimed, MessageClaims
 from archive import ArchiveWriteFailed
+from archive.null import NULL_ARCHIVE
 from conversation import utc_now
 
 CHANNEL, OTHER_CHANNEL = 10, 11
@@ -83,7 +84,7 @@ async def test_a_claim_the_archive_cannot_store_leaves_the_message_for_its_next_
 
 
 async def test_without_an_archive_this_process_alone_remembers() -> None:
-    claims = MessageClaims(Holder(None))
+    claims = MessageClaims(Holder(NULL_ARCHIVE))
     assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST
     assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.AGAIN
 
@@ -111,7 +112,7 @@ async def test_deliveries_leave_in_the_order_they_came_however_long_a_claim_take
 
 async def test_a_claim_is_remembered_here_for_a_day_from_when_it_was_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     """However old the message (a mention from long ago, logged too old by catch-up); then it is forgotten here."""
-    claims = MessageClaims(Holder(None))
+    claims = MessageClaims(Holder(NULL_ARCHIVE))
     start = utc_now()
     monkeypatch.setattr(once, "utc_now", lambda: start)
     assert await claims.claim(1, channel_id=CHANNEL, answerable=True) is Claimed.FIRST

@@ -15,6 +15,7 @@ from archive.backends import open_archive
 from archive.file_text import CHANNEL_OVER, MEMBER_OVER, FileTextBudget
 from archive.stores import StoreTables
 from bot import build_client
+from ops.resources import open_resources
 from prompting.quoting import format_messages
 
 WHEN = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
@@ -186,15 +187,10 @@ async def test_the_bot_opens_its_archive_with_the_budgets_its_settings_give(make
         archive_file_text_channel_bytes=100,
         archive_file_text_member_bytes=60,
     )
-    client = build_client(settings)
-    await client.open_archive()
-    archive = client.archive
-    assert archive is not None
-    try:
+    async with open_resources(settings) as resources:
+        archive = build_client(settings, resources).archive
         await share_text(archive, 1, "a" * 50)
         await share_text(archive, 2, "b" * 40, author_id=ALEX)
         await share_text(archive, 3, "c" * 20)
         await share_text(archive, 4, "d" * 20, author_id=5)
         assert await kept_texts(archive) == {1: "a" * 50, 2: "b" * 40, 3: MEMBER_OVER, 4: CHANNEL_OVER}
-    finally:
-        await archive.close()

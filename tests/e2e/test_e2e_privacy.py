@@ -168,7 +168,7 @@ async def test_export_then_erase_then_an_empty_export(bot: RunningBot, fake: Fak
     conversation.llm_history.insert(0, summary_turn("alice's notes summarised", (int(shared["id"]),) * 2))
 
     async def file_text_kept() -> bool:
-        found = await client.archive.messages_by_id([int(shared["id"])])  # type: ignore[union-attr]
+        found = await client.archive.messages_by_id([int(shared["id"])])
         return bool(found and found[0].attachments and found[0].attachments[0].text)
 
     async with asyncio.timeout(10):

@@ -12,6 +12,7 @@ from discord import app_commands
 from bot import build_client
 from edge.gateway import point_at_discord
 from ops.cli import register_commands, run
+from ops.resources import open_resources
 from tests.fakes.fake_discord import FakeDiscord
 from tests.fakes.fake_llm import FakeLLM
 from tests.support.e2e_support import bot_settings
@@ -33,14 +34,15 @@ async def start_and_stop(
     """Start bot.py's client through `bot.run` (with `extra` commands in its tree) until it is ready, then stop it."""
     settings = bot_settings(fake, llm, tmp_path, **overrides)
     point_at_discord(settings)
-    client = build_client(settings, guild_ready_timeout=0.05)
-    for command in extra:
-        client.tree.add_command(command)
-    running = asyncio.create_task(run(client, settings.discord_token.get_secret_value()))
-    await fake.wait_for_ready()
-    await asyncio.wait_for(client.wait_until_ready(), 5)
-    await client.close()
-    await asyncio.wait_for(running, 10)
+    async with open_resources(settings) as resources:
+        client = build_client(settings, resources, guild_ready_timeout=0.05)
+        for command in extra:
+            client.tree.add_command(command)
+        running = asyncio.create_task(run(client, settings.discord_token.get_secret_value()))
+        await fake.wait_for_ready()
+        await asyncio.wait_for(client.wait_until_ready(), 5)
+        await client.close()
+        await asyncio.wait_for(running, 10)
 
 
 async def test_the_synced_tree_shows_members_their_commands_and_admins_theirs(
@@ -113,7 +115,8 @@ async def test_sync_flag_registers_even_unchanged_commands_without_a_gateway_ses
     await start_and_stop(fake, llm, tmp_path)
     identifies = len(fake.identifies)
     settings = bot_settings(fake, llm, tmp_path)
-    client = build_client(settings, sync_commands=True)
-    await register_commands(client, settings.discord_token.get_secret_value())
+    async with open_resources(settings) as resources:
+        client = build_client(settings, resources, sync_commands=True)
+        await register_commands(client, settings.discord_token.get_secret_value())
     assert command_puts(fake) == 2
     assert len(fake.identifies) == identifies and client.is_closed()

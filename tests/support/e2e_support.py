@@ -23,6 +23,7 @@ from conversation import utc_now
 from deciding.journal import LoggedDecision
 from edge.gateway import point_at_discord
 from ops.cli import run
+from ops.resources import open_resources
 from tests.fakes.fake_discord import (
     ALICE_ID,
     APPLICATION_ID,
@@ -136,11 +137,14 @@ class RunningBot:
         self.clock = EngineClock()
         self.client: Parley | None = None
         self._task: asyncio.Task[None] | None = None
+        # The archive and its stores, opened before the client and closed after it, as `ops.cli.serve` does.
+        self._resources = contextlib.AsyncExitStack()
 
     async def start(self, **overrides: Any) -> Parley:
         settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
         point_at_discord(settings)
-        self.client = build_client(settings, guild_ready_timeout=GUILD_READY_TIMEOUT)
+        resources = await self._resources.enter_async_context(open_resources(settings))
+        self.client = build_client(settings, resources, guild_ready_timeout=GUILD_READY_TIMEOUT)
         ready_once_every_guild_came(self.client)
         # Before the client runs, so the conversations it resumes are judged by this clock too.
         self.client.manager.clock = self.clock
@@ -158,6 +162,7 @@ class RunningBot:
             await self.client.close()
             await asyncio.wait_for(self._task, 10)
         self.client = self._task = None
+        await self._resources.aclose()
 
 
 async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> dict[str, Any]:

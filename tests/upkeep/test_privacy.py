@@ -14,6 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from admission.optout import OptOuts, VeiledArchive, veil
 from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, Reminder, ReminderLimits, TokenUsage
 from archive.backends import open_archive
+from archive.null import NULL_ARCHIVE
 from conversation import ConversationManager
 from prompting.context import summary_turn
 from records import OPTED_OUT_TEXT, MessageRecord
@@ -253,7 +254,7 @@ async def test_erasing_without_an_archive_clears_the_live_conversations() -> Non
     manager = ConversationManager(clock=lambda: NOW)
     conversation = manager.start(CHANNEL, [record(1, ALICE, "hello"), record(2, BOB, "hi")])
     erasure = MemberErasure(
-        None, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD, OptOuts(), NoPins()
+        NULL_ARCHIVE, manager, Journal(), Ending(), UsageLedger(), lambda channel: GUILD, OptOuts(), NoPins()
     )
     erased = await erasure.erase(GUILD, ALICE)
     assert erased.conversations == 1 and erased.messages == 0
