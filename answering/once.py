@@ -7,7 +7,8 @@ comes to `MessagePipeline.arrived`, which claims the message here before anythin
 
 - in this process first, with no await between the check and the claim, so two deliveries racing here cannot
   both pass;
-- then in the archive, where the first process to commit a claim takes it (archive.Claims).
+- then in the archive, where the first process to commit a claim takes it (archive.Claims); an archive no other
+  process writes (SQLite) answers at once for a message newer than every claim, and commits the claim meanwhile.
 
 Only a message that could be answered (it addresses Parley, or its channel has a conversation) is claimed: chatter
 elsewhere is neither decided nor answered however often it comes, and would only fill the memory.

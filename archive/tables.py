@@ -2,7 +2,7 @@
 
 The mixins (`stores.py`, `members.py`, `digests.py`, `reminders.py`, `knowledge.py`, `pin_channels.py`,
 `vectors.py`) each add named reads and writes of their tables; `QueuedWrites` and the two backends give them
-these four, so each mixin is written once for SQLite and Postgres.
+these, so each mixin is written once for SQLite and Postgres.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ class BackendTables(ABC):
 
     @abstractmethod
     async def flush(self) -> None: ...
+
+    @abstractmethod
+    def _commit_soon(self) -> object: ...
+
+    @abstractmethod
+    def _sole_writer(self) -> bool: ...
 
     @abstractmethod
     async def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]: ...
