@@ -149,6 +149,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def checks_only(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for `--check`, which builds no client (--help and --version exit here)."""
+    return bool(parse_args(argv).check)
+
+
+def no_client(settings: Settings, **options: Any) -> Runnable:
+    """The `build_client` of a `main` that only checks the configuration: it is never called."""
+    raise AssertionError("--check builds no client")
+
+
 def main(argv: Sequence[str] | None, build_client: Callable[..., Runnable]) -> int:
     """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import.
 
