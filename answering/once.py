@@ -73,6 +73,8 @@ class MessageClaims:
         One that could not be (chatter in a channel without a conversation) is neither decided nor answered, on
         any delivery: it is not claimed, so that this process remembers only the few that matter.
         """
+        if not answerable and channel_id not in self._in_order:
+            return Claimed.FIRST  # no earlier delivery of the channel is in `claim`: nothing to keep its turn behind
         async with self._channel_order(channel_id):
             if not answerable:
                 return Claimed.FIRST
