@@ -413,7 +413,9 @@ async def test_a_released_claim_is_the_next_claimants_and_another_claimants_stay
     assert await archive.claim_message(7, "one", NOW) is False
 
 
-async def test_the_sole_process_of_a_sqlite_archive_claims_new_messages_alike(tmp_path: Path) -> None:
+async def test_the_sole_process_of_a_sqlite_archive_claims_new_messages_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A SQLite archive this process holds the lock of (no other writes it) answers a claim on a message newer than
     every claim at once, without a round trip; it still keeps every claim's rules: one claimant per message, a claim
     given back is the next one's, an earlier run's claims stand (an older message goes the round trip), and the new
@@ -434,7 +436,7 @@ async def test_the_sole_process_of_a_sqlite_archive_claims_new_messages_alike(tm
             reads += 1
             return await read(*args)
 
-        archive.read = counted  # type: ignore[method-assign]
+        monkeypatch.setattr(archive, "read", counted)
         assert await archive.claim_message(7, "this run", NOW) is False  # the earlier run's claim stands
         reads_before = reads
         first, second = await asyncio.gather(archive.claim_message(9, "one", NOW), archive.claim_message(9, "two", NOW))
