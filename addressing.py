@@ -26,18 +26,22 @@ _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 
 def calls_by_name(text: str, names: Iterable[str]) -> bool:
     """Whether `text` addresses one of `names` (case-insensitive) the way a person calls someone by name."""
-    pattern = _pattern(
+    patterns = _patterns(
         tuple(sorted({name.strip().casefold() for name in names if len(name.strip()) >= MIN_NAME_CHARS}))
     )
-    if pattern is None:
+    if patterns is None:
         return False
+    any_name, call = patterns
     text = text if len(text) <= 2 * SCANNED_CHARS else text[:SCANNED_CHARS] + "\n" + text[-SCANNED_CHARS:]
-    return pattern.search(_CODE.sub(" ", text)) is not None
+    text = _CODE.sub(" ", text)
+    # Every way of calling holds a name, and most messages hold none: the plain search for one rules them out first.
+    return any_name.search(text) is not None and call.search(text) is not None
 
 
 @lru_cache(maxsize=256)
-def _pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
-    """One compiled pattern per set of names (a server's names change rarely; each message reuses it)."""
+def _patterns(names: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """Compiled once per set of names (a server's names change rarely; each message reuses them): any of the names
+    anywhere, and a call by one of them."""
     if not names:
         return None
     # Longest first, so "parley bot" wins over "parley"; a name is whole words, optionally typed as "@name".
@@ -47,7 +51,7 @@ def _pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
     pause = (
         r"(?:[,:;!?]|\s[-\u2013\u2014]\s|\.(?:\s|\Z)|\Z|$)"  # a comma, colon, dash (-, en, em), full stop or the end
     )
-    return re.compile(
+    call = re.compile(
         "|".join(
             [
                 # "parley, what's …", "Parley: …", "parley?", "hey parley, …", at the start of any line (a member
@@ -65,3 +69,4 @@ def _pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
         ),
         re.IGNORECASE | re.MULTILINE,
     )
+    return re.compile(alternatives, re.IGNORECASE | re.MULTILINE), call

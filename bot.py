@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import sys
+
+from ops import cli
+
+if __name__ == "__main__" and cli.checks_only(sys.argv[1:]):
+    # `python bot.py --check` reads the settings and the model's provider, never the client: it exits before the
+    # client's imports below, a fifth of its time (--help and --version exit in `checks_only`).
+    sys.exit(cli.main(None, cli.no_client))
+
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,7 +53,6 @@ from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_c
 from edge.threads import Threads
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
-from ops import cli
 from ops.opening import follow
 from ops.preflight import startup_summary
 from ops.resources import Resources

@@ -61,6 +61,11 @@ class OptOuts:
     def opted_out(self, guild_id: int, member_id: int) -> bool:
         return (guild_id, member_id) in self._members
 
+    @property
+    def anyone(self) -> bool:
+        """Whether any member opted out anywhere: until one does, no message needs its server looked up to be kept."""
+        return bool(self._members)
+
     def erased(self, guild_id: int, author_id: int, message_id: int) -> bool:
         """Whether the message's author erased in the server what they wrote up to it."""
         return message_id <= self._erased.get((guild_id, author_id), 0)

@@ -25,7 +25,8 @@ class DecisionLog:
         """The decider's listener: keep each decision for `/parley why`, in the archive too when it is on. A message
         by a member who opted out is kept as its placeholder, whatever path decided on it (a question asked by
         command is no message the pipeline veiled)."""
-        message = self.optouts.veiled(self.guild_of(message.channel_id), message)
+        if self.optouts.anyone:  # the channel's server, looked up for every message decided, only matters then
+            message = self.optouts.veiled(self.guild_of(message.channel_id), message)
         entry = LoggedDecision.of(message, decision)
         self.journal.add(message.channel_id, entry)
         # Idle decisions stay in memory: archived, they would double the writes of a busy server

@@ -7,7 +7,8 @@ comes to `MessagePipeline.arrived`, which claims the message here before anythin
 
 - in this process first, with no await between the check and the claim, so two deliveries racing here cannot
   both pass;
-- then in the archive, where the first process to commit a claim takes it (archive.Claims).
+- then in the archive, where the first process to commit a claim takes it (archive.Claims); an archive no other
+  process writes (SQLite) answers at once for a message newer than every claim, and commits the claim meanwhile.
 
 Only a message that could be answered (it addresses Parley, or its channel has a conversation) is claimed: chatter
 elsewhere is neither decided nor answered however often it comes, and would only fill the memory.
@@ -72,6 +73,8 @@ class MessageClaims:
         One that could not be (chatter in a channel without a conversation) is neither decided nor answered, on
         any delivery: it is not claimed, so that this process remembers only the few that matter.
         """
+        if not answerable and channel_id not in self._in_order:
+            return Claimed.FIRST  # no earlier delivery of the channel is in `claim`: nothing to keep its turn behind
         async with self._channel_order(channel_id):
             if not answerable:
                 return Claimed.FIRST

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
@@ -254,7 +253,13 @@ class MessagePipeline:
         message, record = arrival.message, arrival.record
         channel_id = record.channel_id
         live = self.manager.record_message(channel_id, record)
-        starts = functools.cache(lambda: self._starts_conversation(arrival))
+        decided: list[bool] = []  # whether it starts a conversation, once asked (the decider logs its "no")
+
+        def starts() -> bool:
+            if not decided:
+                decided.append(self._starts_conversation(arrival))
+            return decided[0]
+
         if live is None and self.admission.idle(channel_id) and not starts():
             return  # nothing is starting a conversation here, so this message was decided at once
         in_line = arrival.addressed

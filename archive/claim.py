@@ -6,6 +6,12 @@ from typing import Protocol
 
 
 class ArchiveClaim(Protocol):
-    """What a process holds while it serves from an archive; released by the archive's `close`, or by any exit."""
+    """What a process holds while it serves from an archive; released by the archive's `close`, or by any exit.
+
+    `sole`: no other process can write the archive while it is held (a SQLite file's lock; a Postgres shard's is
+    not, since processes of other shards share the database).
+    """
+
+    sole: bool
 
     async def release(self) -> None: ...

@@ -46,6 +46,8 @@ def sqlite_lock_path(database: Path) -> Path:
 class FileClaim:
     """An exclusive `flock` on the SQLite archive's lock file, held until released or the process ends."""
 
+    sole = True
+
     def __init__(self, descriptor: int) -> None:
         self._descriptor: int | None = descriptor
 
@@ -86,6 +88,8 @@ async def claim_sqlite(database: Path) -> FileClaim:
 
 class AdvisoryClaim:
     """Session advisory locks on a Postgres connection of their own, held until it closes."""
+
+    sole = False  # other shards' processes share the database
 
     def __init__(self, connection: Any) -> None:
         self._connection: Any = connection

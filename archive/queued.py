@@ -143,13 +143,24 @@ class QueuedWrites(ABC):
 
     async def flush(self) -> None:
         """Wait until every write queued before this call is committed (or logged as failed)."""
+        waiter = self._commit_soon()
+        if waiter is not None:
+            await waiter
+
+    def _commit_soon(self) -> asyncio.Future[None] | None:
+        """Have the writer commit every write queued so far now, not after `flush_interval`; the future is done
+        once it has (None: nothing is queued or under way)."""
         target = self._taken + len(self._queue)
         if target <= self._done:
-            return
+            return None
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append((target, waiter))
         self._wake.set()
-        await waiter
+        return waiter
+
+    def _sole_writer(self) -> bool:
+        """Whether no other process can write the archive while this one has it open (`ArchiveClaim.sole`)."""
+        return self._claim is not None and self._claim.sole
 
     @property
     def pending_writes(self) -> int:

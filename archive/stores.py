@@ -91,6 +91,8 @@ class StoreTables(BackendTables):
 
     # The backend's memory search, with :match (`_memory_match`), :channel, :guild, :member and :limit.
     recall_sql: ClassVar[str]
+    # The newest message ever claimed in the archive, where this process alone writes it (`_newer_than_every_claim`).
+    _newest_claim: int | None = None
 
     @abstractmethod
     def _memory_match(self, query: str, op: str) -> str | None:
@@ -229,14 +231,32 @@ class StoreTables(BackendTables):
         """Claim a message for `claimant` unless another claimant has it; whether `claimant` holds it now.
 
         Atomic across every process sharing the archive: the first committed claim stands, so of several
-        claimants exactly one is told True. Raises `ArchiveWriteFailed` if no claim could be committed.
+        claimants exactly one is told True. Raises `ArchiveWriteFailed` if no claim could be committed. Where no
+        claim can hold it yet (`_newer_than_every_claim`), it is True at once and the claim is committed meanwhile.
         """
+        alone = await self._newer_than_every_claim(message_id)
         self._enqueue(_CLAIM_MESSAGE, (message_id, claimant, to_ms(claimed_at)))
+        if alone:
+            # No one else can hold it: the claim is `claimant`'s without a round trip, and is committed meanwhile.
+            self._commit_soon()
+            return True
         await self.flush()
         rows = await self.read("SELECT claimant FROM message_claims WHERE message_id = ?", (message_id,))
         if not rows:
             raise ArchiveWriteFailed(f"the claim on message {message_id} could not be stored")
         return bool(rows[0][0] == claimant)
+
+    async def _newer_than_every_claim(self, message_id: int) -> bool:
+        """Whether no claim can hold the message yet: no other process writes the archive, and the message is newer
+        (snowflakes grow with time) than every claim stored before this process's first and every claim since."""
+        if not self._sole_writer():
+            return False
+        if self._newest_claim is None:
+            rows = await self.read("SELECT COALESCE(MAX(message_id), 0) FROM message_claims")
+            self._newest_claim = max(int(rows[0][0]), self._newest_claim or 0)  # another claim may have come meanwhile
+        newer = message_id > self._newest_claim
+        self._newest_claim = max(self._newest_claim, message_id)
+        return newer
 
     async def release_message(self, message_id: int, claimant: str) -> None:
         """Give back `claimant`'s claim on a message it could not take up, so the next claimant may; returns once

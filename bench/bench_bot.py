@@ -20,7 +20,7 @@ the lowest inbound median is the figure, as `timeit` advises for a shared machin
 run measures the neighbours rather than the code; every run's medians are printed too.
 Each run also prints its inbound and outbound medians over its own bare agent's (below): a ratio of
 two figures taken minutes apart on the same machine, which the neighbours move far less than either
-figure; the best of the runs' ratios is held against a target of 1.5x.
+figure; the best of the runs' ratios is held against its target (1.3x inbound, 1.5x outbound).
 
 After each run, for scale: how long a bare pydantic-ai agent (no tools, no history, the stock
 OpenAI-compatible provider) takes in this process from `agent.run` to its request reaching the
@@ -52,8 +52,9 @@ from tests.fakes.fake_llm import MODEL_NAME, FakeLLM  # noqa: E402
 from tests.support.e2e_support import bot_environment  # noqa: E402
 
 CONVERSATION_TIMEOUT = 0.5
-# Issue 14: inbound and outbound each at most this many times the bare agent of the same run, best of 5.
-TARGET_RATIO = 1.5
+# Issue 14: inbound and outbound each at most this many times the bare agent of the same run, best of 5; issue 43
+# asks 1.3 of inbound.
+TARGET_RATIOS = {"inbound": 1.3, "outbound": 1.5}
 
 
 async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str]) -> asyncio.subprocess.Process:
@@ -195,9 +196,9 @@ def main() -> None:
     print(f"bare-agent medians over the runs: {', '.join(f'{m:.2f}' for m in floors)} ms")
     # Each ratio compares two medians of the same run, so a busy neighbour slows both sides alike.
     for name in ("inbound", "outbound"):
-        ratio = min(run.ratio(name) for run in runs)
-        verdict = "within" if ratio <= TARGET_RATIO else "over"
-        print(f"{name} / bare agent, best of {len(runs)}: {ratio:.2f}x ({verdict} the {TARGET_RATIO}x target)")
+        ratio, target = min(run.ratio(name) for run in runs), TARGET_RATIOS[name]
+        verdict = "within" if ratio <= target else "over"
+        print(f"{name} / bare agent, best of {len(runs)}: {ratio:.2f}x ({verdict} the {target}x target)")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-
-from PIL import Image, ImageDraw, ImageFont
+from typing import TYPE_CHECKING
 
 from archive import TokenUsage
 from usage.costs import cost_of
+
+if TYPE_CHECKING:
+    from PIL import ImageDraw, ImageFont
+
+    _Font = ImageFont.ImageFont | ImageFont.FreeTypeFont
 
 WIDTH, HEIGHT = 960, 640
 BACKGROUND = (255, 255, 255)
@@ -42,7 +46,6 @@ FONT_SIZE = 14
 LEFT, RIGHT, TOP, BOTTOM = 80, 220, 36, 40
 PANEL_GAP = 56
 GRIDLINES = 4
-_Font = ImageFont.ImageFont | ImageFont.FreeTypeFont
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ def color_of(series: int, data: DailyUsage) -> tuple[int, int, int]:
 
 def usage_chart_png(data: DailyUsage) -> bytes:
     """The chart as PNG bytes: tokens per day (top) and cost per day (bottom), stacked by channel, and a legend."""
+    from PIL import Image, ImageDraw, ImageFont  # Pillow is loaded with the first chart, not at every start
+
     image = Image.new("RGB", (WIDTH, HEIGHT), BACKGROUND)
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=FONT_SIZE)

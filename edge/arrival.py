@@ -12,7 +12,7 @@ import discord
 
 from admission.access import Asker, Place
 from deciding.decider import addresses_bot
-from discord_io import guild_id_of, is_automated
+from discord_io import guild_id_of
 from edge.asking import Question
 from edge.streaming import Outlet
 from records import MessageRecord
@@ -60,7 +60,7 @@ class Arrival:
             Question.of_message(message, record),
             kind,
             guild_id,
-            is_automated(message),
+            record.is_bot,  # `discord_io.is_automated`, as the record read it
             addresses_bot(record, bot_user_id),
             access_place(message.channel),
             asker,

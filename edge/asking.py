@@ -18,7 +18,7 @@ from typing import Any
 
 import discord
 
-from discord_io import author_permissions, may_post, may_read_history, reply_mentions, typing_indicator
+from discord_io import author_permissions, may_post, reply_mentions, typing_indicator
 from records import AskedAbout, MessageRecord
 
 
@@ -47,8 +47,8 @@ class Question:
 
     @classmethod
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:
-        reads_history = message.guild is None or may_read_history(message)
-        permissions = author_permissions(message)
+        permissions = author_permissions(message)  # once: asked of every message that arrives
+        reads_history = message.guild is None or permissions.read_message_history
         in_thread = isinstance(message.channel, discord.Thread)
         return cls(
             record,

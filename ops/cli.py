@@ -222,6 +222,16 @@ def check_offline(*, strict: bool) -> Checked:
     return checked
 
 
+def checks_only(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for `--check`, which builds no client (--help and --version exit here)."""
+    return bool(parse_args(argv).check)
+
+
+def no_client(settings: Settings, **options: Any) -> Runnable:
+    """The `build_client` of a `main` that only checks the configuration: it is never called."""
+    raise AssertionError("--check builds no client")
+
+
 def main(argv: Sequence[str] | None, build_client: BuildClient) -> int:
     """`python bot.py`: `build_client` is the composition root's (bot.py), which this module does not import.
 

@@ -1,19 +1,25 @@
-"""The models Parley runs on, built from the settings without any network call, and their retries and closing."""
+"""The models Parley runs on, built from the settings without any network call, and their retries and closing.
+
+A provider's SDK is imported when a model of it is built (pydantic-ai's `infer_model` does the same), so a run
+with one provider loads only that one: the openai SDK alone takes about half a second to import.
+"""
+
+from __future__ import annotations
 
 import inspect
+import sys
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openai import DefaultAioHttpClient
 from pydantic_ai import ModelSettings
 from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.providers.gateway import gateway_provider
-from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from config import Settings
-from providers.openai_transport import UntransformedOpenAI
+
+if TYPE_CHECKING:
+    from providers.openai_transport import UntransformedOpenAI
 
 # The provider name recorded on responses from LLM_BASE_URL's server, in history and telemetry.
 OPENAI_COMPATIBLE_SERVER = "llm-server"
@@ -31,6 +37,12 @@ def build_model(settings: Settings, model_name: str | None = None, *, max_retrie
     name = model_name or settings.llm_model
     api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     if settings.llm_base_url:
+        from openai import DefaultAioHttpClient
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+        from providers.openai_transport import UntransformedOpenAI
+
         client = UntransformedOpenAI(
             base_url=settings.llm_base_url,
             # The SDK insists on a key; a server that needs none ignores this one.
@@ -51,8 +63,8 @@ def build_model(settings: Settings, model_name: str | None = None, *, max_retrie
 
 async def close_model(model: Model | str | None) -> None:
     """Close the connections of a model (an agent's `model`) `build_model` made for LLM_BASE_URL; others have none."""
-    client = getattr(model, "client", None)
-    if isinstance(client, UntransformedOpenAI):
+    client = _base_url_client(model)
+    if client is not None:
         await client.close()
 
 
@@ -63,10 +75,17 @@ def retry_settings(model: Model, max_retries: int) -> ModelSettings | None:
     SDK client for each request, and the copy looks up the platform in a worker thread: a thread hop
     before every request. `build_model` gives the LLM_BASE_URL client its retries up front instead.
     """
-    client = getattr(model, "client", None)
-    if isinstance(client, UntransformedOpenAI) and client.max_retries == max_retries:
+    client = _base_url_client(model)
+    if client is not None and client.max_retries == max_retries:
         return None
     return ModelSettings(max_retries=max_retries)
+
+
+def _base_url_client(model: Model | str | None) -> UntransformedOpenAI | None:
+    """The LLM_BASE_URL client `build_model` made for `model`, if it made one (only then is its module loaded)."""
+    transport = sys.modules.get("providers.openai_transport")
+    client = getattr(model, "client", None)
+    return client if transport is not None and isinstance(client, transport.UntransformedOpenAI) else None
 
 
 def _provider_with_key(provider_name: str, *, api_key: str) -> Provider[Any]:

@@ -129,6 +129,25 @@ def run_bot(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.slow
+def test_a_check_with_one_provider_imports_that_provider_alone(tmp_path: Path) -> None:
+    """`python bot.py --check` on Anthropic loads the anthropic SDK and not openai's (half a second of its start)."""
+    env = {"DISCORD_TOKEN": "x", "LLM_MODEL": "anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY": "sk-ant-test"}
+    clean = {key: value for key, value in os.environ.items() if not key.upper().endswith("API_KEY")}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", str(ROOT / "bot.py"), "--check"],
+        cwd=tmp_path,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {line.rpartition("|")[2].strip().partition(".")[0] for line in result.stderr.splitlines()}
+    assert "anthropic" in imported
+    assert "openai" not in imported
+
+
+@pytest.mark.slow
 def test_missing_token_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """`python bot.py` without DISCORD_TOKEN prints one line naming it and exits 2, no traceback."""
     result = run_bot({}, tmp_path)

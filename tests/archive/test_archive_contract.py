@@ -6,12 +6,14 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from freezegun import freeze_time
 
 from archive import ReconciliationProgress
 from archive.backends import open_archive
+from archive.exclusive import FileClaim
 from archive.sqlite import SQLiteArchive
 from tests.conftest import fresh_postgres_database
 from tests.support.archive_contract_support import (
@@ -409,6 +411,47 @@ async def test_a_released_claim_is_the_next_claimants_and_another_claimants_stay
     assert await archive.claim_message(7, "two", NOW) is True
     await archive.release_message(7, "one")
     assert await archive.claim_message(7, "one", NOW) is False
+
+
+async def test_the_sole_process_of_a_sqlite_archive_claims_new_messages_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite archive this process holds the lock of (no other writes it) answers a claim on a message newer than
+    every claim at once, without a round trip; it still keeps every claim's rules: one claimant per message, a claim
+    given back is the next one's, an earlier run's claims stand (an older message goes the round trip), and the new
+    claims are committed for the next run."""
+    database = tmp_path / "parley.db"
+    archive = await SQLiteArchive.open(database, retention_days=0, claim=FileClaim.take(database))
+    try:
+        assert await archive.claim_message(7, "earlier run", NOW) is True
+    finally:
+        await archive.close()
+    archive = await SQLiteArchive.open(database, retention_days=0, claim=FileClaim.take(database))
+    try:
+        reads = 0
+        read = archive.read
+
+        async def counted(*args: Any) -> list[tuple[Any, ...]]:
+            nonlocal reads
+            reads += 1
+            return await read(*args)
+
+        monkeypatch.setattr(archive, "read", counted)
+        assert await archive.claim_message(7, "this run", NOW) is False  # the earlier run's claim stands
+        reads_before = reads
+        first, second = await asyncio.gather(archive.claim_message(9, "one", NOW), archive.claim_message(9, "two", NOW))
+        assert (first, second) == (True, False)
+        assert await archive.claim_message(10, "two", NOW) is True
+        assert reads - reads_before == 1  # the second claimant's: none for a new message's first claim
+        await archive.release_message(9, "one")
+        assert await archive.claim_message(9, "two", NOW) is True
+    finally:
+        await archive.close()
+    archive = await SQLiteArchive.open(database, retention_days=0)
+    try:
+        assert [await archive.claim_message(m, "next run", NOW) for m in (9, 10)] == [False, False]
+    finally:
+        await archive.close()
 
 
 async def test_processes_sharing_a_postgres_archive_claim_each_message_once(postgres_server: str) -> None:
