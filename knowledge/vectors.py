@@ -1,6 +1,7 @@
 """Vector search for the knowledge base: sections embedded with pydantic-ai's `Embedder`, kept in the archive.
 
-`EmbeddedSections` is the knowledge base's `SectionVectors` when `EMBEDDING_MODEL` is set. A section is queued in
+`EmbeddedSections` is the knowledge base's `SectionVectors`: with `EMBEDDING_MODEL`'s provider model, or the
+local WordLlama model (knowledge/local_embedding.py) when it is unset. A section is queued in
 the archive (archive/vectors.py) before it is embedded and leaves the queue only with its vector, so a provider
 that is down or rate limiting loses nothing: the document is already stored and searched by full text, and the
 sections still waiting are embedded with the next document added, at start and every `RETRY_SECONDS` by
@@ -21,6 +22,7 @@ from pydantic_ai import Embedder
 from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UserError
 
 from archive import VectorModel, VectorTable, WaitingSection
+from knowledge.local_embedding import LOCAL_MODEL_NAME, WordLlamaEmbeddingModel
 
 logger = logging.getLogger(__name__)
 
@@ -139,15 +141,21 @@ class EmbeddedSections:
 
 
 async def open_section_vectors(table: VectorTable, model: str | None, *, timeout: float) -> EmbeddedSections | None:
-    """The knowledge base's vectors for EMBEDDING_MODEL `model` on `table`; None (full text only) without a model,
-    without vector support in the database (logged by the archive), or when the model cannot be set up (logged)."""
-    if model is None:
-        return None
+    """The knowledge base's vectors for EMBEDDING_MODEL `model` on `table`, the local WordLlama model
+    (knowledge/local_embedding.py) when `model` is None; None (full text only) without vector support in the
+    database (logged by the archive), or when the model cannot be set up (logged)."""
     try:
-        embedder = Embedder(model, defer_model_check=False)
-    except (UserError, ValueError, ImportError) as exc:
+        if model is None:
+            local = WordLlamaEmbeddingModel()
+            await asyncio.to_thread(local.load)
+            embedder, model = Embedder(local), LOCAL_MODEL_NAME
+        else:
+            embedder = Embedder(model, defer_model_check=False)
+    except (UserError, ValueError, ImportError, OSError) as exc:
         logger.warning(
-            "knowledge: EMBEDDING_MODEL %s cannot be used (%s); knowledge search is full text only", model, exc
+            "knowledge: EMBEDDING_MODEL %s cannot be used (%s); knowledge search is full text only",
+            model or "(unset: the local model)",
+            exc,
         )
         return None
     vectors = EmbeddedSections(table, embedder, model_name=model, timeout=timeout)

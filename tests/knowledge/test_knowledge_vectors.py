@@ -250,8 +250,15 @@ async def test_keep_embedding_tries_the_waiting_sections_again(archive: Archive)
     assert await vectors.nearest(GUILD, "first", 1) == [1]
 
 
+async def test_open_section_vectors_is_the_local_model_without_embedding_model(archive: Archive) -> None:
+    vectors = await open_section_vectors(archive, None, timeout=5)
+    assert vectors is not None
+    await vectors.queue(GUILD, [(1, "Restore a file from the trash"), (2, "Capture the traffic from or to a host")])
+    assert await vectors.embed_waiting() == 2
+    assert await vectors.nearest(GUILD, "get a deleted document back out of the trash", 1) == [1]
+
+
 async def test_open_section_vectors_is_none_without_a_usable_model(archive: Archive) -> None:
-    assert await open_section_vectors(archive, None, timeout=5) is None
     # The hermetic tests have no provider keys: the OpenAI model cannot be set up, and says why in the log.
     assert await open_section_vectors(archive, "openai:text-embedding-3-small", timeout=5) is None
 
@@ -267,15 +274,16 @@ class Client:
 async def test_the_client_s_knowledge_base_searches_by_vector_too_with_embedding_model(
     archive: Archive, make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """open_knowledge (the client's) adds the vectors and starts embedding what waits; nothing of it without
-    EMBEDDING_MODEL. No request is made: nothing waits, and the key is never used."""
+    """open_knowledge (the client's) adds the vectors and starts embedding what waits, with EMBEDDING_MODEL's
+    model or, without it, the local one. No request is made: nothing waits, and the key is never used."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
     plain, embedding = Client(make_settings()), Client(make_settings(embedding_model="openai:text-embedding-3-small"))
     try:
         await open_knowledge(archive, plain)
         await open_knowledge(archive, embedding)
-        assert (len(plain.background), len(embedding.background)) == (0, 1)
+        assert (len(plain.background), len(embedding.background)) == (1, 1)
     finally:
+        await plain.background.close()
         await embedding.background.close()
 
 
