@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Sequence
 
 from pydantic_ai import Embedder
@@ -84,6 +85,15 @@ class EmbeddedSections:
         if vectors is None:
             return []
         return await self._table.nearest_sections(guild_id, vectors[0], limit)
+
+    async def similarity(self, query: str, text: str) -> float | None:
+        """The cosine similarity of `query` and `text` (the gate's evidence); None when they cannot be embedded."""
+        vectors = await self._embed([query, text], input_type="document")
+        if vectors is None:
+            return None
+        first, second = vectors
+        norms = math.sqrt(sum(x * x for x in first) * sum(y * y for y in second))
+        return sum(x * y for x, y in zip(first, second, strict=True)) / norms if norms else 0.0
 
     async def embed_waiting(self) -> int:
         """Embed the queued sections, a batch at a time, until the queue is empty or a batch fails; how many."""
