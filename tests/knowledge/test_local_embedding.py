@@ -35,8 +35,8 @@ async def test_an_empty_text_is_the_zero_vector_far_from_everything() -> None:
     assert result.embeddings[0] == [0.0] * 256
 
 
-def test_a_folder_without_the_weights_fails_loading_and_says_which_file(tmp_path) -> None:
-    with pytest.raises(OSError):
+def test_a_folder_without_the_weights_cannot_be_loaded(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError):
         WordLlamaEmbeddingModel(tmp_path).load()
     assert (package_folder() / "weights").is_dir() and LOCAL_MODEL_NAME.startswith("local:")
 
