@@ -439,7 +439,9 @@ def as_json(facts: Facts, measured: dict[str, Measured], gated: Gated) -> str:
     kinds = [kind for kind in facts.questions if kind != UNCOVERED]
     searches = {
         name: {
-            "recall_at_5": {kind or "all": row.recall(kind) for kind in (None, *kinds)} if row.recalled else None,
+            "recall_at_5": {kind or "all": rounded(row.recall(kind)) for kind in (None, *kinds)}
+            if row.recalled
+            else None,
             "median_ms": round(row.median(), 3),
             "p95_ms": round(row.p95(), 3),
             "p95_to_full_text": round(row.p95() / measured[FULL_TEXT].p95(), 3),
@@ -455,6 +457,10 @@ def as_json(facts: Facts, measured: dict[str, Measured], gated: Gated) -> str:
         },
         indent=2,
     )
+
+
+def rounded(share: float | None) -> float | None:
+    return None if share is None else round(share, 4)
 
 
 def main() -> None:
