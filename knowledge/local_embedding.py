@@ -17,13 +17,15 @@ import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.usage import RequestUsage
-from safetensors.numpy import load_file
-from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
 
 __all__ = ["LOCAL_MODEL_NAME", "WordLlamaEmbeddingModel"]
 
@@ -41,6 +43,8 @@ class _Vocabulary:
 
     def vectors(self, texts: Sequence[str]) -> tuple[list[list[float]], int]:
         """Each text's mean token vector, L2-normalised (an empty text: zeros), and the tokens read."""
+        import numpy as np
+
         encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         out = np.zeros((len(encodings), self.matrix.shape[1]), dtype=np.float32)
         for row, encoding in enumerate(encodings):
@@ -62,6 +66,11 @@ def package_folder() -> Path:
 
 @functools.cache
 def _load(folder: Path) -> _Vocabulary:
+    # Imported here, in the worker thread that loads the weights: at module level they add 45 ms to start-up.
+    import numpy as np
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
     matrix = load_file(str(folder / _WEIGHTS))[_TENSOR].astype(np.float32)
     return _Vocabulary(matrix, Tokenizer.from_file(str(folder / _TOKENIZER)))
 
