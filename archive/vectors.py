@@ -90,6 +90,18 @@ def model_from_state(value: str | None) -> VectorModel | None:
 
 
 SELECT_WAITING = "SELECT section_id, guild_id, text FROM embedding_queue ORDER BY section_id LIMIT ?"
+
+
+def select_unembedded(has_vector_table: bool) -> str:
+    """The knowledge sections neither queued nor (if there is a vector table) embedded, both backends' SQL."""
+    embedded = " AND s.id NOT IN (SELECT section_id FROM section_vectors)" if has_vector_table else ""
+    return (
+        "SELECT s.id, d.guild_id, s.heading, s.text FROM knowledge_sections s"
+        " JOIN knowledge_documents d ON d.id = s.document_id"
+        f" WHERE s.id NOT IN (SELECT section_id FROM embedding_queue){embedded} ORDER BY s.id"
+    )
+
+
 _QUEUE = Write(
     "queue_embedding",
     (
@@ -232,6 +244,10 @@ class SQLiteVectorTables(VectorState):
         self._enqueue(_SET_VECTOR_MODEL, ("",))
         await self.flush()
         return int(count)
+
+    async def unembedded_sections(self) -> list[tuple[int, int, str, str]]:
+        rows = await self.read(select_unembedded(await self._has_vector_table()))
+        return [(int(section_id), int(guild_id), heading, text) for section_id, guild_id, heading, text in rows]
 
     async def queue_embeddings(self, sections: Sequence[WaitingSection]) -> None:
         for section in sections:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from archive import VectorModel, WaitingSection
-from archive.vectors import MODEL_STATE, SELECT_WAITING, VectorState, model_from_state, model_state
+from archive.vectors import MODEL_STATE, SELECT_WAITING, VectorState, model_from_state, model_state, select_unembedded
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,12 @@ class PostgresVectorTables(VectorState):
                 " ON CONFLICT (section_id) DO UPDATE SET guild_id = excluded.guild_id, text = excluded.text",
                 [tuple(section) for section in sections],
             )
+
+    async def unembedded_sections(self) -> list[tuple[int, int, str, str]]:
+        async with self._pool.acquire() as connection:
+            has_table = bool(await connection.fetchval("SELECT to_regclass('section_vectors') IS NOT NULL"))
+            rows = await connection.fetch(select_unembedded(has_table))
+        return [(int(section_id), int(guild_id), heading, text) for section_id, guild_id, heading, text in rows]
 
     async def waiting_embeddings(self, limit: int) -> list[WaitingSection]:
         async with self._pool.acquire() as connection:

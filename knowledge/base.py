@@ -39,6 +39,7 @@ __all__ = [
     "KnowledgeFull",
     "SectionVectors",
     "excerpt",
+    "indexed_text",
     "reciprocal_rank_fusion",
 ]
 
@@ -132,7 +133,7 @@ class KnowledgeBase:
         """Queue the document's sections to be embedded; whether any was (a failure is logged: full text only)."""
         if self._vectors is None or not section_ids:
             return False
-        texts = [_indexed_text(section.heading, section.text) for section in document.sections]
+        texts = [indexed_text(section.heading, section.text) for section in document.sections]
         try:
             await self._vectors.queue(document.guild_id, list(zip(section_ids, texts, strict=True)))
         except Exception:
@@ -202,7 +203,7 @@ class KnowledgeBase:
         if self._vectors is None or hit is None:
             return 0.0
         try:
-            similarity = await self._vectors.similarity(query, _indexed_text(hit.heading, hit.quote))
+            similarity = await self._vectors.similarity(query, indexed_text(hit.heading, hit.quote))
         except Exception:
             logger.exception("knowledge: the question's similarity to its nearest section could not be measured")
             return 0.0
@@ -266,6 +267,6 @@ def excerpt(text: str, query: str, max_chars: int = QUOTE_CHARS) -> str:
     return ("…" if start > 0 else "") + text[start:end].strip() + ("…" if end < len(text) else "")
 
 
-def _indexed_text(heading: str, text: str) -> str:
+def indexed_text(heading: str, text: str) -> str:
     """What a section's vector is made from: its heading path gives a short section its subject."""
     return f"{heading}\n\n{text}" if heading else text

@@ -23,6 +23,7 @@ from pydantic_ai import Embedder
 from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UserError
 
 from archive import VectorModel, VectorTable, WaitingSection
+from knowledge.base import indexed_text
 from knowledge.local_embedding import LOCAL_MODEL_NAME, WordLlamaEmbeddingModel
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ class EmbeddedSections:
         self._embedding = asyncio.Lock()
 
     async def start(self) -> bool:
-        """Whether the archive can keep vectors; after a change of model, queue every section to be embedded again.
+        """Whether the archive can keep vectors; after a change of model, queue every section to be embedded again,
+        and queue the sections that were never embedded.
 
         Call once before use; False (logged by the archive) means the knowledge base searches full text only.
         """
@@ -63,6 +65,18 @@ class EmbeddedSections:
                 stored.name,
                 self._model_name,
                 count,
+            )
+        # Sections added while there was no embedding model (before the local one was the default) wait their turn.
+        unembedded = await self._table.unembedded_sections()
+        if unembedded:
+            await self._table.queue_embeddings(
+                [
+                    WaitingSection(section_id, guild, indexed_text(heading, text))
+                    for section_id, guild, heading, text in unembedded
+                ]
+            )
+            logger.info(
+                "knowledge: embedding %d sections added without an embedding model in the background", len(unembedded)
             )
         return True
 

@@ -308,3 +308,14 @@ async def test_leaving_a_server_drops_its_sections_vectors_and_queued_texts(arch
     assert len(await vectors.nearest(OTHER_GUILD, QUESTION, 100)) == len(HANDBOOK)
     # What the vector table holds, text included, is the other server's alone.
     assert await archive.requeue_vectors() == len(HANDBOOK)
+
+
+async def test_sections_added_without_an_embedding_model_are_embedded_at_the_next_start(archive: Archive) -> None:
+    """A server's documents from before the local model was the default are found by meaning after a restart."""
+    await KnowledgeBase(archive).add(handbook())
+    vectors = await open_section_vectors(archive, None, timeout=5)
+    assert vectors is not None
+    assert await vectors.embed_waiting() == len(HANDBOOK)
+    assert len(await vectors.nearest(GUILD, QUESTION, 100)) == len(HANDBOOK)
+    again = await open_section_vectors(archive, None, timeout=5)
+    assert again is not None and await again.embed_waiting() == 0
