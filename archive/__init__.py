@@ -586,8 +586,10 @@ class VectorTable(Protocol):
         """Drop the sections' vectors and queued texts; returns once committed."""
         ...
 
-    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
-        """The server's `limit` sections nearest `vector` (cosine distance), nearest first."""
+    async def nearest_sections(
+        self, guild_id: int, vector: Sequence[float], limit: int, *, max_distance: float = 2.0
+    ) -> list[int]:
+        """The server's `limit` sections nearest `vector` (cosine distance, at most `max_distance`), nearest first."""
         ...
 
 

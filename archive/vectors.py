@@ -159,7 +159,8 @@ _SET_VECTOR_MODEL = Write(
     ),
 )
 _SQLITE_NEAREST = (
-    "SELECT section_id FROM section_vectors WHERE embedding MATCH ? AND k = ? AND guild_id = ? ORDER BY distance"
+    "SELECT section_id FROM (SELECT section_id, distance FROM section_vectors"
+    " WHERE embedding MATCH ? AND k = ? AND guild_id = ?) WHERE distance <= ? ORDER BY distance"
 )
 
 
@@ -273,10 +274,13 @@ class SQLiteVectorTables(VectorState):
             self._enqueue(_UNQUEUE, (section_id,))
         await self.flush()
 
-    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
+    async def nearest_sections(
+        self, guild_id: int, vector: Sequence[float], limit: int, *, max_distance: float = 2.0
+    ) -> list[int]:
         import sqlite_vec
 
         if limit < 1 or not await self._has_vector_table():
             return []
-        rows = await self.read(_SQLITE_NEAREST, (sqlite_vec.serialize_float32(list(vector)), limit, guild_id))
+        embedding = sqlite_vec.serialize_float32(list(vector))
+        rows = await self.read(_SQLITE_NEAREST, (embedding, limit, guild_id, max_distance))
         return [int(section_id) for (section_id,) in rows]

@@ -31,6 +31,11 @@ logger = logging.getLogger(__name__)
 # Sections per embedding request: providers take far more inputs (OpenAI 2,048), but a batch of sections of a
 # few thousand characters each stays well under their per-request token limits and the timeout.
 BATCH_SIZE = 32
+# With the local model, a section less similar than this (cosine) to a question is not near it, however few sections
+# a server has: the model puts unrelated texts below 0.1 and the knowledge bench's answering sections above 0.29, so
+# a search for what the documents do not hold finds nothing by meaning rather than the least unrelated section. A
+# provider's model has a scale of its own, not measured here: no floor.
+LOCAL_MIN_SIMILARITY = 0.25
 # How often the sections a failed embedding left waiting are tried again.
 RETRY_SECONDS = 300.0
 # What a provider that is down, refuses, or answers nonsense raises; anything else is a bug, logged with its trace.
@@ -40,8 +45,11 @@ _PROVIDER_FAILURES = (ModelAPIError, UnexpectedModelBehavior, UserError, Timeout
 class EmbeddedSections:
     """`SectionVectors` over the archive's vector table and one embedding model."""
 
-    def __init__(self, table: VectorTable, embedder: Embedder, *, model_name: str, timeout: float) -> None:
+    def __init__(
+        self, table: VectorTable, embedder: Embedder, *, model_name: str, timeout: float, min_similarity: float = -1.0
+    ) -> None:
         self._table = table
+        self._max_distance = 1.0 - min_similarity
         self._embedder = embedder
         self._model_name = model_name
         self._timeout = timeout
@@ -98,7 +106,7 @@ class EmbeddedSections:
         vectors = await self._embed(query, input_type="query")
         if vectors is None:
             return []
-        return await self._table.nearest_sections(guild_id, vectors[0], limit)
+        return await self._table.nearest_sections(guild_id, vectors[0], limit, max_distance=self._max_distance)
 
     async def similarity(self, query: str, text: str) -> float | None:
         """The cosine similarity of `query` and `text` (the gate's evidence); None when they cannot be embedded."""
@@ -168,11 +176,12 @@ async def open_section_vectors(table: VectorTable, model: str | None, *, timeout
     """The knowledge base's vectors for EMBEDDING_MODEL `model` on `table`, the local WordLlama model
     (knowledge/local_embedding.py) when `model` is None; None (full text only) without vector support in the
     database (logged by the archive), or when the model cannot be set up (logged)."""
+    floor = -1.0
     try:
         if model is None:
             local = WordLlamaEmbeddingModel()
             await asyncio.to_thread(local.load)
-            embedder, model = Embedder(local), LOCAL_MODEL_NAME
+            embedder, model, floor = Embedder(local), LOCAL_MODEL_NAME, LOCAL_MIN_SIMILARITY
         else:
             embedder = Embedder(model, defer_model_check=False)
     except (UserError, ValueError, ImportError, OSError) as exc:
@@ -182,5 +191,5 @@ async def open_section_vectors(table: VectorTable, model: str | None, *, timeout
             exc,
         )
         return None
-    vectors = EmbeddedSections(table, embedder, model_name=model, timeout=timeout)
+    vectors = EmbeddedSections(table, embedder, model_name=model, timeout=timeout, min_similarity=floor)
     return vectors if await vectors.start() else None

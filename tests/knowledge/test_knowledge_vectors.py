@@ -316,6 +316,17 @@ async def test_sections_added_without_an_embedding_model_are_embedded_at_the_nex
     vectors = await open_section_vectors(archive, None, timeout=5)
     assert vectors is not None
     assert await vectors.embed_waiting() == len(HANDBOOK)
-    assert len(await vectors.nearest(GUILD, QUESTION, 100)) == len(HANDBOOK)
+    assert await headings(KnowledgeBase(archive, vectors), QUESTION, limit=1) == [ANSWER]
     again = await open_section_vectors(archive, None, timeout=5)
     assert again is not None and await again.embed_waiting() == 0
+
+
+async def test_the_local_model_finds_nothing_by_meaning_for_an_unrelated_question(archive: Archive) -> None:
+    """However few sections a server has, a question they do not touch is not near any: full text decides."""
+    vectors = await open_section_vectors(archive, None, timeout=5)
+    assert vectors is not None
+    knowledge = KnowledgeBase(archive, vectors)
+    await knowledge.add(handbook())
+    assert await vectors.nearest(GUILD, QUESTION, 100) != []
+    assert await vectors.nearest(GUILD, "sourdough", 100) == []
+    assert await knowledge.search(GUILD, "sourdough", channel_ids=()) == []
