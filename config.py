@@ -184,8 +184,8 @@ class Settings(BaseSettings):
     )
     embedding_model: str | None = Field(
         None,
-        description="pydantic-ai embedding model string (e.g. openai:text-embedding-3-small) that adds vector search"
-        " to the knowledge base's full-text search; empty: full text only.",
+        description="pydantic-ai embedding model string (e.g. openai:text-embedding-3-small) for the knowledge base's"
+        " vector search beside full text; empty: the local model WordLlama, on the CPU, no key needed.",
     )
     embedding_timeout_seconds: float = Field(
         10, gt=0, description="Time limit for one embedding request (a batch of sections, or a search's question)."
@@ -223,6 +223,12 @@ class Settings(BaseSettings):
         ge=0,
         description="Documents an admin may add to a server's knowledge base (/parley-admin knowledge add); pinned"
         " messages are not counted; 0 means no limit.",
+    )
+    knowledge_answer_threshold: float = Field(
+        0.74,
+        ge=0,
+        description="How sure the knowledge search must be that the documents answer a question before Parley"
+        " answers one nobody addressed; higher: fewer wrong answers and more unanswered questions.",
     )
 
     vision: VisionMode = Field(

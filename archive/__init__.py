@@ -565,6 +565,11 @@ class VectorTable(Protocol):
         """Put every embedded section back in the queue and drop the vectors (a new model); how many."""
         ...
 
+    async def unembedded_sections(self) -> list[tuple[int, int, str, str]]:
+        """(section id, server, heading, text) of each knowledge section neither embedded nor queued, by id: the
+        sections added while there was no embedding model."""
+        ...
+
     async def queue_embeddings(self, sections: Sequence[WaitingSection]) -> None:
         """Queue sections for embedding (a queued section's text is replaced); returns once committed."""
         ...
@@ -581,8 +586,10 @@ class VectorTable(Protocol):
         """Drop the sections' vectors and queued texts; returns once committed."""
         ...
 
-    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
-        """The server's `limit` sections nearest `vector` (cosine distance), nearest first."""
+    async def nearest_sections(
+        self, guild_id: int, vector: Sequence[float], limit: int, *, max_distance: float = 2.0
+    ) -> list[int]:
+        """The server's `limit` sections nearest `vector` (cosine distance, at most `max_distance`), nearest first."""
         ...
 
 

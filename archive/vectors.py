@@ -90,6 +90,18 @@ def model_from_state(value: str | None) -> VectorModel | None:
 
 
 SELECT_WAITING = "SELECT section_id, guild_id, text FROM embedding_queue ORDER BY section_id LIMIT ?"
+
+
+def select_unembedded(has_vector_table: bool) -> str:
+    """The knowledge sections neither queued nor (if there is a vector table) embedded, both backends' SQL."""
+    embedded = " AND s.id NOT IN (SELECT section_id FROM section_vectors)" if has_vector_table else ""
+    return (
+        "SELECT s.id, d.guild_id, s.heading, s.text FROM knowledge_sections s"
+        " JOIN knowledge_documents d ON d.id = s.document_id"
+        f" WHERE s.id NOT IN (SELECT section_id FROM embedding_queue){embedded} ORDER BY s.id"
+    )
+
+
 _QUEUE = Write(
     "queue_embedding",
     (
@@ -147,7 +159,8 @@ _SET_VECTOR_MODEL = Write(
     ),
 )
 _SQLITE_NEAREST = (
-    "SELECT section_id FROM section_vectors WHERE embedding MATCH ? AND k = ? AND guild_id = ? ORDER BY distance"
+    "SELECT section_id FROM (SELECT section_id, distance FROM section_vectors"
+    " WHERE embedding MATCH ? AND k = ? AND guild_id = ?) WHERE distance <= ? ORDER BY distance"
 )
 
 
@@ -233,6 +246,10 @@ class SQLiteVectorTables(VectorState):
         await self.flush()
         return int(count)
 
+    async def unembedded_sections(self) -> list[tuple[int, int, str, str]]:
+        rows = await self.read(select_unembedded(await self._has_vector_table()))
+        return [(int(section_id), int(guild_id), heading, text) for section_id, guild_id, heading, text in rows]
+
     async def queue_embeddings(self, sections: Sequence[WaitingSection]) -> None:
         for section in sections:
             self._enqueue(_QUEUE, tuple(section))
@@ -257,10 +274,13 @@ class SQLiteVectorTables(VectorState):
             self._enqueue(_UNQUEUE, (section_id,))
         await self.flush()
 
-    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
+    async def nearest_sections(
+        self, guild_id: int, vector: Sequence[float], limit: int, *, max_distance: float = 2.0
+    ) -> list[int]:
         import sqlite_vec
 
         if limit < 1 or not await self._has_vector_table():
             return []
-        rows = await self.read(_SQLITE_NEAREST, (sqlite_vec.serialize_float32(list(vector)), limit, guild_id))
+        embedding = sqlite_vec.serialize_float32(list(vector))
+        rows = await self.read(_SQLITE_NEAREST, (embedding, limit, guild_id, max_distance))
         return [int(section_id) for (section_id,) in rows]

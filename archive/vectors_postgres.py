@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from archive import VectorModel, WaitingSection
-from archive.vectors import MODEL_STATE, SELECT_WAITING, VectorState, model_from_state, model_state
+from archive.vectors import MODEL_STATE, SELECT_WAITING, VectorState, model_from_state, model_state, select_unembedded
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,10 @@ _PG_STORE = """
     ON CONFLICT (section_id) DO UPDATE SET guild_id = excluded.guild_id, body = excluded.body,
         embedding = excluded.embedding
 """
-_PG_NEAREST = "SELECT section_id FROM section_vectors WHERE guild_id = $1 ORDER BY embedding <=> $2::vector LIMIT $3"
+_PG_NEAREST = (
+    "SELECT section_id FROM section_vectors WHERE guild_id = $1 AND embedding <=> $2::vector <= $4"
+    " ORDER BY embedding <=> $2::vector LIMIT $3"
+)
 # One process at a time changes the vector table: two starting with a new model must not both requeue.
 _PG_VECTOR_LOCK = 0x5061726C6579_0002
 
@@ -91,6 +94,12 @@ class PostgresVectorTables(VectorState):
                 [tuple(section) for section in sections],
             )
 
+    async def unembedded_sections(self) -> list[tuple[int, int, str, str]]:
+        async with self._pool.acquire() as connection:
+            has_table = bool(await connection.fetchval("SELECT to_regclass('section_vectors') IS NOT NULL"))
+            rows = await connection.fetch(select_unembedded(has_table))
+        return [(int(section_id), int(guild_id), heading, text) for section_id, guild_id, heading, text in rows]
+
     async def waiting_embeddings(self, limit: int) -> list[WaitingSection]:
         async with self._pool.acquire() as connection:
             rows = await connection.fetch(SELECT_WAITING.replace("?", "$1"), limit)
@@ -109,13 +118,15 @@ class PostgresVectorTables(VectorState):
                 await connection.execute("DELETE FROM section_vectors WHERE section_id = ANY($1::bigint[])", ids)
             await connection.execute("DELETE FROM embedding_queue WHERE section_id = ANY($1::bigint[])", ids)
 
-    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
+    async def nearest_sections(
+        self, guild_id: int, vector: Sequence[float], limit: int, *, max_distance: float = 2.0
+    ) -> list[int]:
         if limit < 1:
             return []
         async with self._pool.acquire() as connection:
             if not await connection.fetchval("SELECT to_regclass('section_vectors') IS NOT NULL"):
                 return []
-            rows = await connection.fetch(_PG_NEAREST, guild_id, _vector_literal(vector), limit)
+            rows = await connection.fetch(_PG_NEAREST, guild_id, _vector_literal(vector), limit, max_distance)
         return [int(row[0]) for row in rows]
 
 

@@ -1,6 +1,7 @@
 """Vector search for the knowledge base: sections embedded with pydantic-ai's `Embedder`, kept in the archive.
 
-`EmbeddedSections` is the knowledge base's `SectionVectors` when `EMBEDDING_MODEL` is set. A section is queued in
+`EmbeddedSections` is the knowledge base's `SectionVectors`: with `EMBEDDING_MODEL`'s provider model, or the
+local WordLlama model (knowledge/local_embedding.py) when it is unset. A section is queued in
 the archive (archive/vectors.py) before it is embedded and leaves the queue only with its vector, so a provider
 that is down or rate limiting loses nothing: the document is already stored and searched by full text, and the
 sections still waiting are embedded with the next document added, at start and every `RETRY_SECONDS` by
@@ -15,18 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Sequence
 
 from pydantic_ai import Embedder
 from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UserError
 
 from archive import VectorModel, VectorTable, WaitingSection
+from knowledge.base import indexed_text
+from knowledge.local_embedding import LOCAL_MODEL_NAME, WordLlamaEmbeddingModel
 
 logger = logging.getLogger(__name__)
 
 # Sections per embedding request: providers take far more inputs (OpenAI 2,048), but a batch of sections of a
 # few thousand characters each stays well under their per-request token limits and the timeout.
 BATCH_SIZE = 32
+# With the local model, a section less similar than this (cosine) to a question is not near it, however few sections
+# a server has: the model puts unrelated texts below 0.1 and the knowledge bench's answering sections above 0.29, so
+# a search for what the documents do not hold finds nothing by meaning rather than the least unrelated section. A
+# provider's model has a scale of its own, not measured here: no floor.
+LOCAL_MIN_SIMILARITY = 0.25
 # How often the sections a failed embedding left waiting are tried again.
 RETRY_SECONDS = 300.0
 # What a provider that is down, refuses, or answers nonsense raises; anything else is a bug, logged with its trace.
@@ -36,8 +45,11 @@ _PROVIDER_FAILURES = (ModelAPIError, UnexpectedModelBehavior, UserError, Timeout
 class EmbeddedSections:
     """`SectionVectors` over the archive's vector table and one embedding model."""
 
-    def __init__(self, table: VectorTable, embedder: Embedder, *, model_name: str, timeout: float) -> None:
+    def __init__(
+        self, table: VectorTable, embedder: Embedder, *, model_name: str, timeout: float, min_similarity: float = -1.0
+    ) -> None:
         self._table = table
+        self._max_distance = 1.0 - min_similarity
         self._embedder = embedder
         self._model_name = model_name
         self._timeout = timeout
@@ -46,7 +58,8 @@ class EmbeddedSections:
         self._embedding = asyncio.Lock()
 
     async def start(self) -> bool:
-        """Whether the archive can keep vectors; after a change of model, queue every section to be embedded again.
+        """Whether the archive can keep vectors; after a change of model, queue every section to be embedded again,
+        and queue the sections that were never embedded.
 
         Call once before use; False (logged by the archive) means the knowledge base searches full text only.
         """
@@ -60,6 +73,18 @@ class EmbeddedSections:
                 stored.name,
                 self._model_name,
                 count,
+            )
+        # Sections added while there was no embedding model (before the local one was the default) wait their turn.
+        unembedded = await self._table.unembedded_sections()
+        if unembedded:
+            await self._table.queue_embeddings(
+                [
+                    WaitingSection(section_id, guild, indexed_text(heading, text))
+                    for section_id, guild, heading, text in unembedded
+                ]
+            )
+            logger.info(
+                "knowledge: embedding %d sections added without an embedding model in the background", len(unembedded)
             )
         return True
 
@@ -81,7 +106,16 @@ class EmbeddedSections:
         vectors = await self._embed(query, input_type="query")
         if vectors is None:
             return []
-        return await self._table.nearest_sections(guild_id, vectors[0], limit)
+        return await self._table.nearest_sections(guild_id, vectors[0], limit, max_distance=self._max_distance)
+
+    async def similarity(self, query: str, text: str) -> float | None:
+        """The cosine similarity of `query` and `text` (the gate's evidence); None when they cannot be embedded."""
+        vectors = await self._embed([query, text], input_type="document")
+        if vectors is None:
+            return None
+        first, second = vectors
+        norms = math.sqrt(sum(x * x for x in first) * sum(y * y for y in second))
+        return sum(x * y for x, y in zip(first, second, strict=True)) / norms if norms else 0.0
 
     async def embed_waiting(self) -> int:
         """Embed the queued sections, a batch at a time, until the queue is empty or a batch fails; how many."""
@@ -139,16 +173,23 @@ class EmbeddedSections:
 
 
 async def open_section_vectors(table: VectorTable, model: str | None, *, timeout: float) -> EmbeddedSections | None:
-    """The knowledge base's vectors for EMBEDDING_MODEL `model` on `table`; None (full text only) without a model,
-    without vector support in the database (logged by the archive), or when the model cannot be set up (logged)."""
-    if model is None:
-        return None
+    """The knowledge base's vectors for EMBEDDING_MODEL `model` on `table`, the local WordLlama model
+    (knowledge/local_embedding.py) when `model` is None; None (full text only) without vector support in the
+    database (logged by the archive), or when the model cannot be set up (logged)."""
+    floor = -1.0
     try:
-        embedder = Embedder(model, defer_model_check=False)
-    except (UserError, ValueError, ImportError) as exc:
+        if model is None:
+            local = WordLlamaEmbeddingModel()
+            await asyncio.to_thread(local.load)
+            embedder, model, floor = Embedder(local), LOCAL_MODEL_NAME, LOCAL_MIN_SIMILARITY
+        else:
+            embedder = Embedder(model, defer_model_check=False)
+    except (UserError, ValueError, ImportError, OSError) as exc:
         logger.warning(
-            "knowledge: EMBEDDING_MODEL %s cannot be used (%s); knowledge search is full text only", model, exc
+            "knowledge: EMBEDDING_MODEL %s cannot be used (%s); knowledge search is full text only",
+            model or "(unset: the local model)",
+            exc,
         )
         return None
-    vectors = EmbeddedSections(table, embedder, model_name=model, timeout=timeout)
+    vectors = EmbeddedSections(table, embedder, model_name=model, timeout=timeout, min_similarity=floor)
     return vectors if await vectors.start() else None

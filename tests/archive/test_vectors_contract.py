@@ -156,3 +156,31 @@ async def test_a_postgres_without_pgvector_says_so_in_one_line(
         assert await archive.nearest_sections(GUILD, [1.0, 0.0, 0.0], 5) == []
     finally:
         await archive.close()
+
+
+async def test_sections_neither_queued_nor_embedded_are_listed_to_be_embedded(archive: Archive) -> None:
+    """Sections added with no embedding model (before the local one was the default) are found, and only they."""
+    sections = [
+        KnowledgeSection("Install", "pip install"),
+        KnowledgeSection("", "plain"),
+        KnowledgeSection("Run", "go"),
+    ]
+    added = await archive.add_knowledge(KnowledgeDocument(GUILD, "file:a.md", "A", sections, 1, NOW))
+    first, second, third = added.section_ids
+    assert await archive.unembedded_sections() == [
+        (first, GUILD, "Install", "pip install"),
+        (second, GUILD, "", "plain"),
+        (third, GUILD, "Run", "go"),
+    ]
+
+    await embedded(archive, (section(first), [1.0, 0.0, 0.0]))
+    await archive.queue_embeddings([section(second)])
+
+    assert await archive.unembedded_sections() == [(third, GUILD, "Run", "go")]
+
+
+async def test_nearest_leaves_out_sections_farther_than_the_max_distance(archive: Archive) -> None:
+    await embedded(archive, (section(1), [1.0, 0.0, 0.0]), (section(2), [0.0, 1.0, 0.0]), (section(3), [0.7, 0.7, 0.0]))
+    # Cosine distances from [1, 0, 0]: 0, 1 and about 0.29.
+    assert await archive.nearest_sections(GUILD, [1.0, 0.0, 0.0], 5, max_distance=0.5) == [1, 3]
+    assert await archive.nearest_sections(GUILD, [0.0, 0.0, 1.0], 5, max_distance=0.5) == []

@@ -110,6 +110,11 @@ def test_reciprocal_rank_fusion_favours_what_both_rankings_rank_high() -> None:
     assert reciprocal_rank_fusion([[5, 5, 6]]) == {5: 1 / 61, 6: 1 / 62}
 
 
+def test_a_weighted_ranking_counts_for_more() -> None:
+    fused = reciprocal_rank_fusion([[1, 2], [2, 1]], k=60, weights=(1.0, 1.5))
+    assert list(fused) == [2, 1] and fused[2] == pytest.approx(1 / 62 + 1.5 / 61)
+
+
 def test_a_quote_is_the_section_whole_or_the_passage_with_the_first_query_word() -> None:
     assert excerpt("Short text.", "anything") == "Short text."
     filler = "Nothing to see here. " * 60
@@ -133,6 +138,7 @@ class StubVectors:
         self.fail = fail
         self.indexed: list[tuple[int, str]] = []
         self.forgotten: list[int] = []
+        self.compared: list[str] = []
 
     async def queue(self, guild_id: int, sections: Sequence[tuple[int, str]]) -> None:
         if self.fail:
@@ -153,6 +159,12 @@ class StubVectors:
         if self.fail:
             raise RuntimeError("embedding provider is down")
         return self.ranking[:limit]
+
+    async def similarity(self, query: str, text: str) -> float | None:
+        if self.fail:
+            raise RuntimeError("embedding provider is down")
+        self.compared.append(text)
+        return 0.5
 
 
 @pytest.fixture
@@ -198,11 +210,28 @@ async def test_search_fuses_the_word_ranking_with_the_vector_ranking(store: SQLi
 
     hits = await base.search(GUILD, "web docker", limit=3, channel_ids=())
 
-    # By words: Docker (docker), Ports (web); fused: both rankings have them, Docker first by words.
-    assert [hit.section_id for hit in hits] == [docker, ports]
-    assert hits[0].score == pytest.approx(1 / 61 + 1 / 62) and hits[1].score == pytest.approx(1 / 62 + 1 / 61)
+    # By words: Docker (docker), Ports (web); fused: both rankings have them, Ports first by meaning, which weighs
+    # VECTOR_WEIGHT (1.5) to the words' 1.
+    assert [hit.section_id for hit in hits] == [ports, docker]
+    assert hits[0].score == pytest.approx(1.5 / 61 + 1 / 62) and hits[1].score == pytest.approx(1 / 61 + 1.5 / 62)
     vectors.ranking = [backups]
     assert [hit.heading for hit in await base.search(GUILD, "kubernetes", channel_ids=())] == ["Backups"]
+
+
+async def test_consult_gives_the_best_word_score_and_the_nearest_section_s_similarity(store: SQLiteArchive) -> None:
+    vectors = StubVectors()
+    base = KnowledgeBase(store, vectors)
+    await base.add(document("file:faq.md", FAQ))
+    docker, ports, _ = (section_id for section_id, _ in vectors.indexed)
+    vectors.ranking = [ports, docker]
+
+    consulted = await base.consult(GUILD, "web docker", channel_ids=())
+
+    assert [hit.section_id for hit in consulted.hits] == [ports, docker]
+    assert consulted.evidence.similarity == 0.5 and consulted.evidence.text_score > 0
+    assert vectors.compared == ["Ports\n\nThe web interface listens on port 8080."]
+    failing = await KnowledgeBase(store, StubVectors(fail=True)).consult(GUILD, "web docker", channel_ids=())
+    assert failing.evidence.similarity == 0.0 and [hit.heading for hit in failing.hits] == ["Docker", "Ports"]
 
 
 async def test_vector_hits_in_channels_the_asker_cannot_read_are_left_out(store: SQLiteArchive) -> None:

@@ -249,8 +249,15 @@ async def test_keep_embedding_tries_the_waiting_sections_again(archive: Archive)
     assert await vectors.nearest(GUILD, "first", 1) == [1]
 
 
+async def test_open_section_vectors_is_the_local_model_without_embedding_model(archive: Archive) -> None:
+    vectors = await open_section_vectors(archive, None, timeout=5)
+    assert vectors is not None
+    await vectors.queue(GUILD, [(1, "Restore a file from the trash"), (2, "Capture the traffic from or to a host")])
+    assert await vectors.embed_waiting() == 2
+    assert await vectors.nearest(GUILD, "get a deleted document back out of the trash", 1) == [1]
+
+
 async def test_open_section_vectors_is_none_without_a_usable_model(archive: Archive) -> None:
-    assert await open_section_vectors(archive, None, timeout=5) is None
     # The hermetic tests have no provider keys: the OpenAI model cannot be set up, and says why in the log.
     assert await open_section_vectors(archive, "openai:text-embedding-3-small", timeout=5) is None
 
@@ -258,15 +265,16 @@ async def test_open_section_vectors_is_none_without_a_usable_model(archive: Arch
 async def test_the_client_s_knowledge_base_searches_by_vector_too_with_embedding_model(
     archive: Archive, make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """open_knowledge adds the vectors and starts embedding what waits; nothing of it without
-    EMBEDDING_MODEL. No request is made: nothing waits, and the key is never used."""
+    """open_knowledge (the client's) adds the vectors and starts embedding what waits, with EMBEDDING_MODEL's
+    model or, without it, the local one. No request is made: nothing waits, and the key is never used."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
     plain, embedding = BackgroundTasks(), BackgroundTasks()
     try:
         await open_knowledge(archive, make_settings(), plain)
         await open_knowledge(archive, make_settings(embedding_model="openai:text-embedding-3-small"), embedding)
-        assert (len(plain), len(embedding)) == (0, 1)
+        assert (len(plain), len(embedding)) == (1, 1)
     finally:
+        await plain.close()
         await embedding.close()
 
 
@@ -291,3 +299,25 @@ async def test_leaving_a_server_drops_its_sections_vectors_and_queued_texts(arch
     assert len(await vectors.nearest(OTHER_GUILD, QUESTION, 100)) == len(HANDBOOK)
     # What the vector table holds, text included, is the other server's alone.
     assert await archive.requeue_vectors() == len(HANDBOOK)
+
+
+async def test_sections_added_without_an_embedding_model_are_embedded_at_the_next_start(archive: Archive) -> None:
+    """A server's documents from before the local model was the default are found by meaning after a restart."""
+    await KnowledgeBase(archive).add(handbook())
+    vectors = await open_section_vectors(archive, None, timeout=5)
+    assert vectors is not None
+    assert await vectors.embed_waiting() == len(HANDBOOK)
+    assert await headings(KnowledgeBase(archive, vectors), QUESTION, limit=1) == [ANSWER]
+    again = await open_section_vectors(archive, None, timeout=5)
+    assert again is not None and await again.embed_waiting() == 0
+
+
+async def test_the_local_model_finds_nothing_by_meaning_for_an_unrelated_question(archive: Archive) -> None:
+    """However few sections a server has, a question they do not touch is not near any: full text decides."""
+    vectors = await open_section_vectors(archive, None, timeout=5)
+    assert vectors is not None
+    knowledge = KnowledgeBase(archive, vectors)
+    await knowledge.add(handbook())
+    assert await vectors.nearest(GUILD, QUESTION, 100) != []
+    assert await vectors.nearest(GUILD, "sourdough", 100) == []
+    assert await knowledge.search(GUILD, "sourdough", channel_ids=()) == []
