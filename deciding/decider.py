@@ -312,7 +312,7 @@ class ResponseDecider:
     def _followup(
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, window: timedelta
     ) -> Decision | None:
-        # One function on purpose (70 lines): it runs for every message in every channel, and the walk back
+        # One function on purpose (69 lines): it runs for every message in every channel, and the walk back
         # reads the rules' flags into locals once; helpers for the walk or its steps would add a call per
         # message, or per earlier message, on the engine's hottest path (bench/bench_engine_ab.py measures it).
         last_bot_message = conversation.last_message_by_author.get(bot_user_id)
