@@ -321,10 +321,10 @@ class ResponseDecider:
         now = self.clock()
         if self._window_rule and now - last_bot_message.timestamp > window:
             return _OUTSIDE_WINDOW
-        named = conversation.bot_message_naming.get(message.author_id)
-        unnamed = conversation.last_unnamed_bot_message if self._implicit_rule else None
+        named_turn = conversation.bot_message_naming.get(message.author_id)
+        unnamed_turn = conversation.last_unnamed_bot_message if self._implicit_rule else None
         # The common "no bot turn ever named them" decided here: a call to `_read_back` costs more than the check.
-        if (named is None and unnamed is None) or not self._read_back(named, unnamed, conversation):
+        if (named_turn is None and unnamed_turn is None) or not self._read_back(named_turn, unnamed_turn, conversation):
             # No bot turn in the look-back named this person or named nobody: none of them can
             # have been answering them, so the walk back could only say no. The learned tier leaves
             # them alone too: they are most of a busy channel's messages, and its features cost a walk.
