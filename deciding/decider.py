@@ -260,7 +260,8 @@ class ResponseDecider:
         if conversation.kind != CHANNEL:
             return _BY_KIND[conversation.kind]
         # Looked up only past the gates: explicit triggers and gated messages never pay for it.
-        mode = self.modes.get(message.channel_id, NORMAL)
+        # Most servers set no channel's mode: the empty mapping is not searched.
+        mode = self.modes.get(message.channel_id, NORMAL) if self.modes else NORMAL
         if mode == MENTION_ONLY:
             return _MENTION_ONLY
         if mode == CHATTY:
@@ -311,7 +312,7 @@ class ResponseDecider:
     def _followup(
         self, message: MessageRecord, conversation: ChannelConversation, bot_user_id: int, window: timedelta
     ) -> Decision | None:
-        # One function on purpose (66 lines): it runs for every message in every channel, and the walk back
+        # One function on purpose (69 lines): it runs for every message in every channel, and the walk back
         # reads the rules' flags into locals once; helpers for the walk or its steps would add a call per
         # message, or per earlier message, on the engine's hottest path (bench/bench_engine_ab.py measures it).
         last_bot_message = conversation.last_message_by_author.get(bot_user_id)
@@ -320,7 +321,10 @@ class ResponseDecider:
         now = self.clock()
         if self._window_rule and now - last_bot_message.timestamp > window:
             return _OUTSIDE_WINDOW
-        if not self._may_follow_up(message, conversation):
+        named_turn = conversation.bot_message_naming.get(message.author_id)
+        unnamed_turn = conversation.last_unnamed_bot_message if self._implicit_rule else None
+        # The common "no bot turn ever named them" decided here: a call to `_read_back` costs more than the check.
+        if (named_turn is None and unnamed_turn is None) or not self._read_back(named_turn, unnamed_turn, conversation):
             # No bot turn in the look-back named this person or named nobody: none of them can
             # have been answering them, so the walk back could only say no. The learned tier leaves
             # them alone too: they are most of a busy channel's messages, and its features cost a walk.
@@ -389,15 +393,11 @@ class ResponseDecider:
             return None
         return decision
 
-    def _may_follow_up(self, message: MessageRecord, conversation: ChannelConversation) -> bool:
-        """Whether a bot turn naming the author, or naming nobody, may be among the messages the look-back reads.
-
-        In O(1), and in one function: most messages of a busy channel are asked this.
-        """
-        named = conversation.bot_message_naming.get(message.author_id)
-        unnamed = conversation.last_unnamed_bot_message if self._implicit_rule else None
-        if named is None and unnamed is None:
-            return False
+    def _read_back(
+        self, named: MessageRecord | None, unnamed: MessageRecord | None, conversation: ChannelConversation
+    ) -> bool:
+        """Whether the bot turn naming the author (`named`), or the one naming nobody (`unnamed`), is among the
+        messages the look-back reads: in O(1), as most messages of a busy channel are asked this."""
         messages, count = conversation.messages, self.followup_scan_messages
         if len(messages) <= count + 1:
             return True
