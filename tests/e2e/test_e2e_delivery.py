@@ -130,7 +130,7 @@ async def test_503s_on_the_edits_of_a_streamed_answer_are_retried_and_it_ends_wh
     recorded as answered."""
     prose = " ".join(f"Sentence number {i} says a little more about it." for i in range(30))
     llm.handler = lambda request: prose
-    llm.stream_delay, llm.words_per_chunk = 0.03, 6
+    llm.stream_delay, llm.words_per_chunk = 0.015, 6  # 0.7 s: a few edits at 0.2 s, the first two refused
     fake.fail_next_edits(2, status=503)
     client = await bot.start(answer_delivery_seconds=DEADLINE, stream_edit_seconds=0.2)
     await say(fake, ALICE_ID, f"<@{BOT_ID}> tell me about it")
@@ -154,7 +154,8 @@ async def test_a_streamed_answer_cut_off_by_failed_edits_is_recorded_as_the_memb
     llm.handler = lambda request: next(answers, None) or echo(request)
     llm.stream_delay, llm.words_per_chunk = 0.03, 6
     fake.fail_next_edits(1_000, status=503)
-    client = await bot.start(answer_delivery_seconds=DEADLINE, stream_edit_seconds=0.2)
+    # Half the usual deadline: no edit ever lands, so the test waits the whole of it for the "lost" line.
+    client = await bot.start(answer_delivery_seconds=DEADLINE / 2, stream_edit_seconds=0.2)
     question = await say(fake, ALICE_ID, f"<@{BOT_ID}> tell me about it")
     posts = await fake.wait_for_posts(2, CHANNEL_ID, timeout=15)
     await assert_silent(fake, 2)

@@ -57,7 +57,8 @@ async def test_answer_ends_as_the_non_streamed_posts(
     """Streamed or not, the answer ends as exactly the posts the splitter makes of it; streamed, it was edited
     as it grew, never twice within STREAM_EDIT_SECONDS in the channel."""
     llm.handler = lambda request: PROSE
-    slow(llm)
+    if streamed:  # Not streamed, the answer is posted whole: how fast the model wrote it changes nothing.
+        slow(llm)
     client = await bot.start(stream_answers=streamed, stream_edit_seconds=0.3)
     await ask(fake, "tell me about it")
     await fake.wait_for(lambda: answer_posts(fake) == split_message(PROSE), timeout=15, what="the whole answer")
@@ -103,7 +104,7 @@ async def test_long_streamed_answer_with_code_ends_as_three_messages(
 async def test_rate_limited_edit_loses_no_text(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """A 429 on an edit is waited out and the answer still ends whole."""
     llm.handler = lambda request: PROSE
-    slow(llm)
+    slow(llm, delay=0.015)  # 0.9 s: several edits at 0.2 s, the first one refused
     fake.fail_next_edits(1, status=429, retry_after=0.3)
     await bot.start(stream_edit_seconds=0.2)
     await ask(fake, "tell me about it")
@@ -209,7 +210,7 @@ async def test_regenerate_works_on_the_latest_answer_after_a_restart(
 async def test_edits_never_ping(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
     """Whatever a streamed answer grows to say, no edit pings @everyone, @here, a role or anyone but the asker."""
     llm.handler = lambda request: f"Hello there. @everyone @here <@{BOB_ID}> <@&{fake.bot_role_id}> " + PROSE
-    slow(llm)
+    slow(llm, delay=0.015)  # 0.9 s: several edits at 0.2 s
     await bot.start(stream_edit_seconds=0.2)
     await ask(fake, "announce it")
     await fake.wait_for(lambda: len(fake.edits_in(CHANNEL_ID)) >= 2, timeout=15, what="edits")
