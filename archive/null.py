@@ -425,7 +425,12 @@ class NullArchive:
     async def forget_vectors(self, section_ids: Sequence[int]) -> None:
         return None
 
-    async def nearest_sections(self, guild_id: int, vector: Sequence[float], limit: int) -> list[int]:
+    async def nearest_sections(
+        self, guild_id: int, vector: Sequence[float], limit: int, *, max_distance: float = 2.0
+    ) -> list[int]:
+        return []
+
+    async def unembedded_sections(self) -> list[tuple[int, int, str, str]]:
         return []
 
     # -- PinChannelTables --
