@@ -20,6 +20,7 @@ import discord
 
 from discord_io import author_permissions, may_post, reply_mentions, typing_indicator
 from records import AskedAbout, MessageRecord
+from helpdesk.question import SupportAnswer
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class Question:
     manages_messages: bool = False
     about: AskedAbout | None = None
     may_post: bool = False
+    # An unaddressed question the support desk answers from the documents: its feedback buttons go under the answer.
+    support: SupportAnswer | None = None
 
     @classmethod
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:
