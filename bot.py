@@ -58,6 +58,7 @@ from ops.preflight import startup_summary
 from ops.resources import Resources
 from ops.shared import SharedSettings
 from profiles.channels import Profiles, load_profiles_file
+from profiles.member_models import MemberModels
 from prompting.context import Summarizer, build_summarizer
 from providers.models import build_model
 from tools import Toolbox, build_toolbox
@@ -126,7 +127,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.profiles = profiles or Profiles(settings)
         self.profiles.place = self.known_channels.profile_place
         # The models profiles name, built once each; the defaults are the agents' own.
-        self.models = ProfileModels(settings, self.profiles)
+        self.member_models = MemberModels(self.stores, settings.member_models)
+        self.models = ProfileModels(settings, self.profiles, self.member_models)
         self.agents = Agents(responder, judge, summarizer, self.models)
         self.channels = ChannelSettings()
         # With a Postgres archive: other processes' changes to the settings above, as they are committed.

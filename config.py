@@ -48,6 +48,11 @@ class Settings(BaseSettings):
         description="Models a profile may choose for a channel, comma-separated model strings;"
         " LLM_MODEL and JUDGE_MODEL are always allowed.",
     )
+    member_models: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
+        description="Models members may choose for the answers to them (/parley model), comma-separated model"
+        " strings; the channel's profile model is the default choice; unset: members choose none.",
+    )
     profiles_file: Path | None = Field(
         None, description="TOML file of server and channel profiles; the /parley-admin profile commands override it."
     )
@@ -520,7 +525,7 @@ class Settings(BaseSettings):
             raise ValueError(f"shard {beyond[0]} is not below SHARD_COUNT ({count}); shards are numbered from 0")
         return value
 
-    @field_validator("models", mode="before")
+    @field_validator("models", "member_models", mode="before")
     @classmethod
     def _comma_separated_models(cls, value: Any) -> Any:
         if not isinstance(value, str):

@@ -174,7 +174,7 @@ class Answering:
         if not deps.requester_can_read_history:
             conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
         profile = self.profiles.for_channel(deps.channel_id)
-        chosen = self.models.answer_model(profile.model)
+        chosen = await self.models.answer_model_for(profile, question.guild_id, deps.requester_id)
         instructions = persona_instructions(profile.persona)
         model = chosen or (self.responder.model if isinstance(self.responder.model, Model) else None)
         unseen = conversation.unseen_before(record.message_id, deps.bot_user_id)
@@ -260,6 +260,7 @@ class Answering:
         shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
 
         profile = self.profiles.for_channel(channel_id)
+        model = await self.models.answer_model_for(profile, question.guild_id, deps.requester_id)
 
         def write(listener: AnswerListener) -> Awaitable[Reply]:
             return regenerate_reply(
@@ -267,7 +268,7 @@ class Answering:
                 shown,
                 deps,
                 listener=listener,
-                model=self.models.answer_model(profile.model),
+                model=model,
                 instructions=persona_instructions(profile.persona),
             )
 

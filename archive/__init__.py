@@ -603,6 +603,15 @@ class PinChannelTables(Protocol):
     async def pin_channels(self, guild_id: int | None = None) -> dict[int, int]: ...
 
 
+class MemberModelTable(Protocol):
+    """The model each member chose for the answers to them in a server (profiles/member_models.py's rules)."""
+
+    async def set_member_model(
+        self, guild_id: int, member_id: int, model: str | None, *, now: datetime | None = None
+    ) -> None: ...
+    async def member_model(self, guild_id: int, member_id: int) -> str | None: ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -637,6 +646,7 @@ class Archive(
     KnowledgeStore,
     VectorTable,
     PinChannelTables,
+    MemberModelTable,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

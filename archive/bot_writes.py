@@ -55,6 +55,7 @@ DELETE_GUILD = Write(
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
         "DELETE FROM pin_channels WHERE guild_id = ?",
         "DELETE FROM erasures WHERE guild_id = ?",
+        "DELETE FROM member_models WHERE guild_id = ?",
     ),
 )
 FORGET = Write(

@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
 from archive import ArchivedAttachment, ArchivedMessage, ArchiveWriteFailed, MemberCounts, Memory, TokenUsage, Write
+from archive.member_models import FORGET_MODEL_CHOICE
 from archive.rows import MESSAGE_COLUMNS, message_from_row
 from archive.stores import MEMORY_COLUMNS, memories_from_rows
 from archive.tables import BackendTables
@@ -247,8 +248,8 @@ class MemberTables(BackendTables):
     async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None:
         """Delete the member's messages `message_ids` (with their files, the facts made from them and the
         conversation summaries written from them), the decisions on anything they wrote (their /ask questions too),
-        the server's facts about them or told by them, and their id from its token counts (the counts stay,
-        unattributed); returns once that is committed.
+        the server's facts about them or told by them, their model choice, and their id from its token counts (the
+        counts stay, unattributed); returns once that is committed.
 
         Raises:
             ArchiveWriteFailed: something of it is still there (the writer logs why); what was deleted stays deleted.
@@ -256,10 +257,14 @@ class MemberTables(BackendTables):
         self.delete(message_ids)
         self._enqueue(_ERASE_DECISIONS, (guild_id, member_id))
         self._enqueue(_ANONYMISE_USAGE, (guild_id, member_id))
+        self._enqueue(FORGET_MODEL_CHOICE, (guild_id, member_id))
         # Committed with what was queued before it, the facts checked gone.
         await self.forget_memories([memory.id for memory in await self.member_memories(guild_id, member_id)])
         left = await self.member_counts(guild_id, member_id)
-        if left.facts or left.usage_rows or await self._still_archived(message_ids):
+        chose = await self.read(
+            "SELECT 1 FROM member_models WHERE guild_id = ?1 AND member_id = ?2", (guild_id, member_id)
+        )
+        if left.facts or left.usage_rows or chose or await self._still_archived(message_ids):
             raise ArchiveWriteFailed(f"member {member_id}'s data could not all be erased")
 
     async def _still_archived(self, message_ids: Sequence[int]) -> set[int]:

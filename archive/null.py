@@ -446,6 +446,16 @@ class NullArchive:
     async def pin_channels(self, guild_id: int | None = None) -> dict[int, int]:
         return {}
 
+    # -- MemberModelTable --
+
+    async def set_member_model(
+        self, guild_id: int, member_id: int, model: str | None, *, now: datetime | None = None
+    ) -> None:
+        return None
+
+    async def member_model(self, guild_id: int, member_id: int) -> str | None:
+        return None
+
 
 # The one null archive: it holds nothing, so every client and test may share it.
 NULL_ARCHIVE: Final[Archive] = NullArchive()  # typed so: mypy checks it is a whole `Archive`

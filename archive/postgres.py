@@ -45,6 +45,7 @@ from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import FileTextBudget, day_of
 from archive.knowledge import POSTGRES_KNOWLEDGE, KnowledgeTables
+from archive.member_models import MemberModelRows
 from archive.members import NOT_OPTED_OUT, MemberTables, withheld
 from archive.message_reads import SEARCH_CANDIDATES, MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
@@ -508,6 +509,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
+    # v26 (picker): the model each member chose for the answers to them in a server (`/parley model`), among
+    # MEMBER_MODELS; the member's data, exported and erased with it, and the server's go when Parley leaves it.
+    """
+    CREATE TABLE member_models (
+        guild_id  BIGINT NOT NULL,
+        member_id BIGINT NOT NULL,
+        model     TEXT   NOT NULL,
+        chosen_at BIGINT NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    );
+    """,
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'
@@ -716,6 +728,7 @@ class PostgresArchive(
     StoreTables,
     MemberTables,
     PinChannelRows,
+    MemberModelRows,
     DigestTables,
     PostgresAllowances,
     ReminderTables,

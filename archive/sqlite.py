@@ -44,6 +44,7 @@ from archive.claim import ArchiveClaim
 from archive.digests import DigestTables
 from archive.file_text import FileTextBudget
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
+from archive.member_models import MemberModelRows
 from archive.members import NOT_OPTED_OUT, MemberTables, withheld
 from archive.message_reads import MessageDialect, MessageReads
 from archive.pin_channels import PinChannelRows
@@ -514,6 +515,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
+    # v26 (picker): the model each member chose for the answers to them in a server (`/parley model`), among
+    # MEMBER_MODELS; the member's data, exported and erased with it, and the server's go when Parley leaves it.
+    """
+    CREATE TABLE member_models (
+        guild_id  INTEGER NOT NULL,
+        member_id INTEGER NOT NULL,
+        model     TEXT   NOT NULL,
+        chosen_at INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, member_id)
+    ) WITHOUT ROWID;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -678,6 +690,7 @@ class SQLiteArchive(
     StoreTables,
     MemberTables,
     PinChannelRows,
+    MemberModelRows,
     DigestTables,
     ReminderTables,
     KnowledgeTables,

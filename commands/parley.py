@@ -11,6 +11,7 @@ from discord import app_commands
 from commands.catchup import catchup_command
 from commands.embeds import Field, paginate, reply_embed, send_embeds, server_colour
 from commands.memory import MemoryCommands
+from commands.model_picker import model_command
 from commands.privacy import PrivacyCommands
 from commands.tree import in_a_server, place_of
 from config import Settings
@@ -18,6 +19,8 @@ from conversation import ChannelConversation, ConversationManager
 from deciding.journal import KEPT_PER_CHANNEL, LoggedDecision
 from discord_io import discord_time, message_link
 from ops.redaction import mask_credentials
+from profiles.channels import Profiles
+from profiles.member_models import MemberModels
 from prompting.context import approx_tokens
 from tools import Toolbox
 from upkeep.coverage import Coverage
@@ -39,6 +42,10 @@ class ParleyOperated(Protocol):
     def shard_count(self) -> int | None: ...
     @property
     def coverage(self) -> Coverage: ...
+    @property
+    def profiles(self) -> Profiles: ...
+    @property
+    def member_models(self) -> MemberModels: ...
 
     def mode_of(self, channel_id: int) -> str: ...
     async def recent_decisions(self, channel_id: int, count: int) -> list[LoggedDecision]: ...
@@ -70,6 +77,7 @@ class ParleyCommands(
         super().__init__()
         self.add_command(MemoryCommands())
         self.add_command(catchup_command())
+        self.add_command(model_command())
         self.add_command(PrivacyCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
@@ -95,6 +103,10 @@ class ParleyCommands(
     async def status(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = place_of(interaction)
         client = operated(interaction)
+        your_model = None
+        if client.member_models.on:
+            profile = client.profiles.for_channel(channel_id)
+            your_model = await client.member_models.model_for(profile, guild_id, interaction.user.id)
         embed = status_embed(
             client.manager.get(channel_id),
             channel_id,
@@ -106,6 +118,7 @@ class ParleyCommands(
             # A server's problem may quote its URL: whatever it says shows no credentials.
             servers=mask_credentials(client.toolbox.describe_servers()),
             colour=server_colour(interaction.guild),
+            your_model=your_model,
         )
         # Participants are listed as mentions so they render as names; none of them is pinged.
         await send_embeds(interaction, [embed])
@@ -159,9 +172,11 @@ def status_embed(
     servers: str,
     colour: discord.Colour,
     recheck: str | None = None,
+    your_model: str | None = None,
 ) -> discord.Embed:
     """What `/parley status` shows: the channel's conversation and mode, how far the archive's recheck against
-    Discord has got (`recheck`), the shard, today's tokens, the MCP servers."""
+    Discord has got (`recheck`), the shard, the model that answers the member (`your_model`, where members choose),
+    today's tokens, the MCP servers."""
     if conversation is None:
         about = f"No conversation in <#{channel_id}> right now: an @mention of Parley or a reply to it starts one."
         head = reply_embed(STATUS_TITLE, colour, description="\n".join(filter(None, [about, recheck])))
@@ -178,6 +193,8 @@ def status_embed(
             timestamp=conversation.started_at,
         )
     fields = [Field("Mode", mode, inline=True), Field("Shard", shard, inline=True)]
+    if your_model is not None:
+        fields.append(Field("Your model", f"`{your_model}` (/parley model)", inline=True))
     if conversation is not None:
         fields += conversation_fields(conversation)
     fields += usage_fields(today, budget)

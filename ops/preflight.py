@@ -133,7 +133,7 @@ def configuration_problems(settings: Settings) -> list[str]:
     """Everything that would stop the bot once connected, found offline: one line per problem, naming the variable."""
     problems = [token_problem(settings.discord_token.get_secret_value())]
     problems += [model_problem(settings, variable, name) for variable, name in models_in_use(settings)]
-    problems += [model_problem(settings, "MODELS", name) for name in sorted(settings.models - {settings.llm_model})]
+    problems += [model_problem(settings, variable, name) for variable, name in listed_models(settings)]
     problems.append(archive_problem(settings.database_url))
     if not any(problems):
         problems += [native_web_search_problem(settings), tool_config_problem(settings)]
@@ -144,7 +144,7 @@ def configuration_problems(settings: Settings) -> list[str]:
 def configuration_warnings(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """What may go wrong though the start would not stop for it: a model its provider's list lacks, an archive a
     Railway redeploy loses. One line each, naming the variable."""
-    models = [*models_in_use(settings), *(("MODELS", name) for name in sorted(settings.models - {settings.llm_model}))]
+    models = [*models_in_use(settings), *listed_models(settings)]
     warnings = [unknown_model_warning(settings, variable, name) for variable, name in models]
     warnings.append(railway_archive_warning(settings.database_url, environ))
     return [warning for warning in warnings if warning]
@@ -165,6 +165,15 @@ def variable_of(line: str) -> str:
     """The variable a problem's or warning's line names first."""
     found = _VARIABLE.match(line)
     return found.group() if found else "settings"
+
+
+def listed_models(settings: Settings) -> list[tuple[str, str]]:
+    """The models admins allow beyond LLM_MODEL, by variable: MODELS for profiles, MEMBER_MODELS for members."""
+    return [
+        (variable, name)
+        for variable, names in (("MODELS", settings.models), ("MEMBER_MODELS", settings.member_models))
+        for name in sorted(names - {settings.llm_model})
+    ]
 
 
 def models_in_use(settings: Settings) -> list[tuple[str, str]]:

@@ -1,8 +1,8 @@
 """Members' data rights in a server: what Parley holds by or about a member, exported as JSON, and erased.
 
 What is held: their archived messages with their files' names and the text read from them, the facts remembered
-about them or told by them, their token counts, their reminders and timed posts still to come, whether they
-opted out, and until when they erased. An export is built a page of messages
+about them or told by them, their token counts, their reminders and timed posts still to come, the model they
+chose (`/parley model`), whether they opted out, and until when they erased. An export is built a page of messages
 at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
 it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
 saved again without them) and from this process's live conversations, decisions and ending conversations: a
@@ -25,7 +25,16 @@ from typing import Any, Protocol
 from discord.utils import snowflake_time, time_snowflake
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
+from archive import (
+    ArchivedMessage,
+    MemberData,
+    MemberModelTable,
+    Memory,
+    MemoryTables,
+    Reminder,
+    ReminderTable,
+    TokenUsage,
+)
 from archive.members import MESSAGES_AT_ONCE
 from conversation import ChannelConversation, ConversationManager, erased_history
 from prompting.context import quoted_by, quoted_message_ids
@@ -72,8 +81,8 @@ class Erased:
         )
 
 
-class ExportedArchive(MemberData, ReminderTable, Protocol):
-    """The archive, as an export reads it: the member's data and their reminders."""
+class ExportedArchive(MemberData, ReminderTable, MemberModelTable, Protocol):
+    """The archive, as an export reads it: the member's data, their reminders and their model choice."""
 
 
 class ErasedArchive(MemberData, MemoryTables, ReminderTable, Protocol):
@@ -134,6 +143,7 @@ async def export_member(
         "facts": [_fact(fact, member_id) for fact in facts],
         "usage": [_usage(row) for row in usage],
         "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
+        "model_choice": await archive.member_model(guild_id, member_id),
     }
     opening = await asyncio.to_thread(_encode, head)
     messages = _MessagesPart(limit - len(opening) - _CLOSING_ROOM)

@@ -69,6 +69,7 @@ async def test_settings_told_as_kept_are_read_back_as_never_set() -> None:
     await archive.set_access_entry(AccessEntry(10, 100, "channel", "block", 7, 0))
     await archive.set_opted_out(10, 7, True)
     await archive.set_pins_taken(100, 10, True, set_by=7)
+    await archive.set_member_model(10, 7, "fast-model")
     await archive.set_digest(DIGEST)
     assert await archive.forget_marker(100) is None
     assert await archive.all_forget_markers() == {}
@@ -81,6 +82,7 @@ async def test_settings_told_as_kept_are_read_back_as_never_set() -> None:
     assert await archive.erasures() == {}
     assert await archive.pins_taken(100) is False
     assert await archive.pin_channels() == {}
+    assert await archive.member_model(10, 7) is None
     assert await archive.digests() == []
     assert await archive.digest(100) is None
 

@@ -311,7 +311,7 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     assert members["default_member_permissions"] is None
     assert admins["default_member_permissions"] == discord.Permissions(manage_messages=True).value
     options = {option["name"]: option for option in members["options"]}
-    assert list(options) == ["why", "status", "memory", "catchup", "privacy"]
+    assert list(options) == ["why", "status", "memory", "catchup", "model", "privacy"]
     assert [sub["name"] for sub in options["memory"]["options"]] == ["list", "forget"]
     assert [sub["name"] for sub in options["privacy"]["options"]] == ["optout", "optin", "export", "erase"]
     [count] = options["why"]["options"]
