@@ -19,6 +19,8 @@ ChannelMode = Literal["mention-only", "normal", "chatty"]
 VisionMode = Literal["auto", "on", "off"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
 WebSearchMode = Literal["off", "native", "duckduckgo", "tavily"]
+# What each answer shows under it of what it cost: nothing, its tokens, or its tokens and estimated cost.
+FooterMode = Literal["off", "tokens", "cost"]
 
 # A Discord id (a snowflake) is an unsigned 64-bit number, and every id Discord has made (since 2015) has 17 digits
 # at least: a shorter number is a cut-off paste or no id at all, and would silently match nothing.
@@ -119,6 +121,11 @@ class Settings(BaseSettings):
         le=600,
         description="How long posting an answer is retried while Discord fails (5xx, timeouts) before the member "
         "is told it was lost (one line, posted once Discord takes posts again).",
+    )
+    answer_footer: FooterMode = Field(
+        "off",
+        description="What each answer shows under it of what it spent: off, tokens, or cost (its tokens and"
+        " estimated cost); a server or channel profile's `footer` overrides it.",
     )
     stream_answers: bool = Field(
         True,

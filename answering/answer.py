@@ -102,7 +102,13 @@ class Answering:
         # Tool calls that wait for their asker's Approve or Deny (tools/approval.py), asked in the answer's channel.
         self.approvals = ApprovalPrompts(settings.approval_timeout_seconds, self.delivery)
         self.tail = AnswerTail(
-            manager, streams, accounting, upkeep, max_posts=settings.max_answer_posts, delivery=self.delivery
+            manager,
+            streams,
+            accounting,
+            upkeep,
+            max_posts=settings.max_answer_posts,
+            delivery=self.delivery,
+            footer_mode=lambda channel_id: profiles.for_channel(channel_id).footer,
         )
 
     async def answer(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import discord
@@ -30,6 +30,7 @@ from edge.asking import InteractionReply, MessageReply, Question
 from edge.streaming import AnswerStreams, Outlet, Streamed
 from records import AnswerPosts
 from upkeep.conversations import ConversationUpkeep
+from usage.footer import answer_footer
 
 log = logging.getLogger("parley")
 
@@ -126,6 +127,7 @@ class AnswerTail:
         *,
         max_posts: int,
         delivery: Delivery,
+        footer_mode: Callable[[int], str],
     ) -> None:
         self.manager = manager
         self.streams = streams
@@ -133,6 +135,8 @@ class AnswerTail:
         self.upkeep = upkeep
         self.max_posts = max_posts
         self.delivery = delivery
+        # What the answers in a channel show under them of what they spent (its profile's `footer`).
+        self.footer_mode = footer_mode
         # The "lost" lines still being tried, held so they are not collected mid-way.
         self._lost_lines: set[asyncio.Task[None]] = set()
 
@@ -145,7 +149,9 @@ class AnswerTail:
         """
         question, outlet = outcome.question, outcome.outlet
         channel_id = outlet.channel_id
-        self.accounting.account(question, outcome.usage, channel_id, outcome.reply.model if outcome.reply else "")
+        spent = self.accounting.account(
+            question, outcome.usage, channel_id, outcome.reply.model if outcome.reply else ""
+        )
         posts = list(outcome.posts)
         whole = True
         if outcome.text is not None:
@@ -162,6 +168,8 @@ class AnswerTail:
             what = "regenerating the answer" if outcome.regenerated else f"answer to message {question.id}"
             log.error("%s in channel %s failed", what, channel_id, exc_info=outcome.failure)
             return posts
+        if posts:
+            await self._show_spent(posts[-1], answer_footer(self.footer_mode(channel_id), spent))
         if not posts or not outlet.public:
             return posts  # nothing went out, or only to the asker: the next message is decided as if it never was
         messages = outcome.reply.messages if whole else as_shown(outcome.reply.messages, posts)
@@ -169,6 +177,14 @@ class AnswerTail:
         self._keep_turn(outcome, messages, channel_id, conversation)
         self.upkeep.compact_later(conversation)
         return posts
+
+    async def _show_spent(self, post: discord.Message, footer: str | None) -> None:
+        """Put the answer's footer under its last post: an embed's footer, so it is no part of the text the
+        conversation, the archive and the model read back. Whole, streamed, regenerated and /ask answers alike."""
+        if footer is None:
+            return
+        shown = discord.Embed().set_footer(text=footer)
+        await self.delivery.attempt(functools.partial(post.edit, embed=shown), f"the footer of message {post.id}")
 
     def _keep_turn(
         self,

@@ -9,6 +9,7 @@ from pydantic_ai import RunUsage
 from pydantic_ai.models import KnownModelName, Model
 
 from agent import LLMJudge
+from archive import TokenUsage
 from edge.asking import Question
 from prompting.context import Summarizer
 from records import MessageRecord
@@ -38,9 +39,12 @@ class UsageAccounting:
         self.judge = judge
         self.summarizer = summarizer
 
-    def account(self, question: Question, usage: RunUsage, channel_id: int | None = None, model: str = "") -> None:
+    def account(
+        self, question: Question, usage: RunUsage, channel_id: int | None = None, model: str = ""
+    ) -> TokenUsage | None:
         """Count the tokens an answer to `question` used against its server (0: DMs), channel (`channel_id`, the
-        thread it was answered in, if not the question's own), asker and model (`provider:model`)."""
+        thread it was answered in, if not the question's own), asker and model (`provider:model`); the row counted
+        (None: it spent none)."""
         channel = question.channel_id if channel_id is None else channel_id
         if usage.cache_read_tokens:
             log.info(
@@ -50,7 +54,7 @@ class UsageAccounting:
                 usage.input_tokens,
                 extra={"message_id": question.id, "cached_input_tokens": usage.cache_read_tokens},
             )
-        self.ledger.record(
+        return self.ledger.record(
             question.guild_id,
             channel,
             question.asker_id,

@@ -25,6 +25,7 @@ from prompting.context import approx_tokens
 from tools import Toolbox
 from upkeep.coverage import Coverage
 from usage.budget import UsageLedger, UsageSummary, next_utc_midnight
+from usage.footer import day_so_far
 
 
 class ParleyOperated(Protocol):
@@ -119,6 +120,7 @@ class ParleyCommands(
             servers=mask_credentials(client.toolbox.describe_servers()),
             colour=server_colour(interaction.guild),
             your_model=your_model,
+            your_day=day_so_far(client.usage.member_today(guild_id, interaction.user.id)),
         )
         # Participants are listed as mentions so they render as names; none of them is pinged.
         await send_embeds(interaction, [embed])
@@ -173,10 +175,11 @@ def status_embed(
     colour: discord.Colour,
     recheck: str | None = None,
     your_model: str | None = None,
+    your_day: str | None = None,
 ) -> discord.Embed:
     """What `/parley status` shows: the channel's conversation and mode, how far the archive's recheck against
     Discord has got (`recheck`), the shard, the model that answers the member (`your_model`, where members choose),
-    today's tokens, the MCP servers."""
+    today's tokens (the member's own: `your_day`), the MCP servers."""
     if conversation is None:
         about = f"No conversation in <#{channel_id}> right now: an @mention of Parley or a reply to it starts one."
         head = reply_embed(STATUS_TITLE, colour, description="\n".join(filter(None, [about, recheck])))
@@ -198,6 +201,8 @@ def status_embed(
     if conversation is not None:
         fields += conversation_fields(conversation)
     fields += usage_fields(today, budget)
+    if your_day is not None:
+        fields.append(Field("Your tokens today", your_day, inline=True))
     if servers:
         fields.append(Field("MCP servers", servers))
     [embed] = paginate(head, fields, max_embeds=1)

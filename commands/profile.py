@@ -13,7 +13,7 @@ from archive.null import archive_off
 from commands.embeds import FIELD_VALUE_MAX, Field, paginate, reply_embed, send_embeds, server_colour
 from commands.tree import Refusal, place_of, send_ephemeral
 from discord_io import discord_time
-from profiles.channels import ALL_TOOLS, FIELDS, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
+from profiles.channels import ALL_TOOLS, FIELDS, FOOTER_MODES, NO_TOOLS, ProfileField, Profiles, Scope, Source, Value
 from records import CHANNEL_MODES
 from tools.registry import ARCHIVE, MEMORY
 
@@ -40,6 +40,7 @@ PROFILE_FIELD_NAMES = {
     "judge_model": "judge model",
     "tools": "tools",
     "mode": "mode",
+    "footer": "footer",
 }
 SOURCE_NAMES = {
     Source.CHANNEL_COMMAND: "set for this channel by command",
@@ -54,6 +55,7 @@ DEFAULT_SOURCES = {
     "judge_model": "JUDGE_MODEL",
     "tools": "every tool set that is on",
     "mode": "normal",
+    "footer": "ANSWER_FOOTER",
 }
 PERSONA_SHOWN_CHARS = 300
 # Discord shows at most 25 autocomplete choices.
@@ -84,7 +86,8 @@ class ProfileCommands(
     @app_commands.describe(
         setting="What to change",
         value="persona: the instructions; model, judge_model: an allowed model; tools: all, none, or names"
-        " (archive, memory, knowledge, web, mcp:<server>) separated by commas; mode: mention-only, normal or chatty",
+        " (archive, memory, knowledge, web, mcp:<server>) separated by commas; mode: mention-only, normal or chatty;"
+        " footer: off, tokens or cost",
         scope="channel (Manage Channels; default) or server (Manage Server)",
     )
     async def set(
@@ -154,6 +157,8 @@ def value_suggestions(setting: str | None, profiles: Profiles) -> list[str]:
         return list(profiles.settings.allowed_models)
     if setting == "mode":
         return list(CHANNEL_MODES)
+    if setting == "footer":
+        return list(FOOTER_MODES)
     if setting == "tools":
         return [ALL_TOOLS, NO_TOOLS, ARCHIVE, MEMORY, f"{ARCHIVE},{MEMORY}"]
     return []

@@ -27,14 +27,15 @@ from typing import Any, Literal, cast, get_args
 from pydantic_ai import ToolDefinition
 
 from archive import ArchiveWriteFailed, ProfileTables, ProfileValue
-from config import Settings
+from config import FooterMode, Settings
 from records import CHANNEL_MODES, NORMAL
 from tools.registry import MCP_PREFIX, TOOL_SETS, filtered_toolset
 
 log = logging.getLogger("parley.profiles")
 
-ProfileField = Literal["persona", "model", "judge_model", "tools", "mode"]
+ProfileField = Literal["persona", "model", "judge_model", "tools", "mode", "footer"]
 FIELDS: tuple[ProfileField, ...] = get_args(ProfileField)
+FOOTER_MODES: tuple[str, ...] = get_args(FooterMode)
 Scope = Literal["channel", "server"]
 
 PERSONA_MAX_CHARS = 2000
@@ -98,6 +99,11 @@ class Profile:
         return self.values["mode"].value
 
     @property
+    def footer(self) -> str:
+        """What each answer shows under it of what it spent: off, tokens or cost."""
+        return self.values["footer"].value
+
+    @property
     def tool_sets(self) -> frozenset[str] | None:
         """The tool sets the model may be offered; None: every one that is on."""
         return parse_tool_sets(self.values["tools"].value)
@@ -120,6 +126,10 @@ def normalise(name: ProfileField, raw: object, allowed_models: Sequence[str]) ->
     if name == "mode":
         if value not in CHANNEL_MODES:
             raise ValueError(f"unknown mode {value!r}: choose {', '.join(CHANNEL_MODES)}")
+        return value
+    if name == "footer":
+        if value not in FOOTER_MODES:
+            raise ValueError(f"unknown footer {value!r}: choose {', '.join(FOOTER_MODES)}")
         return value
     if value not in allowed_models:
         raise ValueError(f"{name.replace('_', ' ')} {value!r} is not allowed here: choose {', '.join(allowed_models)}")
@@ -318,6 +328,7 @@ class Profiles:
             "judge_model": settings.judge_model or settings.llm_model,
             "tools": ALL_TOOLS,
             "mode": NORMAL,
+            "footer": settings.answer_footer,
         }
 
     async def attach(self, archive: ProfileTables) -> None:

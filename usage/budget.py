@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 
 from archive import TokenUsage
 from archive.null import NULL_ARCHIVE
+from usage.costs import Totals
 
 TOP_MEMBERS = 5
 # The member a summary's tokens are counted for: it is written for a channel, not for anyone's message.
@@ -89,11 +90,12 @@ class UsageLedger:
         cached_input_tokens: int = 0,
         model: str = "",
         kind: UsageKind = "answer",
-    ) -> None:
+    ) -> TokenUsage | None:
         """Count the tokens of one answer, judge call or summary (`kind`) for the member whose message it was about
-        (`NO_MEMBER` for a summary), in that channel and server; `model` is `provider:model`."""
+        (`NO_MEMBER` for a summary), in that channel and server; `model` is `provider:model`. The row counted (None:
+        no tokens, nothing counted)."""
         if input_tokens <= 0 and output_tokens <= 0:
-            return
+            return None
         self._roll_over()
         self._count(guild_id, channel_id, member_id, input_tokens + output_tokens)
         usage = TokenUsage(
@@ -112,6 +114,7 @@ class UsageLedger:
         self.archive.record_usage(usage)
         if self.on_record is not None:
             self.on_record(usage)
+        return usage
 
     async def guild_usage(self, guild_id: int, days: int) -> list[TokenUsage]:
         """The server's rows of the last `days` UTC days, today included: today's from memory, earlier ones from
@@ -132,6 +135,15 @@ class UsageLedger:
         """The member's tokens in the server so far today (ROLE_LIMITS' tokens a day)."""
         self._roll_over()
         return self._by_member[guild_id, member_id]
+
+    def member_today(self, guild_id: int, member_id: int) -> Totals:
+        """The member's answers, judge calls, tokens and their cost in the server so far today (`/parley status`)."""
+        self._roll_over()
+        totals = Totals()
+        for (guild, _, member, _), row in self._rows.items():
+            if guild == guild_id and member == member_id:
+                totals.add(row)
+        return totals
 
     def summary(self, guild_id: int, channel_id: int, *, top: int = TOP_MEMBERS) -> UsageSummary:
         """The server's and the channel's tokens today, and the server's `top` members by tokens."""

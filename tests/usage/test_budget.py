@@ -126,3 +126,18 @@ async def test_deleting_a_channel_keeps_the_servers_spending(archive_url: str) -
         assert len(await archive.usage_on(TODAY)) == 1
     finally:
         await archive.close()
+
+
+def test_a_members_day_sums_their_rows_in_that_server_with_the_cost() -> None:
+    """/parley status's "your tokens today": every row of theirs in the server (answers and judge calls), priced."""
+    ledger = UsageLedger(Clock())
+    spend(ledger)
+    answer = ledger.record(GUILD, GENERAL, ALICE, 400, 100, model="openai:gpt-4.1-mini")
+    ledger.record(GUILD, GENERAL, ALICE, 50, 5, model="openai:gpt-4.1-mini", kind="judge")
+    assert answer is not None and (answer.input_tokens, answer.output_tokens, answer.answers) == (400, 100, 1)
+    day = ledger.member_today(GUILD, ALICE)
+    assert (day.tokens, day.answers, day.judge_calls) == (1800 + 500 + 55, 3, 1)
+    # The first rows name no model, so their cost is unknown; the priced rows' is counted.
+    assert day.unpriced == {"unknown"} and day.cost > 0
+    assert ledger.member_today(OTHER_GUILD, BOB).tokens == 0
+    assert ledger.record(GUILD, GENERAL, ALICE, 0, 0) is None
