@@ -1,8 +1,8 @@
 """Members' data rights in a server: what Parley holds by or about a member, exported as JSON, and erased.
 
 What is held: their archived messages with their files' names and the text read from them, the facts remembered
-about them or told by them, their token counts, their reminders and timed posts still to come, whether they
-opted out, and until when they erased. An export is built a page of messages
+about them or told by them, their token counts, their reminders and timed posts still to come, their feedback on
+the support desk's answers, whether they opted out, and until when they erased. An export is built a page of messages
 at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
 it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
 saved again without them) and from this process's live conversations, decisions and ending conversations: a
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from discord.utils import snowflake_time, time_snowflake
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from archive import ArchivedMessage, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
+from archive import ArchivedMessage, Feedback, MemberData, Memory, MemoryTables, Reminder, ReminderTable, TokenUsage
 from archive.members import MESSAGES_AT_ONCE
 from conversation import ChannelConversation, ConversationManager, erased_history
 from prompting.context import quoted_by, quoted_message_ids
@@ -60,12 +60,14 @@ class Erased:
     saved_conversations: int = 0
     reminders: int = 0
     pins: int = 0
+    feedback: int = 0
 
     def describe(self) -> str:
         return (
             f"Erased {self.messages} message(s) with {self.attachments} file(s) and their text, {self.facts} remembered"
             f" fact(s), your id on {self.usage_rows} token-count row(s) (the server's totals stay, under no one),"
             f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
+            f" {self.feedback} feedback verdict(s) on support answers,"
             f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
             f" one(s). {self.pins} of your pinned message(s) left the knowledge base. Nothing you wrote until now"
             " is kept again."
@@ -134,6 +136,7 @@ async def export_member(
         "facts": [_fact(fact, member_id) for fact in facts],
         "usage": [_usage(row) for row in usage],
         "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
+        "support_feedback": [_feedback(row) for row in await archive.member_feedback(guild_id, member_id)],
     }
     opening = await asyncio.to_thread(_encode, head)
     messages = _MessagesPart(limit - len(opening) - _CLOSING_ROOM)
@@ -220,7 +223,7 @@ class MemberErasure:
         await self.archive.delete_member_reminders(guild_id, member_id)
         saved = await _erase_from_saved(self.archive, guild_id, member_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations, saved, reminders, pins)  # fmt: skip
+                      conversations, saved, reminders, pins, counts.feedback)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model
@@ -339,4 +342,14 @@ def _reminder(reminder: Reminder) -> dict[str, Any]:
         "every": reminder.every or None,
         "post_here": reminder.post_here,
         "created_at": reminder.created_at.isoformat(),
+    }
+
+
+def _feedback(row: Feedback) -> dict[str, Any]:
+    return {
+        "question_id": str(row.question_id),
+        "channel_id": str(row.channel_id),
+        "verdict": row.verdict or None,
+        "offered_at": row.offered_at.isoformat(),
+        "decided_at": None if row.decided_at is None else row.decided_at.isoformat(),
     }
