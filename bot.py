@@ -51,6 +51,7 @@ from edge.reminder_posts import reminder_scheduler
 from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
+from helpdesk.feedback import FeedbackButton
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from ops.opening import follow
@@ -270,9 +271,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
             log.warning("%s", warning)
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons, and the Approve and Deny buttons of a tool call, answer after a restart too: their custom id
-        # says what they are for (a press of an approval's is then told the request is over).
-        self.add_dynamic_items(StopButton, ApprovalButton)
+        # Stop buttons, the Approve and Deny buttons of a tool call, and a support answer's Solved and Not helpful
+        # answer after a restart too: their custom id says what they are for (a press of an approval's is then told
+        # the request is over).
+        self.add_dynamic_items(StopButton, ApprovalButton, FeedbackButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
         self.background.start(self.reminders.run(self.archive), "reminders")

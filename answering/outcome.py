@@ -28,6 +28,7 @@ from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, split_message, to_record
 from edge.asking import InteractionReply, MessageReply, Question
 from edge.streaming import AnswerStreams, Outlet, Streamed
+from helpdesk.feedback import SupportFeedback
 from records import AnswerPosts
 from upkeep.conversations import ConversationUpkeep
 
@@ -126,6 +127,7 @@ class AnswerTail:
         *,
         max_posts: int,
         delivery: Delivery,
+        feedback: SupportFeedback,
     ) -> None:
         self.manager = manager
         self.streams = streams
@@ -133,11 +135,14 @@ class AnswerTail:
         self.upkeep = upkeep
         self.max_posts = max_posts
         self.delivery = delivery
+        # The asker's Solved and Not helpful buttons under a support desk's answer.
+        self.feedback = feedback
         # The "lost" lines still being tried, held so they are not collected mid-way.
         self._lost_lines: set[asyncio.Task[None]] = set()
 
     async def finish(self, outcome: AnswerOutcome, conversation: ChannelConversation) -> list[discord.Message]:
-        """Post what is left to post, record the posts and the bot's turn, count the tokens, compact; the posts.
+        """Post what is left to post, record the posts and the bot's turn, count the tokens, compact, and put the
+        asker's feedback buttons under a support answer; the posts.
 
         The tokens are counted first, before anything is posted: the server's budget is then spent by the time
         anyone sees the answer. An answer only its asker sees (an ephemeral /ask) is no turn of the conversation:
@@ -168,6 +173,8 @@ class AnswerTail:
         self._answered(question, posts, outlet, conversation)
         self._keep_turn(outcome, messages, channel_id, conversation)
         self.upkeep.compact_later(conversation)
+        if question.support is not None and whole:
+            await self.feedback.offer(question.support, posts[-1])
         return posts
 
     def _keep_turn(

@@ -19,8 +19,8 @@ from typing import Any
 import discord
 
 from discord_io import author_permissions, may_post, reply_mentions, typing_indicator
-from records import AskedAbout, MessageRecord
 from helpdesk.question import SupportAnswer
+from records import AskedAbout, MessageRecord
 
 
 @dataclass(frozen=True)
