@@ -108,12 +108,12 @@ async def test_the_buttons_go_under_the_post_once_the_offer_is_kept(archive: Arc
     await desk(archive).offer(SUPPORT, post)  # type: ignore[arg-type]
 
     [view] = post.views
+    assert view is not None and view.timeout is None  # persistent
     assert custom_ids(view) == [
         f"parley:feedback:solved:{QUESTION}:{ALICE}",
         f"parley:feedback:not_helpful:{QUESTION}:{ALICE}",
     ]
     assert [item.item.label for item in view.children if isinstance(item, FeedbackButton)] == ["Solved", "Not helpful"]
-    assert view is not None and view.timeout is None  # persistent
     kept = await archive.feedback(QUESTION)
     assert kept is not None and (kept.asker_id, kept.post_id, kept.verdict) == (ALICE, POST, "")
 
