@@ -52,6 +52,8 @@ from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
 from helpdesk.feedback import FeedbackButton
+from helpdesk.topics import TopicGrouper
+from knowledge.local_embedding import WordLlamaEmbeddingModel
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from ops.opening import follow
@@ -155,6 +157,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         add_slash_commands(self.tree)
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
+        # The support report's questions grouped by topic with the local embedding model (no provider, no cost).
+        self.topics = TopicGrouper(WordLlamaEmbeddingModel())
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
         self.digests = DigestScheduler(
