@@ -22,6 +22,7 @@ from edge.asking import Question
 from helpdesk.feedback import NOT_KEPT, NOT_YOURS, THANKS
 from helpdesk.question import SUPPORT_ANSWERED, SUPPORT_NOT_SURE, SupportAnswer
 from records import Decision, MessageRecord
+from tests.e2e.test_e2e_privacy import erase
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_discord_state import InteractionCall
 from tests.fakes.fake_llm import FakeLLM
@@ -231,3 +232,22 @@ async def _report_calls(fake: FakeDiscord, permissions: Any) -> list[Interaction
     await fake.dispatch("INTERACTION_CREATE", payload)
     await fake.wait_for(lambda: any(f"/{token}" in call.path for call in fake.interaction_calls), what="the refusal")
     return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+
+async def test_the_askers_feedback_goes_with_her_erasure(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, desk: None
+) -> None:
+    llm.handler = lambda request: ANSWER
+    client = await bot.start()
+    post = await answered(fake, "how do I install it?")
+    question = int(post["message_reference"]["message_id"])
+    solved = await click(fake, post, buttons(post)["Solved"], user_id=ALICE_ID)
+    await eventually(lambda: THANKS["solved"] in said(fake, solved))
+
+    assert "1 feedback verdict(s)" in await erase(fake, ALICE_ID)
+
+    assert await client.archive.feedback(question) is None
+    shown = await report(fake)
+    assert "Questions asked: **0**" in shown and "Marked solved: **0**" in shown
+    again = await click(fake, post, buttons(post)["Solved"], user_id=ALICE_ID)  # the old button finds nothing
+    await eventually(lambda: NOT_KEPT in said(fake, again))
