@@ -6,6 +6,7 @@ tests/e2e/test_e2e_support_feedback.py.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -188,3 +189,14 @@ async def test_a_press_reaching_a_client_without_feedback_buttons_is_told_so() -
     interaction.client = object()  # type: ignore[attr-defined]
     await FeedbackButton(SOLVED, QUESTION, ALICE).callback(interaction)  # type: ignore[arg-type]
     assert interaction.said == [(NOT_KEPT, True)]
+
+
+async def test_two_presses_racing_leave_one_verdict_the_latest(archive: Archive) -> None:
+    feedback = desk(archive)
+    await feedback.offer(SUPPORT, Post())  # type: ignore[arg-type]
+
+    solved, unhelpful = await asyncio.gather(press(feedback, ALICE, SOLVED), press(feedback, ALICE, NOT_HELPFUL))
+
+    assert solved.said == [(THANKS[SOLVED], True)] and unhelpful.said == [(THANKS[NOT_HELPFUL], True)]
+    [kept] = await archive.guild_feedback(GUILD, LONG_AGO)
+    assert kept.verdict in {"solved", "not_helpful"} and kept.decided_at is not None
