@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from archive import Archive, ArchiveWriteFailed, Feedback, MemberCounts
+from archive.backends import open_archive
 from archive.null import NullArchive
 from tests.support.archive_contract_support import CHANNEL, GUILD, NOW, OTHER_CHANNEL, msg
 
@@ -145,3 +146,14 @@ async def test_the_null_archive_keeps_no_offer_so_no_press_counts() -> None:
     assert await archive.guild_feedback(GUILD, NOW) == []
     assert await archive.support_decisions(GUILD, NOW, REASONS) == []
     assert await archive.member_feedback(GUILD, ALICE) == []
+
+
+async def test_feedback_older_than_the_retention_is_pruned(archive_url: str) -> None:
+    archive = await open_archive(archive_url, retention_days=7)
+    try:
+        await archive.offer_feedback(offer(1, 2)._replace(offered_at=NOW - timedelta(days=8)))
+        await archive.offer_feedback(offer(3, 4)._replace(offered_at=NOW - timedelta(days=6)))
+        await archive.prune(now=NOW)
+        assert [row.question_id for row in await archive.guild_feedback(GUILD, NOW - timedelta(days=30))] == [3]
+    finally:
+        await archive.close()
