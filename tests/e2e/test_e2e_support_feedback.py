@@ -17,7 +17,7 @@ import pytest
 
 from answering import asked
 from bot import Parley
-from commands.support_report import NOT_PERMITTED, REPORT_TITLE
+from commands.support_report import NO_ARCHIVE, NOT_PERMITTED, REPORT_TITLE
 from edge.asking import Question
 from helpdesk.feedback import NOT_KEPT, NOT_YOURS, THANKS
 from helpdesk.question import SUPPORT_ANSWERED, SUPPORT_NOT_SURE, SupportAnswer
@@ -251,3 +251,8 @@ async def test_the_askers_feedback_goes_with_her_erasure(
     assert "Questions asked: **0**" in shown and "Marked solved: **0**" in shown
     again = await click(fake, post, buttons(post)["Solved"], user_id=ALICE_ID)  # the old button finds nothing
     await eventually(lambda: NOT_KEPT in said(fake, again))
+
+
+async def test_without_an_archive_the_report_says_so(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    await bot.start(database_url="")
+    assert assert_ephemeral_one_liner(await _report_calls(fake, MODERATOR)) == NO_ARCHIVE
