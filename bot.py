@@ -51,6 +51,9 @@ from edge.reminder_posts import reminder_scheduler
 from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
+from helpdesk.feedback import FeedbackButton
+from helpdesk.topics import TopicGrouper
+from knowledge.local_embedding import WordLlamaEmbeddingModel
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from ops.opening import follow
@@ -156,6 +159,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
         add_slash_commands(self.tree)
         self.tree.add_command(regenerate_command())
         self.streams = AnswerStreams(settings.stream_edit_seconds, settings.max_answer_posts)
+        # The support report's questions grouped by topic with the local embedding model (no provider, no cost).
+        self.topics = TopicGrouper(WordLlamaEmbeddingModel())
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
         self.digests = DigestScheduler(
@@ -272,9 +277,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
             log.warning("%s", warning)
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons, and the Approve and Deny buttons of a tool call, answer after a restart too: their custom id
-        # says what they are for (a press of an approval's is then told the request is over).
-        self.add_dynamic_items(StopButton, ApprovalButton)
+        # Stop buttons, the Approve and Deny buttons of a tool call, and a support answer's Solved and Not helpful
+        # answer after a restart too: their custom id says what they are for (a press of an approval's is then told
+        # the request is over).
+        self.add_dynamic_items(StopButton, ApprovalButton, FeedbackButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
         self.background.start(self.reminders.run(self.archive), "reminders")

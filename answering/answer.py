@@ -31,6 +31,7 @@ from edge.attachment_sources import AttachmentSources
 from edge.readable import shown_channel_ids
 from edge.streaming import AnsweredTurn, AnswerStreams, Outlet
 from files.providers import is_image_refusal, model_key
+from helpdesk.feedback import SupportFeedback
 from memory.store import MemoryStore
 from profiles.channels import Profiles, persona_instructions
 from prompting.context import TRANSCRIPT_MAX_MESSAGES
@@ -101,6 +102,8 @@ class Answering:
         self.delivery = Delivery(settings.answer_delivery_seconds)
         # Tool calls that wait for their asker's Approve or Deny (tools/approval.py), asked in the answer's channel.
         self.approvals = ApprovalPrompts(settings.approval_timeout_seconds, self.delivery)
+        # The asker's Solved and Not helpful under the support desk's answers (helpdesk/feedback.py).
+        self.feedback = SupportFeedback(stores, self.delivery)
         self.tail = AnswerTail(
             manager,
             streams,
@@ -109,6 +112,7 @@ class Answering:
             max_posts=settings.max_answer_posts,
             delivery=self.delivery,
             footer_mode=lambda channel_id: profiles.for_channel(channel_id).footer,
+            feedback=self.feedback,
         )
 
     async def answer(

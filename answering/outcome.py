@@ -28,6 +28,7 @@ from conversation import ChannelConversation, ConversationManager
 from discord_io import is_closed_thread, split_message, to_record
 from edge.asking import InteractionReply, MessageReply, Question
 from edge.streaming import AnswerStreams, Outlet, Streamed
+from helpdesk.feedback import SupportFeedback
 from records import AnswerPosts
 from upkeep.conversations import ConversationUpkeep
 from usage.footer import answer_footer
@@ -128,6 +129,7 @@ class AnswerTail:
         max_posts: int,
         delivery: Delivery,
         footer_mode: Callable[[int], str],
+        feedback: SupportFeedback,
     ) -> None:
         self.manager = manager
         self.streams = streams
@@ -137,11 +139,14 @@ class AnswerTail:
         self.delivery = delivery
         # What the answers in a channel show under them of what they spent (its profile's `footer`).
         self.footer_mode = footer_mode
+        # The asker's Solved and Not helpful buttons under a support desk's answer.
+        self.feedback = feedback
         # The "lost" lines still being tried, held so they are not collected mid-way.
         self._lost_lines: set[asyncio.Task[None]] = set()
 
     async def finish(self, outcome: AnswerOutcome, conversation: ChannelConversation) -> list[discord.Message]:
-        """Post what is left to post, record the posts and the bot's turn, count the tokens, compact; the posts.
+        """Post what is left to post, record the posts and the bot's turn, count the tokens, compact, and put the
+        asker's feedback buttons under a support answer; the posts.
 
         The tokens are counted first, before anything is posted: the server's budget is then spent by the time
         anyone sees the answer. An answer only its asker sees (an ephemeral /ask) is no turn of the conversation:
@@ -176,6 +181,8 @@ class AnswerTail:
         self._answered(question, posts, outlet, conversation)
         self._keep_turn(outcome, messages, channel_id, conversation)
         self.upkeep.compact_later(conversation)
+        if question.support is not None and whole:
+            await self.feedback.offer(question.support, posts[-1])
         return posts
 
     async def _show_spent(self, post: discord.Message, footer: str | None) -> None:

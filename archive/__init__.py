@@ -34,6 +34,8 @@ __all__ = [
     "DecisionStore",
     "Digest",
     "Digests",
+    "Feedback",
+    "FeedbackTable",
     "Lifecycle",
     "MemberCounts",
     "MemberData",
@@ -50,6 +52,7 @@ __all__ = [
     "StateStore",
     "StoredConversation",
     "StoredDecision",
+    "SupportDecisionRow",
     "TokenUsage",
     "TopAuthor",
     "UsageStore",
@@ -299,6 +302,32 @@ class Digest(NamedTuple):
     set_at: int
 
 
+class Feedback(NamedTuple):
+    """The asker's feedback on one support answer (helpdesk/feedback.py): offered when the answer's buttons were
+    posted under `post_id`, then `verdict` ("" until a press: "solved" or "not_helpful"), the latest press's."""
+
+    question_id: int
+    guild_id: int
+    channel_id: int
+    asker_id: int
+    post_id: int
+    verdict: str
+    offered_at: datetime
+    decided_at: datetime | None = None
+
+
+class SupportDecisionRow(NamedTuple):
+    """A support desk decision on a question, as the support report reads it: `listed` is False for a question by
+    no one (an opted-out member's placeholder) or by a member who has opted out since, whose words are not shown."""
+
+    channel_id: int
+    message_id: int
+    reason: str
+    excerpt: str
+    decided_at: datetime
+    listed: bool
+
+
 class MessageLog(Protocol):
     """The channels' messages and their files: archived as they come, edited, deleted, searched and counted.
 
@@ -455,6 +484,7 @@ class MemberData(Protocol):
     async def member_memories(self, guild_id: int, member_id: int) -> list[Memory]: ...
     async def member_usage(self, guild_id: int, member_id: int) -> list[TokenUsage]: ...
     async def member_counts(self, guild_id: int, member_id: int) -> MemberCounts: ...
+    async def member_feedback(self, guild_id: int, member_id: int) -> list[Feedback]: ...
     async def snapshot_channels(self, guild_id: int) -> list[int]: ...
     async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None: ...
 
@@ -468,6 +498,8 @@ class MemberCounts(NamedTuple):
     facts: int
     usage_rows: int
     summaries: int
+    # Their feedback on the support answers to their questions (archive/support_feedback.py).
+    feedback: int = 0
 
 
 class ProfileTables(Protocol):
@@ -593,6 +625,20 @@ class VectorTable(Protocol):
         ...
 
 
+class FeedbackTable(Protocol):
+    """The support answers' feedback (archive/support_feedback.py) and the support decisions the report reads."""
+
+    async def offer_feedback(self, offer: Feedback) -> None: ...
+    async def set_feedback(
+        self, question_id: int, asker_id: int, post_id: int, verdict: str, *, now: datetime | None = None
+    ) -> Feedback | None: ...
+    async def feedback(self, question_id: int) -> Feedback | None: ...
+    async def guild_feedback(self, guild_id: int, since: datetime) -> list[Feedback]: ...
+    async def support_decisions(
+        self, guild_id: int, since: datetime, reasons: Sequence[str]
+    ) -> list[SupportDecisionRow]: ...
+
+
 class PinChannelTables(Protocol):
     """The channels whose pinned messages are taken into the knowledge base (edge/pins.py's rules)."""
 
@@ -647,6 +693,7 @@ class Archive(
     VectorTable,
     PinChannelTables,
     MemberModelTable,
+    FeedbackTable,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

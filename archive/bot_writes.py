@@ -27,6 +27,7 @@ DELETE_CHANNEL = Write(
         "DELETE FROM digests WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
         "DELETE FROM pin_channels WHERE channel_id = ?",
+        "DELETE FROM support_feedback WHERE channel_id = ?",
     ),
 )
 DELETE_GUILD = Write(
@@ -56,6 +57,7 @@ DELETE_GUILD = Write(
         "DELETE FROM pin_channels WHERE guild_id = ?",
         "DELETE FROM erasures WHERE guild_id = ?",
         "DELETE FROM member_models WHERE guild_id = ?",
+        "DELETE FROM support_feedback WHERE guild_id = ?",
     ),
 )
 FORGET = Write(

@@ -13,10 +13,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from archive import ArchivedAttachment, ArchivedMessage, ArchiveWriteFailed, MemberCounts, Memory, TokenUsage, Write
+from archive import (
+    ArchivedAttachment,
+    ArchivedMessage,
+    ArchiveWriteFailed,
+    Feedback,
+    MemberCounts,
+    Memory,
+    TokenUsage,
+    Write,
+)
 from archive.member_models import FORGET_MODEL_CHOICE
 from archive.rows import MESSAGE_COLUMNS, message_from_row
 from archive.stores import MEMORY_COLUMNS, memories_from_rows
+from archive.support_feedback import FEEDBACK_COLUMNS, feedback_of
 from archive.tables import BackendTables
 from archive.times import from_ms, to_ms
 
@@ -66,6 +76,8 @@ _ERASE_DECISIONS = Write(
         " AND author_id = ?2",
     ),
 )
+# Their feedback on the support answers to their questions (archive/support_feedback.py).
+_ERASE_FEEDBACK = Write("erase_feedback", ("DELETE FROM support_feedback WHERE guild_id = ? AND asker_id = ?",))
 _OPT_OUT = Write(
     "opt_out",
     (
@@ -224,8 +236,18 @@ class MemberTables(BackendTables):
         )
         return [TokenUsage(_EPOCH_DAY + timedelta(days=int(day)), *row) for day, *row in rows]
 
+    async def member_feedback(self, guild_id: int, member_id: int) -> list[Feedback]:
+        """Their feedback on the support answers to their questions in the server, oldest first."""
+        rows = await self.read(
+            f"SELECT {FEEDBACK_COLUMNS} FROM support_feedback WHERE guild_id = ? AND asker_id = ?"
+            " ORDER BY offered_at, question_id",
+            (guild_id, member_id),
+        )
+        return [feedback_of(row) for row in rows]
+
     async def member_counts(self, guild_id: int, member_id: int) -> MemberCounts:
-        """How many messages, files, facts, usage rows and conversation summaries the archive holds of them."""
+        """How many messages, files, facts, usage rows, conversation summaries and feedback rows the archive holds
+        of them."""
         who = (guild_id, member_id)
         ((messages,),) = await self.read(f"SELECT count(*) {_MEMBER_MESSAGES}", who)
         ((files,),) = await self.read(
@@ -236,7 +258,10 @@ class MemberTables(BackendTables):
         )
         ((usage,),) = await self.read("SELECT count(*) FROM token_usage WHERE guild_id = ?1 AND member_id = ?2", who)
         ((summaries,),) = await self.read(f"SELECT count(*) {_SUMMARIES_QUOTING}", who)
-        return MemberCounts(int(messages), int(files), int(facts), int(usage), int(summaries))
+        ((feedback,),) = await self.read(
+            "SELECT count(*) FROM support_feedback WHERE guild_id = ?1 AND asker_id = ?2", who
+        )
+        return MemberCounts(int(messages), int(files), int(facts), int(usage), int(summaries), int(feedback))
 
     async def snapshot_channels(self, guild_id: int) -> list[int]:
         """The server's channels with saved conversations (`/parley-admin context save`), which may quote anyone."""
@@ -248,8 +273,8 @@ class MemberTables(BackendTables):
     async def erase_member(self, guild_id: int, member_id: int, message_ids: Sequence[int]) -> None:
         """Delete the member's messages `message_ids` (with their files, the facts made from them and the
         conversation summaries written from them), the decisions on anything they wrote (their /ask questions too),
-        the server's facts about them or told by them, their model choice, and their id from its token counts (the
-        counts stay, unattributed); returns once that is committed.
+        the server's facts about them or told by them, their model choice, their feedback on support answers, and
+        their id from its token counts (the counts stay, unattributed); returns once that is committed.
 
         Raises:
             ArchiveWriteFailed: something of it is still there (the writer logs why); what was deleted stays deleted.
@@ -258,13 +283,14 @@ class MemberTables(BackendTables):
         self._enqueue(_ERASE_DECISIONS, (guild_id, member_id))
         self._enqueue(_ANONYMISE_USAGE, (guild_id, member_id))
         self._enqueue(FORGET_MODEL_CHOICE, (guild_id, member_id))
+        self._enqueue(_ERASE_FEEDBACK, (guild_id, member_id))
         # Committed with what was queued before it, the facts checked gone.
         await self.forget_memories([memory.id for memory in await self.member_memories(guild_id, member_id)])
         left = await self.member_counts(guild_id, member_id)
         chose = await self.read(
             "SELECT 1 FROM member_models WHERE guild_id = ?1 AND member_id = ?2", (guild_id, member_id)
         )
-        if left.facts or left.usage_rows or chose or await self._still_archived(message_ids):
+        if left.facts or left.usage_rows or left.feedback or chose or await self._still_archived(message_ids):
             raise ArchiveWriteFailed(f"member {member_id}'s data could not all be erased")
 
     async def _still_archived(self, message_ids: Sequence[int]) -> set[int]:

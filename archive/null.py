@@ -20,6 +20,7 @@ from archive import (
     ChannelStats,
     ConversationSummary,
     Digest,
+    Feedback,
     MemberCounts,
     Memory,
     ProfileValue,
@@ -30,6 +31,7 @@ from archive import (
     Snapshot,
     StoredConversation,
     StoredDecision,
+    SupportDecisionRow,
     TokenUsage,
     VectorModel,
     WaitingSection,
@@ -309,6 +311,9 @@ class NullArchive:
     async def member_counts(self, guild_id: int, member_id: int) -> MemberCounts:
         return MemberCounts(0, 0, 0, 0, 0)
 
+    async def member_feedback(self, guild_id: int, member_id: int) -> list[Feedback]:
+        return []
+
     async def snapshot_channels(self, guild_id: int) -> list[int]:
         return []
 
@@ -455,6 +460,27 @@ class NullArchive:
 
     async def member_model(self, guild_id: int, member_id: int) -> str | None:
         return None
+
+    # -- FeedbackTable: nothing offered is kept, so no press finds its offer --
+
+    async def offer_feedback(self, offer: Feedback) -> None:
+        raise ArchiveWriteFailed(_OFF)
+
+    async def set_feedback(
+        self, question_id: int, asker_id: int, post_id: int, verdict: str, *, now: datetime | None = None
+    ) -> Feedback | None:
+        return None
+
+    async def feedback(self, question_id: int) -> Feedback | None:
+        return None
+
+    async def guild_feedback(self, guild_id: int, since: datetime) -> list[Feedback]:
+        return []
+
+    async def support_decisions(
+        self, guild_id: int, since: datetime, reasons: Sequence[str]
+    ) -> list[SupportDecisionRow]:
+        return []
 
 
 # The one null archive: it holds nothing, so every client and test may share it.

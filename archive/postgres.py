@@ -51,6 +51,7 @@ from archive.message_reads import SEARCH_CANDIDATES, MessageDialect, MessageRead
 from archive.pin_channels import PinChannelRows
 from archive.reminders import ReminderTables
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.support_feedback import FeedbackRows
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
 from archive.writer import BatchWriter, Run
@@ -520,6 +521,24 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (guild_id, member_id)
     );
     """,
+    # v27 (supportfeedback): the askers' feedback on the support desk's answers (archive/support_feedback.py): a row
+    # per question, offered when its answer's Solved and Not helpful buttons are posted, its verdict set by the
+    # asker's press. The asker's rows go with their erasure; the server's with it.
+    """
+    CREATE TABLE support_feedback (
+        question_id BIGINT PRIMARY KEY,
+        guild_id    BIGINT NOT NULL,
+        channel_id  BIGINT NOT NULL,
+        asker_id    BIGINT NOT NULL,
+        post_id     BIGINT NOT NULL,
+        verdict     TEXT   NOT NULL,
+        offered_at  BIGINT NOT NULL,
+        decided_at  BIGINT
+    );
+    CREATE INDEX support_feedback_guild_time ON support_feedback (guild_id, offered_at);
+    CREATE INDEX support_feedback_asker ON support_feedback (guild_id, asker_id);
+    CREATE INDEX support_feedback_channel ON support_feedback (channel_id);
+    """,
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'
@@ -575,6 +594,7 @@ _DELETE = Write(
         " AND m.channel_id = s.channel_id AND m.message_id BETWEEN s.first_id AND s.last_id",
         "DELETE FROM messages WHERE message_id = $1",
         "DELETE FROM decisions WHERE message_id = $1",
+        "DELETE FROM support_feedback WHERE question_id = $1",
         "DELETE FROM memories WHERE source_message_id = $1",
     ),
 )
@@ -734,6 +754,7 @@ class PostgresArchive(
     ReminderTables,
     KnowledgeTables,
     PostgresVectorTables,
+    FeedbackRows,
 ):
     """Message archive in a Postgres database that several processes may share.
 
@@ -864,6 +885,7 @@ class PostgresArchive(
     async def _delete_older_than(self, connection: asyncpg.Connection, cutoff_ms: int) -> int:
         for table, column in (
             ("decisions", "decided_at"),
+            ("support_feedback", "offered_at"),
             ("message_claims", "claimed_at"),
             # A one-off claimed but never deleted: its process stopped between the claim and the post.
             ("reminders", "delivered_at"),

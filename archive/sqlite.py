@@ -52,6 +52,7 @@ from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.support_feedback import FeedbackRows
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 from archive.writer import BatchWriter
 
@@ -526,6 +527,24 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (guild_id, member_id)
     ) WITHOUT ROWID;
     """,
+    # v27 (supportfeedback): the askers' feedback on the support desk's answers (archive/support_feedback.py): a row
+    # per question, offered when its answer's Solved and Not helpful buttons are posted, its verdict set by the
+    # asker's press. The asker's rows go with their erasure; the server's with it.
+    """
+    CREATE TABLE support_feedback (
+        question_id INTEGER PRIMARY KEY,
+        guild_id    INTEGER NOT NULL,
+        channel_id  INTEGER NOT NULL,
+        asker_id    INTEGER NOT NULL,
+        post_id     INTEGER NOT NULL,
+        verdict     TEXT    NOT NULL,
+        offered_at  INTEGER NOT NULL,
+        decided_at  INTEGER
+    );
+    CREATE INDEX support_feedback_guild_time ON support_feedback (guild_id, offered_at);
+    CREATE INDEX support_feedback_asker ON support_feedback (guild_id, asker_id);
+    CREATE INDEX support_feedback_channel ON support_feedback (channel_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -636,6 +655,7 @@ _DELETE = _Write(
         " AND m.message_id BETWEEN conversation_summaries.first_id AND conversation_summaries.last_id)",
         "DELETE FROM messages WHERE message_id IN ({rows})",
         "DELETE FROM decisions WHERE message_id IN ({rows})",
+        "DELETE FROM support_feedback WHERE question_id IN ({rows})",
         # A memory is a copy of what its source message said.
         "DELETE FROM memories WHERE source_message_id IN ({rows})",
     ),
@@ -695,6 +715,7 @@ class SQLiteArchive(
     ReminderTables,
     KnowledgeTables,
     SQLiteVectorTables,
+    FeedbackRows,
 ):
     """Message archive backed by one SQLite file.
 
@@ -822,6 +843,7 @@ class SQLiteArchive(
     async def _delete_older_than(self, connection: _Writer, cutoff_ms: int) -> int:
         db = connection.db
         await db.execute("DELETE FROM decisions WHERE decided_at < ?", (cutoff_ms,))
+        await db.execute("DELETE FROM support_feedback WHERE offered_at < ?", (cutoff_ms,))
         await db.execute("DELETE FROM message_claims WHERE claimed_at < ?", (cutoff_ms,))
         # A one-off claimed but never deleted: its process stopped between the claim and the post.
         await db.execute("DELETE FROM reminders WHERE delivered_at < ?", (cutoff_ms,))

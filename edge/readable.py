@@ -4,7 +4,12 @@ those who will read the answer."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection
+
 import discord
+
+log = logging.getLogger("parley")
 
 Place = discord.abc.GuildChannel | discord.Thread
 
@@ -30,6 +35,25 @@ def shown_channel_ids(
         for place in _places(guild)
         if place.id in readable and (place.id in here or _reads(place, guild.default_role))
     )
+
+
+async def readable_among(
+    guild: discord.Guild, member: discord.Member, channel_ids: Collection[int], *, fetch_at_most: int
+) -> frozenset[int]:
+    """Of `channel_ids` (the server's), those `member` may read: each as discord.py has it cached, or for up to
+    `fetch_at_most` others (a forum post's thread archived since, which discord.py forgets) as Discord says it is.
+    One Discord no longer has, or past the bound, is not readable."""
+    readable = set(readable_channel_ids(guild, member) & set(channel_ids))
+    unknown = [channel_id for channel_id in channel_ids if guild.get_channel_or_thread(channel_id) is None]
+    for channel_id in sorted(unknown, reverse=True)[:fetch_at_most]:  # the newest first
+        try:
+            place = await guild.fetch_channel(channel_id)
+        except (discord.HTTPException, discord.InvalidData) as error:  # deleted since, hidden from Parley, elsewhere
+            log.info("channel %s is not listed: %s", channel_id, error)
+            continue
+        if _reads(place, member):
+            readable.add(channel_id)
+    return frozenset(readable)
 
 
 def _places(guild: discord.Guild) -> list[Place]:

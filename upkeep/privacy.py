@@ -1,16 +1,16 @@
 """Members' data rights in a server: what Parley holds by or about a member, exported as JSON, and erased.
 
-What is held: their archived messages with their files' names and the text read from them, the facts remembered
-about them or told by them, their token counts, their reminders and timed posts still to come, the model they
-chose (`/parley model`), whether they opted out, and until when they erased. An export is built a page of messages
-at a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of
-it from the archive (their tokens stay the server's, under no one; the saved conversations that quote them are
-saved again without them) and from this process's live conversations, decisions and ending conversations: a
-server's messages all reach the one process that runs its shard, which is the one its command reaches.
-Conversation summaries written from their messages are dropped; the channel's next conversations are summarised
-afresh when they end. Their pinned messages leave the knowledge base. The erasure itself is kept (admission/optout.py):
-what they wrote until then is never stored again by any path that reads it back from Discord; what they write
-afterwards is kept as usual. It goes when Parley leaves the server.
+What is held: their archived messages with their files' names and the text read from them, the facts remembered about
+them or told by them, their token counts, their reminders and timed posts still to come, the model they chose
+(`/parley model`), their feedback on the support desk's answers, whether they opted out, and until when they erased.
+An export is built a page of messages at a time, encoded off the event loop, and stops at Discord's upload limit
+(saying so). An erasure deletes all of it from the archive (their tokens stay the server's, under no one; the saved
+conversations that quote them are saved again without them) and from this process's live conversations, decisions and
+ending conversations: a server's messages all reach the one process that runs its shard, which is the one its command
+reaches. Conversation summaries written from their messages are dropped; the channel's next conversations are
+summarised afresh when they end. Their pinned messages leave the knowledge base. The erasure itself is kept
+(admission/optout.py): what they wrote until then is never stored again by any path that reads it back from Discord;
+what they write afterwards is kept as usual. It goes when Parley leaves the server.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from archive import (
     ArchivedMessage,
+    Feedback,
     MemberData,
     MemberModelTable,
     Memory,
@@ -69,12 +70,14 @@ class Erased:
     saved_conversations: int = 0
     reminders: int = 0
     pins: int = 0
+    feedback: int = 0
 
     def describe(self) -> str:
         return (
             f"Erased {self.messages} message(s) with {self.attachments} file(s) and their text, {self.facts} remembered"
             f" fact(s), your id on {self.usage_rows} token-count row(s) (the server's totals stay, under no one),"
             f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
+            f" {self.feedback} feedback verdict(s) on support answers,"
             f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
             f" one(s). {self.pins} of your pinned message(s) left the knowledge base. Nothing you wrote until now"
             " is kept again."
@@ -144,6 +147,7 @@ async def export_member(
         "usage": [_usage(row) for row in usage],
         "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
         "model_choice": await archive.member_model(guild_id, member_id),
+        "support_feedback": [_feedback(row) for row in await archive.member_feedback(guild_id, member_id)],
     }
     opening = await asyncio.to_thread(_encode, head)
     messages = _MessagesPart(limit - len(opening) - _CLOSING_ROOM)
@@ -230,7 +234,7 @@ class MemberErasure:
         await self.archive.delete_member_reminders(guild_id, member_id)
         saved = await _erase_from_saved(self.archive, guild_id, member_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations, saved, reminders, pins)  # fmt: skip
+                      conversations, saved, reminders, pins, counts.feedback)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model
@@ -349,4 +353,14 @@ def _reminder(reminder: Reminder) -> dict[str, Any]:
         "every": reminder.every or None,
         "post_here": reminder.post_here,
         "created_at": reminder.created_at.isoformat(),
+    }
+
+
+def _feedback(row: Feedback) -> dict[str, Any]:
+    return {
+        "question_id": str(row.question_id),
+        "channel_id": str(row.channel_id),
+        "verdict": row.verdict or None,
+        "offered_at": row.offered_at.isoformat(),
+        "decided_at": None if row.decided_at is None else row.decided_at.isoformat(),
     }

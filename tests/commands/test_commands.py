@@ -327,8 +327,13 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "access",
         "digest",
         "knowledge",
+        "support",
     ]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
+    [report] = options["support"]["options"]
+    [period] = report["options"]
+    assert (report["name"], period["name"], period["required"]) == ("report", "period", False)
+    assert [choice["value"] for choice in period["choices"]] == ["week", "month"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
     assert list(knowledge) == ["add", "list", "remove", "pins"]
     # The pins setting: a choice of three, required.

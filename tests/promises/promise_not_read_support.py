@@ -12,6 +12,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot import Parley
+from helpdesk.question import SUPPORT_NOT_SURE
+from records import Decision, MessageRecord
 from tests.e2e.test_e2e_memory import run_group_command, string_option
 from tests.e2e.test_e2e_privacy import erase, privacy
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
@@ -99,8 +101,9 @@ async def make_world(state: str, archive_url: str, bot: RunningBot, fake: FakeDi
     await client.pins.turn_on(CHANNEL_ID, GUILD_ID, BOB_ID)
     if state == "opted_out":
         await privacy(fake, "optout")
-    await _alice_talks(fake, client, answered=state == "erased")
-    await _bob_talks(fake, client)
+    hers = await _alice_talks(fake, client, answered=state == "erased")
+    his = await _bob_talks(fake, client)
+    _unanswered_by_the_desk(client, hers, his)
     saved = await run_group_command(
         fake, "context", "save", [string_option("name", "plans")], user_id=BOB_ID, permissions=MODERATOR
     )
@@ -124,11 +127,11 @@ async def _daily_digest(bot: RunningBot, fake: FakeDiscord, client: Parley) -> d
     return next_due(stored, bot.clock(), ZoneInfo("UTC"))
 
 
-async def _alice_talks(fake: FakeDiscord, client: Parley, *, answered: bool) -> None:
+async def _alice_talks(fake: FakeDiscord, client: Parley, *, answered: bool) -> dict[str, Any]:
     """Everything Alice leaves: a message with a file, a pin, a public /ask, a fact about herself (`answered`:
-    Parley answers her; else each is met with silence or her refusal)."""
+    Parley answers her; else each is met with silence or her refusal); her first message."""
     notes = fake.served_attachment("notes.txt", b"the launch word is tango", "text/plain")
-    await say(fake, ALICE_ID, "the vault code is zebra", attachments=[notes])
+    first = await say(fake, ALICE_ID, "the vault code is zebra", attachments=[notes])
     await fake.pin(CHANNEL_ID, int((await say(fake, ALICE_ID, "my marmot notes"))["id"]))
     calls = await use_top_command(fake, "ask", [option("question", "is the quokka plan on?")])
     await fake.wait_for(lambda: any(call.body and call_text(call) for call in calls_for(fake, calls)), what="/ask")
@@ -136,11 +139,14 @@ async def _alice_talks(fake: FakeDiscord, client: Parley, *, answered: bool) -> 
         await say_and_approve(fake, ALICE_ID, f"<@{BOT_ID}> please remember that I like walnut")
     else:
         await decided(client, await say(fake, ALICE_ID, f"<@{BOT_ID}> please remember that I like walnut"))
+    return first
 
 
-async def _bob_talks(fake: FakeDiscord, client: Parley) -> None:
-    """Bob's words around hers: a message and a pin, a fact about himself and, @mentioning her, one about Alice."""
-    await fake.pin(CHANNEL_ID, int((await say(fake, BOB_ID, f"the deploy notes: {BOBS}"))["id"]))
+async def _bob_talks(fake: FakeDiscord, client: Parley) -> dict[str, Any]:
+    """Bob's words around hers: a message and a pin, a fact about himself and, @mentioning her, one about Alice;
+    his first message."""
+    first = await say(fake, BOB_ID, f"the deploy notes: {BOBS}")
+    await fake.pin(CHANNEL_ID, int(first["id"]))
     for text in (
         f"<@{BOT_ID}> the deploy is on {BOBS}, ok?",
         f"<@{BOT_ID}> please remember that I like tea",
@@ -149,6 +155,17 @@ async def _bob_talks(fake: FakeDiscord, client: Parley) -> None:
         await say_and_approve(fake, BOB_ID, text)
     assert client.archive is not None
     await client.archive.flush()
+    return first
+
+
+def _unanswered_by_the_desk(client: Parley, *messages: dict[str, Any]) -> None:
+    """The support desk found no answer to these messages in the documents: its decisions, noted as it notes them
+    (which the support report lists)."""
+    for message in messages:
+        author = message["author"]
+        record = MessageRecord(int(message["id"]), CHANNEL_ID, int(author["id"]), author["username"],
+                               message["content"], client.manager.clock())  # fmt: skip
+        client.decision_log.note(record, Decision(False, SUPPORT_NOT_SURE, "support", 0.2))
 
 
 async def _chatter(bot: RunningBot, fake: FakeDiscord, client: Parley) -> None:

@@ -1,6 +1,6 @@
 """Promise: once I erase my data in a server, nothing of mine there (my messages and files' text, my /ask questions,
-the facts remembered about me, my pins, the conversations that quoted me) is shown to anyone again by any read, even
-after Parley restarts. And once I opt out, nothing I write from then on is.
+the facts remembered about me, my pins, the conversations that quoted me, my questions to the support desk) is shown
+to anyone again by any read, even after Parley restarts. And once I opt out, nothing I write from then on is.
 
 Each row is one read another member (or the model answering them) can make; each runs once Alice erased, and once
 she opted out before writing, on both backends. Every read must still show Bob's words around hers, so a read that
@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest
 from archive import ArchivedMessage
 from tests.e2e.test_e2e_memory import run_group_command
 from tests.e2e.test_e2e_privacy import export_of, why_text
+from tests.e2e.test_e2e_support_feedback import report
 from tests.fakes.fake_discord import BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM
 from tests.promises.promise_not_read_support import BOBS, BOBS_FACT, World, make_world, shows
@@ -110,6 +111,11 @@ async def memory_facts(world: World) -> str:
     return "\n".join([listed, *recalled])
 
 
+async def support_report(world: World) -> str:
+    """`/parley-admin support report` as Bob, a moderator: the unanswered questions it lists."""
+    return await report(world.fake)
+
+
 async def bobs_export(world: World) -> str:
     """Bob's `/parley privacy export`."""
     return json.dumps(await export_of(world.fake, BOB_ID))
@@ -133,6 +139,7 @@ ROWS = {
     "saved_context": Row(saved_context),
     "memory_facts": Row(memory_facts, BOBS_FACT.lower()),
     "another_members_export": Row(bobs_export),
+    "support_report": Row(support_report),
 }
 CASES = [pytest.param(state, name, id=f"{state}-{name}") for state in ("erased", "opted_out") for name in ROWS]
 

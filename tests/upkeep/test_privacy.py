@@ -12,7 +12,16 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
 from admission.optout import OptOuts, VeiledArchive, veil
-from archive import Archive, ArchivedAttachment, ArchivedMessage, Memory, Reminder, ReminderLimits, TokenUsage
+from archive import (
+    Archive,
+    ArchivedAttachment,
+    ArchivedMessage,
+    Feedback,
+    Memory,
+    Reminder,
+    ReminderLimits,
+    TokenUsage,
+)
 from archive.backends import open_archive
 from archive.null import NULL_ARCHIVE
 from conversation import ConversationManager
@@ -64,6 +73,10 @@ async def fill(archive: Archive) -> None:
     room = ReminderLimits(per_member=10, per_server=10)
     await archive.add_reminder(Reminder(1, GUILD, CHANNEL, ALICE, "alice's reminder", due, "daily", False, NOW), room)
     await archive.add_reminder(Reminder(2, GUILD, CHANNEL, BOB, "bob's reminder", due, "", False, NOW), room)
+    # Feedback on the support answers to her question and to his (archive/support_feedback.py).
+    await archive.offer_feedback(Feedback(1, GUILD, CHANNEL, ALICE, 11, "", NOW))
+    await archive.set_feedback(1, ALICE, 11, "solved", now=NOW)
+    await archive.offer_feedback(Feedback(2, GUILD, CHANNEL, BOB, 12, "", NOW))
 
 
 # -- Opt-outs --
@@ -139,6 +152,7 @@ async def test_an_export_holds_the_members_data_and_nothing_of_anyone_else(archi
     assert [(r["text"], r["every"], r["due_at"]) for r in data["reminders"]] == [
         ("alice's reminder", "daily", (NOW + timedelta(days=1)).isoformat())
     ]
+    assert [(f["question_id"], f["verdict"]) for f in data["support_feedback"]] == [("1", "solved")]
     assert data["opted_out"] is True and data["opted_out_since"] == OPTED_OUT_AT.isoformat()
     assert data["messages_left_out"] == 0 and (export.messages, export.cut) == (2, 0)
     assert b"bob" not in export.data and b"coffee" not in export.data
@@ -226,6 +240,8 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     assert (erased.messages, erased.attachments, erased.facts, erased.usage_rows, erased.summaries) == (2, 1, 1, 1, 1)
     assert erased.conversations == 1 and erased.saved_conversations == 1 and "Erased 2 message(s)" in erased.describe()
     assert erased.reminders == 1 and "1 reminder(s)" in erased.describe()
+    assert erased.feedback == 1 and "1 feedback verdict(s)" in erased.describe()
+    assert [row.asker_id for row in await archive.guild_feedback(GUILD, NOW)] == [BOB]
     assert [r.text for r in await archive.member_reminders(GUILD, BOB)] == ["bob's reminder"]
     saved = await archive.snapshot_history(CHANNEL, "with her")
     assert saved is not None and "alice" not in saved and "(message deleted)" in saved
@@ -245,6 +261,7 @@ async def test_erasing_clears_the_archive_the_live_conversation_and_its_summarie
     assert {row.member_id: row.total_tokens for row in await ledger.guild_usage(GUILD, 1)} == {0: 50, BOB: 14}
     export = json.loads((await export_member(archive, GUILD, ALICE)).data)
     assert (export["messages"], export["facts"], export["usage"], export["reminders"]) == ([], [], [], [])
+    assert export["support_feedback"] == []
     assert export["opted_out"] is True  # erasing is not opting in
     assert [m.content for m in await archive.recent(CHANNEL)] == ["bob's secret plan"]
     assert await archive.summaries(CHANNEL) == []
