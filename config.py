@@ -19,6 +19,8 @@ ChannelMode = Literal["mention-only", "normal", "chatty"]
 VisionMode = Literal["auto", "on", "off"]
 JudgeOutputMode = Literal["tool", "native", "prompted"]
 WebSearchMode = Literal["off", "native", "duckduckgo", "tavily"]
+# IMAGE_MODEL's word for the answer model's own image tool, where its provider has one.
+NATIVE_IMAGES = "native"
 
 # A Discord id (a snowflake) is an unsigned 64-bit number, and every id Discord has made (since 2015) has 17 digits
 # at least: a shorter number is a cut-off paste or no id at all, and would silently match nothing.
@@ -270,6 +272,18 @@ class Settings(BaseSettings):
         " tavily (searched by Parley).",
     )
     web_search_max_calls: int = Field(2, ge=1, description="Web searches one answer may make.")
+    image_model: str | None = Field(
+        None,
+        description="Images the model may make and edit: a direct image model (openai:gpt-image-1, google:…,"
+        " xai:…; openai's on LLM_BASE_URL's server when it is set), or native (the answer model's own image tool);"
+        " unset: no images.",
+    )
+    images_per_member_per_day: int = Field(
+        10, ge=0, description="Images one member may have made in a server each UTC day; 0: none."
+    )
+    images_per_server_per_day: int = Field(
+        100, ge=0, description="Images made in one server each UTC day, every member's together; 0: none."
+    )
 
     discord_api_base_url: str | None = Field(
         None, description="REST proxy, e.g. a local fake in tests: https://, or http:// to a loopback address only."
@@ -480,6 +494,17 @@ class Settings(BaseSettings):
         if value and ":" not in value:
             # pydantic-ai's infer_embedding_model needs the provider prefix; say so before the first embedding does.
             raise ValueError(f"{value!r} needs its provider, as in openai:text-embedding-3-small")
+        return value or None
+
+    @field_validator("image_model", mode="before")
+    @classmethod
+    def _image_model_string(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        value = value.strip()
+        if value and value != NATIVE_IMAGES and ":" not in value:
+            # pydantic-ai's image models need the provider prefix; say so before the first image does.
+            raise ValueError(f"{value!r} needs its provider, as in openai:gpt-image-1, or is native")
         return value or None
 
     @field_validator("timezone")

@@ -508,6 +508,9 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
+    # v26 (images): the images made a day for each member in each channel with each model, beside their tokens
+    # (tools/images.py): what IMAGES_PER_MEMBER_PER_DAY and IMAGES_PER_SERVER_PER_DAY count, and the usage report.
+    "ALTER TABLE token_usage ADD COLUMN images BIGINT NOT NULL DEFAULT 0;",
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'

@@ -514,6 +514,9 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
+    # v26 (images): the images made a day for each member in each channel with each model, beside their tokens
+    # (tools/images.py): what IMAGES_PER_MEMBER_PER_DAY and IMAGES_PER_SERVER_PER_DAY count, and the usage report.
+    "ALTER TABLE token_usage ADD COLUMN images INTEGER NOT NULL DEFAULT 0;",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the

@@ -12,15 +12,15 @@ streamed answer is edited alike in both.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import discord
 
 from discord_io import author_permissions, may_post, reply_mentions, typing_indicator
-from records import AskedAbout, MessageRecord
 from helpdesk.question import SupportAnswer
+from records import AskedAbout, MessageRecord
 
 
 @dataclass(frozen=True)
@@ -125,10 +125,19 @@ class MessageReply:
     def waiting(self) -> contextlib.AbstractAsyncContextManager[None]:
         return typing_indicator(self.channel)
 
-    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+    async def send(
+        self,
+        content: str,
+        *,
+        first: bool,
+        view: discord.ui.View | None = None,
+        files: Sequence[discord.File] = (),
+    ) -> discord.Message:
+        options: dict[str, Any] = {"files": list(files)} if files else {}
         if not first:
-            return await self.channel.send(content, allowed_mentions=discord.AllowedMentions.none())
-        options: dict[str, Any] = {} if view is None else {"view": view}
+            return await self.channel.send(content, allowed_mentions=discord.AllowedMentions.none(), **options)
+        if view is not None:
+            options["view"] = view
         if self.replies:
             options["reference"] = self.message.to_reference(fail_if_not_exists=False)
         return await self.channel.send(content, allowed_mentions=self.mentions, **options)
@@ -192,7 +201,14 @@ class InteractionReply:
         # The deferred response already shows "Parley is thinking…" until the first post fills it.
         yield
 
-    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+    async def send(
+        self,
+        content: str,
+        *,
+        first: bool,
+        view: discord.ui.View | None = None,
+        files: Sequence[discord.File] = (),
+    ) -> discord.Message:
         # The command was deferred first (`defer`, answering/asked.py): the first post fills its response.
         # discord.py's `followup.send` takes no `view=None`: a view is passed only if there is one.
         options: dict[str, Any] = {"ephemeral": self.ephemeral, "allowed_mentions": self.mentions}
@@ -200,10 +216,10 @@ class InteractionReply:
             options["view"] = view
         post: discord.Message
         if self.sent:
-            post = await self.interaction.followup.send(content, wait=True, **options)
+            post = await self.interaction.followup.send(content, wait=True, files=list(files), **options)
         else:
             post = await self.interaction.edit_original_response(
-                content=content, allowed_mentions=self.mentions, view=view
+                content=content, allowed_mentions=self.mentions, view=view, attachments=list(files)
             )
         # Set once Discord took it: a first post tried again still fills the response.
         self.sent = True
