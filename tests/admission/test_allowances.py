@@ -135,6 +135,62 @@ async def test_tokens_another_process_recorded_are_counted(postgres_server: str,
         await second.close()
 
 
+async def claims(allowances: Allowances, times: int, member: int = ALICE, limits: tuple[int, int] = (2, 3)) -> list:
+    return [await allowances.claim_image(GUILD, member, *limits) for _ in range(times)]
+
+
+async def test_images_are_claimed_up_to_the_members_then_the_servers_daily_limit(counted: Counted) -> None:
+    allowances, usage = counted
+    assert await claims(allowances, 3) == [None, None, "member"]
+    # Claims under way count as made; recorded, the images count in their stead.
+    for _ in range(2):
+        usage.record(GUILD, CHANNEL, ALICE, 10, 0, model="test:image", kind="image", images=1)
+        allowances.release_image(GUILD, ALICE)
+    assert await claims(allowances, 1) == ["member"]
+    assert await claims(allowances, 2, member=BOB) == [None, "server"]  # the server's third, then none left
+    assert await allowances.claim_image(GUILD + 1, ALICE, 2, 3) is None  # another server counts apart
+
+
+async def test_an_image_claimed_and_not_made_is_claimable_again(counted: Counted) -> None:
+    allowances, _ = counted
+    assert await claims(allowances, 3) == [None, None, "member"]
+    allowances.release_image(GUILD, ALICE)
+    assert await claims(allowances, 2) == [None, "member"]
+
+
+async def test_two_requests_racing_at_the_limit_get_one_image(counted: Counted) -> None:
+    allowances, usage = counted
+    usage.record(GUILD, CHANNEL, ALICE, 10, 0, model="test:image", kind="image", images=1)
+    racing = await asyncio.gather(*(allowances.claim_image(GUILD, ALICE, 2, 10) for _ in range(2)))
+    assert sorted(racing, key=str) == [None, "member"]
+
+
+async def test_a_new_day_brings_new_images(counted: Counted, clock: Clock) -> None:
+    allowances, usage = counted
+    usage.record(GUILD, CHANNEL, ALICE, 0, 0, model="test:image", kind="image", images=2)
+    assert await claims(allowances, 1) == ["member"]
+    clock.now = T0 + timedelta(days=1)
+    assert await claims(allowances, 1) == [None]
+
+
+async def test_images_another_process_recorded_are_counted(postgres_server: str, clock: Clock) -> None:
+    url = await fresh_postgres_database(postgres_server)
+    first, second = await open_archive(url), await open_archive(url)
+    assert isinstance(second, PostgresArchive)
+    here, there = UsageLedger(clock), UsageLedger(clock)
+    try:
+        await there.attach(first)
+        allowances = SharedAllowances(second, here, clock)
+        there.record(GUILD, CHANNEL, BOB, 0, 0, model="test:image", kind="image", images=2)
+        await first.flush()
+        assert await allowances.claim_image(GUILD, ALICE, 2, 3) is None
+        assert await allowances.claim_image(GUILD, ALICE, 2, 3) == "server"
+    finally:
+        there.detach()
+        await first.close()
+        await second.close()
+
+
 @pytest.mark.slow
 async def test_two_processes_on_one_postgres_grant_a_members_burst_once(postgres_server: str, tmp_path: Path) -> None:
     """Two OS processes, each a Gatekeeper on its own connections to one Postgres archive, try 10 answers each for
