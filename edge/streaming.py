@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections import OrderedDict
@@ -225,16 +226,19 @@ class LiveAnswer:
         last of them with the `images` the answer made attached."""
         await self._end_writer()
         await self._show(split_message(text, max_posts=self.max_posts), final=True)
-        if images and self.posts and not self._broken:
-            await self._attach(images)
+        await self._attach(images)
         return list(self.posts)
 
     async def _attach(self, images: Sequence[MadeImage]) -> None:
-        """Attach `images` to the last post, beside what it holds: an edit, as the text was streamed into it."""
-        post = self.posts[-1]
-        edited = await self._deliver(lambda: post.edit(attachments=[*post.attachments, *image_files(images)]))
-        if edited is not None:
-            self.posts[-1] = edited
+        """Attach `images` to the last post, by an edit, as the text was streamed into it; a regenerated answer's
+        posts lose the images the answer they held had made."""
+        for index, post in enumerate(self.posts):
+            files = image_files(images) if index == len(self.posts) - 1 else []
+            if self._broken or not (files or post.attachments):
+                continue
+            edited = await self._deliver(functools.partial(post.edit, attachments=files))
+            if edited is not None:
+                self.posts[index] = edited
 
     async def fail(self, apology: str) -> list[discord.Message]:
         """End an answer whose model failed: `apology` if nothing was shown yet, else BROKE_OFF in place of it."""

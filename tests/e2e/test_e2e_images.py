@@ -19,7 +19,16 @@ from tests.e2e.test_e2e_usage import SERVER_MANAGER
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_discord_state import Post
 from tests.fakes.fake_llm import FakeLLM, ToolCall, last_user_text
-from tests.support.e2e_support import RunningBot, option, reply_text, run_command, say, settled
+from tests.support.e2e_support import (
+    RunningBot,
+    eventually,
+    option,
+    reply_text,
+    run_command,
+    say,
+    settled,
+    use_message_command,
+)
 from tools.images import FILTERED, NO_FILES_HERE
 
 IMAGE_MODEL = "openai:gpt-image-1"
@@ -187,3 +196,24 @@ async def test_a_quoted_message_cannot_charge_an_image_to_someone_else(
     *_, bobs_image = await fake.wait_for_posts(3)
     await settled(fake)
     assert len(bobs_image.files) == 1 and len(drawing.image_requests) == 2
+
+
+async def test_regenerating_an_image_answer_replaces_its_image(
+    bot: RunningBot, fake: FakeDiscord, drawing: FakeLLM
+) -> None:
+    client = await bot.start(image_model=IMAGE_MODEL, stream_answers=True)
+    await say(fake, ALICE_ID, f"<@{BOT_ID}> draw a red fox in the snow")
+    [post] = await fake.wait_for_posts(1)
+    await settled(fake)
+    await eventually(lambda: client.streams.latest(CHANNEL_ID) is not None)
+    [drawn] = fake.bot_messages(CHANNEL_ID)
+    assert len(drawn["attachments"]) == 1
+    first_image = drawn["attachments"][0]["id"]
+
+    await use_message_command(fake, "Regenerate", drawn, user_id=ALICE_ID)
+    await fake.wait_for(lambda: len(drawing.image_requests) == 2, what="the image drawn again")
+    await settled(fake)
+
+    [regenerated] = fake.bot_messages(CHANNEL_ID)
+    assert [attachment["id"] for attachment in regenerated["attachments"]] != [first_image]
+    assert len(regenerated["attachments"]) == 1 and regenerated["id"] == post.message["id"]

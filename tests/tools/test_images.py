@@ -11,7 +11,7 @@ from PIL import Image
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.exceptions import ContentFilterError
 from pydantic_ai.images import ImageGenerationResult, ImageGenerator, TestImageGenerationModel
-from pydantic_ai.messages import BinaryContent, BinaryImage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import BinaryContent, BinaryImage, FilePart, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import Reply, build_responder, generate_reply
@@ -206,3 +206,43 @@ async def test_made_images_leave_the_history_with_the_members_images(make_settin
 
     assert images_made(expire_images(later, 3, also=without_made_image)) == list(reply.images)
     assert images_made(expire_images(later, 2, also=without_made_image)) == []
+
+
+def native_drawing_model(offered: list[bool]) -> FunctionModel:
+    """An answer model whose provider draws itself: an image and a line when its native image tool is offered."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        native = [tool for tool in info.model_request_parameters.native_tools if tool.kind == "image_generation"]
+        offered.append(bool(native))
+        if not native:
+            return ModelResponse(parts=[TextPart("I can't draw right now.")])
+        return ModelResponse(parts=[FilePart(BinaryImage(data=png(4, 4), media_type="image/png")), TextPart("Done.")])
+
+    return FunctionModel(model)
+
+
+async def native_draw(make_settings: Any, grant: Grant, offered: list[bool]) -> Reply:
+    settings = make_settings(image_model="native")
+    responder = build_responder(settings, model=native_drawing_model(offered), toolbox=build_toolbox(settings))
+    message = msg(ALICE, "Alice", "draw a fox")
+    return await generate_reply(responder, conversation_of(message), message, replace(deps(), images=grant))
+
+
+async def test_the_answer_models_own_image_tool_draws_and_its_image_is_counted_after(make_settings) -> None:
+    offered: list[bool] = []
+    grant = Grant()
+
+    reply = await native_draw(make_settings, grant, offered)
+
+    assert offered == [True] and reply.text == "Done."
+    [image] = reply.images
+    assert not image.counted and image.media_type == "image/png"
+    assert grant.claims == 0  # counted by the answer's tail once it is posted (answering/outcome.py)
+
+
+async def test_the_native_image_tool_is_not_offered_past_the_limit(make_settings) -> None:
+    offered: list[bool] = []
+
+    reply = await native_draw(make_settings, Grant(left=0), offered)
+
+    assert offered == [False] and reply.images == ()
