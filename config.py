@@ -485,26 +485,17 @@ class Settings(BaseSettings):
             raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
         return words
 
-    @field_validator("embedding_model", mode="before")
+    @field_validator("embedding_model", "image_model", mode="before")
     @classmethod
-    def _embedding_model_string(cls, value: Any) -> Any:
+    def _provider_model_string(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
             return value
         value = value.strip()
-        if value and ":" not in value:
-            # pydantic-ai's infer_embedding_model needs the provider prefix; say so before the first embedding does.
-            raise ValueError(f"{value!r} needs its provider, as in openai:text-embedding-3-small")
-        return value or None
-
-    @field_validator("image_model", mode="before")
-    @classmethod
-    def _image_model_string(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        value = value.strip()
-        if value and value != NATIVE_IMAGES and ":" not in value:
-            # pydantic-ai's image models need the provider prefix; say so before the first image does.
-            raise ValueError(f"{value!r} needs its provider, as in openai:gpt-image-1, or is native")
+        image = info.field_name == "image_model"
+        if value and ":" not in value and not (image and value == NATIVE_IMAGES):
+            # pydantic-ai's embedding and image models need the provider prefix; say so before the first call does.
+            example = "openai:gpt-image-1, or is native" if image else "openai:text-embedding-3-small"
+            raise ValueError(f"{value!r} needs its provider, as in {example}")
         return value or None
 
     @field_validator("timezone")
