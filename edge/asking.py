@@ -214,12 +214,16 @@ class InteractionReply:
         options: dict[str, Any] = {"ephemeral": self.ephemeral, "allowed_mentions": self.mentions}
         if view is not None:
             options["view"] = view
+        # Files only when there are some: an empty list would be sent as "no attachments".
+        attached: dict[str, Any] = {"attachments": list(files)} if files else {}
         post: discord.Message
         if self.sent:
-            post = await self.interaction.followup.send(content, wait=True, files=list(files), **options)
+            if files:
+                options["files"] = list(files)
+            post = await self.interaction.followup.send(content, wait=True, **options)
         else:
             post = await self.interaction.edit_original_response(
-                content=content, allowed_mentions=self.mentions, view=view, attachments=list(files)
+                content=content, allowed_mentions=self.mentions, view=view, **attached
             )
         # Set once Discord took it: a first post tried again still fills the response.
         self.sent = True
