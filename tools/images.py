@@ -106,17 +106,18 @@ def _generate_image_with(generator: ImageGenerator) -> Any:
         if refusal is not None:
             raise ImageStop(refusal)
         log_tool_call(ctx, GENERATE_IMAGE.name, "edit " if reference is not None else "")
+        result = None
         try:
             result = await generator.generate(prompt, images=None if reference is None else [reference])
         except ContentFilterError:
-            grant.made(None)
             raise ImageStop(FILTERED) from None
         except Exception as error:  # noqa: BLE001 - an outside service: any failure is a line for the model
-            grant.made(None)
             # The type alone: a provider's message can quote the prompt, which the model wrote from members' words.
             log.warning("%s failed in channel %s: %s", GENERATE_IMAGE.name, ctx.deps.channel_id, type(error).__name__)
             return ToolReturn(FAILED)
-        grant.made(result)
+        finally:
+            # However it ended (a member's Stop cancels it too), the claim ends: counted if an image came.
+            grant.made(result)
         try:
             fitted = await prepared_to_fit(result.image.data, grant.upload_limit)
         except ImageProblem:

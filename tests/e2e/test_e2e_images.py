@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
 import discord
@@ -18,7 +19,7 @@ from admission.gatekeeper import MEMBER_IMAGES
 from tests.e2e.test_e2e_usage import SERVER_MANAGER
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_discord_state import Post
-from tests.fakes.fake_llm import FakeLLM, ToolCall, last_user_text
+from tests.fakes.fake_llm import FakeLLM, ToolCall, last_user_text, message_text
 from tests.support.e2e_support import (
     RunningBot,
     eventually,
@@ -217,3 +218,22 @@ async def test_regenerating_an_image_answer_replaces_its_image(
     [regenerated] = fake.bot_messages(CHANNEL_ID)
     assert [attachment["id"] for attachment in regenerated["attachments"]] != [first_image]
     assert len(regenerated["attachments"]) == 1 and regenerated["id"] == post.message["id"]
+
+
+async def test_a_channel_whose_profile_leaves_out_images_offers_no_image_tool(
+    bot: RunningBot, fake: FakeDiscord, drawing: FakeLLM, tmp_path: Path
+) -> None:
+    file = tmp_path / "profiles.toml"
+    file.write_text(f'[channels.{OTHER_CHANNEL_ID}]\ntools = ["archive"]\n')
+    drawing.handler = lambda request: DONE
+    await bot.start(image_model=IMAGE_MODEL, profiles_file=file)
+
+    await fake.send_user_message(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> draw a fox")
+    await fake.wait_for_posts(1, CHANNEL_ID)
+    await fake.send_user_message(OTHER_CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> draw a fox")
+    await fake.wait_for_posts(1, OTHER_CHANNEL_ID)
+    await settled(fake)
+
+    offered = [[tool["function"]["name"] for tool in request.get("tools", [])] for request in drawing.requests]
+    assert "generate_image" in offered[0] and "generate_image" not in offered[1]
+    assert "generate_image" not in "".join(message_text(m) for m in drawing.requests[1]["messages"])

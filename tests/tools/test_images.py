@@ -3,10 +3,12 @@ answer, kept for the next edit, and refused in one line (a daily limit, no files
 
 from __future__ import annotations
 
+import asyncio
 import io
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pytest
 from PIL import Image
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.exceptions import ContentFilterError
@@ -18,7 +20,7 @@ from agent import Reply, build_responder, generate_reply
 from files.history import expire_images
 from tests.support.agent_test_support import ALICE, conversation_of, deps, msg
 from tools import ChatDeps, build_toolbox
-from tools.images import FILTERED, NO_FILES_HERE, TOO_LARGE, images_made, latest_image, without_made_image
+from tools.images import FAILED, FILTERED, NO_FILES_HERE, TOO_LARGE, images_made, latest_image, without_made_image
 
 LIMIT_LINE = "You've had your 1 images for today."
 
@@ -246,3 +248,48 @@ async def test_the_native_image_tool_is_not_offered_past_the_limit(make_settings
     reply = await native_draw(make_settings, Grant(left=0), offered)
 
     assert offered == [False] and reply.images == ()
+
+
+class Slow(TestImageGenerationModel):
+    """An image model that never answers (until the answer is stopped); `started` once it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+
+    async def generate(self, prompt: str, **options: Any) -> ImageGenerationResult:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never")
+
+
+async def test_an_answer_stopped_while_drawing_ends_its_claim(make_settings) -> None:
+    grant = Grant()
+    slow = Slow()
+    drawing = asyncio.create_task(draw(make_settings, slow, replace(deps(), images=grant)))
+    await slow.started.wait()
+
+    drawing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await drawing
+
+    assert grant.claims == 1 and grant.made_results == [None]
+
+
+class Failing(TestImageGenerationModel):
+    """An image model whose provider is down."""
+
+    async def generate(self, prompt: str, **options: Any) -> ImageGenerationResult:
+        raise RuntimeError("503 from the provider, quoting the prompt: a red fox")
+
+
+async def test_an_image_model_that_fails_gives_the_model_a_line_and_ends_the_claim(make_settings) -> None:
+    grant = Grant()
+    seen: list[list[ModelMessage]] = []
+
+    reply = await draw(make_settings, Failing(), replace(deps(), images=grant), seen=seen)
+
+    assert reply.text == "Here is your fox." and reply.images == ()
+    [returned] = [p for p in seen[-1][-1].parts if isinstance(p, ToolReturnPart)]
+    assert returned.content == FAILED
+    assert grant.made_results == [None]
