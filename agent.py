@@ -71,7 +71,7 @@ from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 from tools.approval import settle
-from tools.images import ImageStop, MadeImage, images_made, without_made_image
+from tools.images import ImageStop, MadeImage, drawn_to_fit, images_made, without_made_image
 from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER, offered_here
 
 if TYPE_CHECKING:
@@ -561,9 +561,11 @@ async def _reply(
     text = result.output.strip()
     if not text:
         raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)
-    made = tuple(images_made([*own, *result.new_messages()]))
+    made = images_made([*own, *result.new_messages()])
+    if deps.images is not None:
+        made = list(await drawn_to_fit(made, deps.images.upload_limit))
     model = answering_model(result.new_messages())
-    return Reply(text=text, messages=result.all_messages(), usage=usage, model=model, images=made)
+    return Reply(text=text, messages=result.all_messages(), usage=usage, model=model, images=tuple(made))
 
 
 def answering_model(messages: Sequence[ModelMessage]) -> str:

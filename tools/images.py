@@ -163,6 +163,23 @@ def images_made(messages: Iterable[ModelMessage]) -> list[MadeImage]:
     return made
 
 
+async def drawn_to_fit(images: Sequence[MadeImage], upload_limit: int) -> tuple[MadeImage, ...]:
+    """`images` with those a native tool drew fitted within `upload_limit` (Parley's tool fitted its own); one that
+    cannot be made small enough is left out, and logged."""
+    fitted: list[MadeImage] = []
+    for image in images:
+        if image.counted:
+            fitted.append(image)
+            continue
+        try:
+            prepared = await prepared_to_fit(image.data, upload_limit)
+        except ImageProblem as problem:
+            log.warning("an image the answer model drew was left out: %s", problem)
+            continue
+        fitted.append(replace(image, data=prepared.data, media_type=prepared.media_type))
+    return tuple(fitted)
+
+
 def latest_image(messages: Sequence[ModelMessage]) -> BinaryImage | None:
     """The newest image the history holds: the last one made, or a member's the prompt carries, whichever is later;
     None when every image has left the history (files/history.py)."""

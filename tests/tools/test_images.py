@@ -20,7 +20,18 @@ from agent import Reply, build_responder, generate_reply
 from files.history import expire_images
 from tests.support.agent_test_support import ALICE, conversation_of, deps, msg
 from tools import ChatDeps, build_toolbox
-from tools.images import FAILED, FILTERED, NO_FILES_HERE, TOO_LARGE, images_made, latest_image, without_made_image
+from tools.images import (
+    FAILED,
+    FILTERED,
+    NATIVE_ALT_TEXT,
+    NO_FILES_HERE,
+    TOO_LARGE,
+    MadeImage,
+    drawn_to_fit,
+    images_made,
+    latest_image,
+    without_made_image,
+)
 
 LIMIT_LINE = "You've had your 1 images for today."
 
@@ -293,3 +304,13 @@ async def test_an_image_model_that_fails_gives_the_model_a_line_and_ends_the_cla
     [returned] = [p for p in seen[-1][-1].parts if isinstance(p, ToolReturnPart)]
     assert returned.content == FAILED
     assert grant.made_results == [None]
+
+
+async def test_an_image_the_answer_models_tool_drew_is_fitted_within_the_upload_limit(make_settings) -> None:
+    drawn = MadeImage(png(1024, 1024, noise=True), "image/png", NATIVE_ALT_TEXT, counted=False)
+
+    [fitted] = await drawn_to_fit([drawn], 400_000)
+    too_large = await drawn_to_fit([drawn], 1_000)
+
+    assert len(fitted.data) <= 400_000 and not fitted.counted
+    assert too_large == ()
