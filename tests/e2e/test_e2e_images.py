@@ -16,6 +16,7 @@ import discord
 import pytest
 
 from admission.gatekeeper import MEMBER_IMAGES
+from tests.e2e.test_e2e_attachments import png
 from tests.e2e.test_e2e_usage import SERVER_MANAGER
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_discord_state import Post
@@ -237,3 +238,23 @@ async def test_a_channel_whose_profile_leaves_out_images_offers_no_image_tool(
     offered = [[tool["function"]["name"] for tool in request.get("tools", [])] for request in drawing.requests]
     assert "generate_image" in offered[0] and "generate_image" not in offered[1]
     assert "generate_image" not in "".join(message_text(m) for m in drawing.requests[1]["messages"])
+
+
+async def test_an_image_a_member_attached_is_the_reference_of_its_edit(
+    bot: RunningBot, fake: FakeDiscord, drawing: FakeLLM
+) -> None:
+    photo = png()
+    await bot.start(image_model=IMAGE_MODEL)
+
+    await say(
+        fake,
+        ALICE_ID,
+        f"<@{BOT_ID}> make it night",
+        attachments=[fake.served_attachment("photo.png", photo, "image/png")],
+    )
+    [post] = await fake.wait_for_posts(1)
+    await settled(fake)
+
+    [edited] = drawing.image_requests
+    assert edited.prompt == "make it night" and edited.references == [photo]
+    assert len(files_of(fake, post)) == 1
