@@ -71,6 +71,7 @@ from records import AskedAbout, MessageRecord
 from reminders.tool import REMINDER_TOOLS
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 from tools.approval import settle
+from tools.images import ImageStop, MadeImage, drawn_to_fit, images_made, without_made_image
 from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER, offered_here
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ class Reply:
     stopped: bool = False
     # `provider:model` as the provider named the model that answered ('' if none did), for usage and its cost.
     model: str = ""
+    # The images the answer made (tools/images.py), attached to its posts.
+    images: tuple[MadeImage, ...] = ()
 
 
 class AnswerListener(Protocol):
@@ -277,7 +280,7 @@ def _history_within_budget(settings: Settings) -> Callable[[list[ModelMessage]],
 
     async def keep_within_budget(messages: list[ModelMessage]) -> list[ModelMessage]:
         # Old images first: a placeholder costs the budget a line, the image a thousand tokens.
-        messages = expire_images(messages, image_retain_turns)
+        messages = expire_images(messages, image_retain_turns, also=without_made_image)
         return with_channel_info(trim_history(messages, budget), messages)
 
     return keep_within_budget
@@ -528,6 +531,8 @@ async def _reply(
                 )
             except BudgetSpent as stop:
                 return _limited_reply(prompt, history, run_messages, usage, "token_budget", message_id, stop.line)
+            except ImageStop as stop:
+                return _limited_reply(prompt, history, run_messages, usage, "images", message_id, stop.line)
             except UsageLimitExceeded as stop:
                 return _limited_reply(prompt, history, run_messages, usage, _limit_name(stop), message_id)
             except RunCancelled as stop:
@@ -556,7 +561,11 @@ async def _reply(
     text = result.output.strip()
     if not text:
         raise ReplyFailed(f"the model gave an empty answer to message {message_id}", usage)
-    return Reply(text=text, messages=result.all_messages(), usage=usage, model=answering_model(result.new_messages()))
+    made = images_made([*own, *result.new_messages()])
+    if deps.images is not None:
+        made = list(await drawn_to_fit(made, deps.images.upload_limit))
+    model = answering_model(result.new_messages())
+    return Reply(text=text, messages=result.all_messages(), usage=usage, model=model, images=tuple(made))
 
 
 def answering_model(messages: Sequence[ModelMessage]) -> str:

@@ -21,6 +21,8 @@ JudgeOutputMode = Literal["tool", "native", "prompted"]
 WebSearchMode = Literal["off", "native", "duckduckgo", "tavily"]
 # What each answer shows under it of what it cost: nothing, its tokens, or its tokens and estimated cost.
 FooterMode = Literal["off", "tokens", "cost"]
+# IMAGE_MODEL's word for the answer model's own image tool, where its provider has one.
+NATIVE_IMAGES = "native"
 
 # A Discord id (a snowflake) is an unsigned 64-bit number, and every id Discord has made (since 2015) has 17 digits
 # at least: a shorter number is a cut-off paste or no id at all, and would silently match nothing.
@@ -282,6 +284,18 @@ class Settings(BaseSettings):
         " tavily (searched by Parley).",
     )
     web_search_max_calls: int = Field(2, ge=1, description="Web searches one answer may make.")
+    image_model: str | None = Field(
+        None,
+        description="Images the model may make and edit: a direct image model (openai:gpt-image-1, google:…,"
+        " xai:…; openai's on LLM_BASE_URL's server when it is set), or native (the answer model's own image tool);"
+        " unset: no images.",
+    )
+    images_per_member_per_day: int = Field(
+        10, ge=0, description="Images one member may have made in a server each UTC day; 0: none."
+    )
+    images_per_server_per_day: int = Field(
+        100, ge=0, description="Images made in one server each UTC day, every member's together; 0: none."
+    )
 
     discord_api_base_url: str | None = Field(
         None, description="REST proxy, e.g. a local fake in tests: https://, or http:// to a loopback address only."
@@ -483,15 +497,17 @@ class Settings(BaseSettings):
             raise ValueError(f"each wake word needs at least {MIN_NAME_CHARS} characters; {short[0]!r} is shorter")
         return words
 
-    @field_validator("embedding_model", mode="before")
+    @field_validator("embedding_model", "image_model", mode="before")
     @classmethod
-    def _embedding_model_string(cls, value: Any) -> Any:
+    def _provider_model_string(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
             return value
         value = value.strip()
-        if value and ":" not in value:
-            # pydantic-ai's infer_embedding_model needs the provider prefix; say so before the first embedding does.
-            raise ValueError(f"{value!r} needs its provider, as in openai:text-embedding-3-small")
+        image = info.field_name == "image_model"
+        if value and ":" not in value and not (image and value == NATIVE_IMAGES):
+            # pydantic-ai's embedding and image models need the provider prefix; say so before the first call does.
+            example = "openai:gpt-image-1, or is native" if image else "openai:text-embedding-3-small"
+            raise ValueError(f"{value!r} needs its provider, as in {example}")
         return value or None
 
     @field_validator("timezone")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import re
 import unicodedata
@@ -19,6 +20,7 @@ from addressing import calls_by_name
 from archive import ArchivedAttachment, ArchivedMessage
 from archive.text import safe_text
 from records import AttachmentInfo, MessageRecord
+from tools.images import MadeImage
 
 log = logging.getLogger("parley")
 
@@ -377,6 +379,32 @@ def _joins_previous(before: str, char: str) -> bool:
         or unicodedata.category(char) in ("Mn", "Me", "Mc")
         or ord(char) in _SKIN_TONES
     )
+
+
+# --- Images posted with an answer ---------------------------------------------------------------
+
+
+def upload_limit(channel: object) -> int:
+    """The bytes a file Parley posts in `channel` may have: the server's upload limit (its boost tier's), Discord's
+    default in a DM, 0 where Parley may not attach files."""
+    guild = getattr(channel, "guild", None)
+    if guild is None:
+        return discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
+    me = guild.me
+    permissions_for = getattr(channel, "permissions_for", None)
+    if me is None or permissions_for is None or not permissions_for(me).attach_files:
+        return 0
+    limit: int = guild.filesize_limit
+    return limit
+
+
+def image_files(images: Sequence[MadeImage]) -> list[discord.File]:
+    """The images an answer made as files for its post, each with its alt text; new ones for every try, since a
+    file is read once it is sent."""
+    return [
+        discord.File(io.BytesIO(image.data), filename=f"{index}-{image.filename}", description=image.description)
+        for index, image in enumerate(images, start=1)
+    ]
 
 
 def reply_mentions(person: discord.abc.User) -> discord.AllowedMentions:

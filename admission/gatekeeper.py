@@ -56,6 +56,10 @@ STOPPED_AT_ROLE_TOKENS = (
 STOPPED_AT_SERVER_BUDGET = (
     "I stopped there: this server has used up Parley's token budget for today; it resets {reset}."
 )
+# What a member is told, as the whole answer, when an image would pass a daily image limit (no image model is called).
+MEMBER_IMAGES = "You've had your {limit} images for today, so I can't make another; more {reset}."
+SERVER_IMAGES = "This server has had its {limit} images for today, so I can't make another; more {reset}."
+NO_IMAGES = "I don't make images in this server."
 # Conversations can end by the thousand at once (a restart, a sweep): their summaries take turns,
 # so neither the model provider nor the process's memory sees them all at the same time.
 SUMMARIES_AT_ONCE = 4
@@ -324,6 +328,34 @@ class Gatekeeper:
             return None
         self._first_token_notice(guild_id, member_id)
         return Refused(ROLE_TOKEN_BUDGET, STOPPED_AT_ROLE_TOKENS.format(reset=reset))
+
+    # -- Images made --
+
+    async def image_refusal(self, guild_id: int, member_id: int) -> str | None:
+        """Claim one of today's images for the member (IMAGES_PER_MEMBER_PER_DAY, IMAGES_PER_SERVER_PER_DAY): None,
+        and `image_done` ends the claim once the image is recorded; or the one line they are told instead."""
+        per_member, per_server = self.settings.images_per_member_per_day, self.settings.images_per_server_per_day
+        refused = await self.allowances.claim_image(guild_id, member_id, per_member, per_server)
+        if refused is None:
+            return None
+        log.info("image for member %s in server %s refused: the %s's daily limit", member_id, guild_id, refused)
+        limit = per_member if refused == "member" else per_server
+        if limit == 0:
+            return NO_IMAGES
+        reset = _rounded_up(next_utc_midnight(self.usage.today()))
+        return (MEMBER_IMAGES if refused == "member" else SERVER_IMAGES).format(limit=limit, reset=reset)
+
+    async def images_left(self, guild_id: int, member_id: int) -> bool:
+        """Whether the member and the server have an image left today, claiming none (the native image tool is
+        offered only then, and what it draws is counted after the answer)."""
+        if await self.image_refusal(guild_id, member_id) is not None:
+            return False
+        self.image_done(guild_id, member_id)
+        return True
+
+    def image_done(self, guild_id: int, member_id: int) -> None:
+        """End an image's claim: recorded in the usage ledger, or none was made."""
+        self.allowances.release_image(guild_id, member_id)
 
     async def member_refusal(self, guild_id: int, member_id: int, role_ids: Collection[int] = ()) -> str | None:
         """`regenerate_refusal` for any model call a member asks for by command (a catch-up): the same limits, the

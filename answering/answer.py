@@ -15,6 +15,7 @@ from admission.optout import HasOptOuts, VeiledArchive
 from admission.spending import Spending
 from agent import AnswerListener, Reply, ReplyFailed, Responder, generate_reply, regenerate_reply
 from answering.delivery import Delivery
+from answering.images import AnswerImages, ImageAdmission
 from answering.models import ProfileModels
 from answering.outcome import APOLOGY, AnswerOutcome, AnswerTail
 from answering.usage import UsageAccounting
@@ -24,7 +25,7 @@ from archive.null import archive_off
 from archive.text import safe_text
 from config import Settings
 from conversation import ChannelConversation, ConversationManager
-from discord_io import is_closed_thread, to_record
+from discord_io import is_closed_thread, to_record, upload_limit
 from edge.approval import ApprovalPrompts
 from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
@@ -45,8 +46,9 @@ log = logging.getLogger("parley")
 DIRECT_MESSAGES_PLACE = "direct messages"
 
 
-class AnswerAdmission(HasOptOuts, Protocol):
-    """The one admission path (admission/gatekeeper.py), as an answer under way asks it before each model request."""
+class AnswerAdmission(HasOptOuts, ImageAdmission, Protocol):
+    """The one admission path (admission/gatekeeper.py), as an answer under way asks it before each model request
+    and each image."""
 
     def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
 
@@ -169,7 +171,16 @@ class Answering:
             readable_channels=_readable_channels(guild, question.asker, outlet),
             # Its tool rounds and resumed runs each ask the asker's and the server's daily budgets first.
             before_each_call=self.admission.spending(guild_id, question.asker_id, role_ids).stop_line,
+            images=self._images(question, outlet),
         )
+
+    def _images(self, question: Question, outlet: Outlet) -> AnswerImages | None:
+        """What the answer may do with images, when IMAGE_MODEL is set: claim them for the asker, and attach them
+        within the upload limit where it is posted (0: Parley may not attach files there)."""
+        if not self.settings.image_model:
+            return None
+        limit = upload_limit(outlet.channel)
+        return AnswerImages(question, outlet.channel_id, limit, self.admission, self.accounting)
 
     async def _reply(
         self,

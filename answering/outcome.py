@@ -25,11 +25,12 @@ from agent import Reply, ReplyFailed
 from answering.delivery import Delivery
 from answering.usage import UsageAccounting
 from conversation import ChannelConversation, ConversationManager
-from discord_io import is_closed_thread, split_message, to_record
+from discord_io import image_files, is_closed_thread, split_message, to_record
 from edge.asking import InteractionReply, MessageReply, Question
 from edge.streaming import AnswerStreams, Outlet, Streamed
 from helpdesk.feedback import SupportFeedback
 from records import AnswerPosts
+from tools.images import MadeImage
 from upkeep.conversations import ConversationUpkeep
 from usage.footer import answer_footer
 
@@ -157,10 +158,11 @@ class AnswerTail:
         spent = self.accounting.account(
             question, outcome.usage, channel_id, outcome.reply.model if outcome.reply else ""
         )
+        self._count_native_images(outcome)
         posts = list(outcome.posts)
         whole = True
         if outcome.text is not None:
-            posts = await self.post(outlet, outcome.text)
+            posts = await self.post(outlet, outcome.text, images=outcome.reply.images if outcome.reply else ())
             whole = len(posts) == len(split_message(outcome.text, max_posts=self.max_posts))
         whole = whole and not outcome.broken
         if not (posts and whole) and (posts or not isinstance(outlet, InteractionReply)):
@@ -192,6 +194,13 @@ class AnswerTail:
             return
         shown = discord.Embed().set_footer(text=footer)
         await self.delivery.attempt(functools.partial(post.edit, embed=shown), f"the footer of message {post.id}")
+
+    def _count_native_images(self, outcome: AnswerOutcome) -> None:
+        """Count the images the answer model's own tool drew (Parley's image tool counted its own as it made them)."""
+        drawn = sum(not image.counted for image in outcome.reply.images) if outcome.reply is not None else 0
+        if drawn and outcome.reply is not None:
+            channel_id = outcome.outlet.channel_id
+            self.accounting.account_image(outcome.question, channel_id, None, images=drawn, model=outcome.reply.model)
 
     def _keep_turn(
         self,
@@ -243,17 +252,24 @@ class AnswerTail:
             self._note_posts(notice.message.author.id, outlet.channel_id, posts)
         return posts
 
-    async def post(self, outlet: Outlet, text: str, *, seconds: float | None = None) -> list[discord.Message]:
-        """Post `text` through `outlet`, split to Discord's limit, each part tried until Discord takes it or the
-        delivery deadline (`seconds`, else the setting) has passed; what was posted, up to a failure. Nothing is
-        posted in an archived or locked thread: posting would reopen it."""
+    async def post(
+        self, outlet: Outlet, text: str, *, seconds: float | None = None, images: Sequence[MadeImage] = ()
+    ) -> list[discord.Message]:
+        """Post `text` through `outlet`, split to Discord's limit, the last part with the `images` the answer made
+        attached, each part tried until Discord takes it or the delivery deadline (`seconds`, else the setting) has
+        passed; what was posted, up to a failure. Nothing is posted in an archived or locked thread: posting would
+        reopen it."""
         posts: list[discord.Message] = []
         if is_closed_thread(outlet.channel):
             log.info("not posting in thread %s: it was archived or locked meanwhile", outlet.channel_id)
             return posts
-        for index, part in enumerate(split_message(text, max_posts=self.max_posts)):
+        parts = split_message(text, max_posts=self.max_posts)
+        for index, part in enumerate(parts):
+            attached = images if index == len(parts) - 1 else ()
             post = await self.delivery.attempt(
-                functools.partial(outlet.send, part, first=index == 0), f"to channel {outlet.channel_id}", seconds
+                functools.partial(_send_with, outlet, part, first=index == 0, images=attached),
+                f"to channel {outlet.channel_id}",
+                seconds,
             )
             if post is None:
                 break
@@ -279,6 +295,12 @@ class AnswerTail:
         self.streams.answered(question.message, posts, outlet.channel)
         post_ids = tuple(post.id for post in posts)
         conversation.latest_answer = AnswerPosts(question.message.channel.id, question.id, post_ids)
+
+
+async def _send_with(outlet: Outlet, part: str, *, first: bool, images: Sequence[MadeImage]) -> discord.Message:
+    """One part of an answer, sent with its images as new files (a file is read once it is sent, and a try may
+    be made again)."""
+    return await outlet.send(part, first=first, files=image_files(images))
 
 
 def as_shown(messages: Sequence[ModelMessage], posts: Sequence[discord.Message]) -> list[ModelMessage]:

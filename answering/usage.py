@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 
 from pydantic_ai import RunUsage
+from pydantic_ai.images import ImageGenerationResult
 from pydantic_ai.models import KnownModelName, Model
 
 from agent import LLMJudge
@@ -62,6 +63,30 @@ class UsageAccounting:
             usage.output_tokens,
             cached_input_tokens=usage.cache_read_tokens,
             model=model or model_label(self.answer_model),
+        )
+
+    def account_image(
+        self,
+        question: Question,
+        channel_id: int,
+        result: ImageGenerationResult | None,
+        *,
+        images: int = 1,
+        model: str = "",
+    ) -> None:
+        """Count images made for `question`'s asker (in `channel_id`) against its server: an image model's `result`
+        with its tokens and model, or `images` a native tool drew (their tokens are the answer's, `model`'s)."""
+        usage = result.usage if result is not None else None
+        self.ledger.record(
+            question.guild_id,
+            channel_id,
+            question.asker_id,
+            usage.input_tokens if usage is not None else 0,
+            usage.output_tokens if usage is not None else 0,
+            cached_input_tokens=usage.cache_read_tokens if usage is not None else 0,
+            model=f"{result.provider_name}:{result.model_name}" if result is not None else model,
+            kind="image",
+            images=images,
         )
 
     def account_judgement(self, record: MessageRecord, usage: RunUsage) -> None:

@@ -213,6 +213,8 @@ class TokenUsage:
     judge_calls: int = 0
     # `provider:model` as the provider named it; '' for rows from before the archive kept it.
     model: str = ""
+    # Images made (IMAGE_MODEL, or the answer model's own image tool), with the tokens the image model spent.
+    images: int = 0
 
     @property
     def total_tokens(self) -> int:

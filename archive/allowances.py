@@ -42,6 +42,8 @@ _SERVER_TOKENS = (
     "SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM token_usage WHERE guild_id = $1 AND day = $2"
 )
 _MEMBER_TOKENS = _SERVER_TOKENS + " AND member_id = $3"
+_SERVER_IMAGES = "SELECT coalesce(sum(images), 0) FROM token_usage WHERE guild_id = $1 AND day = $2"
+_MEMBER_IMAGES = _SERVER_IMAGES + " AND member_id = $3"
 
 
 class AllowanceTable(Protocol):
@@ -59,6 +61,10 @@ class AllowanceTable(Protocol):
 
     async def day_tokens(self, guild_id: int, day: date, member_id: int | None = None) -> int:
         """The server's (or one of its members') committed tokens on UTC day `day`."""
+        ...
+
+    async def day_images(self, guild_id: int, day: date, member_id: int | None = None) -> int:
+        """The server's (or one of its members') committed images made on UTC day `day`."""
         ...
 
 
@@ -84,6 +90,11 @@ class PostgresAllowances(ABC):
     async def day_tokens(self, guild_id: int, day: date, member_id: int | None = None) -> int:
         args: Sequence[int] = (guild_id, to_day(day)) if member_id is None else (guild_id, to_day(day), member_id)
         rows = await self._fetch(_SERVER_TOKENS if member_id is None else _MEMBER_TOKENS, *args)
+        return int(rows[0][0])
+
+    async def day_images(self, guild_id: int, day: date, member_id: int | None = None) -> int:
+        args: Sequence[int] = (guild_id, to_day(day)) if member_id is None else (guild_id, to_day(day), member_id)
+        rows = await self._fetch(_SERVER_IMAGES if member_id is None else _MEMBER_IMAGES, *args)
         return int(rows[0][0])
 
 

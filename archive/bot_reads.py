@@ -17,7 +17,8 @@ from archive.times import from_day, from_ms, to_day
 __all__ = ["BotReads"]
 
 _USAGE_COLUMNS = (
-    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model"
+    "guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls, model,"
+    " images"
 )
 _DECISION_COLUMNS = "id, channel_id, message_id, author_name, excerpt, responded, reason, tier, confidence, decided_at"
 

@@ -99,13 +99,14 @@ USAGE = Write(
     "record_usage",
     (
         "INSERT INTO token_usage (day, guild_id, channel_id, member_id, model, input_tokens, cached_input_tokens,"
-        " output_tokens, answers, judge_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " output_tokens, answers, judge_calls, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (day, guild_id, channel_id, member_id, model) DO UPDATE SET"
         " input_tokens = token_usage.input_tokens + excluded.input_tokens,"
         " cached_input_tokens = token_usage.cached_input_tokens + excluded.cached_input_tokens,"
         " output_tokens = token_usage.output_tokens + excluded.output_tokens,"
         " answers = token_usage.answers + excluded.answers,"
-        " judge_calls = token_usage.judge_calls + excluded.judge_calls",
+        " judge_calls = token_usage.judge_calls + excluded.judge_calls,"
+        " images = token_usage.images + excluded.images",
     ),
 )
 # Params are (cutoff_ms, future or None); handled apart because it reports a count.

@@ -50,7 +50,7 @@ NOT_WRITTEN_OPTED_OUT = (
 )
 _USAGE_COLUMNS = (
     "day, guild_id, channel_id, member_id, input_tokens, output_tokens, answers, cached_input_tokens, judge_calls,"
-    " model"
+    " model, images"
 )
 # The summaries written from a conversation with any of them: found through their archived messages, and through the
 # decisions on their questions asked by command (no archived message).

@@ -272,6 +272,7 @@ class QueuedWrites(ABC):
             (
                 to_day(usage.day), usage.guild_id, usage.channel_id, usage.member_id, usage.model,
                 usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.answers, usage.judge_calls,
+                usage.images,
             ),
         )  # fmt: skip
 

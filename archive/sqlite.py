@@ -545,6 +545,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX support_feedback_asker ON support_feedback (guild_id, asker_id);
     CREATE INDEX support_feedback_channel ON support_feedback (channel_id);
     """,
+    # v28 (images): the images made a day for each member in each channel with each model, beside their tokens
+    # (tools/images.py): what IMAGES_PER_MEMBER_PER_DAY and IMAGES_PER_SERVER_PER_DAY count, and the usage report.
+    "ALTER TABLE token_usage ADD COLUMN images INTEGER NOT NULL DEFAULT 0;",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the

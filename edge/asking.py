@@ -12,7 +12,7 @@ streamed answer is edited alike in both.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,10 +125,19 @@ class MessageReply:
     def waiting(self) -> contextlib.AbstractAsyncContextManager[None]:
         return typing_indicator(self.channel)
 
-    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+    async def send(
+        self,
+        content: str,
+        *,
+        first: bool,
+        view: discord.ui.View | None = None,
+        files: Sequence[discord.File] = (),
+    ) -> discord.Message:
+        options: dict[str, Any] = {"files": list(files)} if files else {}
         if not first:
-            return await self.channel.send(content, allowed_mentions=discord.AllowedMentions.none())
-        options: dict[str, Any] = {} if view is None else {"view": view}
+            return await self.channel.send(content, allowed_mentions=discord.AllowedMentions.none(), **options)
+        if view is not None:
+            options["view"] = view
         if self.replies:
             options["reference"] = self.message.to_reference(fail_if_not_exists=False)
         return await self.channel.send(content, allowed_mentions=self.mentions, **options)
@@ -192,18 +201,29 @@ class InteractionReply:
         # The deferred response already shows "Parley is thinking…" until the first post fills it.
         yield
 
-    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
+    async def send(
+        self,
+        content: str,
+        *,
+        first: bool,
+        view: discord.ui.View | None = None,
+        files: Sequence[discord.File] = (),
+    ) -> discord.Message:
         # The command was deferred first (`defer`, answering/asked.py): the first post fills its response.
         # discord.py's `followup.send` takes no `view=None`: a view is passed only if there is one.
         options: dict[str, Any] = {"ephemeral": self.ephemeral, "allowed_mentions": self.mentions}
         if view is not None:
             options["view"] = view
+        # Files only when there are some: an empty list would be sent as "no attachments".
+        attached: dict[str, Any] = {"attachments": list(files)} if files else {}
         post: discord.Message
         if self.sent:
+            if files:
+                options["files"] = list(files)
             post = await self.interaction.followup.send(content, wait=True, **options)
         else:
             post = await self.interaction.edit_original_response(
-                content=content, allowed_mentions=self.mentions, view=view
+                content=content, allowed_mentions=self.mentions, view=view, **attached
             )
         # Set once Discord took it: a first post tried again still fills the response.
         self.sent = True

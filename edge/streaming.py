@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections import OrderedDict
@@ -26,7 +27,8 @@ from discord import app_commands
 from pydantic_ai import CancellationToken
 
 from agent import AnswerListener, Reply, ReplyFailed
-from discord_io import DISCORD_MESSAGE_LIMIT, split_message
+from discord_io import DISCORD_MESSAGE_LIMIT, image_files, split_message
+from tools.images import MadeImage
 from tools.registry import status_line
 
 log = logging.getLogger("parley.streaming")
@@ -125,8 +127,16 @@ class Outlet(Protocol):
         """What the asker sees while the answer is written ("Parley is typing…")."""
         ...
 
-    async def send(self, content: str, *, first: bool, view: discord.ui.View | None = None) -> discord.Message:
-        """Post `content`: the first post of an answer (or a prompt) answers the question, the others follow."""
+    async def send(
+        self,
+        content: str,
+        *,
+        first: bool,
+        view: discord.ui.View | None = None,
+        files: Sequence[discord.File] = (),
+    ) -> discord.Message:
+        """Post `content` (with `files`): the first post of an answer (or a prompt) answers the question, the others
+        follow."""
         ...
 
 
@@ -211,11 +221,24 @@ class LiveAnswer:
     async def stopped(self) -> None:
         await self._stopped.wait()
 
-    async def finish(self, text: str) -> list[discord.Message]:
-        """Show `text` as the final posts, exactly `split_message(text, max_posts=...)`, without the button."""
+    async def finish(self, text: str, images: Sequence[MadeImage] = ()) -> list[discord.Message]:
+        """Show `text` as the final posts, exactly `split_message(text, max_posts=...)`, without the button, the
+        last of them with the `images` the answer made attached."""
         await self._end_writer()
         await self._show(split_message(text, max_posts=self.max_posts), final=True)
+        await self._attach(images)
         return list(self.posts)
+
+    async def _attach(self, images: Sequence[MadeImage]) -> None:
+        """Attach `images` to the last post, by an edit, as the text was streamed into it; a regenerated answer's
+        posts lose the images the answer they held had made."""
+        for index, post in enumerate(self.posts):
+            files = image_files(images) if index == len(self.posts) - 1 else []
+            if self._broken or not (files or post.attachments):
+                continue
+            edited = await self._deliver(functools.partial(post.edit, attachments=files))
+            if edited is not None:
+                self.posts[index] = edited
 
     async def fail(self, apology: str) -> list[discord.Message]:
         """End an answer whose model failed: `apology` if nothing was shown yet, else BROKE_OFF in place of it."""
@@ -439,7 +462,7 @@ class AnswerStreams:
                 raise
             finally:
                 self._live.remove(live)
-            return Streamed(await live.finish(reply.text), reply, broken=live.broken)
+            return Streamed(await live.finish(reply.text, reply.images), reply, broken=live.broken)
 
     def live_on(self, message_id: int) -> LiveAnswer | None:
         """The answer streaming into the post `message_id`, if one is."""

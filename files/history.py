@@ -5,36 +5,51 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pydantic_ai.framing import open_tag, wrap
-from pydantic_ai.messages import BinaryContent, ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    UserContent,
+    UserPromptPart,
+)
 
 from files.prepared import ATTACHMENT_TAG
 from prompting.quoting import inline
 from records import AttachmentInfo
 
+# What else an old request part holds an image in (a made image, tools/images.py): the part without it, or None.
+PartExpiry = Callable[[ModelRequestPart], ModelRequestPart | None]
 
-def expire_images(messages: list[ModelMessage], retain_turns: int) -> list[ModelMessage]:
+
+def expire_images(
+    messages: list[ModelMessage], retain_turns: int, *, also: PartExpiry | None = None
+) -> list[ModelMessage]:
     """`messages` with every image older than `retain_turns` user turns replaced by a one-line placeholder.
 
     The turn that sent an image is its first; from the turn `retain_turns` after it, the model reads the
-    placeholder (its `<attachment>` frame still names the file) instead of being sent the image again.
+    placeholder (its `<attachment>` frame still names the file) instead of being sent the image again. `also`
+    takes the images other parts hold out of them at the same age (the images Parley made).
     """
     turns = 0
     kept = list(messages)
     for index in range(len(kept) - 1, -1, -1):
         message = kept[index]
-        if not isinstance(message, ModelRequest) or not any(isinstance(p, UserPromptPart) for p in message.parts):
+        if not isinstance(message, ModelRequest):
             continue
-        turns += 1
-        if turns > retain_turns:
-            kept[index] = _images_expired(message, turns - 1)
+        prompted = any(isinstance(p, UserPromptPart) for p in message.parts)
+        turns += prompted
+        if turns > retain_turns or (turns == retain_turns and not prompted):
+            kept[index] = _images_expired(message, turns - 1 if prompted else turns, also)
     return kept
 
 
-def _images_expired(request: ModelRequest, age: int) -> ModelRequest:
+def _images_expired(request: ModelRequest, age: int, also: PartExpiry | None) -> ModelRequest:
     parts = []
     changed = False
     for part in request.parts:
@@ -43,6 +58,9 @@ def _images_expired(request: ModelRequest, age: int) -> ModelRequest:
             if any(a is not b for a, b in zip(content, part.content, strict=True)):
                 part = replace(part, content=content)
                 changed = True
+        elif also is not None and (expired := also(part)) is not None:
+            part = expired
+            changed = True
         parts.append(part)
     return replace(request, parts=parts) if changed else request
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -143,3 +144,19 @@ _DECODERS = ThreadPoolExecutor(max_workers=IMAGES_DECODED_AT_ONCE, thread_name_p
 async def prepared_image(data: bytes) -> PreparedImage:
     """`prepare_image` on one of the image decoding threads."""
     return await asyncio.get_running_loop().run_in_executor(_DECODERS, prepare_image, data)
+
+
+# A made image posted to Discord keeps up to this many pixels on its long side (the image models make 1024 to 4096).
+POSTED_IMAGE_SIDE = 4096
+
+
+async def prepared_to_fit(data: bytes, max_bytes: int) -> PreparedImage:
+    """An image made for posting, within Discord's upload limit `max_bytes`: as it is when it fits, else re-encoded
+    and downscaled (`prepare_image`), on an image decoding thread.
+
+    Raises:
+        ImageProblem: not a readable image, or still over `max_bytes` after downscaling.
+    """
+    return await asyncio.get_running_loop().run_in_executor(
+        _DECODERS, functools.partial(prepare_image, data, max_bytes=max_bytes, max_side=POSTED_IMAGE_SIDE)
+    )

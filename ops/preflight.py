@@ -21,17 +21,26 @@ import discord
 from dotenv import dotenv_values
 from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.images import infer_image_generation_model
 
 from archive import describe_database_url, is_postgres_url
 from archive.sqlite import MIGRATIONS, sqlite_path_from_url
-from config import Settings
+from config import NATIVE_IMAGES, Settings
 from ops.packages import missing_package_fix
 from ops.redaction import MASK, mask_credentials
 from profiles.channels import profiles_file_problem
-from providers.known_models import closest, has_model_list, is_known, suggestion
+from providers.images import DIRECT_IMAGE_PROVIDERS, build_image_generator
+from providers.known_models import (
+    closest,
+    closest_image_model,
+    has_model_list,
+    is_known,
+    is_known_image_model,
+    suggestion,
+)
 from providers.models import build_model
 from records import NORMAL
-from tools import supports_native_web_search, tool_config_problem
+from tools import supports_native_images, supports_native_web_search, tool_config_problem
 
 # What Parley needs in a channel: see the README's "Creating the Discord application". The `bot`
 # scope already includes `applications.commands`, so the invite asks for no more.
@@ -136,7 +145,7 @@ def configuration_problems(settings: Settings) -> list[str]:
     problems += [model_problem(settings, variable, name) for variable, name in listed_models(settings)]
     problems.append(archive_problem(settings.database_url))
     if not any(problems):
-        problems += [native_web_search_problem(settings), tool_config_problem(settings)]
+        problems += [native_web_search_problem(settings), image_model_problem(settings), tool_config_problem(settings)]
     problems.append(profiles_file_problem(settings))
     return [problem for problem in problems if problem]
 
@@ -146,6 +155,7 @@ def configuration_warnings(settings: Settings, environ: Mapping[str, str]) -> li
     Railway redeploy loses. One line each, naming the variable."""
     models = [*models_in_use(settings), *listed_models(settings)]
     warnings = [unknown_model_warning(settings, variable, name) for variable, name in models]
+    warnings.append(unknown_image_model_warning(settings))
     warnings.append(railway_archive_warning(settings.database_url, environ))
     return [warning for warning in warnings if warning]
 
@@ -261,6 +271,55 @@ def native_web_search_problem(settings: Settings) -> str | None:
     return (
         f"WEB_SEARCH=native needs a model whose provider searches the web itself (OpenAI Responses, Anthropic,"
         f" Google, Groq), and LLM_MODEL {where} has none: use WEB_SEARCH=duckduckgo or tavily"
+    )
+
+
+def image_model_problem(settings: Settings) -> str | None:
+    """Why IMAGE_MODEL cannot make images, or None: `native` with an LLM_MODEL whose provider draws none, a provider
+    without an images API pydantic-ai calls, or its provider's key not set."""
+    name = settings.image_model
+    if name is None:
+        return None
+    if name == NATIVE_IMAGES:
+        if supports_native_images(build_model(settings)):
+            return None
+        return (
+            f"IMAGE_MODEL=native needs a model whose provider draws images itself (OpenAI Responses, Google), and"
+            f" LLM_MODEL {settings.llm_model} has none: name an image model instead, such as openai:gpt-image-1"
+        )
+    provider = name.partition(":")[0]
+    if provider not in DIRECT_IMAGE_PROVIDERS:
+        return (
+            f"IMAGE_MODEL={name}: {provider} has no images API pydantic-ai calls; use one of"
+            f" {', '.join(DIRECT_IMAGE_PROVIDERS)} (such as openai:gpt-image-1), or native"
+        )
+    generator = build_image_generator(settings)
+    try:
+        if generator is not None and not isinstance(generator.model, str):
+            return None  # LLM_BASE_URL's server: it alone knows its models and its key
+        infer_image_generation_model(name)
+    except ImportError as error:
+        return f"IMAGE_MODEL={name} needs a provider package that is not installed: {missing_package_fix(error)}"
+    except UserError as error:
+        key = _KEY_NEEDED.search(str(error))
+        if key:
+            return f"IMAGE_MODEL={name} needs {key.group(1)}: set it in .env or the environment"
+        return f"IMAGE_MODEL={name} cannot be used: {str(error).splitlines()[0]}"
+    return None
+
+
+def unknown_image_model_warning(settings: Settings) -> str | None:
+    """A line when IMAGE_MODEL names a model pydantic-ai and genai-prices do not know: a warning, as for LLM_MODEL."""
+    name = settings.image_model
+    if name is None or name == NATIVE_IMAGES or settings.llm_base_url or is_known_image_model(name):
+        return None
+    if name.partition(":")[0] not in DIRECT_IMAGE_PROVIDERS:
+        return None  # an error already (image_model_problem)
+    likely = closest_image_model(name)
+    return (
+        f"IMAGE_MODEL={name} is not an image model pydantic-ai knows"
+        + (f"; did you mean {likely}?" if likely else ".")
+        + " If it is newer than its list, ignore this"
     )
 
 

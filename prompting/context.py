@@ -33,14 +33,14 @@ from pydantic_ai import (
     UserContent,
 )
 from pydantic_ai.framing import RegisteredTag, close_tag, open_tag, wrap
-from pydantic_ai.messages import BaseToolReturnPart, UserPromptPart
+from pydantic_ai.messages import BaseToolReturnPart, FilePart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_core import to_json
 
 from archive import ConversationSummary
 from config import Settings
 from conversation import ChannelConversation
-from files.history import content_chars
+from files.history import IMAGE_CHARS, content_chars
 from files.prepared import PreparedFiles
 from prompting.quoting import (
     AI_PARTICIPANT_TAG,
@@ -601,6 +601,8 @@ def _part_chars(part: object) -> int:
         return len(part.model_response_str())
     if isinstance(part, UserPromptPart):
         return content_chars(part.content)
+    if isinstance(part, FilePart):
+        return IMAGE_CHARS  # an image a model's own tool made, costed as a member's is
     content = getattr(part, "content", None)
     if isinstance(content, str):
         return len(content)

@@ -13,6 +13,7 @@ from typing import get_args
 
 from genai_prices import data as prices
 from genai_prices.types import Provider
+from pydantic_ai.images import KnownImageGenerationModelName
 from pydantic_ai.models import KnownModelName
 
 # pydantic-ai's provider prefixes whose models genai-prices lists, by its provider id. A prefix not here (ollama,
@@ -97,3 +98,21 @@ def suggestion(model: str) -> str | None:
 
 def _likeness(name: str, known: str) -> float:
     return difflib.SequenceMatcher(None, name, known).ratio()
+
+
+def known_image_models() -> list[str]:
+    """The image models pydantic-ai knows by name (`openai:gpt-image-2`, ...), as IMAGE_MODEL names them."""
+    return sorted(get_args(KnownImageGenerationModelName.__value__))
+
+
+def is_known_image_model(model: str) -> bool:
+    """Whether IMAGE_MODEL's `model` is one pydantic-ai lists, or one genai-prices prices under its provider (the
+    older `openai:gpt-image-1` is priced, not listed)."""
+    prefix, _, name = model.partition(":")
+    return model in known_image_models() or (prefix == "openai" and is_known(prefix, name) and "image" in name)
+
+
+def closest_image_model(model: str) -> str | None:
+    """The known image model most like `model`; None if none is alike."""
+    found = difflib.get_close_matches(model, known_image_models(), n=1, cutoff=_LIKENESS)
+    return found[0] if found else None

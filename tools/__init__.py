@@ -13,6 +13,7 @@ read (deps.py), the tool sets offered by name (toolbox.py), and which calls wait
 from tools.archive import ARCHIVE_TOOLS, HISTORY_NOT_PERMITTED, HOURS_MAX
 from tools.deps import ChatDeps, MessageArchive, log_tool_call
 from tools.errors import ToolConfigError
+from tools.images import supports_native_images
 from tools.mcp import load_mcp_servers
 from tools.memory import MEMORY_TOOLS
 from tools.toolbox import Toolbox, build_toolbox, offers, tool_config_problem
@@ -31,6 +32,7 @@ __all__ = [
     "load_mcp_servers",
     "log_tool_call",
     "offers",
+    "supports_native_images",
     "supports_native_web_search",
     "tool_config_problem",
     "web_search_function",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pydantic_ai import RunContext
+from pydantic_ai.images import ImageGenerationResult
 
 from archive import ArchivedMessage, ChannelStats
 from archive.knowledge_types import KnowledgeSearch
@@ -14,6 +15,27 @@ from reminders.book import ReminderBook
 from tools.approval import Approver
 
 log = logging.getLogger("parley.tools")
+
+
+class ImageGrant(Protocol):
+    """What an answer may do with images (answering/images.py's `AnswerImages`): where its posts go takes files of
+    up to `upload_limit` bytes (0: Parley may not attach files there), and the asker's and the server's images today,
+    each one claimed before it is made and counted once it is."""
+
+    @property
+    def upload_limit(self) -> int: ...
+
+    async def claim(self) -> str | None:
+        """Take one of the day's images for the asker: None, or the one line they are told why not."""
+        ...
+
+    def made(self, result: ImageGenerationResult | None) -> None:
+        """End the claim: the image `result` counted (its tokens, its model), or None when none was made."""
+        ...
+
+    async def any_left(self) -> bool:
+        """Whether the asker and the server have an image left today, claiming none."""
+        ...
 
 
 class MessageArchive(Protocol):
@@ -76,6 +98,8 @@ class ChatDeps:
     # ledger only when it ends): a line stops the answer there, the member's or the server's daily budget being
     # reached (admission/spending.py); None: every request goes.
     before_each_call: Callable[[int], Awaitable[str | None]] | None = None
+    # The images this answer may make (the image tool, tools/images.py); None: it makes none.
+    images: ImageGrant | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets

@@ -28,6 +28,7 @@ MEMORY = "memory"
 REMINDERS = "reminders"
 KNOWLEDGE = "knowledge"
 WEB = "web"
+IMAGES = "images"
 MCP_PREFIX = "mcp:"
 
 
@@ -42,6 +43,10 @@ class RunPlace(Protocol):
     def requester_may_post(self) -> bool: ...
     @property
     def knowledge(self) -> KnowledgeSearch | None: ...
+    @property
+    def images(self) -> object | None:
+        """What the answer may do with images (tools/deps.py's `ImageGrant`); None: it makes none."""
+        ...
 
 
 # Whether a tool can run in an answer, asked before each of its model requests.
@@ -69,6 +74,12 @@ async def where_documents_are(place: RunPlace) -> bool:
     except Exception:
         log.exception("the knowledge base could not be read in channel %s", place.channel_id)
         return False
+
+
+async def where_images_may_be_made(place: RunPlace) -> bool:
+    """Only in an answer that may make images (a member's, where IMAGE_MODEL is set): elsewhere the tool has no
+    count to claim one from."""
+    return place.images is not None
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,8 @@ SEARCH_KNOWLEDGE = ToolEntry(
 )
 # Built for the search backend and cap the settings name (tools/web.py), in the toolbox's tool set "web".
 SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
+# IMAGE_MODEL's tool, in the toolbox's image capability (tools/images.py): counted per member and server a day.
+GENERATE_IMAGE = ToolEntry("generate_image", IMAGES, "drawing…", runs_here=where_images_may_be_made)
 
 TOOLS = (
     SEARCH_HISTORY,
@@ -117,6 +130,7 @@ TOOLS = (
     REMIND,
     SEARCH_KNOWLEDGE,
     SEARCH_WEB,
+    GENERATE_IMAGE,
 )
 # The tool sets a profile may name besides an MCP server's, in the order the profiles list them.
 TOOL_SETS = tuple(dict.fromkeys(entry.toolset for entry in TOOLS))

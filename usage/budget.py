@@ -21,7 +21,7 @@ from usage.costs import Totals
 TOP_MEMBERS = 5
 # The member a summary's tokens are counted for: it is written for a channel, not for anyone's message.
 NO_MEMBER = 0
-UsageKind = Literal["answer", "judge", "summary"]
+UsageKind = Literal["answer", "judge", "summary", "image"]
 
 
 class UsageArchive(Protocol):
@@ -59,6 +59,9 @@ class UsageLedger:
         self._by_place: Counter[tuple[int, int, int]] = Counter()
         self._by_server: Counter[int] = Counter()
         self._by_member: Counter[tuple[int, int]] = Counter()
+        # Today's images made per server, and per server and member (IMAGES_PER_*_PER_DAY).
+        self._images_by_server: Counter[int] = Counter()
+        self._images_by_member: Counter[tuple[int, int]] = Counter()
         # Today's rows in full (per server, channel, member and model), for /parley-admin usage.
         self._rows: dict[tuple[int, int, int, str], TokenUsage] = {}
         # Told of every record as it is made (Logfire's metrics, when it is on).
@@ -72,7 +75,7 @@ class UsageLedger:
         self.archive = archive
         self._roll_over()
         for row in await archive.usage_on(self.day):
-            self._count(row.guild_id, row.channel_id, row.member_id, row.total_tokens)
+            self._count(row.guild_id, row.channel_id, row.member_id, row.total_tokens, row.images)
             self._add_row(row)
 
     def detach(self) -> None:
@@ -90,14 +93,15 @@ class UsageLedger:
         cached_input_tokens: int = 0,
         model: str = "",
         kind: UsageKind = "answer",
+        images: int = 0,
     ) -> TokenUsage | None:
         """Count the tokens of one answer, judge call or summary (`kind`) for the member whose message it was about
-        (`NO_MEMBER` for a summary), in that channel and server; `model` is `provider:model`. The row counted (None:
-        no tokens, nothing counted)."""
-        if input_tokens <= 0 and output_tokens <= 0:
+        (`NO_MEMBER` for a summary), in that channel and server; `model` is `provider:model`. An image's (`kind`
+        "image") counts its `images` too, tokens or none. The row counted (None: nothing spent, nothing counted)."""
+        if input_tokens <= 0 and output_tokens <= 0 and images <= 0:
             return None
         self._roll_over()
-        self._count(guild_id, channel_id, member_id, input_tokens + output_tokens)
+        self._count(guild_id, channel_id, member_id, input_tokens + output_tokens, images)
         usage = TokenUsage(
             self.day,
             guild_id,
@@ -109,6 +113,7 @@ class UsageLedger:
             cached_input_tokens=cached_input_tokens,
             judge_calls=1 if kind == "judge" else 0,
             model=model,
+            images=images,
         )
         self._add_row(usage)
         self.archive.record_usage(usage)
@@ -130,6 +135,16 @@ class UsageLedger:
         """The server's tokens so far today."""
         self._roll_over()
         return self._by_server[guild_id]
+
+    def server_images(self, guild_id: int) -> int:
+        """The images made in the server so far today."""
+        self._roll_over()
+        return self._images_by_server[guild_id]
+
+    def member_images(self, guild_id: int, member_id: int) -> int:
+        """The images made for the member in the server so far today."""
+        self._roll_over()
+        return self._images_by_member[guild_id, member_id]
 
     def member_tokens(self, guild_id: int, member_id: int) -> int:
         """The member's tokens in the server so far today (ROLE_LIMITS' tokens a day)."""
@@ -168,10 +183,13 @@ class UsageLedger:
             del self._rows[row.guild_id, row.channel_id, row.member_id, row.model]
             self._add_row(replace(row, member_id=NO_MEMBER))
 
-    def _count(self, guild_id: int, channel_id: int, member_id: int, tokens: int) -> None:
+    def _count(self, guild_id: int, channel_id: int, member_id: int, tokens: int, images: int = 0) -> None:
         self._by_place[guild_id, channel_id, member_id] += tokens
         self._by_server[guild_id] += tokens
         self._by_member[guild_id, member_id] += tokens
+        if images:
+            self._images_by_server[guild_id] += images
+            self._images_by_member[guild_id, member_id] += images
 
     def _add_row(self, usage: TokenUsage) -> None:
         key = (usage.guild_id, usage.channel_id, usage.member_id, usage.model)
@@ -184,6 +202,7 @@ class UsageLedger:
                 answers=kept.answers + usage.answers,
                 cached_input_tokens=kept.cached_input_tokens + usage.cached_input_tokens,
                 judge_calls=kept.judge_calls + usage.judge_calls,
+                images=kept.images + usage.images,
             )
         self._rows[key] = usage
 
@@ -194,4 +213,6 @@ class UsageLedger:
             self._by_place.clear()
             self._by_server.clear()
             self._by_member.clear()
+            self._images_by_server.clear()
+            self._images_by_member.clear()
             self._rows.clear()

@@ -68,6 +68,7 @@ class Totals:
 
     answers: int = 0
     judge_calls: int = 0
+    images: int = 0
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
@@ -78,6 +79,7 @@ class Totals:
     def add(self, usage: TokenUsage) -> None:
         self.answers += usage.answers
         self.judge_calls += usage.judge_calls
+        self.images += usage.images
         self.input_tokens += usage.input_tokens
         self.cached_input_tokens += usage.cached_input_tokens
         self.output_tokens += usage.output_tokens
@@ -111,10 +113,13 @@ class UsageReport:
 
 
 def describe_totals(totals: Totals) -> str:
-    """One line of figures: answers, judge calls, tokens (input, of which cached, output) and the cost."""
+    """One line of figures: answers, judge calls, images made (when any were), tokens (input, of which cached,
+    output) and the cost."""
     cached = f" ({totals.cached_input_tokens:,} cached)" if totals.cached_input_tokens else ""
+    images = f", {totals.images:,} images" if totals.images else ""
     return (
-        f"{totals.answers:,} answers, {totals.judge_calls:,} judge calls; {totals.input_tokens:,} input tokens{cached},"
+        f"{totals.answers:,} answers, {totals.judge_calls:,} judge calls{images}; {totals.input_tokens:,} input"
+        f" tokens{cached},"
         f" {totals.output_tokens:,} output; {format_cost(totals.cost)}"
     )
 
@@ -133,6 +138,7 @@ class UsageMetrics:
     def __init__(self) -> None:
         self.answers = logfire.metric_counter("parley.answers", unit="1", description="Answers Parley gave")
         self.judge_calls = logfire.metric_counter("parley.judge_calls", unit="1", description="LLM judge calls")
+        self.images = logfire.metric_counter("parley.images", unit="1", description="Images Parley made")
         self.tokens = logfire.metric_counter(
             "parley.tokens",
             unit="{token}",
@@ -149,6 +155,7 @@ class UsageMetrics:
         }
         self.answers.add(usage.answers, attributes)
         self.judge_calls.add(usage.judge_calls, attributes)
+        self.images.add(usage.images, attributes)
         for kind, count in (
             ("input", usage.input_tokens),
             ("cached_input", usage.cached_input_tokens),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,24 +117,77 @@ async def test_the_days_tokens_by_server_and_member(counted: Counted, clock: Clo
     assert await allowances.member_tokens(GUILD, ALICE) == 0
 
 
-async def test_tokens_another_process_recorded_are_counted(postgres_server: str, clock: Clock) -> None:
-    """Two ledgers on one Postgres archive, as two processes have: each sees the other's committed tokens."""
+@contextlib.asynccontextmanager
+async def two_processes(postgres_server: str, clock: Clock) -> AsyncIterator[tuple[UsageLedger, Any, SharedAllowances]]:
+    """Two ledgers on one Postgres archive, as two processes have: the other's ledger and archive, and this one's
+    allowances (over a ledger of its own)."""
     url = await fresh_postgres_database(postgres_server)
     first, second = await open_archive(url), await open_archive(url)
     assert isinstance(second, PostgresArchive)
     here, there = UsageLedger(clock), UsageLedger(clock)
     try:
         await there.attach(first)
-        allowances = SharedAllowances(second, here, clock)
-        there.record(GUILD, CHANNEL, ALICE, 40, 2, model="test:model")
-        await first.flush()
-        assert await allowances.server_tokens(GUILD) == 42
-        assert await allowances.member_tokens(GUILD, ALICE) == 42
-        assert here.server_tokens(GUILD) == 0  # nothing of it in this process's own count
+        yield there, first, SharedAllowances(second, here, clock)
     finally:
         there.detach()
         await first.close()
         await second.close()
+
+
+async def test_tokens_another_process_recorded_are_counted(postgres_server: str, clock: Clock) -> None:
+    """Each process sees the other's committed tokens."""
+    async with two_processes(postgres_server, clock) as (there, archive, allowances):
+        there.record(GUILD, CHANNEL, ALICE, 40, 2, model="test:model")
+        await archive.flush()
+        assert await allowances.server_tokens(GUILD) == 42
+        assert await allowances.member_tokens(GUILD, ALICE) == 42
+        assert allowances.usage.server_tokens(GUILD) == 0  # nothing of it in this process's own count
+
+
+async def claims(allowances: Allowances, times: int, member: int = ALICE, limits: tuple[int, int] = (2, 3)) -> list:
+    return [await allowances.claim_image(GUILD, member, *limits) for _ in range(times)]
+
+
+async def test_images_are_claimed_up_to_the_members_then_the_servers_daily_limit(counted: Counted) -> None:
+    allowances, usage = counted
+    assert await claims(allowances, 3) == [None, None, "member"]
+    # Claims under way count as made; recorded, the images count in their stead.
+    for _ in range(2):
+        usage.record(GUILD, CHANNEL, ALICE, 10, 0, model="test:image", kind="image", images=1)
+        allowances.release_image(GUILD, ALICE)
+    assert await claims(allowances, 1) == ["member"]
+    assert await claims(allowances, 2, member=BOB) == [None, "server"]  # the server's third, then none left
+    assert await allowances.claim_image(GUILD + 1, ALICE, 2, 3) is None  # another server counts apart
+
+
+async def test_an_image_claimed_and_not_made_is_claimable_again(counted: Counted) -> None:
+    allowances, _ = counted
+    assert await claims(allowances, 3) == [None, None, "member"]
+    allowances.release_image(GUILD, ALICE)
+    assert await claims(allowances, 2) == [None, "member"]
+
+
+async def test_two_requests_racing_at_the_limit_get_one_image(counted: Counted) -> None:
+    allowances, usage = counted
+    usage.record(GUILD, CHANNEL, ALICE, 10, 0, model="test:image", kind="image", images=1)
+    racing = await asyncio.gather(*(allowances.claim_image(GUILD, ALICE, 2, 10) for _ in range(2)))
+    assert sorted(racing, key=str) == [None, "member"]
+
+
+async def test_a_new_day_brings_new_images(counted: Counted, clock: Clock) -> None:
+    allowances, usage = counted
+    usage.record(GUILD, CHANNEL, ALICE, 0, 0, model="test:image", kind="image", images=2)
+    assert await claims(allowances, 1) == ["member"]
+    clock.now = T0 + timedelta(days=1)
+    assert await claims(allowances, 1) == [None]
+
+
+async def test_images_another_process_recorded_are_counted(postgres_server: str, clock: Clock) -> None:
+    async with two_processes(postgres_server, clock) as (there, archive, allowances):
+        there.record(GUILD, CHANNEL, BOB, 0, 0, model="test:image", kind="image", images=2)
+        await archive.flush()
+        assert await allowances.claim_image(GUILD, ALICE, 2, 3) is None
+        assert await allowances.claim_image(GUILD, ALICE, 2, 3) == "server"
 
 
 @pytest.mark.slow

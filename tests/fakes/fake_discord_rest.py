@@ -336,7 +336,7 @@ class RestRoutes(GatewaySessions):
             return self._failure_response(failure)
         if int(message["author"]["id"]) != BOT_ID:
             return _error(403, "Cannot edit a message authored by another user", 50005)
-        body, _ = await _read_message_body(request)
+        body, files = await _read_message_body(request)
         content = body.get("content", message["content"]) or ""
         if len(content) > MAX_CONTENT_LENGTH:
             return _invalid_form_body("content", f"Must be {MAX_CONTENT_LENGTH} or fewer in length.")
@@ -344,11 +344,19 @@ class RestRoutes(GatewaySessions):
         message["edited_timestamp"] = datetime.now(UTC).isoformat()
         if "components" in body:
             message["components"] = body["components"] or []
+        if "attachments" in body:
+            # The attachments the edit lists by id stay; its files are added.
+            # https://discord.com/developers/docs/resources/message#edit-message-jsonform-params
+            kept = {str(attachment.get("id")) for attachment in body["attachments"]}
+            message["attachments"] = [
+                *(attachment for attachment in message.get("attachments", []) if attachment["id"] in kept),
+                *(self._attachment(name, data) for name, data in files),
+            ]
         # Who is listed as mentioned follows the new text, within the edit's allowed_mentions.
         mentioned = self._pinged_users(content, (), body.get("allowed_mentions") or {"parse": []}, None)
         message["mentions"] = [self.users[user_id].payload() for user_id in mentioned]
         message["mention_roles"] = _ROLE_MENTION.findall(content)
-        self.edits.append(Edit(channel.id, int(message["id"]), body, asyncio.get_running_loop().time()))
+        self.edits.append(Edit(channel.id, int(message["id"]), body, asyncio.get_running_loop().time(), tuple(files)))
         await self._route("MESSAGE_UPDATE", self._gateway_message(message))
         return _json_response(message)
 

@@ -273,6 +273,7 @@ class Edit:
     message_id: int
     body: dict[str, Any]
     at: float  # event-loop time, comparable with Post.at
+    files: tuple[tuple[str, bytes], ...] = ()  # the files the edit attached
 
 
 @dataclass(frozen=True)

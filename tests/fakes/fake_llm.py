@@ -7,6 +7,7 @@ async with FakeLLM(handler=lambda request: "hello") as llm:
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import itertools
 import json
@@ -57,6 +58,20 @@ class BreakOff:
     text: str
     message: str = "fake LLM stream broke off"
 
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """A request to the images API: the model, the prompt, and the reference images an edit sent."""
+
+    model: str
+    prompt: str
+    references: list[bytes]
+
+
+# A 1x1 transparent png.
+_TINY_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 Reply = str | ToolCall | list[ToolCall] | Error | BreakOff
 Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
@@ -134,6 +149,12 @@ class FakeLLM:
         # POST /v1/audio/transcriptions answers this text; each request's (model, filename) is recorded.
         self.transcript = "fake transcript"
         self.transcriptions: list[tuple[str, str]] = []
+        # POST /v1/images/generations and /v1/images/edits answer `image` (a 1x1 png unless a test sets another); each
+        # request is recorded with the reference images an edit sent. `moderate_images`: the next this many
+        # requests are refused as OpenAI's moderation refuses them.
+        self.image = _TINY_PNG
+        self.image_requests: list[ImageRequest] = []
+        self.moderate_images = 0
         # A real model streams a token a chunk; the client spends about 2 ms on each chunk here, so tests
         # stream several words a chunk and the bench one.
         self.words_per_chunk = words_per_chunk
@@ -162,6 +183,8 @@ class FakeLLM:
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/audio/transcriptions", self._transcription)
+        app.router.add_post("/v1/images/generations", self._image)
+        app.router.add_post("/v1/images/edits", self._image)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         # Short: a handler a test left waiting must not hold up shutdown.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -273,6 +296,31 @@ class FakeLLM:
         filename = upload.filename if isinstance(upload, web.FileField) else ""
         self.transcriptions.append((str(form.get("model", "")), filename))
         return web.json_response({"text": self.transcript})
+
+    async def _image(self, request: web.Request) -> web.Response:
+        # https://platform.openai.com/docs/api-reference/images/create (JSON) and .../createEdit (multipart)
+        references: list[bytes] = []
+        if request.content_type == "multipart/form-data":
+            form = await request.post()
+            fields = {key: value for key, value in form.items() if not isinstance(value, web.FileField)}
+            references = [value.file.read() for value in form.values() if isinstance(value, web.FileField)]
+        else:
+            fields = await request.json()
+        self.image_requests.append(
+            ImageRequest(str(fields.get("model", "")), str(fields.get("prompt", "")), references)
+        )
+        if self.moderate_images:
+            self.moderate_images -= 1
+            error = {"message": "rejected by the safety system", "code": "moderation_blocked"}
+            return web.json_response({"error": error}, status=400)
+        usage = {
+            "input_tokens": 50,
+            "output_tokens": 200,
+            "total_tokens": 250,
+            "input_tokens_details": {"text_tokens": 50, "image_tokens": 0},
+        }
+        data = [{"b64_json": base64.b64encode(self.image).decode()}]
+        return web.json_response({"created": int(time.time()), "data": data, "usage": usage})
 
     async def _models(self, request: web.Request) -> web.Response:
         model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "fake"}

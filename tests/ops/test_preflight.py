@@ -17,9 +17,11 @@ from config import Settings, describe_settings_error
 from ops.preflight import (
     archive_problem,
     check_summary,
+    image_model_problem,
     model_problem,
     railway_archive_warning,
     token_problem,
+    unknown_image_model_warning,
     unknown_model_warning,
 )
 
@@ -187,6 +189,86 @@ def test_check_with_an_unlisted_model_passes_with_one_warning(
         "OPENAI_API_KEY=********",
         f"OK, 1 warning: LLM_MODEL; next: `python bot.py` (read {in_a_clean_folder.resolve() / '.env'})",
     ]
+
+
+# --- The image model ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        (
+            {"image_model": "anthropic:claude-sonnet-4-5"},
+            "IMAGE_MODEL=anthropic:claude-sonnet-4-5: anthropic has no images API pydantic-ai calls; use one of openai,"
+            " google, google-cloud, xai (such as openai:gpt-image-1), or native",
+        ),
+        (
+            {"image_model": "native", "llm_model": "openai-chat:gpt-4.1-mini"},
+            "IMAGE_MODEL=native needs a model whose provider draws images itself (OpenAI Responses, Google), and"
+            " LLM_MODEL openai-chat:gpt-4.1-mini has none: name an image model instead, such as openai:gpt-image-1",
+        ),
+        (
+            {"image_model": "google:gemini-3-pro-image"},
+            "IMAGE_MODEL=google:gemini-3-pro-image needs GOOGLE_API_KEY: set it in .env or the environment",
+        ),
+    ],
+)
+def test_an_image_model_that_cannot_draw_is_one_line_naming_the_fix(
+    values: dict[str, str], line: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    assert image_model_problem(settings(**values)) == line
+
+
+@pytest.mark.parametrize("name", ["openai:gpt-image-1", "openai:gpt-image-2", "native"])
+def test_an_image_model_that_can_draw_passes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    assert image_model_problem(settings(image_model=name)) is None
+    assert unknown_image_model_warning(settings(image_model=name)) is None
+
+
+def test_an_image_model_pydantic_ai_does_not_know_is_a_warning_with_the_closest_name() -> None:
+    line = unknown_image_model_warning(settings(image_model="openai:gpt-imag-2"))
+    assert line == (
+        "IMAGE_MODEL=openai:gpt-imag-2 is not an image model pydantic-ai knows; did you mean openai:gpt-image-2?"
+        " If it is newer than its list, ignore this"
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        (
+            {"image_model": "gpt-image-1"},
+            "Configuration error: IMAGE_MODEL is invalid: Value error, 'gpt-image-1' needs its provider, as in"
+            " openai:gpt-image-1, or is native",
+        ),
+        (
+            {"images_per_member_per_day": "-1"},
+            "Configuration error: IMAGES_PER_MEMBER_PER_DAY is invalid: Input should be greater than or equal to 0",
+        ),
+        (
+            {"images_per_server_per_day": "many"},
+            "Configuration error: IMAGES_PER_SERVER_PER_DAY is invalid: Input should be a valid integer, unable to"
+            " parse string as an integer",
+        ),
+    ],
+)
+def test_bad_image_settings_are_one_line_naming_the_variable(values: dict[str, str], line: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        settings(**values)
+    assert describe_settings_error(raised.value) == line
+
+
+def test_check_with_an_image_model_of_no_images_api_exits_2(
+    in_a_clean_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (in_a_clean_folder / ".env").write_text(
+        "DISCORD_TOKEN=a.b.c\nOPENAI_API_KEY=k\nLLM_MODEL=openai:gpt-4o\nIMAGE_MODEL=anthropic:claude-sonnet-4-5\n"
+    )
+    assert main(["--check"]) == 2
+    [error] = capsys.readouterr().err.splitlines()
+    assert error.startswith("Configuration error: IMAGE_MODEL=anthropic:claude-sonnet-4-5: anthropic has no")
 
 
 # --- As a deployer runs it ---------------------------------------------------------------------

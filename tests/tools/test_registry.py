@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.images import ImageGenerator, TestImageGenerationModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent import build_responder, generate_reply
 from archive.knowledge import KnowledgeHit
 from edge.streaming import tool_status
 from tests.support.agent_test_support import ALICE, conversation_of, deps, msg
+from tests.tools.test_images import Grant
 from tools import build_toolbox
 from tools.registry import OTHER_STATUS, TOOLS
 
@@ -33,6 +35,8 @@ OFFERED_NAMES = [
     "search_knowledge",
     "search_web",
 ]
+# With IMAGE_MODEL set, the image tool follows them (tools/images.py).
+OFFERED_WITH_IMAGES = [*OFFERED_NAMES, "generate_image"]
 # The sha256 of those tools' definitions as the model reads them (name, description, parameters, strictness) and of
 # the instructions: a change here changes the cached prefix of every prompt.
 OFFERED_DIGEST = "9e291c5b5fe194d17a5aef0a1c5794a69ff5cd3be7e5a1a0a2249cdea00376db"
@@ -52,22 +56,24 @@ async def no_results(query: str) -> list[dict[str, Any]]:
     return []
 
 
-async def offered_prefix(make_settings) -> tuple[list[dict[str, Any]], str | None]:
-    """The tool definitions and instructions of an answer's first request, every tool of Parley's own offered."""
-    settings = make_settings(web_search="duckduckgo")
+async def offered_prefix(make_settings, *, images: bool = False) -> tuple[list[dict[str, Any]], str | None]:
+    """The tool definitions and instructions of an answer's first request, every tool of Parley's own offered (the
+    image tool with `images`)."""
+    settings = make_settings(web_search="duckduckgo", image_model="openai:gpt-image-1" if images else None)
     offered: list[AgentInfo] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         offered.append(info)
         return ModelResponse(parts=[TextPart("done")])
 
-    toolbox = build_toolbox(settings, web_search=no_results)
+    toolbox = build_toolbox(settings, web_search=no_results, images=ImageGenerator(TestImageGenerationModel()))
     responder = build_responder(
         settings, model=FunctionModel(model), archive_enabled=True, memory_enabled=True, toolbox=toolbox
     )
     message = msg(ALICE, "Alice", "?")
-    # Alice may post here (so `remind` is offered) and the server has documents (so `search_knowledge` is).
-    chat = replace(deps(), knowledge=KnowledgeWithDocuments())
+    # Alice may post here (so `remind` is offered) and the server has documents (so `search_knowledge` is); her answer
+    # may make images when they are on.
+    chat = replace(deps(), knowledge=KnowledgeWithDocuments(), images=Grant() if images else None)
     await generate_reply(responder, conversation_of(message), message, chat)
     definitions = [
         {
@@ -138,11 +144,18 @@ def test_each_tool_is_registered_once() -> None:
     names = [entry.name for entry in TOOLS]
 
     assert len(names) == len(set(names))
-    assert sorted(names) == sorted(OFFERED_NAMES)
+    assert sorted(names) == sorted(OFFERED_WITH_IMAGES)
+
+
+async def test_the_image_tool_follows_the_others_when_images_are_on(make_settings) -> None:
+    definitions, instructions = await offered_prefix(make_settings, images=True)
+
+    assert [definition["name"] for definition in definitions] == OFFERED_WITH_IMAGES
+    assert instructions is not None and "`generate_image` makes an image" in instructions
 
 
 async def test_every_tool_offered_has_its_own_status_line(make_settings) -> None:
-    definitions, _ = await offered_prefix(make_settings)
+    definitions, _ = await offered_prefix(make_settings, images=True)
 
     statuses = {definition["name"]: tool_status(definition["name"]) for definition in definitions}
     assert all(status != f"*{OTHER_STATUS}*" and status.strip("*") for status in statuses.values()), statuses
@@ -150,3 +163,4 @@ async def test_every_tool_offered_has_its_own_status_line(make_settings) -> None
     assert statuses["search_knowledge"] == "*searching the server's documents…*"
     assert statuses["remind"] == "*setting a reminder…*"
     assert statuses["search_web"] == "*searching the web…*"
+    assert statuses["generate_image"] == "*drawing…*"
