@@ -28,6 +28,7 @@ MEMORY = "memory"
 REMINDERS = "reminders"
 KNOWLEDGE = "knowledge"
 WEB = "web"
+LINKS = "links"
 MCP_PREFIX = "mcp:"
 
 
@@ -107,6 +108,9 @@ SEARCH_KNOWLEDGE = ToolEntry(
 )
 # Built for the search backend and cap the settings name (tools/web.py), in the toolbox's tool set "web".
 SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
+# Built over the link reader LINKS turns on (tools/links.py), in the toolbox's tool set "links". Offered in every answer
+# it is on for, links given or not: a tool that comes and goes would change the request's cached prefix.
+READ_LINK = ToolEntry("read_link", LINKS, "reading the link…", withholds_itself=True)
 
 TOOLS = (
     SEARCH_HISTORY,
@@ -117,6 +121,7 @@ TOOLS = (
     REMIND,
     SEARCH_KNOWLEDGE,
     SEARCH_WEB,
+    READ_LINK,
 )
 # The tool sets a profile may name besides an MCP server's, in the order the profiles list them.
 TOOL_SETS = tuple(dict.fromkeys(entry.toolset for entry in TOOLS))
