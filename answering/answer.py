@@ -225,11 +225,14 @@ class Answering:
         return tuple(given_links(texts).values())
 
     def _replied_to(self, question: Question) -> Iterator[str]:
-        """The text of the message the question replies to, as Discord resolved it (veiled if its author opted out)."""
+        """The text of the message the question replies to, as Discord resolved it: none if Parley wrote it, or its
+        author opted out or erased it."""
         reference = None if question.message is None else question.message.reference
         replied = None if reference is None else reference.resolved
-        if isinstance(replied, discord.Message) and replied.author.id != getattr(self.own_user(), "id", None):
-            yield self.admission.optouts.veiled(question.guild_id, to_record(replied)).content
+        if not isinstance(replied, discord.Message) or replied.author.id == getattr(self.own_user(), "id", None):
+            return
+        if not self.admission.optouts.withheld(question.guild_id, replied.author.id, replied.id):
+            yield replied.content
 
     async def _answer_streamed(
         self, question: Question, outlet: Outlet, conversation: ChannelConversation, deps: ChatDeps

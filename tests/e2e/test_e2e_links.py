@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, FakeDiscord
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCall, message_text
 from tests.support.e2e_support import RunningBot, request_texts, say
 from tests.support.link_site import PAGE_TEXT, PDF_TEXT, SECRET_TEXT, STEERING, LinkSite, running_site, site_is_public
@@ -42,9 +42,9 @@ class LinkModel:
         return ToolCall("read_link", {"url": self.url}) if "read_link" in self.offered[-1] else "No link tool."
 
 
-async def ask(fake: FakeDiscord, text: str, *, reply_to: int | None = None) -> str:
+async def ask(fake: FakeDiscord, text: str, *, reply_to: int | None = None, asker: int = ALICE_ID) -> str:
     before = len(fake.posts_in(CHANNEL_ID))
-    await say(fake, ALICE_ID, f"<@{BOT_ID}> {text}", reply_to=reply_to)
+    await say(fake, asker, f"<@{BOT_ID}> {text}", reply_to=reply_to)
     await fake.wait_for_posts(before + 1, CHANNEL_ID, timeout=20)
     await fake.wait_for(
         lambda: not fake.bot_messages(CHANNEL_ID)[-1].get("components"), timeout=20, what="the finished answer"
@@ -189,6 +189,26 @@ async def test_a_link_parley_wrote_itself_is_not_read(
         "Not read: only a link a member wrote in this conversation can be read, and none wrote that one."
         " No member gave a link here."
     ]
+
+
+@pytest.mark.parametrize("withheld", ["opted_out", "erased"])
+async def test_a_link_from_a_member_who_opted_out_or_erased_is_not_read(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, site: LinkSite, withheld: str
+) -> None:
+    """Alice's message, replied to by Bob, gives a link; she opted out (or erased what she wrote): her words are
+    not read, so neither is her link."""
+    url = site.url("/page.html")
+    model = LinkModel(url)
+    llm.handler = model
+    client = await bot.start(**LINKS_ON)
+    linked = fake.add_history(CHANNEL_ID, ALICE_ID, f"my notes: {url}")
+    if withheld == "opted_out":
+        await client.admission.optouts.set(GUILD_ID, ALICE_ID, True)
+    else:
+        await client.admission.optouts.mark_erased(GUILD_ID, ALICE_ID, int(linked["id"]))
+    await ask(fake, "what do her notes say?", reply_to=int(linked["id"]), asker=BOB_ID)
+    [result] = model.results
+    assert result.startswith("Not read: only a link a member wrote") and PAGE_TEXT not in result
 
 
 async def test_with_links_off_no_link_tool_is_offered(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:

@@ -14,7 +14,7 @@ from files.pages import LinkLimits, LinkReader, Page
 from tests.support.agent_test_support import ALICE, conversation_of, deps, msg
 from tools import ChatDeps, build_toolbox
 from tools.links import format_page, links_toolset
-from tools.registry import LINKS
+from tools.registry import LINKS, OTHER_STATUS, TOOLS, status_line
 from tools.toolbox import offers
 
 GIVEN = "https://notes.example/release"
@@ -108,3 +108,8 @@ def test_a_pages_text_cannot_close_its_frame() -> None:
     quoted = format_page(page)
     assert quoted.count("</linked_page>") == 1 and quoted.endswith("</linked_page>")
     assert 'title="a &quot;title&quot;"' in quoted and 'cut="at 41 characters"' in quoted
+
+
+def test_read_link_has_its_own_status_line() -> None:
+    others = {entry.status for entry in TOOLS if entry.name != "read_link"}
+    assert status_line("read_link") == "reading the link…" and status_line("read_link") not in {*others, OTHER_STATUS}

@@ -33,6 +33,8 @@ OFFERED_NAMES = [
     "search_knowledge",
     "search_web",
 ]
+# Declared too, and offered only with its setting on (LINKS): tests/tools/test_links_tool.py checks where it is offered.
+OFFERED_WITH_THEIR_SETTING = ["read_link"]
 # The sha256 of those tools' definitions as the model reads them (name, description, parameters, strictness) and of
 # the instructions: a change here changes the cached prefix of every prompt.
 OFFERED_DIGEST = "9e291c5b5fe194d17a5aef0a1c5794a69ff5cd3be7e5a1a0a2249cdea00376db"
@@ -138,7 +140,7 @@ def test_each_tool_is_registered_once() -> None:
     names = [entry.name for entry in TOOLS]
 
     assert len(names) == len(set(names))
-    assert sorted(names) == sorted(OFFERED_NAMES)
+    assert sorted(names) == sorted([*OFFERED_NAMES, *OFFERED_WITH_THEIR_SETTING])
 
 
 async def test_every_tool_offered_has_its_own_status_line(make_settings) -> None:
