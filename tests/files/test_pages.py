@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from files.pages import LinkLimits, LinkReader, Page
+from files.pages import FETCHES_AT_ONCE, LinkLimits, LinkReader, Page
 from tests.support.link_site import (
     HUGE_BYTES,
     PAGE_TEXT,
@@ -150,6 +151,22 @@ async def test_the_cloud_metadata_address_is_refused_even_with_private_addresses
 
 async def test_a_redirect_loop_ends_in_one_line(site: LinkSite) -> None:
     assert await reader().read(site.url("/loop")) == "Not read: it redirects too many times."
+
+
+async def test_a_redirect_to_a_file_is_refused(site: LinkSite) -> None:
+    assert await reader().read(site.url("/to-file")) == (
+        "Not read: it leads to an address that is not http:// or https://."
+    )
+
+
+async def test_links_read_at_once_wait_their_turn(site: LinkSite) -> None:
+    """Three answers read slow links at the same moment: two downloads run, the third waits for a slot, so no more
+    than two bodies are ever held at once; each ends at its own time cap."""
+    pages = reader(seconds=0.3)
+    notes = await asyncio.gather(*(pages.read(site.url("/slow")) for _ in range(3)))
+    assert notes == ["Not read: it took over 0.3 s to download."] * 3
+    first, second, third = sorted(site.slow_requested)
+    assert FETCHES_AT_ONCE == 2 and second - first < 0.2 and third - first >= 0.25
 
 
 async def test_the_domain_lists_hold_on_the_link_and_on_every_redirect(site: LinkSite) -> None:

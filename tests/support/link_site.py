@@ -37,6 +37,8 @@ class LinkSite:
     secret_base: str = ""
     huge_sent: int = 0
     secret_requests: int = 0
+    # When each request for the slow body came (the event loop's clock).
+    slow_requested: list[float] = field(default_factory=list)
     _runners: list[web.AppRunner] = field(default_factory=list)
 
     def url(self, path: str) -> str:
@@ -53,6 +55,7 @@ class LinkSite:
         app.router.add_get("/slow", self._slow)
         app.router.add_get("/to-secret", self._to_secret)
         app.router.add_get("/loop", self._loop)
+        app.router.add_get("/to-file", self._to_file)
         return app
 
     def secret_app(self) -> web.Application:
@@ -89,6 +92,7 @@ class LinkSite:
     async def _slow(self, request: web.Request) -> web.StreamResponse:
         """A byte now and then, never the end: each read comes in time, the whole never does."""
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        self.slow_requested.append(asyncio.get_running_loop().time())
         await response.prepare(request)
         with contextlib.suppress(ConnectionError, asyncio.CancelledError):
             for _ in range(600):
@@ -98,6 +102,9 @@ class LinkSite:
 
     async def _to_secret(self, request: web.Request) -> web.Response:
         raise web.HTTPFound(f"{self.secret_base}/secret")
+
+    async def _to_file(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound("file:///etc/passwd")
 
     async def _loop(self, request: web.Request) -> web.Response:
         raise web.HTTPFound("/loop")
