@@ -42,6 +42,14 @@ class LinkModel:
         return ToolCall("read_link", {"url": self.url}) if "read_link" in self.offered[-1] else "No link tool."
 
 
+async def reading(bot: RunningBot, llm: FakeLLM, url: str, answer: str = "Read it.", /, **settings: Any) -> LinkModel:
+    """Parley started with `settings` over a model that reads `url` and then answers `answer`."""
+    model = LinkModel(url, answer)
+    llm.handler = model
+    await bot.start(**settings)
+    return model
+
+
 async def ask(fake: FakeDiscord, text: str, *, reply_to: int | None = None, asker: int = ALICE_ID) -> str:
     before = len(fake.posts_in(CHANNEL_ID))
     await say(fake, asker, f"<@{BOT_ID}> {text}", reply_to=reply_to)
@@ -56,9 +64,9 @@ async def test_the_pages_text_reaches_the_model_once_quoted_and_is_not_archived(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, site: LinkSite
 ) -> None:
     url = site.url("/page.html")
-    model = LinkModel(url, "It says 2.4 ships Friday.")
-    llm.handler = model
-    client = await bot.start(**LINKS_ON)
+    model = await reading(bot, llm, url, "It says 2.4 ships Friday.", **LINKS_ON)
+    client = bot.client
+    assert client is not None
     assert await ask(fake, f"what does {url} say?") == "It says 2.4 ships Friday."
     [result] = model.results
     assert result.startswith(f'<linked_page url="{url}" title="Release notes &amp; more" type="text/html"')
@@ -75,9 +83,7 @@ async def test_a_link_in_the_message_replied_to_is_read(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, site: LinkSite
 ) -> None:
     url = site.url("/data.json")
-    model = LinkModel(url)
-    llm.handler = model
-    await bot.start(**LINKS_ON)
+    model = await reading(bot, llm, url, **LINKS_ON)
     linked = fake.add_history(CHANNEL_ID, ALICE_ID, f"the build data is at <{url}>")
     await ask(fake, "summarise that", reply_to=int(linked["id"]))
     [result] = model.results
@@ -89,9 +95,7 @@ async def test_a_pdf_is_read_within_the_pdf_limits(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, site: LinkSite
 ) -> None:
     url = site.url("/doc.pdf")
-    model = LinkModel(url)
-    llm.handler = model
-    await bot.start(**LINKS_ON)
+    model = await reading(bot, llm, url, **LINKS_ON)
     await ask(fake, f"what's in {url}")
     [result] = model.results
     assert 'type="application/pdf"' in result and 'read="1 of 1 pages read"' in result and PDF_TEXT in result
@@ -112,9 +116,7 @@ async def test_a_huge_or_slow_body_ends_as_one_line(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, site: LinkSite, path: str, settings: dict[str, Any], note: str
 ) -> None:
     url = site.url(path)
-    model = LinkModel(url, "It could not be read.")
-    llm.handler = model
-    await bot.start(**LINKS_ON, **settings)
+    model = await reading(bot, llm, url, "It could not be read.", **LINKS_ON, **settings)
     assert await ask(fake, f"read {url}") == "It could not be read."
     assert model.results == [note]
     assert site.huge_sent < 50 * 2**20
@@ -127,9 +129,7 @@ async def test_a_redirect_into_loopback_is_refused(
     refused and the service never asked."""
     site_is_public(monkeypatch)
     url = site.url("/to-secret")
-    model = LinkModel(url)
-    llm.handler = model
-    await bot.start(links=True)
+    model = await reading(bot, llm, url, links=True)
     await ask(fake, f"what's at {url}?")
     assert model.results == ["Not read: it leads to a private or local network address, which links may not reach."]
     assert site.secret_requests == 0
@@ -140,9 +140,7 @@ async def test_a_page_telling_the_model_to_ping_everyone_is_quoted_and_pings_nob
 ) -> None:
     """The page's words arrive framed as the page's; an answer that repeats "@everyone" pings only the asker."""
     url = site.url("/steer.html")
-    model = LinkModel(url, "@everyone the page says hi")
-    llm.handler = model
-    await bot.start(**LINKS_ON)
+    model = await reading(bot, llm, url, "@everyone the page says hi", **LINKS_ON)
     await ask(fake, f"what does {url} say?")
     [result] = model.results
     # In the frame's body, as the page's words.
@@ -157,9 +155,7 @@ async def test_a_link_no_member_gave_is_not_read(
 ) -> None:
     """The model reaches for the secret service's address, which a page named and no member wrote: refused, even with
     private addresses allowed, and the service never asked."""
-    model = LinkModel(f"{site.secret_base}/secret")
-    llm.handler = model
-    await bot.start(**LINKS_ON)
+    model = await reading(bot, llm, f"{site.secret_base}/secret", **LINKS_ON)
     await ask(fake, "what's new?")
     [result] = model.results
     assert result.startswith("Not read: only a link a member wrote in this conversation can be read")
@@ -198,9 +194,9 @@ async def test_a_link_from_a_member_who_opted_out_or_erased_is_not_read(
     """Alice's message, replied to by Bob, gives a link; she opted out (or erased what she wrote): her words are
     not read, so neither is her link."""
     url = site.url("/page.html")
-    model = LinkModel(url)
-    llm.handler = model
-    client = await bot.start(**LINKS_ON)
+    model = await reading(bot, llm, url, **LINKS_ON)
+    client = bot.client
+    assert client is not None
     linked = fake.add_history(CHANNEL_ID, ALICE_ID, f"my notes: {url}")
     if withheld == "opted_out":
         await client.admission.optouts.set(GUILD_ID, ALICE_ID, True)
@@ -212,8 +208,6 @@ async def test_a_link_from_a_member_who_opted_out_or_erased_is_not_read(
 
 
 async def test_with_links_off_no_link_tool_is_offered(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
-    model = LinkModel("https://example.com/")
-    llm.handler = model
-    await bot.start()
+    model = await reading(bot, llm, "https://example.com/")
     assert await ask(fake, "what does https://example.com/ say?") == "No link tool."
     assert "read_link" not in model.offered[0]
