@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import logging
 import math
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -34,8 +33,6 @@ from files.extraction import PdfReaders
 from files.kinds import decode_text
 from files.pdf import PdfText
 from files.prepared import human_size
-
-log = logging.getLogger("parley.links")
 
 # Downloads at once in this process: each holds at most its byte cap in memory; later ones wait their turn.
 FETCHES_AT_ONCE = 2
