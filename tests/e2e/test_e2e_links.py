@@ -4,6 +4,7 @@ that calls `read_link`, and a web site on loopback (tests/support/link_site.py).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -211,3 +212,16 @@ async def test_with_links_off_no_link_tool_is_offered(bot: RunningBot, fake: Fak
     model = await reading(bot, llm, "https://example.com/")
     assert await ask(fake, "what does https://example.com/ say?") == "No link tool."
     assert "read_link" not in model.offered[0]
+
+
+@pytest.mark.parametrize(("tools", "offered"), [('["archive"]', False), ('["archive", "links"]', True)])
+async def test_a_channel_profile_without_links_offers_no_link_tool(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, site: LinkSite, tmp_path: Path, tools: str, offered: bool
+) -> None:
+    """LINKS on, and the channel's profile (PROFILES_FILE) names its tool sets: read_link only where it names links."""
+    file = tmp_path / "profiles.toml"
+    file.write_text(f"[channels.{CHANNEL_ID}]\ntools = {tools}\n")
+    url = site.url("/page.html")
+    model = await reading(bot, llm, url, **LINKS_ON, profiles_file=file)
+    await ask(fake, f"what does {url} say?")
+    assert ("read_link" in model.offered[0]) is offered
