@@ -296,6 +296,39 @@ class Settings(BaseSettings):
     images_per_server_per_day: int = Field(
         100, ge=0, description="Images made in one server each UTC day, every member's together; 0: none."
     )
+    links: bool = Field(
+        False,
+        description="Let the model read the links members give (the read_link tool): a link in the message it"
+        " answers, the one that message replies to, or the conversation's recent messages; a channel's profile may"
+        " withhold it.",
+    )
+    links_allowed_domains: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
+        description="Host names whose pages read_link may read, comma-separated (exact names: list www.example.com"
+        " and example.com both); none: any not blocked. Checked on every redirect.",
+    )
+    links_blocked_domains: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(),
+        description="Host names whose pages read_link never reads, comma-separated (exact names); wins over"
+        " LINKS_ALLOWED_DOMAINS. Checked on every redirect.",
+    )
+    links_max_chars: int = Field(
+        12_000, ge=500, le=100_000, description="Characters of a linked page's text the model is given; the rest cut."
+    )
+    links_max_bytes: int = Field(
+        10 * 2**20,
+        ge=1024,
+        le=50 * 2**20,
+        description="Bytes of a linked page Parley downloads at most (streamed: a longer body is dropped at the cap).",
+    )
+    links_timeout_seconds: float = Field(
+        15, gt=0, le=120, description="Longest one link's download may take, redirects and a slow body included."
+    )
+    links_allow_private_addresses: bool = Field(
+        False,
+        description="Let read_link reach private, loopback and link-local addresses (tests use it to reach a local"
+        " server); never set it in a deployment: a member's link could reach this machine's network.",
+    )
 
     discord_api_base_url: str | None = Field(
         None, description="REST proxy, e.g. a local fake in tests: https://, or http:// to a loopback address only."
@@ -469,6 +502,13 @@ class Settings(BaseSettings):
             return value
         return frozenset(discord_id(item) for item in value.replace(",", " ").split())
 
+    @field_validator("links_allowed_domains", "links_blocked_domains", mode="before")
+    @classmethod
+    def _comma_separated_hosts(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return frozenset(host_name(item) for item in value.replace(",", " ").split())
+
     @field_validator("guild_id", mode="before")
     @classmethod
     def _one_id(cls, value: Any) -> Any:
@@ -603,6 +643,14 @@ def discord_id(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not SNOWFLAKE_MIN <= int(text) < SNOWFLAKE_LIMIT:
         raise ValueError(f"{text!r} is not a Discord id: {WHAT_AN_ID_IS}; separate several with commas")
     return int(text)
+
+
+def host_name(text: str) -> str:
+    """`text` as a host name of the links' domain lists (lower case, no trailing dot); ValueError naming it if not."""
+    host = text.strip().lower().rstrip(".")
+    if not host or any(mark in host for mark in ("://", "/", ":", "@", "*")):
+        raise ValueError(f"{text!r} is not a host name: write the name alone, like example.com (no scheme, path or *)")
+    return host
 
 
 def _is_loopback(host: str) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator
+from dataclasses import replace
 from typing import Protocol
 
 import discord
@@ -31,6 +32,7 @@ from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
 from edge.readable import shown_channel_ids
 from edge.streaming import AnsweredTurn, AnswerStreams, Outlet
+from files.links import given_links
 from files.providers import is_image_refusal, model_key
 from helpdesk.feedback import SupportFeedback
 from memory.store import MemoryStore
@@ -194,6 +196,7 @@ class Answering:
         record = question.record
         if not deps.requester_can_read_history:
             conversation = private_view(conversation, deps.requester_id, deps.bot_user_id)
+        deps = replace(deps, links=self._links_given(question, conversation))
         profile = self.profiles.for_channel(deps.channel_id)
         chosen = await self.models.answer_model_for(profile, question.guild_id, deps.requester_id)
         instructions = persona_instructions(profile.persona)
@@ -228,6 +231,29 @@ class Answering:
                 "model %s refused images: answering without them, and sending it none from now on", model_key(model)
             )
             return await ask(files.without_images("image not shown: this model takes no images"))
+
+    def _links_given(self, question: Question, shown: ChannelConversation) -> tuple[str, ...]:
+        """The links `read_link` may read for an answer to `question`: those members wrote in the question, the message
+        it replies to or asks about (and those around it), and the latest messages of the conversation as the asker
+        may see it (`shown`); never Parley's own words, which a page it read could have steered."""
+        own_id = getattr(self.own_user(), "id", None)
+        recent = list(shown.messages)[-TRANSCRIPT_MAX_MESSAGES:]
+        texts = [question.record.content, *self._replied_to(question)]
+        about = question.about
+        if about is not None:
+            texts += [message.content for message in (about.target, *about.before, *about.after)]
+        texts += [message.content for message in recent if message.author_id != own_id]
+        return tuple(given_links(texts).values())
+
+    def _replied_to(self, question: Question) -> Iterator[str]:
+        """The text of the message the question replies to, as Discord resolved it: none if Parley wrote it, or its
+        author opted out or erased it."""
+        reference = None if question.message is None else question.message.reference
+        replied = None if reference is None else reference.resolved
+        if not isinstance(replied, discord.Message) or replied.author.id == getattr(self.own_user(), "id", None):
+            return
+        if not self.admission.optouts.withheld(question.guild_id, replied.author.id, replied.id):
+            yield replied.content
 
     async def _answer_streamed(
         self, question: Question, outlet: Outlet, conversation: ChannelConversation, deps: ChatDeps
@@ -279,6 +305,7 @@ class Answering:
         deps = self.chat_deps(question, outlet, role_ids)
         reads_history = deps.requester_can_read_history
         shown, earlier = regenerated_view(conversation, deps.requester_id, deps.bot_user_id, reads_history)
+        deps = replace(deps, links=self._links_given(question, shown))
 
         profile = self.profiles.for_channel(channel_id)
         model = await self.models.answer_model_for(profile, question.guild_id, deps.requester_id)

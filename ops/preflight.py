@@ -152,12 +152,23 @@ def configuration_problems(settings: Settings) -> list[str]:
 
 def configuration_warnings(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """What may go wrong though the start would not stop for it: a model its provider's list lacks, an archive a
-    Railway redeploy loses. One line each, naming the variable."""
+    Railway redeploy loses, links allowed into private networks. One line each, naming the variable."""
     models = [*models_in_use(settings), *listed_models(settings)]
     warnings = [unknown_model_warning(settings, variable, name) for variable, name in models]
     warnings.append(unknown_image_model_warning(settings))
     warnings.append(railway_archive_warning(settings.database_url, environ))
+    warnings.append(private_links_warning(settings))
     return [warning for warning in warnings if warning]
+
+
+def private_links_warning(settings: Settings) -> str | None:
+    """LINKS_ALLOW_PRIVATE_ADDRESSES on: a link a member gives could reach this machine and its network."""
+    if not settings.links_allow_private_addresses:
+        return None
+    return (
+        "LINKS_ALLOW_PRIVATE_ADDRESSES is on, so a link a member gives can reach this machine and its private network"
+        " (only tests need it): delete the line"
+    )
 
 
 def token_problem(token: str) -> str | None:

@@ -30,6 +30,7 @@ __all__ = [
     "KNOWLEDGE_RESULTS_TAG",
     "KNOWLEDGE_SECTION_TAG",
     "LAST_ANSWERED_TAG",
+    "LINKED_PAGE_TAG",
     "MEMORIES_TAG",
     "MEMORY_TAG",
     "MESSAGE_TAG",
@@ -72,6 +73,8 @@ AI_TURN_TAG = register_tag("ai_turn")
 # and web search results, whoever wrote those pages.
 TOOL_RESULT_TAG: Final = "tool_result"
 WEB_RESULTS_TAG = register_tag("web_results")
+# A page a member linked, read by Parley (tools.read_link): whoever wrote the page, its text is data.
+LINKED_PAGE_TAG = register_tag("linked_page")
 # A channel's messages as numbered lines, for a catch-up: a tenth of `archived_message`'s cost per message.
 CHANNEL_LOG_TAG = register_tag("channel_log")
 WEB_RESULT_TAG = register_tag("web_result")

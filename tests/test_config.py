@@ -384,3 +384,36 @@ def test_bot_py_check_with_an_id_past_2_64_exits_2_in_one_line(tmp_path) -> None
     assert done.returncode == 2 and done.stdout.startswith("1 error: ALLOWED_CHANNELS; fix them")
     [line] = done.stderr.splitlines()
     assert line.startswith("Configuration error: ALLOWED_CHANNELS is invalid:") and "Discord id" in line
+
+
+# --- The links' settings (issue 47) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("LINKS_ALLOWED_DOMAINS", "https://example.com", "'https://example.com' is not a host name"),
+        ("LINKS_BLOCKED_DOMAINS", "example.com, *.evil.test", "'*.evil.test' is not a host name"),
+        ("LINKS_MAX_CHARS", "10", "greater than or equal to 500"),
+        ("LINKS_MAX_BYTES", "100", "greater than or equal to 1024"),
+        ("LINKS_TIMEOUT_SECONDS", "0", "greater than 0"),
+        ("LINKS", "sometimes", "valid boolean"),
+    ],
+)
+def test_check_with_a_bad_links_setting_exits_2_in_one_line(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variable: str, value: str, says: str
+) -> None:
+    from bot import main
+
+    (tmp_path / ".env").write_text(f"DISCORD_TOKEN=t\nOPENAI_API_KEY=k\n{variable}={value}\n")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--check"]) == 2
+    output = capsys.readouterr()
+    assert output.err.count("\n") == 1 and "Traceback" not in output.err
+    assert output.err.startswith(f"Configuration error: {variable} is invalid:") and says in output.err
+
+
+def test_the_domain_lists_are_host_names_in_lower_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("LINKS_BLOCKED_DOMAINS", "Example.COM., www.example.com")
+    assert Settings().links_blocked_domains == frozenset({"example.com", "www.example.com"})

@@ -94,6 +94,9 @@ class ChatDeps:
     # documents (pins) the asker may read, asked when it runs; None: this one, if they may read its history.
     knowledge: KnowledgeSearch | None = None
     readable_channels: Callable[[], Collection[int]] | None = None
+    # The links members gave in what this answer shows (the message it answers, the one it replies to, the
+    # conversation's recent messages), as they wrote them: the only ones `read_link` reads.
+    links: tuple[str, ...] = ()
     # Asked before each of the answer's model requests with the tokens it has spent so far (counted in the day's
     # ledger only when it ends): a line stops the answer there, the member's or the server's daily budget being
     # reached (admission/spending.py); None: every request goes.

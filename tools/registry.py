@@ -29,6 +29,7 @@ REMINDERS = "reminders"
 KNOWLEDGE = "knowledge"
 WEB = "web"
 IMAGES = "images"
+LINKS = "links"
 MCP_PREFIX = "mcp:"
 
 
@@ -120,6 +121,9 @@ SEARCH_KNOWLEDGE = ToolEntry(
 SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
 # IMAGE_MODEL's tool, in the toolbox's image capability (tools/images.py): counted per member and server a day.
 GENERATE_IMAGE = ToolEntry("generate_image", IMAGES, "drawing…", runs_here=where_images_may_be_made)
+# Built over the link reader LINKS turns on (tools/links.py), in the toolbox's tool set "links". Offered in every answer
+# it is on for, links given or not: a tool that comes and goes would change the request's cached prefix.
+READ_LINK = ToolEntry("read_link", LINKS, "reading the link…", withholds_itself=True)
 
 TOOLS = (
     SEARCH_HISTORY,
@@ -131,6 +135,7 @@ TOOLS = (
     SEARCH_KNOWLEDGE,
     SEARCH_WEB,
     GENERATE_IMAGE,
+    READ_LINK,
 )
 # The tool sets a profile may name besides an MCP server's, in the order the profiles list them.
 TOOL_SETS = tuple(dict.fromkeys(entry.toolset for entry in TOOLS))

@@ -17,8 +17,10 @@ from config import Settings, describe_settings_error
 from ops.preflight import (
     archive_problem,
     check_summary,
+    configuration_warnings,
     image_model_problem,
     model_problem,
+    private_links_warning,
     railway_archive_warning,
     token_problem,
     unknown_image_model_warning,
@@ -312,3 +314,14 @@ def test_bot_py_check_ends_with_the_summary_and_exits_2_on_errors(tmp_path: Path
     assert done.stdout.splitlines()[-1] == (
         f"OK, 1 warning: DATABASE_URL; next: `python bot.py` (read {tmp_path.resolve() / '.env'})"
     )
+
+
+# --- Links ------------------------------------------------------------------------------------
+
+
+def test_links_reaching_private_addresses_is_a_warning_naming_the_setting() -> None:
+    """LINKS_ALLOW_PRIVATE_ADDRESSES is for tests; --check says so in one line, and says nothing when it is off."""
+    line = private_links_warning(settings(links_allow_private_addresses=True))
+    assert line is not None and line.startswith("LINKS_ALLOW_PRIVATE_ADDRESSES is on") and "\n" not in line
+    assert line in configuration_warnings(settings(links_allow_private_addresses=True), {})
+    assert private_links_warning(settings(links=True)) is None

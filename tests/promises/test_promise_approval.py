@@ -28,6 +28,7 @@ from agent import build_responder, generate_reply
 from bot import Parley
 from conversation import ChannelConversation
 from edge.approval import CLOSING_NOTES, NOT_YOURS
+from files.pages import LinkLimits, LinkReader
 from records import MessageRecord
 from tests.e2e.test_e2e_approval import cancelled, servers_file
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
@@ -36,6 +37,8 @@ from tests.support.e2e_support import RunningBot, assert_ephemeral_one_liner, cl
 from tests.tools.test_tools import deps
 from tools import ChatDeps, Toolbox, web_search_toolset
 from tools.approval import ARGUMENTS_SHOWN_MAX_CHARS, ApprovalRequest, ServerApproval, Verdict, declared_reads_only
+from tools.links import links_toolset
+from tools.registry import LINKS as LINKS_TOOLSET
 from tools.registry import MCP_PREFIX as MCP_TOOLSET_PREFIX
 from tools.registry import WEB as WEB_TOOLSET
 
@@ -279,7 +282,8 @@ class Documents:
 
 
 def every_toolbox(*extra: tuple[str, Any]) -> Toolbox:
-    """Web search, and an MCP server (as its toolset describes its tools: one read-only, one that changes things)."""
+    """Web search, link reading, and an MCP server (as its toolset describes its tools: one read-only, one that
+    changes things)."""
 
     async def search(query: str) -> list[dict[str, Any]]:
         return []
@@ -291,6 +295,7 @@ def every_toolbox(*extra: tuple[str, Any]) -> Toolbox:
     server.add_function(lambda order_id: "cancelled", name="orders_cancel", metadata={"annotations": {}})
     toolsets = {
         WEB_TOOLSET: web_search_toolset(search, 5),
+        LINKS_TOOLSET: links_toolset(LinkReader(LinkLimits(max_bytes=2**20, max_chars=1000, seconds=1))),
         MCP_TOOLSET_PREFIX + "orders": ServerApproval("orders").guard(server),
     }
     return Toolbox(toolsets={**toolsets, **dict(extra)})
@@ -356,7 +361,16 @@ async def test_every_tool_offered_asks_first_unless_it_declares_it_only_reads(
     make_settings, extra: tuple[tuple[str, Any], ...], flagged: list[str]
 ) -> None:
     unasked, offered = await undeclared_tools(make_settings, every_toolbox(*extra))
-    families = {"search_history", "remember", "recall", "remind", "search_knowledge", "search_web", "orders_cancel"}
+    families = {
+        "search_history",
+        "remember",
+        "recall",
+        "remind",
+        "search_knowledge",
+        "search_web",
+        "read_link",
+        "orders_cancel",
+    }
     assert families <= set(offered)
     assert unasked == flagged
 

@@ -37,6 +37,8 @@ OFFERED_NAMES = [
 ]
 # With IMAGE_MODEL set, the image tool follows them (tools/images.py).
 OFFERED_WITH_IMAGES = [*OFFERED_NAMES, "generate_image"]
+# Declared too, and offered only with its setting on (LINKS): tests/tools/test_links_tool.py checks where it is offered.
+OFFERED_WITH_THEIR_SETTING = ["read_link"]
 # The sha256 of those tools' definitions as the model reads them (name, description, parameters, strictness) and of
 # the instructions: a change here changes the cached prefix of every prompt.
 OFFERED_DIGEST = "9e291c5b5fe194d17a5aef0a1c5794a69ff5cd3be7e5a1a0a2249cdea00376db"
@@ -144,7 +146,7 @@ def test_each_tool_is_registered_once() -> None:
     names = [entry.name for entry in TOOLS]
 
     assert len(names) == len(set(names))
-    assert sorted(names) == sorted(OFFERED_WITH_IMAGES)
+    assert sorted(names) == sorted([*OFFERED_WITH_IMAGES, *OFFERED_WITH_THEIR_SETTING])
 
 
 async def test_the_image_tool_follows_the_others_when_images_are_on(make_settings) -> None:
