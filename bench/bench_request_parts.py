@@ -295,7 +295,7 @@ def main() -> None:
         print(line(f"turn {args.turns}, {name}", chars, f"  cacheable share {cycle['cacheable']:.3f}"), flush=True)
         print(
             f"{'':22}turns {STEADY_FROM_TURN}-{args.turns}: {cycle['mean_total']:,} characters on average,"
-            f" {cycle['max_total']:,} at most; cacheable share median {cycle['median_cacheable']:.3f},"
+            f" {cycle['max_total']:,} at most; median cacheable share {cycle['median_cacheable']:.3f},"
             f" mean {cycle['mean_cacheable']:.3f}; {cycle['restarts']} restarts; {cycle['summaries']} summaries",
             flush=True,
         )
