@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 from collections import deque
@@ -128,8 +129,8 @@ class RequestLog(Responder):
 
     def restarts(self) -> list[int]:
         """The requests (0-based) that do not continue the one before: where a provider's prefix cache starts over."""
-        pairs = zip(self.requests, self.requests[1:], strict=False)
-        return [i + 1 for i, (before, after) in enumerate(pairs) if after[: len(before)] != before]
+        pairs = enumerate(itertools.pairwise(self.requests))
+        return [i + 1 for i, (before, after) in pairs if after[: len(before)] != before]
 
 
 async def test_history_is_summarised_in_blocks_so_requests_share_their_start() -> None:
@@ -147,7 +148,7 @@ async def test_history_is_summarised_in_blocks_so_requests_share_their_start() -
             assert approx_tokens(chat.llm_history) <= KEEP_VERBATIM * BUDGET + approx_tokens(chat.llm_history[:1])
     restarts = responder.restarts()
     assert len(restarts) > 5  # summarised throughout
-    assert min(b - a for a, b in zip(restarts, restarts[1:], strict=False)) >= 8
+    assert min(b - a for a, b in itertools.pairwise(restarts)) >= 8
     assert max(responder.request_tokens) <= BUDGET
 
 
