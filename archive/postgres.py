@@ -508,6 +508,12 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
+    # v26 (prefix): each process keeps whether a server has documents (knowledge/base.py); a document added or
+    # removed anywhere notifies `parley_knowledge_documents` with its server's id, once a transaction per server.
+    """
+    CREATE TRIGGER knowledge_documents_changed AFTER INSERT OR DELETE ON knowledge_documents
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('guild_id');
+    """,
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'

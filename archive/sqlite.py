@@ -514,6 +514,8 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
+    # v26 (prefix): Postgres's own (the knowledge documents' change notifications); nothing here.
+    "",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
