@@ -315,7 +315,13 @@ class Parley(PinEvents, discord.AutoShardedClient):
         channels = self.channels
         maps = (channels.forget_markers, channels.thread_channels, channels.own_threads)
         shared = SharedSettings(
-            archive, self.profiles, *maps, self.forgetting.forgotten, self.admission.optouts, self.access.lists
+            archive,
+            self.profiles,
+            *maps,
+            self.forgetting.forgotten,
+            self.admission.optouts,
+            self.access.lists,
+            self.stores.knowledge,
         )
         self._other_processes = await follow(self.settings, archive, shared)
         await self.profiles.attach(archive)

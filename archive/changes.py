@@ -1,13 +1,13 @@
 """Changes another process made to the shared settings, as Postgres announces them (LISTEN/NOTIFY).
 
-Processes sharing one Postgres archive each keep some of its tables in memory (profiles, forget markers,
-thread settings, the threads Parley opened, the members who opted out, the access lists). A write to one of them
-notifies `parley_<table>` with the row's channel (or server, or member) id, from a trigger in the writing
-transaction (schema v13; v16 for opt-outs, v17 for the access lists), so the notification goes out when the change
-is committed. `ChangeListener` listens on a connection of its own, outside the archive's pool: a pooled connection
-is reset on release, and a transaction-mode pooler (PgBouncer) would drop its LISTEN. When that connection is lost,
-what was notified meanwhile is lost with it: once listening again, the listener asks for everything to be read
-again.
+Processes sharing one Postgres archive each keep some of its tables in memory (profiles, forget markers, thread
+settings, the threads Parley opened, the members who opted out, the access lists, whether a server has knowledge
+documents). A write to one of them notifies `parley_<table>` with the row's channel (or server, or member) id, from
+a trigger in the writing transaction (schema v13; v16 for opt-outs, v17 for the access lists, v26 for the knowledge
+documents), so the notification goes out when the change is committed. `ChangeListener` listens on a connection of
+its own, outside the archive's pool: a pooled connection is reset on release, and a transaction-mode pooler
+(PgBouncer) would drop its LISTEN. When that connection is lost, what was notified meanwhile is lost with it: once
+listening again, the listener asks for everything to be read again.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ log = logging.getLogger("parley.archive.changes")
 # The tables whose changes are announced, each on the channel `parley_<table>`.
 SHARED_TABLES = (
     "profile_settings", "forget_markers", "thread_settings", "own_threads", "opt_outs", "access_entries", "erasures",
+    "knowledge_documents",
 )  # fmt: skip
 CHANNEL_PREFIX = "parley_"
 

@@ -542,6 +542,12 @@ MIGRATIONS: tuple[str, ...] = (
     # v28 (images): the images made a day for each member in each channel with each model, beside their tokens
     # (tools/images.py): what IMAGES_PER_MEMBER_PER_DAY and IMAGES_PER_SERVER_PER_DAY count, and the usage report.
     "ALTER TABLE token_usage ADD COLUMN images BIGINT NOT NULL DEFAULT 0;",
+    # v29 (prefix): each process keeps whether a server has documents (knowledge/base.py); a document added or
+    # removed anywhere notifies `parley_knowledge_documents` with its server's id, once a transaction per server.
+    """
+    CREATE TRIGGER knowledge_documents_changed AFTER INSERT OR DELETE ON knowledge_documents
+        FOR EACH ROW EXECUTE FUNCTION parley_notify_change('guild_id');
+    """,
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'

@@ -548,6 +548,8 @@ MIGRATIONS: tuple[str, ...] = (
     # v28 (images): the images made a day for each member in each channel with each model, beside their tokens
     # (tools/images.py): what IMAGES_PER_MEMBER_PER_DAY and IMAGES_PER_SERVER_PER_DAY count, and the usage report.
     "ALTER TABLE token_usage ADD COLUMN images INTEGER NOT NULL DEFAULT 0;",
+    # v29 (prefix): Postgres's own (the knowledge documents' change notifications); nothing here.
+    "",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the

@@ -116,13 +116,13 @@ def measure_requests(requests: list[dict[str, Any]]) -> list[Measured]:
         prompt = message_tokens(messages[-1])
         history = sum(message_tokens(m) for m in messages[:-1] if m["role"] not in ("system", "developer"))
         text = rendered(request)
-        shared = _common_prefix(previous, text)
+        shared = common_prefix(previous, text)
         measured.append(Measured(fixed + prompt + history, fixed, prompt, history, shared / len(text)))
         previous = text
     return measured
 
 
-def _common_prefix(a: str, b: str) -> int:
+def common_prefix(a: str, b: str) -> int:
     limit = min(len(a), len(b))
     low, high = 0, limit
     while low < high:  # binary search on prefix equality: the strings are long

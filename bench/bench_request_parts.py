@@ -1,7 +1,7 @@
 """Benchmark what an answer's request carries, part by part: instructions, tool definitions, channel context, history,
 files, memory, the new message and tool rounds, in characters and tokens.
 
-    python bench/bench_request_parts.py [--turns 80] [--budget 4000] [--against REVISION]
+    python bench/bench_request_parts.py [--turns 80] [--budget 4000] [--against REVISION] [--restarts]
 
 Three answers run in this process on the answer agent Parley builds (`agent.build_responder`, the archive, memory and
 reminders on, web search off) against the fake model server from tests/, which records each request as the
@@ -13,6 +13,10 @@ memory on) and the request of its last answer is split the same way, with its ca
 prefix it shares with the answer request before it); as the history's summaries come round every few turns there,
 the mean and largest request and the median cacheable share from turn 20 on follow. With `--against REVISION` that
 conversation runs first on `python bot.py` as it was at REVISION (git archive to a temporary folder), in the same run.
+For each conversation it also counts the restarts from turn 20 on (a request that does not continue the one before,
+so a provider's prefix cache starts over) and the mean cacheable share; `--restarts` lists each restart with the part
+of the request where it first differs from the one before (the tool definitions, the instructions, the summary of
+earlier turns, a history message, the new message).
 
 A request is rendered as bench/bench_cost.py renders it (each tool definition, then each message, as compact JSON);
 a part's characters are those of its JSON, tokens are characters / 4. The last line is one JSON object.
@@ -39,6 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 from bench_cost import (  # noqa: E402
     CHARS_PER_TOKEN,
     STEADY_FROM_TURN,
+    common_prefix,
     converse,
     kind_of,
     measure_requests,
@@ -184,24 +189,74 @@ async def one_answer(kind: str) -> dict[str, Any]:
         return llm.requests[-1]
 
 
-def conversation(turns: int, budget: int, source: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The last answer request of bench_cost's conversation on `python bot.py` from `source`, and its figures: that
+def conversation(turns: int, budget: int, source: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The answer requests of bench_cost's conversation on `python bot.py` from `source`, and their figures: the last
     request's characters and cacheable share, and over the answers from STEADY_FROM_TURN on (where the history's
     summaries come round every few turns, so one turn's request lands anywhere in that cycle) the mean and largest
-    characters and the median cacheable share."""
+    characters, the median and mean cacheable share and the restarts (requests not continuing the one before)."""
     with tempfile.TemporaryDirectory() as folder:
         requests = asyncio.run(converse(turns, Path(folder), judge=False, summaries=True, budget=budget, source=source))
     answers = [r for r in requests if kind_of(r) == "answer"]
     measured = measure_requests(answers)
     steady = range(STEADY_FROM_TURN - 1, turns)
     sizes = [len(rendered(answers[i])) for i in steady]
-    return answers[turns - 1], {
+    shares = [measured[i].cacheable for i in steady]
+    return answers, {
         "total": sizes[-1],
         "cacheable": round(measured[turns - 1].cacheable, 3),
         "mean_total": round(statistics.mean(sizes)),
         "max_total": max(sizes),
-        "median_cacheable": round(statistics.median(measured[i].cacheable for i in steady), 3),
+        "median_cacheable": round(statistics.median(shares), 3),
+        "mean_cacheable": round(statistics.mean(shares), 3),
+        "restarts": sum(first_difference(answers[i - 1], answers[i]) is not None for i in steady),
+        "summaries": sum(kind_of(r) == "summary" for r in requests),
     }
+
+
+def first_difference(previous: dict[str, Any], request: dict[str, Any]) -> str | None:
+    """Where `request` stops continuing `previous` (the part of it holding the first differing character), or None
+    when it continues it whole: the prefix a provider's cache served ends there."""
+    before, after = rendered(previous), rendered(request)
+    shared = common_prefix(before, after)
+    if shared == len(before):
+        return None
+    end = 0
+    for name, piece in labelled_pieces(request):
+        end += len(piece) + 1
+        if shared < end:
+            return name
+    return "the end of the request"
+
+
+def labelled_pieces(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's rendering (`rendered`) piece by piece, each named by the part it belongs to."""
+    pieces = [("tool definitions", json.dumps(tool, separators=(",", ":"))) for tool in request.get("tools", [])]
+    messages = request["messages"]
+    last_user = max(i for i, message in enumerate(messages) if message["role"] == "user")
+    for index, message in enumerate(messages):
+        if message["role"] in ("system", "developer"):
+            name = "instructions"
+        elif index == last_user:
+            name = "the new message"
+        elif index > last_user:
+            name = "a tool round"
+        elif str(message.get("content") or "").startswith("<pyai:conversation_summary>"):
+            name = f"history message {index}: the summary of earlier turns"
+        else:
+            name = f"history message {index} ({message['role']})"
+        pieces.append((name, json.dumps(message, separators=(",", ":"))))
+    return pieces
+
+
+def restarts(answers: list[dict[str, Any]]) -> list[str]:
+    """A line for each answer request that does not continue the one before, naming where it first differs."""
+    lines = []
+    for turn in range(2, len(answers) + 1):
+        part = first_difference(answers[turn - 2], answers[turn - 1])
+        if part is not None:
+            share = measure_requests(answers[turn - 2 : turn])[1].cacheable
+            lines.append(f"turn {turn}: cacheable share {share:.3f}, first differs in {part}")
+    return lines
 
 
 def line(name: str, chars: dict[str, int], extra: str = "") -> str:
@@ -215,6 +270,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=80, help="answers in the conversation")
     parser.add_argument("--budget", type=int, default=4000, help="HISTORY_TOKEN_BUDGET of the conversation")
     parser.add_argument("--against", help="also run the conversation on python bot.py as it was at this revision")
+    parser.add_argument(
+        "--restarts", action="store_true", help="list each turn whose request does not continue the one before"
+    )
     args = parser.parse_args()
     figures: dict[str, Any] = {}
     print("characters (tokens) by part:")
@@ -230,16 +288,19 @@ def main() -> None:
         sources.insert(0, (args.against, lambda folder: checkout(args.against, folder)))
     for name, source in sources:
         with tempfile.TemporaryDirectory() as folder:
-            request, cycle = conversation(args.turns, args.budget, source(Path(folder)))
-        chars = split_request(request)
+            answers, cycle = conversation(args.turns, args.budget, source(Path(folder)))
+        chars = split_request(answers[-1])
         key = "turn" if name == "this commit" else f"turn_at_{args.against}"
         figures[key] = {**chars, **cycle}
         print(line(f"turn {args.turns}, {name}", chars, f"  cacheable share {cycle['cacheable']:.3f}"), flush=True)
         print(
             f"{'':22}turns {STEADY_FROM_TURN}-{args.turns}: {cycle['mean_total']:,} characters on average,"
-            f" {cycle['max_total']:,} at most; median cacheable share {cycle['median_cacheable']:.3f}",
+            f" {cycle['max_total']:,} at most; median cacheable share {cycle['median_cacheable']:.3f},"
+            f" mean {cycle['mean_cacheable']:.3f}; {cycle['restarts']} restarts; {cycle['summaries']} summaries",
             flush=True,
         )
+        for restart in restarts(answers) if args.restarts else ():
+            print(f"{'':22}{restart}")
     print(json.dumps({"turns": args.turns, "budget": args.budget, **figures}))
 
 

@@ -101,6 +101,11 @@ class KnowledgeBase:
         # One change at a time in this process, so that a document's vectors follow its sections in the order the
         # changes were made (the bound is the archive's count claim, which holds across processes too).
         self._changing = asyncio.Lock()
+        # Whether each server has documents, as last read: every model request of an answer asks (tools/registry.py),
+        # a read Postgres answers in about half a millisecond. Forgotten on each change, this process's or another's.
+        self._has_documents: dict[int, bool] = {}
+        # Counts what was forgotten, so that a read a change overtook is not kept.
+        self._forgotten = 0
 
     async def add(self, document: KnowledgeDocument) -> int:
         """Store `document` in place of any with its source in its server, and index its sections; its id.
@@ -117,6 +122,9 @@ class KnowledgeBase:
                     f"This server already has {self._max_documents} documents, the most it may keep"
                     f" (KNOWLEDGE_MAX_DOCUMENTS={self._max_documents}): remove one first."
                 ) from None
+            finally:
+                # Whatever came of it: a write that failed here may still have been committed.
+                self.forget_cached(document.guild_id)
             await self._forget(added.replaced_section_ids)
             queued = await self._queue(document, added.section_ids)
         # Embedding waits for the provider and for whatever else is queued: outside the lock, so other changes
@@ -144,7 +152,10 @@ class KnowledgeBase:
     async def remove(self, guild_id: int, document_id: int) -> bool:
         """Remove the server's document `document_id` with its vectors; False if the server has no such document."""
         async with self._changing:
-            removed = await self._store.remove_knowledge(guild_id, document_id)
+            try:
+                removed = await self._store.remove_knowledge(guild_id, document_id)
+            finally:
+                self.forget_cached(guild_id)
             if removed is None:
                 return False
             await self._forget(removed)
@@ -156,8 +167,25 @@ class KnowledgeBase:
         return document_id is not None and await self.remove(guild_id, document_id)
 
     async def has_documents(self, guild_id: int) -> bool:
-        """Whether the server has any document (the search tool is offered only then)."""
-        return await self._store.has_knowledge(guild_id)
+        """Whether the server has any document (the search tool is offered only then); read once, then kept until
+        `forget_cached`."""
+        known = self._has_documents.get(guild_id)
+        if known is not None:
+            return known
+        forgotten = self._forgotten
+        has = await self._store.has_knowledge(guild_id)
+        if forgotten == self._forgotten:
+            self._has_documents[guild_id] = has
+        return has
+
+    def forget_cached(self, guild_id: int | None = None) -> None:
+        """Read whether the server (None: every server) has documents again when next asked: its documents changed,
+        here or in another process sharing the archive (ops/shared.py)."""
+        self._forgotten += 1
+        if guild_id is None:
+            self._has_documents.clear()
+        else:
+            self._has_documents.pop(guild_id, None)
 
     async def documents(self, guild_id: int) -> list[KnowledgeDocumentInfo]:
         """The server's documents, oldest first."""

@@ -2,9 +2,10 @@
 
 Each process reads the shared settings into memory at start: profiles, /parley-admin forget markers, the channels
 where a mention opens a thread, the threads Parley opened, the members who opted out, and the servers' access
-lists. Another process's change reaches this one's memory as Postgres announces it (archive/changes.py): the
-changed channel's (or member's, or server's) rows are read again, or all of them after the listening connection
-was lost. With SQLite there is one process, and nothing to follow.
+lists; and it keeps whether each server has knowledge documents once asked. Another process's change reaches this
+one's memory as Postgres announces it (archive/changes.py): the changed channel's (or member's, or server's) rows
+are read again (a server's documents when next asked), or all of them after the listening connection was lost. With
+SQLite there is one process, and nothing to follow.
 
 The conversations kept in the archive are each process's own: a process takes up at start only those of the
 servers on its shards.
@@ -30,6 +31,13 @@ class Reloaded(Protocol):
     async def reload_all(self) -> None: ...
 
 
+class KeptPerServer(Protocol):
+    """What keeps something of each server's as last read, and reads it again when next asked once told to forget it
+    (the knowledge base's "has documents")."""
+
+    def forget_cached(self, guild_id: int | None = None) -> None: ...
+
+
 class SharedSettings:
     """This process's copies of the shared settings, and how to read each again from the archive.
 
@@ -47,6 +55,7 @@ class SharedSettings:
         forgotten: Callable[[int], None],
         opt_outs: Reloaded,
         access: Reloaded | None = None,
+        knowledge: KeptPerServer | None = None,
     ) -> None:
         self.archive = archive
         self.profiles = profiles
@@ -58,6 +67,8 @@ class SharedSettings:
         self.opt_outs = opt_outs
         # The servers' access lists (admission.access_lists), keyed by server.
         self.access = access
+        # Whether each server has knowledge documents (knowledge.base), keyed by server.
+        self.knowledge = knowledge
 
     async def reread(self, table: str, key: int) -> None:
         """Read the rows of `table` for the channel (or server, thread or member) `key` again."""
@@ -75,6 +86,9 @@ class SharedSettings:
                 self.thread_channels.discard(key)
         elif table in ("opt_outs", "erasures"):
             await self.opt_outs.reload(key)
+        elif table == "knowledge_documents":
+            if self.knowledge is not None:
+                self.knowledge.forget_cached(key)
         elif table == "own_threads":
             guild_id = await self.archive.own_thread_guild(key)
             if guild_id is not None:
@@ -88,6 +102,8 @@ class SharedSettings:
         await self.opt_outs.reload_all()
         if self.access is not None:
             await self.access.reload_all()
+        if self.knowledge is not None:
+            self.knowledge.forget_cached()
         markers = await self.archive.all_forget_markers()
         for channel_id in self.forget_markers.keys() - markers.keys():
             self._take_marker(channel_id, None)

@@ -80,10 +80,15 @@ MESSAGE_OVERHEAD_TOKENS = 4
 # from the same start before the next cut (bench/bench_cost.py).
 CUT_TO_SHARE = 0.5
 
-# Share of HISTORY_TOKEN_BUDGET past which a conversation's history is summarised after an answer.
-SUMMARY_AT = 0.8
-# Share of the budget the newest turns keep verbatim when the older ones are summarised.
-KEEP_VERBATIM = 0.5
+# Share of HISTORY_TOKEN_BUDGET past which a conversation's history is summarised after an answer. The summary then
+# waits for the channel's turn, and an answer already waiting goes first: the rest of the budget leaves room for it.
+SUMMARY_AT = 0.85
+# Share of the budget the newest turns keep verbatim when the older ones are summarised: a low-water mark well under
+# SUMMARY_AT. A swapped-in summary changes the start of every later request (a provider's prefix cache starts over),
+# so each summarises a block and the requests until the next one grow from the same start: about six answers of
+# bench/bench_request_parts.py's conversation, where 0.8 down to 0.5 gave four, with as much history on average.
+# Under CUT_TO_SHARE, so that a budget trim while the summary is written leaves the turns it keeps verbatim.
+KEEP_VERBATIM = 0.4
 # How many of a channel's ended conversations a new one starts with, at most.
 EARLIER_SUMMARIES = 3
 # After a failed summary, how many answers in the channel go by before another is tried: a broken

@@ -302,7 +302,7 @@ LIMITS = {
     "15 s": "the time limit for reading one file",
     "4,000 tokens": "the size of a catch-up's chunks",
     "300,000 tokens": "CATCHUP_TOKEN_BUDGET's default",
-    "80%": "the share of HISTORY_TOKEN_BUDGET past which the oldest turns are summarised",
+    "85%": "the share of HISTORY_TOKEN_BUDGET past which the oldest turns are summarised",
 }
 
 

@@ -1,11 +1,14 @@
 """The knowledge base's rules: how documents are split (knowledge/sections.py), and what KnowledgeBase adds to the
-store (knowledge/base.py): the bound on documents, quotes, and the vectors' hook with reciprocal rank fusion."""
+store (knowledge/base.py): the bound on documents, quotes, whether a server has documents (kept between changes), and
+the vectors' hook with reciprocal rank fusion."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -294,6 +297,56 @@ async def test_a_failed_write_is_an_error_and_leaves_the_old_version(store: SQLi
     [info] = await base.documents(GUILD)
     assert info.sections == 3
     assert [hit.heading for hit in await base.search(GUILD, "nightly", channel_ids=())] == ["Backups"]
+
+
+class CountedReads:
+    """The archive's "has documents" read, counted, and held at `gate` when one is set (a read a change overtakes)."""
+
+    def __init__(self, store: SQLiteArchive) -> None:
+        self.store = store
+        self.reads = 0
+        self.gate: asyncio.Event | None = None
+
+    async def has_knowledge(self, guild_id: int) -> bool:
+        self.reads += 1
+        has = await self.store.has_knowledge(guild_id)
+        if self.gate is not None:
+            await self.gate.wait()
+        return has
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_whether_a_server_has_documents_is_read_once_and_follows_each_change(store: SQLiteArchive) -> None:
+    """Every answer asks; the archive is read once per server until a document is added or removed there."""
+    reads = CountedReads(store)
+    base = KnowledgeBase(reads)
+
+    assert not await base.has_documents(GUILD) and not await base.has_documents(GUILD)
+    assert reads.reads == 1
+    document_id = await base.add(document("file:faq.md", FAQ))
+    assert await base.has_documents(GUILD) and await base.has_documents(GUILD)
+    assert not await base.has_documents(GUILD + 1)
+    assert reads.reads == 3
+    assert await base.remove(GUILD, document_id)
+    assert not await base.has_documents(GUILD)
+    base.forget_cached()  # another process changed documents somewhere (ops/shared.py)
+    assert not await base.has_documents(GUILD + 1)
+    assert reads.reads == 5
+
+
+async def test_a_read_that_a_change_overtook_is_not_kept(store: SQLiteArchive) -> None:
+    """A read under way while a document is added answers from before it, but the next answer reads again."""
+    reads = CountedReads(store)
+    base = KnowledgeBase(reads)
+    reads.gate = asyncio.Event()
+    reading = asyncio.create_task(base.has_documents(GUILD))
+    await asyncio.sleep(0)
+    await base.add(document("file:faq.md", FAQ))
+    reads.gate.set()
+    assert not await reading
+    assert await base.has_documents(GUILD)
 
 
 # -- Reading an admin's file --

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -16,7 +17,9 @@ from admission.optout import OptOuts
 from archive import Archive
 from archive.backends import open_archive
 from archive.changes import ChangeListener
+from archive.knowledge_types import KnowledgeDocument, KnowledgeSection
 from config import Settings
+from knowledge.base import KnowledgeBase
 from ops.shared import SharedSettings, follow_other_processes
 from profiles.channels import Profiles
 from tests.conftest import fresh_postgres_database
@@ -36,6 +39,7 @@ class Process:
     archive: Archive
     profiles: Profiles
     access: AccessLists
+    knowledge: KnowledgeBase
     forget_markers: dict[int, int] = field(default_factory=dict)
     thread_channels: set[int] = field(default_factory=set)
     own_threads: dict[int, int] = field(default_factory=dict)
@@ -53,12 +57,13 @@ class Process:
             self.forgotten.append,
             self.opt_outs,
             self.access,
+            self.knowledge,
         )
 
 
 async def start_process(url: str, settings: Settings) -> Process:
     archive = await open_archive(url, retention_days=0, flush_interval=0.01)
-    process = Process(archive, Profiles(settings), AccessLists(settings))
+    process = Process(archive, Profiles(settings), AccessLists(settings), KnowledgeBase(archive))
     process.listener = await follow_other_processes(url, archive, process.shared())
     await process.profiles.attach(archive)
     await process.opt_outs.attach(archive)
@@ -164,6 +169,29 @@ async def write_unannounced(url: str, *statements: str) -> None:
         await connection.close()
 
 
+async def until_documents(process: Process, expected: bool) -> None:
+    """Wait for the process's answers to see whether the server has documents as `expected`."""
+    async with asyncio.timeout(10):
+        while await process.knowledge.has_documents(GUILD) != expected:  # noqa: ASYNC110 - a read, no event
+            await asyncio.sleep(0.01)
+
+
+async def test_a_document_added_or_removed_through_one_process_is_known_to_the_other(
+    two_processes: tuple[Process, Process],
+) -> None:
+    """The other process keeps whether the server has documents (its answers offer the search tool only then), and
+    takes up a document added, then removed, through the first."""
+    first, second = two_processes
+    assert not await second.knowledge.has_documents(GUILD)  # kept
+    faq = KnowledgeDocument(
+        GUILD, "file:faq.md", "faq.md", [KnowledgeSection("Ports", "8080")], ALICE, datetime.now(UTC)
+    )
+    document_id = await first.knowledge.add(faq)
+    await until_documents(second, True)
+    assert await first.knowledge.remove(GUILD, document_id)
+    await until_documents(second, False)
+
+
 async def test_everything_is_read_again_after_the_listening_connection_is_lost(
     two_processes: tuple[Process, Process], postgres_url: str
 ) -> None:
@@ -206,6 +234,7 @@ async def test_reading_everything_again_takes_up_missed_changes(
     await first.archive.flush()
     await until(lambda: second.forget_markers == {CHANNEL: 7} and second.own_threads == {THREAD: GUILD})
     await until(lambda: second.access.lists_for(GUILD).blocked_members == {ALICE})
+    assert not await second.knowledge.has_documents(GUILD)
     await write_unannounced(
         postgres_url,
         "DELETE FROM forget_markers",
@@ -216,8 +245,12 @@ async def test_reading_everything_again_takes_up_missed_changes(
         f"INSERT INTO thread_settings VALUES ({CHANNEL}, {GUILD}, TRUE, 0)",
         f"INSERT INTO opt_outs VALUES ({GUILD}, {ALICE}, 0)",
         f"INSERT INTO erasures VALUES ({GUILD + 1}, {ALICE}, 9, 0)",
+        f"INSERT INTO knowledge_documents (guild_id, source, title, added_by, added_at)"
+        f" VALUES ({GUILD}, 'file:faq.md', 'faq.md', {ALICE}, 0)",
     )
+    assert not await second.knowledge.has_documents(GUILD)  # kept from before
     await second.shared().reread_all()
+    assert await second.knowledge.has_documents(GUILD)
     assert (second.forget_markers, second.thread_channels, second.own_threads) == ({}, {CHANNEL}, {})
     assert second.opt_outs.opted_out(GUILD, ALICE) and second.opt_outs.withheld(GUILD + 1, ALICE, 9)
     assert second.profiles.resolve(GUILD, CHANNEL).mode == "normal"
@@ -228,7 +261,7 @@ async def test_one_process_on_sqlite_listens_for_nothing(settings: Settings, tmp
     """With SQLite there is one process: nothing listens."""
     archive = await open_archive(f"sqlite:///{tmp_path / 'parley.db'}", retention_days=0)
     try:
-        process = Process(archive, Profiles(settings), AccessLists(settings))
+        process = Process(archive, Profiles(settings), AccessLists(settings), KnowledgeBase(archive))
         assert await follow_other_processes("sqlite:///x", archive, process.shared()) is None
     finally:
         await archive.close()

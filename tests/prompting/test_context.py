@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 from collections import deque
@@ -21,6 +22,7 @@ from archive.sqlite import ConversationSummary
 from config import Settings
 from conversation import ChannelConversation
 from prompting.context import (
+    KEEP_VERBATIM,
     HistoryCompactor,
     Summarizer,
     approx_tokens,
@@ -112,6 +114,42 @@ async def test_long_conversation_keeps_a_summary_of_its_first_turns_under_budget
     assert isinstance(first, ModelRequest) and isinstance(first.parts[0], CompactionPart)
     assert (first.parts[0].content or "").startswith("alice asked about turns 1-")
     assert "turn 200:" in str(chat.llm_history[-2].parts[0])
+
+
+class RequestLog(Responder):
+    """A Responder that also keeps each request's messages, to see which of them still start as the one before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[list[ModelMessage]] = []
+
+    def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(list(messages))
+        return super().respond(messages, info)
+
+    def restarts(self) -> list[int]:
+        """The requests (0-based) that do not continue the one before: where a provider's prefix cache starts over."""
+        pairs = enumerate(itertools.pairwise(self.requests))
+        return [i + 1 for i, (before, after) in pairs if after[: len(before)] != before]
+
+
+async def test_history_is_summarised_in_blocks_so_requests_share_their_start() -> None:
+    """A summary takes the history down to a low-water mark well under the point that calls for it: the requests
+    between two summaries continue one another (a provider's prefix cache serves them), eight or more in a row
+    (summarised from 0.8 of the budget down to 0.5, five)."""
+    responder = RequestLog()
+    agent = build_responder(settings(), model=responder.model, archive_enabled=False)
+    compactor = HistoryCompactor(summarizer(turns_summary), BUDGET)
+    chat = conversation()
+    for number in range(1, 121):
+        await answer(agent, chat, number)
+        if compactor.due(chat):
+            assert await compactor.compact(chat)
+            assert approx_tokens(chat.llm_history) <= KEEP_VERBATIM * BUDGET + approx_tokens(chat.llm_history[:1])
+    restarts = responder.restarts()
+    assert len(restarts) > 5  # summarised throughout
+    assert min(b - a for a, b in itertools.pairwise(restarts)) >= 8
+    assert max(responder.request_tokens) <= BUDGET
 
 
 async def test_failing_summariser_falls_back_to_trimming(caplog: pytest.LogCaptureFixture) -> None:
