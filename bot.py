@@ -41,6 +41,7 @@ from deciding.journal import DecisionJournal, LoggedDecision
 from discord_io import KnownChannels, guild_id_of, to_archived, to_record
 from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
+from edge.asked_about import AskedAboutReader
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
@@ -53,6 +54,8 @@ from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_c
 from edge.threads import Threads
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
+from moderation.cards import CaseButton
+from moderation.desk import ModerationDesk
 from ops.opening import follow
 from ops.preflight import startup_summary
 from ops.resources import Resources
@@ -248,6 +251,18 @@ class Parley(PinEvents, discord.AutoShardedClient):
             direct_messages=settings.direct_messages,
         )
 
+        # Members' reports to the moderators, and the case cards' buttons.
+        self.moderation = ModerationDesk(
+            settings,
+            self.stores,
+            self.admission,
+            AskedAboutReader(self.context, self.admission.optouts, self.files, manager),
+            self.usage,
+            cases=lambda: self.agents.cases,
+            get_channel=self.get_channel,
+            own_id=lambda: self.user.id if self.user is not None else 0,
+        )
+
     # The stores as the commands and the command line read them off the client; the parts are handed `stores`.
 
     @property
@@ -270,9 +285,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             log.warning("%s", warning)
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons, and the Approve and Deny buttons of a tool call, answer after a restart too: their custom id
-        # says what they are for (a press of an approval's is then told the request is over).
-        self.add_dynamic_items(StopButton, ApprovalButton)
+        # Stop buttons, the Approve and Deny buttons of a tool call and a case card's buttons answer after a restart
+        # too: their custom id says what they are for (a press of an approval's is then told the request is over).
+        self.add_dynamic_items(StopButton, ApprovalButton, CaseButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
         self.background.start(self.reminders.run(self.archive), "reminders")

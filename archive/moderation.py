@@ -152,6 +152,13 @@ class ModerationTables(BackendTables):
         rows = await self.read(f"{sql} ORDER BY at DESC, id DESC LIMIT ?", (*params, limit))
         return [_action(row) for row in rows]
 
+    async def case_actions(self, case_id: int) -> list[ModerationAction]:
+        """What was done in a case, first first."""
+        rows = await self.read(
+            f"SELECT {_ACTION_COLUMNS} FROM moderation_actions WHERE case_id = ? ORDER BY at, id", (case_id,)
+        )
+        return [_action(row) for row in rows]
+
     async def report_message(self, report: MessageReport, *, per_hour: int) -> ReportFiled:
         """File `report`: a member's report counts while they have fewer than `per_hour` reports in the server in
         the hour before it, and joins the message's open case or opens one (a watch list's flag, with no reporter,

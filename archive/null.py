@@ -383,6 +383,9 @@ class NullArchive:
     ) -> list[ModerationAction]:
         return []
 
+    async def case_actions(self, case_id: int) -> list[ModerationAction]:
+        return []
+
     async def report_message(self, report: MessageReport, *, per_hour: int) -> ReportFiled:
         raise ArchiveWriteFailed(_OFF)
 

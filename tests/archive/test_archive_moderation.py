@@ -43,6 +43,7 @@ async def test_actions_are_kept_and_listed_newest_first_by_member(archive: Archi
     assert await archive.moderation_actions(GUILD, member_id=BOB) == [timed_out]
     assert await archive.moderation_actions(GUILD, member_id=MOD, limit=1) == [timed_out]
     assert await archive.moderation_actions(GUILD, member_id=CAROL) == []
+    assert await archive.case_actions(7) == [timed_out] and await archive.case_actions(8) == []
 
 
 async def test_reports_of_one_message_make_one_case_counting_reporters(archive: Archive) -> None:

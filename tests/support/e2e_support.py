@@ -433,15 +433,31 @@ async def click(
     *,
     user_id: int = ALICE_ID,
     permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
 ) -> list[InteractionCall]:
-    """Click the button `custom_id` on `message` in #general; the bot's calls once it has answered the click.
+    """Click the button `custom_id` on `message` in #general (or `channel_id`); the bot's calls once it has answered
+    the click.
 
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-interaction-type
     """
+    payload = click_payload(fake, message, custom_id, user_id=user_id, permissions=permissions, channel_id=channel_id)
+    return await _interact(fake, payload, f"click on {custom_id}")
+
+
+def click_payload(
+    fake: FakeDiscord,
+    message: dict[str, Any],
+    custom_id: str,
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
+) -> dict[str, Any]:
+    """The INTERACTION_CREATE of a click on the button `custom_id` on `message` in `channel_id`."""
     payload = _interaction(3, {"custom_id": custom_id, "component_type": 2})  # MESSAGE_COMPONENT, a button
     payload["message"] = message
-    _in_channel(fake, payload, user_id, permissions)
-    return await _interact(fake, payload, f"click on {custom_id}")
+    _in_channel(fake, payload, user_id, permissions, channel_id)
+    return payload
 
 
 async def use_message_command(
