@@ -21,6 +21,7 @@ from moderation.desk import (
     REPORT_LINES,
 )
 from records import ModerationCase, ModerationSettings
+from tests.e2e.test_e2e_privacy import erase_by_command, export_of
 from tests.fakes.fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -350,3 +351,36 @@ async def test_no_moderation_channel_means_the_reporter_is_told_reports_are_not_
     target = fake.add_history(CHANNEL_ID, BOB_ID, RUDE)
     assert assert_ephemeral_one_liner(await use_message_command(fake, REPORT, target)) == NOT_TAKEN
     assert fake.modals == {} and llm.requests == [] and await client.archive.moderation_cases(GUILD_ID) == []
+
+
+async def test_a_case_is_in_the_export_of_the_reporter_and_of_the_member_reported(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The reporter's export holds their report, not the other member's text; the reported member's holds the case
+    with their message's text (open), not who reported it; both hold the action about them or by them."""
+    await start(bot, llm)
+    card = await reported_card(fake, fake.add_history(CHANNEL_ID, BOB_ID, RUDE))
+    await press(fake, card, "Delete")
+    reporter = (await export_of(fake, ALICE_ID))["moderation"]
+    [made] = reporter["reports_made"]
+    assert made["reason"] == "threats" and reporter["cases_about_you"] == [] and RUDE not in str(reporter)
+    reported = (await export_of(fake, BOB_ID))["moderation"]
+    [case] = reported["cases_about_you"]
+    assert case["id"] == made["case_id"] and case["message_text"] == RUDE and case["rule"] == READING["rule"]
+    assert reported["reports_made"] == [] and str(ALICE_ID) not in str(reported)
+    [action] = reported["moderation_actions"]
+    assert (action["action"], action["about_you"], action["taken_by_you"]) == ("delete", True, False)
+
+
+async def test_erasing_takes_the_reporters_reports_and_the_closed_cases_about_the_member(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    client = await start(bot, llm)
+    card = await reported_card(fake, fake.add_history(CHANNEL_ID, BOB_ID, RUDE))
+    said = await erase_by_command(fake, ALICE_ID)
+    assert "1 report(s) you made" in said
+    assert (await the_case(client.archive)).reporters == 0  # the case stays, open, without who reported it
+    await press(fake, card, "Dismiss")
+    await erase_by_command(fake, BOB_ID)
+    assert await client.archive.moderation_cases(GUILD_ID) == []
+    assert (await export_of(fake, BOB_ID))["moderation"]["cases_about_you"] == []
