@@ -56,6 +56,7 @@ from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from moderation.cards import CaseButton
 from moderation.desk import ModerationDesk
+from moderation.screening import Screening
 from ops.opening import follow
 from ops.preflight import startup_summary
 from ops.resources import Resources
@@ -262,6 +263,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
             get_channel=self.get_channel,
             own_id=lambda: self.user.id if self.user is not None else 0,
         )
+        # The watch lists: new messages in watched channels screened against the rules.
+        self.screening = Screening(
+            settings, self.stores, self.admission, self.moderation, self.background, cases=lambda: self.agents.cases
+        )
 
     # The stores as the commands and the command line read them off the client; the parts are handed `stores`.
 
@@ -329,6 +334,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.access.lists.attach(archive)
         await channels.load(archive)
         await self.admission.attach(archive)
+        await self.screening.attach()
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
         await self.upkeep.resume(archive)
@@ -389,6 +395,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
             return
+        self.screening.heard(message)
         kind = self.threads.kind_of(message)
         arrival = await Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id, askers=self.access)
         await self.pipeline.arrived(arrival)

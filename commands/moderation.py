@@ -1,8 +1,9 @@
-"""`/parley-admin moderation channel | rules | cases`: where case cards go, the rules the model reads cases against,
-and the server's cases and the actions taken (moderation/ has the rules).
+"""`/parley-admin moderation channel | rules | watch | words | cases`: where case cards go, the rules the model reads
+cases against, the watch lists (which channels' new messages are screened, and the words that send one to be), and
+the server's cases and the actions taken (moderation/ has the rules).
 
-Choosing the channel and the rules changes what every member's report does, so it takes Manage Server; the cases
-list who reported whom, so it takes Moderate Members.
+Choosing the channel, the rules and the watch lists changes what every member's report or message does, so it takes
+Manage Server; the cases list who reported whom, so it takes Moderate Members.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol, cast
+from typing import Literal, Protocol, cast
 
 import discord
 from discord import app_commands
@@ -19,6 +20,7 @@ from archive import ArchiveWriteFailed, ModerationLog
 from archive.null import archive_off
 from commands.tree import Refusal, place_of, send_ephemeral
 from moderation.cards import jump_url
+from moderation.prefilter import parsed_words
 from records import ModerationAction, ModerationCase, ModerationSettings
 
 NO_ARCHIVE = "Moderation keeps its cases in the archive, which is off here (DATABASE_URL is empty)."
@@ -26,6 +28,14 @@ NOT_SAVED = "The setting could not be saved, so it is unchanged; the details are
 CASES_SHOWN = 15
 ACTIONS_SHOWN = 15
 RULES_MAX_CHARS = 4000
+WatchSetting = Literal["on", "off"]
+WATCH_SETTINGS: tuple[str, ...] = ("on", "off")
+
+
+class WatchLists(Protocol):
+    """The watch lists this process screens by (moderation/screening.py's `Screening`)."""
+
+    async def reload(self, guild_id: int) -> None: ...
 
 
 class ModerationOperated(Protocol):
@@ -33,11 +43,18 @@ class ModerationOperated(Protocol):
 
     @property
     def archive(self) -> ModerationLog: ...
+    @property
+    def screening(self) -> WatchLists: ...
+
+
+def operated(interaction: discord.Interaction) -> ModerationOperated:
+    """The client an interaction came to; discord.py types it as any client, and only Parley's tree runs these."""
+    return cast(ModerationOperated, interaction.client)
 
 
 def moderation_archive(interaction: discord.Interaction) -> ModerationLog:
     """The archive the cases are kept in; a refusal when it is off."""
-    archive = cast(ModerationOperated, interaction.client).archive
+    archive = operated(interaction).archive
     if archive_off(archive):
         raise Refusal(NO_ARCHIVE)
     return archive
@@ -46,7 +63,7 @@ def moderation_archive(interaction: discord.Interaction) -> ModerationLog:
 class ModerationCommands(
     app_commands.Group, name="moderation", description="Reports to the moderators: where they go, the rules, cases."
 ):
-    """`/parley-admin moderation channel | rules | cases`."""
+    """`/parley-admin moderation channel | rules | watch | words | cases`."""
 
     @app_commands.command(description="The channel where reported messages' case cards go; none: reports off.")
     @app_commands.describe(channel="Where case cards are posted (only staff should read it); leave empty to stop")
@@ -89,6 +106,52 @@ class ModerationCommands(
         rules = text.strip()[:RULES_MAX_CHARS] if text is not None else settings.rules
         await _save(archive, replace(settings, rules=rules, rules_document_id=document), interaction.user.id)
         await send_ephemeral(interaction, describe_rules(rules, document))
+
+    @app_commands.command(description="Whether Parley screens this channel's new messages against the rules.")
+    @app_commands.describe(setting="on: messages the local pre-filter picks out are read, and flagged ones carded")
+    @app_commands.checks.has_permissions(manage_guild=True)
+    async def watch(self, interaction: discord.Interaction, setting: WatchSetting) -> None:
+        if setting not in WATCH_SETTINGS:
+            raise Refusal(f"Unknown setting {setting!r}: choose on or off.")
+        archive = moderation_archive(interaction)
+        guild_id, channel_id = place_of(interaction)
+        try:
+            await archive.set_watched(
+                channel_id, guild_id, setting == "on", set_by=interaction.user.id, now=datetime.now(UTC)
+            )
+        except ArchiveWriteFailed:
+            raise Refusal(NOT_SAVED) from None
+        await operated(interaction).screening.reload(guild_id)
+        if setting == "off":
+            reply = f"New messages in <#{channel_id}> are no longer screened."
+        else:
+            reply = (
+                f"New messages in <#{channel_id}> are screened: those with a link from a member who joined in the last"
+                " day, mass mentions, the same text in several channels, or a listed word"
+                " (`/parley-admin moderation words`) are read against the rules, and flagged ones become case cards."
+            )
+            if (await archive.moderation_settings(guild_id)).channel_id is None:
+                reply += " Choose a moderation channel for the cards first: `/parley-admin moderation channel`."
+        await send_ephemeral(interaction, reply)
+
+    @app_commands.command(description="The words that send a watched channel's message to be screened.")
+    @app_commands.describe(words="Comma-separated words or phrases; none shows the list, `-` clears it")
+    @app_commands.checks.has_permissions(manage_guild=True)
+    async def words(self, interaction: discord.Interaction, words: str | None = None) -> None:
+        archive = moderation_archive(interaction)
+        guild_id, _ = place_of(interaction)
+        settings = await archive.moderation_settings(guild_id)
+        if words is not None:
+            settings = replace(settings, watch_words=() if words.strip() == "-" else parsed_words(words))
+            await _save(archive, settings, interaction.user.id)
+            await operated(interaction).screening.reload(guild_id)
+        listed = ", ".join(f"`{word}`" for word in settings.watch_words)
+        reply = (
+            f"Watched channels' messages with these words are screened: {listed}."
+            if listed
+            else ("No words are listed: `/parley-admin moderation words words: scam, free nitro` lists some.")
+        )
+        await send_ephemeral(interaction, reply)
 
     @app_commands.command(description="This server's latest cases and moderation actions, or one member's.")
     @app_commands.describe(member="Only the cases about this member or reported by them, and the actions about them")
