@@ -327,9 +327,11 @@ class ModerationTables(BackendTables):
         rows = await (self.read(sql) if guild_id is None else self.read(f"{sql} WHERE guild_id = ?", (guild_id,)))
         return {int(channel_id): int(guild) for channel_id, guild in rows}
 
-    def add_screening_tokens(self, guild_id: int, day: int, tokens: int) -> None:
-        """Count `tokens` spent screening the server's messages on `day` (days since 1970-01-01, UTC)."""
+    async def add_screening_tokens(self, guild_id: int, day: int, tokens: int) -> None:
+        """Count `tokens` spent screening the server's messages on `day` (days since 1970-01-01, UTC); returns once
+        that is committed, so the next screening's budget check counts them."""
         self._enqueue(_SCREENED, (guild_id, day, tokens))
+        await self.flush()
 
     async def screening_tokens(self, guild_id: int, day: int) -> int:
         rows = await self.read("SELECT tokens FROM screening_usage WHERE guild_id = ? AND day = ?", (guild_id, day))

@@ -433,7 +433,7 @@ class NullArchive:
     async def rules_document(self, guild_id: int, document_id: int) -> str | None:
         return None
 
-    def add_screening_tokens(self, guild_id: int, day: int, tokens: int) -> None:
+    async def add_screening_tokens(self, guild_id: int, day: int, tokens: int) -> None:
         return None
 
     async def screening_tokens(self, guild_id: int, day: int) -> int:

@@ -108,8 +108,7 @@ class Screening:
         except READING_FAILURES:
             log.exception("message %s could not be screened", message.id)
             return
-        archive.add_screening_tokens(guild.id, self._day(), usage.input_tokens + usage.output_tokens)
-        await archive.flush()  # counted before the next screening asks the budget
+        await archive.add_screening_tokens(guild.id, self._day(), usage.input_tokens + usage.output_tokens)
         if not reading.rule or reading.confidence < FLAG_CONFIDENCE:
             return
         flag = MessageReport(

@@ -153,9 +153,8 @@ async def test_settings_and_watch_lists_are_stored_and_go_with_their_server(arch
     assert await archive.watched_channels(GUILD) == {CHANNEL: GUILD}
     await archive.set_watched(CHANNEL, GUILD, False, set_by=MOD, now=NOW)
     assert await archive.watched_channels() == {5: OTHER_GUILD}
-    archive.add_screening_tokens(GUILD, 100, 40)
-    archive.add_screening_tokens(GUILD, 100, 2)
-    await archive.flush()
+    await archive.add_screening_tokens(GUILD, 100, 40)
+    await archive.add_screening_tokens(GUILD, 100, 2)
     assert await archive.screening_tokens(GUILD, 100) == 42 and await archive.screening_tokens(GUILD, 101) == 0
 
     await archive.report_message(report(1), per_hour=LIMIT)

@@ -18,7 +18,7 @@ from tests.support.e2e_support import MEMBER, RunningBot, embed_text, option, sa
 
 MOD_CHANNEL = OTHER_CHANNEL_ID
 ADMIN = MEMBER | discord.Permissions(manage_messages=True, manage_guild=True)
-FLAGGED = {"rule": "1. No scams", "confidence": 0.95, "summary": "offers free Nitro behind a link"}
+FLAGGED: dict[str, Any] = {"rule": "1. No scams", "confidence": 0.95, "summary": "offers free Nitro behind a link"}
 ANSWER = "Good morning!"
 
 
