@@ -156,7 +156,7 @@ class ModerationCommands(
     @app_commands.command(description="This server's latest cases and moderation actions, or one member's.")
     @app_commands.describe(member="Only the cases about this member or reported by them, and the actions about them")
     @app_commands.checks.has_permissions(moderate_members=True)
-    async def cases(self, interaction: discord.Interaction, member: discord.Member | None = None) -> None:
+    async def cases(self, interaction: discord.Interaction, member: discord.User | None = None) -> None:
         archive = moderation_archive(interaction)
         guild_id, _ = place_of(interaction)
         member_id = None if member is None else member.id

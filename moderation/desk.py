@@ -155,13 +155,19 @@ class ModerationDesk:
             await interaction.response.send_message(NOT_KEPT, ephemeral=True)
             return
         await interaction.response.send_message(REPORT_LINES[filed.outcome], ephemeral=True)
-        if filed.case is None:
+        if filed.case is None or filed.outcome not in ("opened", "joined"):
             return
-        if filed.outcome == "opened":
-            reads_history = interaction.permissions.read_message_history
-            await self._open(filed.case, target, reason, reads_history=reads_history, withheld=withheld)
-        elif filed.outcome == "joined":
-            await self.refresh_card(filed.case.id)
+        # What a member who opted out of Parley writes is never shown to the model: their reason stays the moderators'.
+        shown = "" if self.admission.optouts.opted_out(guild_id, interaction.user.id) else reason
+        try:
+            if filed.outcome == "opened":
+                reads_history = interaction.permissions.read_message_history
+                await self._open(filed.case, target, shown, reads_history=reads_history, withheld=withheld)
+            else:
+                await self.refresh_card(filed.case.id)
+        except (discord.HTTPException, ArchiveWriteFailed):
+            # The reporter was told already: the case is kept, and `/parley-admin moderation cases` lists it.
+            log.exception("the card of case %s could not be posted", filed.case.id)
 
     async def _open(
         self, case: ModerationCase, target: discord.Message, reason: str, *, reads_history: bool, withheld: bool
