@@ -384,3 +384,15 @@ async def test_erasing_takes_the_reporters_reports_and_the_closed_cases_about_th
     await erase_by_command(fake, BOB_ID)
     assert await client.archive.moderation_cases(GUILD_ID) == []
     assert (await export_of(fake, BOB_ID))["moderation"]["cases_about_you"] == []
+
+
+async def test_a_cards_buttons_work_after_a_restart(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """The buttons' custom ids carry the case: a card posted before a restart is acted on after it."""
+    await start(bot, llm)
+    target = fake.add_history(CHANNEL_ID, BOB_ID, RUDE)
+    card = await reported_card(fake, target)
+    await bot.stop()
+    client = await bot.start()
+    assert told(await press(fake, card, "Delete")) == "Deleted the message."
+    assert int(target["id"]) in fake.deleted_ids
+    assert [action.action for action in await client.archive.moderation_actions(GUILD_ID)] == ["delete"]
