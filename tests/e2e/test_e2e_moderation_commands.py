@@ -11,9 +11,9 @@ import discord
 from archive.knowledge_types import KnowledgeDocument, KnowledgeSection
 from commands.moderation import NO_ARCHIVE
 from tests.e2e.test_e2e_moderation import MOD_CHANNEL, RUDE, press, reported_card, start
-from tests.fakes.fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord, InteractionCall
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, last_user_text
-from tests.support.e2e_support import MEMBER, MODERATOR, RunningBot, command_payload, option, reply_text
+from tests.support.e2e_support import MEMBER, MODERATOR, RunningBot, group_command, option
 
 ADMIN = MEMBER | discord.Permissions(manage_guild=True, manage_messages=True)
 STAFF = MODERATOR | discord.Permissions(moderate_members=True)
@@ -28,20 +28,7 @@ async def moderation(
     resolved: dict[str, Any] | None = None,
 ) -> str:
     """`/parley-admin moderation <subcommand>` in #general; what Parley answered."""
-    payload = command_payload(fake, "moderation", permissions=permissions)
-    payload["data"]["options"] = [
-        {"type": 2, "name": "moderation", "options": [{"type": 1, "name": subcommand, "options": options or []}]}
-    ]
-    if resolved is not None:
-        payload["data"]["resolved"] = resolved
-    token = payload["token"]
-
-    def calls() -> list[InteractionCall]:
-        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
-
-    await fake.dispatch("INTERACTION_CREATE", payload)
-    await fake.wait_for(lambda: len(calls()) >= 1, what=f"/parley-admin moderation {subcommand} answered")
-    return reply_text(calls())
+    return await group_command(fake, "moderation", subcommand, options, resolved=resolved, permissions=permissions)
 
 
 async def test_an_admin_chooses_the_moderation_channel_and_a_moderator_may_not(

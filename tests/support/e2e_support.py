@@ -316,6 +316,35 @@ def command_payload(
     return payload
 
 
+async def group_command(
+    fake: FakeDiscord,
+    group: str,
+    subcommand: str,
+    options: list[dict[str, Any]] | None = None,
+    *,
+    resolved: dict[str, Any] | None = None,
+    permissions: discord.Permissions = MODERATOR,
+    user_id: int = ALICE_ID,
+    posts: int = 1,
+) -> str:
+    """`/parley <group> <subcommand>` (or `/parley-admin …`, by the group) in #general, with the options' `resolved`
+    objects; what the bot answered (after `posts` calls)."""
+    payload = command_payload(fake, group, user_id=user_id, permissions=permissions)
+    payload["data"]["options"] = [
+        {"type": 2, "name": group, "options": [{"type": 1, "name": subcommand, "options": options or []}]}
+    ]
+    if resolved is not None:
+        payload["data"]["resolved"] = resolved
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= posts, what=f"/{payload['data']['name']} {group} {subcommand} answered")
+    return reply_text(calls())
+
+
 def _in_direct_messages(fake: FakeDiscord, payload: dict[str, Any], user_id: int) -> None:
     """Add to an interaction payload what Discord sends for one made in the user's DM with the bot."""
     user = fake.users[user_id]
