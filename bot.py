@@ -54,6 +54,7 @@ from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_c
 from edge.threads import Threads
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
+from moderation.actions import CaseActions
 from moderation.cards import CaseButton
 from moderation.desk import ModerationDesk
 from moderation.screening import Screening
@@ -252,7 +253,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             direct_messages=settings.direct_messages,
         )
 
-        # Members' reports to the moderators, and the case cards' buttons.
+        # Members' reports to the moderators, and what the case cards' buttons do.
         self.moderation = ModerationDesk(
             settings,
             self.stores,
@@ -263,6 +264,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             get_channel=self.get_channel,
             own_id=lambda: self.user.id if self.user is not None else 0,
         )
+        self.case_actions = CaseActions(self.stores, self.moderation)
         # The watch lists: new messages in watched channels screened against the rules.
         self.screening = Screening(
             settings, self.stores, self.admission, self.moderation, self.background, cases=lambda: self.agents.cases

@@ -3,7 +3,7 @@ model's reading, what was done, and the buttons (Delete, Timeout 10 minutes / 1 
 
 The buttons are persistent (discord.py's `DynamicItem`, as the approval buttons are): a custom id names the case and
 the action, so a press after a restart still works; the template takes only the actions and durations the card
-offers, so a forged custom id with any other is no button of Parley's. What a press does is desk.py's.
+offers, so a forged custom id with any other is no button of Parley's. What a press does is actions.py's.
 """
 
 from __future__ import annotations
@@ -132,8 +132,9 @@ class CaseButton(
         return cls(int(match["case"]), match["action"])
 
     async def callback(self, interaction: discord.Interaction) -> None:
-        desk = getattr(interaction.client, "moderation", None)
-        pressed: Callable[[discord.Interaction, int, str], Awaitable[None]] | None = getattr(desk, "pressed", None)
+        # The client's moderation/actions.py `CaseActions`, which this module sits below.
+        actions = getattr(interaction.client, "case_actions", None)
+        pressed: Callable[[discord.Interaction, int, str], Awaitable[None]] | None = getattr(actions, "pressed", None)
         if pressed is None:
             await interaction.response.send_message("Moderation is not running here.", ephemeral=True)
             return

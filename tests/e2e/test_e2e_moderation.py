@@ -13,13 +13,8 @@ import discord
 from archive import Archive
 from bot import Parley
 from commands.report_menu import REASON_ID, REPORT
-from moderation.desk import (
-    CANNOT_READ,
-    CLOSED,
-    NOT_A_CASE,
-    NOT_TAKEN,
-    REPORT_LINES,
-)
+from moderation.actions import CLOSED, NOT_A_CASE
+from moderation.desk import CANNOT_READ, NOT_TAKEN, REPORT_LINES
 from records import ModerationCase, ModerationSettings
 from tests.e2e.test_e2e_privacy import erase_by_command, export_of
 from tests.fakes.fake_discord import (
