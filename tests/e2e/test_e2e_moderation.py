@@ -4,6 +4,7 @@ holds their permission in the reported message's channel (and Parley too), and f
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -391,3 +392,19 @@ async def test_a_cards_buttons_work_after_a_restart(bot: RunningBot, fake: FakeD
     assert told(await press(fake, card, "Delete")) == "Deleted the message."
     assert int(target["id"]) in fake.deleted_ids
     assert [action.action for action in await client.archive.moderation_actions(GUILD_ID)] == ["delete"]
+
+
+async def test_two_moderators_dismissing_at_once_close_the_case_once(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    bot.fake.allow(CHANNEL_ID, ALICE_ID, STAFF)
+    client = await start(bot, llm)
+    card = await reported_card(fake, fake.add_history(CHANNEL_ID, BOB_ID, RUDE))
+    dismiss = buttons(card)["Dismiss"]
+    both = await asyncio.gather(
+        *(click(fake, card, dismiss, user_id=who, channel_id=MOD_CHANNEL) for who in (MODERATOR_ID, ALICE_ID))
+    )
+    await settled(fake)
+    lines = sorted(told(calls_for(fake, calls)) for calls in both)
+    assert lines == sorted(["Closed the case.", CLOSED])
+    assert [action.action for action in await client.archive.moderation_actions(GUILD_ID)] == ["dismiss"]
