@@ -85,3 +85,13 @@ async def test_cases_lists_the_cases_and_actions_to_members_with_moderate_member
 async def test_without_the_archive_moderation_says_it_is_off(bot: RunningBot, fake: FakeDiscord) -> None:
     await bot.start(database_url="")
     assert await moderation(fake, "cases", permissions=STAFF) == NO_ARCHIVE
+
+
+async def test_a_moderator_without_manage_server_changes_no_watch_list(bot: RunningBot, fake: FakeDiscord) -> None:
+    client = await bot.start()
+    refused = await moderation(fake, "watch", [option("setting", "on")], permissions=MODERATOR)
+    assert refused == "You need the Manage Server permission in this channel to use /parley-admin moderation watch."
+    refused = await moderation(fake, "words", [option("words", "hello")], permissions=MODERATOR)
+    assert refused.startswith("You need the Manage Server permission")
+    assert await client.archive.watched_channels() == {}
+    assert (await client.archive.moderation_settings(GUILD_ID)).watch_words == ()
