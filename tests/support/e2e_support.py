@@ -8,7 +8,7 @@ import itertools
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -528,7 +528,15 @@ async def open_modal(
     [call] = await use_message_command(fake, name, target, user_id=user_id, permissions=permissions)
     modal = fake.modals.get(token_of(call))
     assert modal is not None, f"{name} answered without a modal: {call.body}"
+    # discord.py keeps the modal only once Discord has answered its callback: a submission before then goes unheard.
+    await eventually(lambda: any(modal["custom_id"] in _modals_of(client) for client in _running))
     return modal
+
+
+def _modals_of(client: Parley) -> Collection[str]:
+    """The custom ids of the modals the client waits on (discord.py's view store has no public reader for them)."""
+    modals: dict[str, Any] = client._connection._view_store._modals
+    return modals.keys()
 
 
 def modal_inputs(modal: dict[str, Any]) -> dict[str, dict[str, Any]]:
