@@ -41,6 +41,7 @@ from deciding.journal import DecisionJournal, LoggedDecision
 from discord_io import KnownChannels, guild_id_of, to_archived, to_record
 from edge.approval import ApprovalButton
 from edge.arrival import CHAT_MESSAGE_TYPES, Arrival
+from edge.asked_about import AskedAboutReader
 from edge.attachment_sources import AttachmentSources
 from edge.command_sync import sync_commands
 from edge.context_loading import ContextLoader
@@ -56,6 +57,10 @@ from helpdesk.topics import TopicGrouper
 from knowledge.local_embedding import WordLlamaEmbeddingModel
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
+from moderation.actions import CaseActions
+from moderation.cards import CaseButton
+from moderation.desk import ModerationDesk
+from moderation.screening import Screening
 from ops.opening import follow
 from ops.preflight import startup_summary
 from ops.resources import Resources
@@ -255,6 +260,23 @@ class Parley(PinEvents, discord.AutoShardedClient):
             direct_messages=settings.direct_messages,
         )
 
+        # Members' reports to the moderators, and what the case cards' buttons do.
+        self.moderation = ModerationDesk(
+            settings,
+            self.stores,
+            self.admission,
+            AskedAboutReader(self.context, self.admission.optouts, self.files, manager),
+            self.usage,
+            cases=lambda: self.agents.cases,
+            get_channel=self.get_channel,
+            own_id=lambda: self.user.id if self.user is not None else 0,
+        )
+        self.case_actions = CaseActions(self.stores, self.moderation)
+        # The watch lists: new messages in watched channels screened against the rules.
+        self.screening = Screening(
+            settings, self.stores, self.admission, self.moderation, self.background, cases=lambda: self.agents.cases
+        )
+
     # The stores as the commands and the command line read them off the client; the parts are handed `stores`.
 
     @property
@@ -277,10 +299,10 @@ class Parley(PinEvents, discord.AutoShardedClient):
             log.warning("%s", warning)
         await self.agents.start(self.user, self.accounting)
         self.toolbox.start()
-        # Stop buttons, the Approve and Deny buttons of a tool call, and a support answer's Solved and Not helpful
-        # answer after a restart too: their custom id says what they are for (a press of an approval's is then told
-        # the request is over).
-        self.add_dynamic_items(StopButton, ApprovalButton, FeedbackButton)
+        # Stop buttons, the Approve and Deny buttons of a tool call, a support answer's Solved and Not helpful and a
+        # case card's buttons answer after a restart too: their custom id says what they are for (a press of an
+        # approval's is then told the request is over).
+        self.add_dynamic_items(StopButton, ApprovalButton, FeedbackButton, CaseButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
         self.background.start(self.reminders.run(self.archive), "reminders")
@@ -328,6 +350,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.access.lists.attach(archive)
         await channels.load(archive)
         await self.admission.attach(archive)
+        await self.screening.attach()
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
         await self.upkeep.resume(archive)
@@ -388,6 +411,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             return  # our own posts are recorded when we send them
         if message.type not in CHAT_MESSAGE_TYPES:
             return
+        self.screening.heard(message)
         kind = self.threads.kind_of(message)
         arrival = await Arrival.resolve(message, record, kind=kind, bot_user_id=self.user.id, askers=self.access)
         await self.pipeline.arrived(arrival)

@@ -403,6 +403,18 @@ class Settings(BaseSettings):
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"
         " that DM; off by default, since a DM has no moderators and every message costs a model call.",
     )
+    reports_per_member_per_hour: int = Field(
+        5,
+        ge=0,
+        description="Messages one member may report to a server's moderators (Report to moderators) in an hour;"
+        " 0: reports are not taken.",
+    )
+    screening_tokens_per_day: int = Field(
+        20_000,
+        ge=0,
+        description="Tokens a server's watch lists may spend screening new messages each UTC day; at the budget"
+        " screening stops until midnight and answering goes on; 0: no screening.",
+    )
     shard_count: int | None = Field(
         None,
         ge=1,

@@ -11,13 +11,14 @@ from agent import LLMJudge, Responder
 from answering.models import ProfileModels
 from answering.usage import UsageAccounting
 from catchup.writing import CatchUpWriter, build_catchup_agent
+from moderation.reading import CaseReader, build_reading_agent
 from prompting.context import Summarizer
 from providers.models import close_model
 
 
 class Agents:
-    """The responder, the judge and the summarizer (both optional), the catch-up writer, and the models profiles
-    name."""
+    """The responder, the judge and the summarizer (both optional), the catch-up writer, the moderation cases'
+    reader, and the models profiles name."""
 
     def __init__(
         self,
@@ -33,6 +34,8 @@ class Agents:
         # Catch-ups are summaries: they run on the summaries' model when there is one, else on the answers'.
         summary_model = summarizer.agent.model if summarizer is not None else responder.model
         self.catchup = CatchUpWriter(build_catchup_agent(summary_model)) if isinstance(summary_model, Model) else None
+        # Reading a reported message is a short summary too.
+        self.cases = CaseReader(build_reading_agent(summary_model)) if isinstance(summary_model, Model) else None
         # The model provider's HTTP client is closed only by leaving the agent's context.
         self._resources = contextlib.AsyncExitStack()
 

@@ -28,6 +28,7 @@ DELETE_CHANNEL = Write(
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
         "DELETE FROM pin_channels WHERE channel_id = ?",
         "DELETE FROM support_feedback WHERE channel_id = ?",
+        "DELETE FROM moderation_watch WHERE channel_id = ?",
     ),
 )
 DELETE_GUILD = Write(
@@ -58,6 +59,13 @@ DELETE_GUILD = Write(
         "DELETE FROM erasures WHERE guild_id = ?",
         "DELETE FROM member_models WHERE guild_id = ?",
         "DELETE FROM support_feedback WHERE guild_id = ?",
+        # Moderation (archive/moderation.py): the cases with their reports, the actions, the settings.
+        "DELETE FROM moderation_reports WHERE guild_id = ?",
+        "DELETE FROM moderation_cases WHERE guild_id = ?",
+        "DELETE FROM moderation_actions WHERE guild_id = ?",
+        "DELETE FROM moderation_settings WHERE guild_id = ?",
+        "DELETE FROM moderation_watch WHERE guild_id = ?",
+        "DELETE FROM screening_usage WHERE guild_id = ?",
     ),
 )
 FORGET = Write(

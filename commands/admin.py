@@ -15,6 +15,7 @@ from commands.access import AccessCommands
 from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
+from commands.moderation import ModerationCommands
 from commands.profile import ProfileCommands, profile_place_of
 from commands.support import SupportCommands
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
@@ -86,6 +87,7 @@ class AdminCommands(
         self.add_command(DigestCommands())
         self.add_command(KnowledgeCommands())
         self.add_command(SupportCommands())
+        self.add_command(ModerationCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

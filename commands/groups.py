@@ -10,11 +10,12 @@ from commands.ask import ask_command
 from commands.ask_menu import ask_menu_command
 from commands.parley import ParleyCommands
 from commands.remind import RemindCommands
+from commands.report_menu import report_menu_command
 
 
 def add_slash_commands(tree: app_commands.CommandTree) -> None:
     """Add the members' groups `/parley` and `/remind`, the admins' `/parley-admin`, the top-level `/ask` and the
-    "Ask Parley" message command to the client's tree.
+    "Ask Parley" and "Report to moderators" message commands to the client's tree.
 
     Discord's `default_member_permissions` applies per top-level command, not per subcommand
     (https://discord.com/developers/docs/interactions/application-commands#permissions), so who sees a command is
@@ -25,3 +26,4 @@ def add_slash_commands(tree: app_commands.CommandTree) -> None:
     tree.add_command(RemindCommands())
     tree.add_command(ask_command())
     tree.add_command(ask_menu_command())
+    tree.add_command(report_menu_command())

@@ -35,6 +35,9 @@ __all__ = [
     "MEMORY_TAG",
     "MESSAGE_TAG",
     "NEW_MESSAGE_TAG",
+    "REPORTED_MESSAGE_TAG",
+    "REPORT_REASON_TAG",
+    "SERVER_RULES_TAG",
     "SUMMARY_SO_FAR_TAG",
     "TOOL_RESULT_TAG",
     "TOP_AUTHOR_TAG",
@@ -81,6 +84,11 @@ WEB_RESULT_TAG = register_tag("web_result")
 # The knowledge base's search results (tools.search_knowledge): documents admins added and members' pinned messages.
 KNOWLEDGE_RESULTS_TAG = register_tag("knowledge_results")
 KNOWLEDGE_SECTION_TAG = register_tag("knowledge_section")
+# A message reported to the moderators (or flagged by a watch list), the server's rules and the reporter's reason
+# (moderation/reading.py): all written by members.
+REPORTED_MESSAGE_TAG = register_tag("reported_message")
+SERVER_RULES_TAG = register_tag("server_rules")
+REPORT_REASON_TAG = register_tag("report_reason")
 # A section's heading path is a few headings deep; past this it is cut.
 HEADING_MAX_CHARS = 300
 

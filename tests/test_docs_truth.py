@@ -177,7 +177,9 @@ def decorated_permissions(command: app_commands.Command) -> list[str]:
 def needs_line(name: str) -> str:
     """The **Needs:** line of the commands page's entry whose heading names `/name`."""
     page = PAGES["commands.md"]
-    [entry] = [entry for entry in page.split("\n### ")[1:] if f"`/{name}" in entry.split("\n", 1)[0]]
+    # The name whole: `/parley-admin mode` is no entry of `/parley-admin moderation …`'s.
+    named = re.compile(rf"`/{re.escape(name)}[ `]")
+    [entry] = [entry for entry in page.split("\n### ")[1:] if named.search(entry.split("\n", 1)[0])]
     return " ".join(entry.split("**Needs:**", 1)[1].split("**Example:**", 1)[0].split())
 
 

@@ -2,15 +2,16 @@
 
 What is held: their archived messages with their files' names and the text read from them, the facts remembered about
 them or told by them, their token counts, their reminders and timed posts still to come, the model they chose
-(`/parley model`), their feedback on the support desk's answers, whether they opted out, and until when they erased.
-An export is built a page of messages at a time, encoded off the event loop, and stops at Discord's upload limit
-(saying so). An erasure deletes all of it from the archive (their tokens stay the server's, under no one; the saved
-conversations that quote them are saved again without them) and from this process's live conversations, decisions and
-ending conversations: a server's messages all reach the one process that runs its shard, which is the one its command
-reaches. Conversation summaries written from their messages are dropped; the channel's next conversations are
-summarised afresh when they end. Their pinned messages leave the knowledge base. The erasure itself is kept
-(admission/optout.py): what they wrote until then is never stored again by any path that reads it back from Discord;
-what they write afterwards is kept as usual. It goes when Parley leaves the server.
+(`/parley model`), their feedback on the support desk's answers, their part of the moderation log
+(moderation/exported.py), whether they opted out, and until when they erased. An export is built a page of messages at
+a time, encoded off the event loop, and stops at Discord's upload limit (saying so). An erasure deletes all of it from
+the archive (their tokens stay the server's, under no one; the saved conversations that quote them are saved again
+without them) and from this process's live conversations, decisions and ending conversations: a server's messages all
+reach the one process that runs its shard, which is the one its command reaches. Conversation summaries written from
+their messages are dropped; the channel's next conversations are summarised afresh when they end. Their pinned messages
+leave the knowledge base. The erasure itself is kept (admission/optout.py): what they wrote until then is never stored
+again by any path that reads it back from Discord; what they write afterwards is kept as usual. It goes when Parley
+leaves the server.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from archive import (
     MemberModelTable,
     Memory,
     MemoryTables,
+    ModerationLog,
     Reminder,
     ReminderTable,
     TokenUsage,
 )
 from archive.members import MESSAGES_AT_ONCE
 from conversation import ChannelConversation, ConversationManager, erased_history
+from moderation.exported import exported_moderation
 from prompting.context import quoted_by, quoted_message_ids
 
 # Discord's upload limit without boosts (an interaction says its own: `Interaction.filesize_limit`).
@@ -71,6 +74,7 @@ class Erased:
     reminders: int = 0
     pins: int = 0
     feedback: int = 0
+    reports: int = 0
 
     def describe(self) -> str:
         return (
@@ -79,18 +83,19 @@ class Erased:
             f" {self.summaries} conversation summary(ies) written from your messages, {self.reminders} reminder(s),"
             f" {self.feedback} feedback verdict(s) on support answers,"
             f" and your messages in {self.conversations} live conversation(s) and {self.saved_conversations} saved"
-            f" one(s). {self.pins} of your pinned message(s) left the knowledge base. Nothing you wrote until now"
-            " is kept again."
+            f" one(s). {self.pins} of your pinned message(s) left the knowledge base. {self.reports} report(s) you made"
+            " to the moderators and the closed cases about you were erased. Nothing you wrote until now is kept again."
         )
 
 
-class ExportedArchive(MemberData, ReminderTable, MemberModelTable, Protocol):
-    """The archive, as an export reads it: the member's data, their reminders and their model choice."""
+class ExportedArchive(MemberData, ReminderTable, MemberModelTable, ModerationLog, Protocol):
+    """The archive, as an export reads it: the member's data, their reminders, their model choice and their part of
+    the moderation log."""
 
 
-class ErasedArchive(MemberData, MemoryTables, ReminderTable, Protocol):
-    """The archive, as an erasure needs it: the member's data, the saved conversations that may quote them, and
-    their reminders."""
+class ErasedArchive(MemberData, MemoryTables, ReminderTable, ModerationLog, Protocol):
+    """The archive, as an erasure needs it: the member's data, the saved conversations that may quote them, their
+    reminders and their part of the moderation log."""
 
 
 class DecisionsKept(Protocol):
@@ -148,6 +153,7 @@ async def export_member(
         "reminders": [_reminder(reminder) for reminder in await archive.member_reminders(guild_id, member_id)],
         "model_choice": await archive.member_model(guild_id, member_id),
         "support_feedback": [_feedback(row) for row in await archive.member_feedback(guild_id, member_id)],
+        "moderation": await exported_moderation(archive, guild_id, member_id),
     }
     opening = await asyncio.to_thread(_encode, head)
     messages = _MessagesPart(limit - len(opening) - _CLOSING_ROOM)
@@ -230,11 +236,13 @@ class MemberErasure:
         self.usage.anonymise(guild_id, member_id)
         every = [message_id for ids in archived.values() for message_id in ids]
         reminders = len(await self.archive.member_reminders(guild_id, member_id))
+        reports = len(await self.archive.member_reports(guild_id, member_id))
         await self.archive.erase_member(guild_id, member_id, every)
         await self.archive.delete_member_reminders(guild_id, member_id)
+        await self.archive.erase_member_moderation(guild_id, member_id)
         saved = await _erase_from_saved(self.archive, guild_id, member_id, every)
         return Erased(counts.messages, counts.attachments, counts.facts, counts.usage_rows, counts.summaries,
-                      conversations, saved, reminders, pins, counts.feedback)  # fmt: skip
+                      conversations, saved, reminders, pins, counts.feedback, reports)  # fmt: skip
 
     def _clear_live(self, guild_id: int, member_id: int, archived: dict[int, list[int]]) -> int:
         """Drop the member's messages from the server's live conversations (and the summaries in their model

@@ -65,7 +65,7 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=60)
 
 # Every command Parley registers, in the order the tree adds them.
-ALL_COMMANDS = ["parley", "parley-admin", "remind", "ask", "Ask Parley", "Regenerate"]
+ALL_COMMANDS = ["parley", "parley-admin", "remind", "ask", "Ask Parley", "Report to moderators", "Regenerate"]
 
 
 # --- Modes in the decider ------------------------------------------------------------------------
@@ -328,12 +328,15 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "digest",
         "knowledge",
         "support",
+        "moderation",
     ]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     [report] = options["support"]["options"]
     [period] = report["options"]
     assert (report["name"], period["name"], period["required"]) == ("report", "period", False)
     assert [choice["value"] for choice in period["choices"]] == ["week", "month"]
+    moderation = [sub["name"] for sub in options["moderation"]["options"]]
+    assert moderation == ["channel", "rules", "watch", "words", "cases"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
     assert list(knowledge) == ["add", "list", "remove", "pins"]
     # The pins setting: a choice of three, required.

@@ -21,10 +21,9 @@ from tests.fakes.fake_discord import (
     GUILD_ID,
     OTHER_CHANNEL_ID,
     FakeDiscord,
-    InteractionCall,
 )
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCall, last_user_text, message_text
-from tests.support.e2e_support import MEMBER, MODERATOR, RunningBot, command_payload, reply_text
+from tests.support.e2e_support import MEMBER, MODERATOR, RunningBot, group_command
 from tests.support.hostile_files import text_pdf
 
 ADMIN = MODERATOR | discord.Permissions(manage_guild=True)
@@ -86,20 +85,9 @@ async def knowledge_command(
     posts: int = 1,
 ) -> str:
     """`/parley-admin knowledge <subcommand>` in #general; what the bot answered (after `posts` calls)."""
-    payload = command_payload(fake, "knowledge", user_id=user_id, permissions=permissions)
-    payload["data"]["options"] = [
-        {"type": 2, "name": "knowledge", "options": [{"type": 1, "name": subcommand, "options": options or []}]}
-    ]
-    if resolved is not None:
-        payload["data"]["resolved"] = resolved
-    token = payload["token"]
-
-    def calls() -> list[InteractionCall]:
-        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
-
-    await fake.dispatch("INTERACTION_CREATE", payload)
-    await fake.wait_for(lambda: len(calls()) >= posts, what=f"/parley-admin knowledge {subcommand} answered")
-    return reply_text(calls())
+    return await group_command(
+        fake, "knowledge", subcommand, options, resolved=resolved, permissions=permissions, user_id=user_id, posts=posts
+    )
 
 
 async def add_file(

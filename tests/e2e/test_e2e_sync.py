@@ -60,6 +60,7 @@ async def test_the_synced_tree_shows_members_their_commands_and_admins_theirs(
     # Message commands (type 3) every member sees, on any message in a server.
     assert {name: command["type"] for name, command in synced.items() if command["type"] == 3} == {
         "Ask Parley": 3,
+        "Report to moderators": 3,
         "Regenerate": 3,
     }
     assert synced["Ask Parley"].get("default_member_permissions") is None
@@ -77,6 +78,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
         "remind",
         "ask",
         "Ask Parley",
+        "Report to moderators",
         "Regenerate",
     ]
 
@@ -88,6 +90,7 @@ async def test_commands_are_registered_once_and_again_only_when_changed(
     assert sorted(command["name"] for command in fake.commands[None]) == [
         "Ask Parley",
         "Regenerate",
+        "Report to moderators",
         "ask",
         "parley",
         "parley-admin",

@@ -320,15 +320,6 @@ class FakeDiscord(RestRoutes):
                 value = (value & ~int(overwrite["deny"])) | int(overwrite["allow"])
         return discord.Permissions(value)
 
-    def dm_channel(self, user_id: int) -> int:
-        """The id of the direct message channel between the bot and `user_id`, opened on first use."""
-        for channel in self.channels.values():
-            if channel.recipient_id == user_id:
-                return channel.id
-        channel = FakeChannel(self._next_id(), "", 0, recipient_id=user_id)
-        self.channels[channel.id] = channel
-        return channel.id
-
     async def send_dm(self, author_id: int, content: str) -> dict[str, Any]:
         """A direct message from `author_id` to the bot, stored in their DM channel.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from datetime import UTC, datetime
@@ -71,6 +72,8 @@ class RestRoutes(GatewaySessions):
             ("POST", "/channels/{channel_id}/messages/{message_id}/threads", self._start_thread_from_message),
             ("GET", "/guilds/{guild_id}", self._get_guild),
             ("GET", "/guilds/{guild_id}/members/{user_id}", self._get_member),
+            ("PATCH", "/guilds/{guild_id}/members/{user_id}", self._patch_member),
+            ("POST", "/users/@me/channels", self._create_dm),
             ("POST", "/interactions/{interaction_id}/{token}/callback", self._interaction_callback),
             ("POST", "/webhooks/{application_id}/{token}", self._webhook_message),
             ("GET", "/webhooks/{application_id}/{token}/messages/{message_id}", self._webhook_message),
@@ -198,6 +201,27 @@ class RestRoutes(GatewaySessions):
             return _error(404, "Unknown Member", 10007)
         return _json_response({"user": user.payload(), **user.member_payload()})
 
+    async def _patch_member(self, request: web.Request) -> web.Response:
+        """Modify a member: a timeout sets (or, null, ends) `communication_disabled_until`; the edit is kept in
+        `member_edits`. https://discord.com/developers/docs/resources/guild#modify-guild-member"""
+        guild_id, user_id = int(request.match_info["guild_id"]), int(request.match_info["user_id"])
+        user = self.users.get(user_id)
+        if guild_id not in self.guilds or user is None or user_id in self.departed:
+            return _error(404, "Unknown Member", 10007)
+        body = await request.json()
+        self.member_edits.append((guild_id, user_id, body))
+        if "communication_disabled_until" in body:
+            user = dataclasses.replace(user, timed_out_until=body["communication_disabled_until"])
+            self.users[user_id] = user
+        return _json_response({"user": user.payload(), **user.member_payload()})
+
+    async def _create_dm(self, request: web.Request) -> web.Response:
+        """Open (or find) the direct message channel with a user. https://discord.com/developers/docs/resources/user#create-dm"""
+        recipient = int((await request.json())["recipient_id"])
+        if recipient not in self.users:
+            return _error(404, "Unknown User", 10013)
+        return _json_response(self.channels[self.dm_channel(recipient)].payload())
+
     def _channel_or_none(self, request: web.Request) -> FakeChannel | None:
         return self.channels.get(int(request.match_info["channel_id"]))
 
@@ -317,6 +341,8 @@ class RestRoutes(GatewaySessions):
         )
         if body.get("components"):
             message["components"] = body["components"]
+        if body.get("embeds"):
+            message["embeds"] = body["embeds"]
         self.bot_posts.append(Post(channel.id, body, message, files, asyncio.get_running_loop().time()))
         # Discord echoes the bot's own message back over the gateway.
         await self._route("MESSAGE_CREATE", self._gateway_message(message))
@@ -352,6 +378,8 @@ class RestRoutes(GatewaySessions):
                 *(attachment for attachment in message.get("attachments", []) if attachment["id"] in kept),
                 *(self._attachment(name, data) for name, data in files),
             ]
+        if "embeds" in body:
+            message["embeds"] = body["embeds"] or []
         # Who is listed as mentioned follows the new text, within the edit's allowed_mentions.
         mentioned = self._pinged_users(content, (), body.get("allowed_mentions") or {"parse": []}, None)
         message["mentions"] = [self.users[user_id].payload() for user_id in mentioned]

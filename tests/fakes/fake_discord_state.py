@@ -396,6 +396,8 @@ class FakeDiscordState:
         self.bot_posts: list[Post] = []
         self.edits: list[Edit] = []
         self.deleted_ids: list[int] = []  # messages the bot deleted, in order
+        # The bot's edits of members (Modify Guild Member), in order: (server, member, the JSON it sent).
+        self.member_edits: list[tuple[int, int, dict[str, Any]]] = []
         self.typing_events: list[TypingEvent] = []
         self.requests: list[RecordedRequest] = []
         self.held_routes: set[str] = set()  # "GET /users/@me": requests left unanswered, to stop a client mid-call
@@ -461,6 +463,15 @@ class FakeDiscordState:
     def _changed(self) -> None:
         self._change.set()
         self._change = asyncio.Event()
+
+    def dm_channel(self, user_id: int) -> int:
+        """The id of the direct message channel between the bot and `user_id`, opened on first use."""
+        for channel in self.channels.values():
+            if channel.recipient_id == user_id:
+                return channel.id
+        channel = FakeChannel(self._next_id(), "", 0, recipient_id=user_id)
+        self.channels[channel.id] = channel
+        return channel.id
 
     def _next_id(self, when: datetime | None = None) -> int:
         """A unique snowflake dated `when`; ids issued for "now" also strictly increase."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot import Parley
 from tests.e2e.test_e2e_privacy import erase_by_command, privacy
-from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM
 from tests.support.e2e_support import RunningBot, eventually, request_texts, say
 
@@ -61,7 +61,8 @@ class Scene:
 
     async def traces(self) -> list[str]:
         """Every place that holds the withheld word now: the archive's messages and files, the decisions, the
-        knowledge base, the live conversations, and the model requests and posts since the state was taken."""
+        knowledge base, the moderation cases and their cards, the live conversations, and the model requests and posts
+        since the state was taken."""
         client = self.client
         assert client is not None and client.archive is not None
         await client.archive.flush()
@@ -81,6 +82,10 @@ class Scene:
             found.append(f"conversation history: {conversation.llm_history}")
         found += [f"model request: {json.dumps(request_texts(r))}" for r in self.llm.requests[self.requests_before :]]
         found += [f"post: {m['content']}" for m in self.fake.bot_messages(CHANNEL_ID)[self.posts_before :]]
+        for case in await client.archive.moderation_cases(GUILD_ID, limit=1000):
+            found += [f"moderation case {case.id}: {text}" for text in (case.content, case.summary)]
+        cards = [m for m in self.fake.bot_messages(OTHER_CHANNEL_ID) if m.get("embeds")]
+        found += [f"case card: {json.dumps(card['embeds'])}" for card in cards]
         return [place for place in found if WITHHELD in place.lower()]
 
 

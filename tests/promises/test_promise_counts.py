@@ -1,7 +1,8 @@
 """Promise: "However many requests arrive at once, and however many Parley processes share the database, a limit
 on how much Parley keeps is never exceeded: a member keeps at most REMINDERS_PER_MEMBER reminders and a server
 REMINDERS_PER_SERVER, a server KNOWLEDGE_MAX_DOCUMENTS documents, and a day's file text at most
-ARCHIVE_FILE_TEXT_MEMBER_BYTES per member and ARCHIVE_FILE_TEXT_CHANNEL_BYTES per channel."
+ARCHIVE_FILE_TEXT_MEMBER_BYTES per member and ARCHIVE_FILE_TEXT_CHANNEL_BYTES per channel, and a member's reports to
+the moderators at most REPORTS_PER_MEMBER_PER_HOUR an hour."
 
 Each limit is a row, run with N requests at once on SQLite, and with N requests at once from two archives (two
 processes' worth: each its own pool, writer, book and knowledge base) on one Postgres database; then the paths that
@@ -32,7 +33,7 @@ from archive.knowledge_types import KnowledgeDocument, KnowledgeSection
 from archive.stores import StoreTables
 from conversation import ChannelConversation
 from knowledge.base import KnowledgeBase, KnowledgeFull
-from records import MessageRecord
+from records import MessageRecord, MessageReport
 from reminders.book import ReminderBook, ReminderRefused
 from tests.conftest import fresh_postgres_database
 from tests.fakes.fake_discord import ALICE_ID, GUILD_ID, FakeDiscord
@@ -46,7 +47,7 @@ from tools.approval import Verdict
 NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
 GUILD, CHANNEL, ALICE = 42, 500, 7
 REQUESTS = 100
-PER_MEMBER, PER_SERVER, DOCUMENTS = 3, 10, 3
+PER_MEMBER, PER_SERVER, DOCUMENTS, REPORTS = 3, 10, 3, 5
 # Files of 10 bytes of text each, on one UTC day, against a day's budget of 60 bytes.
 FILES_DAY = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 FILE_TEXT = "0123456789"
@@ -141,10 +142,21 @@ async def file_text_bytes(archive: Archive) -> int:
     return int(kept)
 
 
+async def one_members_report(archive: Archive, request: int) -> None:
+    """Alice reports another message each time (moderation/desk.py files it so)."""
+    report = MessageReport(GUILD, CHANNEL, 10_000 + request, 1000, "spam", ALICE, "", NOW)
+    await archive.report_message(report, per_hour=REPORTS)
+
+
+async def alices_reports(archive: Archive) -> int:
+    return await archive.reports_in_hour(GUILD, ALICE, NOW)
+
+
 LIMITS = [
     Limit("REMINDERS_PER_MEMBER", one_members_reminder, alices_reminders, PER_MEMBER),
     Limit("REMINDERS_PER_SERVER", many_members_reminder, servers_reminders, PER_SERVER),
     Limit("KNOWLEDGE_MAX_DOCUMENTS", knowledge_document, server_wide_documents, DOCUMENTS),
+    Limit("REPORTS_PER_MEMBER_PER_HOUR", one_members_report, alices_reports, REPORTS),
     Limit(
         "ARCHIVE_FILE_TEXT_MEMBER_BYTES", one_members_file, file_text_bytes, FILE_BYTES, FileTextBudget(0, FILE_BYTES)
     ),

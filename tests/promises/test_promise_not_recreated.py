@@ -2,7 +2,8 @@
 path that reads messages (a message delivered live or again, or waiting its turn, an edit, the context a conversation
 reads from Discord, a member asking Parley about my message, the catch-up and the recheck against Discord after a
 restart, the answers to questions from while it was away, the pinned messages it takes into its knowledge base, the
-text of my files) brings it back into its archive, a conversation, the model's prompt or its knowledge.
+text of my files, a report of my message to the moderators) brings it back into its archive, a conversation, the
+model's prompt, its knowledge or a moderation case.
 
 Each row is one path, played end to end (bot.py's client, the fake Discord and model) for each state, on each backend.
 """
@@ -17,8 +18,10 @@ from typing import Any
 import pytest
 
 from commands.ask_menu import ASK_PARLEY
+from commands.report_menu import REASON_ID, REPORT
 from edge.asked_about import AUTHOR_ERASED, AUTHOR_OPTED_OUT
-from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from records import ModerationSettings
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM
 from tests.promises.promise_not_recreated_support import (
     ERASED,
@@ -31,7 +34,15 @@ from tests.promises.promise_not_recreated_support import (
     caught_up,
     pins_settled,
 )
-from tests.support.e2e_support import RunningBot, assert_ephemeral_one_liner, eventually, say, use_message_command
+from tests.support.e2e_support import (
+    RunningBot,
+    assert_ephemeral_one_liner,
+    eventually,
+    open_modal,
+    say,
+    submit_modal,
+    use_message_command,
+)
 
 Path = Callable[[Scene, State], Awaitable[None]]
 # A history older than a catch-up rereads (its newest 100 archived messages): only the recheck reaches it.
@@ -113,6 +124,24 @@ async def asked_about(scene: Scene, state: State) -> None:
         said = await alice_says(scene, f"my {WITHHELD} plan")
     refused = await use_message_command(scene.fake, ASK_PARLEY, said, user_id=BOB_ID)
     assert assert_ephemeral_one_liner(refused) in (AUTHOR_ERASED, AUTHOR_OPTED_OUT)
+    await scene.bob_asks()
+
+
+async def reported(scene: Scene, state: State) -> None:
+    """Bob reports her message to the moderators: its case keeps no text of it, and the model reads none."""
+    client = await scene.start()
+    settings = ModerationSettings(GUILD_ID, OTHER_CHANNEL_ID)
+    await client.archive.set_moderation_settings(settings, set_by=BOB_ID, now=datetime.now(UTC))
+    if state.withholds_earlier:
+        said = await alice_says(scene, f"my {WITHHELD} plan")
+        await archive_has(client, f"my {WITHHELD} plan")
+        await state.take(scene)
+    else:
+        await state.take(scene)
+        said = await alice_says(scene, f"my {WITHHELD} plan")
+    modal = await open_modal(scene.fake, REPORT, said, user_id=BOB_ID)
+    await submit_modal(scene.fake, modal, {REASON_ID: "spam"}, user_id=BOB_ID)
+    await scene.fake.wait_for_posts(1, OTHER_CHANNEL_ID)
     await scene.bob_asks()
 
 
@@ -235,6 +264,7 @@ PATHS: list[Path] = [
     edit,
     context_from_discord,
     asked_about,
+    reported,
     catch_up_after_restart,
     recheck_after_restart,
     gap_answer,

@@ -8,7 +8,7 @@ import itertools
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -316,6 +316,35 @@ def command_payload(
     return payload
 
 
+async def group_command(
+    fake: FakeDiscord,
+    group: str,
+    subcommand: str,
+    options: list[dict[str, Any]] | None = None,
+    *,
+    resolved: dict[str, Any] | None = None,
+    permissions: discord.Permissions = MODERATOR,
+    user_id: int = ALICE_ID,
+    posts: int = 1,
+) -> str:
+    """`/parley <group> <subcommand>` (or `/parley-admin …`, by the group) in #general, with the options' `resolved`
+    objects; what the bot answered (after `posts` calls)."""
+    payload = command_payload(fake, group, user_id=user_id, permissions=permissions)
+    payload["data"]["options"] = [
+        {"type": 2, "name": group, "options": [{"type": 1, "name": subcommand, "options": options or []}]}
+    ]
+    if resolved is not None:
+        payload["data"]["resolved"] = resolved
+    token = payload["token"]
+
+    def calls() -> list[InteractionCall]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= posts, what=f"/{payload['data']['name']} {group} {subcommand} answered")
+    return reply_text(calls())
+
+
 def _in_direct_messages(fake: FakeDiscord, payload: dict[str, Any], user_id: int) -> None:
     """Add to an interaction payload what Discord sends for one made in the user's DM with the bot."""
     user = fake.users[user_id]
@@ -433,15 +462,31 @@ async def click(
     *,
     user_id: int = ALICE_ID,
     permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
 ) -> list[InteractionCall]:
-    """Click the button `custom_id` on `message` in #general; the bot's calls once it has answered the click.
+    """Click the button `custom_id` on `message` in #general (or `channel_id`); the bot's calls once it has answered
+    the click.
 
     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-interaction-type
     """
+    payload = click_payload(fake, message, custom_id, user_id=user_id, permissions=permissions, channel_id=channel_id)
+    return await _interact(fake, payload, f"click on {custom_id}")
+
+
+def click_payload(
+    fake: FakeDiscord,
+    message: dict[str, Any],
+    custom_id: str,
+    *,
+    user_id: int = ALICE_ID,
+    permissions: discord.Permissions = MEMBER,
+    channel_id: int = CHANNEL_ID,
+) -> dict[str, Any]:
+    """The INTERACTION_CREATE of a click on the button `custom_id` on `message` in `channel_id`."""
     payload = _interaction(3, {"custom_id": custom_id, "component_type": 2})  # MESSAGE_COMPONENT, a button
     payload["message"] = message
-    _in_channel(fake, payload, user_id, permissions)
-    return await _interact(fake, payload, f"click on {custom_id}")
+    _in_channel(fake, payload, user_id, permissions, channel_id)
+    return payload
 
 
 async def use_message_command(
@@ -483,7 +528,15 @@ async def open_modal(
     [call] = await use_message_command(fake, name, target, user_id=user_id, permissions=permissions)
     modal = fake.modals.get(token_of(call))
     assert modal is not None, f"{name} answered without a modal: {call.body}"
+    # discord.py keeps the modal only once Discord has answered its callback: a submission before then goes unheard.
+    await eventually(lambda: any(modal["custom_id"] in _modals_of(client) for client in _running))
     return modal
+
+
+def _modals_of(client: Parley) -> Collection[str]:
+    """The custom ids of the modals the client waits on (discord.py's view store has no public reader for them)."""
+    modals: dict[str, Any] = client._connection._view_store._modals
+    return modals.keys()
 
 
 def modal_inputs(modal: dict[str, Any]) -> dict[str, dict[str, Any]]:
