@@ -105,6 +105,11 @@ def export_dotenv_variables(env_file: str | os.PathLike[str] | None) -> list[str
 # How alike a variable's name must be to a setting's to be taken for a typo of it (difflib's ratio). 0.8 names
 # LLM_MODLE, DATABSE_URL or MCP_SERVER, and none of the provider, Logfire, Railway or system variables.
 _TYPO_LIKENESS = 0.8
+# What shells, terminals and containers set of their own: never a typo of a setting, however alike (LINES is one
+# letter from LINKS).
+_SYSTEM_VARIABLES = frozenset(
+    "COLUMNS LINES TERM SHELL HOME PATH USER LOGNAME LANG LANGUAGE PWD OLDPWD HOSTNAME SHLVL MAIL TZ TMPDIR".split()
+)
 
 
 def misspelt_settings(dotenv_names: Iterable[str], environ_names: Iterable[str]) -> list[str]:
@@ -117,7 +122,7 @@ def misspelt_settings(dotenv_names: Iterable[str], environ_names: Iterable[str])
     lines = []
     for where, names in ((".env", dotenv_names), ("the environment", environ_names)):
         for name in sorted(set(names)):
-            if name.upper() in settings:
+            if name.upper() in settings or name in _SYSTEM_VARIABLES:
                 continue
             likely = difflib.get_close_matches(name.upper(), settings, n=1, cutoff=_TYPO_LIKENESS)
             if likely:

@@ -21,7 +21,7 @@ def test_a_typo_names_the_setting_it_likely_means() -> None:
 
 
 def test_settings_provider_keys_and_system_variables_are_not_typos() -> None:
-    common = ["PATH", "HOME", "HOSTNAME", "PORT", "PYTHONPATH", "LOGFIRE_ENVIRONMENT", "PGPASSWORD"]
+    common = ["PATH", "HOME", "HOSTNAME", "PORT", "PYTHONPATH", "LOGFIRE_ENVIRONMENT", "PGPASSWORD", "LINES", "COLUMNS"]
     providers = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "GOOGLE_API_KEY", "OPENAI_BASE_URL"]
     settings = [name.upper() for name in Settings.model_fields] + ["llm_model"]
 
