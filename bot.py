@@ -51,6 +51,7 @@ from edge.reminder_posts import reminder_scheduler
 from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
+from helpdesk.desk import SupportDesk
 from knowledge.opening import KnowledgeBase
 from memory.store import MemoryStore
 from ops.opening import follow
@@ -216,6 +217,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
             accounting=self.accounting,
             upkeep=self.upkeep,
         )
+        # The questions nobody addressed in support channels: taken from the message's way, answered through it.
+        self.desk = SupportDesk(settings, self.stores)
         self.pipeline = MessagePipeline(
             own_user,
             manager,
@@ -227,7 +230,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             upkeep=self.upkeep,
             answering=self.answering,
             decision_log=self.decision_log,
+            desk=self.desk,
         )
+        self.desk.path = self.pipeline
         # What catch-up finds Parley missed is decided on the message's way too, as if it had just arrived.
         self.gap = GapQuestions(
             settings,
@@ -275,6 +280,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.add_dynamic_items(StopButton, ApprovalButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
+        self.background.start(self.desk.run(), "support-desk")
         self.background.start(self.reminders.run(self.archive), "reminders")
         await sync_commands(
             self.tree,
@@ -314,6 +320,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await self.access.lists.attach(archive)
         await channels.load(archive)
         await self.admission.attach(archive)
+        await self.desk.load()
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
         await self.upkeep.resume(archive)

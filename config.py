@@ -230,6 +230,25 @@ class Settings(BaseSettings):
         description="How sure the knowledge search must be that the documents answer a question before Parley"
         " answers one nobody addressed; higher: fewer wrong answers and more unanswered questions.",
     )
+    support_wait_seconds: float = Field(
+        120,
+        ge=0,
+        le=24 * 60 * 60,
+        description="In a support channel (/parley-admin support), how long Parley waits for a member to answer a"
+        " question nobody addressed before it answers from the documents.",
+    )
+    support_handoff_minutes: float = Field(
+        60,
+        gt=0,
+        le=7 * 24 * 60,
+        description="In a support forum, how long after a post nobody answered and the documents don't answer"
+        " Parley pings SUPPORT_STAFF_ROLE, once.",
+    )
+    support_staff_role: int | None = Field(
+        None,
+        description="Id of the role a support forum's unanswered posts are handed to (its one ping); unset: no"
+        " hand-off line.",
+    )
 
     vision: VisionMode = Field(
         "auto",
@@ -443,7 +462,7 @@ class Settings(BaseSettings):
             return value
         return frozenset(discord_id(item) for item in value.replace(",", " ").split())
 
-    @field_validator("guild_id", mode="before")
+    @field_validator("guild_id", "support_staff_role", mode="before")
     @classmethod
     def _one_id(cls, value: Any) -> Any:
         if not isinstance(value, str):

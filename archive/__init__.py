@@ -603,6 +603,15 @@ class PinChannelTables(Protocol):
     async def pin_channels(self, guild_id: int | None = None) -> dict[int, int]: ...
 
 
+class SupportChannelTables(Protocol):
+    """The channels in support mode (helpdesk/'s rules): where unaddressed questions are answered from the documents."""
+
+    async def set_support(
+        self, channel_id: int, guild_id: int, on: bool, *, set_by: int, now: datetime | None = None
+    ) -> None: ...
+    async def support_channels(self) -> dict[int, int]: ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -637,6 +646,7 @@ class Archive(
     KnowledgeStore,
     VectorTable,
     PinChannelTables,
+    SupportChannelTables,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

@@ -27,6 +27,7 @@ DELETE_CHANNEL = Write(
         "DELETE FROM digests WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
         "DELETE FROM pin_channels WHERE channel_id = ?",
+        "DELETE FROM support_channels WHERE channel_id = ?",
     ),
 )
 DELETE_GUILD = Write(
@@ -54,6 +55,7 @@ DELETE_GUILD = Write(
         "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
         "DELETE FROM pin_channels WHERE guild_id = ?",
+        "DELETE FROM support_channels WHERE guild_id = ?",
         "DELETE FROM erasures WHERE guild_id = ?",
     ),
 )

@@ -446,6 +446,16 @@ class NullArchive:
     async def pin_channels(self, guild_id: int | None = None) -> dict[int, int]:
         return {}
 
+    # -- SupportChannelTables --
+
+    async def set_support(
+        self, channel_id: int, guild_id: int, on: bool, *, set_by: int, now: datetime | None = None
+    ) -> None:
+        return None
+
+    async def support_channels(self) -> dict[int, int]:
+        return {}
+
 
 # The one null archive: it holds nothing, so every client and test may share it.
 NULL_ARCHIVE: Final[Archive] = NullArchive()  # typed so: mypy checks it is a whole `Archive`

@@ -50,6 +50,7 @@ from archive.message_reads import SEARCH_CANDIDATES, MessageDialect, MessageRead
 from archive.pin_channels import PinChannelRows
 from archive.reminders import ReminderTables
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.support_channels import SupportChannelRows
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
 from archive.writer import BatchWriter, Run
@@ -508,6 +509,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
+    # v26 (supportdesk): the channels in support mode (/parley-admin support, helpdesk/): a row per channel turned on,
+    # with who did it and when; turning it off deletes the row.
+    """
+    CREATE TABLE support_channels (
+        channel_id BIGINT  PRIMARY KEY,
+        guild_id   BIGINT NOT NULL,
+        set_by     BIGINT NOT NULL,
+        set_at     BIGINT NOT NULL
+    );
+    CREATE INDEX support_channels_guild ON support_channels (guild_id);
+    """,
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'
@@ -716,6 +728,7 @@ class PostgresArchive(
     StoreTables,
     MemberTables,
     PinChannelRows,
+    SupportChannelRows,
     DigestTables,
     PostgresAllowances,
     ReminderTables,

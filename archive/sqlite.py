@@ -51,6 +51,7 @@ from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.support_channels import SupportChannelRows
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 from archive.writer import BatchWriter
 
@@ -514,6 +515,17 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
+    # v26 (supportdesk): the channels in support mode (/parley-admin support, helpdesk/): a row per channel turned on,
+    # with who did it and when; turning it off deletes the row.
+    """
+    CREATE TABLE support_channels (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        set_by     INTEGER NOT NULL,
+        set_at     INTEGER NOT NULL
+    );
+    CREATE INDEX support_channels_guild ON support_channels (guild_id);
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -678,6 +690,7 @@ class SQLiteArchive(
     StoreTables,
     MemberTables,
     PinChannelRows,
+    SupportChannelRows,
     DigestTables,
     ReminderTables,
     KnowledgeTables,

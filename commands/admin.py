@@ -1,6 +1,6 @@
-"""`/parley-admin mode | threads | forget | usage`, `profile …`, `context …`, `access …` and `knowledge …`: the
-commands that change how Parley behaves in a channel or a server or show a server's costs, shown by default only to
-members with Manage Messages."""
+"""`/parley-admin mode | threads | forget | usage`, `profile …`, `context …`, `access …`, `knowledge …` and
+`support …`: the commands that change how Parley behaves in a channel or a server or show a server's costs, shown by
+default only to members with Manage Messages."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
 from commands.profile import ProfileCommands, profile_place_of
+from commands.support import SupportCommands
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from commands.usage_report import answer_usage
 from config import ChannelMode
@@ -73,8 +74,9 @@ class AdminCommands(
     # https://discord.com/developers/docs/interactions/application-commands#permissions
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …` and
-    `knowledge …`, about the channel they are used in (`usage`, `access` and `knowledge`: its server)."""
+    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …`,
+    `knowledge …` and `support …`, about the channel they are used in (`usage`, `access` and `knowledge`: its
+    server)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,6 +85,7 @@ class AdminCommands(
         self.add_command(AccessCommands())
         self.add_command(DigestCommands())
         self.add_command(KnowledgeCommands())
+        self.add_command(SupportCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)
