@@ -67,6 +67,8 @@ HANDED_OFF = Decision(False, SUPPORT_HANDED_OFF, SUPPORT_TIER)
 CONSULTED_SECTIONS = 5
 # What was said after a question that its answer's request shows, at most (the newest are dropped past it).
 LATER_MESSAGES = 20
+# Members' answers remembered for questions not taken yet (a reply can overtake its question's way to the desk).
+ANSWERS_REMEMBERED = 1000
 # The longest the desk sleeps: the support channels are read again at least this often.
 MAX_WAIT_SECONDS = 60.0
 
@@ -133,6 +135,8 @@ class SupportDesk:
         # The channels in support mode, with their servers' (the archive's, read at each tick).
         self.channels: dict[int, int] = {}
         self._waiting: dict[int, Waiting] = {}
+        # The questions members answered, by their message id, with who answered: the newest ANSWERS_REMEMBERED.
+        self._answered: dict[int, int] = {}
         self._wake = asyncio.Event()
         self._ticked = asyncio.Condition()
         self._started = self._finished = 0
@@ -187,30 +191,38 @@ class SupportDesk:
         """A message of a support place: a member's answer to a waiting question leaves it to them (decided at once);
         any other is what was said after the questions waiting there."""
         message = arrival.message
-        if message is None or not self._waiting or not self.in_support(message.channel):
+        if message is None or not self.in_support(message.channel):
             return
+        self._note_answer(message, arrival.automated)
         answered = self._answered_by(message, arrival.automated)
         if answered is not None:
-            del self._waiting[answered.record.message_id]
-            self._decide(answered.record, HUMAN_FIRST)
-            log.info("support question %s was answered by a member", answered.record.message_id)
+            self._left_to_a_member(answered)
         for waiting in self._waiting.values():
             same_place = waiting.record.channel_id == message.channel.id
             if same_place and waiting.record.message_id < message.id and len(waiting.later) < LATER_MESSAGES:
                 waiting.later.append(arrival.record)
 
+    def _note_answer(self, message: discord.Message, automated: bool) -> None:
+        """Remember which question `message` may answer (a reply's, a post's), for one still on its way to the desk."""
+        answers = _answers(message)
+        if automated or answers is None or answers == message.id or answers in self._answered:
+            return
+        self._answered[answers] = message.author.id
+        if len(self._answered) > ANSWERS_REMEMBERED:
+            del self._answered[next(iter(self._answered))]
+
     def _answered_by(self, message: discord.Message, automated: bool) -> Waiting | None:
         """The waiting question `message` answers: a reply to it (a post's any message) by another member."""
-        if automated:
-            return None
-        if _is_forum_post(message.channel):
-            waiting = self._waiting.get(message.channel.id)
-        else:
-            reference = message.reference
-            waiting = None if reference is None else self._waiting.get(reference.message_id or 0)
+        answers = _answers(message)
+        waiting = None if automated or answers is None else self._waiting.get(answers)
         if waiting is None or waiting.record.author_id == message.author.id or waiting.record.message_id == message.id:
             return None
         return waiting
+
+    def _left_to_a_member(self, waiting: Waiting) -> None:
+        del self._waiting[waiting.record.message_id]
+        self._decide(waiting.record, HUMAN_FIRST)
+        log.info("support question %s was answered by a member", waiting.record.message_id)
 
     def take(self, arrival: Arrival, *, candidate: bool) -> None:
         """A message of a support place the normal way leaves (unaddressed, no conversation live): a candidate waits
@@ -221,8 +233,11 @@ class SupportDesk:
             return
         message = arrival.message
         assert message is not None  # a candidate is a message
-        forum = _is_forum_post(message.channel)
-        self._waiting[record.message_id] = Waiting(arrival, forum, message.created_at)
+        waiting = Waiting(arrival, _is_forum_post(message.channel), message.created_at)
+        self._waiting[record.message_id] = waiting
+        if self._answered.get(record.message_id, record.author_id) != record.author_id:
+            self._left_to_a_member(waiting)  # a member's answer overtook it
+            return
         self.wake()
 
     # -- The task --
@@ -334,6 +349,14 @@ def _support_home(channel: object) -> int:
 def _home(waiting: Waiting) -> int:
     message = waiting.arrival.message
     return 0 if message is None else _support_home(message.channel)
+
+
+def _answers(message: discord.Message) -> int | None:
+    """The question `message` may answer: the message it replies to, or the post it is written in."""
+    if _is_forum_post(message.channel):
+        return message.channel.id
+    reference = message.reference
+    return None if reference is None else reference.message_id
 
 
 def _is_forum_post(channel: object) -> bool:

@@ -327,7 +327,9 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "access",
         "digest",
         "knowledge",
+        "support",
     ]
+    assert [sub["name"] for sub in options["support"]["options"]] == ["on", "off", "show"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
     assert list(knowledge) == ["add", "list", "remove", "pins"]
