@@ -39,6 +39,7 @@ from archive import SupportChannelTables
 from archive.holder import ArchiveHolder
 from config import Settings
 from conversation import utc_now
+from discord_io import may_post
 from edge.arrival import Arrival
 from edge.readable import shown_channel_ids
 from helpdesk.handoff import hand_off
@@ -63,6 +64,9 @@ SUPPORT_TIER = "support"
 NOT_A_QUESTION = Decision(False, SUPPORT_NOT_A_QUESTION, SUPPORT_TIER)
 HUMAN_FIRST = Decision(False, SUPPORT_HUMAN_FIRST, SUPPORT_TIER)
 HANDED_OFF = Decision(False, SUPPORT_HANDED_OFF, SUPPORT_TIER)
+# Its asker may no longer see the channel or post in it (a moderator's change during the wait): Parley posts nothing
+# there for them (the where-Parley-may-post promise), and this is no support outcome the report counts.
+ASKER_MAY_NOT_POST = Decision(False, "asker_may_not_post", SUPPORT_TIER)
 # Sections a question is looked up in, and shown to the model when it is answered.
 CONSULTED_SECTIONS = 5
 # What was said after a question that its answer's request shows, at most (the newest are dropped past it).
@@ -296,6 +300,12 @@ class SupportDesk:
             del self._waiting[record.message_id]
             await self._hand_off(waiting)
             return
+        message = waiting.arrival.message
+        assert message is not None  # the desk takes messages
+        if not await _asker_may_post(message):
+            del self._waiting[record.message_id]
+            self._decide(record, ASKER_MAY_NOT_POST)
+            return
         consulted = await self._consult(waiting.arrival)
         score = 0.0 if consulted is None else confidence(consulted.evidence)
         if consulted is None or not consulted.hits or not answers(consulted.evidence, self.threshold):
@@ -349,6 +359,21 @@ def _support_home(channel: object) -> int:
 def _home(waiting: Waiting) -> int:
     message = waiting.arrival.message
     return 0 if message is None else _support_home(message.channel)
+
+
+async def _asker_may_post(message: discord.Message) -> bool:
+    """Whether the question's author may still see its channel and post in it, as the channel's permissions stand now
+    (a message read back from history carries its author without their member data: asked of Discord then)."""
+    guild, author = message.guild, message.author
+    if guild is None:
+        return True
+    member = author if isinstance(author, discord.Member) else guild.get_member(author.id)
+    try:
+        member = member or await guild.fetch_member(author.id)
+        permissions = message.channel.permissions_for(member)
+    except (discord.HTTPException, discord.ClientException):
+        return False  # they left, or Discord could not say: nothing is posted for them
+    return may_post(permissions, in_thread=isinstance(message.channel, discord.Thread))
 
 
 def _answers(message: discord.Message) -> int | None:

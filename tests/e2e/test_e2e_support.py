@@ -102,7 +102,8 @@ async def assert_silent_in(fake: FakeDiscord, channel_id: int, posts_before: int
 
 
 async def after_the_wait(bot: RunningBot, client: Parley, seconds: float = WAIT) -> None:
-    """Move the desk's clock past the wait, and let it tick."""
+    """Once the bot has handled what it was sent, move the desk's clock past the wait, and let it tick."""
+    await settled(bot.fake)
     bot.clock.advance(seconds)
     await client.desk.next_tick()
 
@@ -249,6 +250,8 @@ async def test_a_section_that_says_ignore_your_instructions_is_quoted_data(
 
 async def forum_in_support(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, **settings: Any) -> tuple[Parley, int]:
     forum = fake.add_forum("help")
+    for member in (ALICE_ID, BOB_ID, CAROL_ID):  # what @everyone may do in a real server's forum: reply in posts
+        fake.allow(forum, member, MEMBER | discord.Permissions(send_messages_in_threads=True))
     llm.handler = documents_model
     client = await bot.start(**{"knowledge_answer_threshold": THRESHOLD, **settings})
     await add_handbook(client)
