@@ -469,6 +469,15 @@ class Settings(BaseSettings):
             return value
         return discord_id(value.strip()) if value.strip() else None
 
+    @field_validator("support_handoff_minutes")
+    @classmethod
+    def _handoff_after_the_wait(cls, value: float, info: ValidationInfo) -> float:
+        # A post is looked up in the documents once SUPPORT_WAIT_SECONDS have passed; handed off before, it never is.
+        wait = info.data.get("support_wait_seconds")
+        if wait is not None and value * 60 < wait:
+            raise ValueError(f"must be at least SUPPORT_WAIT_SECONDS ({wait:g} s) in minutes: {wait / 60:g} or more")
+        return value
+
     @field_validator("role_limits", mode="before")
     @classmethod
     def _role_limit_rules(cls, value: Any) -> Any:
