@@ -203,6 +203,10 @@ class MessagePipeline:
         # never answers them (`other_bot`).
         await self.handle(arrival)
 
+    def withheld(self, guild_id: int, record: MessageRecord) -> bool:
+        """Whether the message's author opted out or erased it since it arrived (the desk drops its question)."""
+        return self.admission.optouts.withheld(guild_id, record.author_id, record.message_id)
+
     def in_support(self, channel: object) -> bool:
         """Whether the messages of `channel` are the support desk's to hear (catch-up takes them all up)."""
         return self.desk.in_support(channel)
@@ -222,8 +226,6 @@ class MessagePipeline:
         message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
         assert message is not None  # the desk takes messages
         roles = arrival.asker.role_ids
-        if self.admission.optouts.withheld(guild_id, record.author_id, record.message_id):
-            return  # its author opted out or erased it while it waited
         declined = await self.admission.admit_member(guild_id, message, record, False, roles)
         if declined is not None:
             self.decided_here(record, declined.decision)
@@ -232,7 +234,9 @@ class MessagePipeline:
             self.decided_here(record, SERVER_BUDGET)
             await self.admission.give_back(guild_id, record.author_id, roles)
             return
-        question = replace(arrival.question, support=support, documents=documents)
+        # What was said after it, as a conversation's context is shown: without the erased, opted-out members veiled.
+        later = self.admission.optouts.veil_all(guild_id, list(documents.after))
+        question = replace(arrival.question, support=support, documents=replace(documents, after=tuple(later)))
         arrival = replace(arrival, question=question)
         channel_id = record.channel_id
         async with self.admission.channel_turn(channel_id):

@@ -82,6 +82,8 @@ class SupportPath(Protocol):
 
     def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
 
+    def withheld(self, guild_id: int, record: MessageRecord) -> bool: ...
+
     async def answer_from_documents(
         self, arrival: Arrival, documents: FromDocuments, support: SupportAnswer
     ) -> None: ...
@@ -296,6 +298,10 @@ class SupportDesk:
     async def _settle(self, waiting: Waiting) -> None:
         """A question due: answered from the documents, left, or (a forum post past its wait) handed off."""
         record = waiting.record
+        assert self.path is not None  # set by the composition root before any message comes
+        if self.path.withheld(waiting.arrival.guild_id, record):
+            del self._waiting[record.message_id]  # its author opted out or erased it meanwhile: nothing of it stays
+            return
         if waiting.unsure:
             del self._waiting[record.message_id]
             await self._hand_off(waiting)
@@ -323,7 +329,6 @@ class SupportDesk:
         )
         documents = FromDocuments(format_knowledge(consulted.hits), tuple(waiting.later))
         self._decide(record, Decision(True, SUPPORT_ANSWERED, SUPPORT_TIER, confidence=score))
-        assert self.path is not None  # set by the composition root before any message comes
         await self.path.answer_from_documents(arrival, documents, support)
 
     async def _consult(self, arrival: Arrival) -> Consulted | None:

@@ -25,6 +25,7 @@ from helpdesk.question import (
 )
 from prompting.context import FROM_DOCUMENTS_NOTE
 from tests.e2e.test_e2e_backfill import CATCH_UP_BOUND, caught_up
+from tests.e2e.test_e2e_privacy import erase_by_command
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CAROL_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, last_user_text
 from tests.support.e2e_support import (
@@ -359,3 +360,20 @@ async def test_a_question_from_the_gap_nobody_answered_is_answered_with_what_was
         prompt.index(COVERED) < prompt.index("same problem here, the page is blank") < prompt.index(FROM_DOCUMENTS_NOTE)
     )
     await decision_on(client, CHANNEL_ID, question, SUPPORT_ANSWERED)
+
+
+async def test_a_question_whose_asker_erases_their_data_during_the_wait_leaves_nothing(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Bob asks, then erases what Parley holds of him before the wait is over: his question is neither answered nor
+    decided on, and no decision quotes it, in memory or in the archive."""
+    client = await support_channel(bot, llm)
+    question = await say(fake, BOB_ID, COVERED)
+    await settled(fake)  # the question waits
+    await erase_by_command(fake, user_id=BOB_ID)
+    await after_the_wait(bot, client)
+    await assert_silent(fake, 0)
+    assert llm.requests == []
+    assert all(entry.message_id != int(question["id"]) for entry in client.decisions.recent(CHANNEL_ID))
+    await client.archive.flush()
+    assert all(row.message_id != int(question["id"]) for row in await client.archive.recent_decisions(CHANNEL_ID, 50))
