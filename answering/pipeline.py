@@ -221,8 +221,12 @@ class MessagePipeline:
 
     async def answer_from_documents(self, arrival: Arrival, documents: FromDocuments, support: SupportAnswer) -> None:
         """Answer a question the support desk took (its decision noted already), from the documents' sections found
-        for it, as a mention is answered: its author's limits and the server's budget first, in the channel's turn,
-        in a conversation it starts (or joins). Declined, it stays unanswered and nobody is told: nobody asked."""
+        for it, as a mention is answered: its author's limits and the server's budget first, in the channel's turn.
+        Declined, it stays unanswered and nobody is told: nobody asked.
+
+        A forum post's answer starts the conversation of its thread (the post's place: its asker follows up there); in
+        a text channel the answer joins none, so the channel's next questions stay the desk's (a reply to the answer
+        addresses Parley, and starts one)."""
         message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
         assert message is not None  # the desk takes messages
         roles = arrival.asker.role_ids
@@ -239,8 +243,11 @@ class MessagePipeline:
         question = replace(arrival.question, support=support, documents=replace(documents, after=tuple(later)))
         arrival = replace(arrival, question=question)
         channel_id = record.channel_id
+        in_post = isinstance(message.channel, discord.Thread)
         async with self.admission.channel_turn(channel_id):
-            conversation = self.manager.get(channel_id) or await self._start_conversation(arrival)
+            conversation = self.manager.get(channel_id)
+            if conversation is None:
+                conversation = await (self._start_conversation(arrival) if in_post else self._context_only(arrival))
             async with self.admission.answer_slot():
                 await self._answer_while_valid(arrival, MessageReply.to(message), conversation)
 

@@ -144,6 +144,26 @@ async def test_an_unaddressed_question_the_documents_answer_is_answered_once_aft
     assert len(llm.requests) == 1
 
 
+async def test_after_an_answer_the_next_question_is_still_the_desks_and_a_reply_to_the_answer_the_usual_ways(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The desk's answer in a text channel starts no conversation: Carol's question right after it waits its turn
+    and is answered from the documents too; Bob's reply to the answer addresses Parley, and is answered at once."""
+    client = await support_channel(bot, llm)
+    await say(fake, BOB_ID, COVERED)
+    await after_the_wait(bot, client)
+    [answer] = await fake.wait_for_posts(1)
+    assert client.manager.get(CHANNEL_ID) is None
+    second = await say(fake, CAROL_ID, "when do backups run?")
+    await after_the_wait(bot, client)
+    posts = await fake.wait_for_posts(2)
+    assert posts[1].reply_to == int(second["id"]) and posts[1].content.endswith("(handbook.md, Handbook > Backups)")
+    llm.handler = lambda request: "You're welcome."
+    thanks = await say(fake, BOB_ID, "thanks! and where is that set?", reply_to=int(answer.message["id"]))
+    posts = await fake.wait_for_posts(3)
+    assert (posts[2].reply_to, posts[2].content) == (int(thanks["id"]), "You're welcome.")
+
+
 async def test_a_question_the_documents_do_not_cover_is_not_answered(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
