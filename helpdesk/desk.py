@@ -26,7 +26,6 @@ the archive when the desk starts and at each tick (at most a minute apart), so a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from knowledge.base import Consulted
 from knowledge.confidence import answers, confidence
 from prompting.quoting import format_knowledge
 from records import Decision, FromDocuments, MessageRecord
+from upkeep.ticks import Ticks
 
 log = logging.getLogger("parley.helpdesk")
 
@@ -143,9 +143,7 @@ class SupportDesk:
         self._waiting: dict[int, Waiting] = {}
         # The questions members answered, by their message id, with who answered: the newest ANSWERS_REMEMBERED.
         self._answered: dict[int, int] = {}
-        self._wake = asyncio.Event()
-        self._ticked = asyncio.Condition()
-        self._started = self._finished = 0
+        self._ticks = Ticks("support desk", longest=MAX_WAIT_SECONDS)
 
     @property
     def _archive(self) -> SupportChannelTables:
@@ -250,32 +248,20 @@ class SupportDesk:
 
     def wake(self) -> None:
         """Tick now rather than when the next question is due."""
-        self._wake.set()
+        self._ticks.wake()
 
     async def next_tick(self) -> None:
         """Wake the task and wait until a tick that began after this call has finished (a test moves the clock,
         then awaits this instead of sleeping)."""
-        target = self._started + 1
-        self.wake()
-        async with self._ticked:
-            await self._ticked.wait_for(lambda: self._finished >= target)
+        await self._ticks.next_tick()
 
     async def run(self) -> None:
         """Tick, then sleep until the next question is due (at most a minute) or until woken; for ever."""
-        while True:
-            self._wake.clear()
-            self._started += 1
-            try:
-                await self._tick()
-            except Exception:
-                # A background task's failure would otherwise go unseen, and end the desk until a restart.
-                log.exception("support desk: a tick failed")
-            finally:
-                self._finished += 1
-                async with self._ticked:
-                    self._ticked.notify_all()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._sleep())
+        await self._ticks.run(self._tick_and_sleep)
+
+    async def _tick_and_sleep(self) -> float:
+        await self._tick()
+        return self._sleep()
 
     def _sleep(self) -> float:
         now = self.clock()
