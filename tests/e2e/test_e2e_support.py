@@ -36,6 +36,7 @@ from tests.support.e2e_support import (
     command_payload,
     eventually,
     reply_text,
+    run_command,
     say,
     settled,
 )
@@ -138,6 +139,8 @@ async def test_an_unaddressed_question_the_documents_answer_is_answered_once_aft
     assert (
         entry.respond and entry.confidence is not None and entry.confidence > client.settings.knowledge_answer_threshold
     )
+    why = reply_text(await run_command(fake, "why"))
+    assert f"answered · support_answered (support, confidence {entry.confidence:.2f})" in why
 
     await after_the_wait(bot, client)
     await assert_silent(fake, 1)
