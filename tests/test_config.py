@@ -334,6 +334,22 @@ def test_the_support_desks_settings_default_and_a_hand_off_before_the_wait_is_on
     assert line.startswith("Configuration error: SUPPORT_WAIT_SECONDS is invalid:") and "\n" not in line
 
 
+def test_check_with_a_hand_off_before_the_wait_exits_2_in_one_line(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python bot.py --check` (its main, in this process) with SUPPORT_HANDOFF_MINUTES below the wait: exit 2, one
+    line naming the variable and the fix."""
+    from bot import main
+
+    dotenv = "DISCORD_TOKEN=t\nOPENAI_API_KEY=k\nSUPPORT_WAIT_SECONDS=600\nSUPPORT_HANDOFF_MINUTES=5\n"
+    (tmp_path / ".env").write_text(dotenv)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--check"]) == 2
+    output = capsys.readouterr()
+    assert output.out.startswith("1 error: SUPPORT_HANDOFF_MINUTES; fix them") and output.err.count("\n") == 1
+    assert "must be at least SUPPORT_WAIT_SECONDS (600 s) in minutes: 10 or more" in output.err
+
+
 # --- Every setting that holds Discord ids takes snowflakes only -------------------------------
 
 # The variable, and how a value with `id` in it is written.
