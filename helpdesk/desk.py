@@ -142,7 +142,7 @@ class SupportDesk:
         self.channels: dict[int, int] = {}
         self._waiting: dict[int, Waiting] = {}
         # The questions members answered, by their message id, with who answered: the newest ANSWERS_REMEMBERED.
-        self._answered: dict[int, int] = {}
+        self._answered: dict[int, set[int]] = {}
         self._ticks = Ticks("support desk", longest=MAX_WAIT_SECONDS)
 
     @property
@@ -209,9 +209,9 @@ class SupportDesk:
     def _note_answer(self, message: discord.Message, automated: bool) -> None:
         """Remember which question `message` may answer (a reply's, a post's), for one still on its way to the desk."""
         answers = _answers(message)
-        if automated or answers is None or answers == message.id or answers in self._answered:
+        if automated or answers is None or answers == message.id:
             return
-        self._answered[answers] = message.author.id
+        self._answered.setdefault(answers, set()).add(message.author.id)
         if len(self._answered) > ANSWERS_REMEMBERED:
             del self._answered[next(iter(self._answered))]
 
@@ -239,7 +239,7 @@ class SupportDesk:
         assert message is not None  # a candidate is a message
         waiting = Waiting(arrival, _is_forum_post(message.channel), message.created_at)
         self._waiting[record.message_id] = waiting
-        if self._answered.get(record.message_id, record.author_id) != record.author_id:
+        if self._answered.get(record.message_id, set()) - {record.author_id}:
             self._left_to_a_member(waiting)  # a member's answer overtook it
             return
         self.wake()

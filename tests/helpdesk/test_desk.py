@@ -118,8 +118,8 @@ def test_a_members_answer_that_overtook_its_question_leaves_the_question_to_them
     """A reply can reach the desk before the question it answers (their ways run side by side): the question is then
     left to the member as soon as it is taken."""
     desk, _, path = desk_over(None)
-    desk._answered[1] = ASKER + 1  # another member replied to message 1
-    desk._answered[2] = ASKER  # the asker replied to their own message 2: no answer
+    desk._answered[1] = {ASKER, ASKER + 1}  # the asker and another member replied to message 1
+    desk._answered[2] = {ASKER}  # the asker replied to their own message 2: no answer
     for message_id in (1, 2):
         arrival: Any = waiting(message_id).arrival
         arrival.message.created_at = START
