@@ -282,20 +282,19 @@ class SupportDesk:
                 log.error("support desk: a question could not be settled", exc_info=failure)
 
     async def _settle(self, waiting: Waiting) -> None:
-        """A question due: answered from the documents, left, or (a forum post past its wait) handed off."""
+        """A question due: answered from the documents, left, or (a forum post past its wait) handed off. It leaves
+        the waiting questions first, so a failure (Discord, the archive, the model) is logged once, not every tick."""
         record = waiting.record
+        del self._waiting[record.message_id]
         assert self.path is not None  # set by the composition root before any message comes
         if self.path.withheld(waiting.arrival.guild_id, record):
-            del self._waiting[record.message_id]  # its author opted out or erased it meanwhile: nothing of it stays
-            return
+            return  # its author opted out or erased it meanwhile: nothing of it stays
         if waiting.unsure:
-            del self._waiting[record.message_id]
             await self._hand_off(waiting)
             return
         message = waiting.arrival.message
         assert message is not None  # the desk takes messages
         if not await _asker_may_post(message):
-            del self._waiting[record.message_id]
             self._decide(record, ASKER_MAY_NOT_POST)
             return
         consulted = await self._consult(waiting.arrival)
@@ -304,10 +303,8 @@ class SupportDesk:
             self._decide(record, Decision(False, SUPPORT_NOT_SURE, SUPPORT_TIER, confidence=score))
             if waiting.forum:
                 waiting.unsure = True  # it waits for a member, or the hand-off
-            else:
-                del self._waiting[record.message_id]
+                self._waiting[record.message_id] = waiting
             return
-        del self._waiting[record.message_id]
         best = consulted.hits[0]
         arrival = waiting.arrival
         support = SupportAnswer(

@@ -57,7 +57,9 @@ def desk_over(archive: Any, **settings: Any) -> tuple[SupportDesk, Clock, Path]:
 def waiting(message_id: int, asked_at: datetime = START, channel_id: int = CHANNEL) -> Waiting:
     """A question of `channel_id` waiting on the desk, as a message brings it (only what the desk reads of it)."""
     record = MessageRecord(message_id, channel_id, ASKER, "Bob", "how do I install it?", asked_at)
-    message = SimpleNamespace(channel=SimpleNamespace(id=channel_id), guild=None, author=SimpleNamespace(id=ASKER))
+    message = SimpleNamespace(
+        channel=SimpleNamespace(id=channel_id), guild=None, author=SimpleNamespace(id=ASKER), content=record.content
+    )
     arrival: Any = SimpleNamespace(record=record, message=message, guild_id=GUILD)
     return Waiting(arrival, False, asked_at)
 
@@ -125,3 +127,36 @@ def test_a_members_answer_that_overtook_its_question_leaves_the_question_to_them
         arrival.message.created_at = START
         desk.take(arrival, candidate=True)
     assert path.decisions == [(1, HUMAN_FIRST)] and list(desk._waiting) == [2]
+
+
+class BrokenKnowledge:
+    """A knowledge base whose search fails, as a database that went away does."""
+
+    def __init__(self) -> None:
+        self.consulted = 0
+
+    async def has_documents(self, guild_id: int) -> bool:
+        return True
+
+    async def consult(self, *args: Any, **options: Any) -> Any:
+        self.consulted += 1
+        raise RuntimeError("the database went away")
+
+
+async def test_a_question_whose_search_fails_is_logged_once_and_left(
+    archive: Archive, caplog: pytest.LogCaptureFixture
+) -> None:
+    desk, clock, path = desk_over(archive)
+    knowledge = BrokenKnowledge()
+    desk.stores.knowledge = knowledge  # type: ignore[misc]
+    await desk.set_support(CHANNEL, GUILD, True, set_by=ADMIN)
+    desk._waiting = {1: waiting(1)}
+    task = asyncio.create_task(desk.run())
+    try:
+        clock.now = START + timedelta(seconds=121)
+        await desk.next_tick()
+        await desk.next_tick()
+    finally:
+        task.cancel()
+    assert knowledge.consulted == 1 and desk._waiting == {} and path.decisions == []
+    assert caplog.text.count("a question could not be settled") == 1
