@@ -28,7 +28,7 @@ from edge.asking import InteractionReply, MessageReply
 from edge.context_loading import ContextLoader
 from edge.streaming import AnsweredTurn, Outlet
 from edge.threads import Threads
-from helpdesk.desk import SupportDesk
+from helpdesk.desk import SupportDesk, answered
 from helpdesk.question import SupportAnswer
 from records import CHANNEL, OWN_THREAD, Decision, FromDocuments, MessageRecord
 from upkeep.conversations import ConversationUpkeep
@@ -220,9 +220,9 @@ class MessagePipeline:
         return self.manager.get(arrival.record.channel_id) is None and self.desk.in_support(message.channel)
 
     async def answer_from_documents(self, arrival: Arrival, documents: FromDocuments, support: SupportAnswer) -> None:
-        """Answer a question the support desk took (its decision noted already), from the documents' sections found
-        for it, as a mention is answered: its author's limits and the server's budget first, in the channel's turn.
-        Declined, it stays unanswered and nobody is told: nobody asked.
+        """Answer a question the support desk took, from the documents' sections found for it, as a mention is
+        answered: its author's limits and the server's budget first (declined, it stays unanswered and nobody is told:
+        nobody asked), then its decision noted, and the answer in the channel's turn.
 
         A forum post's answer starts the conversation of its thread (the post's place: its asker follows up there); in
         a text channel the answer joins none, so the channel's next questions stay the desk's (a reply to the answer
@@ -238,6 +238,7 @@ class MessagePipeline:
             self.decided_here(record, SERVER_BUDGET)
             await self.admission.give_back(guild_id, record.author_id, roles)
             return
+        self.decided_here(record, answered(support))
         # What was said after it, as a conversation's context is shown: without the erased, opted-out members veiled.
         later = self.admission.optouts.veil_all(guild_id, list(documents.after))
         question = replace(arrival.question, support=support, documents=replace(documents, after=tuple(later)))

@@ -78,7 +78,8 @@ MAX_WAIT_SECONDS = 60.0
 
 
 class SupportPath(Protocol):
-    """The message's way (answering/pipeline.py's `MessagePipeline`), as the desk notes its decisions and answers."""
+    """The message's way (answering/pipeline.py's `MessagePipeline`), as the desk notes its decisions and answers
+    (`answer_from_documents` notes the decision to answer, `answered`, once admission lets it)."""
 
     def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
 
@@ -311,7 +312,6 @@ class SupportDesk:
             record.message_id, record.author_id, arrival.guild_id, record.channel_id, best.title, best.heading, score
         )
         documents = FromDocuments(format_knowledge(consulted.hits), tuple(waiting.later))
-        self._decide(record, Decision(True, SUPPORT_ANSWERED, SUPPORT_TIER, confidence=score))
         await self.path.answer_from_documents(arrival, documents, support)
 
     async def _consult(self, arrival: Arrival) -> Consulted | None:
@@ -335,6 +335,11 @@ class SupportDesk:
     def _decide(self, record: MessageRecord, decision: Decision) -> None:
         assert self.path is not None
         self.path.decided_here(record, decision)
+
+
+def answered(support: SupportAnswer) -> Decision:
+    """The decision to answer a question from the documents, with the gate's score as its confidence."""
+    return Decision(True, SUPPORT_ANSWERED, SUPPORT_TIER, confidence=support.score)
 
 
 def _support_home(channel: object) -> int:
