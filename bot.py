@@ -218,7 +218,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
             upkeep=self.upkeep,
         )
         # The questions nobody addressed in support channels: taken from the message's way, answered through it.
-        self.desk = SupportDesk(settings, self.stores)
+        self.desk = SupportDesk(settings, self.stores, self.get_channel)
         self.pipeline = MessagePipeline(
             own_user,
             manager,

@@ -28,6 +28,7 @@ DELETE_CHANNEL = Write(
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
         "DELETE FROM pin_channels WHERE channel_id = ?",
         "DELETE FROM support_channels WHERE channel_id = ?",
+        "DELETE FROM support_handoffs WHERE message_id = ?",
     ),
 )
 DELETE_GUILD = Write(
@@ -56,6 +57,7 @@ DELETE_GUILD = Write(
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
         "DELETE FROM pin_channels WHERE guild_id = ?",
         "DELETE FROM support_channels WHERE guild_id = ?",
+        "DELETE FROM support_handoffs WHERE guild_id = ?",
         "DELETE FROM erasures WHERE guild_id = ?",
     ),
 )

@@ -63,6 +63,7 @@ _ERASE_DECISIONS = Write(
         f" {_SUMMARIES_ASKING})",
         "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
         " AND author_id = ?2",
+        "DELETE FROM support_handoffs WHERE guild_id = ?1 AND asker_id = ?2",
     ),
 )
 _OPT_OUT = Write(

@@ -30,6 +30,7 @@ from archive import (
     Snapshot,
     StoredConversation,
     StoredDecision,
+    SupportHandoff,
     TokenUsage,
     VectorModel,
     WaitingSection,
@@ -455,6 +456,18 @@ class NullArchive:
 
     async def support_channels(self) -> dict[int, int]:
         return {}
+
+    async def await_handoff(self, handoff: SupportHandoff) -> None:
+        return None
+
+    async def due_handoffs(self, now: datetime) -> list[SupportHandoff]:
+        return []
+
+    async def claim_handoff(self, message_id: int, claimant: str) -> bool:
+        return True
+
+    async def drop_handoff(self, message_id: int) -> None:
+        return None
 
 
 # The one null archive: it holds nothing, so every client and test may share it.

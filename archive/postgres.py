@@ -510,7 +510,8 @@ MIGRATIONS: tuple[str, ...] = (
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id BIGINT NOT NULL DEFAULT 0;",
     # v26 (supportdesk): the channels in support mode (/parley-admin support, helpdesk/): a row per channel turned on,
-    # with who did it and when; turning it off deletes the row.
+    # with who did it and when; turning it off deletes the row. And the forum posts waiting for their hand-off to the
+    # staff role, claimed by one conditional update so one process hands each off, once, across restarts.
     """
     CREATE TABLE support_channels (
         channel_id BIGINT  PRIMARY KEY,
@@ -519,6 +520,14 @@ MIGRATIONS: tuple[str, ...] = (
         set_at     BIGINT NOT NULL
     );
     CREATE INDEX support_channels_guild ON support_channels (guild_id);
+    CREATE TABLE support_handoffs (
+        message_id BIGINT  PRIMARY KEY, -- a forum post's first message, whose id is its thread's
+        guild_id   BIGINT NOT NULL,
+        asker_id   BIGINT NOT NULL,
+        due_at     BIGINT NOT NULL,
+        claimant   TEXT              -- the process that handed it off; NULL while it waits
+    );
+    CREATE INDEX support_handoffs_due ON support_handoffs (due_at) WHERE claimant IS NULL;
     """,
 )
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ from typing import Protocol
 
 import discord
 
-from archive import SupportChannelTables
+from archive import SupportChannelTables, SupportHandoff
 from archive.holder import ArchiveHolder
 from config import Settings
 from conversation import utc_now
@@ -73,6 +74,10 @@ CONSULTED_SECTIONS = 5
 LATER_MESSAGES = 20
 # Members' answers remembered for questions not taken yet (a reply can overtake its question's way to the desk).
 ANSWERS_REMEMBERED = 1000
+# How long past its due time a hand-off no process of this archive finds its post for is kept before it is dropped.
+HANDOFF_KEPT = timedelta(days=1)
+# The messages of a post read back before it is handed off, newest first: a member's answer among them leaves it.
+POST_MESSAGES_READ = 100
 # The longest the desk sleeps: the support channels are read again at least this often.
 MAX_WAIT_SECONDS = 60.0
 
@@ -109,18 +114,13 @@ class DeskStores(ArchiveHolder, Protocol):
 
 @dataclass
 class Waiting:
-    """A candidate the desk waits on: for a member's answer, then (a forum post the documents don't answer) for the
-    hand-off. `later`: what was said in its channel (its post) after it, by anyone."""
+    """A candidate the desk waits on for a member's answer. `later`: what was said in its channel (its post) after
+    it, by anyone."""
 
     arrival: Arrival
     forum: bool
     asked_at: datetime
     later: list[MessageRecord] = field(default_factory=list)
-    # The documents were consulted and do not answer it: a forum post waits for its hand-off.
-    unsure: bool = False
-
-    def due(self, wait: timedelta, handoff: timedelta) -> datetime:
-        return self.asked_at + (handoff if self.unsure else wait)
 
     @property
     def record(self) -> MessageRecord:
@@ -130,13 +130,24 @@ class Waiting:
 class SupportDesk:
     """The support channels, the candidates waiting in them, and the task that answers or hands them off when due."""
 
-    def __init__(self, settings: Settings, stores: DeskStores, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        stores: DeskStores,
+        get_channel: Callable[[int], object | None],
+        *,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self.wait = timedelta(seconds=settings.support_wait_seconds)
         self.handoff = timedelta(minutes=settings.support_handoff_minutes)
         self.threshold = settings.knowledge_answer_threshold
         self.staff_role = settings.support_staff_role
         self.stores = stores
+        # A channel or thread of this process's servers, from discord.py's cache: a post to hand off.
+        self.get_channel = get_channel
         self.clock = clock
+        # This process, in the archive's hand-off claims: unique per run, like answering/once.py's.
+        self.claimant = uuid.uuid4().hex
         # The message's way, which hands the desk its candidates and answers them: set by the composition root.
         self.path: SupportPath | None = None
         # The channels in support mode, with their servers' (the archive's, read at each tick).
@@ -265,15 +276,17 @@ class SupportDesk:
         return self._sleep()
 
     def _sleep(self) -> float:
+        """Until the next question is due, at most a minute (the hand-offs, kept in the archive, are looked for at
+        every tick)."""
         now = self.clock()
-        due = [waiting.due(self.wait, self.handoff) for waiting in self._waiting.values()]
+        due = [waiting.asked_at + self.wait for waiting in self._waiting.values()]
         soonest = min(((moment - now).total_seconds() for moment in due), default=MAX_WAIT_SECONDS)
         return min(max(soonest, 0.0), MAX_WAIT_SECONDS)
 
     async def _tick(self) -> None:
         await self.load()
         now = self.clock()
-        due = [waiting for waiting in self._waiting.values() if waiting.due(self.wait, self.handoff) <= now]
+        due = [waiting for waiting in self._waiting.values() if waiting.asked_at + self.wait <= now]
         for waiting in due:
             if _home(waiting) not in self.channels:
                 del self._waiting[waiting.record.message_id]  # support mode was turned off meanwhile
@@ -281,18 +294,20 @@ class SupportDesk:
         for failure in await asyncio.gather(*settled, return_exceptions=True):
             if isinstance(failure, Exception):
                 log.error("support desk: a question could not be settled", exc_info=failure)
+        for handoff in await self._archive.due_handoffs(now):
+            try:
+                await self._hand_off(handoff, now)
+            except Exception:
+                log.exception("support desk: post %s could not be handed off", handoff.message_id)
 
     async def _settle(self, waiting: Waiting) -> None:
-        """A question due: answered from the documents, left, or (a forum post past its wait) handed off. It leaves
-        the waiting questions first, so a failure (Discord, the archive, the model) is logged once, not every tick."""
+        """A question due: answered from the documents, or left (a forum post, for its hand-off). It leaves the
+        waiting questions first, so a failure (Discord, the archive, the model) is logged once, not every tick."""
         record = waiting.record
         del self._waiting[record.message_id]
         assert self.path is not None  # set by the composition root before any message comes
         if self.path.withheld(waiting.arrival.guild_id, record):
             return  # its author opted out or erased it meanwhile: nothing of it stays
-        if waiting.unsure:
-            await self._hand_off(waiting)
-            return
         message = waiting.arrival.message
         assert message is not None  # the desk takes messages
         if not await _asker_may_post(message):
@@ -302,9 +317,11 @@ class SupportDesk:
         score = 0.0 if consulted is None else confidence(consulted.evidence)
         if consulted is None or not consulted.hits or not answers(consulted.evidence, self.threshold):
             self._decide(record, Decision(False, SUPPORT_NOT_SURE, SUPPORT_TIER, confidence=score))
-            if waiting.forum:
-                waiting.unsure = True  # it waits for a member, or the hand-off
-                self._waiting[record.message_id] = waiting
+            if waiting.forum:  # it waits, in the archive, for a member or the hand-off
+                due = waiting.asked_at + self.handoff
+                await self._archive.await_handoff(
+                    SupportHandoff(record.message_id, waiting.arrival.guild_id, record.author_id, due)
+                )
             return
         best = consulted.hits[0]
         arrival = waiting.arrival
@@ -324,17 +341,49 @@ class SupportDesk:
             arrival.guild_id, _query(message), limit=CONSULTED_SECTIONS, channel_ids=_readable(message)
         )
 
-    async def _hand_off(self, waiting: Waiting) -> None:
-        """Hand a forum post nobody answered to the staff role (without SUPPORT_STAFF_ROLE, only the decision)."""
-        message = waiting.arrival.message
-        assert message is not None
-        self._decide(waiting.record, HANDED_OFF)
+    async def _hand_off(self, handoff: SupportHandoff, now: datetime) -> None:
+        """Hand a forum post nobody answered to the staff role (without SUPPORT_STAFF_ROLE, only the decision), once:
+        its thread is read back first, so a member's answer since (while Parley was away too) leaves it to them."""
+        post = self.get_channel(handoff.message_id)
+        if not isinstance(post, discord.Thread):
+            if now - handoff.due_at > HANDOFF_KEPT:
+                await self._archive.drop_handoff(handoff.message_id)  # its post is gone, or its server is
+            return  # another process's server, or a thread not cached yet: looked for again at the next tick
+        record = _post_record(post, handoff)
+        assert self.path is not None
+        if self.path.withheld(handoff.guild_id, record) or await _answered_in(post, handoff.asker_id):
+            await self._archive.drop_handoff(handoff.message_id)
+            if not self.path.withheld(handoff.guild_id, record):
+                self._decide(record, HUMAN_FIRST)
+            return
+        if not await self._archive.claim_handoff(handoff.message_id, self.claimant):
+            return  # another process (or an earlier run of this one) handed it off
+        self._decide(record, HANDED_OFF)
         if self.staff_role is not None:
-            await hand_off(message.channel, self.staff_role, self.handoff)
+            await hand_off(post, self.staff_role, self.handoff)
 
     def _decide(self, record: MessageRecord, decision: Decision) -> None:
         assert self.path is not None
         self.path.decided_here(record, decision)
+
+
+async def _answered_in(post: discord.Thread, asker_id: int) -> bool:
+    """Whether a member other than the asker has written in the post (its newest POST_MESSAGES_READ messages).
+
+    Raises:
+        discord.HTTPException: Discord would not say; the hand-off waits for the next tick.
+    """
+    async for message in post.history(limit=POST_MESSAGES_READ):
+        if not message.author.bot and message.author.id != asker_id:
+            return True
+    return False
+
+
+def _post_record(post: discord.Thread, handoff: SupportHandoff) -> MessageRecord:
+    """The post's question as its decisions quote it: its title (its first message may be read no more)."""
+    owner = post.owner
+    author = owner.display_name if owner is not None else ""
+    return MessageRecord(handoff.message_id, post.id, handoff.asker_id, author, post.name, handoff.due_at)
 
 
 def answered(support: SupportAnswer) -> Decision:

@@ -320,6 +320,48 @@ async def test_a_forum_post_nobody_answers_is_handed_to_the_staff_role_once(
     assert llm.requests == []
 
 
+async def test_a_forum_posts_hand_off_survives_a_restart_and_is_made_once(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Parley is restarted between the documents' "not sure" and the hand-off: the hand-off, kept in the archive, is
+    made once by the new run, and never again."""
+    staff = fake.add_role("Staff", [CAROL_ID])
+    client, forum = await forum_in_support(bot, fake, llm, support_staff_role=staff)
+    post = await fake.post_in_forum(forum, BOB_ID, "Avatar colour", UNCOVERED)
+    thread_id = int(post["channel_id"])
+    await after_the_wait(bot, client)
+    await decision_on(client, thread_id, post, SUPPORT_NOT_SURE)
+    await bot.stop()
+    client = await bot.start(knowledge_answer_threshold=THRESHOLD, support_staff_role=staff)
+    await after_the_wait(bot, client, 60 * 60)
+    [line] = await fake.wait_for_posts(1, thread_id)
+    assert line.content.startswith(f"<@&{staff}>")
+    entry = await decision_on(client, thread_id, post, SUPPORT_HANDED_OFF)
+    assert entry.excerpt == "Avatar colour"  # the post's title
+    await after_the_wait(bot, client, 60 * 60)
+    await assert_silent_in(fake, thread_id, 1)
+
+
+async def test_a_forum_post_a_member_answers_after_the_documents_did_not_is_not_handed_off(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """The documents don't cover the post; a member answers it before the hand-off is due (here while Parley was
+    stopped, so only the post's thread, read back, says so): no hand-off."""
+    staff = fake.add_role("Staff", [CAROL_ID])
+    client, forum = await forum_in_support(bot, fake, llm, support_staff_role=staff)
+    post = await fake.post_in_forum(forum, BOB_ID, "Avatar colour", UNCOVERED)
+    thread_id = int(post["channel_id"])
+    await after_the_wait(bot, client)
+    await decision_on(client, thread_id, post, SUPPORT_NOT_SURE)
+    await bot.stop()
+    fake.add_history(thread_id, CAROL_ID, "Settings > Profile > Colour, on the phone too")
+    client = await bot.start(knowledge_answer_threshold=THRESHOLD, support_staff_role=staff)
+    await after_the_wait(bot, client, 60 * 60)
+    await decision_on(client, thread_id, post, SUPPORT_HUMAN_FIRST)
+    await after_the_wait(bot, client, 60 * 60)
+    await assert_silent_in(fake, thread_id, 0)
+
+
 async def test_without_a_staff_role_a_forum_post_is_handed_off_in_the_log_alone(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:

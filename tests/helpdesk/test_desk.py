@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from archive import Archive
+from archive import Archive, SupportHandoff
 from config import Settings
 from helpdesk.desk import HUMAN_FIRST, MAX_WAIT_SECONDS, SupportDesk, Waiting
 from helpdesk.question import SUPPORT_NOT_SURE
@@ -49,7 +49,7 @@ def desk_over(archive: Any, **settings: Any) -> tuple[SupportDesk, Clock, Path]:
     clock, path = Clock(), Path()
     values: dict[str, Any] = {"discord_token": "x", **settings}
     stores: Any = SimpleNamespace(archive=archive, knowledge=None)
-    desk = SupportDesk(Settings(_env_file=None, **values), stores, clock=clock)
+    desk = SupportDesk(Settings(_env_file=None, **values), stores, lambda channel_id: None, clock=clock)
     desk.path = path
     return desk, clock, path
 
@@ -92,8 +92,8 @@ def test_the_desk_sleeps_until_the_next_question_is_due_and_at_most_a_minute() -
     assert desk._sleep() == pytest.approx(20)  # the first is due at 120 s
     clock.now = START + timedelta(minutes=5)
     assert desk._sleep() == 0
-    desk._waiting[1].unsure = desk._waiting[2].unsure = True  # forum posts, left for their hand-off after an hour
-    assert desk._sleep() == MAX_WAIT_SECONDS
+    desk._waiting = {}
+    assert desk._sleep() == MAX_WAIT_SECONDS  # forum posts left for their hand-off wait in the archive
 
 
 async def test_a_question_is_settled_when_its_wait_is_over_not_before(archive: Archive) -> None:
@@ -160,3 +160,20 @@ async def test_a_question_whose_search_fails_is_logged_once_and_left(
         task.cancel()
     assert knowledge.consulted == 1 and desk._waiting == {} and path.decisions == []
     assert caplog.text.count("a question could not be settled") == 1
+
+
+async def test_a_hand_off_whose_post_no_process_finds_is_dropped_a_day_after_it_was_due(archive: Archive) -> None:
+    """Its thread is another process's (or not cached yet) until a day past due: looked for again at each tick; then
+    its post is taken as gone."""
+    desk, clock, path = desk_over(archive)
+    await archive.await_handoff(SupportHandoff(7, GUILD, ASKER, START))
+    task = asyncio.create_task(desk.run())
+    try:
+        clock.now = START + timedelta(hours=23)
+        await desk.next_tick()
+        assert [handoff.message_id for handoff in await archive.due_handoffs(clock.now)] == [7]
+        clock.now = START + timedelta(days=1, minutes=1)
+        await desk.next_tick()
+        assert await archive.due_handoffs(clock.now) == [] and path.decisions == []
+    finally:
+        task.cancel()
