@@ -15,6 +15,7 @@ import pytest
 
 from archive.knowledge import KnowledgeDocument, KnowledgeSection
 from bot import Parley
+from commands.support import NOT_HERE
 from deciding.journal import LoggedDecision
 from helpdesk.question import (
     SUPPORT_ANSWERED,
@@ -235,6 +236,14 @@ async def test_a_member_without_manage_channels_cannot_turn_support_on(
     refused = await support_command(fake, "on", permissions=MEMBER | discord.Permissions(manage_messages=True))
     assert refused == "You need the Manage Channels permission in this channel to use /parley-admin support on."
     assert client.desk.channels == {} and await client.archive.support_channels() == {}
+
+
+async def test_support_mode_is_refused_in_a_channels_thread(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+    """A thread of a text channel is neither a channel nor a forum's post: one line says where to use the command."""
+    client = await bot.start()
+    thread = await fake.create_thread(CHANNEL_ID, "side talk")
+    assert await support_command(fake, "on", channel_id=thread) == NOT_HERE
+    assert client.desk.channels == {}
 
 
 async def test_a_question_that_asks_for_a_ping_pings_no_one_but_its_asker(
