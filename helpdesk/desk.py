@@ -19,8 +19,8 @@ sharing an archive, and across a restart, only the one that claimed it waits on 
 process stopped during the wait leaves it unanswered rather than risk two answers; a question asked while Parley
 was stopped comes back through catch-up (answering/gap.py) with the messages after it, and is judged the same way.
 
-The time is read from `clock` (a test moves it and awaits `next_tick`); the channels in support mode are read from
-the archive when the desk starts and at each tick (at most a minute apart), so another process's change is seen.
+The time is read from `clock` (a test moves it and awaits `ticks.next_tick()`); the channels in support mode are read
+from the archive when the desk starts and at each tick (at most a minute apart), so another process's change is seen.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ class SupportDesk:
         self._waiting: dict[int, Waiting] = {}
         # The questions members answered, by their message id, with who answered: the newest ANSWERS_REMEMBERED.
         self._answered: dict[int, set[int]] = {}
-        self._ticks = Ticks("support desk", longest=MAX_WAIT_SECONDS)
+        # Its task's ticks: a test moves `clock`, then awaits `ticks.next_tick()` instead of sleeping.
+        self.ticks = Ticks("support desk", longest=MAX_WAIT_SECONDS)
 
     @property
     def _archive(self) -> SupportChannelTables:
@@ -254,22 +255,13 @@ class SupportDesk:
         if self._answered.get(record.message_id, set()) - {record.author_id}:
             self._left_to_a_member(waiting)  # a member's answer overtook it
             return
-        self.wake()
+        self.ticks.wake()
 
     # -- The task --
 
-    def wake(self) -> None:
-        """Tick now rather than when the next question is due."""
-        self._ticks.wake()
-
-    async def next_tick(self) -> None:
-        """Wake the task and wait until a tick that began after this call has finished (a test moves the clock,
-        then awaits this instead of sleeping)."""
-        await self._ticks.next_tick()
-
     async def run(self) -> None:
         """Tick, then sleep until the next question is due (at most a minute) or until woken; for ever."""
-        await self._ticks.run(self._tick_and_sleep)
+        await self.ticks.run(self._tick_and_sleep)
 
     async def _tick_and_sleep(self) -> float:
         await self._tick()

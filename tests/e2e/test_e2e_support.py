@@ -108,7 +108,7 @@ async def after_the_wait(bot: RunningBot, client: Parley, seconds: float = WAIT)
     """Once the bot has handled what it was sent, move the desk's clock past the wait, and let it tick."""
     await settled(bot.fake)
     bot.clock.advance(seconds)
-    await client.desk.next_tick()
+    await client.desk.ticks.next_tick()
 
 
 async def support_channel(bot: RunningBot, llm: FakeLLM, **settings: Any) -> Parley:
@@ -124,7 +124,7 @@ async def test_an_unaddressed_question_the_documents_answer_is_answered_once_aft
 ) -> None:
     client = await support_channel(bot, llm)
     question = await say(fake, BOB_ID, COVERED)
-    await client.desk.next_tick()
+    await client.desk.ticks.next_tick()
     await assert_silent(fake, 0)  # nobody answered yet, but the wait is not over
 
     await after_the_wait(bot, client)
@@ -295,6 +295,18 @@ async def forum_in_support(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, **s
     return client, forum
 
 
+async def a_post_the_documents_do_not_cover(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, staff: int
+) -> tuple[Parley, dict[str, Any], int]:
+    """Bob's forum post, past its wait, which the documents don't cover: the client, the post, its thread."""
+    client, forum = await forum_in_support(bot, fake, llm, support_staff_role=staff)
+    post = await fake.post_in_forum(forum, BOB_ID, "Avatar colour", UNCOVERED)
+    thread_id = int(post["channel_id"])
+    await after_the_wait(bot, client)
+    await decision_on(client, thread_id, post, SUPPORT_NOT_SURE)
+    return client, post, thread_id
+
+
 async def test_a_forum_post_the_documents_answer_is_answered_in_its_thread(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -312,11 +324,7 @@ async def test_a_forum_post_nobody_answers_is_handed_to_the_staff_role_once(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
     staff = fake.add_role("Staff", [CAROL_ID])
-    client, forum = await forum_in_support(bot, fake, llm, support_staff_role=staff)
-    post = await fake.post_in_forum(forum, BOB_ID, "Avatar colour", UNCOVERED)
-    thread_id = int(post["channel_id"])
-    await after_the_wait(bot, client)
-    await decision_on(client, thread_id, post, SUPPORT_NOT_SURE)
+    client, post, thread_id = await a_post_the_documents_do_not_cover(bot, fake, llm, staff)
     await assert_silent_in(fake, thread_id, 0)
 
     await after_the_wait(bot, client, 60 * 60)  # SUPPORT_HANDOFF_MINUTES's default
@@ -335,11 +343,7 @@ async def test_a_forum_posts_hand_off_survives_a_restart_and_is_made_once(
     """Parley is restarted between the documents' "not sure" and the hand-off: the hand-off, kept in the archive, is
     made once by the new run, and never again."""
     staff = fake.add_role("Staff", [CAROL_ID])
-    client, forum = await forum_in_support(bot, fake, llm, support_staff_role=staff)
-    post = await fake.post_in_forum(forum, BOB_ID, "Avatar colour", UNCOVERED)
-    thread_id = int(post["channel_id"])
-    await after_the_wait(bot, client)
-    await decision_on(client, thread_id, post, SUPPORT_NOT_SURE)
+    client, post, thread_id = await a_post_the_documents_do_not_cover(bot, fake, llm, staff)
     await bot.stop()
     client = await bot.start(knowledge_answer_threshold=THRESHOLD, support_staff_role=staff)
     await after_the_wait(bot, client, 60 * 60)
@@ -357,11 +361,7 @@ async def test_a_forum_post_a_member_answers_after_the_documents_did_not_is_not_
     """The documents don't cover the post; a member answers it before the hand-off is due (here while Parley was
     stopped, so only the post's thread, read back, says so): no hand-off."""
     staff = fake.add_role("Staff", [CAROL_ID])
-    client, forum = await forum_in_support(bot, fake, llm, support_staff_role=staff)
-    post = await fake.post_in_forum(forum, BOB_ID, "Avatar colour", UNCOVERED)
-    thread_id = int(post["channel_id"])
-    await after_the_wait(bot, client)
-    await decision_on(client, thread_id, post, SUPPORT_NOT_SURE)
+    client, post, thread_id = await a_post_the_documents_do_not_cover(bot, fake, llm, staff)
     await bot.stop()
     fake.add_history(thread_id, CAROL_ID, "Settings > Profile > Colour, on the phone too")
     client = await bot.start(knowledge_answer_threshold=THRESHOLD, support_staff_role=staff)

@@ -106,11 +106,11 @@ async def test_a_question_is_settled_when_its_wait_is_over_not_before(archive: A
     task = asyncio.create_task(desk.run())
     try:
         clock.now = START + timedelta(seconds=121)
-        await desk.next_tick()
+        await desk.ticks.next_tick()
         assert path.decisions == [(1, Decision(False, SUPPORT_NOT_SURE, "support", confidence=0.0))]
         assert list(desk._waiting) == [2]
         clock.now = START + timedelta(seconds=181)
-        await desk.next_tick()
+        await desk.ticks.next_tick()
         assert [message_id for message_id, _ in path.decisions] == [1, 2] and desk._waiting == {}
     finally:
         task.cancel()
@@ -154,8 +154,8 @@ async def test_a_question_whose_search_fails_is_logged_once_and_left(
     task = asyncio.create_task(desk.run())
     try:
         clock.now = START + timedelta(seconds=121)
-        await desk.next_tick()
-        await desk.next_tick()
+        await desk.ticks.next_tick()
+        await desk.ticks.next_tick()
     finally:
         task.cancel()
     assert knowledge.consulted == 1 and desk._waiting == {} and path.decisions == []
@@ -170,10 +170,10 @@ async def test_a_hand_off_whose_post_no_process_finds_is_dropped_a_day_after_it_
     task = asyncio.create_task(desk.run())
     try:
         clock.now = START + timedelta(hours=23)
-        await desk.next_tick()
+        await desk.ticks.next_tick()
         assert [handoff.message_id for handoff in await archive.due_handoffs(clock.now)] == [7]
         clock.now = START + timedelta(days=1, minutes=1)
-        await desk.next_tick()
+        await desk.ticks.next_tick()
         assert await archive.due_handoffs(clock.now) == [] and path.decisions == []
     finally:
         task.cancel()

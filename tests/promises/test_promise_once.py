@@ -259,7 +259,7 @@ async def support_waits_out(scene: Scene) -> None:
     for process in scene.processes:
         if process.client is not None:
             process.clock.advance(WAIT)
-            await process.client.desk.next_tick()
+            await process.client.desk.ticks.next_tick()
 
 
 async def support_question(scene: Scene) -> dict[str, Any]:
