@@ -67,7 +67,7 @@ from prompting.context import (
     with_channel_info,
 )
 from providers.models import build_model, retry_settings
-from records import AskedAbout, MessageRecord
+from records import AskedAbout, FromDocuments, MessageRecord
 from reminders.tool import REMINDER_TOOLS
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 from tools.approval import settle
@@ -431,12 +431,13 @@ async def generate_reply(
     model: Model | None = None,
     instructions: str | None = None,
     about: AskedAbout | None = None,
+    documents: FromDocuments | None = None,
 ) -> Reply:
     """Answer `message`, continuing `conversation.llm_history`; the conversation itself is not changed.
 
     `files`: the attachments of the messages the prompt shows (`files.preparer.AttachmentPreparer`).
     `about`: the message `message` asks about, if it came from "Ask Parley" on a message
-    (`prompting.context.build_prompt`).
+    (`prompting.context.build_prompt`). `documents`: what the support desk answers an unaddressed question from.
     `model` (default: the agent's) and `instructions`, added to the agent's own, are the channel profile's.
 
     When one of the answer's limits (`answer_limits`) stops the run, the reply is the model's last
@@ -451,7 +452,7 @@ async def generate_reply(
             with the cause chained and the tokens spent so far, so the caller apologises and keeps
             the old history.
     """
-    text = build_prompt(conversation, message, deps, files, about)
+    text = build_prompt(conversation, message, deps, files, about, documents)
     prompt = text if files is None else files.user_content(text)
     run = _Run(listener, model, instructions, lambda: list(conversation.llm_history))
     return await _reply(responder, prompt, deps, message.message_id, run)

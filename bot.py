@@ -52,6 +52,7 @@ from edge.reminder_posts import reminder_scheduler
 from edge.servers import leave_unserved, public_bot_warning
 from edge.streaming import AnsweredTurn, AnswerStreams, StopButton, regenerate_command
 from edge.threads import Threads
+from helpdesk.desk import SupportDesk
 from helpdesk.feedback import FeedbackButton
 from helpdesk.topics import TopicGrouper
 from knowledge.local_embedding import WordLlamaEmbeddingModel
@@ -228,6 +229,8 @@ class Parley(PinEvents, discord.AutoShardedClient):
             accounting=self.accounting,
             upkeep=self.upkeep,
         )
+        # The questions nobody addressed in support channels: taken from the message's way, answered through it.
+        self.desk = SupportDesk(settings, self.stores, self.get_channel)
         self.pipeline = MessagePipeline(
             own_user,
             manager,
@@ -239,7 +242,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             upkeep=self.upkeep,
             answering=self.answering,
             decision_log=self.decision_log,
+            desk=self.desk,
         )
+        self.desk.path = self.pipeline
         # What catch-up finds Parley missed is decided on the message's way too, as if it had just arrived.
         self.gap = GapQuestions(
             settings,
@@ -305,6 +310,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.add_dynamic_items(StopButton, ApprovalButton, FeedbackButton, CaseButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
         self.background.start(self.digests.run(), "digests")
+        self.background.start(self.desk.run(), "support-desk")
         self.background.start(self.reminders.run(self.archive), "reminders")
         await sync_commands(
             self.tree,
@@ -351,6 +357,7 @@ class Parley(PinEvents, discord.AutoShardedClient):
         await channels.load(archive)
         await self.admission.attach(archive)
         await self.screening.attach()
+        await self.desk.load()
         self.manager.on_change = self.upkeep.keep
         self.manager.on_end = self.upkeep.ended
         await self.upkeep.resume(archive)

@@ -244,6 +244,25 @@ class Settings(BaseSettings):
         description="How sure the knowledge search must be that the documents answer a question before Parley"
         " answers one nobody addressed; higher: fewer wrong answers and more unanswered questions.",
     )
+    support_wait_seconds: float = Field(
+        120,
+        ge=0,
+        le=24 * 60 * 60,
+        description="In a support channel (/parley-admin support), how long Parley waits for a member to answer a"
+        " question nobody addressed before it answers from the documents.",
+    )
+    support_handoff_minutes: float = Field(
+        60,
+        gt=0,
+        le=7 * 24 * 60,
+        description="In a support forum, how long after a post nobody answered and the documents don't answer"
+        " Parley pings SUPPORT_STAFF_ROLE, once.",
+    )
+    support_staff_role: int | None = Field(
+        None,
+        description="Id of the role a support forum's unanswered posts are handed to (its one ping); unset: no"
+        " hand-off line.",
+    )
 
     vision: VisionMode = Field(
         "auto",
@@ -521,12 +540,21 @@ class Settings(BaseSettings):
             return value
         return frozenset(host_name(item) for item in value.replace(",", " ").split())
 
-    @field_validator("guild_id", mode="before")
+    @field_validator("guild_id", "support_staff_role", mode="before")
     @classmethod
     def _one_id(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
         return discord_id(value.strip()) if value.strip() else None
+
+    @field_validator("support_handoff_minutes")
+    @classmethod
+    def _handoff_after_the_wait(cls, value: float, info: ValidationInfo) -> float:
+        # A post is looked up in the documents once SUPPORT_WAIT_SECONDS have passed; handed off before, it never is.
+        wait = info.data.get("support_wait_seconds")
+        if wait is not None and value * 60 < wait:
+            raise ValueError(f"must be at least SUPPORT_WAIT_SECONDS ({wait:g} s) in minutes: {wait / 60:g} or more")
+        return value
 
     @field_validator("role_limits", mode="before")
     @classmethod

@@ -131,6 +131,15 @@ class AskedAbout:
         return [*self.before, *self.after, self.target]
 
 
+@dataclass(frozen=True, slots=True)
+class FromDocuments:
+    """What a question nobody addressed is answered from (the support desk, helpdesk/): the sections of the server's
+    documents found for it, already quoted (`<knowledge_results>`), and what was said in its channel after it."""
+
+    sections: str
+    after: tuple[MessageRecord, ...] = ()
+
+
 class AnswerPosts(NamedTuple):
     """Where a conversation's latest answer is: the message it answered, and the posts it was written in, in order."""
 

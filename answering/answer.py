@@ -219,6 +219,7 @@ class Answering:
             model=chosen,
             instructions=instructions,
             about=about,
+            documents=question.documents,
         )
         try:
             return await ask(files)

@@ -51,6 +51,8 @@ class MessagePath(Protocol):
 
     async def arrived(self, arrival: Arrival) -> None: ...
 
+    def in_support(self, channel: object) -> bool: ...
+
     def decided_here(self, record: MessageRecord, decision: Decision) -> None: ...
 
 
@@ -173,7 +175,10 @@ class GapQuestions:
         conversation = self.manager.get(channel_id)
         if conversation is not None and any(held.message_id == message.id for held in conversation.messages):
             return  # the gateway delivered it too: decided live already
-        open_question = addressed or conversation is not None or kind != CHANNEL
+        # A support place's messages all go the live way: its questions wait for the desk, and the others are what
+        # the desk hears after them (a member's answer included).
+        support = self.pipeline.in_support(message.channel)
+        open_question = addressed or conversation is not None or kind != CHANNEL or support
         if not open_question or message.id in answered:
             self._hear(channel_id, conversation is not None, message)
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Protocol
 
 import discord
@@ -27,7 +28,9 @@ from edge.asking import InteractionReply, MessageReply
 from edge.context_loading import ContextLoader
 from edge.streaming import AnsweredTurn, Outlet
 from edge.threads import Threads
-from records import CHANNEL, OWN_THREAD, Decision, MessageRecord
+from helpdesk.desk import SupportDesk, answered
+from helpdesk.question import SupportAnswer
+from records import CHANNEL, OWN_THREAD, Decision, FromDocuments, MessageRecord
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -118,6 +121,7 @@ class MessagePipeline:
         upkeep: ConversationUpkeep,
         answering: Answering,
         decision_log: DecisionLog,
+        desk: SupportDesk,
     ) -> None:
         # Parley's own user, known once logged in (discord.py's).
         self.own_user = own_user
@@ -130,6 +134,8 @@ class MessagePipeline:
         self.upkeep = upkeep
         self.answering = answering
         self.decision_log = decision_log
+        # The questions nobody addressed in support channels (helpdesk/), answered through `answer_from_documents`.
+        self.desk = desk
         # Which messages this process decides: each at most once, whichever way it came (answering/once.py).
         self.claims = MessageClaims(decision_log.stores)
 
@@ -143,17 +149,19 @@ class MessagePipeline:
         """A chat message from someone else than Parley, however it came (the gateway, a resumed session's replay,
         catch-up): claimed first, so it is decided at most once (answering/once.py), then `_admitted`. One another
         process takes up is only heard; one taken up here already, or whose claim could not be stored, is left. A
-        failure gives its claim back."""
+        failure gives its claim back. A question for the support desk is claimed too: the desk answers it later."""
         record = arrival.record
+        self.desk.heard(arrival)
+        for_desk = self.desk.candidate(arrival)
         claimed = await self.claims.claim(
-            record.message_id, channel_id=record.channel_id, answerable=self._answerable(arrival)
+            record.message_id, channel_id=record.channel_id, answerable=for_desk or self._answerable(arrival)
         )
         if claimed is Claimed.ELSEWHERE:
             self._hear(arrival)
         if claimed is not Claimed.FIRST:
             return
         try:
-            await self._admitted(arrival)
+            await self._admitted(arrival, for_desk=for_desk)
         except Exception:
             await self.claims.give_back(record.message_id)
             raise
@@ -173,8 +181,9 @@ class MessagePipeline:
         if conversation is not None and all(held.message_id != record.message_id for held in conversation.messages):
             self.manager.record_message(record.channel_id, record)
 
-    async def _admitted(self, arrival: Arrival) -> None:
-        """A claimed message: through the bot gate, then `handle`."""
+    async def _admitted(self, arrival: Arrival, *, for_desk: bool = False) -> None:
+        """A claimed message: through the bot gate, then `handle`, or the support desk's if it is in a support place,
+        addresses nobody and has no live conversation to join (`for_desk`: a question the desk may take)."""
         if not arrival.automated:
             self.admission.bot_gate.human_spoke(arrival.record.channel_id)
         elif self._refuse_automated(arrival):
@@ -187,9 +196,61 @@ class MessagePipeline:
             return
         if await self._refuse_not_allowed(arrival):
             return
+        if self._for_the_desk(arrival):
+            self.desk.take(arrival, candidate=for_desk)
+            return
         # Unaddressed automated messages go on to be recorded, so the model sees them; the decider's gate
         # never answers them (`other_bot`).
         await self.handle(arrival)
+
+    def withheld(self, guild_id: int, record: MessageRecord) -> bool:
+        """Whether the message's author opted out or erased it since it arrived (the desk drops its question)."""
+        return self.admission.optouts.withheld(guild_id, record.author_id, record.message_id)
+
+    def in_support(self, channel: object) -> bool:
+        """Whether the messages of `channel` are the support desk's to hear (catch-up takes them all up)."""
+        return self.desk.in_support(channel)
+
+    def _for_the_desk(self, arrival: Arrival) -> bool:
+        """Whether the support desk decides the message: a member's in a support place, addressing nobody, where no
+        conversation is live (one that is decides it the normal way)."""
+        message = arrival.message
+        if message is None or arrival.addressed or arrival.automated or arrival.kind != CHANNEL:
+            return False
+        return self.manager.get(arrival.record.channel_id) is None and self.desk.in_support(message.channel)
+
+    async def answer_from_documents(self, arrival: Arrival, documents: FromDocuments, support: SupportAnswer) -> None:
+        """Answer a question the support desk took, from the documents' sections found for it, as a mention is
+        answered: its author's limits and the server's budget first (declined, it stays unanswered and nobody is told:
+        nobody asked), then its decision noted, and the answer in the channel's turn.
+
+        A forum post's answer starts the conversation of its thread (the post's place: its asker follows up there); in
+        a text channel the answer joins none, so the channel's next questions stay the desk's (a reply to the answer
+        addresses Parley, and starts one)."""
+        message, record, guild_id = arrival.message, arrival.record, arrival.guild_id
+        assert message is not None  # the desk takes messages
+        roles = arrival.asker.role_ids
+        declined = await self.admission.admit_member(guild_id, message, record, False, roles)
+        if declined is not None:
+            self.decided_here(record, declined.decision)
+            return
+        if await self.admission.server_budget_spent(guild_id):
+            self.decided_here(record, SERVER_BUDGET)
+            await self.admission.give_back(guild_id, record.author_id, roles)
+            return
+        self.decided_here(record, answered(support))
+        # What was said after it, as a conversation's context is shown: without the erased, opted-out members veiled.
+        later = self.admission.optouts.veil_all(guild_id, list(documents.after))
+        question = replace(arrival.question, support=support, documents=replace(documents, after=tuple(later)))
+        arrival = replace(arrival, question=question)
+        channel_id = record.channel_id
+        in_post = isinstance(message.channel, discord.Thread)
+        async with self.admission.channel_turn(channel_id):
+            conversation = self.manager.get(channel_id)
+            if conversation is None:
+                conversation = await (self._start_conversation(arrival) if in_post else self._context_only(arrival))
+            async with self.admission.answer_slot():
+                await self._answer_while_valid(arrival, MessageReply.to(message), conversation)
 
     async def asked(self, arrival: Arrival) -> None:
         """A question a member asked by command in public (/ask), admitted by the command: a human spoke, and it

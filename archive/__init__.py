@@ -61,6 +61,7 @@ __all__ = [
     "StoredConversation",
     "StoredDecision",
     "SupportDecisionRow",
+    "SupportHandoff",
     "TokenUsage",
     "TopAuthor",
     "UsageStore",
@@ -294,6 +295,16 @@ class ReconciliationProgress:
     @property
     def done(self) -> bool:
         return self.reached_id == 0 and self.again_id is None
+
+
+class SupportHandoff(NamedTuple):
+    """A support forum's post the desk hands to the staff role when it is due (helpdesk/desk.py), unless a member
+    answered it first: the post's first message (whose id is its thread's), its server and asker."""
+
+    message_id: int
+    guild_id: int
+    asker_id: int
+    due_at: datetime
 
 
 class Digest(NamedTuple):
@@ -700,6 +711,20 @@ class ModerationLog(Protocol):
     async def screening_tokens(self, guild_id: int, day: int) -> int: ...
 
 
+class SupportChannelTables(Protocol):
+    """The channels in support mode (helpdesk/'s rules), where unaddressed questions are answered from the documents,
+    and the forum posts waiting for their hand-off to the staff role, handed off once across processes and restarts."""
+
+    async def set_support(
+        self, channel_id: int, guild_id: int, on: bool, *, set_by: int, now: datetime | None = None
+    ) -> None: ...
+    async def support_channels(self) -> dict[int, int]: ...
+    async def await_handoff(self, handoff: SupportHandoff) -> None: ...
+    async def due_handoffs(self, now: datetime) -> list[SupportHandoff]: ...
+    async def claim_handoff(self, message_id: int, claimant: str) -> bool: ...
+    async def drop_handoff(self, message_id: int) -> None: ...
+
+
 class Lifecycle(Protocol):
     """Opening is `open_archive`'s; then writes are flushed, old rows pruned, and the archive closed.
 
@@ -737,6 +762,7 @@ class Archive(
     MemberModelTable,
     FeedbackTable,
     ModerationLog,
+    SupportChannelTables,
     Protocol,
 ):
     """Everything both backends offer, for the composition root; every other user takes the concern it needs.

@@ -29,6 +29,8 @@ DELETE_CHANNEL = Write(
         "DELETE FROM pin_channels WHERE channel_id = ?",
         "DELETE FROM support_feedback WHERE channel_id = ?",
         "DELETE FROM moderation_watch WHERE channel_id = ?",
+        "DELETE FROM support_channels WHERE channel_id = ?",
+        "DELETE FROM support_handoffs WHERE message_id = ?",
     ),
 )
 DELETE_GUILD = Write(
@@ -56,6 +58,8 @@ DELETE_GUILD = Write(
         "DELETE FROM knowledge_sections WHERE document_id IN (SELECT id FROM knowledge_documents WHERE guild_id = ?)",
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
         "DELETE FROM pin_channels WHERE guild_id = ?",
+        "DELETE FROM support_channels WHERE guild_id = ?",
+        "DELETE FROM support_handoffs WHERE guild_id = ?",
         "DELETE FROM erasures WHERE guild_id = ?",
         "DELETE FROM member_models WHERE guild_id = ?",
         "DELETE FROM support_feedback WHERE guild_id = ?",

@@ -74,6 +74,7 @@ _ERASE_DECISIONS = Write(
         f" {_SUMMARIES_ASKING})",
         "DELETE FROM decisions WHERE channel_id IN (SELECT channel_id FROM channels WHERE guild_id = ?1)"
         " AND author_id = ?2",
+        "DELETE FROM support_handoffs WHERE guild_id = ?1 AND asker_id = ?2",
     ),
 )
 # Their feedback on the support answers to their questions (archive/support_feedback.py).

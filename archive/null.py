@@ -32,6 +32,7 @@ from archive import (
     StoredConversation,
     StoredDecision,
     SupportDecisionRow,
+    SupportHandoff,
     TokenUsage,
     VectorModel,
     WaitingSection,
@@ -548,6 +549,28 @@ class NullArchive:
         self, guild_id: int, since: datetime, reasons: Sequence[str]
     ) -> list[SupportDecisionRow]:
         return []
+
+    # -- SupportChannelTables --
+
+    async def set_support(
+        self, channel_id: int, guild_id: int, on: bool, *, set_by: int, now: datetime | None = None
+    ) -> None:
+        return None
+
+    async def support_channels(self) -> dict[int, int]:
+        return {}
+
+    async def await_handoff(self, handoff: SupportHandoff) -> None:
+        return None
+
+    async def due_handoffs(self, now: datetime) -> list[SupportHandoff]:
+        return []
+
+    async def claim_handoff(self, message_id: int, claimant: str) -> bool:
+        return True
+
+    async def drop_handoff(self, message_id: int) -> None:
+        return None
 
 
 # The one null archive: it holds nothing, so every client and test may share it.

@@ -52,6 +52,7 @@ from archive.moderation import ModerationTables
 from archive.pin_channels import PinChannelRows
 from archive.reminders import ReminderTables
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.support_channels import SupportChannelRows
 from archive.support_feedback import FeedbackRows
 from archive.vectors import POSTGRES_QUEUE_TABLE
 from archive.vectors_postgres import PostgresVectorTables
@@ -618,6 +619,26 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (guild_id, day)
     );
     """,
+    # v31 (supportdesk): the channels in support mode (/parley-admin support, helpdesk/): a row per channel turned on,
+    # with who did it and when; turning it off deletes the row. And the forum posts waiting for their hand-off to the
+    # staff role, claimed by one conditional update so one process hands each off, once, across restarts.
+    """
+    CREATE TABLE support_channels (
+        channel_id BIGINT  PRIMARY KEY,
+        guild_id   BIGINT NOT NULL,
+        set_by     BIGINT NOT NULL,
+        set_at     BIGINT NOT NULL
+    );
+    CREATE INDEX support_channels_guild ON support_channels (guild_id);
+    CREATE TABLE support_handoffs (
+        message_id BIGINT  PRIMARY KEY, -- a forum post's first message, whose id is its thread's
+        guild_id   BIGINT NOT NULL,
+        asker_id   BIGINT NOT NULL,
+        due_at     BIGINT NOT NULL,
+        claimant   TEXT              -- the process that handed it off; NULL while it waits
+    );
+    CREATE INDEX support_handoffs_due ON support_handoffs (due_at) WHERE claimant IS NULL;
+    """,
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'
@@ -828,6 +849,7 @@ class PostgresArchive(
     MemberTables,
     PinChannelRows,
     MemberModelRows,
+    SupportChannelRows,
     DigestTables,
     PostgresAllowances,
     ReminderTables,

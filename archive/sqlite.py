@@ -53,6 +53,7 @@ from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
 from archive.sqlite_url import sqlite_path_from_url
 from archive.stores import MEMORY_COLUMNS, MEMORY_SCOPE, RECALL_CANDIDATES, StoreTables
+from archive.support_channels import SupportChannelRows
 from archive.support_feedback import FeedbackRows
 from archive.vectors import SQLITE_QUEUE_TABLE, SQLiteVectorTables, load_sqlite_vec, register_sqlite_vec
 from archive.writer import BatchWriter
@@ -620,6 +621,26 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (guild_id, day)
     ) WITHOUT ROWID;
     """,
+    # v31 (supportdesk): the channels in support mode (/parley-admin support, helpdesk/): a row per channel turned on,
+    # with who did it and when; turning it off deletes the row. And the forum posts waiting for their hand-off to the
+    # staff role, claimed by one conditional update so one process hands each off, once, across restarts.
+    """
+    CREATE TABLE support_channels (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        set_by     INTEGER NOT NULL,
+        set_at     INTEGER NOT NULL
+    );
+    CREATE INDEX support_channels_guild ON support_channels (guild_id);
+    CREATE TABLE support_handoffs (
+        message_id INTEGER PRIMARY KEY, -- a forum post's first message, whose id is its thread's
+        guild_id   INTEGER NOT NULL,
+        asker_id   INTEGER NOT NULL,
+        due_at     INTEGER NOT NULL,
+        claimant   TEXT              -- the process that handed it off; NULL while it waits
+    );
+    CREATE INDEX support_handoffs_due ON support_handoffs (due_at) WHERE claimant IS NULL;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -786,6 +807,7 @@ class SQLiteArchive(
     MemberTables,
     PinChannelRows,
     MemberModelRows,
+    SupportChannelRows,
     DigestTables,
     ReminderTables,
     ModerationTables,

@@ -20,7 +20,7 @@ import discord
 
 from discord_io import author_permissions, may_post, reply_mentions, typing_indicator
 from helpdesk.question import SupportAnswer
-from records import AskedAbout, MessageRecord
+from records import AskedAbout, FromDocuments, MessageRecord
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Question:
     may_post: bool = False
     # An unaddressed question the support desk answers from the documents: its feedback buttons go under the answer.
     support: SupportAnswer | None = None
+    # What the desk answers it from: the documents' sections found for it, and what was said after it.
+    documents: FromDocuments | None = None
 
     @classmethod
     def of_message(cls, message: discord.Message, record: MessageRecord) -> Question:

@@ -311,6 +311,45 @@ def test_the_time_zone_reads_members_times(monkeypatch: pytest.MonkeyPatch) -> N
     assert Settings().zone.key == "Europe/Paris"
 
 
+def test_the_support_desks_settings_default_and_a_hand_off_before_the_wait_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The desk waits 2 minutes and hands a forum post off after an hour, to no role unless SUPPORT_STAFF_ROLE names
+    one; a hand-off due before the wait is over (the post would never be looked up) is one line naming the fix."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    defaults = Settings()
+    assert (defaults.support_wait_seconds, defaults.support_handoff_minutes, defaults.support_staff_role) == (
+        120,
+        60,
+        None,
+    )
+    monkeypatch.setenv("SUPPORT_WAIT_SECONDS", "600")
+    monkeypatch.setenv("SUPPORT_HANDOFF_MINUTES", "5")
+    assert error_line() == (
+        "Configuration error: SUPPORT_HANDOFF_MINUTES is invalid: Value error, must be at least SUPPORT_WAIT_SECONDS"
+        " (600 s) in minutes: 10 or more"
+    )
+    monkeypatch.setenv("SUPPORT_WAIT_SECONDS", "-1")
+    line = error_line()
+    assert line.startswith("Configuration error: SUPPORT_WAIT_SECONDS is invalid:") and "\n" not in line
+
+
+def test_check_with_a_hand_off_before_the_wait_exits_2_in_one_line(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python bot.py --check` (its main, in this process) with SUPPORT_HANDOFF_MINUTES below the wait: exit 2, one
+    line naming the variable and the fix."""
+    from bot import main
+
+    dotenv = "DISCORD_TOKEN=t\nOPENAI_API_KEY=k\nSUPPORT_WAIT_SECONDS=600\nSUPPORT_HANDOFF_MINUTES=5\n"
+    (tmp_path / ".env").write_text(dotenv)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--check"]) == 2
+    output = capsys.readouterr()
+    assert output.out.startswith("1 error: SUPPORT_HANDOFF_MINUTES; fix them") and output.err.count("\n") == 1
+    assert "must be at least SUPPORT_WAIT_SECONDS (600 s) in minutes: 10 or more" in output.err
+
+
 # --- Every setting that holds Discord ids takes snowflakes only -------------------------------
 
 # The variable, and how a value with `id` in it is written.
@@ -320,6 +359,7 @@ ID_SETTINGS = [
     pytest.param("ROLE_LIMITS", "{id}:10:20000", id="ROLE_LIMITS"),
     pytest.param("GUILD_ID", "{id}", id="GUILD_ID"),
     pytest.param("ALLOWED_SERVERS", "{id}", id="ALLOWED_SERVERS"),
+    pytest.param("SUPPORT_STAFF_ROLE", "{id}", id="SUPPORT_STAFF_ROLE"),
 ]
 NOT_SNOWFLAKES = [
     pytest.param("99999999999999999999999", id="past-2**64"),

@@ -15,7 +15,6 @@ the post pings no one.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import uuid
@@ -38,6 +37,7 @@ from catchup.writing import CatchUpWriter, Summary
 from config import Settings
 from conversation import utc_now
 from discord_io import discord_time, split_message, topic_lines
+from upkeep.ticks import Ticks
 from usage.budget import UsageLedger
 
 log = logging.getLogger("parley.digests")
@@ -155,40 +155,25 @@ class DigestScheduler:
         self.clock = clock
         # This process, in the archive's claims: unique per run, like answering/gap.py's.
         self.claimant = uuid.uuid4().hex
-        self._wake = asyncio.Event()
-        self._ticked = asyncio.Condition()
-        self._started = self._finished = 0
+        self._ticks = Ticks("digests", longest=MAX_WAIT_SECONDS)
         self._wait = MAX_WAIT_SECONDS
 
     def wake(self) -> None:
         """Tick now (a digest was set or changed here) rather than at the next due time."""
-        self._wake.set()
+        self._ticks.wake()
 
     async def next_tick(self) -> None:
         """Wake the task and wait until a tick that began after this call has finished (a test moves the clock,
         then awaits this instead of sleeping)."""
-        target = self._started + 1
-        self.wake()
-        async with self._ticked:
-            await self._ticked.wait_for(lambda: self._finished >= target)
+        await self._ticks.next_tick()
 
     async def run(self) -> None:
         """Tick, then sleep until the next digest is due (at most a minute) or until woken; for ever."""
-        while True:
-            self._wake.clear()
-            self._started += 1
-            try:
-                await self._tick()
-            except Exception:
-                # A background task's failure would otherwise go unseen, and end the digests until a restart.
-                log.exception("digests: a tick failed")
-                self._wait = MAX_WAIT_SECONDS
-            finally:
-                self._finished += 1
-                async with self._ticked:
-                    self._ticked.notify_all()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._wait)
+        await self._ticks.run(self._tick_and_wait)
+
+    async def _tick_and_wait(self) -> float:
+        await self._tick()
+        return self._wait
 
     async def _tick(self) -> None:
         self._wait = MAX_WAIT_SECONDS

@@ -330,8 +330,9 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "support",
         "moderation",
     ]
+    assert [sub["name"] for sub in options["support"]["options"]] == ["on", "off", "show", "report"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
-    [report] = options["support"]["options"]
+    report = options["support"]["options"][-1]
     [period] = report["options"]
     assert (report["name"], period["name"], period["required"]) == ("report", "period", False)
     assert [choice["value"] for choice in period["choices"]] == ["week", "month"]

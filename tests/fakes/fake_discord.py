@@ -239,6 +239,24 @@ class FakeDiscord(RestRoutes):
             self.channels[channel_id].category_id = category.id
         return category.id
 
+    def add_forum(self, name: str) -> int:
+        """Add a forum channel to the first server; its id. Call it before the bot connects: the server's
+        GUILD_CREATE carries its channels."""
+        forum = FakeChannel(self._next_id(_WORLD_CREATED), name, len(self.channels), is_forum=True)
+        self.channels[forum.id] = forum
+        return forum.id
+
+    async def post_in_forum(self, forum_id: int, author_id: int, title: str, content: str) -> dict[str, Any]:
+        """A member's new post in a forum, as Discord makes it: a thread named `title` (THREAD_CREATE), whose first
+        message (MESSAGE_CREATE) has the thread's id and says `content`; that message."""
+        forum = self._channel(forum_id)
+        post_id = self._next_id()
+        post = FakeChannel(post_id, title, 0, parent_id=forum_id, owner_id=author_id, guild_id=forum.guild_id)
+        post.member_ids.add(author_id)
+        self.channels[post_id] = post
+        await self.dispatch("THREAD_CREATE", {**post.payload(), "newly_created": True})
+        return await self.send_user_message(post_id, author_id, content, message_id=post_id)
+
     async def create_thread(
         self, parent_id: int, name: str, *, private: bool = False, members: Iterable[int] = ()
     ) -> int:

@@ -158,6 +158,7 @@ class FakeChannel:
     guild_id: int = GUILD_ID  # the server of a text channel or thread (a direct message channel has none)
     category_id: int | None = None  # a text channel's category
     is_category: bool = False  # a category: a server's channel that holds others, where nobody writes
+    is_forum: bool = False  # a forum: a server's channel whose every post is a thread, whose first message has its id
     # The channel's pinned messages: message id -> when it was pinned, in pin order.
     pins: dict[int, datetime] = field(default_factory=dict)
 
@@ -166,6 +167,8 @@ class FakeChannel:
             return self._thread_payload(self.parent_id)
         if self.recipient_id is not None:
             return self._dm_payload(self.recipient_id)
+        if self.is_forum:
+            return self._forum_payload()
         if self.is_category:
             # https://discord.com/developers/docs/resources/channel#channel-object-channel-types
             kind = discord.ChannelType.category.value
@@ -191,6 +194,23 @@ class FakeChannel:
             "rate_limit_per_user": 0,
             "permission_overwrites": self.overwrites,
             "last_message_id": self.messages[-1]["id"] if self.messages else None,
+        }
+
+    def _forum_payload(self) -> dict[str, Any]:
+        """A forum channel. https://discord.com/developers/docs/resources/channel#channel-object-channel-types"""
+        return {
+            "id": str(self.id),
+            "type": discord.ChannelType.forum.value,
+            "guild_id": str(self.guild_id),
+            "name": self.name,
+            "position": self.position,
+            "parent_id": None if self.category_id is None else str(self.category_id),
+            "topic": None,
+            "nsfw": False,
+            "rate_limit_per_user": 0,
+            "permission_overwrites": self.overwrites,
+            "available_tags": [],
+            "flags": 0,
         }
 
     def _dm_payload(self, recipient_id: int) -> dict[str, Any]:

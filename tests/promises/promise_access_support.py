@@ -19,6 +19,7 @@ from bot import Parley
 from tests.e2e.test_e2e_ask_menu import ask_parley
 from tests.e2e.test_e2e_catchup import catching_up
 from tests.e2e.test_e2e_reminders import moved_on, remind
+from tests.e2e.test_e2e_support import COVERED, THRESHOLD, add_handbook, after_the_wait
 from tests.fakes.fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -42,6 +43,7 @@ from tests.support.e2e_support import (
     reply_text,
     run_command,
     say,
+    settled,
     use_message_command,
     use_top_command,
 )
@@ -139,6 +141,18 @@ async def gap(world: World) -> bool:
     question = world.fake.add_history(CHANNEL_ID, BOB_ID, f"<@{BOT_ID}> what did I miss?")
     client = await world.start()
     return await decision_on(client, CHANNEL_ID, question)
+
+
+async def support_question(world: World) -> bool:
+    """Bob asks #general, in support mode, a question nobody addressed, which the documents answer: once the desk's
+    wait is over, whether Parley answered it."""
+    client = await world.start(knowledge_answer_threshold=THRESHOLD)
+    await client.desk.set_support(CHANNEL_ID, GUILD_ID, True, set_by=BOB_ID)
+    await add_handbook(client)
+    question = await say(world.fake, BOB_ID, COVERED)
+    await after_the_wait(world.bot, client)
+    await settled(world.fake)
+    return any(post.reply_to == int(question["id"]) for post in world.fake.posts_in(CHANNEL_ID))
 
 
 async def direct_message(world: World) -> bool:

@@ -39,6 +39,7 @@ from tests.promises.promise_access_support import (
     regenerate,
     reminder_posted,
     reminder_set,
+    support_question,
 )
 from tests.support.e2e_support import RunningBot
 
@@ -56,6 +57,7 @@ PATHS: list[tuple[str, Path_, tuple[Rule, ...], tuple[str, ...]]] = [
     ("catchup", catchup, (BLOCKED, ALLOWED, LIMITED), BOTH),
     ("reminder-set", reminder_set, (BLOCKED, ALLOWED), ("sqlite",)),
     ("reminder-posted", reminder_posted, (BLOCKED, ALLOWED), BOTH),
+    ("support-desk-answer", support_question, (BLOCKED, ALLOWED, LIMITED), ("sqlite",)),
 ]
 ROWS = [
     pytest.param(path, rule, backend, id=f"{name}-{rule.name}-{backend}")

@@ -18,9 +18,10 @@ from archive import ArchiveWriteFailed
 from bot import Parley
 from tests.conftest import migrated_postgres_database
 from tests.e2e.test_e2e_backfill import CATCH_UP_BOUND
+from tests.e2e.test_e2e_support import THRESHOLD, WAIT, add_handbook
 from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.fakes.fake_llm import Error, FakeLLM, allow_model_requests, echo
-from tests.support.e2e_support import RunningBot, assert_silent, eventually, say
+from tests.support.e2e_support import RunningBot, assert_silent, eventually, say, settled
 
 QUESTION = f"<@{BOT_ID}> what is the capital of Peru?"
 FOLLOW_UP = "and of Chile?"
@@ -239,8 +240,60 @@ async def follow_up_during_refused_resume(scene: Scene) -> dict[str, Any]:
     return await _follow_up_during(scene, resume_refused)
 
 
+# --- The support desk's way: a question nobody addressed, answered after its wait from the documents ---------------
+
+SUPPORT_QUESTION = "which port does the web interface listen on?"
+
+
+async def support_desk_started(scene: Scene, **overrides: Any) -> Parley:
+    """A process whose #general is in support mode, with a handbook that answers SUPPORT_QUESTION."""
+    client = await scene.start(knowledge_answer_threshold=THRESHOLD, **overrides)
+    await client.desk.set_support(CHANNEL_ID, GUILD_ID, True, set_by=ALICE_ID)
+    await add_handbook(client)
+    return client
+
+
+async def support_waits_out(scene: Scene) -> None:
+    """Once every process has handled what it was sent, every process's desk past the question's wait."""
+    await settled(scene.fake)
+    for process in scene.processes:
+        if process.client is not None:
+            process.clock.advance(WAIT)
+            await process.client.desk.ticks.next_tick()
+
+
+async def support_question(scene: Scene) -> dict[str, Any]:
+    """A question nobody addressed in a support channel, answered by the desk after the wait."""
+    await support_desk_started(scene)
+    question = await say(scene.fake, ALICE_ID, SUPPORT_QUESTION)
+    await support_waits_out(scene)
+    await scene.fake.wait_for_posts(1)
+    return question
+
+
+async def support_question_then_replay(scene: Scene) -> dict[str, Any]:
+    """The desk answers the question; the resumed session replays it, and the desk's next tick comes."""
+    question = await support_question(scene)
+    await replayed_after_a_drop(scene, question)
+    await support_waits_out(scene)
+    return question
+
+
+async def support_question_two_processes(scene: Scene) -> dict[str, Any]:
+    """Two processes sharing one Postgres archive both get the question (a reshard) and both wait it out."""
+    fake = scene.fake
+    fake.reshard_overlap = True
+    shards = [(2, 0), (7, 1)]
+    await support_desk_started(scene, shard_count=shards[0][0], shard_ids=frozenset({shards[0][1]}))
+    await scene.start(knowledge_answer_threshold=THRESHOLD, shard_count=7, shard_ids=frozenset({1}))
+    question = await say(fake, ALICE_ID, SUPPORT_QUESTION)
+    await support_waits_out(scene)
+    await fake.wait_for_posts(1)
+    return question
+
+
 Delivery = Callable[[Scene], Awaitable[dict[str, Any]]]
-SHARED_ARCHIVE_ONLY = {two_processes}
+SHARED_ARCHIVE_ONLY = {two_processes, support_question_two_processes}
 # discord.py waits up to 5 seconds before it identifies again after a refused RESUME.
 SLOW = {follow_up_during_refused_resume}
 PATHS: list[Delivery] = [
@@ -258,6 +311,9 @@ PATHS: list[Delivery] = [
     follow_up_during_1006,
     follow_up_during_4000,
     follow_up_during_refused_resume,
+    support_question,
+    support_question_then_replay,
+    support_question_two_processes,
 ]
 ROWS = [
     pytest.param(path, backend, id=f"{path.__name__}-{backend}", marks=[pytest.mark.slow] if path in SLOW else [])

@@ -19,6 +19,7 @@ import pytest
 
 from commands.ask_menu import ASK_PARLEY, IN_THE_CHANNEL, ONLY_ME, QUESTION_ID, VISIBILITY_ID
 from tests.e2e.test_e2e_reminders import moved_on
+from tests.e2e.test_e2e_support import COVERED, THRESHOLD, add_handbook, after_the_wait
 from tests.fakes.fake_discord import BOB_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, ToolCall, replies
 from tests.support.e2e_support import (
@@ -137,6 +138,20 @@ async def catchup_muted(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str
     return await answered_line(fake, calls)
 
 
+async def support_question_muted_during_the_wait(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
+    """A question nobody addressed in a support channel; a moderator denies its asker Send Messages there before the
+    desk's wait is over: the documents' answer to it is not posted."""
+    client = await bot.start(knowledge_answer_threshold=THRESHOLD)
+    await client.desk.set_support(CHANNEL_ID, GUILD_ID, True, set_by=OWNER)
+    await add_handbook(client)
+    await say(fake, OWNER, COVERED)
+    fake.deny(CHANNEL_ID, OWNER, discord.Permissions(send_messages=True))
+    await fake.dispatch("CHANNEL_UPDATE", fake.channels[CHANNEL_ID].payload())
+    await after_the_wait(bot, client)
+    assert llm.requests == []
+    return ""
+
+
 # --- Later, when it comes due ---------------------------------------------------------------------------
 
 
@@ -178,6 +193,7 @@ PATHS: list[tuple[str, Callable[[FakeDiscord, FakeLLM, RunningBot], Awaitable[st
     ("Ask Parley public, Send Messages denied", ask_parley_in_public, MAY_NOT_POST),
     ("digest on, Send Messages denied", digest_on_muted, MAY_NOT_POST),
     ("/parley catchup, Send Messages denied", catchup_muted, ""),
+    ("support desk's answer, Send Messages denied during the wait", support_question_muted_during_the_wait, ""),
     ("reminder due, owner lost Send Messages", later(deny("send_messages")), ""),
     ("reminder due, owner lost View Channel", later(deny("view_channel")), ""),
     ("reminder due, owner timed out", later(time_out), ""),

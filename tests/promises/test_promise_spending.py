@@ -18,6 +18,7 @@ from tests.e2e.test_e2e_budgets import fill_the_archive
 from tests.e2e.test_e2e_catchup import a_busy_channel, final_text
 from tests.e2e.test_e2e_digests import at, set_daily
 from tests.e2e.test_e2e_streaming import answer_posts
+from tests.e2e.test_e2e_support import COVERED, THRESHOLD, add_handbook, after_the_wait
 from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, ToolCall, last_user_text
 from tests.support.e2e_support import MEMBER as MEMBER_PERMISSIONS
@@ -100,6 +101,19 @@ async def digest(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, settings: dic
     return "\n".join(message.content for message in fake.posts_in(CHANNEL_ID))
 
 
+async def support_answer_tool_rounds(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, settings: dict[str, Any]) -> str:
+    """A question nobody addressed in a support channel, answered from the documents by the desk after its wait, by a
+    model that reads the channel again at every tool round."""
+    client = await bot.start(max_model_requests=20, knowledge_answer_threshold=THRESHOLD, **settings)
+    await fill_the_archive(fake, client, count=5)
+    await client.desk.set_support(CHANNEL_ID, GUILD_ID, True, set_by=ALICE_ID)
+    await add_handbook(client)
+    await say(fake, ALICE_ID, COVERED)
+    await after_the_wait(bot, client)
+    [post] = await fake.wait_for_posts(1)
+    return post.content
+
+
 # --- The budgets ---------------------------------------------------------------------------------------------------
 
 # Alice's role gives her BUDGET tokens a day; the server has no budget.
@@ -129,6 +143,8 @@ ROWS = [
     pytest.param(Row(ask_tool_rounds, SERVER, SERVER_STOP), id="ask-command-server"),
     pytest.param(Row(regenerate, MEMBER, MEMBER_STOP), id="regenerate-member"),
     pytest.param(Row(regenerate, SERVER, SERVER_STOP), id="regenerate-server"),
+    pytest.param(Row(support_answer_tool_rounds, MEMBER, MEMBER_STOP), id="support-desk-answer-member"),
+    pytest.param(Row(support_answer_tool_rounds, SERVER, SERVER_STOP), id="support-desk-answer-server"),
     # Asked for by no member: a digest has the server's budget only.
     pytest.param(Row(digest, SERVER, "the server used up its token budget", KEPT_PART), id="digest-server"),
 ]

@@ -129,8 +129,8 @@ def _guild_ready_timeout(state: ConnectionState[Any]) -> float:
 
 
 class RunningBot:
-    """bot.py's client, running through `bot.run` until the test ends; its engine and its digests on `clock`, across
-    restarts."""
+    """bot.py's client, running through `bot.run` until the test ends; its engine, its digests and its support desk on
+    `clock`, across restarts."""
 
     def __init__(self, fake: FakeDiscord, llm: FakeLLM, tmp_path: Path) -> None:
         self.fake, self.llm, self.tmp_path = fake, llm, tmp_path
@@ -150,6 +150,7 @@ class RunningBot:
         self.client.manager.clock = self.clock
         self.client.digests.clock = self.clock
         self.client.reminders.book.clock = self.clock
+        self.client.desk.clock = self.clock
         asyncio.get_running_loop().set_task_factory(_note_starter)
         _running.add(self.client)
         self._task = asyncio.create_task(run(self.client, settings.discord_token.get_secret_value()))
