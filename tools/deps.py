@@ -12,6 +12,7 @@ from archive.knowledge_types import KnowledgeSearch
 from memory.store import MemoryStore
 from reminders.book import ReminderBook
 from tools.approval import Approver
+from tools.channel_actions import ServerActionDeps
 
 log = logging.getLogger("parley.tools")
 
@@ -76,6 +77,9 @@ class ChatDeps:
     # ledger only when it ends): a line stops the answer there, the member's or the server's daily budget being
     # reached (admission/spending.py); None: every request goes.
     before_each_call: Callable[[int], Awaitable[str | None]] | None = None
+    # What the server actions (pin, thread, slowmode, ...) reach in this answer's channel; None: none runs here (a DM,
+    # SERVER_ACTIONS off, no archive to keep their audit log).
+    server_actions: ServerActionDeps | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets

@@ -18,6 +18,7 @@ from pydantic_ai import Tool, ToolDefinition
 
 from archive.knowledge_types import KnowledgeSearch
 from tools.approval import asks_first, reads_only
+from tools.channel_actions import ServerAction, ServerActionDeps
 
 log = logging.getLogger("parley.tools")
 
@@ -28,6 +29,7 @@ MEMORY = "memory"
 REMINDERS = "reminders"
 KNOWLEDGE = "knowledge"
 WEB = "web"
+SERVER_ACTIONS = "server_actions"
 MCP_PREFIX = "mcp:"
 
 
@@ -42,6 +44,8 @@ class RunPlace(Protocol):
     def requester_may_post(self) -> bool: ...
     @property
     def knowledge(self) -> KnowledgeSearch | None: ...
+    @property
+    def server_actions(self) -> ServerActionDeps | None: ...
 
 
 # Whether a tool can run in an answer, asked before each of its model requests.
@@ -69,6 +73,23 @@ async def where_documents_are(place: RunPlace) -> bool:
     except Exception:
         log.exception("the knowledge base could not be read in channel %s", place.channel_id)
         return False
+
+
+def unless_turned_off(action: ServerAction) -> RunsHere:
+    """A server action runs in a server's channel where the answer reaches Discord, unless the server's admins turned
+    it off (`/parley-admin actions`): as the switches stood when the answer began (its tool then checks again)."""
+
+    async def runs_here(place: RunPlace) -> bool:
+        deps = place.server_actions
+        if deps is None or place.guild_id == 0:
+            return False
+        try:
+            return action not in await deps.off_when_offered(place.guild_id)
+        except Exception:
+            log.exception("the server actions' switches could not be read in channel %s", place.channel_id)
+            return False
+
+    return runs_here
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,26 @@ SEARCH_KNOWLEDGE = ToolEntry(
 )
 # Built for the search backend and cap the settings name (tools/web.py), in the toolbox's tool set "web".
 SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
+# Each changes the server in the asker's name: they approve each call, every argument shown, and it runs only if they
+# hold the permission it takes there (tools/channel_actions.py's NEEDS), checked as it runs.
+PIN_MESSAGE = ToolEntry(
+    "pin_message", SERVER_ACTIONS, "pinning the message…", asks_first=True, runs_here=unless_turned_off("pin")
+)
+UNPIN_MESSAGE = ToolEntry(
+    "unpin_message", SERVER_ACTIONS, "unpinning the message…", asks_first=True, runs_here=unless_turned_off("unpin")
+)
+CREATE_THREAD = ToolEntry(
+    "create_thread", SERVER_ACTIONS, "making a thread…", asks_first=True, runs_here=unless_turned_off("thread")
+)
+SET_SLOWMODE = ToolEntry(
+    "set_slowmode", SERVER_ACTIONS, "setting slowmode…", asks_first=True, runs_here=unless_turned_off("slowmode")
+)
+DELETE_MESSAGE = ToolEntry(
+    "delete_message", SERVER_ACTIONS, "deleting the message…", asks_first=True, runs_here=unless_turned_off("delete")
+)
+TIME_OUT_MEMBER = ToolEntry(
+    "time_out_member", SERVER_ACTIONS, "timing the member out…", asks_first=True, runs_here=unless_turned_off("timeout")
+)
 
 TOOLS = (
     SEARCH_HISTORY,
@@ -117,6 +158,12 @@ TOOLS = (
     REMIND,
     SEARCH_KNOWLEDGE,
     SEARCH_WEB,
+    PIN_MESSAGE,
+    UNPIN_MESSAGE,
+    CREATE_THREAD,
+    SET_SLOWMODE,
+    DELETE_MESSAGE,
+    TIME_OUT_MEMBER,
 )
 # The tool sets a profile may name besides an MCP server's, in the order the profiles list them.
 TOOL_SETS = tuple(dict.fromkeys(entry.toolset for entry in TOOLS))
