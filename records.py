@@ -149,20 +149,3 @@ class Decision:
     confidence: float | None = None
     # The judge's own words, for operators; `reason` stays a short fixed vocabulary.
     detail: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ModerationAction:
-    """One thing done in a server on a member's say: a case card's button pressed, or a server action approved
-    (archive/moderation.py keeps them; `/parley-admin moderation cases` lists them)."""
-
-    guild_id: int
-    channel_id: int
-    action: str  # "delete" | "timeout" | "warn" | "dismiss" | "pin" | "unpin" | "thread" | "slowmode"
-    actor_id: int  # who acted (pressed the button / approved)
-    requested_by: int | None  # who asked (a tool's asker), None for a button
-    target_member_id: int | None
-    target_message_id: int | None
-    detail: str  # the arguments as shown, e.g. "1 hour"
-    case_id: int | None
-    at: datetime
