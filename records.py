@@ -149,3 +149,97 @@ class Decision:
     confidence: float | None = None
     # The judge's own words, for operators; `reason` stays a short fixed vocabulary.
     detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModerationAction:
+    """One thing done in a server on a member's say: a case card's button pressed, or a server action approved
+    (archive/moderation.py keeps them; `/parley-admin moderation cases` lists them)."""
+
+    guild_id: int
+    channel_id: int
+    action: str  # "delete" | "timeout" | "warn" | "dismiss" | "pin" | "unpin" | "thread" | "slowmode"
+    actor_id: int  # who acted (pressed the button / approved)
+    requested_by: int | None  # who asked (a tool's asker), None for a button
+    target_member_id: int | None
+    target_message_id: int | None
+    detail: str  # the arguments as shown, e.g. "1 hour"
+    case_id: int | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReport:
+    """A member's report of a message to the moderators (or a watch list's flag, `reporter_id` None): the message
+    as it was when reported, and why."""
+
+    guild_id: int
+    channel_id: int
+    message_id: int
+    author_id: int  # the member reported
+    content: str
+    reporter_id: int | None
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ModerationCase:
+    """A reported (or flagged) message under the moderators' review: one per message, however many report it.
+
+    `content` is the message's text while the case is open, "" once it is closed (docs/limits-and-privacy.md);
+    `rule`, `confidence` and `summary` are the model's reading, empty until it has read it.
+    """
+
+    id: int
+    guild_id: int
+    channel_id: int
+    message_id: int
+    author_id: int
+    content: str
+    source: str  # "report" | "watch"
+    opened_at: datetime
+    reporters: int
+    rule: str = ""
+    confidence: float = 0.0
+    summary: str = ""
+    card_channel_id: int | None = None
+    card_message_id: int | None = None
+    closed_at: datetime | None = None
+    closed_by: int | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseReport:
+    """One member's report in a case: who, why, when."""
+
+    case_id: int
+    reporter_id: int
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ModerationSettings:
+    """A server's moderation settings (`/parley-admin moderation ...`): where case cards go (None: reports are not
+    taken), the rules (a text set by command, or the knowledge base's document marked as the rules), and the words a
+    watch list looks for."""
+
+    guild_id: int
+    channel_id: int | None = None
+    rules: str = ""
+    rules_document_id: int | None = None
+    watch_words: tuple[str, ...] = ()
+
+
+class ReportFiled(NamedTuple):
+    """What became of a report: "opened" a case, "joined" an open one, "repeated" the reporter's earlier report of the
+    same message (counted once), found it "reviewed" (its case is closed), or "limited" (the reporter's reports in
+    the last hour are at the limit); with the message's case, None when limited."""
+
+    outcome: str
+    case: ModerationCase | None

@@ -27,6 +27,7 @@ DELETE_CHANNEL = Write(
         "DELETE FROM digests WHERE channel_id = ?",
         "DELETE FROM own_threads WHERE thread_id = ?1 OR parent_id = ?1",
         "DELETE FROM pin_channels WHERE channel_id = ?",
+        "DELETE FROM moderation_watch WHERE channel_id = ?",
     ),
 )
 DELETE_GUILD = Write(
@@ -55,6 +56,13 @@ DELETE_GUILD = Write(
         "DELETE FROM knowledge_documents WHERE guild_id = ?",
         "DELETE FROM pin_channels WHERE guild_id = ?",
         "DELETE FROM erasures WHERE guild_id = ?",
+        # Moderation (archive/moderation.py): the cases with their reports, the actions, the settings.
+        "DELETE FROM moderation_reports WHERE guild_id = ?",
+        "DELETE FROM moderation_cases WHERE guild_id = ?",
+        "DELETE FROM moderation_actions WHERE guild_id = ?",
+        "DELETE FROM moderation_settings WHERE guild_id = ?",
+        "DELETE FROM moderation_watch WHERE guild_id = ?",
+        "DELETE FROM screening_usage WHERE guild_id = ?",
     ),
 )
 FORGET = Write(

@@ -35,6 +35,7 @@ from archive import (
     WaitingSection,
 )
 from archive.knowledge_types import KnowledgeAdded, KnowledgeDocument, KnowledgeDocumentInfo, KnowledgeHit
+from records import CaseReport, MessageReport, ModerationAction, ModerationCase, ModerationSettings, ReportFiled
 
 __all__ = ["NULL_ARCHIVE", "NullArchive", "archive_off"]
 
@@ -371,6 +372,69 @@ class NullArchive:
 
     async def delete_member_reminders(self, guild_id: int, owner_id: int) -> None:
         return None
+
+    # -- ModerationLog: no case can be kept, so none is opened --
+
+    async def record_action(self, action: ModerationAction) -> int:
+        raise ArchiveWriteFailed(_OFF)
+
+    async def moderation_actions(
+        self, guild_id: int, *, member_id: int | None = None, limit: int = 25
+    ) -> list[ModerationAction]:
+        return []
+
+    async def report_message(self, report: MessageReport, *, per_hour: int) -> ReportFiled:
+        raise ArchiveWriteFailed(_OFF)
+
+    async def reports_in_hour(self, guild_id: int, reporter_id: int, now: datetime) -> int:
+        return 0
+
+    async def moderation_case(self, case_id: int) -> ModerationCase | None:
+        return None
+
+    async def moderation_cases(
+        self, guild_id: int, *, member_id: int | None = None, limit: int = 25
+    ) -> list[ModerationCase]:
+        return []
+
+    async def case_reports(self, case_id: int) -> list[CaseReport]:
+        return []
+
+    async def member_reports(self, guild_id: int, member_id: int) -> list[CaseReport]:
+        return []
+
+    async def assess_case(self, case_id: int, rule: str, confidence: float, summary: str) -> None:
+        return None
+
+    async def set_case_card(self, case_id: int, channel_id: int, message_id: int) -> None:
+        return None
+
+    async def close_case(self, case_id: int, closed_by: int, at: datetime) -> bool:
+        return False
+
+    async def erase_member_moderation(self, guild_id: int, member_id: int) -> None:
+        return None
+
+    async def moderation_settings(self, guild_id: int) -> ModerationSettings:
+        return ModerationSettings(guild_id)
+
+    async def set_moderation_settings(self, settings: ModerationSettings, *, set_by: int, now: datetime) -> None:
+        return None
+
+    async def set_watched(self, channel_id: int, guild_id: int, watched: bool, *, set_by: int, now: datetime) -> None:
+        return None
+
+    async def watched_channels(self, guild_id: int | None = None) -> dict[int, int]:
+        return {}
+
+    async def rules_document(self, guild_id: int, document_id: int) -> str | None:
+        return None
+
+    def add_screening_tokens(self, guild_id: int, day: int, tokens: int) -> None:
+        return None
+
+    async def screening_tokens(self, guild_id: int, day: int) -> int:
+        return 0
 
     # -- KnowledgeStore --
 

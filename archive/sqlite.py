@@ -46,6 +46,7 @@ from archive.file_text import FileTextBudget
 from archive.knowledge import SQLITE_KNOWLEDGE, KnowledgeTables
 from archive.members import NOT_OPTED_OUT, MemberTables, withheld
 from archive.message_reads import MessageDialect, MessageReads
+from archive.moderation import ModerationTables
 from archive.pin_channels import PinChannelRows
 from archive.reminders import ReminderTables
 from archive.rows import MESSAGE_COLUMNS as _MESSAGE_COLUMNS
@@ -514,6 +515,75 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (privacyreads): who wrote the message each decision quotes, so an erasure finds the excerpts of questions
     # asked by command (/ask), which are no archived message; 0 for no one (a placeholder) and rows from before.
     "ALTER TABLE decisions ADD COLUMN author_id INTEGER NOT NULL DEFAULT 0;",
+    # v26 (moderation): moderation (archive/moderation.py, moderation/): the cases (a reported or flagged message under
+    # review, one per message; its text kept while it is open), the reports in them (one per member and message),
+    # every action taken on a member's say, each server's settings, its watched channels and its screening tokens.
+    """
+    CREATE TABLE moderation_cases (
+        id              INTEGER PRIMARY KEY,
+        guild_id        INTEGER NOT NULL,
+        channel_id      INTEGER NOT NULL,
+        message_id      INTEGER NOT NULL UNIQUE,
+        author_id       INTEGER NOT NULL, -- the member reported
+        content         TEXT    NOT NULL, -- '' once closed
+        source          TEXT    NOT NULL, -- 'report' or 'watch'
+        opened_at       INTEGER NOT NULL,
+        rule            TEXT    NOT NULL DEFAULT '',
+        confidence      REAL    NOT NULL DEFAULT 0,
+        summary         TEXT    NOT NULL DEFAULT '',
+        card_channel_id INTEGER,
+        card_message_id INTEGER,
+        closed_at       INTEGER,
+        closed_by       INTEGER
+    );
+    CREATE INDEX moderation_cases_guild ON moderation_cases (guild_id, opened_at);
+    CREATE INDEX moderation_cases_author ON moderation_cases (guild_id, author_id);
+    CREATE TABLE moderation_reports (
+        message_id  INTEGER NOT NULL,
+        reporter_id INTEGER NOT NULL,
+        guild_id    INTEGER NOT NULL,
+        reason      TEXT    NOT NULL,
+        reported_at INTEGER NOT NULL,
+        PRIMARY KEY (message_id, reporter_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX moderation_reports_reporter ON moderation_reports (guild_id, reporter_id, reported_at);
+    CREATE TABLE moderation_actions (
+        id                INTEGER PRIMARY KEY,
+        guild_id          INTEGER NOT NULL,
+        channel_id        INTEGER NOT NULL,
+        action            TEXT    NOT NULL,
+        actor_id          INTEGER NOT NULL,
+        requested_by      INTEGER,
+        target_member_id  INTEGER,
+        target_message_id INTEGER,
+        detail            TEXT    NOT NULL,
+        case_id           INTEGER,
+        at                INTEGER NOT NULL
+    );
+    CREATE INDEX moderation_actions_guild ON moderation_actions (guild_id, at);
+    CREATE TABLE moderation_settings (
+        guild_id    INTEGER PRIMARY KEY,
+        channel_id  INTEGER, -- where case cards go; NULL: reports are not taken
+        rules       TEXT    NOT NULL, -- the rules' text set by command
+        rules_document_id INTEGER, -- or the knowledge base's document marked as the rules
+        watch_words TEXT    NOT NULL, -- one a line
+        set_by      INTEGER NOT NULL,
+        set_at      INTEGER NOT NULL
+    );
+    CREATE TABLE moderation_watch (
+        channel_id INTEGER PRIMARY KEY,
+        guild_id   INTEGER NOT NULL,
+        set_by     INTEGER NOT NULL,
+        set_at     INTEGER NOT NULL
+    );
+    CREATE INDEX moderation_watch_guild ON moderation_watch (guild_id);
+    CREATE TABLE screening_usage (
+        guild_id INTEGER NOT NULL,
+        day      INTEGER NOT NULL,
+        tokens   INTEGER NOT NULL,
+        PRIMARY KEY (guild_id, day)
+    ) WITHOUT ROWID;
+    """,
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the
@@ -680,6 +750,7 @@ class SQLiteArchive(
     PinChannelRows,
     DigestTables,
     ReminderTables,
+    ModerationTables,
     KnowledgeTables,
     SQLiteVectorTables,
 ):

@@ -1,8 +1,8 @@
 """What every table mixin of the archive takes from its backend: the write queue and the read connection.
 
-The mixins (`stores.py`, `members.py`, `digests.py`, `reminders.py`, `knowledge.py`, `pin_channels.py`,
-`vectors.py`) each add named reads and writes of their tables; `QueuedWrites`, `BatchWriter` and the two backends
-give them these four, so each mixin is written once for SQLite and Postgres.
+The mixins (`stores.py`, `members.py`, `digests.py`, `reminders.py`, `moderation.py`, `knowledge.py`,
+`pin_channels.py`, `vectors.py`) each add named reads and writes of their tables; `QueuedWrites`, `BatchWriter` and
+the two backends give them these four, so each mixin is written once for SQLite and Postgres.
 """
 
 from __future__ import annotations
