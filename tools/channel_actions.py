@@ -75,7 +75,7 @@ class ActionSwitches(Protocol):
 class ActionLog(Protocol):
     """The audit log every executed action lands in (archive/moderation.py)."""
 
-    async def record_action(self, action: ModerationAction) -> None: ...
+    async def record_action(self, action: ModerationAction) -> object: ...
 
 
 @dataclass
