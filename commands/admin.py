@@ -12,6 +12,7 @@ from discord import app_commands
 from archive import Archive, ArchiveWriteFailed
 from archive.null import archive_off
 from commands.access import AccessCommands
+from commands.actions import ActionsCommands
 from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
@@ -73,8 +74,9 @@ class AdminCommands(
     # https://discord.com/developers/docs/interactions/application-commands#permissions
     default_permissions=discord.Permissions(manage_messages=True),
 ):
-    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …` and
-    `knowledge …`, about the channel they are used in (`usage`, `access` and `knowledge`: its server)."""
+    """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …`,
+    `knowledge …` and `actions …`, about the channel they are used in (`usage`, `access`, `knowledge` and `actions`:
+    its server)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,6 +85,7 @@ class AdminCommands(
         self.add_command(AccessCommands())
         self.add_command(DigestCommands())
         self.add_command(KnowledgeCommands())
+        self.add_command(ActionsCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

@@ -24,12 +24,13 @@ from tests.support.e2e_support import (
     RunningBot,
     assert_ephemeral_one_liner,
     click,
-    option,
-    run_command,
+    command_payload,
+    reply_text,
 )
 from tools.approval import Verdict
 
 ANSWER = "Done as asked."
+SERVER_ADMIN = MODERATOR | discord.Permissions(manage_guild=True)
 # What Parley needs for every action, granted in #general (the fake's Parley role has Manage Messages and Create
 # Public Threads of them).
 PARLEY_MAY = discord.Permissions(
@@ -184,12 +185,47 @@ async def test_a_timeout_and_slowmode_reach_discord(bot: RunningBot, fake: FakeD
     ]
 
 
-async def test_an_action_the_admins_turned_off_is_not_offered(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
+async def actions(fake: FakeDiscord, subcommand: str, permissions: discord.Permissions, **options: Any) -> str:
+    """`/parley-admin actions <subcommand>` in #general by Alice with `permissions`; the bot's reply."""
+    payload = command_payload(fake, "actions", permissions=permissions)
+    given = [{"type": 3, "name": name, "value": value} for name, value in options.items()]
+    payload["data"]["options"] = [
+        {"type": 2, "name": "actions", "options": [{"type": 1, "name": subcommand, "options": given}]}
+    ]
+    token = payload["token"]
+
+    def calls() -> list[Any]:
+        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
+
+    await fake.dispatch("INTERACTION_CREATE", payload)
+    await fake.wait_for(lambda: len(calls()) >= 1, what=f"/parley-admin actions {subcommand} answered")
+    return reply_text(calls())
+
+
+async def test_an_action_the_admins_turned_off_is_not_offered_nor_taken(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    """Turned off while a request waits for its Approve: the Approve does nothing. Turned off before: not offered.
+    A moderator without Manage Server cannot turn it back on."""
     model = ActingModel("pin_message")
     await start(bot, fake, llm, model)
-    [call] = await run_command(fake, "actions", [option("action", "pin")], group=None, subcommand_group="off")
-    assert_ephemeral_one_liner([call])
     await asked_to_pin(fake, ALICE_ID)
+    prompt = await the_prompt(fake)
+    told = await actions(fake, "off", SERVER_ADMIN, action="pin")
+    assert told == "Parley no longer takes `pin` in this server when a member asks."
+    await click(fake, prompt, buttons(prompt)["Approve"], user_id=ALICE_ID)
     await answered(fake)
+    assert model.results == ["Not done: this server's admins turned pinning a message off (`/parley-admin actions`)."]
+
+    await asked_to_pin(fake, ALICE_ID)
+    await answered(fake, 2)
     assert "pin_message" not in model.offered[-1] and "unpin_message" in model.offered[-1]
-    assert prompts(fake) == [] and fake.channels[CHANNEL_ID].pins == {}
+    assert len(prompts(fake)) == 1 and fake.channels[CHANNEL_ID].pins == {}
+
+    refused = await actions(fake, "on", MODERATOR, action="pin")
+    assert refused == "You need the Manage Server permission in this channel to use /parley-admin actions on."
+    shown = await actions(fake, "show", MODERATOR)
+    assert "- `pin`: off" in shown and "- `unpin`: on" in shown
+    assert await actions(fake, "on", SERVER_ADMIN, action="pin") == (
+        "Parley takes `pin` in this server when a member asks."
+    )
