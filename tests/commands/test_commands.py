@@ -327,8 +327,10 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "access",
         "digest",
         "knowledge",
+        "actions",
     ]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
+    assert [sub["name"] for sub in options["actions"]["options"]] == ["on", "off", "show"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
     assert list(knowledge) == ["add", "list", "remove", "pins"]
     # The pins setting: a choice of three, required.
