@@ -330,15 +330,19 @@ def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
     return {name: samples.get(properties[name].get("type")) for name in schema.get("required", [])}
 
 
-async def undeclared_tools(make_settings, toolbox: Toolbox) -> tuple[list[str], list[str]]:
+async def undeclared_tools(
+    make_settings, toolbox: Toolbox, schemas: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[list[str], list[str]]:
     """Every tool offered with everything on, each called once: those that neither declare they only read nor
-    waited for the asker; and all the tools offered."""
+    waited for the asker; and all the tools offered (their argument schemas by name to `schemas`)."""
     offered: list[ToolDefinition] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if offered:
             return ModelResponse(parts=[TextPart("done")])
         offered.extend(info.function_tools)
+        if schemas is not None:
+            schemas({tool.name: tool.parameters_json_schema for tool in offered})
         calls = [
             ToolCallPart(tool.name, arguments_for(tool.parameters_json_schema), tool_call_id=f"c{i}")
             for i, tool in enumerate(offered)
