@@ -141,6 +141,25 @@ async def _act(
     return done
 
 
+# A message's action as Discord takes it: the channel's call, given the message's id and the audit reason.
+MessageCall = Callable[[ChannelActions, int, str], Awaitable[None]]
+
+
+async def _on_message(
+    ctx: RunContext[ChatDeps], entry: ToolEntry, action: ServerAction, said: str, call: MessageCall, done: str
+) -> str:
+    """`action` on the message the call means (`said`, or the one replied to), which is `done` once taken."""
+    target = _message_id(ctx, said)
+    if target is None:
+        return NO_MESSAGE
+
+    async def take(discord: ChannelActions, reason: str) -> str:
+        await call(discord, target, reason)
+        return f"Done: message {target} is {done}."
+
+    return await _act(ctx, entry, action, take, detail=done, message_id=target)
+
+
 async def pin_message(ctx: RunContext[ChatDeps], message_id: str = "") -> str:
     """Pin a message of this channel, only when the person asking asks for it; it is pinned only once this returns
     "Done".
@@ -148,15 +167,9 @@ async def pin_message(ctx: RunContext[ChatDeps], message_id: str = "") -> str:
     Args:
         message_id: The message's message_id, from this channel; empty for the message the person asking replied to.
     """
-    target = _message_id(ctx, message_id)
-    if target is None:
-        return NO_MESSAGE
-
-    async def pin(discord: ChannelActions, reason: str) -> str:
-        await discord.pin(target, reason)
-        return f"Done: message {target} is pinned."
-
-    return await _act(ctx, PIN_MESSAGE, "pin", pin, detail="pinned", message_id=target)
+    return await _on_message(
+        ctx, PIN_MESSAGE, "pin", message_id, lambda discord, target, reason: discord.pin(target, reason), "pinned"
+    )
 
 
 async def unpin_message(ctx: RunContext[ChatDeps], message_id: str = "") -> str:
@@ -165,15 +178,14 @@ async def unpin_message(ctx: RunContext[ChatDeps], message_id: str = "") -> str:
     Args:
         message_id: The message's message_id, from this channel; empty for the message the person asking replied to.
     """
-    target = _message_id(ctx, message_id)
-    if target is None:
-        return NO_MESSAGE
-
-    async def unpin(discord: ChannelActions, reason: str) -> str:
-        await discord.unpin(target, reason)
-        return f"Done: message {target} is no longer pinned."
-
-    return await _act(ctx, UNPIN_MESSAGE, "unpin", unpin, detail="unpinned", message_id=target)
+    return await _on_message(
+        ctx,
+        UNPIN_MESSAGE,
+        "unpin",
+        message_id,
+        lambda discord, target, reason: discord.unpin(target, reason),
+        "unpinned",
+    )
 
 
 async def delete_message(ctx: RunContext[ChatDeps], message_id: str = "") -> str:
@@ -183,15 +195,14 @@ async def delete_message(ctx: RunContext[ChatDeps], message_id: str = "") -> str
     Args:
         message_id: The message's message_id, from this channel; empty for the message the person asking replied to.
     """
-    target = _message_id(ctx, message_id)
-    if target is None:
-        return NO_MESSAGE
-
-    async def delete(discord: ChannelActions, reason: str) -> str:
-        await discord.delete(target, reason)
-        return f"Done: message {target} is deleted."
-
-    return await _act(ctx, DELETE_MESSAGE, "delete", delete, detail="deleted", message_id=target)
+    return await _on_message(
+        ctx,
+        DELETE_MESSAGE,
+        "delete",
+        message_id,
+        lambda discord, target, reason: discord.delete(target, reason),
+        "deleted",
+    )
 
 
 async def create_thread(ctx: RunContext[ChatDeps], name: str, on_message: bool = True, message_id: str = "") -> str:

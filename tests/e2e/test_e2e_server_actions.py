@@ -9,6 +9,7 @@ from typing import Any
 import discord
 
 from edge.approval import CLOSING_NOTES, NOT_YOURS
+from tests.e2e.test_e2e_approval import buttons, prompts
 from tests.fakes.fake_discord import (
     ALICE_ID,
     BOB_ID,
@@ -65,19 +66,10 @@ async def start(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, model: ActingM
     await bot.start(server_actions=True)
 
 
-def prompts(fake: FakeDiscord) -> list[dict[str, Any]]:
-    return [m for m in fake.bot_messages(CHANNEL_ID) if m["content"].startswith("May I run")]
-
-
 async def the_prompt(fake: FakeDiscord, count: int = 1) -> dict[str, Any]:
     """The `count`th approval prompt, once posted."""
     await fake.wait_for(lambda: len(prompts(fake)) >= count, timeout=10, what=f"approval prompt {count}")
     return prompts(fake)[count - 1]
-
-
-def buttons(message: dict[str, Any]) -> dict[str, str]:
-    found = [button for row in message.get("components") or [] for button in row.get("components", [])]
-    return {button["label"]: button["custom_id"] for button in found}
 
 
 async def answered(fake: FakeDiscord, count: int = 1) -> None:

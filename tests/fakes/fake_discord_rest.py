@@ -66,7 +66,7 @@ class RestRoutes(GatewaySessions):
             # Before /messages/{message_id}, which would take "pins" for a message id.
             ("GET", "/channels/{channel_id}/messages/pins", self._get_pins),
             ("PUT", "/channels/{channel_id}/messages/pins/{message_id}", self._pin),
-            ("DELETE", "/channels/{channel_id}/messages/pins/{message_id}", self._unpin),
+            ("DELETE", "/channels/{channel_id}/messages/pins/{message_id}", self._pin),
             ("PATCH", "/channels/{channel_id}", self._patch_channel),
             ("POST", "/channels/{channel_id}/threads", self._start_thread),
             ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
@@ -402,24 +402,16 @@ class RestRoutes(GatewaySessions):
         return _json_response(thread.payload())
 
     async def _pin(self, request: web.Request) -> web.Response:
-        """Pin a message of the channel; CHANNEL_PINS_UPDATE follows.
+        """Pin (PUT) or unpin (DELETE) a message of the channel; CHANNEL_PINS_UPDATE follows.
         https://discord.com/developers/docs/resources/message#pin-message"""
         channel = self._channel_or_none(request)
         message_id = int(request.match_info["message_id"])
         if channel is None or channel.find(message_id) is None:
             return _error(404, "Unknown Message", 10008)
-        channel.pins[message_id] = datetime.now(UTC)
-        await self._pins_changed(channel)
-        return web.Response(status=204)
-
-    async def _unpin(self, request: web.Request) -> web.Response:
-        """Unpin a message of the channel; CHANNEL_PINS_UPDATE follows.
-        https://discord.com/developers/docs/resources/message#unpin-message"""
-        channel = self._channel_or_none(request)
-        message_id = int(request.match_info["message_id"])
-        if channel is None or channel.find(message_id) is None:
-            return _error(404, "Unknown Message", 10008)
-        channel.pins.pop(message_id, None)
+        if request.method == "PUT":
+            channel.pins[message_id] = datetime.now(UTC)
+        else:
+            channel.pins.pop(message_id, None)
         await self._pins_changed(channel)
         return web.Response(status=204)
 

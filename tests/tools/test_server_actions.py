@@ -313,5 +313,5 @@ async def test_an_audit_log_that_fails_leaves_the_action_done(make_settings) -> 
 
     world = World(log=Failing())
     assert await call(make_settings, world, "unpin_message", {"message_id": "881"}) == (
-        "Done: message 881 is no longer pinned."
+        "Done: message 881 is unpinned."
     )
