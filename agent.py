@@ -73,6 +73,7 @@ from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 from tools.approval import settle
 from tools.images import ImageStop, MadeImage, drawn_to_fit, images_made, without_made_image
 from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER, offered_here
+from tools.server_actions import SERVER_ACTION_TOOLS
 
 if TYPE_CHECKING:
     from pydantic_ai.models.anthropic import AnthropicModelSettings
@@ -211,6 +212,7 @@ def build_responder(
     archive_enabled: bool | None = None,
     memory_enabled: bool | None = None,
     reminders_enabled: bool | None = None,
+    server_actions_enabled: bool | None = None,
     toolbox: Toolbox | None = None,
 ) -> Responder:
     """The agent that writes Parley's answers, with its limits (`answer_limits`) and RESPONSE_TIMEOUT_SECONDS.
@@ -219,7 +221,8 @@ def build_responder(
     `archive_enabled` (default: the archive is on and HISTORY_TOOLS allows them), the memory tools only
     when `memory_enabled` (default: the archive is on and HISTORY_TOOLS and MEMORY_TOOLS allow them), the `remind`
     tool only when `reminders_enabled` (default: the archive is on and HISTORY_TOOLS allows tools); the knowledge
-    base's `search_knowledge` with the archive tools.
+    base's `search_knowledge` with the archive tools; the server actions only when `server_actions_enabled` (default:
+    SERVER_ACTIONS, with the archive's tools).
     Transient provider errors are retried `settings.model_retries` times by the provider SDK, with backoff
     that honours Retry-After, and each response is capped at `settings.max_answer_tokens`. Before each model
     request the history is trimmed to `settings.history_token_budget`; the trimmed history is what the run's
@@ -233,6 +236,8 @@ def build_responder(
         memory_enabled = settings.memory_tools_enabled
     if reminders_enabled is None:
         reminders_enabled = settings.archive_tools_enabled
+    if server_actions_enabled is None:
+        server_actions_enabled = settings.server_actions_enabled
     tools: list[Any] = [
         *(ARCHIVE_TOOLS if archive_enabled else ()),
         *(MEMORY_TOOLS if memory_enabled else ()),
@@ -240,6 +245,8 @@ def build_responder(
     ]
     # The knowledge base is in the archive too; its tool is offered only in a server with documents (tools/registry.py).
     tools += KNOWLEDGE_TOOLS if archive_enabled else ()
+    # Last, so that turning them on leaves the other tools' definitions where they were in the cached request.
+    tools += SERVER_ACTION_TOOLS if server_actions_enabled else ()
     toolbox = toolbox or Toolbox()
     model = model or build_model(settings)
     # Fixed text only: every name the model needs travels in the prompt's quoted <channel_info>.

@@ -232,6 +232,12 @@ class Settings(BaseSettings):
         description="Offer the model the remember and recall tools, which keep facts in the archive"
         " (needs it, and HISTORY_TOOLS).",
     )
+    server_actions: bool = Field(
+        False,
+        description="Offer the model the server actions (pin, unpin, thread, slowmode, delete, timeout) where a"
+        " channel's profile offers `server_actions`: each waits for the asker's Approve and runs only if they hold its"
+        " permission (needs the archive, which keeps their audit log, and HISTORY_TOOLS).",
+    )
     knowledge_max_documents: int = Field(
         100,
         ge=0,
@@ -675,6 +681,11 @@ class Settings(BaseSettings):
     def memory_tools_enabled(self) -> bool:
         # HISTORY_TOOLS=false is how a model without tool calling is run: it withholds every tool.
         return self.archive_tools_enabled and self.memory_tools
+
+    @property
+    def server_actions_enabled(self) -> bool:
+        # Their audit log is the archive's: without it they would leave no record.
+        return self.archive_tools_enabled and self.server_actions
 
 
 def discord_id(text: str) -> int:

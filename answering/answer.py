@@ -6,6 +6,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Protocol
 
 import discord
@@ -31,6 +32,7 @@ from edge.approval import ApprovalPrompts
 from edge.asking import MessageReply, Question
 from edge.attachment_sources import AttachmentSources
 from edge.readable import shown_channel_ids
+from edge.server_actions import server_actions_for
 from edge.streaming import AnsweredTurn, AnswerStreams, Outlet
 from files.links import given_links
 from files.providers import is_image_refusal, model_key
@@ -40,6 +42,8 @@ from profiles.channels import Profiles, persona_instructions
 from prompting.context import TRANSCRIPT_MAX_MESSAGES
 from reminders.book import ReminderBook
 from tools import ChatDeps
+from tools.action_switches import ArchivedSwitches
+from tools.channel_actions import ServerActionDeps
 from upkeep.conversations import ConversationUpkeep
 
 log = logging.getLogger("parley")
@@ -174,6 +178,7 @@ class Answering:
             # Its tool rounds and resumed runs each ask the asker's and the server's daily budgets first.
             before_each_call=self.admission.spending(guild_id, question.asker_id, role_ids).stop_line,
             images=self._images(question, outlet),
+            server_actions=None if off else self._server_actions(question),
         )
 
     def _images(self, question: Question, outlet: Outlet) -> AnswerImages | None:
@@ -183,6 +188,14 @@ class Answering:
             return None
         limit = upload_limit(outlet.channel)
         return AnswerImages(question, outlet.channel_id, limit, self.admission, self.accounting)
+
+    def _server_actions(self, question: Question) -> ServerActionDeps | None:
+        """What the answer's server actions reach, with SERVER_ACTIONS on: the archive keeps their switches and their
+        audit log."""
+        if not self.settings.server_actions_enabled:
+            return None
+        archive = self.stores.archive
+        return server_actions_for(question, ArchivedSwitches(archive), archive, lambda: datetime.now(UTC))
 
     async def _reply(
         self,

@@ -12,6 +12,7 @@ from discord import app_commands
 from archive import Archive, ArchiveWriteFailed
 from archive.null import archive_off
 from commands.access import AccessCommands
+from commands.actions import ActionsCommands
 from commands.digest import DigestCommands
 from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
@@ -76,8 +77,8 @@ class AdminCommands(
     default_permissions=discord.Permissions(manage_messages=True),
 ):
     """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …`,
-    `knowledge …` and `support …`, about the channel they are used in (`usage`, `access`, `knowledge` and
-    `support report`: its server)."""
+    `knowledge …`, `support …` and `actions …`, about the channel they are used in (`usage`, `access`, `knowledge`,
+    `support report` and `actions`: its server)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -88,6 +89,7 @@ class AdminCommands(
         self.add_command(KnowledgeCommands())
         self.add_command(SupportCommands())
         self.add_command(ModerationCommands())
+        self.add_command(ActionsCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

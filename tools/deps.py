@@ -13,6 +13,7 @@ from archive.knowledge_types import KnowledgeSearch
 from memory.store import MemoryStore
 from reminders.book import ReminderBook
 from tools.approval import Approver
+from tools.channel_actions import ServerActionDeps
 
 log = logging.getLogger("parley.tools")
 
@@ -103,6 +104,9 @@ class ChatDeps:
     before_each_call: Callable[[int], Awaitable[str | None]] | None = None
     # The images this answer may make (the image tool, tools/images.py); None: it makes none.
     images: ImageGrant | None = None
+    # What the server actions (pin, thread, slowmode, ...) reach in this answer's channel; None: none runs here (a DM,
+    # SERVER_ACTIONS off, no archive to keep their audit log).
+    server_actions: ServerActionDeps | None = None
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets

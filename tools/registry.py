@@ -18,6 +18,7 @@ from pydantic_ai import Tool, ToolDefinition
 
 from archive.knowledge_types import KnowledgeSearch
 from tools.approval import asks_first, reads_only
+from tools.channel_actions import ServerAction, ServerActionDeps
 
 log = logging.getLogger("parley.tools")
 
@@ -30,6 +31,7 @@ KNOWLEDGE = "knowledge"
 WEB = "web"
 IMAGES = "images"
 LINKS = "links"
+SERVER_ACTIONS = "server_actions"
 MCP_PREFIX = "mcp:"
 
 
@@ -48,6 +50,9 @@ class RunPlace(Protocol):
     def images(self) -> object | None:
         """What the answer may do with images (tools/deps.py's `ImageGrant`); None: it makes none."""
         ...
+
+    @property
+    def server_actions(self) -> ServerActionDeps | None: ...
 
 
 # Whether a tool can run in an answer, asked before each of its model requests.
@@ -81,6 +86,23 @@ async def where_images_may_be_made(place: RunPlace) -> bool:
     """Only in an answer that may make images (a member's, where IMAGE_MODEL is set): elsewhere the tool has no
     count to claim one from."""
     return place.images is not None
+
+
+def unless_turned_off(action: ServerAction) -> RunsHere:
+    """A server action runs in a server's channel where the answer reaches Discord, unless the server's admins turned
+    it off (`/parley-admin actions`): as the switches stood when the answer began (its tool then checks again)."""
+
+    async def runs_here(place: RunPlace) -> bool:
+        deps = place.server_actions
+        if deps is None or place.guild_id == 0:
+            return False
+        try:
+            return action not in await deps.off_when_offered(place.guild_id)
+        except Exception:
+            log.exception("the server actions' switches could not be read in channel %s", place.channel_id)
+            return False
+
+    return runs_here
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,26 @@ GENERATE_IMAGE = ToolEntry("generate_image", IMAGES, "drawing…", runs_here=whe
 # Built over the link reader LINKS turns on (tools/links.py), in the toolbox's tool set "links". Offered in every answer
 # it is on for, links given or not: a tool that comes and goes would change the request's cached prefix.
 READ_LINK = ToolEntry("read_link", LINKS, "reading the link…", withholds_itself=True)
+# Each changes the server in the asker's name: they approve each call, every argument shown, and it runs only if they
+# hold the permission it takes there (tools/channel_actions.py's NEEDS), checked as it runs.
+PIN_MESSAGE = ToolEntry(
+    "pin_message", SERVER_ACTIONS, "pinning the message…", asks_first=True, runs_here=unless_turned_off("pin")
+)
+UNPIN_MESSAGE = ToolEntry(
+    "unpin_message", SERVER_ACTIONS, "unpinning the message…", asks_first=True, runs_here=unless_turned_off("unpin")
+)
+CREATE_THREAD = ToolEntry(
+    "create_thread", SERVER_ACTIONS, "making a thread…", asks_first=True, runs_here=unless_turned_off("thread")
+)
+SET_SLOWMODE = ToolEntry(
+    "set_slowmode", SERVER_ACTIONS, "setting slowmode…", asks_first=True, runs_here=unless_turned_off("slowmode")
+)
+DELETE_MESSAGE = ToolEntry(
+    "delete_message", SERVER_ACTIONS, "deleting the message…", asks_first=True, runs_here=unless_turned_off("delete")
+)
+TIME_OUT_MEMBER = ToolEntry(
+    "time_out_member", SERVER_ACTIONS, "timing the member out…", asks_first=True, runs_here=unless_turned_off("timeout")
+)
 
 TOOLS = (
     SEARCH_HISTORY,
@@ -136,6 +178,12 @@ TOOLS = (
     SEARCH_WEB,
     GENERATE_IMAGE,
     READ_LINK,
+    PIN_MESSAGE,
+    UNPIN_MESSAGE,
+    CREATE_THREAD,
+    SET_SLOWMODE,
+    DELETE_MESSAGE,
+    TIME_OUT_MEMBER,
 )
 # The tool sets a profile may name besides an MCP server's, in the order the profiles list them.
 TOOL_SETS = tuple(dict.fromkeys(entry.toolset for entry in TOOLS))

@@ -329,6 +329,7 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "knowledge",
         "support",
         "moderation",
+        "actions",
     ]
     assert [sub["name"] for sub in options["support"]["options"]] == ["on", "off", "show", "report"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
@@ -338,6 +339,7 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
     assert [choice["value"] for choice in period["choices"]] == ["week", "month"]
     moderation = [sub["name"] for sub in options["moderation"]["options"]]
     assert moderation == ["channel", "rules", "watch", "words", "cases"]
+    assert [sub["name"] for sub in options["actions"]["options"]] == ["on", "off", "show"]
     knowledge = {sub["name"]: sub for sub in options["knowledge"]["options"]}
     assert list(knowledge) == ["add", "list", "remove", "pins"]
     # The pins setting: a choice of three, required.

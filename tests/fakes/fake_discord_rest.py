@@ -8,6 +8,7 @@ import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
 from aiohttp import BodyPartReader, web
 
@@ -64,6 +65,10 @@ class RestRoutes(GatewaySessions):
             ),
             # Before /messages/{message_id}, which would take "pins" for a message id.
             ("GET", "/channels/{channel_id}/messages/pins", self._get_pins),
+            ("PUT", "/channels/{channel_id}/messages/pins/{message_id}", self._pin),
+            ("DELETE", "/channels/{channel_id}/messages/pins/{message_id}", self._pin),
+            ("PATCH", "/channels/{channel_id}", self._patch_channel),
+            ("POST", "/channels/{channel_id}/threads", self._start_thread),
             ("GET", "/channels/{channel_id}/messages/{message_id}", self._get_message),
             ("POST", "/channels/{channel_id}/messages", self._post_message),
             ("PATCH", "/channels/{channel_id}/messages/{message_id}", self._patch_message),
@@ -111,6 +116,9 @@ class RestRoutes(GatewaySessions):
 
     @web.middleware
     async def _record(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        reason = request.headers.get("X-Audit-Log-Reason")
+        if reason is not None:
+            self.audit_reasons.append((f"{request.method} {request.path}", unquote(reason)))
         try:
             response = await handler(request)
         except web.HTTPException:
@@ -213,7 +221,9 @@ class RestRoutes(GatewaySessions):
         if "communication_disabled_until" in body:
             user = dataclasses.replace(user, timed_out_until=body["communication_disabled_until"])
             self.users[user_id] = user
-        return _json_response({"user": user.payload(), **user.member_payload()})
+        member = {"user": user.payload(), **user.member_payload(), "guild_id": str(guild_id)}
+        await self._route("GUILD_MEMBER_UPDATE", member)
+        return _json_response(member)
 
     async def _create_dm(self, request: web.Request) -> web.Response:
         """Open (or find) the direct message channel with a user. https://discord.com/developers/docs/resources/user#create-dm"""
@@ -424,6 +434,65 @@ class RestRoutes(GatewaySessions):
         thread.member_ids = {BOT_ID, int(message["author"]["id"])}
         self.channels[thread.id] = thread
         self.threads_started.append((channel.id, message_id, body))
+        await self._route("THREAD_CREATE", {**thread.payload(), "newly_created": True})
+        return _json_response(thread.payload())
+
+    async def _pin(self, request: web.Request) -> web.Response:
+        """Pin (PUT) or unpin (DELETE) a message of the channel; CHANNEL_PINS_UPDATE follows.
+        https://discord.com/developers/docs/resources/message#pin-message"""
+        channel = self._channel_or_none(request)
+        message_id = int(request.match_info["message_id"])
+        if channel is None or channel.find(message_id) is None:
+            return _error(404, "Unknown Message", 10008)
+        if request.method == "PUT":
+            channel.pins[message_id] = datetime.now(UTC)
+        else:
+            channel.pins.pop(message_id, None)
+        await self._pins_changed(channel)
+        return web.Response(status=204)
+
+    async def _pins_changed(self, channel: FakeChannel) -> None:
+        latest = max(channel.pins.values(), default=None)
+        await self._route(
+            "CHANNEL_PINS_UPDATE",
+            {
+                "guild_id": str(channel.guild_id),
+                "channel_id": str(channel.id),
+                "last_pin_timestamp": None if latest is None else latest.isoformat(),
+            },
+        )
+
+    async def _patch_channel(self, request: web.Request) -> web.Response:
+        """Modify a channel: its slowmode (`rate_limit_per_user`, 0 to 21600); CHANNEL_UPDATE follows.
+        https://discord.com/developers/docs/resources/channel#modify-channel"""
+        channel = self._channel_or_none(request)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        body = await request.json()
+        if "rate_limit_per_user" in body:
+            seconds = int(body["rate_limit_per_user"])
+            if not 0 <= seconds <= 21600:
+                return _invalid_form_body("rate_limit_per_user", "Must be between 0 and 21600.")
+            channel.rate_limit_per_user = seconds
+        await self._route("THREAD_UPDATE" if channel.parent_id is not None else "CHANNEL_UPDATE", channel.payload())
+        return _json_response(channel.payload())
+
+    async def _start_thread(self, request: web.Request) -> web.Response:
+        """Start a thread on no message, in a text channel; THREAD_CREATE follows.
+        https://discord.com/developers/docs/resources/channel#start-thread-without-message"""
+        channel = self._channel_or_none(request)
+        if channel is None or channel.parent_id is not None or channel.recipient_id is not None:
+            return _error(404, "Unknown Channel", 10003)
+        body = await request.json()
+        name = body.get("name") or ""
+        if not 1 <= len(name) <= 100:
+            return _invalid_form_body("name", "Must be between 1 and 100 in length.")
+        thread = FakeChannel(
+            self._next_id(), name, 0, parent_id=channel.id, owner_id=BOT_ID, guild_id=channel.guild_id,
+            private=body.get("type") == 12,
+        )  # fmt: skip
+        thread.member_ids = {BOT_ID}
+        self.channels[thread.id] = thread
         await self._route("THREAD_CREATE", {**thread.payload(), "newly_created": True})
         return _json_response(thread.payload())
 

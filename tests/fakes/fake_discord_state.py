@@ -161,6 +161,8 @@ class FakeChannel:
     is_forum: bool = False  # a forum: a server's channel whose every post is a thread, whose first message has its id
     # The channel's pinned messages: message id -> when it was pinned, in pin order.
     pins: dict[int, datetime] = field(default_factory=dict)
+    # Slowmode: the seconds each member waits between two messages (0: off).
+    rate_limit_per_user: int = 0
 
     def payload(self) -> dict[str, Any]:
         if self.parent_id is not None:
@@ -191,7 +193,7 @@ class FakeChannel:
             "parent_id": None if self.category_id is None else str(self.category_id),
             "topic": None,
             "nsfw": False,
-            "rate_limit_per_user": 0,
+            "rate_limit_per_user": self.rate_limit_per_user,
             "permission_overwrites": self.overwrites,
             "last_message_id": self.messages[-1]["id"] if self.messages else None,
         }
@@ -429,6 +431,8 @@ class FakeDiscordState:
         self.interaction_calls: list[InteractionCall] = []
         # (channel id, message id, JSON body) of each "start thread from message" request the bot made.
         self.threads_started: list[tuple[int, int, dict[str, Any]]] = []
+        # The reason (X-Audit-Log-Reason) each request that gave one went with, by "METHOD path".
+        self.audit_reasons: list[tuple[str, str]] = []
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         # RESUME is answered with op 9 (the session cannot be resumed), as when Discord has dropped it.

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import discord
 import pytest
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -34,6 +35,7 @@ from tests.e2e.test_e2e_approval import cancelled, servers_file
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCall, message_text
 from tests.support.e2e_support import RunningBot, assert_ephemeral_one_liner, click, eventually, use_message_command
+from tests.tools.test_server_actions import World as ServerActionWorld
 from tests.tools.test_tools import deps
 from tools import ChatDeps, Toolbox, web_search_toolset
 from tools.approval import ARGUMENTS_SHOWN_MAX_CHARS, ApprovalRequest, ServerApproval, Verdict, declared_reads_only
@@ -68,6 +70,23 @@ def no_settings(tmp_path: Path) -> dict[str, Any]:
     return {}
 
 
+def server_actions_on(tmp_path: Path) -> dict[str, Any]:
+    return {"server_actions": True}
+
+
+def nothing_to_grant(fake: FakeDiscord) -> None:
+    return None
+
+
+def parley_manages_channels(fake: FakeDiscord) -> None:
+    """Parley may set slowmode in #general (Alice, the server's owner, may do anything)."""
+    fake.allow(CHANNEL_ID, BOT_ID, discord.Permissions(manage_channels=True))
+
+
+async def channels_slowed(bot: RunningBot) -> int:
+    return int(bot.fake.channels[CHANNEL_ID].rate_limit_per_user == 30)
+
+
 def orders_server(tmp_path: Path) -> dict[str, Any]:
     """An MCP server whose `cancel_order` is annotated destructive (tests/fakes/mcp_server_fixture.py)."""
     return {"mcp_servers": servers_file(tmp_path, orders={})}
@@ -82,6 +101,8 @@ class SideEffect:
     arguments: dict[str, Any]
     taken: Callable[[RunningBot], Awaitable[int]]
     settings: Callable[[Path], dict[str, Any]] = no_settings
+    # What Discord grants Parley before it connects, for the call to take effect once approved.
+    granted: Callable[[FakeDiscord], None] = nothing_to_grant
 
 
 ROWS = [
@@ -108,6 +129,11 @@ ROWS = [
         SideEffect("orders_cancel_order", {"order_id": "A17"}, orders_cancelled, orders_server),
         id="mcp-tool-that-changes-things",
         marks=pytest.mark.slow,
+    ),
+    # A server action (tools/server_actions.py): each waits alike, by its registry entry.
+    pytest.param(
+        SideEffect("set_slowmode", {"seconds": 30}, channels_slowed, server_actions_on, parley_manages_channels),
+        id="server-action-slowmode",
     ),
 ]
 
@@ -156,6 +182,7 @@ async def steered_ask(
     posts there, asks Parley to summarize."""
     model = SteeredModel(effect)
     llm.handler = model
+    effect.granted(fake)
     client = await bot.start(**effect.settings(bot.tmp_path), **settings)
     await asyncio.wait_for(client.toolbox.started(), 60)
     note = f"{STEER}: {json.dumps(effect.arguments)}"
@@ -308,15 +335,19 @@ def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
     return {name: samples.get(properties[name].get("type")) for name in schema.get("required", [])}
 
 
-async def undeclared_tools(make_settings, toolbox: Toolbox) -> tuple[list[str], list[str]]:
+async def undeclared_tools(
+    make_settings, toolbox: Toolbox, schemas: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[list[str], list[str]]:
     """Every tool offered with everything on, each called once: those that neither declare they only read nor
-    waited for the asker; and all the tools offered."""
+    waited for the asker; and all the tools offered (their argument schemas by name to `schemas`)."""
     offered: list[ToolDefinition] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if offered:
             return ModelResponse(parts=[TextPart("done")])
         offered.extend(info.function_tools)
+        if schemas is not None:
+            schemas({tool.name: tool.parameters_json_schema for tool in offered})
         calls = [
             ToolCallPart(tool.name, arguments_for(tool.parameters_json_schema), tool_call_id=f"c{i}")
             for i, tool in enumerate(offered)
@@ -330,13 +361,22 @@ async def undeclared_tools(make_settings, toolbox: Toolbox) -> tuple[list[str], 
         archive_enabled=True,
         memory_enabled=True,
         reminders_enabled=True,
+        server_actions_enabled=True,
         toolbox=toolbox,
     )
     approver = Denying()
     message = MessageRecord(message_id=900, channel_id=500, author_id=7, author="Alice", content="hi", timestamp=T0)
     conversation = ChannelConversation(500, T0, T0, deque([message]))
     await generate_reply(
-        responder, conversation, message, deps(approver=approver, knowledge=Documents(), requester_may_post=True)
+        responder,
+        conversation,
+        message,
+        deps(
+            approver=approver,
+            knowledge=Documents(),
+            requester_may_post=True,
+            server_actions=ServerActionWorld().action_deps(),
+        ),
     )
     unasked = [tool.name for tool in offered if not declared_reads_only(tool) and tool.name not in approver.asked]
     return unasked, [tool.name for tool in offered]
@@ -371,6 +411,7 @@ async def test_every_tool_offered_asks_first_unless_it_declares_it_only_reads(
         "read_link",
         "orders_cancel",
     }
+    families |= {"pin_message", "unpin_message", "create_thread", "set_slowmode", "delete_message", "time_out_member"}
     assert families <= set(offered)
     assert unasked == flagged
 

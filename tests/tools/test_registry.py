@@ -21,7 +21,9 @@ from archive.knowledge import KnowledgeHit
 from edge.streaming import tool_status
 from tests.support.agent_test_support import ALICE, conversation_of, deps, msg
 from tests.tools.test_images import Grant
+from tests.tools.test_server_actions import World
 from tools import build_toolbox
+from tools.channel_actions import ServerActionDeps
 from tools.registry import OTHER_STATUS, TOOLS
 
 # Every tool Parley declares itself, in the order the model is offered them.
@@ -39,6 +41,15 @@ OFFERED_NAMES = [
 OFFERED_WITH_IMAGES = [*OFFERED_NAMES, "generate_image"]
 # Declared too, and offered only with its setting on (LINKS): tests/tools/test_links_tool.py checks where it is offered.
 OFFERED_WITH_THEIR_SETTING = ["read_link"]
+# With SERVER_ACTIONS on, where a profile offers them: after Parley's other tools, which keep their place.
+SERVER_ACTION_NAMES = [
+    "pin_message",
+    "unpin_message",
+    "create_thread",
+    "set_slowmode",
+    "delete_message",
+    "time_out_member",
+]
 # The sha256 of those tools' definitions as the model reads them (name, description, parameters, strictness) and of
 # the instructions: a change here changes the cached prefix of every prompt.
 OFFERED_DIGEST = "9e291c5b5fe194d17a5aef0a1c5794a69ff5cd3be7e5a1a0a2249cdea00376db"
@@ -54,14 +65,24 @@ class KnowledgeWithDocuments:
         return []
 
 
+def server_action_deps() -> ServerActionDeps:
+    return World().action_deps()
+
+
 async def no_results(query: str) -> list[dict[str, Any]]:
     return []
 
 
-async def offered_prefix(make_settings, *, images: bool = False) -> tuple[list[dict[str, Any]], str | None]:
+async def offered_prefix(
+    make_settings, *, images: bool = False, server_actions: bool = False
+) -> tuple[list[dict[str, Any]], str | None]:
     """The tool definitions and instructions of an answer's first request, every tool of Parley's own offered (the
-    image tool with `images`)."""
-    settings = make_settings(web_search="duckduckgo", image_model="openai:gpt-image-1" if images else None)
+    image tool with `images`, the server actions with `server_actions`)."""
+    settings = make_settings(
+        web_search="duckduckgo",
+        image_model="openai:gpt-image-1" if images else None,
+        server_actions=server_actions,
+    )
     offered: list[AgentInfo] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -76,6 +97,8 @@ async def offered_prefix(make_settings, *, images: bool = False) -> tuple[list[d
     # Alice may post here (so `remind` is offered) and the server has documents (so `search_knowledge` is); her answer
     # may make images when they are on.
     chat = replace(deps(), knowledge=KnowledgeWithDocuments(), images=Grant() if images else None)
+    if server_actions:
+        chat = replace(chat, server_actions=server_action_deps())
     await generate_reply(responder, conversation_of(message), message, chat)
     definitions = [
         {
@@ -146,7 +169,7 @@ def test_each_tool_is_registered_once() -> None:
     names = [entry.name for entry in TOOLS]
 
     assert len(names) == len(set(names))
-    assert sorted(names) == sorted([*OFFERED_WITH_IMAGES, *OFFERED_WITH_THEIR_SETTING])
+    assert sorted(names) == sorted([*OFFERED_WITH_IMAGES, *OFFERED_WITH_THEIR_SETTING, *SERVER_ACTION_NAMES])
 
 
 async def test_the_image_tool_follows_the_others_when_images_are_on(make_settings) -> None:
@@ -154,6 +177,17 @@ async def test_the_image_tool_follows_the_others_when_images_are_on(make_setting
 
     assert [definition["name"] for definition in definitions] == OFFERED_WITH_IMAGES
     assert instructions is not None and "`generate_image` makes an image" in instructions
+
+
+async def test_the_server_actions_come_after_parleys_other_tools_which_keep_their_definitions(make_settings) -> None:
+    """After the agent's own tools (the toolbox's, web search and MCP, come after those), leaving every other
+    definition as it was."""
+    without, _ = await offered_prefix(make_settings)
+    definitions, _ = await offered_prefix(make_settings, server_actions=True)
+
+    own = OFFERED_NAMES[: OFFERED_NAMES.index("search_web")]
+    assert [definition["name"] for definition in definitions] == [*own, *SERVER_ACTION_NAMES, "search_web"]
+    assert [definition for definition in definitions if definition["name"] not in SERVER_ACTION_NAMES] == without
 
 
 async def test_every_tool_offered_has_its_own_status_line(make_settings) -> None:
@@ -166,3 +200,10 @@ async def test_every_tool_offered_has_its_own_status_line(make_settings) -> None
     assert statuses["remind"] == "*setting a reminder…*"
     assert statuses["search_web"] == "*searching the web…*"
     assert statuses["generate_image"] == "*drawing…*"
+
+
+async def test_every_server_action_has_its_own_status_line(make_settings) -> None:
+    definitions, _ = await offered_prefix(make_settings, server_actions=True)
+
+    statuses = {tool_status(definition["name"]) for definition in definitions}
+    assert len(statuses) == len(definitions) and f"*{OTHER_STATUS}*" not in statuses
