@@ -32,14 +32,14 @@ pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 # loopback), so they share one.
 httpcore2.default_ssl_context = functools.cache(httpcore2.default_ssl_context)
 
-# The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest.
-# A test is slow when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over
-# stdio), runs a bench, reads the README and docs, or takes more than a few seconds however it is written (a
-# hostile file's caps): mark it `@pytest.mark.slow`, or a whole module with
-# `pytestmark = pytest.mark.slow`. An unmarked test that starts Python, a shell or a script of this repository
-# fails (`processes_only_when_slow`), naming it. Programs libraries run in passing (the test Postgres's pg_ctl,
-# Logfire's `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted, nor are
-# the bot's own PDF workers (files/pdf.py, a small isolated interpreter): they are the code under test.
+# The `slow` marker. `pytest -m "not slow"` is the fast suite .ci/run runs first; `-m slow` the rest. A test is slow
+# when it starts a process (`python bot.py`, a bench, a shell command, an MCP server over stdio), runs a bench, reads
+# the README and docs, or takes more than a few seconds however it is written (a hostile file's caps), or runs on the
+# test Postgres server (marked here, below): mark it `@pytest.mark.slow`, or a whole module with `pytestmark =
+# pytest.mark.slow`. An unmarked test that starts Python, a shell or a script of this repository fails
+# (`processes_only_when_slow`), naming it. Programs libraries run in passing (the test Postgres's pg_ctl, Logfire's
+# `git rev-parse`, the platform module's `uname -p`) take milliseconds and are not counted, nor are the bot's own PDF
+# workers (files/pdf.py, a small isolated interpreter): they are the code under test.
 _SLOW_PROGRAM = re.compile(r"python[0-9.]*|(ba|da|z)?sh|uv|pip[0-9.]*")
 _REPOSITORY = Path(__file__).resolve().parents[1]
 _BOTS_OWN_WORKERS = frozenset({str(_REPOSITORY / "files" / "pdf.py")})
@@ -60,6 +60,22 @@ def _note_started_program(event: str, arguments: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_note_started_program)
+
+# Every test on the Postgres backend is slow too: it needs the test Postgres server, a process the run starts, and a
+# database of its own (about 2.7 times its SQLite twin's time). The fast suite runs each backend test on SQLite, the
+# slow suite the same test on Postgres, so CI still runs every one of them on both backends.
+_POSTGRES_FIXTURES = frozenset({"postgres_server", "migrated_template"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` each test that runs on the Postgres backend (a "postgres" parameter, or the server's fixtures),
+    before `-m` selects by the marker."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and any(value == "postgres" for value in callspec.params.values())
+        if on_postgres or _POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

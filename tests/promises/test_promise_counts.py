@@ -176,7 +176,8 @@ async def archives(
     return [await open_archive(url, retention_days=0, file_text_budget=budget) for _ in range(2)]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "two_processes_on_postgres"])
+# Two processes on Postgres need the test Postgres server: slow, as every Postgres test (tests/conftest.py).
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("two_processes_on_postgres", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("limit", LIMITS, ids=[limit.name for limit in LIMITS])
 async def test_a_count_limit_holds_under_concurrent_requests(
     limit: Limit, backend: str, tmp_path: Path, request: pytest.FixtureRequest
