@@ -287,7 +287,11 @@ PATHS: list[tuple[str, Callable[[Paths], Awaitable[Archive]], tuple[int, int]]] 
 ]
 
 
-@pytest.mark.parametrize(("requests", "member"), [(p, m) for _, p, m in PATHS], ids=[name for name, _, _ in PATHS])
+@pytest.mark.parametrize(
+    ("requests", "member"),
+    # A path on Postgres needs the test Postgres server: slow, as every Postgres test (tests/conftest.py).
+    [pytest.param(p, m, id=name, marks=[pytest.mark.slow] if "Postgres" in name else []) for name, p, m in PATHS],
+)
 async def test_a_member_reaching_the_reminder_limit_at_once_keeps_exactly_the_limit(
     requests: Callable[[Paths], Awaitable[Archive]],
     member: tuple[int, int],
