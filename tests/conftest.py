@@ -24,6 +24,7 @@ from config import Settings
 from tests.fakes.fake_discord import FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, allow_model_requests
 from tests.support.e2e_support import RunningBot
+from tests.support.migrated_sqlite import place_migrated_sqlite
 from tests.support.postgres_support import database_url, throwaway_postgres
 
 pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
@@ -211,9 +212,13 @@ async def _migrate_into(server_url: str, name: str) -> None:
 
 
 async def _archive_url(request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) -> AsyncIterator[str]:
-    """A new SQLite file, or a new database on the test server (migrated, or empty) dropped after the test."""
+    """A new SQLite file (a migrated copy, or none yet), or a new database on the test server (migrated, or empty)
+    dropped after the test."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'data' / 'parley.db'}"
+        path = tmp_path / "data" / "parley.db"
+        if migrated:
+            await place_migrated_sqlite(path)
+        yield f"sqlite:///{path}"
         return
     server_url = request.getfixturevalue("postgres_server")
     url = await (migrated_postgres_database(request) if migrated else fresh_postgres_database(server_url))
@@ -225,8 +230,9 @@ async def _archive_url(request: pytest.FixtureRequest, tmp_path: Path, *, migrat
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """DATABASE_URL of a fresh archive on each backend: a new SQLite file, or a new Postgres database that holds
-    the newest schema (a copy of `migrated_template`) and no rows.
+    """DATABASE_URL of a fresh archive on each backend, holding the newest schema and no rows: a copy of a SQLite
+    file migrated once per process (tests/support/migrated_sqlite.py), or a new Postgres database copied from
+    `migrated_template`.
 
     Tests taking it (or the archives opened from it) run once per backend: a new table's tests belong here.
     """
@@ -236,7 +242,8 @@ async def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def unmigrated_archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """As `archive_url`, but its Postgres database is empty: the first `open_archive` migrates it."""
+    """As `archive_url`, but there is no SQLite file yet and the Postgres database is empty: the first
+    `open_archive` migrates it."""
     async for url in _archive_url(request, tmp_path, migrated=False):
         yield url
 
