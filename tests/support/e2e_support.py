@@ -16,6 +16,7 @@ from typing import IO, Any
 import discord
 from discord.state import ConnectionState
 
+from archive.sqlite_url import sqlite_path_from_url
 from bot import Parley, build_client
 from commands.admin import AdminCommands
 from config import Settings
@@ -36,6 +37,7 @@ from tests.fakes.fake_discord import (
     snowflake_at,
 )
 from tests.fakes.fake_llm import MODEL_NAME, FakeLLM, message_text
+from tests.support.migrated_sqlite import place_migrated_sqlite
 
 QUIET = 0.6  # the longest "the bot said nothing" is watched for: until it has handled what it was sent (`settled`)
 
@@ -143,6 +145,7 @@ class RunningBot:
     async def start(self, **overrides: Any) -> Parley:
         settings = bot_settings(self.fake, self.llm, self.tmp_path, **overrides)
         point_at_discord(settings)
+        await _archive_file_migrated(settings)
         resources = await self._resources.enter_async_context(open_resources(settings))
         self.client = build_client(settings, resources, guild_ready_timeout=GUILD_READY_TIMEOUT)
         ready_once_every_guild_came(self.client)
@@ -164,6 +167,14 @@ class RunningBot:
             await asyncio.wait_for(self._task, 10)
         self.client = self._task = None
         await self._resources.aclose()
+
+
+async def _archive_file_migrated(settings: Settings) -> None:
+    """A first start on a SQLite file finds it migrated, as a Postgres database copied from `migrated_template` is
+    (migrating a new file is the archive's tests' to test, and takes ten times as long as copying one)."""
+    url = settings.database_url
+    if url.startswith("sqlite") and not (path := sqlite_path_from_url(url)).exists():
+        await place_migrated_sqlite(path)
 
 
 async def say(fake: FakeDiscord, author: int, content: str, **options: Any) -> dict[str, Any]:
