@@ -110,6 +110,8 @@ def test_conversation_expires_after_timeout(manager: ConversationManager, clock:
     assert manager.get(CHANNEL) is None
 
 
+# Slow: freezegun's first use in a process walks every loaded module (3 to 4 s once the bot's are loaded).
+@pytest.mark.slow
 def test_default_clock_follows_freezegun() -> None:
     """Without an injected clock the manager reads the current time at call time."""
     with freeze_time("2026-01-01 12:00:00") as frozen:

@@ -24,6 +24,8 @@ async def mention_with(fake: FakeDiscord, text: str, *attachments: dict[str, Any
     return await say(fake, ALICE_ID, f"<@{BOT_ID}> {text}", attachments=attachments)
 
 
+# Slow: eight damaged PDFs are each read in a worker process within the PDF caps (about 5 s on two cores).
+@pytest.mark.slow
 async def test_broken_files_posted_without_a_mention_leave_the_channel_answered(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
