@@ -213,7 +213,12 @@ async def test_the_report_lists_unanswered_questions_with_links_and_refuses_memb
         links.append(f"https://discord.com/channels/{GUILD_ID}/{channel_id}/{message['id']}")
         record = MessageRecord(int(message["id"]), channel_id, ALICE_ID, "alice", text, client.manager.clock())
         client.decision_log.note(record, Decision(False, SUPPORT_NOT_SURE, "support", 0.2))
-    await client.archive.flush()
+    # The report finds a server's decisions through the channels it holds messages of: wait for the archive to have
+    # the questions (on_message archives them a moment after the gateway delivers them).
+    async with asyncio.timeout(5):
+        while len(await client.archive.read("SELECT 1 FROM channels")) < 2:
+            await client.archive.flush()
+            await asyncio.sleep(0.01)
 
     assert assert_ephemeral_one_liner(await _report_calls(fake, MEMBER)) == NOT_PERMITTED
     shown = await report(fake)
