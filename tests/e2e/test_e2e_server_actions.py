@@ -26,8 +26,7 @@ from tests.support.e2e_support import (
     RunningBot,
     assert_ephemeral_one_liner,
     click,
-    command_payload,
-    reply_text,
+    group_command,
 )
 from tools.approval import Verdict
 from tools.server_actions import NOT_NAMED
@@ -181,19 +180,8 @@ async def test_a_timeout_and_slowmode_reach_discord(bot: RunningBot, fake: FakeD
 
 async def actions(fake: FakeDiscord, subcommand: str, permissions: discord.Permissions, **options: Any) -> str:
     """`/parley-admin actions <subcommand>` in #general by Alice with `permissions`; the bot's reply."""
-    payload = command_payload(fake, "actions", permissions=permissions)
     given = [{"type": 3, "name": name, "value": value} for name, value in options.items()]
-    payload["data"]["options"] = [
-        {"type": 2, "name": "actions", "options": [{"type": 1, "name": subcommand, "options": given}]}
-    ]
-    token = payload["token"]
-
-    def calls() -> list[Any]:
-        return [call for call in fake.interaction_calls if f"/{token}" in call.path]
-
-    await fake.dispatch("INTERACTION_CREATE", payload)
-    await fake.wait_for(lambda: len(calls()) >= 1, what=f"/parley-admin actions {subcommand} answered")
-    return reply_text(calls())
+    return await group_command(fake, "actions", subcommand, given, permissions=permissions)
 
 
 async def test_an_action_the_admins_turned_off_is_not_offered_nor_taken(
