@@ -13,7 +13,7 @@ bot.py; every agent built here is picked up by it.
 import logging
 import re
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -72,7 +72,7 @@ from reminders.tool import REMINDER_TOOLS
 from tools import ARCHIVE_TOOLS, MEMORY_TOOLS, ChatDeps, Toolbox, offers
 from tools.approval import settle
 from tools.images import ImageStop, MadeImage, drawn_to_fit, images_made, without_made_image
-from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER, offered_here
+from tools.registry import ARCHIVE, MEMORY, RECALL, REMEMBER, offered_here, read_only_tools
 from tools.server_actions import SERVER_ACTION_TOOLS
 
 if TYPE_CHECKING:
@@ -339,8 +339,10 @@ def _notes_on_offered_tools(
 
 
 async def _offer_tools_that_can_run(ctx: RunContext[ChatDeps], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
-    """The tools the channel's profile offers that can run in this answer (tools/registry.py says where each can)."""
-    return await offered_here(ctx.deps, offered(tool_defs, ctx.deps.offered_toolsets))
+    """The tools the channel's profile offers that can run in this answer (tools/registry.py says where each can), and
+    in a run nobody can approve tool calls in, only those that change nothing."""
+    can_run = await offered_here(ctx.deps, offered(tool_defs, ctx.deps.offered_toolsets))
+    return read_only_tools(can_run) if ctx.deps.read_only else can_run
 
 
 class BudgetSpent(UsageLimitExceeded):
@@ -489,6 +491,24 @@ async def regenerate_reply(
     earlier = [message for turn in turns[:-1] for message in turn]
     run = _Run(listener, model, instructions, lambda: earlier)
     return await _reply(responder, prompt, deps, deps.message_id, run)
+
+
+async def scheduled_reply(
+    responder: Responder,
+    prompt: str,
+    deps: ChatDeps,
+    *,
+    model: Model | None = None,
+    instructions: str | None = None,
+) -> Reply:
+    """The answer to a scheduled prompt (`/parley-admin schedule`): no history, no listener, and, nobody being there to
+    approve a tool call, only the tools that change nothing (`ChatDeps.read_only`).
+
+    Raises:
+        ReplyFailed: as `generate_reply`.
+    """
+    run = _Run(None, model, instructions, list)
+    return await _reply(responder, prompt, replace(deps, read_only=True), deps.message_id, run)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from answering.decisions import DecisionLog
 from answering.gap import GapQuestions
 from answering.models import ProfileModels
 from answering.pipeline import MessagePipeline
+from answering.scheduled import ScheduledPrompts
 from answering.usage import UsageAccounting
 from archive import Archive
 from archive.null import NULL_ARCHIVE, archive_off
@@ -158,7 +159,18 @@ class Parley(PinEvents, discord.AutoShardedClient):
         )
         self.access = access_gate(self, settings)
         # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
-        self.reminders = reminder_scheduler(self, self.access, settings, self.admission.optouts)
+        # Their scheduled prompts (/parley-admin schedule) are answered by the model at their times, on the same claims.
+        prompts = ScheduledPrompts(
+            responder,
+            self.stores,
+            self.profiles,
+            self.models,
+            self.admission,
+            self.usage,
+            own_user=own_user,
+            get_guild=self.get_guild,
+        )
+        self.reminders = reminder_scheduler(self, self.access, settings, self.admission.optouts, prompts)
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self, serves=self.access.serves)

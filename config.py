@@ -423,6 +423,12 @@ class Settings(BaseSettings):
     reminders_per_server: int = Field(
         500, ge=0, description="Reminders and timed posts a server may have waiting, all its members together."
     )
+    schedules_per_server: int = Field(
+        10,
+        ge=0,
+        description="Scheduled prompts (`/parley-admin schedule`) a server may have; each runs the model at its times."
+        " 0: none.",
+    )
     direct_messages: bool = Field(
         False,
         description="Answer direct messages (`on`/`off`): every DM is for Parley, its tools and memory reach only"

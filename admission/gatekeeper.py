@@ -362,11 +362,12 @@ class Gatekeeper:
         same budget, the same one line."""
         return await self.regenerate_refusal(guild_id, member_id, role_ids)
 
-    async def digest_admitted(self, guild_id: int, channel_id: int) -> bool:
-        """Whether a channel's digest (upkeep/digests.py) may make its next model call: asked for by no member, it
-        spends no member's rate; it is refused, with a log line saying why, once the server's budget is spent."""
+    async def unasked_admitted(self, guild_id: int, what: str) -> bool:
+        """Whether work no member asked for (`what`: a channel's digest, upkeep/digests.py; a scheduled prompt,
+        answering/scheduled.py) may make its next model call: it spends no member's rate; it is refused, with a log
+        line saying why, once the server's budget is spent."""
         if await self.call_refusal(guild_id, None) is not None:
-            log.info("digest of channel %s refused: server %s has spent its token budget today", channel_id, guild_id)
+            log.info("%s refused: server %s has spent its token budget today", what, guild_id)
             return False
         return True
 

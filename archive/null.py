@@ -361,8 +361,11 @@ class NullArchive:
     async def member_reminders(self, guild_id: int, owner_id: int) -> list[Reminder]:
         return []
 
-    async def pending_reminders(self, guild_id: int, owner_id: int) -> tuple[int, int]:
+    async def pending_reminders(self, guild_id: int, owner_id: int, *, prompts: bool = False) -> tuple[int, int]:
         return 0, 0
+
+    async def scheduled_prompts(self, guild_id: int) -> list[Reminder]:
+        return []
 
     async def due_reminders(self, now: datetime, shards: Shards, limit: int) -> list[Reminder]:
         return []

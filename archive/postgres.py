@@ -639,6 +639,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX support_handoffs_due ON support_handoffs (due_at) WHERE claimant IS NULL;
     """,
+    # v32 (schedule): a reminder may be a scheduled prompt (`/parley-admin schedule`, reminders/scheduler.py): its
+    # text is asked of the model at each time, on the reminders' claims, and the answer posted.
+    "ALTER TABLE reminders ADD COLUMN prompt BOOLEAN NOT NULL DEFAULT FALSE;",
 )
 
 # The writes of messages and their attachments are Postgres's own (`_OWN_WRITES`, $N placeholders); the others'

@@ -18,16 +18,17 @@ from archive import ArchiveWriteFailed, Reminder, ReminderLimits, Shards, Write
 from archive.tables import BackendTables
 from archive.times import from_ms, to_ms
 
-_COLUMNS = "id, guild_id, channel_id, owner_id, text, due_at, every, post_here, created_at"
+_COLUMNS = "id, guild_id, channel_id, owner_id, text, due_at, every, post_here, created_at, prompt"
 _PENDING = "FROM reminders WHERE delivered_at IS NULL"
-# The limits' count claim: the reminder is inserted only if its owner (?4) and its server (?2) have fewer than ?10 and
-# ?11 reminders still to come, counted by the statement that inserts (see `Write`'s claim_scope).
+# The limits' count claim: the reminder is inserted only if its owner (?4) and its server (?2) have fewer than ?11 and
+# ?12 of its kind (a reminder or timed post, or a scheduled prompt: ?10) still to come, counted by the statement that
+# inserts (see `Write`'s claim_scope).
 _ADD = Write(
     "add_reminder",
     (
-        f"INSERT INTO reminders ({_COLUMNS}) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9"
-        f" WHERE (SELECT count(*) {_PENDING} AND guild_id = ?2 AND owner_id = ?4) < ?10"
-        f" AND (SELECT count(*) {_PENDING} AND guild_id = ?2) < ?11",
+        f"INSERT INTO reminders ({_COLUMNS}) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10"
+        f" WHERE (SELECT count(*) {_PENDING} AND guild_id = ?2 AND owner_id = ?4 AND prompt = ?10) < ?11"
+        f" AND (SELECT count(*) {_PENDING} AND guild_id = ?2 AND prompt = ?10) < ?12",
     ),
     claim_scope=itemgetter(1),
 )
@@ -63,12 +64,12 @@ class ReminderTables(BackendTables):
         self._enqueue(
             _ADD,
             (r.id, r.guild_id, r.channel_id, r.owner_id, r.text, to_ms(r.due_at), r.every, r.post_here,
-             to_ms(r.created_at), limits.per_member, limits.per_server),
+             to_ms(r.created_at), r.prompt, limits.per_member, limits.per_server),
         )  # fmt: skip
         await self.flush()
         if await self.reminder(r.id) is not None:
             return True
-        mine, everyone = await self.pending_reminders(r.guild_id, r.owner_id)
+        mine, everyone = await self.pending_reminders(r.guild_id, r.owner_id, prompts=r.prompt)
         if mine < limits.per_member and everyone < limits.per_server:
             raise ArchiveWriteFailed("the reminder could not be stored")
         return False
@@ -85,14 +86,22 @@ class ReminderTables(BackendTables):
         )
         return _reminders(rows)
 
-    async def pending_reminders(self, guild_id: int, owner_id: int) -> tuple[int, int]:
-        """How many reminders still to come the member has in the server, and the server has."""
+    async def pending_reminders(self, guild_id: int, owner_id: int, *, prompts: bool = False) -> tuple[int, int]:
+        """How many reminders (or, with `prompts`, scheduled prompts) still to come the member has in the server, and
+        the server has."""
         ((mine, everyone),) = await self.read(
             f"SELECT coalesce(sum(CASE WHEN owner_id = ?2 THEN 1 ELSE 0 END), 0), count(*) {_PENDING}"
-            " AND guild_id = ?1",
-            (guild_id, owner_id),
+            " AND guild_id = ?1 AND prompt = ?3",
+            (guild_id, owner_id, prompts),
         )
         return int(mine), int(everyone)
+
+    async def scheduled_prompts(self, guild_id: int) -> list[Reminder]:
+        """The server's scheduled prompts, soonest first."""
+        rows = await self.read(
+            f"SELECT {_COLUMNS} {_PENDING} AND guild_id = ? AND prompt = ? ORDER BY due_at, id", (guild_id, True)
+        )
+        return _reminders(rows)
 
     async def due_reminders(self, now: datetime, shards: Shards, limit: int) -> list[Reminder]:
         """Up to `limit` reminders of the process's `shards` due by `now`, longest overdue first."""
@@ -166,7 +175,7 @@ def _of_shards(shards: Shards) -> tuple[str, tuple[int, ...]]:
 
 def _reminders(rows: Sequence[Sequence[Any]]) -> list[Reminder]:
     found = []
-    for rid, guild, channel, owner, text, due, every, here, created in rows:
+    for rid, guild, channel, owner, text, due, every, here, created, prompt in rows:
         ids = (int(rid), int(guild), int(channel), int(owner))
-        found.append(Reminder(*ids, str(text), from_ms(due), str(every), bool(here), from_ms(created)))
+        found.append(Reminder(*ids, str(text), from_ms(due), str(every), bool(here), from_ms(created), bool(prompt)))
     return found

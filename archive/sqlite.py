@@ -641,6 +641,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX support_handoffs_due ON support_handoffs (due_at) WHERE claimant IS NULL;
     """,
+    # v32 (schedule): a reminder may be a scheduled prompt (`/parley-admin schedule`, reminders/scheduler.py): its
+    # text is asked of the model at each time, on the reminders' claims, and the answer posted.
+    "ALTER TABLE reminders ADD COLUMN prompt INTEGER NOT NULL DEFAULT 0;",
 )
 
 # bm25 ranks the newest candidates among the channel's matches: FTS5 walks the

@@ -18,6 +18,7 @@ from commands.knowledge import KnowledgeCommands
 from commands.memory import ContextCommands
 from commands.moderation import ModerationCommands
 from commands.profile import ProfileCommands, profile_place_of
+from commands.schedule import ScheduleCommands
 from commands.support import SupportCommands
 from commands.tree import Refusal, in_a_server, place_of, send_ephemeral
 from commands.usage_report import answer_usage
@@ -77,8 +78,8 @@ class AdminCommands(
     default_permissions=discord.Permissions(manage_messages=True),
 ):
     """`/parley-admin mode`, `threads`, `forget`, `usage`, `context …`, `profile …`, `access …`, `digest …`,
-    `knowledge …`, `support …` and `actions …`, about the channel they are used in (`usage`, `access`, `knowledge`,
-    `support report` and `actions`: its server)."""
+    `knowledge …`, `support …`, `actions …` and `schedule …`, about the channel they are used in (`usage`, `access`,
+    `knowledge`, `support report`, `actions` and `schedule`: its server)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -90,6 +91,7 @@ class AdminCommands(
         self.add_command(SupportCommands())
         self.add_command(ModerationCommands())
         self.add_command(ActionsCommands())
+        self.add_command(ScheduleCommands())
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         return in_a_server(interaction)

@@ -1,5 +1,6 @@
 """Reminders' way to Discord: whether a reminder's owner may still have it posted (may still use Parley there, see
-the channel and post in it, and manage its messages for a timed post), and the post itself.
+the channel and post in it, manage its messages for a timed post, and manage the server or the channel for a scheduled
+prompt), and the post itself.
 
 The post goes through a partial messageable
 (https://discordpy.readthedocs.io/en/stable/api.html#discord.Client.get_partial_messageable), so a channel need not be
@@ -20,10 +21,13 @@ from admission.optout import OptOuts
 from archive import Reminder, ReminderLimits
 from config import Settings
 from conversation import utc_now
-from discord_io import may_post
+from discord_io import may_post, split_message
 from edge.arrival import access_place
 from reminders.book import ReminderBook
-from reminders.scheduler import OwnerUnknown, PostRefused, ReminderScheduler
+from reminders.scheduler import OwnerUnknown, PostRefused, PromptRunner, ReminderScheduler
+
+# A scheduled prompt's answer is cut after this many posts, as an answer is (MAX_ANSWER_POSTS' default).
+PROMPT_MAX_POSTS = 4
 
 
 class ReminderChannels(Protocol):
@@ -63,7 +67,9 @@ class DiscordReminderPosts:
         permissions, in_thread = found
         if not may_post(permissions, in_thread=in_thread):
             return "its owner may not see the channel or post in it now (or left the server, or was banned)"
-        if reminder.post_here and not permissions.manage_messages:
+        if reminder.prompt and not (permissions.manage_guild or permissions.manage_channels):
+            return "its owner no longer has Manage Server, or Manage Channels in the channel"
+        if reminder.post_here and not reminder.prompt and not permissions.manage_messages:
             return "its owner no longer has Manage Messages in the channel"
         return None
 
@@ -113,17 +119,24 @@ class DiscordReminderPosts:
             owner = discord.Object(reminder.owner_id)
             mentions = discord.AllowedMentions(everyone=False, roles=False, users=[owner])
         try:
-            await channel.send(text, allowed_mentions=mentions)
+            # A reminder's text fits one post (reminders/book.py); a scheduled prompt's answer may take a few.
+            for part in split_message(text, max_posts=PROMPT_MAX_POSTS):
+                await channel.send(part, allowed_mentions=mentions)
         except (discord.Forbidden, discord.NotFound) as error:
             gone = isinstance(error, discord.NotFound)  # a Forbidden may pass: an admin can give the permission back
             raise PostRefused(f"{type(error).__name__}: {error.text or error.status}", gone=gone) from None
 
 
 def reminder_scheduler(
-    client: ReminderChannels, access: AccessGate, settings: Settings, optouts: OptOuts
+    client: ReminderChannels,
+    access: AccessGate,
+    settings: Settings,
+    optouts: OptOuts,
+    prompts: PromptRunner | None = None,
 ) -> ReminderScheduler:
-    """The client's reminders: their book (the rules) and the task that posts this process's shards' ones."""
+    """The client's reminders: their book (the rules) and the task that posts this process's shards' ones, and the
+    answers of their scheduled prompts (`prompts`)."""
     limits = ReminderLimits(settings.reminders_per_member, settings.reminders_per_server)
     book = ReminderBook(limits, settings.zone, optouts, utc_now)
     shards = None if not settings.shard_ids else (settings.shard_count or 1, settings.shard_ids)
-    return ReminderScheduler(book, DiscordReminderPosts(client, access, optouts), shards)
+    return ReminderScheduler(book, DiscordReminderPosts(client, access, optouts), shards, prompts=prompts)

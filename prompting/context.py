@@ -53,6 +53,7 @@ from prompting.quoting import (
     MESSAGE_TAG,
     NEW_MESSAGE_TAG,
     QUOTE_MAX_CHARS,
+    SCHEDULED_PROMPT_TAG,
     SUMMARY_SO_FAR_TAG,
     TRANSCRIPT_TAG,
     author_attributes,
@@ -428,6 +429,17 @@ def render_asked_about(about: AskedAbout, bot_user_id: int | None, files: Prepar
 def _with_files(quote: str, message: MessageRecord, files: PreparedFiles | None) -> str:
     elements = files.elements(message.message_id) if files is not None and message.attachments else ""
     return f"{quote}\n{elements}" if elements else quote
+
+
+def scheduled_prompt_text(deps: ChatDeps, prompt: str, every: str) -> str:
+    """The request of a scheduled prompt's run: where Parley is, then the prompt the server's admins set, quoted, to
+    be answered as a post to the channel with no one waiting in a conversation."""
+    quoted = wrap(SCHEDULED_PROMPT_TAG, prompt, every=inline(every))
+    return (
+        f"{render_channel_info(deps)}\n{quoted}\n"
+        "The server's admins scheduled this prompt to be answered in this channel at set times. Write the post it"
+        " asks for now; nobody is waiting for a reply in a conversation."
+    )
 
 
 def render_channel_info(deps: ChatDeps) -> str:

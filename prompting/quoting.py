@@ -37,6 +37,7 @@ __all__ = [
     "NEW_MESSAGE_TAG",
     "REPORTED_MESSAGE_TAG",
     "REPORT_REASON_TAG",
+    "SCHEDULED_PROMPT_TAG",
     "SERVER_RULES_TAG",
     "SUMMARY_SO_FAR_TAG",
     "TOOL_RESULT_TAG",
@@ -89,6 +90,8 @@ KNOWLEDGE_SECTION_TAG = register_tag("knowledge_section")
 REPORTED_MESSAGE_TAG = register_tag("reported_message")
 SERVER_RULES_TAG = register_tag("server_rules")
 REPORT_REASON_TAG = register_tag("report_reason")
+# What a server's admins scheduled Parley to answer at set times (`/parley-admin schedule`).
+SCHEDULED_PROMPT_TAG = register_tag("scheduled_prompt")
 # A section's heading path is a few headings deep; past this it is cut.
 HEADING_MAX_CHARS = 300
 

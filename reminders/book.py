@@ -19,11 +19,21 @@ from typing import NoReturn, Protocol
 from zoneinfo import ZoneInfo
 
 from archive import ArchiveWriteFailed, Reminder, ReminderLimits, ReminderTable
-from reminders.when import TimeError, describe, describe_every, first_time, parse_every, parse_when
+from reminders.when import (
+    TimeError,
+    describe,
+    describe_every,
+    first_time,
+    parse_every,
+    parse_schedule,
+    parse_when,
+)
 
 log = logging.getLogger("parley.reminders")
 
 TEXT_MAX_CHARS = 1000
+# A scheduled prompt's: a task for the model, not a post, but bounded all the same.
+PROMPT_MAX_CHARS = 1500
 # A message's limit (https://discord.com/developers/docs/resources/message#create-message): a longer post is refused
 # with a 400 at its time, so a text whose quoted lines, header and late line would exceed it is refused when set.
 POST_MAX_CHARS = 2000
@@ -134,6 +144,80 @@ class ReminderBook:
         )
         return reminder
 
+    async def schedule(
+        self, *, guild_id: int, channel_id: int, owner_id: int, prompt: str, when: str, per_server: int
+    ) -> Reminder:
+        """Store a scheduled prompt (`/parley-admin schedule add`; the caller checked the admin may set it there):
+        `prompt` answered by the model at each time `when` says (reminders/when.py's `parse_schedule`), at most
+        `per_server` (SCHEDULES_PER_SERVER) in the server, in the same count claim as reminders.
+
+        Raises:
+            ReminderRefused: the prompt or time cannot be used, the server has `per_server` already, the admin
+                opted out, or the archive is off or refused the write; nothing was stored.
+        """
+        table = self._table()
+        if self.optouts.opted_out(guild_id, owner_id):
+            raise ReminderRefused(OPTED_OUT)
+        words = prompt.strip()
+        if not words:
+            raise ReminderRefused("Say what Parley should answer at each time: the prompt is empty.")
+        if len(words) > PROMPT_MAX_CHARS:
+            raise ReminderRefused(
+                f"A scheduled prompt says at most {PROMPT_MAX_CHARS} characters; this one has {len(words)}."
+            )
+        now = self.clock()
+        try:
+            due, every = parse_schedule(when, now=now, zone=self.zone)
+        except TimeError as error:
+            raise ReminderRefused(str(error)) from None
+        schedule = Reminder(
+            await table.new_reminder_id(), guild_id, channel_id, owner_id, words, due, every, True, now, prompt=True
+        )
+        try:
+            stored = await table.add_reminder(schedule, ReminderLimits(per_server, per_server))
+        except ArchiveWriteFailed:
+            raise ReminderRefused(NOT_SAVED) from None
+        if not stored:
+            raise ReminderRefused(
+                f"This server has {per_server} scheduled prompts, the most it may have (SCHEDULES_PER_SERVER):"
+                " remove one with `/parley-admin schedule remove` first."
+            )
+        self.added.set()
+        log.info("scheduled prompt %s set in channel %s by user %s", schedule.id, channel_id, owner_id)
+        return schedule
+
+    async def scheduled(self, guild_id: int) -> list[Reminder]:
+        """The server's scheduled prompts, soonest first."""
+        return await self._table().scheduled_prompts(guild_id)
+
+    async def unschedule(self, schedule_id: int, guild_id: int) -> Reminder:
+        """Remove one of the server's scheduled prompts.
+
+        Raises:
+            ReminderRefused: the server has no such scheduled prompt, or the archive could not delete it.
+        """
+        table = self._table()
+        schedule = await self.scheduled_prompt(schedule_id, guild_id)
+        try:
+            await table.delete_reminder(schedule_id)
+        except ArchiveWriteFailed:
+            raise ReminderRefused("The scheduled prompt could not be removed (see Parley's log); try again.") from None
+        log.info("scheduled prompt %s removed", schedule_id)
+        return schedule
+
+    async def scheduled_prompt(self, schedule_id: int, guild_id: int) -> Reminder:
+        """The server's scheduled prompt `schedule_id`.
+
+        Raises:
+            ReminderRefused: the server has no such scheduled prompt.
+        """
+        found = await self._table().reminder(schedule_id)
+        if found is None or found.guild_id != guild_id or not found.prompt:
+            raise ReminderRefused(
+                f"There is no scheduled prompt {schedule_id} in this server; `/parley-admin schedule list` shows them."
+            )
+        return found
+
     async def _refuse_over_limits(self, table: ReminderTable, guild_id: int, owner_id: int) -> NoReturn:
         """Say which limit left no room for a reminder the archive's count claim refused."""
         mine, everyone = await table.pending_reminders(guild_id, owner_id)
@@ -182,7 +266,7 @@ class ReminderBook:
 
     def describe(self, reminder: Reminder) -> str:
         """One line for a list: id, next time, recurrence, channel, and the start of its text."""
-        kind = "post here" if reminder.post_here else "reminder"
+        kind = "scheduled prompt" if reminder.prompt else "post here" if reminder.post_here else "reminder"
         every = f", {describe_every(reminder.every)}" if reminder.every else ""
         text = " ".join(reminder.text.split())
         shown = text if len(text) <= 80 else text[:79] + "…"
@@ -212,6 +296,14 @@ def post_text(reminder: Reminder, zone: ZoneInfo, *, late_since: datetime | None
         head = f"\N{ALARM CLOCK} <@{reminder.owner_id}>, you asked me to remind you{every}:"
     late = "" if late_since is None else f"\n-# (late: due {describe(late_since, zone)}, Parley was offline)"
     return f"{head}\n{quoted}{late}"
+
+
+def prompt_post_text(schedule: Reminder, answer: str, zone: ZoneInfo, *, late_since: datetime | None = None) -> str:
+    """What Parley posts for a scheduled prompt: the model's answer, then a small line saying which schedule it is
+    (and, `late_since`, that it was due then, while Parley was offline)."""
+    every = f", {describe_every(schedule.every)}" if schedule.every else ""
+    late = "" if late_since is None else f"; late: due {describe(late_since, zone)}, Parley was offline"
+    return f"{answer}\n-# Scheduled prompt {schedule.id}{every}{late}"
 
 
 def _count(reminders: int) -> str:

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from archive import ArchiveWriteFailed, Reminder, ReminderTable, Shards
 from archive.null import archive_off
-from reminders.book import ReminderBook, post_text
+from reminders.book import ReminderBook, post_text, prompt_post_text
 from reminders.when import next_time
 
 log = logging.getLogger("parley.reminders")
@@ -78,8 +78,17 @@ class ReminderPoster(Protocol):
         ...
 
 
+class PromptRunner(Protocol):
+    """The model's side of a scheduled prompt (answering/scheduled.py)."""
+
+    async def answer(self, schedule: Reminder) -> str | None:
+        """The model's answer to the prompt in its channel, or None (said in one log line) when there is none."""
+        ...
+
+
 class ReminderScheduler:
-    """The task that posts the reminders of this process's `shards` when they come due."""
+    """The task that posts the reminders of this process's `shards` when they come due, and the answers of its
+    scheduled prompts (`prompts`; None: they are not run)."""
 
     def __init__(
         self,
@@ -88,11 +97,15 @@ class ReminderScheduler:
         shards: Shards,
         *,
         retry_seconds: Sequence[float] = RETRY_SECONDS,
+        prompts: PromptRunner | None = None,
     ) -> None:
         self.book = book
         self.poster = poster
         self.shards = shards
         self.retry_seconds = retry_seconds
+        self.prompts = prompts
+        # Scheduled prompts' runs under way: each a model call no pass waits for.
+        self._runs: set[asyncio.Task[None]] = set()
         # Set after each pass over the due reminders: a test waits for it after moving the clock on.
         self.passed = asyncio.Event()
         # Reminders left for a later pass (reminder id -> not before): their owner's roles were unknown, or their
@@ -170,8 +183,50 @@ class ReminderScheduler:
             log.info("reminder %s is taken by another process", reminder.id, extra={"reminder_id": reminder.id})
             return
         late = reminder.due_at if now - reminder.due_at > LATE_AFTER else None
+        if reminder.prompt:
+            self._start_run(archive, reminder, late, once=then is None)
+            return
         text = post_text(reminder, self.book.zone, late_since=late)
         await self._post(archive, _Pending(reminder, text, once=then is None, tries=0, at=now), now)
+
+    def _start_run(self, archive: ReminderTable, schedule: Reminder, late: datetime | None, *, once: bool) -> None:
+        """Answer a claimed scheduled prompt in a task of its own (a model call takes seconds; no pass waits for it),
+        then post the answer as a timed post is."""
+        task = asyncio.create_task(self._run(archive, schedule, late, once=once))
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+
+    async def _run(self, archive: ReminderTable, schedule: Reminder, late: datetime | None, *, once: bool) -> None:
+        try:
+            answer = None if self.prompts is None else await self.prompts.answer(schedule)
+        except Exception:  # never lost in a task nobody awaits: the next time is tried as usual
+            log.exception("scheduled prompt %s failed; tried again at its next time", schedule.id)
+            return
+        if answer is None:
+            return
+        text = prompt_post_text(schedule, answer, self.book.zone, late_since=late)
+        now = self.book.clock()
+        await self._post(archive, _Pending(schedule, text, once=once, tries=0, at=now), now)
+        self.book.added.set()  # a failed post waits for its retry in a later pass
+
+    async def runs_finished(self) -> None:
+        """Wait for the scheduled prompts' runs under way (a test, after moving the clock on)."""
+        while self._runs:
+            await asyncio.gather(*self._runs)
+
+    async def run_now(self, schedule: Reminder) -> bool:
+        """Answer `schedule` now (`/parley-admin schedule run`) and post it, leaving its times as they are; whether
+        there was an answer to post. Its post is tried once: the admin who asked is told if it failed.
+
+        Raises:
+            PostRefused: Discord will not take the post.
+        """
+        answer = None if self.prompts is None else await self.prompts.answer(schedule)
+        if answer is None:
+            return False
+        await self.poster.post(schedule, prompt_post_text(schedule, answer, self.book.zone, late_since=None))
+        log.info("scheduled prompt %s run now in channel %s", schedule.id, schedule.channel_id)
+        return True
 
     async def _post_retries(self, archive: ReminderTable) -> None:
         """Try again the failed posts whose pause has passed (all of them at once when the pauses are 0)."""

@@ -164,6 +164,39 @@ def parse_every(text: str) -> str:
     return f"{hours}h"
 
 
+SCHEDULE_EXAMPLES = "`every monday 9:00`, `daily 18:00`, `weekdays 8:30`, `weekly friday 17:00` or `every 6h`"
+_DAY_RECURRENCES = {"day": DAILY, "daily": DAILY, "weekday": WEEKDAYS, "weekdays": WEEKDAYS}
+
+
+def parse_schedule(text: str, *, now: datetime, zone: ZoneInfo) -> tuple[datetime, str]:
+    """A schedule in members' words (`every monday 9:00`, `daily 18:00`, `weekdays 8:30`, `every 6h`): its first time
+    to come, as `first_time` gives it, and its recurrence as stored (`parse_every`'s). A weekday names a weekly
+    schedule; a schedule by the hour first comes one step from `now`.
+
+    Raises:
+        TimeError: `text` is none of SCHEDULE_EXAMPLES.
+    """
+    if len(text) > _WHEN_MAX_CHARS:
+        raise TimeError(f"A schedule is at most {_WHEN_MAX_CHARS} characters: write it like {SCHEDULE_EXAMPLES}.")
+    words = " ".join(text.lower().replace(" at ", " ").split()).removeprefix("every ")
+    head, _, rest = words.partition(" ")
+    if head in ("week", "weekly"):
+        every, when = WEEKLY, rest
+    elif head in _DAY_RECURRENCES:
+        every, when = _DAY_RECURRENCES[head], rest
+    elif head not in ("today", "tomorrow") and _day(head.removesuffix("s"), now.date()) is not None:
+        every, when = WEEKLY, f"{head.removesuffix('s')} {rest}"
+    else:
+        try:
+            every = parse_every(words)
+        except TimeError:
+            raise TimeError(f"“{text.strip()[:60]}” is no schedule I can read: write {SCHEDULE_EXAMPLES}.") from None
+        return now + timedelta(hours=int(every.removesuffix("h"))), every
+    if not _CLOCK.search(when):
+        raise TimeError(f"Say at what time, in {zone.key}: write it like {SCHEDULE_EXAMPLES}.")
+    return first_time(parse_when(when, now=now, zone=zone), every, zone=zone), every
+
+
 def first_time(due: datetime, every: str, *, zone: ZoneInfo) -> datetime:
     """When a reminder set for `due`, repeated `every` ('' once), first comes, as the wall time it really is: a time
     in a spring-forward gap (02:30 on the night clocks go from 02:00 to 03:00) is the 03:30 it falls on, so the

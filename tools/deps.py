@@ -107,6 +107,9 @@ class ChatDeps:
     # What the server actions (pin, thread, slowmode, ...) reach in this answer's channel; None: none runs here (a DM,
     # SERVER_ACTIONS off, no archive to keep their audit log).
     server_actions: ServerActionDeps | None = None
+    # Nobody is there to approve a tool call (a scheduled prompt's run): only the tools that change nothing are
+    # offered (tools/registry.py's `read_only`).
+    read_only: bool = False
 
     def offers(self, toolset: str) -> bool:
         return self.offered_toolsets is None or toolset in self.offered_toolsets

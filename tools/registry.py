@@ -113,6 +113,8 @@ class ToolEntry:
     `withholds_itself`: the tool comes in a tool set of its own, which is offered only where the answer's profile
     offers its set (`ChatDeps.offers`), rather than among the agent's tools, which the profile filters (`offered`).
     `runs_here`: whether the tool can run in an answer, from its deps (`offered_here`).
+    `read_only`: the tool changes nothing, posts nothing and spends no count: a run nobody is there to approve (a
+    scheduled prompt's) is offered these alone (`read_only_tools`), so a new tool is left out until marked so.
     """
 
     name: str
@@ -121,6 +123,7 @@ class ToolEntry:
     asks_first: bool = False
     withholds_itself: bool = False
     runs_here: RunsHere = anywhere
+    read_only: bool = False
 
     def tool(self, function: Callable[..., Any], **options: Any) -> Tool[Any]:
         """The pydantic-ai tool of `function` under this entry's name, declared as asking first or only reading."""
@@ -128,24 +131,26 @@ class ToolEntry:
         return declared(function, name=self.name, **options)
 
 
-SEARCH_HISTORY = ToolEntry("search_history", ARCHIVE, "searching the channel's history…")
-GET_RECENT_MESSAGES = ToolEntry("get_recent_messages", ARCHIVE, "reading the channel's recent messages…")
-GET_CHANNEL_STATS = ToolEntry("get_channel_stats", ARCHIVE, "counting the channel's messages…")
+SEARCH_HISTORY = ToolEntry("search_history", ARCHIVE, "searching the channel's history…", read_only=True)
+GET_RECENT_MESSAGES = ToolEntry(
+    "get_recent_messages", ARCHIVE, "reading the channel's recent messages…", read_only=True
+)
+GET_CHANNEL_STATS = ToolEntry("get_channel_stats", ARCHIVE, "counting the channel's messages…", read_only=True)
 # A remembered fact steers later answers and is kept in the asker's name: they approve each one.
 REMEMBER = ToolEntry("remember", MEMORY, "making a note of that…", asks_first=True)
 RECALL = ToolEntry("recall", MEMORY, "looking through what I was told…")
 # It posts later, in the asker's name: they approve each call, every argument shown.
 REMIND = ToolEntry("remind", REMINDERS, "setting a reminder…", asks_first=True, runs_here=for_who_may_post)
 SEARCH_KNOWLEDGE = ToolEntry(
-    "search_knowledge", KNOWLEDGE, "searching the server's documents…", runs_here=where_documents_are
+    "search_knowledge", KNOWLEDGE, "searching the server's documents…", runs_here=where_documents_are, read_only=True
 )
 # Built for the search backend and cap the settings name (tools/web.py), in the toolbox's tool set "web".
-SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True)
+SEARCH_WEB = ToolEntry("search_web", WEB, "searching the web…", withholds_itself=True, read_only=True)
 # IMAGE_MODEL's tool, in the toolbox's image capability (tools/images.py): counted per member and server a day.
 GENERATE_IMAGE = ToolEntry("generate_image", IMAGES, "drawing…", runs_here=where_images_may_be_made)
 # Built over the link reader LINKS turns on (tools/links.py), in the toolbox's tool set "links". Offered in every answer
 # it is on for, links given or not: a tool that comes and goes would change the request's cached prefix.
-READ_LINK = ToolEntry("read_link", LINKS, "reading the link…", withholds_itself=True)
+READ_LINK = ToolEntry("read_link", LINKS, "reading the link…", withholds_itself=True, read_only=True)
 # Each changes the server in the asker's name: they approve each call, every argument shown, and it runs only if they
 # hold the permission it takes there (tools/channel_actions.py's NEEDS), checked as it runs.
 PIN_MESSAGE = ToolEntry(
@@ -216,4 +221,12 @@ async def offered_here(place: RunPlace, tool_defs: list[ToolDefinition]) -> list
         tool_def
         for tool_def, entry in zip(tool_defs, entries, strict=True)
         if entry is None or await entry.runs_here(place)
+    ]
+
+
+def read_only_tools(tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+    """The tools of `tool_defs` marked read-only, in the order given; a tool Parley does not declare (an MCP server's)
+    is not known to change nothing, so it is left out."""
+    return [
+        tool_def for tool_def in tool_defs if (entry := _BY_NAME.get(tool_def.name)) is not None and entry.read_only
     ]

@@ -114,7 +114,7 @@ class DigestAdmission(Protocol):
     @property
     def optouts(self) -> OptOuts: ...
 
-    async def digest_admitted(self, guild_id: int, channel_id: int) -> bool: ...
+    async def unasked_admitted(self, guild_id: int, what: str) -> bool: ...
     def spending(self, guild_id: int, member_id: int | None, role_ids: Collection[int]) -> Spending: ...
 
 
@@ -216,7 +216,7 @@ class DigestScheduler:
             log.info("digest of channel %s for %s skipped: nothing was said", digest.channel_id, due.isoformat())
             return
         writer = self.agents.catchup
-        if writer is None or not await self.admission.digest_admitted(guild.id, channel.id):
+        if writer is None or not await self.admission.unasked_admitted(guild.id, f"digest of channel {channel.id}"):
             return
         try:
             summary = await writer.summarise(
