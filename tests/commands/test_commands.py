@@ -330,7 +330,11 @@ def test_members_see_parley_and_only_admins_see_parley_admin(make_settings) -> N
         "support",
         "moderation",
         "actions",
+        "schedule",
     ]
+    assert [sub["name"] for sub in options["schedule"]["options"]] == ["add", "list", "remove", "run"]
+    prompt, when, channel = options["schedule"]["options"][0]["options"]
+    assert (prompt["max_length"], when["max_length"], channel["required"]) == (1500, 100, False)
     assert [sub["name"] for sub in options["support"]["options"]] == ["on", "off", "show", "report"]
     assert [sub["name"] for sub in options["context"]["options"]] == ["save", "list", "restore"]
     report = options["support"]["options"][-1]

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai import ModelMessage, ModelResponse, TextPart
+from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolDefinition
 from pydantic_ai.images import ImageGenerator, TestImageGenerationModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -24,7 +24,7 @@ from tests.tools.test_images import Grant
 from tests.tools.test_server_actions import World
 from tools import build_toolbox
 from tools.channel_actions import ServerActionDeps
-from tools.registry import OTHER_STATUS, TOOLS
+from tools.registry import OTHER_STATUS, TOOLS, read_only_tools
 
 # Every tool Parley declares itself, in the order the model is offered them.
 OFFERED_NAMES = [
@@ -207,3 +207,14 @@ async def test_every_server_action_has_its_own_status_line(make_settings) -> Non
 
     statuses = {tool_status(definition["name"]) for definition in definitions}
     assert len(statuses) == len(definitions) and f"*{OTHER_STATUS}*" not in statuses
+
+
+def test_a_run_nobody_can_approve_in_is_offered_only_the_tools_that_change_nothing() -> None:
+    """A scheduled prompt's run: the read-only tools, in their order; a tool that asks first, makes an image, or is
+    not Parley's own (an MCP server's: nobody knows what it changes) is left out."""
+    names = [entry.name for entry in TOOLS] + ["weather_forecast"]
+    kept = [tool.name for tool in read_only_tools([ToolDefinition(name=name) for name in names])]
+    assert kept == [
+        "search_history", "get_recent_messages", "get_channel_stats", "search_knowledge", "search_web", "read_link",
+    ]  # fmt: skip
+    assert not any(entry.asks_first and entry.read_only for entry in TOOLS)
