@@ -158,8 +158,19 @@ class Parley(PinEvents, discord.AutoShardedClient):
             self.decisions, self.stores, self.admission.optouts, self.known_channels.server_of
         )
         self.access = access_gate(self, settings)
-        # Reminders and timed posts: their rules, and the task that posts them (started in setup_hook).
-        # Their scheduled prompts (/parley-admin schedule) are answered by the model at their times, on the same claims.
+        # The channels' digests, ticked by the one scheduler below.
+        self.digests = DigestScheduler(
+            settings,
+            self.stores,
+            self.agents,
+            self.admission,
+            self.usage,
+            own_user=own_user,
+            get_guild=self.get_guild,
+            wake_scheduler=lambda: self.reminders.wake_timed_work(),
+        )
+        # Reminders and timed posts: their rules, and the one scheduler of timed posts (started in setup_hook), which
+        # also answers the scheduled prompts (/parley-admin schedule) on the same claims and ticks the digests.
         prompts = ScheduledPrompts(
             responder,
             self.stores,
@@ -170,7 +181,9 @@ class Parley(PinEvents, discord.AutoShardedClient):
             own_user=own_user,
             get_guild=self.get_guild,
         )
-        self.reminders = reminder_scheduler(self, self.access, settings, self.admission.optouts, prompts)
+        self.reminders = reminder_scheduler(
+            self, self.access, settings, self.admission.optouts, prompts, timed_work=(self.digests,)
+        )
         # `python bot.py --sync`: register the slash commands even if they did not change.
         self.force_command_sync = sync_commands
         self.tree = ParleyTree(self, serves=self.access.serves)
@@ -181,15 +194,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
         self.topics = TopicGrouper(WordLlamaEmbeddingModel())
         # Work that follows an answer or a conversation's end (summaries), which no member waits for.
         self.background = BackgroundTasks()
-        self.digests = DigestScheduler(
-            settings,
-            self.stores,
-            self.agents,
-            self.admission,
-            self.usage,
-            own_user=own_user,
-            get_guild=self.get_guild,
-        )
         self.upkeep = ConversationUpkeep(
             settings,
             manager,
@@ -321,7 +325,6 @@ class Parley(PinEvents, discord.AutoShardedClient):
         # approval's is then told the request is over).
         self.add_dynamic_items(StopButton, ApprovalButton, FeedbackButton, CaseButton)
         self.background.start(self.upkeep.end_timed_out(), "conversation-timeouts")
-        self.background.start(self.digests.run(), "digests")
         self.background.start(self.desk.run(), "support-desk")
         self.background.start(self.reminders.run(self.archive), "reminders")
         await sync_commands(

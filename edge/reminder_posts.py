@@ -11,6 +11,7 @@ owner alone for a reminder and no one for a timed post, whatever the text says
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import discord
@@ -24,7 +25,7 @@ from conversation import utc_now
 from discord_io import may_post, split_message
 from edge.arrival import access_place
 from reminders.book import ReminderBook
-from reminders.scheduler import OwnerUnknown, PostRefused, PromptRunner, ReminderScheduler
+from reminders.scheduler import OwnerUnknown, PostRefused, PromptRunner, ReminderScheduler, TimedWork
 
 # A scheduled prompt's answer is cut after this many posts, as an answer is (MAX_ANSWER_POSTS' default).
 PROMPT_MAX_POSTS = 4
@@ -133,10 +134,12 @@ def reminder_scheduler(
     settings: Settings,
     optouts: OptOuts,
     prompts: PromptRunner | None = None,
+    timed_work: Sequence[TimedWork] = (),
 ) -> ReminderScheduler:
     """The client's reminders: their book (the rules) and the task that posts this process's shards' ones, and the
     answers of their scheduled prompts (`prompts`)."""
     limits = ReminderLimits(settings.reminders_per_member, settings.reminders_per_server)
     book = ReminderBook(limits, settings.zone, optouts, utc_now)
     shards = None if not settings.shard_ids else (settings.shard_count or 1, settings.shard_ids)
-    return ReminderScheduler(book, DiscordReminderPosts(client, access, optouts), shards, prompts=prompts)
+    posts = DiscordReminderPosts(client, access, optouts)
+    return ReminderScheduler(book, posts, shards, prompts=prompts, timed_work=timed_work)

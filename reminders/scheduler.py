@@ -1,4 +1,5 @@
-"""Posting reminders at their time: one task per process, asleep until the soonest reminder of its shards comes due.
+"""Posting reminders at their time: one task per process, asleep until the soonest reminder of its shards comes due;
+the one scheduler of timed posts, which also answers scheduled prompts (answering/scheduled.py) and ticks the digests.
 
 It wakes when that time comes, when a reminder is set here (`ReminderBook.added`: the new one may be sooner), and
 at least every POLL_SECONDS (a clock that jumped, a reminder a process on another shard count set). For each due
@@ -86,9 +87,18 @@ class PromptRunner(Protocol):
         ...
 
 
+class TimedWork(Protocol):
+    """Other work that comes due at set times, ticked by this one scheduler (upkeep/digests.py's digests)."""
+
+    async def tick(self) -> float:
+        """Do what is due now (never raising); how many seconds may pass until more is due."""
+        ...
+
+
 class ReminderScheduler:
-    """The task that posts the reminders of this process's `shards` when they come due, and the answers of its
-    scheduled prompts (`prompts`; None: they are not run)."""
+    """The one scheduler of timed posts: the task that posts the reminders of this process's `shards` when they come
+    due, the answers of its scheduled prompts (`prompts`; None: they are not run), and ticks the `timed_work` (the
+    digests) when theirs is due."""
 
     def __init__(
         self,
@@ -98,14 +108,21 @@ class ReminderScheduler:
         *,
         retry_seconds: Sequence[float] = RETRY_SECONDS,
         prompts: PromptRunner | None = None,
+        timed_work: Sequence[TimedWork] = (),
     ) -> None:
         self.book = book
         self.poster = poster
         self.shards = shards
         self.retry_seconds = retry_seconds
         self.prompts = prompts
-        # Scheduled prompts' runs under way: each a model call no pass waits for.
+        self.timed_work = tuple(timed_work)
+        # Scheduled prompts' runs and the timed work's ticks under way: model calls no pass waits for.
         self._runs: set[asyncio.Task[None]] = set()
+        # When each timed work is next due (None: at the next pass), which of them are ticking, and which were woken
+        # while they ticked (they tick again at once after).
+        self._work_due: list[datetime | None] = [None] * len(self.timed_work)
+        self._ticking: set[int] = set()
+        self._woken: set[int] = set()
         # Set after each pass over the due reminders: a test waits for it after moving the clock on.
         self.passed = asyncio.Event()
         # Reminders left for a later pass (reminder id -> not before): their owner's roles were unknown, or their
@@ -118,6 +135,12 @@ class ReminderScheduler:
         """Look for due reminders now (a test that moved the clock on)."""
         self.book.added.set()
 
+    def wake_timed_work(self) -> None:
+        """Tick the timed work at the next pass, now (a digest was set or changed; a test moved the clock on)."""
+        self._woken.update(self._ticking)
+        self._work_due = [None] * len(self.timed_work)
+        self.book.added.set()
+
     async def run(self, archive: ReminderTable) -> None:
         """Post reminders as they come due, until cancelled; without an archive there are none."""
         if archive_off(archive):
@@ -126,16 +149,50 @@ class ReminderScheduler:
         await self.poster.wait_until_ready()
         while True:
             self.book.added.clear()
+            self._tick_timed_work()
             try:
                 await self._post_due(archive)
                 wait = await self._until_next(archive)
             except Exception:  # an archive failure: try again later, never stop posting reminders
                 log.exception("reminders: the due reminders could not be read or claimed")
                 wait = POLL_SECONDS
+            wait = min([wait, *self._work_waits()])
             self.passed.set()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await self.book.added.wait()
+
+    def _tick_timed_work(self) -> None:
+        """Start the tick of each timed work that is due and not ticking already, in a task of its own (a digest's
+        model calls take seconds; no reminder waits for them)."""
+        now = self.book.clock()
+        for index, work in enumerate(self.timed_work):
+            due = self._work_due[index]
+            if index in self._ticking or (due is not None and due > now):
+                continue
+            self._ticking.add(index)
+            task = asyncio.create_task(self._tick_work(index, work))
+            self._runs.add(task)
+            task.add_done_callback(self._runs.discard)
+
+    async def _tick_work(self, index: int, work: TimedWork) -> None:
+        try:
+            wait = await work.tick()
+        finally:
+            self._ticking.discard(index)
+        woken = index in self._woken
+        self._woken.discard(index)
+        self._work_due[index] = None if woken else self.book.clock() + timedelta(seconds=wait)
+        self.book.added.set()  # its next time may come before the pass's sleep ends
+
+    def _work_waits(self) -> list[float]:
+        """Seconds until each timed work not ticking now is due."""
+        now = self.book.clock()
+        return [
+            max((due - now).total_seconds(), 0.0) if due is not None else 0.0
+            for index, due in enumerate(self._work_due)
+            if index not in self._ticking
+        ]
 
     async def _until_next(self, archive: ReminderTable) -> float:
         now = self.book.clock()

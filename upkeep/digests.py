@@ -1,8 +1,9 @@
 """Channel digests: at a set hour each day (or week), a catch-up of what the channel said in the period before,
 posted in the channel (`/parley-admin digest on`).
 
-One task per process (`DigestScheduler.run`, started with the other background tasks) reads the digests from the
-archive at each tick and wakes at the next one due, or within a minute: a change made by command, in this process or
+The reminders' scheduler (reminders/scheduler.py: one scheduler for every timed post) ticks the digests on each of its
+passes (`DigestScheduler.tick`), which read the digests from the archive and say when the next is due, or within a
+minute: a change made by command, in this process or
 another sharing the archive, is seen without a restart. A digest is due at its hour (in TIMEZONE) and covers the
 period from the previous due moment to this one. Only a process serving the channel's server tries it (a process
 knows only its own shards' servers), and it first claims the period in the archive (archive/digests.py): the
@@ -142,6 +143,7 @@ class DigestScheduler:
         *,
         own_user: Callable[[], discord.ClientUser | None],
         get_guild: Callable[[int], discord.Guild | None],
+        wake_scheduler: Callable[[], None],
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
@@ -155,7 +157,9 @@ class DigestScheduler:
         self.clock = clock
         # This process, in the archive's claims: unique per run, like answering/gap.py's.
         self.claimant = uuid.uuid4().hex
-        self._ticks = Ticks("digests", longest=MAX_WAIT_SECONDS)
+        # Its ticks are the reminders' scheduler's (reminders/scheduler.py's `TimedWork`): one scheduler for every
+        # timed post, woken by `wake_scheduler`.
+        self._ticks = Ticks("digests", longest=MAX_WAIT_SECONDS, waker=wake_scheduler)
         self._wait = MAX_WAIT_SECONDS
 
     def wake(self) -> None:
@@ -163,13 +167,13 @@ class DigestScheduler:
         self._ticks.wake()
 
     async def next_tick(self) -> None:
-        """Wake the task and wait until a tick that began after this call has finished (a test moves the clock,
+        """Wake the scheduler and wait until a tick that began after this call has finished (a test moves the clock,
         then awaits this instead of sleeping)."""
         await self._ticks.next_tick()
 
-    async def run(self) -> None:
-        """Tick, then sleep until the next digest is due (at most a minute) or until woken; for ever."""
-        await self._ticks.run(self._tick_and_wait)
+    async def tick(self) -> float:
+        """Post the digests due now; how many seconds may pass until the next is due (at most a minute)."""
+        return await self._ticks.tick_once(self._tick_and_wait)
 
     async def _tick_and_wait(self) -> float:
         await self._tick()
