@@ -70,6 +70,7 @@ def tool_names(request: dict[str, Any]) -> set[str]:
 async def ran(bot: RunningBot, client: Parley, seconds: float) -> None:
     """Move the clock on, let the scheduler's pass claim what is due, and wait for the runs it started."""
     await moved_on(bot, client, seconds)
+    await moved_on(bot, client, 0)  # a pass begun before the clock moved may have ended the first wait
     await client.reminders.runs_finished()
 
 

@@ -309,12 +309,20 @@ class FakeDiscord(RestRoutes):
         overwrite = {"id": str(user_id), "type": 1, "allow": "0", "deny": str(permissions.value)}
         self._channel(channel_id).overwrites.append(overwrite)
 
-    def allow(self, channel_id: int, user_id: int, permissions: discord.Permissions) -> None:
-        """Allow a member `permissions` in a text channel, replacing their member overwrite there (none: take back
-        what an earlier one allowed); the next GUILD_CREATE carries it."""
+    def allow(
+        self,
+        channel_id: int,
+        user_id: int,
+        permissions: discord.Permissions,
+        denied: discord.Permissions | None = None,
+    ) -> None:
+        """Allow a member `permissions` in a text channel (and deny them `denied`), replacing their member overwrite
+        there (none: take back what an earlier one allowed); the next GUILD_CREATE carries it."""
         channel = self._channel(channel_id)
         channel.overwrites = [o for o in channel.overwrites if not (o["type"] == 1 and int(o["id"]) == user_id)]
-        channel.overwrites.append({"id": str(user_id), "type": 1, "allow": str(permissions.value), "deny": "0"})
+        deny = 0 if denied is None else denied.value
+        overwrite = {"id": str(user_id), "type": 1, "allow": str(permissions.value), "deny": str(deny)}
+        channel.overwrites.append(overwrite)
 
     def keep_private(self, channel_id: int, readers: Iterable[int]) -> None:
         """Deny @everyone View Channel in a text channel, allowing it to `readers` alone (a role overwrite for the

@@ -1,7 +1,7 @@
 """Promise: "Parley never posts what a member wrote or asked for in a channel where that member may not post
-(see the channel and send messages in it): not when they ask, and not later either: a reminder stops once its
-owner loses Send Messages or View Channel there, is timed out, leaves the server or is banned, and Parley never
-pings them into a channel they cannot see."
+(see the channel and send messages in it): not when they ask, and not later either: a reminder (or a scheduled
+prompt) stops once its owner loses Send Messages or View Channel there, is timed out, leaves the server or is
+banned, and Parley never pings them into a channel they cannot see."
 
 Each row is a path by which a member's words, or an answer to their question, would reach a channel, tried by a
 member who may not post there (or who could when they set it and can no longer); through the fake Discord and the
@@ -29,6 +29,7 @@ from tests.support.e2e_support import (
     call_text,
     calls_for,
     command_payload,
+    group_command,
     open_modal,
     option,
     run_command,
@@ -43,6 +44,9 @@ MUTED = discord.Permissions(MEMBER.value & ~discord.Permissions(send_messages=Tr
 BLIND = discord.Permissions(MEMBER.value & ~discord.Permissions(view_channel=True).value)
 # What Discord gives a timed-out member in an interaction: View Channel and Read Message History alone.
 TIMED_OUT = discord.Permissions(view_channel=True, read_message_history=True)
+# A scheduled prompt's owner: Manage Channels in the channel, in the interaction and in Discord's overwrites.
+MANAGES_CHANNEL = discord.Permissions(manage_channels=True)
+CHANNEL_MANAGER = MEMBER | MANAGES_CHANNEL
 REMIND = ToolCall("remind", {"when": "1h", "text": "everyone look at me", "every": "hourly", "post_here": False})
 
 
@@ -171,6 +175,41 @@ def later(change: Callable[[FakeDiscord], None]) -> Callable[[FakeDiscord, FakeL
     return path
 
 
+def later_scheduled(
+    change: Callable[[FakeDiscord], None],
+) -> Callable[[FakeDiscord, FakeLLM, RunningBot], Awaitable[str]]:
+    """A scheduled prompt set by a channel manager who may post, then `change`d while Parley was stopped, then due."""
+
+    async def path(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
+        fake.allow(CHANNEL_ID, OWNER, MANAGES_CHANNEL)
+        await bot.start()
+        assert (await schedule_add(fake, CHANNEL_MANAGER)).startswith("Scheduled prompt ")
+        await bot.stop()
+        change(fake)
+        client = await bot.start()
+        await moved_on(bot, client, 3600)
+        await moved_on(bot, client, 1)
+        await client.reminders.runs_finished()
+        return ""
+
+    return path
+
+
+async def schedule_add(fake: FakeDiscord, permissions: discord.Permissions) -> str:
+    options = [option("prompt", "Post the week's plan @everyone"), option("when", "every 1h")]
+    return await group_command(fake, "schedule", "add", options, permissions=permissions, user_id=OWNER)
+
+
+async def schedule_add_muted(fake: FakeDiscord, llm: FakeLLM, bot: RunningBot) -> str:
+    await bot.start()
+    return await schedule_add(fake, MUTED | MANAGES_CHANNEL)
+
+
+def manager_muted(fake: FakeDiscord) -> None:
+    """Still Manage Channels in the channel, but Send Messages denied there (one member overwrite, as Discord keeps)."""
+    fake.allow(CHANNEL_ID, OWNER, MANAGES_CHANNEL, discord.Permissions(send_messages=True))
+
+
 def deny(permission: str) -> Callable[[FakeDiscord], None]:
     return lambda fake: fake.deny(CHANNEL_ID, OWNER, discord.Permissions(**{permission: True}))
 
@@ -198,6 +237,9 @@ PATHS: list[tuple[str, Callable[[FakeDiscord, FakeLLM, RunningBot], Awaitable[st
     ("reminder due, owner lost View Channel", later(deny("view_channel")), ""),
     ("reminder due, owner timed out", later(time_out), ""),
     ("reminder due, owner left or was banned", later(part), ""),
+    ("/parley-admin schedule add, Send Messages denied", schedule_add_muted, MAY_NOT_POST),
+    ("scheduled prompt due, owner lost Send Messages", later_scheduled(manager_muted), ""),
+    ("scheduled prompt due, owner timed out", later_scheduled(time_out), ""),
 ]
 
 
@@ -215,3 +257,4 @@ async def test_nothing_is_posted_where_its_member_may_not_post(
     client = bot.client
     assert client is not None and client.archive is not None
     assert await client.archive.pending_reminders(GUILD_ID, OWNER) == (0, 0)
+    assert await client.archive.pending_reminders(GUILD_ID, OWNER, prompts=True) == (0, 0)

@@ -1,29 +1,44 @@
 """A member's tokens a day and a server's hold call by call: whatever I ask Parley for that takes several model calls
-(a catch-up, an answer that keeps reading the channel, a Regenerate, a channel's digest), it makes its next call
-only while my role's tokens for today (ROLE_LIMITS) and the server's (SERVER_TOKENS_PER_DAY) are not used up; at
-the budget it stops, keeps what it had done, and tells me once that it stopped and when the budget resets."""
+(a catch-up, an answer that keeps reading the channel, a Regenerate, a channel's digest, a scheduled prompt), it makes
+its next call only while my role's tokens for today (ROLE_LIMITS) and the server's (SERVER_TOKENS_PER_DAY) are not
+used up; at the budget it stops, keeps what it had done, and tells me once that it stopped and when the budget
+resets."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import discord
 import pytest
 
 from tests.e2e.test_e2e_ask import ask as ask_command
 from tests.e2e.test_e2e_budgets import fill_the_archive
 from tests.e2e.test_e2e_catchup import a_busy_channel, final_text
 from tests.e2e.test_e2e_digests import at, set_daily
+from tests.e2e.test_e2e_reminders import moved_on
 from tests.e2e.test_e2e_streaming import answer_posts
 from tests.e2e.test_e2e_support import COVERED, THRESHOLD, add_handbook, after_the_wait
 from tests.fakes.fake_discord import ALICE_ID, BOT_ID, CHANNEL_ID, GUILD_ID, NEWCOMER_ROLE_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, ToolCall, last_user_text
 from tests.support.e2e_support import MEMBER as MEMBER_PERMISSIONS
-from tests.support.e2e_support import RunningBot, call_text, eventually, run_command, say, use_message_command
+from tests.support.e2e_support import (
+    RunningBot,
+    call_text,
+    eventually,
+    group_command,
+    option,
+    run_command,
+    say,
+    use_message_command,
+)
 
+# A scheduled prompt's owner: Manage Server.
+ADMIN = MEMBER_PERMISSIONS | discord.Permissions(manage_guild=True)
 # The budget each row runs into: a few of the operation's model calls fit in it, not all of them.
 BUDGET = 3000
 MEMBER_STOP = "you have used the share of Parley's tokens your role gives you today"
@@ -166,3 +181,25 @@ async def test_a_budget_holds_call_by_call(
     client = bot.client
     assert client is not None
     await eventually(lambda: client.usage.server_tokens(GUILD_ID) >= BUDGET)
+
+
+async def test_a_scheduled_prompt_holds_the_servers_budget_call_by_call_and_posts_nothing_it_could_not_finish(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM, archive_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked for by no member, a scheduled prompt has the server's budget only; stopped there, nobody is waiting for
+    its answer, so nothing is posted and the log says why (its next time is tried as usual)."""
+    llm.handler = wants_more_calls
+    client = await bot.start(database_url=archive_url, max_model_requests=20, **SERVER)
+    await fill_the_archive(fake, client, count=5)
+    options = [option("prompt", "What happened to the deploy this week?"), option("when", "every 1h")]
+    said = await group_command(fake, "schedule", "add", options, permissions=ADMIN)
+    assert said.startswith("Scheduled prompt ")
+    with caplog.at_level(logging.INFO, "parley.reminders"):
+        await moved_on(bot, client, 3600)
+        await moved_on(bot, client, 1)  # a pass begun before the clock moved may have ended the first wait
+        await client.reminders.runs_finished()
+    spent_before = [sum(usage["total_tokens"] for usage in llm.usages[:index]) for index in range(len(llm.usages))]
+    assert len(spent_before) > 1 and all(spent < BUDGET for spent in spent_before), spent_before
+    assert fake.bot_messages(CHANNEL_ID) == []
+    assert "not posted: server " in caplog.text and "spent its token budget during the run" in caplog.text
+    assert client.usage.server_tokens(GUILD_ID) >= BUDGET
