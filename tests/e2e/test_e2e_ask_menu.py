@@ -114,6 +114,11 @@ async def test_asked_privately_about_a_text_file_the_answer_reads_it_and_reaches
     assert asked == [PRIVATE_EXCERPT_ABOUT]
 
 
+def _answer_recorded(client: Parley) -> bool:
+    conversation = client.manager.get(CHANNEL_ID)
+    return conversation is not None and any(message.is_bot for message in conversation.messages)
+
+
 async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_continues(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -127,6 +132,9 @@ async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_c
     await eventually(lambda: [m["content"] for m in fake.bot_messages(CHANNEL_ID)] == [ANSWER])
     assert not any(flags_of(call) & EPHEMERAL for call in answer)
     assert FACT in last_user_text(llm.requests[0])
+    # The answer is in the conversation once its tail has recorded it, a moment after Discord has the post: a
+    # follow-up before then would find no answer of Parley's to follow (a busy machine widens the moment).
+    await eventually(lambda: _answer_recorded(client))
 
     follow_up = await say(fake, ALICE_ID, "every week?")
     [post] = await fake.wait_for_posts(1, CHANNEL_ID)
