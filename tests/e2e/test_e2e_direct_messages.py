@@ -45,7 +45,7 @@ async def test_tools_in_a_dm_reach_nothing_of_the_servers(bot: RunningBot, fake:
 
     llm.handler = search_and_recall
     client = await bot.start(direct_messages=True)
-    await say(fake, ALICE_ID, "the launch code is 1234")
+    await say(fake, ALICE_ID, "the launch code is tango-1234")
     memory = client.memory
     assert memory is not None
     await memory.remember(
@@ -53,17 +53,17 @@ async def test_tools_in_a_dm_reach_nothing_of_the_servers(bot: RunningBot, fake:
         channel_id=CHANNEL_ID,
         said_by_id=ALICE_ID,
         source_message_id=1,
-        fact="Alice's launch code is 1234",
+        fact="Alice's launch code is tango-1234",
         about_speaker=True,
     )
     dm = fake.dm_channel(ALICE_ID)
-    await fake.send_dm(ALICE_ID, "my own launch code is 9876")
+    await fake.send_dm(ALICE_ID, "my own launch code is zulu-9876")
     await fake.wait_for_posts(1, channel_id=dm)
     await fake.send_dm(ALICE_ID, "look it up: what is the launch code?")
     await fake.wait_for_posts(2, channel_id=dm)
     search, recall = tool_results(llm.requests[-1])
-    assert "9876" in search and "1234" not in search
-    assert "1234" not in recall
+    assert "zulu-9876" in search and "tango-1234" not in search
+    assert "tango-1234" not in recall
 
 
 async def test_one_persons_dm_is_not_anothers(bot: RunningBot, fake: FakeDiscord, llm: FakeLLM) -> None:
