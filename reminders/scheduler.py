@@ -176,8 +176,11 @@ class ReminderScheduler:
             task.add_done_callback(self._runs.discard)
 
     async def _tick_work(self, index: int, work: TimedWork) -> None:
+        wait = POLL_SECONDS
         try:
             wait = await work.tick()
+        except Exception:  # its contract is never to raise; if it does, it is tried again in a while, not at once
+            log.exception("scheduler: a tick of %s failed", type(work).__name__)
         finally:
             self._ticking.discard(index)
         woken = index in self._woken

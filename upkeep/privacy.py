@@ -360,6 +360,7 @@ def _reminder(reminder: Reminder) -> dict[str, Any]:
         "due_at": reminder.due_at.isoformat(),
         "every": reminder.every or None,
         "post_here": reminder.post_here,
+        "scheduled_prompt": reminder.prompt,
         "created_at": reminder.created_at.isoformat(),
     }
 

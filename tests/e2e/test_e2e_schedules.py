@@ -17,8 +17,9 @@ import pytest
 
 from bot import Parley
 from tests.conftest import fresh_postgres_database
+from tests.e2e.test_e2e_privacy import erase_by_command, export_of
 from tests.e2e.test_e2e_reminders import moved_on
-from tests.fakes.fake_discord import ALICE_ID, BOB_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, allow_model_requests, last_user_text
 from tests.support.e2e_support import MEMBER, RunningBot, group_command, option
 
@@ -251,3 +252,30 @@ async def test_two_processes_on_one_postgres_post_a_schedule_once(
                 await process.stop()
     assert post.content.startswith(ANSWER)
     assert len(llm.requests) == 1
+
+
+async def test_an_owners_scheduled_prompts_are_in_their_export_and_gone_with_their_erase(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    client = await start(bot, fake)
+    schedule_id = int((await add(fake)).removeprefix("Scheduled prompt ").split(":")[0])
+    [exported] = (await export_of(fake))["reminders"]
+    assert (exported["id"], exported["text"], exported["scheduled_prompt"]) == (str(schedule_id), PROMPT, True)
+    said = await erase_by_command(fake)
+    assert "1 reminder(s)" in said
+    assert await client.reminders.book.scheduled(GUILD_ID) == []
+    await ran(bot, client, 3600)
+    assert fake.posts_in(CHANNEL_ID) == [] and llm.requests == []
+
+
+async def test_a_channel_parley_may_not_post_in_is_refused_when_it_is_set(
+    bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
+) -> None:
+    fake.deny(OTHER_CHANNEL_ID, BOT_ID, discord.Permissions(send_messages=True))
+    client = await start(bot, fake)
+    elsewhere = {"type": 7, "name": "channel", "value": str(OTHER_CHANNEL_ID)}
+    resolved = {"channels": {str(OTHER_CHANNEL_ID): fake.channels[OTHER_CHANNEL_ID].payload() | {"permissions": "0"}}}
+    options = [option("prompt", PROMPT), option("when", HOURLY), elsewhere]
+    refused = await schedule(fake, "add", options, resolved=resolved)
+    assert refused == (f"Parley may not post in <#{OTHER_CHANNEL_ID}>: grant it View Channel and Send Messages there.")
+    assert await client.reminders.book.scheduled(GUILD_ID) == []
