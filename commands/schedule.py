@@ -13,11 +13,10 @@ from typing import Any, Protocol, cast
 import discord
 from discord import app_commands
 
-from archive import Reminder
 from commands.tree import Refusal, place_of, send_ephemeral
 from config import Settings
 from discord_io import may_post
-from reminders.book import PROMPT_MAX_CHARS, ReminderBook, ReminderRefused
+from reminders.book import PROMPT_MAX_CHARS, ReminderRefused
 from reminders.scheduler import PostRefused, ReminderScheduler
 from reminders.when import describe, describe_every
 
@@ -48,17 +47,6 @@ def may_schedule(interaction: discord.Interaction, channel_id: int) -> bool:
 def _check(interaction: discord.Interaction, channel_id: int, what: str) -> None:
     if not may_schedule(interaction, channel_id):
         raise Refusal(NOT_ALLOWED.format(what=what))
-
-
-def describe_schedule(book: ReminderBook, schedule: Reminder) -> str:
-    """One line for the list: id, channel, next time, recurrence, the start of the prompt."""
-    prompt = " ".join(schedule.text.split())
-    shown = prompt if len(prompt) <= 80 else prompt[:79] + "…"
-    every = describe_every(schedule.every) if schedule.every else "once"
-    return (
-        f"**{schedule.id}** · <#{schedule.channel_id}> · next {describe(schedule.due_at, book.zone)}, {every}"
-        f" · by <@{schedule.owner_id}> · “{shown}”"
-    )
 
 
 class ScheduleCommands(
@@ -126,7 +114,7 @@ class ScheduleCommands(
         if not schedules:
             await send_ephemeral(interaction, NONE_SCHEDULED)
             return
-        await send_ephemeral(interaction, "\n".join(describe_schedule(book, schedule) for schedule in schedules))
+        await send_ephemeral(interaction, "\n".join(book.describe(schedule) for schedule in schedules))
 
     @app_commands.command(description="Remove a scheduled prompt (its id is in /parley-admin schedule list).")
     @app_commands.describe(id="The scheduled prompt's id")
