@@ -117,7 +117,7 @@ async def test_an_opted_out_member_is_neither_archived_nor_shown_nor_answered(
 
     await say(fake, BOB_ID, f"<@{BOT_ID}> shall we plan the trip?")
     await fake.wait_for_posts(1)
-    mention = await say(fake, ALICE_ID, f"<@{BOT_ID}> my passport number is 12345")
+    mention = await say(fake, ALICE_ID, f"<@{BOT_ID}> my passport number is PX-12345")
     entry = await decided(client, mention)
     assert (entry.respond, entry.reason, entry.excerpt) == (False, "opted_out", OPTED_OUT_TEXT)
     await assert_silent(fake, 1)
@@ -125,11 +125,11 @@ async def test_an_opted_out_member_is_neither_archived_nor_shown_nor_answered(
     await fake.wait_for_posts(2)
     prompt = "\n".join(request_texts(llm.requests[-1]))
     # Her mention, and what she said before opting out (loaded as context), reach the model only as placeholders.
-    assert OPTED_OUT_TEXT in prompt and "12345" not in prompt and "said before opting out" not in prompt
+    assert OPTED_OUT_TEXT in prompt and "PX-12345" not in prompt and "said before opting out" not in prompt
     assert str(ALICE_ID) not in prompt and "Alice" not in prompt
     texts = await archived_texts(client)
     assert "said before opting out" in texts  # opting out erases nothing
-    assert not any("12345" in text for text in texts)
+    assert not any("PX-12345" in text for text in texts)
 
     await bot.stop()
     fake.add_history(CHANNEL_ID, ALICE_ID, "alice wrote while parley was away")
