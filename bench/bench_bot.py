@@ -1,6 +1,6 @@
 """Benchmark Parley's own latency around an instant model: `python bot.py` against local fakes.
 
-    python bench/bench_bot.py [--messages 200] [--turns 10] [--runs 5]
+    python bench/bench_bot.py [--messages 200] [--turns 10] [--runs 5] [--profile PATH]
 
 `python bot.py` runs as its own process (as in production, with the archive on), pointed at the
 local fake Discord and fake model server from tests/, which run in this process on the other core.
@@ -79,7 +79,9 @@ CONVERSATION_TIMEOUT = 0.5
 TARGET_RATIOS = {"inbound": 1.3, "outbound": 1.5}
 
 
-async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str]) -> asyncio.subprocess.Process:
+async def start_bot(
+    fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str], profile: Path | None = None
+) -> asyncio.subprocess.Process:
     # LOG_LEVEL at its default, as in production: a decision line per message, to the console (`log`).
     # One member asks every question here, far past a member's hourly rate: the limit is off, the rest as deployed.
     env = bot_environment(
@@ -90,8 +92,10 @@ async def start_bot(fake: FakeDiscord, llm: FakeLLM, database: Path, log: IO[str
         LOG_LEVEL="INFO",
         MEMBER_ANSWERS_PER_HOUR="0",
     )
+    # --profile: the whole process under cProfile (start-up included), written when SIGTERM stops it cleanly.
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     return await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "bot.py"), env=env, cwd=database.parent, stderr=log
+        sys.executable, *profiler, str(ROOT / "bot.py"), env=env, cwd=database.parent, stderr=log
     )
 
 
@@ -102,7 +106,7 @@ def is_answer_request(request: dict) -> bool:
 
 
 async def measure(
-    count: int, turns: int, database: Path
+    count: int, turns: int, database: Path, profile: Path | None = None
 ) -> tuple[list[float], list[float], list[int], list[dict[str, Any]]]:
     answered_at: list[float] = []
 
@@ -118,7 +122,7 @@ async def measure(
     log_path = database.parent / "bot.log"
     async with FakeDiscord() as fake, FakeLLM(instant_model) as llm:
         with log_path.open("w") as log:
-            bot = await start_bot(fake, llm, database, log)
+            bot = await start_bot(fake, llm, database, log, profile)
         try:
             await fake.wait_for_ready(timeout=120)  # python bot.py starts slowly on a loaded machine
             await asyncio.sleep(2.5)  # past discord.py's guild_ready_timeout (2 s): on_ready has run
@@ -255,17 +259,24 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
+def profile_path(profile: Path | None, number: int) -> Path | None:
+    return profile.with_name(f"{profile.name}.{number}").resolve() if profile else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200, help="answered messages per run")
     parser.add_argument("--turns", type=int, default=10, help="answers per conversation")
     parser.add_argument("--runs", type=int, default=5, help="runs, each with a fresh bot; the best is the figure")
+    parser.add_argument(
+        "--profile", type=Path, help="write each run's bot process cProfile stats to PATH (run N: PATH.N); slows it"
+    )
     args = parser.parse_args()
     runs = []
     for number in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory() as folder:
             inbound_s, outbound_s, turns, requests = asyncio.run(
-                measure(args.messages, args.turns, Path(folder) / "parley.db")
+                measure(args.messages, args.turns, Path(folder) / "parley.db", profile_path(args.profile, number))
             )
         floor = asyncio.run(measure_floor(args.messages))
         run = Run(inbound_s, outbound_s, turns, floor, same_request=asyncio.run(measure_same_requests(requests)))

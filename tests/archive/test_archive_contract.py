@@ -454,6 +454,29 @@ async def test_the_sole_process_of_a_sqlite_archive_claims_new_messages_alike(
         await archive.close()
 
 
+async def test_a_sole_processs_claim_commits_with_the_next_batch(tmp_path: Path) -> None:
+    """A claim that needs no round trip does not wake the writer: its batch (the conversation's snapshot too) would
+    be made ready while the answer's model request is built (bench/bench_bot.py). It is committed with the writer's
+    next batch or an earlier flush, and close commits it too."""
+    database = tmp_path / "parley.db"
+    archive = await SQLiteArchive.open(database, retention_days=0, claim=FileClaim.take(database), flush_interval=60)
+    try:
+        assert await archive.claim_message(7, "this run", NOW) is True
+        assert not archive._wake.is_set()  # no commit asked for: the next batch takes it
+        assert archive.pending_writes == 1
+        assert await archive.read("SELECT claimant FROM message_claims") == []
+        await archive.flush()
+        assert await archive.read("SELECT claimant FROM message_claims") == [("this run",)]
+        assert await archive.claim_message(8, "this run", NOW) is True
+    finally:
+        await archive.close()
+    archive = await SQLiteArchive.open(database, retention_days=0)
+    try:
+        assert await archive.claim_message(8, "next run", NOW) is False
+    finally:
+        await archive.close()
+
+
 async def test_processes_sharing_a_postgres_archive_claim_each_message_once(postgres_server: str) -> None:
     """Two archives on one Postgres database (two processes) claiming the same messages at once: each message
     goes to exactly one of them."""
