@@ -163,6 +163,7 @@ RUN_HERE = {
     'sqlite3 data/parley.db "SELECT author_name, count(*) FROM messages GROUP BY 1 ORDER BY 2 DESC"',
     "python bench/bench_engine.py",
     "python bench/bench_engine_ab.py",
+    "python bench/bench_engine_seed.py",
     "python bench/bench_history.py",
     "python bench/bench_history.py --backend postgres",
     "python bench/bench_bot.py",
@@ -364,6 +365,89 @@ def test_the_benches_run(command: str, small: str, shows: str) -> None:
     """Each bench the Benchmarks page quotes runs and prints its figures (at a small size, not its default)."""
     assert command in PAGES["benchmarks.md"]
     assert shows in run(command, extra=small)
+
+
+# A stand-in of the seed's engine with its interface (the seed's own code is not Parley's to commit): a conversation
+# per channel that times out, started by a mention, answered on a mention.
+_STAND_IN_CONVERSATION = """
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from tools import MessageData
+
+
+@dataclass
+class ChannelConversation:
+    last_activity: datetime
+    messages: list = field(default_factory=list)
+    llm_history: list = field(default_factory=list)
+
+
+class ConversationManager:
+    def __init__(self, timeout_seconds=120):
+        self.timeout, self.conversations = timeout_seconds, {}
+
+    def get(self, channel_id):
+        conversation = self.conversations.get(channel_id)
+        if conversation and (datetime.now(timezone.utc) - conversation.last_activity).total_seconds() > self.timeout:
+            del self.conversations[channel_id]
+            return None
+        return conversation
+
+    def start(self, channel_id, initial_messages):
+        conversation = ChannelConversation(datetime.now(timezone.utc), list(initial_messages))
+        self.conversations[channel_id] = conversation
+        return conversation
+
+    def record_message(self, channel_id, message):
+        conversation = self.conversations[channel_id]
+        conversation.last_activity = datetime.now(timezone.utc)
+        conversation.messages.append(message)
+
+    def record_bot_response(self, channel_id, llm_history):
+        self.conversations[channel_id].llm_history = llm_history
+
+
+class ResponseDecider:
+    def __init__(self, followup_window_seconds=60):
+        self.window = followup_window_seconds
+
+    def should_start_conversation(self, message, bot_user_id):
+        mentioned = bot_user_id in [m.id for m in message.mentions]
+        return mentioned, "explicit_mention" if mentioned else "no_trigger"
+
+    def should_respond(self, message, conversation, bot_user_id):
+        return self.should_start_conversation(message, bot_user_id)
+"""
+_STAND_IN_TOOLS = """
+from datetime import datetime
+from pydantic import BaseModel
+
+
+class MessageData(BaseModel):
+    author: str
+    author_id: int
+    timestamp: datetime
+    content: str
+    is_bot: bool = False
+"""
+
+
+def test_the_engine_against_the_seed_bench_runs_on_a_clone(tmp_path: Path) -> None:
+    """`bench_engine_seed.py` reads the seed's engine from a git clone at run time (a stand-in of its interface here)
+    and prints the two engines' rates and their ratio."""
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "conversation.py").write_text(_STAND_IN_CONVERSATION)
+    (seed / "tools.py").write_text(_STAND_IN_TOOLS)
+    identity = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+    for step in (["init", "-q"], ["add", "."], [*identity, "commit", "-q", "-m", "stand-in"]):
+        subprocess.run([git, *step], cwd=seed, check=True, capture_output=True)
+    shown = run("python bench/bench_engine_seed.py", extra=f"--seed-git {seed} --messages 3000 --channels 30 --pairs 2")
+    assert "Parley / seed record-and-decide rate: median " in shown
+    assert shown.count(" answered), seed ") == 2
 
 
 @pytest.mark.parametrize(
