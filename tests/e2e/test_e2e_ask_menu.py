@@ -3,6 +3,7 @@ command, the modal it opens (only Discord shows it), what the modal's submission
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import discord
@@ -119,6 +120,12 @@ def _answer_recorded(client: Parley) -> bool:
     return conversation is not None and any(message.is_bot for message in conversation.messages)
 
 
+def _answered_at(client: Parley) -> datetime:
+    conversation = client.manager.get(CHANNEL_ID)
+    assert conversation is not None
+    return max(message.timestamp for message in conversation.messages if message.is_bot)
+
+
 async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_continues(
     bot: RunningBot, fake: FakeDiscord, llm: FakeLLM
 ) -> None:
@@ -133,8 +140,11 @@ async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_c
     assert not any(flags_of(call) & EPHEMERAL for call in answer)
     assert FACT in last_user_text(llm.requests[0])
     # The answer is in the conversation once its tail has recorded it, a moment after Discord has the post: a
-    # follow-up before then would find no answer of Parley's to follow (a busy machine widens the moment).
+    # follow-up before then would find no answer of Parley's to follow.
     await eventually(lambda: _answer_recorded(client))
+    # A member's follow-up two seconds after the answer, however long a busy machine takes to deliver it: the learned
+    # tier weighs how long ago Parley spoke.
+    bot.clock.hold(_answered_at(client) + timedelta(seconds=2))
 
     follow_up = await say(fake, ALICE_ID, "every week?")
     [post] = await fake.wait_for_posts(1, CHANNEL_ID)

@@ -103,12 +103,18 @@ class EngineClock:
 
     def __init__(self) -> None:
         self.ahead = timedelta()
+        self.held: datetime | None = None
 
     def __call__(self) -> datetime:
-        return utc_now() + self.ahead
+        return self.held if self.held is not None else utc_now() + self.ahead
 
     def advance(self, seconds: float) -> None:
         self.ahead += timedelta(seconds=seconds)
+
+    def hold(self, moment: datetime) -> None:
+        """Read `moment` until `advance`d or held again: a decision that weighs how long ago something was said (the
+        learned tier) then sees the same gap however long a busy machine took to deliver the message."""
+        self.held = moment
 
 
 # How long discord.py waits for a further GUILD_CREATE after READY and after each one, before on_ready.
