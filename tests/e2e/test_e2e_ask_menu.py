@@ -120,10 +120,10 @@ def _answer_recorded(client: Parley) -> bool:
     return conversation is not None and any(message.is_bot for message in conversation.messages)
 
 
-def _answered_at(client: Parley) -> datetime:
+def _spoke_last_at(client: Parley, author_id: int) -> datetime:
     conversation = client.manager.get(CHANNEL_ID)
     assert conversation is not None
-    return max(message.timestamp for message in conversation.messages if message.is_bot)
+    return max(message.timestamp for message in conversation.messages if message.author_id == author_id)
 
 
 async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_continues(
@@ -142,9 +142,9 @@ async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_c
     # The answer is in the conversation once its tail has recorded it, a moment after Discord has the post: a
     # follow-up before then would find no answer of Parley's to follow.
     await eventually(lambda: _answer_recorded(client))
-    # A member's follow-up two seconds after the answer, however long a busy machine takes to deliver it: the learned
-    # tier weighs how long ago Parley spoke.
-    bot.clock.hold(_answered_at(client) + timedelta(seconds=2))
+    # The follow-up is decided two seconds after Alice last spoke, however long a busy machine took to answer her and
+    # to deliver it: the learned tier weighs how long ago she and Parley spoke.
+    bot.clock.hold(_spoke_last_at(client, ALICE_ID) + timedelta(seconds=2))
 
     follow_up = await say(fake, ALICE_ID, "every week?")
     [post] = await fake.wait_for_posts(1, CHANNEL_ID)
