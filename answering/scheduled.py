@@ -15,7 +15,6 @@ from typing import Protocol
 
 import discord
 from pydantic_ai import RunUsage
-from pydantic_ai.models import Model
 
 from admission.optout import OptOuts, VeiledArchive
 from admission.spending import Spending
@@ -85,15 +84,15 @@ class ScheduledPrompts:
             return None
         if not await self.admission.unasked_admitted(guild.id, what):
             return None
-        deps = self._deps(schedule, user, guild, channel)
         profile = self.profiles.for_channel(schedule.channel_id)
+        deps = self._deps(schedule, user, guild, channel, profile.tool_sets)
         every = describe_every(schedule.every) if schedule.every else "once"
         try:
             reply = await scheduled_reply(
                 self.responder,
                 scheduled_prompt_text(deps, schedule.text, every),
                 deps,
-                model=self._model(profile.model),
+                model=self.models.answer_model(profile.model),
                 instructions=persona_instructions(profile.persona),
             )
         except ReplyFailed as failure:
@@ -107,9 +106,15 @@ class ScheduledPrompts:
         return reply.text
 
     def _deps(
-        self, schedule: Reminder, user: discord.ClientUser, guild: discord.Guild, channel: discord.abc.Messageable
+        self,
+        schedule: Reminder,
+        user: discord.ClientUser,
+        guild: discord.Guild,
+        channel: discord.abc.Messageable,
+        tool_sets: frozenset[str] | None,
     ) -> ChatDeps:
-        """What the run's tools reach: the schedule's channel, read as far as its owner may read it."""
+        """What the run's tools reach: the schedule's channel, read as far as its owner may read it, with the tool
+        sets of the channel's profile (`scheduled_reply` offers the read-only ones alone)."""
         archive = self.stores.archive
         owner = guild.get_member(schedule.owner_id)
         reads_history = (
@@ -127,14 +132,10 @@ class ScheduledPrompts:
             archive=None if archive_off(archive) else VeiledArchive(archive, self.admission.optouts, guild.id),
             requester_id=schedule.owner_id,
             requester_can_read_history=bool(reads_history),
-            offered_toolsets=self.profiles.for_channel(schedule.channel_id).tool_sets,
+            offered_toolsets=tool_sets,
             knowledge=self.stores.knowledge,
             before_each_call=self.admission.spending(guild.id, None, ()).stop_line,
-            read_only=True,
         )
-
-    def _model(self, name: str) -> Model | None:
-        return self.models.answer_model(name)
 
     def _count(self, schedule: Reminder, usage: RunUsage | None, model: str) -> None:
         """The run's tokens, under the server and Parley's own id: no member asked for them."""

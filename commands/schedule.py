@@ -124,7 +124,7 @@ class ScheduleCommands(
         try:
             schedule = await book.scheduled_prompt(id, guild_id)
             _check(interaction, schedule.channel_id, "remove it")
-            await book.unschedule(id, guild_id)
+            await book.unschedule(schedule)
         except ReminderRefused as refused:
             raise Refusal(str(refused)) from None
         await send_ephemeral(interaction, f"Scheduled prompt {id} removed: Parley no longer answers it.")

@@ -190,20 +190,17 @@ class ReminderBook:
         """The server's scheduled prompts, soonest first."""
         return await self._table().scheduled_prompts(guild_id)
 
-    async def unschedule(self, schedule_id: int, guild_id: int) -> Reminder:
-        """Remove one of the server's scheduled prompts.
+    async def unschedule(self, schedule: Reminder) -> None:
+        """Remove a scheduled prompt, as `scheduled_prompt` found it.
 
         Raises:
-            ReminderRefused: the server has no such scheduled prompt, or the archive could not delete it.
+            ReminderRefused: the archive could not delete it.
         """
-        table = self._table()
-        schedule = await self.scheduled_prompt(schedule_id, guild_id)
         try:
-            await table.delete_reminder(schedule_id)
+            await self._table().delete_reminder(schedule.id)
         except ArchiveWriteFailed:
             raise ReminderRefused("The scheduled prompt could not be removed (see Parley's log); try again.") from None
-        log.info("scheduled prompt %s removed", schedule_id)
-        return schedule
+        log.info("scheduled prompt %s removed", schedule.id)
 
     async def scheduled_prompt(self, schedule_id: int, guild_id: int) -> Reminder:
         """The server's scheduled prompt `schedule_id`.

@@ -258,16 +258,20 @@ class ReminderScheduler:
 
     async def _run(self, archive: ReminderTable, schedule: Reminder, late: datetime | None, *, once: bool) -> None:
         try:
-            answer = None if self.prompts is None else await self.prompts.answer(schedule)
+            text = await self._prompt_post(schedule, late)
         except Exception:  # never lost in a task nobody awaits: the next time is tried as usual
             log.exception("scheduled prompt %s failed; tried again at its next time", schedule.id)
             return
-        if answer is None:
+        if text is None:
             return
-        text = prompt_post_text(schedule, answer, self.book.zone, late_since=late)
         now = self.book.clock()
         await self._post(archive, _Pending(schedule, text, once=once, tries=0, at=now), now)
         self.book.added.set()  # a failed post waits for its retry in a later pass
+
+    async def _prompt_post(self, schedule: Reminder, late: datetime | None) -> str | None:
+        """What to post for `schedule` now: the model's answer with its schedule line, or None when there is none."""
+        answer = None if self.prompts is None else await self.prompts.answer(schedule)
+        return None if answer is None else prompt_post_text(schedule, answer, self.book.zone, late_since=late)
 
     async def runs_finished(self) -> None:
         """Wait for the scheduled prompts' runs under way (a test, after moving the clock on)."""
@@ -281,10 +285,10 @@ class ReminderScheduler:
         Raises:
             PostRefused: Discord will not take the post.
         """
-        answer = None if self.prompts is None else await self.prompts.answer(schedule)
-        if answer is None:
+        text = await self._prompt_post(schedule, None)
+        if text is None:
             return False
-        await self.poster.post(schedule, prompt_post_text(schedule, answer, self.book.zone, late_since=None))
+        await self.poster.post(schedule, text)
         log.info("scheduled prompt %s run now in channel %s", schedule.id, schedule.channel_id)
         return True
 
