@@ -194,7 +194,11 @@ def parse_schedule(text: str, *, now: datetime, zone: ZoneInfo) -> tuple[datetim
         return now + timedelta(hours=int(every.removesuffix("h"))), every
     if not _CLOCK.search(when):
         raise TimeError(f"Say at what time, in {zone.key}: write it like {SCHEDULE_EXAMPLES}.")
-    return first_time(parse_when(when, now=now, zone=zone), every, zone=zone), every
+    try:
+        first = parse_when(when, now=now, zone=zone)
+    except TimeError:
+        raise TimeError(f"“{text.strip()[:60]}” is no schedule I can read: write {SCHEDULE_EXAMPLES}.") from None
+    return first_time(first, every, zone=zone), every
 
 
 def first_time(due: datetime, every: str, *, zone: ZoneInfo) -> datetime:

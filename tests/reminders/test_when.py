@@ -39,6 +39,7 @@ def test_each_form_gives_its_first_time_in_the_zone_and_its_recurrence(words: st
         ("every tuesday", "Say at what time"),
         ("tomorrow 9:00", "is no schedule I can read"),
         ("every 30m", "is no schedule I can read"),
+        ("monday 25:99", "is no schedule I can read"),
         ("x" * 101, "at most 100 characters"),
     ],
 )
