@@ -50,6 +50,9 @@ NOTES = b"Release checklist\n- tag the build\n- The staging database password ro
 FACT = "rotates every Tuesday at 09:00"
 QUESTION = "what does this file say about the password?"
 ANSWER = "It rotates every Tuesday at 09:00."
+# How long a follow-up may take to be decided and answered: the whole fast suite on two shared cores has taken
+# longer than the fakes' default five seconds.
+BUSY_MACHINE = 20.0
 
 
 async def ask_parley(
@@ -147,9 +150,11 @@ async def test_asked_in_the_channel_the_answer_is_posted_and_a_plain_follow_up_c
     bot.clock.hold(_spoke_last_at(client, ALICE_ID) + timedelta(seconds=2))
 
     follow_up = await say(fake, ALICE_ID, "every week?")
-    [post] = await fake.wait_for_posts(1, CHANNEL_ID)
+    # Decided first, so that a "no" fails with its reason rather than as a post that never came.
+    decision = await decided(client, follow_up, timeout=BUSY_MACHINE)
+    assert decision.respond, decision.reason
+    [post] = await fake.wait_for_posts(1, CHANNEL_ID, timeout=BUSY_MACHINE)
     assert post.content == "On Tuesdays, yes."
-    assert (await decided(client, follow_up)).respond
     # The next request's history holds the message asked about, its file, the question and the answer.
     earlier = request_texts(llm.requests[1])[:-1]
     assert any(FACT in text and QUESTION in text for text in earlier) and ANSWER in earlier

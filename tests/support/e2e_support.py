@@ -664,14 +664,14 @@ def assert_told_after_deferral(calls: list[InteractionCall]) -> str:
     return text
 
 
-async def decided(client: Parley, message: dict[str, Any]) -> LoggedDecision:
-    """The decision about a message sent through the fake, once the bot has made it."""
+async def decided(client: Parley, message: dict[str, Any], timeout: float = 5.0) -> LoggedDecision:
+    """The decision about a message sent through the fake, once the bot has made it (within `timeout` seconds)."""
     message_id = int(message["id"])
 
     def found() -> LoggedDecision | None:
         return next((entry for entry in client.decisions.recent(CHANNEL_ID) if entry.message_id == message_id), None)
 
-    await eventually(lambda: found() is not None)
+    await eventually(lambda: found() is not None, timeout)
     entry = found()
     assert entry is not None
     return entry
