@@ -17,6 +17,7 @@ from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.providers.gateway import gateway_provider
 
 from config import Settings
+from providers.tool_schemas import shape_tool_schemas_once
 
 if TYPE_CHECKING:
     from providers.openai_transport import UntransformedOpenAI
@@ -32,9 +33,13 @@ def build_model(settings: Settings, model_name: str | None = None, *, max_retrie
     LM Studio, ...), through a client that retries transient errors `max_retries` times (default:
     MODEL_RETRIES). Otherwise it is a pydantic-ai model string such as `openai:gpt-4.1-mini`;
     LLM_API_KEY, when set, goes to its provider, else the provider's own variable (OPENAI_API_KEY, ...)
-    applies, and retries are left to `retry_settings`.
+    applies, and retries are left to `retry_settings`. Its requests' tool schemas are shaped once per schema
+    (providers/tool_schemas.py).
     """
-    name = model_name or settings.llm_model
+    return shape_tool_schemas_once(_model_named(settings, model_name or settings.llm_model, max_retries))
+
+
+def _model_named(settings: Settings, name: str, max_retries: int | None) -> Model:
     api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     if settings.llm_base_url:
         from openai import DefaultAioHttpClient
