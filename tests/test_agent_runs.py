@@ -20,7 +20,6 @@ from openai.resources.chat import AsyncChat, AsyncCompletions
 from pydantic_ai import (
     ModelHTTPError,
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     RunTimedOut,
     TextPart,
@@ -51,26 +50,17 @@ from tests.support.agent_test_support import (
     FakeArchive,
     answer,
     calls,
+    completion,
     conversation_of,
     msg,
     reply_to,
+    request_bodies,
     text_model,
     tool_returns,
     user_texts,
 )
 
 # --- Retries, usage and time limits -----------------------------------------------------------
-
-
-def completion(text: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "local-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
-    }
 
 
 def flaky_server(failures: int) -> tuple[OpenAIChatModel, list[httpx2.Request]]:
@@ -220,34 +210,6 @@ async def test_time_limit_fails(make_settings):
         await reply_to(new, settings, FunctionModel(model))
     assert isinstance(failure.value.__cause__, RunTimedOut)
     assert time.monotonic() - started < 2
-
-
-def tool_call_completion(name: str) -> dict[str, Any]:
-    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}
-    body = completion("")
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    body["choices"][0].update(message=message, finish_reason="tool_calls")
-    return body
-
-
-async def request_bodies(client_class: type[AsyncOpenAI], make_settings, question_id: int) -> list[bytes]:
-    """The raw bodies an answer sends through `client_class`: a tool call, its result, then the answer."""
-    bodies: list[bytes] = []
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        bodies.append(request.content)
-        first = len(bodies) == 1
-        return httpx2.Response(200, json=tool_call_completion("get_channel_stats") if first else completion("ok"))
-
-    http = httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
-    client = client_class(base_url="http://llm.test/v1", api_key="k", http_client=http)
-    provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, openai_client=client)
-    model = OpenAIChatModel("local-model", provider=provider)
-    earlier = [ModelRequest.user_text_prompt("earlier question"), ModelResponse(parts=[TextPart("earlier answer")])]
-    with override_allow_model_requests(True):
-        question = replace(msg(ALICE, "Alice", "how busy is it?", 0), message_id=question_id)
-        await reply_to(question, make_settings(), model, history=earlier, archive=FakeArchive(), archive_enabled=True)
-    return bodies
 
 
 async def test_untransformed_client_sends_the_same_bytes(make_settings):

@@ -4,23 +4,30 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx2
+from openai import AsyncOpenAI
 from pydantic_ai import (
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
 from agent import Reply, build_responder, generate_reply
 from archive.sqlite import ArchivedMessage, ChannelStats, TopAuthor
 from conversation import ChannelConversation
+from providers.models import OPENAI_COMPATIBLE_SERVER
 from records import MessageRecord
 from tools import ChatDeps
 
@@ -152,3 +159,45 @@ def scripted(*responses: ModelResponse) -> tuple[FunctionModel, list[AgentInfo]]
 
 def calls(*calls: tuple[str, dict[str, Any]]) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"t{i}") for i, (name, args) in enumerate(calls)])
+
+
+# --- An OpenAI-compatible server in the process ----------------------------------------------------
+
+
+def completion(text: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "local-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
+
+
+def tool_call_completion(name: str) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    body = completion("")
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body["choices"][0].update(message=message, finish_reason="tool_calls")
+    return body
+
+
+async def request_bodies(client_class: type[AsyncOpenAI], make_settings, question_id: int) -> list[bytes]:
+    """The raw bodies an answer sends through `client_class`: a tool call, its result, then the answer."""
+    bodies: list[bytes] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(request.content)
+        first = len(bodies) == 1
+        return httpx2.Response(200, json=tool_call_completion("get_channel_stats") if first else completion("ok"))
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
+    client = client_class(base_url="http://llm.test/v1", api_key="k", http_client=http)
+    provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, openai_client=client)
+    model = OpenAIChatModel("local-model", provider=provider)
+    earlier = [ModelRequest.user_text_prompt("earlier question"), ModelResponse(parts=[TextPart("earlier answer")])]
+    with override_allow_model_requests(True):
+        question = replace(msg(ALICE, "Alice", "how busy is it?", 0), message_id=question_id)
+        await reply_to(question, make_settings(), model, history=earlier, archive=FakeArchive(), archive_enabled=True)
+    return bodies
