@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
-import httpx2
 from openai import AsyncOpenAI
-from pydantic_ai import ModelRequest, ModelResponse, TextPart, Tool
-from pydantic_ai.models import Model, ModelRequestParameters, override_allow_model_requests
+from pydantic_ai import Tool
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models import _customize_tool_def as customize_tool_def
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.output import OutputObjectDefinition
+from pydantic_ai.profiles import JsonSchemaTransformer
 from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+from pydantic_ai.tools import ToolDefinition
 
+from providers import tool_schemas
 from providers.models import OPENAI_COMPATIBLE_SERVER, build_model
 from providers.tool_schemas import ShapedSchemas, shape_tool_schemas_once
-from tests.support.agent_test_support import ALICE, FakeArchive, msg, reply_to
+from tests.support.agent_test_support import request_bodies
 
 
 def find_messages(query: str, limit: int = 10, author: str | None = None) -> str:
@@ -122,50 +126,20 @@ def test_every_model_parley_builds_shapes_its_schemas_once(make_settings):
         assert isinstance(model, Model) and "customize_request_parameters" in vars(model)
 
 
-async def answer(model: Model, make_settings) -> None:
-    """An answer that calls a tool and then answers, with a turn of history."""
-    earlier = [ModelRequest.user_text_prompt("earlier question"), ModelResponse(parts=[TextPart("earlier answer")])]
-    with override_allow_model_requests(True):
-        question = replace(msg(ALICE, "Alice", "how busy is it?", 0), message_id=4242)
-        await reply_to(question, make_settings(), model, history=earlier, archive=FakeArchive(), archive_enabled=True)
+async def test_an_answer_sends_the_same_bytes_with_the_schemas_shaped_once(make_settings, monkeypatch):
+    """An answer's two requests (a tool call, then the answer; the tools in both, the second shaped from what the
+    first kept) send what pydantic-ai's own shaping sends, byte for byte."""
+    stock = await request_bodies(AsyncOpenAI, make_settings, question_id=4242)
+    shapings: list[str] = []
 
+    def counted(transformer: type[JsonSchemaTransformer], tool: ToolDefinition) -> ToolDefinition:
+        shapings.append(tool.name)
+        return customize_tool_def(transformer, tool)
 
-def recording_client(bodies: list[bytes]) -> AsyncOpenAI:
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        bodies.append(request.content)
-        if len(bodies) % 2:
-            call = {"id": "call_1", "type": "function", "function": {"name": "get_channel_stats", "arguments": "{}"}}
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
-            return httpx2.Response(200, json=_completion(message, "tool_calls"))
-        return httpx2.Response(200, json=_completion({"role": "assistant", "content": "ok"}, "stop"))
-
-    return AsyncOpenAI(
-        base_url="http://llm.test/v1",
-        api_key="k",
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
-    )
-
-
-def _completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
-    return {
-        "id": "c",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "local-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
-async def test_answers_send_the_same_bytes_with_the_schemas_shaped_once(make_settings):
-    """Two answers (four requests, the tools in each) on a model shaping schemas once send what pydantic-ai's own
-    shaping sends, byte for byte."""
-    stock: list[bytes] = []
-    shaped: list[bytes] = []
-    stock_model = openai_model(recording_client(stock))
-    shaped_model = shape_tool_schemas_once(openai_model(recording_client(shaped)))
-    for _ in range(2):
-        await answer(stock_model, make_settings)
-        await answer(shaped_model, make_settings)
-    assert len(stock) == 4 and b'"tools"' in stock[0] and b'"strict"' in stock[0]
+    monkeypatch.setattr(tool_schemas, "customize_tool_def", counted)
+    shaped = await request_bodies(AsyncOpenAI, make_settings, question_id=4242, made=shape_tool_schemas_once)
+    tools = json.loads(stock[1])["tools"]
+    assert len(stock) == 2 and len(tools) > 1 and any("strict" in tool["function"] for tool in tools)
     assert shaped == stock
+    # The same schema objects in both requests: each tool's was shaped for the first only.
+    assert sorted(shapings) == sorted(tool["function"]["name"] for tool in tools)

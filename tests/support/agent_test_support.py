@@ -1,9 +1,9 @@
-"""Shared values, helpers and the fake archive of the agent tests (test_agent*.py)."""
+"""Shared values, helpers and the fake archive of the agent tests (test_agent*.py, tests/providers)."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +19,7 @@ from pydantic_ai import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import override_allow_model_requests
+from pydantic_ai.models import Model, override_allow_model_requests
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
@@ -183,8 +183,14 @@ def tool_call_completion(name: str) -> dict[str, Any]:
     return body
 
 
-async def request_bodies(client_class: type[AsyncOpenAI], make_settings, question_id: int) -> list[bytes]:
-    """The raw bodies an answer sends through `client_class`: a tool call, its result, then the answer."""
+async def request_bodies(
+    client_class: type[AsyncOpenAI],
+    make_settings,
+    question_id: int,
+    made: Callable[[OpenAIChatModel], Model] = lambda model: model,
+) -> list[bytes]:
+    """The raw bodies an answer sends through `client_class` (on the model as `made` gives it): a tool call, its
+    result, then the answer."""
     bodies: list[bytes] = []
 
     def handle(request: httpx2.Request) -> httpx2.Response:
@@ -195,7 +201,7 @@ async def request_bodies(client_class: type[AsyncOpenAI], make_settings, questio
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
     client = client_class(base_url="http://llm.test/v1", api_key="k", http_client=http)
     provider = OpenAICompatibleProvider(OPENAI_COMPATIBLE_SERVER, openai_client=client)
-    model = OpenAIChatModel("local-model", provider=provider)
+    model = made(OpenAIChatModel("local-model", provider=provider))
     earlier = [ModelRequest.user_text_prompt("earlier question"), ModelResponse(parts=[TextPart("earlier answer")])]
     with override_allow_model_requests(True):
         question = replace(msg(ALICE, "Alice", "how busy is it?", 0), message_id=question_id)
