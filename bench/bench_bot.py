@@ -32,7 +32,9 @@ the same kind of fake model server:
   instructions, tool definitions, history and settings, as external tools and message history) on
   the client the bot builds for LLM_BASE_URL, streamed as the bot's are. Its request is checked to be
   the bot's, byte for byte as JSON. pydantic-ai's and the client's cost of building that request is
-  then in both legs, so inbound over it is Parley's own work (and discord.py's) on top of theirs.
+  then in both legs, so inbound over it is Parley's own work (and discord.py's) on top of theirs. The same
+  request over the bare agent is printed too: what pydantic-ai and the client alone add for the bot's bigger
+  request, which no work of Parley's can take off the inbound ratio.
 """
 
 from __future__ import annotations
@@ -320,6 +322,10 @@ def main() -> None:
     # Not the issue's figure: the same pydantic-ai work on both sides, so what is left is Parley's own.
     same = min(run.ratio("inbound", "same_request") for run in runs)
     print(f"inbound / the same request replayed by a bare agent, best of {len(runs)}: {same:.2f}x (Parley's own share)")
+    # What pydantic-ai and the client alone take for the bot's request over the bare agent's: a floor under the
+    # inbound ratio that nothing of Parley's can go below.
+    floors = ", ".join(f"{run.median('same_request') / run.median('floor'):.2f}" for run in runs)
+    print(f"the same request / bare agent, each run: {floors}x (pydantic-ai and the client alone)")
 
 
 if __name__ == "__main__":
