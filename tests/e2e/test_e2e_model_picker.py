@@ -45,7 +45,7 @@ async def choose(fake: FakeDiscord, menu: dict[str, Any], model: str, user_id: i
     """Pick `model` in the menu (whatever it offers: a request can say anything); what the menu's message says then."""
     [row] = menu["components"]
     [select] = row["components"]
-    payload = _interaction(3, {"custom_id": select["custom_id"], "component_type": 3, "values": [model]})
+    payload = _interaction(fake, 3, {"custom_id": select["custom_id"], "component_type": 3, "values": [model]})
     payload["message"] = menu
     _in_channel(fake, payload, user_id, MEMBER)
     [call] = await _interact(fake, payload, f"{model} chosen")

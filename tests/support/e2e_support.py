@@ -103,18 +103,12 @@ class EngineClock:
 
     def __init__(self) -> None:
         self.ahead = timedelta()
-        self.held: datetime | None = None
 
     def __call__(self) -> datetime:
-        return self.held if self.held is not None else utc_now() + self.ahead
+        return utc_now() + self.ahead
 
     def advance(self, seconds: float) -> None:
         self.ahead += timedelta(seconds=seconds)
-
-    def hold(self, moment: datetime) -> None:
-        """Read `moment` until `advance`d or held again: a decision that weighs how long ago something was said (the
-        learned tier) then sees the same gap however long a busy machine took to deliver the message."""
-        self.held = moment
 
 
 # How long discord.py waits for a further GUILD_CREATE after READY and after each one, before on_ready.
@@ -312,7 +306,7 @@ def command_payload(
     """
     number = next(_interaction_numbers)
     payload: dict[str, Any] = {
-        "id": str(snowflake_at(datetime.now(UTC), number)),
+        "id": str(fake.new_id()),
         "application_id": str(APPLICATION_ID),
         "type": 2,  # APPLICATION_COMMAND
         "token": f"interaction-token-{number}",
@@ -417,10 +411,12 @@ def _in_channel(
     }
 
 
-def _interaction(kind: int, data: dict[str, Any]) -> dict[str, Any]:
+def _interaction(fake: FakeDiscord, kind: int, data: dict[str, Any]) -> dict[str, Any]:
+    """An interaction made now: its id after every id the fake has issued, as Discord's are after what came before
+    (a message its response posts, a deferral's, then has a later id than the question: conversations keep order)."""
     number = next(_interaction_numbers)
     return {
-        "id": str(snowflake_at(datetime.now(UTC), number)),
+        "id": str(fake.new_id()),
         "application_id": str(APPLICATION_ID),
         "type": kind,
         "token": f"interaction-token-{number}",
@@ -457,9 +453,12 @@ async def use_top_command(
     """Use the top-level slash command `/name` (no group, as `/ask`) in #general (or `channel_id`, or a DM), now or
     `used_at` (the interaction's id says when: its token expires 15 minutes after); the bot's calls once it has made
     its first."""
-    payload = _interaction(2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1})
+    payload = _interaction(
+        fake, 2, {"id": str(snowflake_at(datetime(2022, 1, 1, tzinfo=UTC), 2)), "name": name, "type": 1}
+    )
     payload["data"]["options"] = options
-    payload["id"] = str(fake.new_id() if used_at is None else snowflake_at(used_at, next(_interaction_numbers)))
+    if used_at is not None:
+        payload["id"] = str(snowflake_at(used_at, next(_interaction_numbers)))
     if in_guild:
         _in_channel(fake, payload, user_id, permissions, channel_id)
     else:
@@ -501,7 +500,7 @@ def click_payload(
     channel_id: int = CHANNEL_ID,
 ) -> dict[str, Any]:
     """The INTERACTION_CREATE of a click on the button `custom_id` on `message` in `channel_id`."""
-    payload = _interaction(3, {"custom_id": custom_id, "component_type": 2})  # MESSAGE_COMPONENT, a button
+    payload = _interaction(fake, 3, {"custom_id": custom_id, "component_type": 2})  # MESSAGE_COMPONENT, a button
     payload["message"] = message
     _in_channel(fake, payload, user_id, permissions, channel_id)
     return payload
@@ -523,7 +522,7 @@ async def use_message_command(
         "target_id": target["id"],
         "resolved": {"messages": {target["id"]: target}},
     }
-    payload = _interaction(2, data)
+    payload = _interaction(fake, 2, data)
     _in_channel(fake, payload, user_id, permissions)
     return await _interact(fake, payload, f"{name} answered")
 
@@ -594,7 +593,7 @@ async def submit_modal(
     answers: int = 1,
 ) -> list[InteractionCall]:
     """Submit `modal` in #general with `values` (by input custom id); the bot's calls once it made `answers`."""
-    payload = _interaction(5, modal_submission(modal, values))  # MODAL_SUBMIT
+    payload = _interaction(fake, 5, modal_submission(modal, values))  # MODAL_SUBMIT
     _in_channel(fake, payload, user_id, permissions)
     token = payload["token"]
 
@@ -664,14 +663,14 @@ def assert_told_after_deferral(calls: list[InteractionCall]) -> str:
     return text
 
 
-async def decided(client: Parley, message: dict[str, Any], timeout: float = 5.0) -> LoggedDecision:
-    """The decision about a message sent through the fake, once the bot has made it (within `timeout` seconds)."""
+async def decided(client: Parley, message: dict[str, Any]) -> LoggedDecision:
+    """The decision about a message sent through the fake, once the bot has made it."""
     message_id = int(message["id"])
 
     def found() -> LoggedDecision | None:
         return next((entry for entry in client.decisions.recent(CHANNEL_ID) if entry.message_id == message_id), None)
 
-    await eventually(lambda: found() is not None, timeout)
+    await eventually(lambda: found() is not None)
     entry = found()
     assert entry is not None
     return entry
