@@ -111,7 +111,9 @@ async def test_an_opted_out_member_is_neither_archived_nor_shown_nor_answered(
     """After opting out, Alice's messages are not archived (live or by catch-up after a restart), reach the model only
     as the placeholder, and her mention is met with silence logged `opted_out`; opting in undoes it."""
     client = await bot.start()
-    await say(fake, ALICE_ID, "said before opting out")
+    said = await say(fake, ALICE_ID, "said before opting out")
+    # Heard (and archived) before she opts out: a message Parley hears only after her opt-out is not kept.
+    await decided(client, said)
     reply = reply_text(await privacy(fake, "optout"))
     assert "You opted out" in reply and "stays until you erase it" in reply
 
