@@ -105,8 +105,15 @@ def buttons(card: dict[str, Any]) -> dict[str, str]:
 async def press(
     fake: FakeDiscord, card: dict[str, Any], label: str, *, user_id: int = MODERATOR_ID
 ) -> list[InteractionCall]:
-    """Press the card's button `label` as `user_id` in the moderation channel; every call the bot made for it."""
+    """Press the card's button `label` as `user_id` in the moderation channel; every call the bot made for it, once
+    it has told the presser its line."""
     calls = await click(fake, card, buttons(card)[label], user_id=user_id, permissions=MEMBER, channel_id=MOD_CHANNEL)
+
+    def answered() -> bool:
+        return any(call.body and call_text(call) for call in calls_for(fake, calls))
+
+    # Waited for, not left to `settled`: an action on Discord after a deferral can outlast its quiet on a busy machine.
+    await fake.wait_for(answered, what=f"the line answering {label}")
     await settled(fake)
     return calls_for(fake, calls)
 
