@@ -324,8 +324,8 @@ def main() -> None:
     print(f"inbound / the same request replayed by a bare agent, best of {len(runs)}: {same:.2f}x (Parley's own share)")
     # What pydantic-ai and the client alone take for the bot's request over the bare agent's: a floor under the
     # inbound ratio that nothing of Parley's can go below.
-    floors = ", ".join(f"{run.median('same_request') / run.median('floor'):.2f}" for run in runs)
-    print(f"the same request / bare agent, each run: {floors}x (pydantic-ai and the client alone)")
+    alone = ", ".join(f"{run.median('same_request') / run.median('floor'):.2f}" for run in runs)
+    print(f"the same request / bare agent, each run: {alone}x (pydantic-ai and the client alone)")
 
 
 if __name__ == "__main__":
