@@ -15,9 +15,17 @@ import pytest
 from answering.gap import GapQuestions
 from tests.conftest import fresh_postgres_database
 from tests.e2e.test_e2e_backfill import CATCH_UP_BOUND, archived, caught_up
-from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
+from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, allow_model_requests
-from tests.support.e2e_support import RunningBot, assert_silent, decided, eventually, request_texts, say
+from tests.support.e2e_support import (
+    RunningBot,
+    assert_silent,
+    decided,
+    eventually,
+    request_texts,
+    say,
+    two_processes_serving_the_server,
+)
 
 HISTORY_ROUTE = "GET /channels/{channel_id}/messages"
 
@@ -169,22 +177,14 @@ async def test_two_processes_on_one_postgres_answer_a_mention_from_the_gap_once(
     database_url = await fresh_postgres_database(postgres_server)
     question = fake.add_history(CHANNEL_ID, ALICE_ID, f"<@{BOT_ID}> who is on call?")
     fake.held_routes.add(HISTORY_ROUTE)
-    shards = [(2, 0), (7, 1)]
-    assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in shards)
-    processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
     with allow_model_requests(), caplog.at_level(logging.INFO, "parley.once"):
-        try:
-            for process, (count, shard) in zip(processes, shards, strict=True):
-                await process.start(database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))
+        async with two_processes_serving_the_server(fake, llm, tmp_path, database_url):
             # Each process reads the history of both of the server's channels.
             await fake.wait_for(lambda: fake.reached_held_routes.count(HISTORY_ROUTE) == 4, what="both catch-ups")
             fake.release(HISTORY_ROUTE)
             [post] = await fake.wait_for_posts(1, timeout=CATCH_UP_BOUND)
             await eventually(lambda: "is taken up by another process" in caplog.text, CATCH_UP_BOUND)
             await assert_silent(fake, 1)
-        finally:
-            for process in processes:
-                await process.stop()
     assert post.reply_to == int(question["id"])
     assert fake.handler_errors == [] and llm.handler_errors == []
 

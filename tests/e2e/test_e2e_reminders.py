@@ -24,6 +24,7 @@ from tests.support.e2e_support import (
     command_payload,
     option,
     run_command,
+    two_processes_serving_the_server,
 )
 
 
@@ -141,26 +142,16 @@ async def test_two_processes_on_one_postgres_post_a_reminder_once(
     """Two processes share one Postgres archive and both serve the fake's server (shard 0 of 2 beside shard 1 of 7,
     as across a reshard): both find the reminder due at once, and it is posted once."""
     database_url = await fresh_postgres_database(postgres_server)
-    shards = [(2, 0), (7, 1)]
-    assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in shards)
-    processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
     with caplog.at_level(logging.INFO, "parley.reminders"):
-        try:
-            clients = [
-                await process.start(database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))
-                for process, (count, shard) in zip(processes, shards, strict=True)
-            ]
-            await clients[0].reminders.book.set(
+        async with two_processes_serving_the_server(fake, llm, tmp_path, database_url) as both:
+            await both[0][1].reminders.book.set(
                 guild_id=GUILD_ID, channel_id=CHANNEL_ID, owner_id=ALICE_ID, owner_may_post=True,
                 text="rotate the keys", when="3s", post_here=False,
             )  # fmt: skip
-            await asyncio.gather(*(moved_on(p, c, 3) for p, c in zip(processes, clients, strict=True)))
+            await asyncio.gather(*(moved_on(process, client, 3) for process, client in both))
             [post] = await fake.wait_for_posts(1)
-            await asyncio.gather(*(moved_on(p, c, 60) for p, c in zip(processes, clients, strict=True)))
+            await asyncio.gather(*(moved_on(process, client, 60) for process, client in both))
             assert len(fake.posts_in(CHANNEL_ID)) == 1
-        finally:
-            for process in processes:
-                await process.stop()
     assert "rotate the keys" in post.content
     assert caplog.text.count("posted in channel") == 1
     assert fake.handler_errors == [] and llm.handler_errors == []

@@ -21,7 +21,7 @@ from tests.e2e.test_e2e_privacy import erase_by_command, export_of
 from tests.e2e.test_e2e_reminders import moved_on
 from tests.fakes.fake_discord import ALICE_ID, BOB_ID, BOT_ID, CHANNEL_ID, GUILD_ID, OTHER_CHANNEL_ID, FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, allow_model_requests, last_user_text
-from tests.support.e2e_support import MEMBER, RunningBot, group_command, option
+from tests.support.e2e_support import MEMBER, RunningBot, group_command, option, two_processes_serving_the_server
 
 ADMIN = MEMBER | discord.Permissions(manage_guild=True)
 CHANNEL_MANAGER = MEMBER | discord.Permissions(manage_channels=True)
@@ -234,23 +234,14 @@ async def test_two_processes_on_one_postgres_post_a_schedule_once(
 ) -> None:
     llm.handler = lambda request: ANSWER
     database_url = await fresh_postgres_database(postgres_server)
-    # Both serve the fake's server (shard 0 of 2 beside shard 1 of 7, as across a reshard), as in the reminders' test.
-    shards = [(2, 0), (7, 1)]
-    processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
+    fake.allow(CHANNEL_ID, ALICE_ID, MANAGES_CHANNEL)  # as `start` does
     with caplog.at_level(logging.INFO, "parley.reminders"), allow_model_requests():
-        try:
-            clients = [
-                await start(process, fake, database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))
-                for process, (count, shard) in zip(processes, shards, strict=True)
-            ]
+        async with two_processes_serving_the_server(fake, llm, tmp_path, database_url) as both:
             await add(fake)
-            await asyncio.gather(*(ran(p, c, 3600) for p, c in zip(processes, clients, strict=True)))
+            await asyncio.gather(*(ran(process, client, 3600) for process, client in both))
             [post] = await fake.wait_for_posts(1)
-            await asyncio.gather(*(ran(p, c, 60) for p, c in zip(processes, clients, strict=True)))
+            await asyncio.gather(*(ran(process, client, 60) for process, client in both))
             assert len(fake.posts_in(CHANNEL_ID)) == 1
-        finally:
-            for process in processes:
-                await process.stop()
     assert post.content.startswith(ANSWER)
     assert len(llm.requests) == 1
 

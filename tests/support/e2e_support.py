@@ -8,7 +8,7 @@ import itertools
 import os
 import sys
 import weakref
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +32,7 @@ from tests.fakes.fake_discord import (
     CHANNEL_ID,
     DEFAULT_TOKEN,
     EVERYONE_PERMISSIONS,
+    GUILD_ID,
     FakeDiscord,
     InteractionCall,
     snowflake_at,
@@ -170,6 +171,30 @@ class RunningBot:
             await asyncio.wait_for(self._task, 10)
         self.client = self._task = None
         await self._resources.aclose()
+
+
+# Shard 0 of 2 and shard 1 of 7 (count, id): both are the fake's server's, so two processes on these serve it at once,
+# as the old count's process and the new count's do across a reshard.
+ACROSS_A_RESHARD = ((2, 0), (7, 1))
+
+
+@contextlib.asynccontextmanager
+async def two_processes_serving_the_server(
+    fake: FakeDiscord, llm: FakeLLM, tmp_path: Path, database_url: str
+) -> AsyncIterator[list[tuple[RunningBot, Parley]]]:
+    """Two bots sharing the archive at `database_url`, both serving the fake's server (`ACROSS_A_RESHARD`), each with
+    its client; both stopped on leaving."""
+    assert all(fake.shard_of(GUILD_ID, count) == shard for count, shard in ACROSS_A_RESHARD)
+    processes = [RunningBot(fake, llm, tmp_path / name) for name in ("first", "second")]
+    try:
+        started = []
+        for process, (count, shard) in zip(processes, ACROSS_A_RESHARD, strict=True):
+            client = await process.start(database_url=database_url, shard_count=count, shard_ids=frozenset({shard}))
+            started.append((process, client))
+        yield started
+    finally:
+        for process in processes:
+            await process.stop()
 
 
 async def _archive_file_migrated(settings: Settings) -> None:
